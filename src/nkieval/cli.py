@@ -1,0 +1,81 @@
+"""The ``nkieval`` command line."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+
+import click
+import numpy as np
+
+
+@click.group()
+@click.version_option(package_name="nkieval")
+def main() -> None:
+    """nkieval: evaluate NKI kernels without Trainium hardware."""
+
+
+@main.command()
+@click.option("--target", default=None, help="trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
+def demo(target: str | None) -> None:
+    """Simulate the bundled example kernels, check them against NumPy and summarise their instructions."""
+    from nkieval import frontends
+
+    frontends.install()
+    import ml_dtypes
+
+    import nki  # the shim's module
+    from nkieval.examples import kernels as ex
+
+    rng = np.random.default_rng(0)
+    cases = [
+        ("tiled_add (ragged 300x200 fp32)", ex.tiled_add, ex.tiled_add_ref,
+         (rng.standard_normal((300, 200), dtype=np.float32), rng.standard_normal((300, 200), dtype=np.float32)), 0.0),
+        ("row_softmax (200x1000 fp32)", ex.row_softmax, ex.row_softmax_ref,
+         ((rng.standard_normal((200, 1000)) * 4).astype(np.float32),), 1e-5),
+        ("matmul_bf16 (K=512, M=256, N=1024)", ex.matmul_bf16, ex.matmul_ref,
+         (rng.standard_normal((512, 256)).astype(ml_dtypes.bfloat16),
+          rng.standard_normal((512, 1024)).astype(ml_dtypes.bfloat16)), 1e-4),
+    ]
+    failed = 0
+    for label, kern, ref, args, rtol in cases:
+        out = nki.simulate(kern, target=target)(*args)
+        result = nki.last_result()
+        want = ref(*args).astype(np.float32)
+        got = np.asarray(out).astype(np.float32)
+        err = float(np.max(np.abs(got - want)))
+        scale = float(np.max(np.abs(want))) or 1.0
+        ok = err <= rtol * scale
+        failed += not ok
+        click.echo(f"{'PASS' if ok else 'FAIL'}  {label}: max |sim - numpy| = {err:.3g} (allowed {rtol * scale:.3g})")
+        for line in result.trace.summary().splitlines():
+            click.echo("      " + line)
+    sys.exit(1 if failed else 0)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("script", type=click.Path(exists=True, dir_okay=False))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--force", is_flag=True, help="shadow a real Neuron SDK even if one is installed")
+def run(script: str, args: tuple[str, ...], force: bool) -> None:
+    """Run a Python SCRIPT with `import nki` served by nkieval's simulator."""
+    from nkieval import frontends
+
+    frontends.install(force=force or os.environ.get("NKIEVAL_FORCE_SHIM") == "1")
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    runpy.run_path(script, run_name="__main__")
+
+
+@main.command()
+def rules() -> None:
+    """List the hardware/API rules the simulator enforces."""
+    from nkieval.sim.errors import RULES
+
+    for r in RULES.values():
+        click.echo(f"{r.id:<18} {r.title}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

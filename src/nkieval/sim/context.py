@@ -1,0 +1,156 @@
+"""The running simulation: target, options, memories, trace, program id, engine state.
+
+One ``SimContext`` per program (LNC core or SPMD instance), kept thread-locally so that
+LNC-2 programs can run as two threads. Programs of one launch share a ``Launch``: the trace,
+the id counter and shared HBM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nkieval.hardware import Target
+from nkieval.sim.errors import NkiSimulatorWarning, NkiValidationError
+from nkieval.sim.memory import IdCounter, OnChipAllocator
+from nkieval.sim.options import SimOptions
+from nkieval.sim.trace import AllocationRecord, Trace
+
+_LOCAL = threading.local()
+
+# Frames from these directories are the simulator itself, not kernel source.
+_SIM_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d) + os.sep
+    for d in ("sim", "frontends", "hardware")
+)
+
+
+def user_frame(depth: int = 2):
+    """The innermost frame outside the simulator: the kernel line that issued the call."""
+    f = sys._getframe(depth)
+    while f is not None and f.f_code.co_filename.startswith(_SIM_DIRS):
+        f = f.f_back
+    return f
+
+
+def user_location() -> tuple[str | None, int | None, str | None]:
+    f = user_frame(3)
+    if f is None:
+        return None, None, None
+    return f.f_code.co_filename, f.f_lineno, f.f_code.co_name
+
+
+def location_str() -> str | None:
+    file, line, _ = user_location()
+    return f"{os.path.basename(file)}:{line}" if file else None
+
+
+@dataclass
+class Launch:
+    """State shared by all programs of one kernel launch."""
+
+    target: Target
+    options: SimOptions
+    trace: Trace
+    ids: IdCounter = field(default_factory=IdCounter)
+    num_programs: int = 1
+    grid: tuple[int, ...] = ()
+    barrier: threading.Barrier | None = None
+    mailboxes: dict[Any, Any] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    shared_allocs: list[Any] = field(default_factory=list)
+
+
+class SimContext:
+    """Per-program simulation state."""
+
+    def __init__(self, launch: Launch, program_id: int = 0, grid_index: tuple[int, ...] = (0,)) -> None:
+        self.launch = launch
+        self.target = launch.target
+        self.options = launch.options
+        self.trace = launch.trace
+        self.program_id = program_id
+        self.grid_index = grid_index
+        t = launch.target
+        self.sbuf = OnChipAllocator("sbuf", t.sbuf_bytes_per_partition, t.sbuf_alloc_alignment_bytes,
+                                    launch.options.capacity_check, self._on_alloc_event)
+        self.psum = OnChipAllocator("psum", t.psum_bytes_per_partition, t.psum_alloc_granularity_bytes,
+                                    launch.options.capacity_check, self._on_alloc_event)
+        self.shared_count = 0
+        self.loc: tuple[str | None, int | None, str | None] = (None, None, None)
+        self.loops: list[list[Any]] = []
+        self._loops_tuple: tuple[tuple[str, int, int], ...] = ()
+        # Engine accumulator registers (fp32 per partition) and PRNG state.
+        self.scalar_acc = np.zeros(128, dtype=np.float32)
+        self.vector_acc = np.zeros(128, dtype=np.float32)
+        self.rng = np.random.default_rng(0)
+
+    # -- allocation bookkeeping -------------------------------------------------
+    def _on_alloc_event(self, kind: str, alloc_or_id: Any, start: int, size: int) -> None:
+        tr = self.trace
+        if kind == "alloc":
+            a = alloc_or_id
+            with tr._lock:
+                tr.allocations[a.id] = AllocationRecord(
+                    id=a.id, buffer=a.buffer.kind, name=a.name, shape=tuple(a.shape), dtype=a.dtype.name,
+                    address=start, partition_offset=a.partition_offset, bytes_per_partition=size,
+                    site=a.site, program=self.program_id, alloc_seq=tr.next_seq())
+                tr.peak_sbuf_bytes = max(tr.peak_sbuf_bytes, self.sbuf.peak_bytes)
+                tr.peak_psum_bytes = max(tr.peak_psum_bytes, self.psum.peak_bytes)
+        else:
+            rec = tr.allocations.get(alloc_or_id)
+            if rec is not None and rec.free_seq is None:
+                rec.free_seq = tr.next_seq()
+
+    # -- loops ------------------------------------------------------------------
+    def push_loop(self, kind: str, trip: int) -> list[Any]:
+        frame = [kind, 0, trip]
+        self.loops.append(frame)
+        return frame
+
+    def set_loop_index(self, frame: list[Any], i: int) -> None:
+        frame[1] = i
+        self._loops_tuple = tuple((k, j, n) for k, j, n in self.loops)
+
+    def pop_loop(self, frame: list[Any]) -> None:
+        if frame in self.loops:
+            self.loops.remove(frame)
+        self._loops_tuple = tuple((k, j, n) for k, j, n in self.loops)
+
+    @property
+    def loop_context(self) -> tuple[tuple[str, int, int], ...]:
+        return self._loops_tuple
+
+    # -- warnings ---------------------------------------------------------------
+    def warn(self, message: str, *, rule: str, instruction: str | None = None) -> None:
+        loc = location_str()
+        w = NkiSimulatorWarning(message, rule=rule, instruction=instruction, location=loc)
+        self.trace.warnings.append({"rule": rule, "instruction": instruction, "location": loc,
+                                    "message": str(w), "program": self.program_id})
+        warnings.warn(w, stacklevel=4)
+
+
+def current() -> SimContext:
+    ctx = getattr(_LOCAL, "ctx", None)
+    if ctx is None:
+        raise NkiValidationError(
+            "NKI instructions can only run inside a kernel launched through nki.simulate / "
+            "@nki.jit (with nkieval's simulator) or nkieval.sim.run_kernel",
+            rule="kernel")
+    return ctx
+
+
+def maybe_current() -> SimContext | None:
+    return getattr(_LOCAL, "ctx", None)
+
+
+def set_current(ctx: SimContext | None) -> SimContext | None:
+    prev = getattr(_LOCAL, "ctx", None)
+    _LOCAL.ctx = ctx
+    return prev

@@ -1,0 +1,127 @@
+"""DMA instructions: dma_copy (incl. indirect gather/scatter), dma_transpose."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nkieval.sim import dtypes as dt
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.isa.core import check_buffer, check_partitions, instruction, record, tensor_arg, write
+from nkieval.sim.isa.enums import dge_mode as DgeMode
+from nkieval.sim.isa.enums import oob_mode as OobMode
+from nkieval.sim.tensor import NkiTensor
+
+_DMA_BUFFERS = ("hbm", "sbuf")
+
+
+def _dma_values(ctx: Any, t: NkiTensor) -> np.ndarray:
+    # DMA casting goes src -> fp32 -> dst.
+    return t.data if t.data.dtype == np.float32 else t.data.astype(np.float32)
+
+
+def _gather(ctx: Any, src: NkiTensor, oob: int, role: str) -> tuple[np.ndarray, np.ndarray]:
+    ind = src._ap_base
+    idx = np.asarray(ind.index.data).reshape(-1).astype(np.int64)
+    rows = ind.pattern[0][1]
+    if idx.size < rows:
+        raise NkiValidationError(f"vector_offset has {idx.size} indices but the pattern needs {rows}", operand=role,
+                                 rule="shape-mismatch")
+    idx = idx[:rows]
+    offs = ind.element_offsets(idx)
+    n = ind.flat.size
+    row_ok = np.all((offs >= 0) & (offs < n), axis=tuple(range(1, offs.ndim)))
+    if not row_ok.all() and oob == OobMode.error:
+        bad = int(np.nonzero(~row_ok)[0][0])
+        raise NkiValidationError(
+            f"indirect {role} index {int(idx[bad])} at row {bad} is out of bounds for "
+            f"{ind.base_shape[ind.indirect_dim]} rows", operand=role, rule="out-of-bounds")
+    return offs, row_ok
+
+
+@instruction("dma_copy", "dma")
+def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode: Any = OobMode.error,
+             dge_mode: Any = DgeMode.unknown, engine: Any = None, name: str | None = None) -> None:
+    """Copy ``src`` to ``dst`` (HBM/SBUF only, never PSUM); dtype cast via fp32; indirect rows via .ap(vector_offset=)."""
+    dst = tensor_arg(dst, "dst")
+    src = tensor_arg(src, "src")
+    for role, t in (("dst", dst), ("src", src)):
+        check_buffer(t, role, _DMA_BUFFERS, "DMA cannot access PSUM; copy PSUM to SBUF with tensor_copy first")
+        if t.is_on_chip:
+            check_partitions(ctx, t, role)
+    oob = int(getattr(oob_mode, "value", oob_mode))
+    mode = int(getattr(dge_mode, "value", dge_mode))
+    if mode == DgeMode.hwdge:
+        if not ctx.target.has("hwdge"):
+            raise NkiValidationError("dge_mode=hwdge needs trn2 or later", operand="dge_mode", rule="generation")
+        if src.dtype != dst.dtype:
+            raise NkiValidationError(f"hwdge DMA cannot cast ({src.dtype} -> {dst.dtype}); dtypes must match",
+                                     operand="dst", rule="dtype")
+    if priority is not None and not ctx.target.generation >= 4:
+        raise NkiValidationError("priority needs trn3 (NeuronCore-v4)", operand="priority", rule="generation")
+    src_ind, dst_ind = src._ap_base, dst._ap_base
+    if src_ind is not None and dst_ind is not None:
+        raise NkiValidationError("src and dst cannot both be indirect", rule="argument")
+    if src.size != dst.size:
+        raise NkiValidationError(f"element count mismatch: src{list(src.shape)} has {src.size}, dst{list(dst.shape)} "
+                                 f"has {dst.size}", rule="shape-mismatch")
+    cast = src.dtype != dst.dtype
+    if cast and (src.dtype.name.endswith("_x4") or dst.dtype.name.endswith("_x4")):
+        raise NkiValidationError("DMA casting is not supported for packed x4 types", rule="dtype")
+    attrs: dict[str, Any] = {"cast": bool(cast), "dge_mode": int(mode), "indirect": bool(src_ind or dst_ind)}
+    if src_ind is not None:
+        offs, ok = _gather(ctx, src, oob, "src")
+        vals = np.zeros(offs.shape, dtype=np.float32)
+        flat = src_ind.flat
+        safe = np.where(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs, 0)
+        vals[...] = flat[safe].astype(np.float32)
+        if not ok.all():  # skip mode: leave dst rows unchanged
+            cur = dst.data.astype(np.float32).reshape(offs.shape)
+            vals = np.where(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), vals, cur)
+        write(ctx, dst, vals.reshape(dst.shape) if vals.size == dst.size else vals)
+        accesses = [dst.access("dst", "w"), src_ind.index.access("vector_offset", "r"), src.access("src", "r")]
+    elif dst_ind is not None:
+        offs, ok = _gather(ctx, dst, oob, "dst")
+        vals = _dma_values(ctx, src).reshape(offs.shape)
+        flat = dst_ind.flat
+        target_dtype = dst.dtype
+        conv = dt.cast(vals, target_dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
+        okb = np.broadcast_to(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs.shape)
+        flat[offs[okb]] = conv[okb]
+        dst.alloc.written = True
+        accesses = [dst.access("dst", "w"), dst_ind.index.access("vector_offset", "r"), src.access("src", "r")]
+    else:
+        vals = src.data if not cast else _dma_values(ctx, src)
+        write(ctx, dst, vals.reshape(dst.shape) if vals.shape != dst.shape else vals)
+        accesses = [dst.access("dst", "w"), src.access("src", "r")]
+    record(ctx, "dma_copy", "dma", accesses, **attrs)
+
+
+@instruction("dma_transpose", "dma", min_generation=3)
+def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int | None = None,
+                  dge_mode: Any = DgeMode.unknown, oob_mode: Any = OobMode.error, name: str | None = None) -> None:
+    """Transpose while copying (dst in SBUF; 2-byte dtypes; dst shape must equal the transposed src)."""
+    dst = tensor_arg(dst, "dst")
+    src = tensor_arg(src, "src")
+    check_buffer(dst, "dst", ("sbuf",))
+    check_buffer(src, "src", _DMA_BUFFERS)
+    check_partitions(ctx, dst, "dst")
+    if src.dtype.itemsize != 2:
+        raise NkiValidationError(f"dma_transpose supports 2-byte dtypes, got {src.dtype}", operand="src", rule="dtype")
+    nd = src.ndim
+    default = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+    if nd not in default:
+        raise NkiValidationError(f"dma_transpose supports 2-4 dims, got {nd}", operand="src", rule="argument")
+    perm = tuple(axes) if axes is not None else default[nd]
+    if perm != default[nd]:
+        raise NkiValidationError(f"dma_transpose permutation {perm} not supported for {nd}-D (supported: {default[nd]})",
+                                 operand="axes", rule="argument")
+    expect = tuple(src.shape[i] for i in perm)
+    if tuple(dst.shape) != expect:
+        raise NkiValidationError(f"dst shape {list(dst.shape)} must equal the transposed src shape {list(expect)}",
+                                 operand="dst", rule="shape-mismatch")
+    if dst.dtype != src.dtype:
+        raise NkiValidationError(f"dma_transpose cannot cast ({src.dtype} -> {dst.dtype})", operand="dst", rule="dtype")
+    write(ctx, dst, np.transpose(src.data, perm))
+    record(ctx, "dma_transpose", "dma", [dst.access("dst", "w"), src.access("src", "r")], axes=list(perm))

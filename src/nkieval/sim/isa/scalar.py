@@ -1,0 +1,110 @@
+"""Scalar engine (ACT): activation, activation_reduce."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.isa.core import (
+    check_engine_operands,
+    check_free_limit,
+    check_same_free,
+    instruction,
+    read,
+    record,
+    scalar_or_vector,
+    tensor_arg,
+    write,
+)
+from nkieval.sim.isa.enums import reduce_cmd as ReduceCmd
+from nkieval.sim.ops import ACTIVATION_RANGES, UNARY, Op, as_op
+
+
+def activation_function(op: Any, instruction_name: str) -> Op:
+    o = as_op(op, instruction_name)
+    if o.name not in ACTIVATION_RANGES or o.name not in UNARY:
+        raise NkiValidationError(f"op {o.name} is not a Scalar-engine activation function", operand="op",
+                                 rule="argument")
+    return o
+
+
+def check_range(ctx: Any, o: Op, x: np.ndarray, instruction_name: str) -> None:
+    rng = ACTIVATION_RANGES.get(o.name)
+    if rng is None:
+        return
+    lo, hi = rng
+    mag = np.abs(x) if o.name in ("log", "sqrt", "rsqrt", "reciprocal") else x
+    with np.errstate(invalid="ignore"):
+        bad = np.count_nonzero((mag < lo) | (mag > hi)) if o.name not in ("log", "sqrt", "rsqrt") else \
+            np.count_nonzero((x < lo) | (x > hi))
+    if bad:
+        ctx.warn(f"{bad} input value(s) outside the documented valid range [{lo:.6g}, {hi:.6g}] of activation "
+                 f"{o.name}; hardware output there is invalid", rule="argument", instruction=instruction_name)
+
+
+def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, reduce_op: Any,
+              reduce_res: Any, cmd: int) -> None:
+    dst = tensor_arg(dst, "dst")
+    data = tensor_arg(data, "data")
+    o = activation_function(op, name)
+    pairs = [("dst", dst), ("data", data)]
+    check_engine_operands(ctx, pairs, engine="scalar")
+    check_same_free(pairs)
+    check_free_limit(ctx, data, "data")
+    p = data.shape[0]
+    accesses = [dst.access("dst", "w"), data.access("data", "r")]
+    s = scalar_or_vector(ctx, scale, "scale", p)
+    if hasattr(scale, "access"):
+        accesses.append(scale.access("scale", "r"))
+    x = read(data).reshape(p, -1).astype(np.float32) * s
+    if bias is not None:
+        if not hasattr(bias, "access") and not ctx.target.has("scalar_bias_scalar"):
+            raise NkiValidationError("bias must be a [P, 1] vector on trn1 (scalar bias needs trn2+)", operand="bias",
+                                     rule="generation")
+        if hasattr(bias, "dtype") and getattr(bias.dtype, "tf32", False):
+            raise NkiValidationError("bias cannot be tfloat32", operand="bias", rule="dtype")
+        if o.name == "reciprocal" and ctx.target.generation == 2:
+            raise NkiValidationError("activation(op=reciprocal) cannot take a bias on trn1", operand="bias",
+                                     rule="generation")
+        b = scalar_or_vector(ctx, bias, "bias", p)
+        if hasattr(bias, "access"):
+            accesses.append(bias.access("bias", "r"))
+        x = x + b
+    check_range(ctx, o, x, name)
+    y = o.unary(x)
+    write(ctx, dst, y)
+    if reduce_op is not None or reduce_res is not None or cmd != ReduceCmd.idle:
+        if reduce_op is not None and as_op(reduce_op, name, "reduce_op").name != "add":
+            raise NkiValidationError("reduce_op must be nl.add", operand="reduce_op", rule="argument")
+        acc = ctx.scalar_acc
+        if cmd in (ReduceCmd.reset, ReduceCmd.reset_reduce):
+            acc[:p] = 0.0
+        if cmd in (ReduceCmd.reduce, ReduceCmd.reset_reduce):
+            acc[:p] += y.reshape(p, -1).sum(axis=1, dtype=np.float32)
+        if reduce_res is not None:
+            rr = tensor_arg(reduce_res, "reduce_res")
+            if rr.shape[0] != p or rr.size != p:
+                raise NkiValidationError(f"reduce_res must be [{p}, 1], got {list(rr.shape)}", operand="reduce_res",
+                                         rule="shape-mismatch")
+            write(ctx, rr, acc[:p].reshape(rr.shape))
+            accesses.append(rr.access("reduce_res", "w"))
+    record(ctx, name, "scalar", accesses, op=o.name, reduce_cmd=int(cmd), has_bias=bias is not None,
+           reduce=reduce_res is not None)
+
+
+@instruction("activation", "scalar")
+def activation(ctx: Any, dst: Any, op: Any, data: Any, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
+               reduce_res: Any = None, reduce_cmd: Any = ReduceCmd.idle, name: str | None = None) -> None:
+    """``dst = op(data * scale + bias)``, optionally accumulating a free-dim sum in the Scalar registers."""
+    _activate(ctx, "activation", dst, op, data, bias, scale, reduce_op, reduce_res, int(reduce_cmd))
+
+
+@instruction("activation_reduce", "scalar")
+def activation_reduce(ctx: Any, dst: Any, op: Any, data: Any, reduce_op: Any, reduce_res: Any, bias: Any = None,
+                      scale: Any = 1.0, name: str | None = None) -> None:
+    """activation with reset+reduce of the output over all free dims into ``reduce_res`` [P, 1]."""
+    if reduce_res is None:
+        raise NkiValidationError("reduce_res is required", operand="reduce_res", rule="argument")
+    _activate(ctx, "activation_reduce", dst, op, data, bias, scale, reduce_op, reduce_res, int(ReduceCmd.reset_reduce))

@@ -1,0 +1,198 @@
+"""Tensor engine (PE array): nc_matmul, nc_transpose."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nkieval.sim import dtypes as dt
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.isa.core import (
+    check_buffer,
+    check_partitions,
+    flag_view,
+    free_size,
+    instruction,
+    read,
+    record,
+    resolve_engine,
+    tensor_arg,
+    write,
+)
+from nkieval.sim.isa.enums import matmul_perf_mode
+from nkieval.sim.tensor import NkiTensor
+
+MATMUL_INPUT_DTYPES = (dt.float8_e4m3, dt.float8_e5m2, dt.bfloat16, dt.float16, dt.tfloat32, dt.float32)
+_FP32_CLASS = (dt.float32, dt.tfloat32)
+
+
+def _check_psum_bank(ctx: Any, dst: NkiTensor, role: str = "dst") -> None:
+    """On v2/v3 one matmul writes one 2 KiB PSUM bank per partition."""
+    if ctx.target.generation >= 4:
+        return
+    acc = dst.access(role, "w")
+    bank = ctx.target.psum_bank_bytes
+    if acc.addr_lo // bank != (acc.addr_hi - 1) // bank:
+        raise NkiValidationError(
+            f"{role} bytes [{acc.addr_lo}, {acc.addr_hi}) per partition cross a {bank}-byte PSUM bank boundary; "
+            f"one matmul output must stay in one bank ({bank // 4} fp32 elements)", operand=role, rule="psum-bank")
+
+
+def _matmul_dtypes(ctx: Any, stationary: NkiTensor, moving: NkiTensor, dst: NkiTensor) -> None:
+    allowed = list(MATMUL_INPUT_DTYPES)
+    if ctx.target.has("float8_e4m3fn_matmul"):
+        allowed.append(dt.float8_e4m3fn)
+    for role, t in (("stationary", stationary), ("moving", moving)):
+        if t.dtype not in allowed:
+            raise NkiValidationError(f"{role} dtype {t.dtype} is not a Tensor-engine input type "
+                                     f"({', '.join(d.name for d in allowed)})", operand=role, rule="dtype")
+    s32, m32 = stationary.dtype in _FP32_CLASS, moving.dtype in _FP32_CLASS
+    if s32 != m32:
+        raise NkiValidationError(f"fp32/tf32 matmul inputs must pair with fp32/tf32: stationary is {stationary.dtype}, "
+                                 f"moving is {moving.dtype}", operand="moving", rule="dtype")
+    names = {stationary.dtype.name, moving.dtype.name}
+    if "float8_e4m3fn" in names and "float8_e4m3" in names:
+        raise NkiValidationError("float8_e4m3fn cannot be mixed with legacy float8_e4m3 in one matmul",
+                                 operand="moving", rule="dtype")
+    dst_ok = (dt.float32, dt.bfloat16) if ctx.target.has("bf16_psum") else (dt.float32,)
+    if dst.dtype not in dst_ok:
+        raise NkiValidationError(f"dst dtype {dst.dtype} is not supported for matmul output (PSUM "
+                                 f"{'/'.join(d.name for d in dst_ok)} on {ctx.target.name})", operand="dst", rule="dtype")
+
+
+@instruction("nc_matmul", "tensor")
+def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_onezero: bool = False,
+              is_moving_onezero: bool = False, is_transpose: bool = False, accumulate: bool | None = None,
+              tile_position: Any = (), tile_size: Any = (), perf_mode: Any = matmul_perf_mode.none,
+              name: str | None = None) -> None:
+    """``dst[M, N] (+)= stationary[K, M].T @ moving[K, N]`` with fp32 accumulation in PSUM."""
+    dst = tensor_arg(dst, "dst")
+    stationary = tensor_arg(stationary, "stationary")
+    moving = tensor_arg(moving, "moving")
+    check_buffer(stationary, "stationary", ("sbuf",), "the Tensor engine reads SBUF")
+    check_buffer(moving, "moving", ("sbuf",), "the Tensor engine reads SBUF")
+    check_buffer(dst, "dst", ("psum",), "the Tensor engine writes PSUM")
+    for role, t in (("stationary", stationary), ("moving", moving), ("dst", dst)):
+        check_partitions(ctx, t, role)
+    pm = int(getattr(perf_mode, "value", perf_mode or 0))
+    T = ctx.target
+    if pm == matmul_perf_mode.double_row:
+        if not T.has("double_row"):
+            raise NkiValidationError("perf_mode=double_row needs trn2 or later", operand="perf_mode", rule="generation")
+        if stationary.dtype not in dt.FP8_DTYPES or moving.dtype not in dt.FP8_DTYPES:
+            raise NkiValidationError("perf_mode=double_row needs fp8 inputs", operand="perf_mode", rule="dtype")
+        if tile_size or is_transpose:
+            raise NkiValidationError("perf_mode=double_row cannot be combined with tiling or transpose",
+                                     operand="perf_mode", rule="argument")
+        for role, t in (("stationary", stationary), ("moving", moving)):
+            if t.ndim != 3 or t.shape[1] != 2:
+                raise NkiValidationError(f"double_row {role} must be [K, 2, F] (second dim exactly 2), got "
+                                         f"{list(t.shape)}", operand=role, rule="shape-mismatch")
+        st = read(stationary).transpose(1, 0, 2).reshape(2 * stationary.shape[0], -1)
+        mv = read(moving).transpose(1, 0, 2).reshape(2 * moving.shape[0], -1)
+    else:
+        st = read(stationary).reshape(stationary.shape[0], -1)
+        mv = read(moving).reshape(moving.shape[0], -1)
+    K, M = stationary.shape[0], st.shape[1]
+    N = mv.shape[1]
+    if moving.shape[0] != K:
+        raise NkiValidationError(f"contraction (partition) sizes differ: stationary{list(stationary.shape)} has {K}, "
+                                 f"moving{list(moving.shape)} has {moving.shape[0]}", operand="moving",
+                                 rule="partition-mismatch")
+    if M > T.gemm_stationary_fmax:
+        raise NkiValidationError(f"stationary free size {M} exceeds maximum {T.gemm_stationary_fmax}",
+                                 operand="stationary", rule="matmul-limit")
+    nmax = T.gemm_moving_fmax_bf16_dst if dst.dtype == dt.bfloat16 else T.gemm_moving_fmax
+    if N > nmax:
+        raise NkiValidationError(f"moving free size {N} exceeds maximum {nmax} on {T.name}", operand="moving",
+                                 rule="matmul-limit")
+    if dst.shape[0] != M or free_size(dst) != N:
+        raise NkiValidationError(f"dst{list(dst.shape)} must be [{M}, {N}] for stationary{list(stationary.shape)} and "
+                                 f"moving{list(moving.shape)}", operand="dst", rule="shape-mismatch")
+    _matmul_dtypes(ctx, stationary, moving, dst)
+    if tile_size or tile_position:
+        _check_tiling(ctx, tile_position, tile_size, K, M)
+    _check_psum_bank(ctx, dst)
+    with np.errstate(all="ignore"):
+        res = (st.astype(np.float32, copy=False).T @ mv.astype(np.float32, copy=False)).reshape(dst.shape)
+    mm = flag_view(dst, dst.alloc.mm_written)
+    other = flag_view(dst, dst.alloc.other_written)
+    if accumulate is None:
+        add_mask = mm.copy()
+    elif accumulate:
+        if not mm.all():
+            if other.any() and T.generation < 4:
+                ctx.warn("accumulate=True onto PSUM written by a non-matmul instruction (memset/copy) is undefined "
+                         "on NeuronCore-v2/v3", rule="psum-accumulate", instruction="nc_matmul")
+            else:
+                ctx.warn("accumulate=True onto PSUM that no matmul has written (uninitialised accumulator)",
+                         rule="psum-accumulate", instruction="nc_matmul")
+        add_mask = np.ones(dst.shape, dtype=bool)
+    else:
+        add_mask = np.zeros(dst.shape, dtype=bool)
+    if add_mask.any():
+        cur = read(dst).astype(np.float32)
+        with np.errstate(all="ignore"):
+            res = np.where(add_mask, cur + res, res)
+    write(ctx, dst, res, matmul=True)
+    record(ctx, "nc_matmul", "tensor",
+           [dst.access("dst", "rw" if add_mask.any() else "w"), stationary.access("stationary", "r"),
+            moving.access("moving", "r")],
+           K=int(st.shape[0]), M=int(M), N=int(N), accumulate=None if accumulate is None else bool(accumulate),
+           accumulated=bool(add_mask.any()), perf_mode="double_row" if pm else "none", is_transpose=bool(is_transpose),
+           tile_position=list(tile_position or ()), tile_size=list(tile_size or ()),
+           stationary_onezero=bool(is_stationary_onezero), moving_onezero=bool(is_moving_onezero))
+
+
+def _check_tiling(ctx: Any, tile_position: Any, tile_size: Any, K: int, M: int) -> None:
+    sizes = ctx.target.matmul_tile_sizes
+    if len(tuple(tile_size)) != 2 or len(tuple(tile_position)) != 2:
+        raise NkiValidationError("tile_position and tile_size must both be (row, col) pairs", operand="tile_size",
+                                 rule="argument")
+    (r, c), (pr, pc) = tuple(tile_size), tuple(tile_position)
+    for what, v in (("rows", r), ("cols", c)):
+        if v not in sizes:
+            raise NkiValidationError(f"tile_size {what} {v} not supported on {ctx.target.name} (allowed: {sizes})",
+                                     operand="tile_size", rule="generation" if v in (32, 64, 128) else "argument")
+    if ctx.target.generation == 2 and r == 32 and c == 32:
+        raise NkiValidationError("32x32 PE tiling is not supported on trn1", operand="tile_size", rule="generation")
+    if pr % r or pc % c or pr + r > 128 or pc + c > 128:
+        raise NkiValidationError(f"tile_position {(pr, pc)} must be a multiple of tile_size {(r, c)} inside the 128x128 "
+                                 "array", operand="tile_position", rule="argument")
+    if K > r or M > c:
+        raise NkiValidationError(f"stationary [{K}, {M}] does not fit the {r}x{c} tile", operand="stationary",
+                                 rule="matmul-limit")
+
+
+@instruction("nc_transpose", "tensor")
+def nc_transpose(ctx: Any, dst: Any, data: Any, engine: Any = None, name: str | None = None) -> None:
+    """Partition↔free transpose. Tensor engine: ≤[128, 128], SBUF→PSUM. Vector engine: ≤[32, 32]."""
+    dst = tensor_arg(dst, "dst")
+    data = tensor_arg(data, "data")
+    p, f = data.shape[0], free_size(data)
+    default = "tensor" if (dst.alloc.buffer.kind == "psum" and data.alloc.buffer.kind == "sbuf" and
+                           not (p <= 32 and f <= 32 and dst.alloc.buffer.kind != "psum")) else "vector"
+    eng = resolve_engine(engine, default, ("tensor", "vector"), "nc_transpose")
+    if eng == "tensor":
+        check_buffer(data, "data", ("sbuf",), "the Tensor engine reads SBUF")
+        check_buffer(dst, "dst", ("psum",), "the Tensor engine writes PSUM")
+        lim = ctx.target.transpose_tensor_max
+    else:
+        check_buffer(data, "data", ("sbuf", "psum"))
+        check_buffer(dst, "dst", ("sbuf", "psum"))
+        lim = ctx.target.transpose_vector_max
+    if p > lim or f > lim:
+        raise NkiValidationError(f"data [{p}, {f}] exceeds the {eng} engine transpose limit [{lim}, {lim}]",
+                                 operand="data", rule="instruction-limit")
+    if dst.shape[0] != f or free_size(dst) != p:
+        raise NkiValidationError(f"dst{list(dst.shape)} must be [{f}, {p}] for data{list(data.shape)}", operand="dst",
+                                 rule="shape-mismatch")
+    ok = {data.dtype} | ({dt.float32} if eng == "tensor" else set())
+    if dst.dtype not in ok:
+        raise NkiValidationError(f"dst dtype {dst.dtype} must equal data dtype {data.dtype}", operand="dst", rule="dtype")
+    if eng == "tensor":
+        _check_psum_bank(ctx, dst)
+    vals = data.data.reshape(p, f).T
+    write(ctx, dst, vals, matmul=(eng == "tensor"))
+    record(ctx, "nc_transpose", eng, [dst.access("dst", "w"), data.access("data", "r")])

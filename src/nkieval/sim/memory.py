@@ -1,0 +1,195 @@
+"""Memories (HBM, SBUF, PSUM), allocations and the on-chip allocator with capacity accounting."""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nkieval.sim.errors import NkiValidationError, warn
+
+if TYPE_CHECKING:
+    from nkieval.sim.dtypes import DType
+
+
+class Buffer:
+    """A memory region: ``nl.sbuf``, ``nl.psum``, ``nl.hbm`` (= private_hbm), ``nl.shared_hbm``."""
+
+    __slots__ = ("kind", "name", "shared")
+
+    def __init__(self, name: str, kind: str, shared: bool = False) -> None:
+        self.name = name
+        self.kind = kind  # "sbuf" | "psum" | "hbm"
+        self.shared = shared
+
+    @property
+    def on_chip(self) -> bool:
+        return self.kind != "hbm"
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+
+SBUF = Buffer("sbuf", "sbuf")
+PSUM = Buffer("psum", "psum")
+PRIVATE_HBM = Buffer("private_hbm", "hbm")
+SHARED_HBM = Buffer("shared_hbm", "hbm", shared=True)
+BUFFERS = {b.name: b for b in (SBUF, PSUM, PRIVATE_HBM, SHARED_HBM)}
+BUFFERS["hbm"] = PRIVATE_HBM
+
+
+class IdCounter:
+    def __init__(self) -> None:
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        with self._lock:
+            self._n += 1
+            return self._n
+
+
+@dataclass(eq=False)
+class Allocation:
+    """One allocated tensor's storage. Views (NkiTensor) share it; it is freed when none remain."""
+
+    id: int
+    buffer: Buffer
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    storage: np.ndarray
+    site: str | None
+    program: int
+    address: int = 0  # on-chip: byte offset within each partition; HBM: 0
+    partition_offset: int = 0
+    written: bool = False
+    is_kernel_arg: bool = False
+    # PSUM only: which elements hold a matmul result (accumulation-group state), and which
+    # were last written by a non-matmul instruction (memset/copy) — accumulation onto those is UB.
+    mm_written: np.ndarray | None = None
+    other_written: np.ndarray | None = None
+    __weakref__: object = field(default=None, init=False, repr=False)
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes per partition (on-chip) — the free-dim footprint."""
+        return int(math.prod(self.shape[1:])) * self.storage.dtype.itemsize if self.shape else 0
+
+    @property
+    def base_ptr(self) -> int:
+        return self.storage.__array_interface__["data"][0]
+
+
+@dataclass
+class LiveBlock:
+    alloc_id: int
+    start: int
+    end: int
+    name: str
+    site: str | None
+    shape: tuple[int, ...]
+    dtype: str
+    partitions: tuple[int, int]
+
+
+class OnChipAllocator:
+    """First-fit byte allocator for one on-chip memory (per NeuronCore program).
+
+    Capacity is accounted per partition: an allocation of a [P, F] tensor occupies
+    ``F * itemsize`` bytes (rounded up to the alignment) in partitions
+    ``[partition_offset, partition_offset + P)``. The live total per partition is checked
+    against the target's size; the peak is kept for reports.
+    """
+
+    def __init__(self, kind: str, capacity: int, alignment: int, mode: str, on_event=None) -> None:
+        self.kind = kind
+        self.capacity = capacity
+        self.alignment = alignment
+        self.mode = mode
+        self.live: dict[int, LiveBlock] = {}
+        self.usage = np.zeros(128, dtype=np.int64)  # live bytes per partition
+        self.peak_bytes = 0
+        self.peak_live: list[LiveBlock] = []
+        self._on_event = on_event
+        self._lock = threading.Lock()
+
+    def _round(self, n: int) -> int:
+        a = self.alignment
+        return max(a, (n + a - 1) // a * a)
+
+    def allocate(self, alloc: Allocation, address: tuple[int, int] | None, instruction: str) -> None:
+        size = self._round(alloc.row_bytes)
+        p0 = 0
+        nparts = alloc.shape[0] if alloc.shape else 1
+        with self._lock:
+            if address is not None:
+                p0, start = int(address[0]), int(address[1])
+                if p0 < 0 or p0 + nparts > 128:
+                    raise NkiValidationError(
+                        f"address partition offset {p0} with {nparts} partitions exceeds 128 partitions",
+                        instruction=instruction, operand=alloc.name, rule="out-of-bounds")
+                if self.kind == "psum" and start % 2048:
+                    raise NkiValidationError(
+                        f"PSUM address {start} is not aligned to a 2048-byte bank",
+                        instruction=instruction, operand=alloc.name, rule="psum-alignment")
+                if start < 0 or start + alloc.row_bytes > self.capacity:
+                    raise NkiValidationError(
+                        f"address range [{start}, {start + alloc.row_bytes}) exceeds {self.kind.upper()} "
+                        f"size of {self.capacity} bytes per partition",
+                        instruction=instruction, operand=alloc.name, rule=f"{self.kind}-capacity")
+            else:
+                start = self._first_fit(size)
+            block = LiveBlock(alloc.id, start, start + size, alloc.name, alloc.site, alloc.shape,
+                              alloc.dtype.name, (p0, p0 + nparts))
+            self.live[alloc.id] = block
+            self.usage[p0:p0 + nparts] += size
+            total = int(self.usage.max())
+            if total > self.peak_bytes:
+                self.peak_bytes = total
+                self.peak_live = sorted(self.live.values(), key=lambda b: -(b.end - b.start))
+            alloc.address = start
+            alloc.partition_offset = p0
+        if total > self.capacity and self.mode != "off":
+            blocks = sorted(self.live.values(), key=lambda b: -(b.end - b.start))
+            listing = ", ".join(
+                f"{b.name or 'tensor'}{list(b.shape)} {b.dtype} {b.end - b.start} B"
+                + (f" @ {b.site}" if b.site else "")
+                for b in blocks[:6]
+            )
+            more = f" and {len(blocks) - 6} more" if len(blocks) > 6 else ""
+            msg = (f"live {self.kind.upper()} allocations need {total} bytes per partition, exceeding the "
+                   f"{self.capacity}-byte {self.kind.upper()} partition; {len(blocks)} live: {listing}{more}")
+            if self.mode == "error":
+                self.release(alloc.id)
+                raise NkiValidationError(msg, instruction=instruction, operand=alloc.name, rule=f"{self.kind}-capacity")
+            warn(msg, rule=f"{self.kind}-capacity", instruction=instruction)
+        if self._on_event:
+            self._on_event("alloc", alloc, start, size)
+
+    def _first_fit(self, size: int) -> int:
+        pos = 0
+        for b in sorted(self.live.values(), key=lambda b: b.start):
+            if b.start - pos >= size:
+                return pos
+            pos = max(pos, b.end)
+        return pos
+
+    def release(self, alloc_id: int) -> None:
+        with self._lock:
+            b = self.live.pop(alloc_id, None)
+            if b is not None:
+                self.usage[b.partitions[0]:b.partitions[1]] -= b.end - b.start
+        if b is not None and self._on_event:
+            self._on_event("free", alloc_id, b.start, b.end - b.start)
+
+
+def track_lifetime(alloc: Allocation, allocator: OnChipAllocator) -> None:
+    """Free ``alloc``'s block when its last view is garbage-collected."""
+    weakref.finalize(alloc, allocator.release, alloc.id)

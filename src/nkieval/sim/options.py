@@ -1,0 +1,48 @@
+"""Simulator options: one frozen dataclass, documented defaults, validated values."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Literal
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimOptions:
+    """How the simulator behaves.
+
+    Attributes:
+        precise_fp: True (default, like ``NKI_PRECISE_FP=1``) stores bf16/fp8 with their real
+            precision; False stores every float format as fp32 (``NKI_PRECISE_FP=0``).
+        fp8_overflow: ``"saturate"`` (default) clamps values beyond a narrow format's max to
+            ±max, the engines' behaviour for cFP8 outputs; ``"ieee"`` keeps ml_dtypes'
+            conversion (±inf where the format has inf, NaN otherwise).
+        capacity_check: ``"error"`` (default) raises when live SBUF/PSUM allocations exceed
+            the target's per-partition size; ``"warn"`` only warns; ``"off"`` skips it.
+        simulator_only: what to do with operations that run only in simulation
+            (``nl.divide`` …): ``"warn"`` (default), ``"error"`` or ``"allow"``.
+        record_trace: record every instruction (needed by the performance model).
+        fill_uninitialized: fill fresh allocations with NaN (floats) / 4 (ints).
+    """
+
+    precise_fp: bool = True
+    fp8_overflow: Literal["saturate", "ieee"] = "saturate"
+    capacity_check: Literal["error", "warn", "off"] = "error"
+    simulator_only: Literal["warn", "error", "allow"] = "warn"
+    record_trace: bool = True
+    fill_uninitialized: bool = True
+
+    def __post_init__(self) -> None:
+        for name, allowed in (
+            ("fp8_overflow", ("saturate", "ieee")),
+            ("capacity_check", ("error", "warn", "off")),
+            ("simulator_only", ("warn", "error", "allow")),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"SimOptions.{name} must be one of {allowed}, but got {getattr(self, name)!r}")
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> SimOptions:
+        """Defaults, with ``NKI_PRECISE_FP`` read from the environment, then ``overrides``."""
+        base = cls(precise_fp=os.environ.get("NKI_PRECISE_FP", "1") != "0")
+        return replace(base, **overrides) if overrides else base  # type: ignore[arg-type]

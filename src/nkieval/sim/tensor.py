@@ -1,0 +1,476 @@
+"""Tensors: storage (an Allocation) plus a strided view, with NKI's indexing rules.
+
+An ``NkiTensor`` is a view: ``data`` is a NumPy view into its allocation's storage, so
+slicing, ``reshape``, ``permute``, ``broadcast`` and ``.ap()`` all alias memory exactly as
+NKI's tensor views do. Element address = ``offset + Σ strides[k]·i_k`` within the storage.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nkieval.sim import dtypes as dt
+from nkieval.sim.context import current, location_str
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.memory import BUFFERS, PSUM, SBUF, SHARED_HBM, Allocation, Buffer, track_lifetime
+from nkieval.sim.trace import OperandAccess
+
+
+@dataclass(frozen=True)
+class DynSlice:
+    """``nl.ds(start, size)``: the slice ``start:start+size`` (start may be a loop index)."""
+
+    start: int
+    size: int
+    step: int = 1
+
+    def to_slice(self) -> slice:
+        return slice(int(self.start), int(self.start) + int(self.size) * self.step, self.step)
+
+
+def ds(start: int, size: int, step: int = 1) -> DynSlice:
+    return DynSlice(int(start), int(size), int(step))
+
+
+def as_buffer(buffer: Any) -> Buffer:
+    if isinstance(buffer, Buffer):
+        return buffer
+    if buffer is None:
+        return SBUF
+    if isinstance(buffer, str):
+        raise NkiValidationError(
+            f"buffer must be an nl buffer object (nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm), not the string {buffer!r}",
+            rule="argument")
+    inner = getattr(buffer, "buffer", None)  # Beta-1 allocator objects carry a buffer
+    if isinstance(inner, Buffer):
+        return inner
+    raise NkiValidationError(f"unknown buffer {buffer!r}", rule="argument")
+
+
+def _shape_tuple(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, int | np.integer):
+        return (int(shape),)
+    try:
+        return tuple(int(s) for s in shape)
+    except TypeError:
+        raise NkiValidationError(f"shape must be a tuple of ints, got {shape!r}", rule="argument") from None
+
+
+def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None,
+             instruction: str = "ndarray", fill: Any = None) -> NkiTensor:
+    """Allocate a tensor in the current program's memory; contents are sentinels unless ``fill``."""
+    ctx = current()
+    shp = _shape_tuple(shape)
+    d = dt.to_dtype(dtype)
+    buf = as_buffer(buffer)
+    if any(s <= 0 for s in shp):
+        raise NkiValidationError(f"shape {list(shp)} has a non-positive dimension", instruction=instruction,
+                                 operand=name or None, rule="argument")
+    if buf.on_chip:
+        if len(shp) < 2:
+            raise NkiValidationError(
+                f"{buf.kind.upper()} tensor {name or ''}{list(shp)} must have at least 2 dimensions "
+                "(partition dimension first)", instruction=instruction, operand=name or None, rule="indexing")
+        pmax = ctx.target.partitions
+        if shp[0] > pmax:
+            raise NkiValidationError(
+                f"partition dimension {shp[0]} exceeds maximum {pmax}", instruction=instruction,
+                operand=name or "tensor", rule="partition-limit")
+    if buf is SHARED_HBM and ctx.launch.num_programs > 1:
+        with ctx.launch.lock:
+            shared = _shared_hbm(ctx, shp, d, name, instruction)
+            if shared is None:
+                shared = _new_tensor(ctx, shp, d, buf, name, address, instruction, fill)
+                ctx.launch.shared_allocs.append(shared.alloc)
+            return shared
+    return _new_tensor(ctx, shp, d, buf, name, address, instruction, fill)
+
+
+def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
+                instruction: str, fill: Any) -> NkiTensor:
+    sd = dt.storage_dtype(d, ctx.options.precise_fp)
+    storage = np.empty(shp, dtype=sd)
+    if fill is None:
+        if ctx.options.fill_uninitialized:
+            storage[...] = np.nan if d.is_float else 4
+    else:
+        storage[...] = dt.cast(np.asarray(fill, dtype=np.float64) if not isinstance(fill, np.ndarray) else fill, d,
+                               fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
+    alloc = Allocation(id=ctx.launch.ids.next(), buffer=buf, name=name or "", dtype=d, shape=shp,
+                       storage=storage, site=location_str(), program=ctx.program_id)
+    if buf.kind == "psum":
+        alloc.mm_written = np.zeros(shp, dtype=bool)
+        alloc.other_written = np.zeros(shp, dtype=bool)
+    if buf.on_chip:
+        allocator = ctx.sbuf if buf.kind == "sbuf" else ctx.psum
+        allocator.allocate(alloc, address, instruction)
+        track_lifetime(alloc, allocator)
+    else:
+        _record_hbm(ctx, alloc)
+    return NkiTensor(storage, alloc, d)
+
+
+def _shared_hbm(ctx: Any, shp: tuple[int, ...], d: dt.DType, name: str, instruction: str) -> NkiTensor | None:
+    """The k-th shared_hbm allocation of every program is one tensor (LNC / SPMD programs share it).
+
+    Called with the launch lock held."""
+    k = ctx.shared_count
+    ctx.shared_count += 1
+    lst = ctx.launch.shared_allocs
+    if k < len(lst):
+        a = lst[k]
+        if a.shape != shp or a.dtype != d:
+            raise NkiValidationError(
+                f"programs disagree on shared_hbm tensor #{k}: {list(a.shape)} {a.dtype} vs {list(shp)} {d}",
+                instruction=instruction, operand=name or None, rule="kernel")
+        return NkiTensor(a.storage, a, d)
+    if k > len(lst):
+        raise NkiValidationError("shared_hbm allocations out of order between programs", instruction=instruction,
+                                 rule="kernel")
+    return None
+
+
+def _record_hbm(ctx: Any, alloc: Allocation) -> None:
+    from nkieval.sim.trace import AllocationRecord
+
+    tr = ctx.trace
+    with tr._lock:
+        tr.allocations[alloc.id] = AllocationRecord(
+            id=alloc.id, buffer="hbm", name=alloc.name, shape=alloc.shape, dtype=alloc.dtype.name, address=0,
+            partition_offset=0, bytes_per_partition=alloc.storage.nbytes, site=alloc.site, program=ctx.program_id,
+            alloc_seq=tr.next_seq(), kernel_arg=alloc.is_kernel_arg)
+
+
+def wrap_hbm(array: np.ndarray, name: str, dtype: Any = None, buffer: Buffer = SHARED_HBM) -> NkiTensor:
+    """Wrap a host array (kernel argument) as an HBM tensor; its storage is a private copy."""
+    ctx = current()
+    d = dt.to_dtype(dtype if dtype is not None else array.dtype)
+    sd = dt.storage_dtype(d, ctx.options.precise_fp)
+    storage = np.array(array, dtype=sd, copy=True, order="C")
+    if storage.ndim == 0:
+        storage = storage.reshape(1)
+    alloc = Allocation(id=ctx.launch.ids.next(), buffer=buffer, name=name, dtype=d, shape=tuple(storage.shape),
+                       storage=storage, site=None, program=ctx.program_id, is_kernel_arg=True)
+    _record_hbm(ctx, alloc)
+    return NkiTensor(storage, alloc, d)
+
+
+class NkiTensor:
+    """A view of an allocation. Attributes mirror NKI's ``NkiTensor``."""
+
+    __slots__ = ("_ap_base", "alloc", "data", "dtype")
+    __array_priority__ = 1000  # make numpy defer to our operators (Beta-1 front end overloads them)
+
+    def __init__(self, data: np.ndarray, alloc: Allocation, dtype: dt.DType) -> None:
+        self.data = data
+        self.alloc = alloc
+        self.dtype = dtype
+        self._ap_base = None
+
+    # -- attributes -------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return int(self.data.size)
+
+    @property
+    def buffer(self) -> Buffer:
+        return self.alloc.buffer
+
+    @property
+    def name(self) -> str:
+        return self.alloc.name
+
+    @property
+    def itemsize(self) -> int:
+        return self.data.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Strides in elements of the storage."""
+        isz = self.data.dtype.itemsize
+        return tuple(s // isz for s in self.data.strides)
+
+    @property
+    def offset(self) -> int:
+        """Element offset of this view within its storage."""
+        return (self.data.__array_interface__["data"][0] - self.alloc.base_ptr) // self.data.dtype.itemsize
+
+    @property
+    def is_on_chip(self) -> bool:
+        return self.alloc.buffer.on_chip
+
+    def __repr__(self) -> str:
+        nm = self.alloc.name or f"t{self.alloc.id}"
+        return f"NkiTensor({nm}{list(self.shape)}, {self.dtype}, {self.buffer})"
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        raise NkiValidationError(
+            "control flow cannot depend on a tensor's value (use nl.where / affine_select / predicated ops)",
+            operand=self.alloc.name or None, rule="argument")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        # Only used by host-side code (tests, device_print); engines read .data directly.
+        arr = self.data.astype(np.float32) if self.dtype.is_float else self.data
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def numpy(self) -> np.ndarray:
+        return np.array(self.data, copy=True)
+
+    # -- indexing ---------------------------------------------------------------
+    def __getitem__(self, key: Any) -> NkiTensor:
+        return self._index(key)
+
+    def _oob(self, dim: int, lo: int, hi: int) -> NkiValidationError:
+        nm = self.alloc.name or "tensor"
+        return NkiValidationError(
+            f"Out-of-bound access for tensor `{nm}` on dimension {dim}: index range [{lo}, {hi}] exceed "
+            f"dimension size of {self.shape[dim]}", operand=nm, rule="out-of-bounds")
+
+    def _index(self, key: Any) -> NkiTensor:
+        if not isinstance(key, tuple):
+            key = (key,)
+        if any(k is Ellipsis for k in key):
+            i = next(j for j, k in enumerate(key) if k is Ellipsis)
+            fill = self.ndim - (len(key) - 1)
+            key = key[:i] + (slice(None),) * fill + key[i + 1:]
+        if len(key) > self.ndim:
+            raise NkiValidationError(f"too many indices ({len(key)}) for tensor of rank {self.ndim}",
+                                     operand=self.alloc.name or None, rule="indexing")
+        on_chip = self.is_on_chip
+        norm: list[Any] = []
+        ints_free = 0
+        for dim, k in enumerate(key):
+            n = self.shape[dim]
+            if isinstance(k, DynSlice):
+                k = k.to_slice()
+            if isinstance(k, slice):
+                start, stop, step = k.start, k.stop, k.step
+                step = 1 if step is None else int(step)
+                if step == 0:
+                    raise NkiValidationError("slice step cannot be zero", rule="indexing")
+                if step > 0:
+                    start = 0 if start is None else int(start)
+                    stop = n if stop is None else int(stop)
+                    if start < 0:
+                        start += n
+                    if stop < 0:
+                        stop += n
+                    if start < 0 or stop > n or start > stop:
+                        raise self._oob(dim, start, stop - 1)
+                    if start == stop:
+                        raise NkiValidationError(f"empty slice {start}:{stop} on dimension {dim}",
+                                                 operand=self.alloc.name or None, rule="indexing")
+                    norm.append(slice(start, stop, step))
+                else:
+                    norm.append(slice(start, stop, step))
+            elif isinstance(k, int | np.integer):
+                i = int(k)
+                if i < 0:
+                    i += n
+                if not 0 <= i < n:
+                    raise self._oob(dim, int(k), int(k))
+                norm.append(i)
+                if dim > 0:
+                    ints_free += 1
+            elif isinstance(k, NkiTensor):
+                raise NkiValidationError(
+                    "indexing with a tensor is only supported through .ap(vector_offset=...) / "
+                    "select(dim, tensor) in the current API", operand=self.alloc.name or None, rule="indexing")
+            else:
+                raise NkiValidationError(f"unsupported index {k!r}", operand=self.alloc.name or None, rule="indexing")
+        if on_chip:
+            # partition int keeps a size-1 dim; free ints drop dims while the result stays >= 2-D
+            remaining = self.ndim
+            out: list[Any] = []
+            for dim, k in enumerate(norm):
+                if isinstance(k, int):
+                    if dim == 0:
+                        out.append(slice(k, k + 1))
+                    elif remaining - 1 >= 2:
+                        out.append(k)
+                        remaining -= 1
+                    else:
+                        out.append(slice(k, k + 1))
+                else:
+                    out.append(k)
+            norm = out
+        view = self.data[tuple(norm)]
+        if not isinstance(view, np.ndarray) or view.ndim == 0:
+            view = self.data[tuple(norm)][..., None] if isinstance(view, np.ndarray) else np.asarray(view).reshape(1)
+        return NkiTensor(view, self.alloc, self.dtype)
+
+    # -- view methods -------------------------------------------------------------
+    def _new(self, data: np.ndarray) -> NkiTensor:
+        return NkiTensor(data, self.alloc, self.dtype)
+
+    def slice(self, dim: int, start: int, end: int, step: int = 1) -> NkiTensor:
+        key = [slice(None)] * self.ndim
+        key[dim] = slice(start, end, step)
+        return self._index(tuple(key))
+
+    def select(self, dim: int, index: int) -> NkiTensor:
+        if self.is_on_chip and dim == 0:
+            raise NkiValidationError("select on the partition dimension of an on-chip tensor is not allowed",
+                                     rule="indexing")
+        key: list[Any] = [slice(None)] * self.ndim
+        key[dim] = int(index)
+        n = self.shape[dim]
+        if not 0 <= int(index) < n:
+            raise self._oob(dim, int(index), int(index))
+        return self._new(self.data[tuple(key)])
+
+    def reshape(self, *shape: Any) -> NkiTensor:
+        shp = _shape_tuple(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+        if -1 in shp:
+            known = math.prod(s for s in shp if s != -1)
+            shp = tuple(self.size // known if s == -1 else s for s in shp)
+        if math.prod(shp) != self.size:
+            raise NkiValidationError(f"cannot reshape {list(self.shape)} ({self.size} elements) to {list(shp)}",
+                                     operand=self.alloc.name or None, rule="indexing")
+        if self.is_on_chip and shp[0] != self.shape[0]:
+            raise NkiValidationError(
+                f"reshape of an on-chip tensor cannot change the partition dimension ({self.shape[0]} -> {shp[0]})",
+                operand=self.alloc.name or None, rule="indexing")
+        try:
+            v = self.data.view()
+            v.shape = shp  # raises if a copy would be needed (non-contiguous)
+        except AttributeError:
+            raise NkiValidationError(f"reshape of non-contiguous view {list(self.shape)} to {list(shp)} needs a copy",
+                                     operand=self.alloc.name or None, rule="indexing") from None
+        return self._new(v)
+
+    def view(self, dtype: Any) -> NkiTensor:
+        d = dt.to_dtype(dtype)
+        if self.data.strides[-1] != self.data.dtype.itemsize:
+            raise NkiValidationError("view(dtype) needs a contiguous last dimension", rule="indexing")
+        try:
+            v = self.data.view(d.storage)
+        except ValueError as e:
+            raise NkiValidationError(f"cannot view {list(self.shape)} {self.dtype} as {d}: {e}", rule="indexing") from None
+        return NkiTensor(v, self.alloc, d)
+
+    reinterpret_cast = view
+
+    def permute(self, dims: Any) -> NkiTensor:
+        dims = tuple(int(d) for d in dims)
+        if sorted(dims) != list(range(self.ndim)):
+            raise NkiValidationError(f"permute dims {dims} is not a permutation of {self.ndim} dims", rule="indexing")
+        if self.is_on_chip and dims[0] != 0:
+            raise NkiValidationError("the partition dimension of an on-chip tensor cannot be permuted", rule="indexing")
+        return self._new(self.data.transpose(dims))
+
+    def broadcast(self, dim: int, size: int) -> NkiTensor:
+        if self.shape[dim] != 1:
+            raise NkiValidationError(f"broadcast needs size 1 on dimension {dim}, got {self.shape[dim]}", rule="indexing")
+        if self.is_on_chip and dim == 0:
+            raise NkiValidationError("the partition dimension of an on-chip tensor cannot be broadcast", rule="indexing")
+        shp = list(self.shape)
+        shp[dim] = int(size)
+        st = list(self.data.strides)
+        st[dim] = 0
+        return self._new(np.lib.stride_tricks.as_strided(self.data, shape=shp, strides=st))
+
+    def broadcast_to(self, shape: Any) -> NkiTensor:
+        out = self
+        for d_, (a, b) in enumerate(zip(self.shape, _shape_tuple(shape), strict=True)):
+            if a != b:
+                out = out.broadcast(d_, b)
+        return out
+
+    def expand_dim(self, dim: int) -> NkiTensor:
+        return self._new(np.expand_dims(self.data, dim))
+
+    expand_dims = expand_dim
+
+    def squeeze_dim(self, dim: int) -> NkiTensor:
+        if self.shape[dim] != 1:
+            raise NkiValidationError(f"squeeze_dim needs size 1 on dimension {dim}, got {self.shape[dim]}", rule="indexing")
+        return self._new(np.squeeze(self.data, dim))
+
+    def is_contiguous(self) -> bool:
+        return bool(self.data.flags["C_CONTIGUOUS"])
+
+    def ap(self, pattern: Any, offset: int | None = None, scalar_offset: Any = None, vector_offset: Any = None,
+           indirect_dim: int = 0, dtype: Any = None) -> NkiTensor:
+        """An access pattern over the underlying storage: ``[[stride, count], ...]`` in elements.
+
+        For on-chip tensors the first pair is the partition dimension (stride = storage free size).
+        ``vector_offset`` (an SBUF [P, 1] index tensor) makes an indirect view resolved by DMA.
+        """
+        from nkieval.sim.indirect import make_ap
+
+        return make_ap(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
+
+    def get_pattern(self) -> list[list[int]]:
+        return [[s, n] for s, n in zip(self.strides, self.shape)]
+
+    # -- operand description for the trace ----------------------------------------
+    def access(self, role: str, mode: str) -> OperandAccess:
+        a = self.alloc
+        data = self.data
+        isz = data.dtype.itemsize
+        off = data.__array_interface__["data"][0] - a.base_ptr
+        shape = data.shape
+        strides = data.strides
+        nbytes = data.size * isz
+        if a.buffer.on_chip:
+            row = a.row_bytes or isz
+            p0 = off // row
+            lo = off - p0 * row
+            hi = lo + isz
+            for n, s in zip(shape[1:], strides[1:]):
+                if s > 0:
+                    hi += (n - 1) * s
+                else:
+                    lo += (n - 1) * s
+            nparts = shape[0] if shape else 1
+            pstart = p0 + a.partition_offset
+            lo += a.address
+            hi += a.address
+            free_shape, free_strides = shape[1:], strides[1:]
+        else:
+            lo = hi = off
+            hi += isz
+            for n, s in zip(shape, strides):
+                if s > 0:
+                    hi += (n - 1) * s
+                else:
+                    lo += (n - 1) * s
+            pstart, nparts = 0, 0
+            free_shape, free_strides = shape, strides
+        # innermost contiguous run
+        run = isz
+        for n, s in zip(reversed(free_shape), reversed(free_strides)):
+            if s == run:
+                run *= n
+            else:
+                break
+        pattern = tuple((s // isz, n) for n, s in zip(free_shape, free_strides))
+        return OperandAccess(role, mode, a.buffer.kind, a.id, tuple(shape), self.dtype.name, int(pstart),
+                             int(nparts), int(lo), int(hi), int(nbytes), int(run), pattern, a.name)
+
+
+def is_tensor(x: Any) -> bool:
+    return isinstance(x, NkiTensor)
+
+
+def buffer_named(name: str) -> Buffer:
+    return BUFFERS[name]
+
+
+__all__ = ["PSUM", "SBUF", "DynSlice", "NkiTensor", "allocate", "as_buffer", "ds", "wrap_hbm"]

@@ -1,0 +1,181 @@
+"""The instruction trace: every executed instruction, with what it touched and where it came from.
+
+Schema (version ``TRACE_SCHEMA_VERSION``; documented in docs/trace.md):
+
+* ``TraceRecord``: ``seq`` (execution order), ``opcode`` (ISA name, e.g. ``nc_matmul``),
+  ``engine`` (``tensor`` | ``vector`` | ``scalar`` | ``gpsimd`` | ``sync`` | ``dma``),
+  ``operands`` (list of ``OperandAccess``), ``attrs`` (instruction arguments that matter for
+  cost: ops, accumulate flags, perf_mode, dma mode …), ``program`` (LNC / SPMD program id),
+  ``loops`` (enclosing NKI loop iterators as ``(kind, index, trip_count)``), ``file``,
+  ``line``, ``function`` (the kernel source that issued it).
+* ``OperandAccess``: ``role`` (argument name), ``mode`` (``r``/``w``/``rw``), ``buffer``
+  (``sbuf``/``psum``/``hbm``), ``alloc`` (allocation id), ``shape``, ``dtype``,
+  ``partition_start``/``partitions`` (on-chip), ``addr_lo``/``addr_hi`` (byte range: per
+  partition and including the allocation's address for on-chip memories; flat offset within
+  the tensor for HBM), ``nbytes`` (bytes touched), ``contiguous_bytes`` (innermost run) and
+  ``pattern`` (free-dim access pattern as ``[stride_elems, count]`` pairs).
+* ``AllocationRecord``: id, buffer, name, shape, dtype, address, partition offset,
+  bytes per partition, allocation site, program, and the trace positions where it was
+  allocated and freed (``alloc_seq``/``free_seq``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+TRACE_SCHEMA_VERSION = "1.0"
+
+
+@dataclass(slots=True)
+class OperandAccess:
+    role: str
+    mode: str
+    buffer: str
+    alloc: int
+    shape: tuple[int, ...]
+    dtype: str
+    partition_start: int
+    partitions: int
+    addr_lo: int
+    addr_hi: int
+    nbytes: int
+    contiguous_bytes: int
+    pattern: tuple[tuple[int, int], ...]
+    name: str = ""
+
+
+@dataclass(slots=True)
+class TraceRecord:
+    seq: int
+    opcode: str
+    engine: str
+    operands: list[OperandAccess]
+    attrs: dict[str, Any]
+    program: int
+    loops: tuple[tuple[str, int, int], ...]
+    file: str | None
+    line: int | None
+    function: str | None = None
+
+    @property
+    def location(self) -> str | None:
+        return f"{self.file}:{self.line}" if self.file else None
+
+    def reads(self) -> list[OperandAccess]:
+        return [o for o in self.operands if "r" in o.mode]
+
+    def writes(self) -> list[OperandAccess]:
+        return [o for o in self.operands if "w" in o.mode]
+
+
+@dataclass(slots=True)
+class AllocationRecord:
+    id: int
+    buffer: str
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    address: int
+    partition_offset: int
+    bytes_per_partition: int
+    site: str | None
+    program: int
+    alloc_seq: int
+    free_seq: int | None = None
+    kernel_arg: bool = False
+
+
+@dataclass
+class Trace:
+    """All records of one kernel run (all programs), plus allocations and warnings."""
+
+    target: str
+    records: list[TraceRecord] = field(default_factory=list)
+    allocations: dict[int, AllocationRecord] = field(default_factory=dict)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    num_programs: int = 1
+    kernel: str | None = None
+    peak_sbuf_bytes: int = 0
+    peak_psum_bytes: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def append(self, rec: TraceRecord) -> None:
+        with self._lock:
+            rec.seq = len(self.records)
+            self.records.append(rec)
+
+    def next_seq(self) -> int:
+        return len(self.records)
+
+    def opcode_counts(self) -> Counter[str]:
+        return Counter(r.opcode for r in self.records)
+
+    def engine_counts(self) -> Counter[str]:
+        return Counter(r.engine for r in self.records)
+
+    def summary(self) -> str:
+        """Compact text: instructions per engine and per opcode, bytes moved by DMA."""
+        lines = [f"trace: {len(self.records)} instructions on {self.target}"
+                 + (f", {self.num_programs} programs" if self.num_programs > 1 else "")]
+        for eng, n in sorted(self.engine_counts().items()):
+            lines.append(f"  {eng:<7} {n:>7}")
+        ops = ", ".join(f"{op}×{n}" for op, n in self.opcode_counts().most_common())
+        lines.append(f"  opcodes: {ops}")
+        dma = sum(o.nbytes for r in self.records if r.engine == "dma" for o in r.operands if "w" in o.mode)
+        lines.append(f"  DMA bytes written: {dma}")
+        lines.append(f"  peak SBUF bytes/partition: {self.peak_sbuf_bytes}; peak PSUM bytes/partition: {self.peak_psum_bytes}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "nkieval.trace",
+            "version": TRACE_SCHEMA_VERSION,
+            "target": self.target,
+            "kernel": self.kernel,
+            "num_programs": self.num_programs,
+            "peak_sbuf_bytes": self.peak_sbuf_bytes,
+            "peak_psum_bytes": self.peak_psum_bytes,
+            "allocations": [asdict(a) for a in self.allocations.values()],
+            "records": [asdict(r) for r in self.records],
+            "warnings": self.warnings,
+        }
+
+    def to_json(self, path: str | None = None, **kw: Any) -> str:
+        text = json.dumps(self.to_dict(), **kw)
+        if path:
+            with open(path, "w") as fh:
+                fh.write(text)
+        return text
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trace:
+        if d.get("schema") != "nkieval.trace":
+            raise ValueError("not an nkieval trace (missing schema 'nkieval.trace')")
+        major = str(d.get("version", "")).split(".")[0]
+        if major != TRACE_SCHEMA_VERSION.split(".")[0]:
+            raise ValueError(f"trace schema version {d.get('version')} is not supported (expected {TRACE_SCHEMA_VERSION})")
+        t = cls(target=d["target"], num_programs=d.get("num_programs", 1), kernel=d.get("kernel"),
+                peak_sbuf_bytes=d.get("peak_sbuf_bytes", 0), peak_psum_bytes=d.get("peak_psum_bytes", 0))
+        for a in d.get("allocations", []):
+            a = dict(a)
+            a["shape"] = tuple(a["shape"])
+            t.allocations[a["id"]] = AllocationRecord(**a)
+        for r in d.get("records", []):
+            ops = [
+                OperandAccess(**{**o, "shape": tuple(o["shape"]), "pattern": tuple(tuple(p) for p in o["pattern"])})
+                for o in r["operands"]
+            ]
+            t.records.append(TraceRecord(**{**r, "operands": ops, "loops": tuple(tuple(x) for x in r["loops"])}))
+        t.warnings = list(d.get("warnings", []))
+        return t
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
+        return cls.from_dict(json.loads(text))
