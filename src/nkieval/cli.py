@@ -24,8 +24,8 @@ def demo(target: str | None) -> None:
 
     frontends.install()
     import ml_dtypes
-
     import nki  # the shim's module
+
     from nkieval.examples import kernels as ex
 
     rng = np.random.default_rng(0)
@@ -76,6 +76,22 @@ def rules() -> None:
     for r in RULES.values():
         click.echo(f"{r.id:<18} {r.title}")
 
+
+# Sub-commands defined next to the code they drive: "module:attribute" of a click command.
+# Add one line here per command; a missing module is a bug, so import errors are not hidden.
+COMMANDS: list[str] = [
+]
+
+
+def _register() -> None:
+    import importlib
+
+    for spec in COMMANDS:
+        mod, attr = spec.split(":")
+        main.add_command(getattr(importlib.import_module(mod), attr))
+
+
+_register()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

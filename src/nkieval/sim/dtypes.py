@@ -58,7 +58,7 @@ class DType:
             od = np.dtype(other)  # type: ignore[call-overload]
         except TypeError:
             return NotImplemented
-        return not self.tf32 and od == self.storage and self.kind != "bool" or (
+        return (not self.tf32 and od == self.storage and self.kind != "bool") or (
             self.kind == "bool" and od == np.dtype(np.bool_)
         )
 

@@ -55,7 +55,7 @@ def _pattern(pattern: Any) -> tuple[tuple[int, int], ...]:
                                  instruction="ap", rule="argument") from None
     if not pat:
         raise NkiValidationError("access pattern is empty", instruction="ap", rule="argument")
-    for s, c in pat:
+    for _stride, c in pat:
         if c <= 0:
             raise NkiValidationError(f"access pattern count {c} must be positive", instruction="ap", rule="argument")
     return pat

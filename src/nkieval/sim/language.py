@@ -134,15 +134,15 @@ class _LoopRange:
             ctx.pop_loop(frame)
 
 
-class affine_range(_LoopRange):  # noqa: N801 - NKI's public name
+class affine_range(_LoopRange):
     kind = "affine"
 
 
-class sequential_range(_LoopRange):  # noqa: N801
+class sequential_range(_LoopRange):
     kind = "sequential"
 
 
-class static_range(_LoopRange):  # noqa: N801
+class static_range(_LoopRange):
     kind = "static"
 
 

@@ -164,8 +164,8 @@ def _write_back(t: NkiTensor, arr: np.ndarray, torch_obj: Any) -> None:
         import torch
 
         src = torch.from_numpy(np.ascontiguousarray(vals.astype(np.float32) if vals.dtype.kind == "V" or
-                                                    vals.dtype.itemsize == 2 and vals.dtype != np.float16 and
-                                                    vals.dtype.kind not in "iu" else vals))
+                                                    (vals.dtype.itemsize == 2 and vals.dtype != np.float16 and
+                                                    vals.dtype.kind not in "iu") else vals))
         torch_obj.copy_(src.to(torch_obj.dtype).reshape(torch_obj.shape))
         return
     if arr.flags.writeable:

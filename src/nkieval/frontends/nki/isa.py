@@ -6,7 +6,15 @@ from nkieval.sim import isa as _isa
 from nkieval.sim.context import maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa import INSTRUCTIONS as _INSTRUCTIONS
-from nkieval.sim.isa.enums import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
+from nkieval.sim.isa.enums import (
+    dge_mode,
+    dma_engine,
+    engine,
+    matmul_perf_mode,
+    nc_version,
+    oob_mode,
+    reduce_cmd,
+)
 
 globals().update({name: info.fn for name, info in _INSTRUCTIONS.items()})
 
