@@ -17,6 +17,7 @@ from types import ModuleType
 #: alias root → nkieval module implementing it
 ALIASES: dict[str, str] = {
     "nki": "nkieval.frontends.nki",
+    "neuronxcc": "nkieval.frontends.neuronxcc",
 }
 
 

@@ -288,8 +288,10 @@ class Verdict:
 
 
 def _g(x: float | None, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+    if x is None:
         return "n/a"
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
     if isinstance(x, float) and math.isinf(x):
         return "∞" if x > 0 else "-∞"
     return f"{x:.{digits}g}"

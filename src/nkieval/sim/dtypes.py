@@ -31,7 +31,7 @@ from nkieval.sim.errors import NkiValidationError
 class DType:
     name: str
     storage: np.dtype
-    kind: str  # "float" | "int" | "uint" | "bool"
+    kind: str  # "float" | "int" | "uint" | "bool" | "packed" (MX x4)
     tf32: bool = False
 
     @property
@@ -58,7 +58,7 @@ class DType:
             od = np.dtype(other)  # type: ignore[call-overload]
         except TypeError:
             return NotImplemented
-        return (not self.tf32 and od == self.storage and self.kind != "bool") or (
+        return (not self.tf32 and od == self.storage and self.kind not in ("bool", "packed")) or (
             self.kind == "bool" and od == np.dtype(np.bool_)
         )
 
@@ -90,11 +90,18 @@ uint8 = _d("uint8", np.uint8, "uint")
 uint16 = _d("uint16", np.uint16, "uint")
 uint32 = _d("uint32", np.uint32, "uint")
 bool_ = _d("bool", np.uint8, "bool")  # stored as uint8 on the device
+# MX x4-packed types (v4): four fp8 codes in a 32-bit word / four fp4 codes in 16 bits, element 0 in the
+# least significant bits. Opaque to the engines except quantize_mx / nc_matmul_mx (nkieval.sim.isa.mx).
+float8_e4m3fn_x4 = _d("float8_e4m3fn_x4", np.uint32, "packed")
+float8_e5m2_x4 = _d("float8_e5m2_x4", np.uint32, "packed")
+float4_e2m1fn_x4 = _d("float4_e2m1fn_x4", np.uint16, "packed")
 
 ALL_DTYPES: tuple[DType, ...] = (
     float32, tfloat32, bfloat16, float16, float8_e4m3, float8_e4m3fn, float8_e5m2,
     float8_e8m0fnu, int8, int16, int32, uint8, uint16, uint32, bool_,
+    float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4,
 )
+PACKED_DTYPES = (float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4)
 FLOAT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_float)
 INT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_int)
 FP8_DTYPES = (float8_e4m3, float8_e4m3fn, float8_e5m2)
@@ -105,7 +112,7 @@ BY_NAME.update({"bool_": bool_, "fp32": float32, "bf16": bfloat16, "fp16": float
 
 _BY_STORAGE: dict[np.dtype, DType] = {}
 for _dt in ALL_DTYPES:
-    if not _dt.tf32 and _dt.kind != "bool":
+    if not _dt.tf32 and _dt.kind not in ("bool", "packed"):
         _BY_STORAGE.setdefault(_dt.storage, _dt)
 _BY_STORAGE[np.dtype(np.bool_)] = bool_
 
@@ -159,6 +166,8 @@ def cast(values: np.ndarray, dt: DType, *, fp8_overflow: str = "saturate", preci
     (no bf16/fp8 rounding) — integer formats still round and saturate.
     """
     src = np.asarray(values)
+    if dt.kind == "packed":  # raw codes (memset 0, bit-exact moves); never an arithmetic conversion
+        return src.astype(dt.storage)
     if dt.is_int:
         info = np.iinfo(np.uint8 if dt.kind == "bool" else dt.storage)
         if src.dtype.kind in "iub":

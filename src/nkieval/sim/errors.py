@@ -60,8 +60,75 @@ RULES: dict[str, Rule] = {
              "Kernel arguments and results are HBM tensors; outputs are shared_hbm; LNC degree 1 or 2."),
         Rule("uninitialized", "read of memory never written",
              "Fresh allocations hold garbage on hardware; the simulator fills them with NaN / 4."),
+        Rule("loop-dependency", "iterations of a parallel (affine_range) loop write the same element",
+             "Beta-1 affine_range iterations may run in any order; only associative PSUM accumulation is allowed."),
     )
 }
+
+
+#: One real message per rule (checked against the simulator by tests/sim/test_validation.py).
+EXAMPLES: dict[str, str] = {
+    "partition-limit": "tensor_tensor: data1 partition dimension 256 exceeds maximum 128",
+    "partition-mismatch": "tensor_tensor: number of partitions mismatch: dst[128, 64] has 128, data2[64, 64] has 64",
+    "shape-mismatch": "tensor_tensor: elements per partition mismatch: dst[128, 64] has 64, data2[128, 32] has 32",
+    "buffer": "dma_copy: expected operand 'src' to be in address space 'hbm|sbuf', but got a tensor in 'psum' "
+              "instead (DMA cannot access PSUM; copy PSUM to SBUF with tensor_copy first)",
+    "dtype": "nc_matmul: stationary dtype int8 is not a Tensor-engine input type (float8_e4m3, float8_e5m2, "
+             "bfloat16, float16, tfloat32, float32)",
+    "matmul-limit": "nc_matmul: moving free size 1024 exceeds maximum 512 on trn2",
+    "psum-bank": "nc_matmul: dst bytes [1024, 3072) per partition cross a 2048-byte PSUM bank boundary; one matmul "
+                 "output must stay in one bank (512 fp32 elements)",
+    "psum-alignment": "ndarray: PSUM address 1024 is not aligned to a 2048-byte bank",
+    "generation": "dma_transpose: not available on trn1 (NeuronCore-v2); needs trn2 (NeuronCore-v3) or later",
+    "out-of-bounds": "dma_copy: indirect src index 256 at row 1 is out of bounds for 256 rows",
+    "sbuf-capacity": "ndarray: live SBUF allocations need 262144 bytes per partition, exceeding the 229376-byte "
+                     "SBUF partition; 2 live: big1[128, 32768] float32 131072 B @ kernel.py:3, …",
+    "psum-capacity": "ndarray: live PSUM allocations need 18432 bytes per partition, exceeding the 16384-byte PSUM "
+                     "partition; 9 live: acc0[128, 512] float32 2048 B @ kernel.py:4, …",
+    "indexing": "reshape of an on-chip tensor cannot change the partition dimension (128 -> 64)",
+    "argument": "tensor_reduce: cannot reduce along the partition dimension (axis 0); use nc_transpose, a ones "
+                "matmul or tensor_partition_reduce",
+    "instruction-limit": "bn_stats: data has 1024 elements per partition, exceeding bn_stats_fmax 512; split it into "
+                         "512-element chunks and combine with bn_aggr",
+    "simulator-only": "tensor_tensor: nl.divide is not a hardware instruction: it runs in simulation but fails on "
+                      "device",
+    "psum-accumulate": "nc_matmul: accumulate=True onto PSUM written by a non-matmul instruction (memset/copy) is "
+                       "undefined on NeuronCore-v2/v3",
+    "kernel": "kernel: kernel returned NkiTensor(t2[128, 64], float32, sbuf): outputs must be HBM tensors "
+              "allocated with buffer=nl.shared_hbm",
+    "uninitialized": "tensor_copy: reads SBUF tensor 't2'[128, 64] before anything wrote it (garbage on hardware; "
+                     "NaN / 4 sentinels in the simulator)",
+}
+#: How each non-plain-error rule is reported (default: an error).
+REPORTED_AS: dict[str, str] = {
+    "simulator-only": 'warning; an error with `SimOptions(simulator_only="error")`, silent with "allow"',
+    "psum-accumulate": "warning (the kernel runs; hardware behaviour is undefined)",
+    "uninitialized": "warning, once per allocation (reads see NaN / 4 sentinels)",
+    "sbuf-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',
+    "psum-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',
+}
+
+
+def rules_markdown() -> str:
+    """docs/rules.md, generated from RULES and EXAMPLES (a test keeps the file in sync)."""
+    lines = [
+        "# Validation rules",
+        "",
+        "Every hardware or API rule the simulator enforces has a stable id. An error",
+        "(`NkiValidationError`, an `AssertionError`) or warning (`NkiSimulatorWarning`) names the",
+        "instruction, the operand, the rule and the numbers, and ends with `[rule <id>] (at file:line)`.",
+        "",
+        "Generated from `nkieval.sim.errors.RULES` by `nkieval.sim.errors.rules_markdown()`;",
+        "`tests/sim/test_validation.py` shows every message and keeps this file in sync.",
+        "",
+    ]
+    for r in RULES.values():
+        kind = REPORTED_AS.get(r.id, "error")
+        lines += [f"## `{r.id}`", "", f"**What:** {r.title}.", "", f"**Why:** {r.why}", "", f"**Raised as:** {kind}",
+                  ""]
+        if r.id in EXAMPLES:
+            lines += ["**Example:**", "", "```text", f"{EXAMPLES[r.id]} [rule {r.id}]", "```", ""]
+    return "\n".join(lines)
 
 
 class NkiValidationError(AssertionError):

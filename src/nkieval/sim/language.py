@@ -7,6 +7,7 @@ so the trace shows the instructions the real wrappers would issue.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,9 +15,9 @@ import numpy as np
 
 from nkieval.hardware import get_target
 from nkieval.sim import dtypes as dt
+from nkieval.sim import isa as _isa  # attribute lookups at call time: instruments see every call
 from nkieval.sim.context import current, maybe_current
 from nkieval.sim.errors import NkiValidationError
-from nkieval.sim.isa import dma_copy, tensor_copy
 from nkieval.sim.memory import PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, Buffer
 from nkieval.sim.ops import LANGUAGE_IMPL
 from nkieval.sim.tensor import NkiTensor, allocate, ds
@@ -35,11 +36,10 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
 
 
 def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str, what: str) -> NkiTensor:
-    from nkieval.sim.isa import memset
 
     t = allocate(shape, dtype, buffer, name, instruction=what)
     if t.is_on_chip:
-        memset(t, int(value) if t.dtype.is_int else float(value))
+        _isa.memset(t, int(value) if t.dtype.is_int else float(value))
     else:
         t.data[...] = dt.cast(np.full(t.shape, value, dtype=np.float64), t.dtype)
         t.alloc.written = True
@@ -87,7 +87,7 @@ def is_on_chip(b: Any) -> bool:
 def program_id(axis: int = 0) -> int:
     ctx = current()
     idx = ctx.grid_index
-    if not 0 <= int(axis) < max(1, len(idx)):
+    if not 0 <= int(axis) < builtins.max(1, len(idx)):
         raise NkiValidationError(f"program_id axis {axis} out of range for a {len(idx)}-D launch", rule="argument")
     return int(idx[int(axis)])
 
@@ -103,7 +103,17 @@ def num_programs(axes: Any = 0) -> int:
 
 
 def program_ndim() -> int:
-    return len(current().launch.grid)
+    """Rank of the launch grid: 0 for a plain launch, 1 for ``kernel[2]`` (LNC 2), N for an N-D grid."""
+    launch = current().launch
+    if launch.grid:
+        return len(launch.grid)
+    return 1 if launch.num_programs > 1 else 0
+
+
+def device_print(prefix: str, tensor: Any) -> None:
+    """Print a tensor's values at once (as the reference simulator does)."""
+    vals = np.asarray(tensor) if isinstance(tensor, NkiTensor) else tensor
+    print(prefix, vals)
 
 
 # -- loops ----------------------------------------------------------------------------------
@@ -115,7 +125,7 @@ class _LoopRange:
     def __init__(self, start: Any, stop: Any = None, step: int = 1) -> None:
         if stop is None:
             start, stop = 0, start
-        self.r = range(int(start), int(stop), int(step))
+        self.r = builtins.range(int(start), int(stop), int(step))
 
     def __len__(self) -> int:
         return len(self.r)
@@ -132,6 +142,10 @@ class _LoopRange:
                 yield i
         finally:
             ctx.pop_loop(frame)
+
+
+class range(_LoopRange):  # nl.range: a sequential NKI loop, like affine_range & co.
+    kind = "range"
 
 
 class affine_range(_LoopRange):
@@ -157,7 +171,7 @@ def load(src: NkiTensor, dtype: Any = None) -> NkiTensor:
                                  f"'{src.buffer.kind}' instead.", instruction="load", operand="src", rule="buffer")
     shape = src.shape if src.ndim >= 2 else (1, *src.shape)
     out = allocate(shape, dtype or src.dtype, SBUF, instruction="load")
-    dma_copy(out, src if src.ndim >= 2 else src.reshape(shape))
+    _isa.dma_copy(out, src if src.ndim >= 2 else src.reshape(shape))
     return out
 
 
@@ -172,13 +186,13 @@ def store(dst: NkiTensor, value: Any) -> None:
     src = value
     if value.buffer.kind == "psum":
         src = allocate(value.shape, value.dtype, SBUF, instruction="store")
-        tensor_copy(src, value)
-    dma_copy(dst, src)
+        _isa.tensor_copy(src, value)
+    _isa.dma_copy(dst, src)
 
 
 def copy(x: NkiTensor, dtype: Any = None) -> NkiTensor:
     out = allocate(x.shape, dtype or x.dtype, SBUF, instruction="copy")
-    tensor_copy(out, x)
+    _isa.tensor_copy(out, x)
     return out
 
 
@@ -239,8 +253,33 @@ tile_size = _TileSize()
 # Operator objects (nl.copy, ...) call these when used as functions.
 LANGUAGE_IMPL.update({"copy": copy})
 
+# Importing language_compute registers the nl.<op> wrappers in LANGUAGE_IMPL.
+from nkieval.sim.language_compute import (  # noqa: E402
+    all,
+    broadcast_to,
+    expand_dims,
+    matmul,
+    max,
+    mean,
+    min,
+    prod,
+    rms_norm,
+    shared_identity_matrix,
+    softmax,
+    sum,
+    transpose,
+    var,
+    where,
+)
+
 __all__ = [
-    "affine_range", "copy", "ds", "empty_like", "full", "hbm", "load", "ndarray", "num_programs", "ones",
-    "private_hbm", "program_id", "program_ndim", "psum", "sbuf", "sequential_range", "shared_hbm",
-    "static_range", "store", "tile_size", "zeros", "zeros_like",
+    "affine_range", "all", "broadcast_to", "copy", "device_print", "ds", "empty_like", "expand_dims", "full",
+    "hbm", "is_hbm", "is_on_chip", "is_psum", "is_sbuf", "load", "matmul", "max", "mean", "min", "ndarray",
+    "num_programs", "ones", "private_hbm", "prod", "program_id", "program_ndim", "psum", "range", "rms_norm",
+    "sbuf", "sequential_range", "shared_hbm", "shared_identity_matrix", "softmax", "static_range", "store",
+    "sum", "tile_size", "transpose", "var", "where", "zeros", "zeros_like",
 ]
+
+# Device-side control flow (fori_loop, while_loop, dynamic_range, no_reorder) lives in nkieval.sim.control.
+from nkieval.sim.control import __all__ as _control_all, dynamic_range, fori_loop, no_reorder, while_loop  # noqa: E402, F401, I001
+__all__ += _control_all

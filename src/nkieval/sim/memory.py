@@ -75,6 +75,7 @@ class Allocation:
     # were last written by a non-matmul instruction (memset/copy) — accumulation onto those is UB.
     mm_written: np.ndarray | None = None
     other_written: np.ndarray | None = None
+    _base_ptr: int | None = field(default=None, init=False, repr=False)
     __weakref__: object = field(default=None, init=False, repr=False)
 
     @property
@@ -84,7 +85,10 @@ class Allocation:
 
     @property
     def base_ptr(self) -> int:
-        return self.storage.__array_interface__["data"][0]
+        ptr = self._base_ptr
+        if ptr is None:  # storage is never reallocated, so its address is fixed
+            ptr = self._base_ptr = self.storage.__array_interface__["data"][0]
+        return ptr
 
 
 @dataclass

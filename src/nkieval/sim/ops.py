@@ -86,7 +86,7 @@ def _safe(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 
 def _int_bits(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return fn(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)).astype(np.float64)
+        return fn(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
 
     return run
 
@@ -123,7 +123,7 @@ UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "reciprocal": lambda x: 1.0 / x, "sin": np.sin, "cos": np.cos, "tan": np.tan, "arctan": np.arctan,
     "tanh": np.tanh, "ceil": np.ceil, "floor": np.floor, "trunc": np.trunc,
-    "invert": lambda x: np.invert(np.asarray(x).astype(np.int64)).astype(np.float64),
+    "invert": lambda x: np.invert(np.asarray(x).astype(np.int64)),
     "logical_not": lambda x: (x == 0),
     "relu": lambda x: np.maximum(x, 0), "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x),
     "silu_dx": _silu_dx, "gelu": _gelu, "gelu_dx": _gelu_dx, "gelu_apprx_tanh": _gelu_tanh,
@@ -159,8 +159,9 @@ REDUCE_IDENTITY: dict[str, float] = {
     "abs_max": 0.0, "abs_min": np.inf,
 }
 
-_SAFE_BINARY = {k: _safe(v) for k, v in BINARY.items()}
-_SAFE_UNARY = {k: _safe(v) for k, v in UNARY.items()}
+# Bitvec operators stay exact int64 (bit patterns); everything else is fp32 engine math.
+_SAFE_BINARY = {k: (v if k in BITVEC else _safe(v)) for k, v in BINARY.items()}
+_SAFE_UNARY = {k: (v if k in BITVEC else _safe(v)) for k, v in UNARY.items()}
 
 # Implementations of the value-returning nl.* call for an op, registered by nkieval.sim.language.
 LANGUAGE_IMPL: dict[str, Callable[..., Any]] = {}
@@ -202,6 +203,7 @@ class Op:
 
 
 OPS: dict[str, Op] = {name: Op(name) for name in {*BINARY, *UNARY}}
+OPS["prelu"] = Op("prelu")  # nl.prelu: activate2-only activation constant (slope = relu_param)
 
 _NUMPY_NAMES: dict[Any, str] = {
     np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide",

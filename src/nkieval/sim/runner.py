@@ -69,7 +69,7 @@ def _output(value: Any, instruction: str = "kernel") -> Any:
     if value is None:
         return None
     if isinstance(value, NkiTensor):
-        if value.alloc.buffer.kind != "hbm":
+        if value.alloc.buffer.kind != "hbm" or not value.alloc.buffer.shared:
             raise NkiValidationError(
                 f"kernel returned {value!r}: outputs must be HBM tensors allocated with buffer=nl.shared_hbm",
                 instruction=instruction, rule="kernel")

@@ -162,7 +162,7 @@ def wrap_hbm(array: np.ndarray, name: str, dtype: Any = None, buffer: Buffer = S
 class NkiTensor:
     """A view of an allocation. Attributes mirror NKI's ``NkiTensor``."""
 
-    __slots__ = ("_ap_base", "alloc", "data", "dtype")
+    __slots__ = ("_acc", "_ap_base", "alloc", "data", "dtype")
     __array_priority__ = 1000  # make numpy defer to our operators (Beta-1 front end overloads them)
 
     def __init__(self, data: np.ndarray, alloc: Allocation, dtype: dt.DType) -> None:
@@ -170,6 +170,7 @@ class NkiTensor:
         self.alloc = alloc
         self.dtype = dtype
         self._ap_base = None
+        self._acc: dict[Any, Any] | None = None
 
     # -- attributes -------------------------------------------------------------
     @property
@@ -309,10 +310,11 @@ class NkiTensor:
                 else:
                     out.append(k)
             norm = out
-        view = self.data[tuple(norm)]
-        if not isinstance(view, np.ndarray) or view.ndim == 0:
-            view = self.data[tuple(norm)][..., None] if isinstance(view, np.ndarray) else np.asarray(view).reshape(1)
-        return NkiTensor(view, self.alloc, self.dtype)
+        if len(norm) == self.ndim and all(isinstance(k, int) for k in norm):
+            # every dimension indexed by an integer: keep a 1-element *view* (not a NumPy scalar copy)
+            last = norm[-1]
+            norm[-1] = slice(last, last + 1)
+        return NkiTensor(self.data[tuple(norm)], self.alloc, self.dtype)
 
     # -- view methods -------------------------------------------------------------
     def _new(self, data: np.ndarray) -> NkiTensor:
@@ -402,6 +404,58 @@ class NkiTensor:
             raise NkiValidationError(f"squeeze_dim needs size 1 on dimension {dim}, got {self.shape[dim]}", rule="indexing")
         return self._new(np.squeeze(self.data, dim))
 
+    def reshape_dim(self, dim: int, shape: Any) -> NkiTensor:
+        """Split dimension ``dim`` into ``shape`` (a view: the split dims get derived strides).
+
+        The partition dimension of an on-chip tensor cannot be split."""
+        d = int(dim) % self.ndim
+        parts = _shape_tuple(shape)
+        n = self.shape[d]
+        if -1 in parts:
+            known = math.prod(s for s in parts if s != -1)
+            parts = tuple(n // known if s == -1 else s for s in parts)
+        if math.prod(parts) != n:
+            raise NkiValidationError(f"reshape_dim: {list(parts)} does not have the {n} elements of dimension {d}",
+                                     operand=self.alloc.name or None, rule="indexing")
+        if self.is_on_chip and d == 0 and len(parts) != 1:
+            raise NkiValidationError("the partition dimension of an on-chip tensor cannot be split", rule="indexing")
+        st = self.data.strides[d]
+        new_strides = []
+        for k in range(len(parts)):
+            new_strides.append(st * math.prod(parts[k + 1:]))
+        shp = self.shape[:d] + parts + self.shape[d + 1:]
+        strides = self.data.strides[:d] + tuple(new_strides) + self.data.strides[d + 1:]
+        return self._new(np.lib.stride_tricks.as_strided(self.data, shape=shp, strides=strides))
+
+    def flatten_dims(self, start: int, end: int) -> NkiTensor:
+        """Merge dimensions ``start``..``end`` (inclusive) into one; they must be mergeable as a
+        view (each dim's stride equals the next one's stride times its size)."""
+        a, b = int(start) % self.ndim, int(end) % self.ndim
+        if a > b:
+            raise NkiValidationError(f"flatten_dims: start {a} is after end {b}", rule="indexing")
+        if self.is_on_chip and a == 0 and b > 0:
+            raise NkiValidationError("the partition dimension of an on-chip tensor cannot be merged with free "
+                                     "dimensions", rule="indexing")
+        st, sh = self.data.strides, self.shape
+        for k in range(a, b):
+            if sh[k + 1] != 1 and sh[k] != 1 and st[k] != st[k + 1] * sh[k + 1]:
+                raise NkiValidationError(f"flatten_dims({a}, {b}) of a view with shape {list(sh)} and strides "
+                                         f"{list(self.strides)} needs a copy (dimensions {k} and {k + 1} are not "
+                                         "contiguous)", operand=self.alloc.name or None, rule="indexing")
+        merged = math.prod(sh[a:b + 1])
+        inner = [st[k] for k in range(a, b + 1) if sh[k] != 1]
+        stride = inner[-1] if inner else st[b]
+        shp = (*sh[:a], merged, *sh[b + 1:])
+        strides = (*st[:a], stride, *st[b + 1:])
+        return self._new(np.lib.stride_tricks.as_strided(self.data, shape=shp, strides=strides))
+
+    def rearrange(self, pattern: str, **sizes: int) -> NkiTensor:
+        """einops-style view, e.g. ``t.rearrange("p (a b) -> p b a", a=4)``: split groups on the
+        left, permute, merge groups on the right. Only views (no copies) are possible."""
+        from nkieval.sim.rearrange import rearrange_view
+
+        return rearrange_view(self, pattern, sizes)
+
     def is_contiguous(self) -> bool:
         return bool(self.data.flags["C_CONTIGUOUS"])
 
@@ -421,6 +475,24 @@ class NkiTensor:
 
     # -- operand description for the trace ----------------------------------------
     def access(self, role: str, mode: str) -> OperandAccess:
+        """This view as a trace operand. Cached: a view's geometry never changes, and trace
+        records treat operands as immutable, so one ``OperandAccess`` per (role, mode) is shared."""
+        cache = self._acc
+        if cache is None:
+            cache = self._acc = {}
+        else:
+            hit = cache.get((role, mode))
+            if hit is not None:
+                return hit
+        geo = cache.get(None)
+        if geo is None:
+            geo = cache[None] = self._geometry()
+        acc = OperandAccess(role, mode, *geo)
+        cache[(role, mode)] = acc
+        return acc
+
+    def _geometry(self) -> tuple[Any, ...]:
+        """The trace fields that depend only on the view (everything but role and mode)."""
         a = self.alloc
         data = self.data
         isz = data.dtype.itemsize
@@ -461,8 +533,8 @@ class NkiTensor:
             else:
                 break
         pattern = tuple((s // isz, n) for n, s in zip(free_shape, free_strides))
-        return OperandAccess(role, mode, a.buffer.kind, a.id, tuple(shape), self.dtype.name, int(pstart),
-                             int(nparts), int(lo), int(hi), int(nbytes), int(run), pattern, a.name)
+        return (a.buffer.kind, a.id, tuple(shape), self.dtype.name, int(pstart), int(nparts), int(lo), int(hi),
+                int(nbytes), int(run), pattern, a.name)
 
 
 def is_tensor(x: Any) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import SimContext, current, user_frame
+from nkieval.sim.context import SimContext, current, maybe_current, user_frame
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.ops import ARITH, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, Op
 from nkieval.sim.tensor import NkiTensor
 from nkieval.sim.trace import OperandAccess, TraceRecord
 
@@ -45,6 +47,7 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
             ctx = current()
             f = user_frame(2)
             ctx.loc = (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f is not None else (None, None, None)
+            ctx.instruction_name = name
             if ctx.target.generation < min_generation:
                 raise NkiValidationError(
                     f"not available on {_GEN_NAMES[ctx.target.generation]}; needs "
@@ -136,9 +139,9 @@ def check_engine_operands(ctx: SimContext, pairs: list[tuple[str, NkiTensor]], *
     """Common checks for a compute-engine instruction's tensor operands."""
     allowed = ("sbuf", "psum") if allow_psum else ("sbuf",)
     why = "" if allow_psum else f"the {engine} engine cannot access PSUM"
-    for r, t in pairs:
-        check_buffer(t, r, allowed, why)
+    for r, t in pairs:  # partition count first: it is the most fundamental tile rule
         check_partitions(ctx, t, r)
+        check_buffer(t, r, allowed, why)
     check_same_partitions(pairs)
 
 
@@ -168,19 +171,92 @@ def check_free_limit(ctx: SimContext, t: NkiTensor, role: str) -> None:
                                  f"{where} operands of compute engines", operand=role, rule="instruction-limit")
 
 
+def check_op_available(ctx: SimContext, op: Op, instruction_name: str, role: str = "op") -> None:
+    """Generation gating of ALU operators, and the flag for operators that exist only in simulation."""
+    if op.name in GEN4_ONLY and ctx.target.generation < 4:
+        raise NkiValidationError(f"{role} {op.name} needs trn3 (NeuronCore-v4); target is {ctx.target.name}",
+                                 operand=role, rule="generation")
+    if op.name in SIMULATOR_ONLY:
+        mode = ctx.options.simulator_only
+        msg = f"nl.{op.name} is not a hardware instruction: it runs in simulation but fails on device"
+        if mode == "error":
+            raise NkiValidationError(msg, operand=role, rule="simulator-only")
+        if mode == "warn":
+            ctx.warn(msg, rule="simulator-only", instruction=instruction_name)
+
+
+def check_arith_op(op: Op, role: str) -> None:
+    """Instructions documented as 'arithmetic operators only' reject bitvec and unary operators."""
+    if op.name in BITVEC or op.name not in ARITH:
+        raise NkiValidationError(f"{role} {op.name} is not a binary arithmetic operator (bitvec and unary operators "
+                                 "are not supported here)", operand=role, rule="argument")
+
+
+def check_max_free_dims(t: NkiTensor, role: str, max_free_dims: int) -> None:
+    if t.ndim - 1 > max_free_dims:
+        raise NkiValidationError(f"{role}{list(t.shape)} has {t.ndim - 1} free dimensions; at most {max_free_dims} "
+                                 "are supported", operand=role, rule="instruction-limit")
+
+
 # -- reading and writing ----------------------------------------------------------------
+_WARNED_UNINIT: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _check_initialized(t: NkiTensor) -> None:
+    a = t.alloc
+    if a.written or a.is_kernel_arg or a in _WARNED_UNINIT:
+        return
+    _WARNED_UNINIT.add(a)
+    ctx = maybe_current()
+    if ctx is not None:
+        nm = a.name or f"t{a.id}"
+        ctx.warn(f"reads {a.buffer.kind.upper()} tensor '{nm}'{list(a.shape)} before anything wrote it (garbage on "
+                 "hardware; NaN / 4 sentinels in the simulator)", rule="uninitialized",
+                 instruction=getattr(ctx, "instruction_name", None))
+
+
 def read(t: NkiTensor) -> np.ndarray:
-    """Operand values in the engines' fp32 compute type (ints as exact float64 when wide)."""
+    """Operand values as the engines see them: cast to fp32 (engines compute in fp32).
+
+    Integers wider than 24 bits lose precision here, as they do on the Vector/Scalar engines;
+    bit-exact paths (same-dtype copies, bitvec operators, GpSimd int32 math) use :func:`read_bits`.
+    """
+    _check_initialized(t)
     a = t.data
     if a.dtype == np.float32:
         return a
-    if a.dtype.kind in "iu" and a.dtype.itemsize >= 4:
-        return a.astype(np.float64)
     return a.astype(np.float32)
 
 
 def read_exact(t: NkiTensor) -> np.ndarray:
+    """The stored values, uncast (bit-exact copies)."""
+    _check_initialized(t)
     return np.asarray(t.data)
+
+
+def read_bits(t: NkiTensor) -> np.ndarray:
+    """Integer operands as exact int64 values (bitvec operators treat elements as bit patterns)."""
+    _check_initialized(t)
+    return np.asarray(t.data).astype(np.int64)
+
+
+def write_bits(t: NkiTensor, values: np.ndarray) -> None:
+    """Store int64 results as bit patterns truncated to ``t``'s width (no saturation), as bitvec ops do."""
+    bits = 8 * t.data.dtype.itemsize
+    v = np.asarray(values).astype(np.int64) & ((1 << bits) - 1)
+    udt = np.dtype(f"u{t.data.dtype.itemsize}")
+    t.data[...] = v.astype(udt).view(t.data.dtype).reshape(t.shape) if v.size == t.size else \
+        np.broadcast_to(v.astype(udt).view(t.data.dtype), t.shape)
+    mark_written(t, matmul=False)
+
+
+def mark_written(t: NkiTensor, *, matmul: bool) -> None:
+    """Record that ``t``'s elements were written (and, in PSUM, by which kind of instruction)."""
+    a = t.alloc
+    a.written = True
+    if a.mm_written is not None:
+        flag_view(t, a.mm_written)[...] = matmul
+        flag_view(t, a.other_written)[...] = not matmul
 
 
 def flag_view(t: NkiTensor, flags: np.ndarray) -> np.ndarray:
@@ -203,11 +279,14 @@ def write(ctx: SimContext, t: NkiTensor, values: Any, *, matmul: bool = False) -
         t.data[...] = v
     else:
         t.data[...] = dt.cast(v, t.dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
-    a = t.alloc
-    a.written = True
-    if a.mm_written is not None:
-        flag_view(t, a.mm_written)[...] = matmul
-        flag_view(t, a.other_written)[...] = not matmul
+    mark_written(t, matmul=matmul)
+
+
+def write_exact(t: NkiTensor, values: np.ndarray) -> None:
+    """Bit-exact store of values already in ``t``'s storage dtype (same-dtype copies)."""
+    v = np.asarray(values)
+    t.data[...] = v.reshape(t.shape) if v.shape != t.shape and v.size == t.size else v
+    mark_written(t, matmul=False)
 
 
 def scalar_or_vector(ctx: SimContext, x: Any, role: str, p: int) -> np.ndarray | float:
@@ -249,3 +328,38 @@ def resolve_engine(engine: Any, default: str, allowed: Iterable[str], instructio
         raise NkiValidationError(f"engine {name} is not supported; use one of {', '.join(allowed)}",
                                  operand="engine", rule="argument")
     return name
+
+
+# -- engine accumulator registers ---------------------------------------------------------
+_REDUCE_UFUNC = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum, "multiply": np.multiply}
+
+
+def accumulate(regs: np.ndarray, p: int, cmd: int, values: np.ndarray | None, op_name: str,
+               init: np.ndarray | float | None = None) -> None:
+    """Apply a ``reduce_cmd`` to an engine's per-partition fp32 accumulator registers (in place).
+
+    ``reset`` sets the registers to the operator's identity (0 for add, -inf for max …);
+    ``reduce`` folds the free-dim reduction of ``values`` into them; ``reset_reduce`` does both;
+    ``load_reduce`` seeds them with ``init`` first; ``idle`` leaves them alone.
+    """
+    from nkieval.sim.isa.enums import reduce_cmd as rc
+    from nkieval.sim.ops import REDUCE_IDENTITY
+
+    uf = _REDUCE_UFUNC[op_name]
+    if cmd in (rc.reset, rc.reset_reduce):
+        regs[:p] = REDUCE_IDENTITY[op_name]
+    elif cmd == rc.load_reduce:
+        regs[:p] = np.broadcast_to(np.asarray(init if init is not None else 0.0, dtype=np.float32).reshape(-1), (p,))
+    if cmd in (rc.reduce, rc.reset_reduce, rc.load_reduce) and values is not None:
+        with np.errstate(all="ignore"):
+            regs[:p] = uf(regs[:p], uf.reduce(values.reshape(p, -1).astype(np.float32), axis=1))
+
+
+def check_reduce_res(t: Any, p: int, role: str = "reduce_res") -> NkiTensor:
+    """A reduction output must be an on-chip [P, 1] tensor."""
+    rr = tensor_arg(t, role)
+    check_buffer(rr, role, ("sbuf", "psum"))
+    if rr.shape[0] != p or free_size(rr) != 1:
+        raise NkiValidationError(f"{role} must be [{p}, 1], got {list(rr.shape)}", operand=role,
+                                 rule="shape-mismatch")
+    return rr

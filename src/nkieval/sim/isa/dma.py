@@ -8,7 +8,18 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
-from nkieval.sim.isa.core import check_buffer, check_partitions, instruction, record, tensor_arg, write
+from nkieval.sim.isa.core import (
+    check_buffer,
+    check_partitions,
+    instruction,
+    read,
+    read_bits,
+    read_exact,
+    record,
+    tensor_arg,
+    write,
+    write_exact,
+)
 from nkieval.sim.isa.enums import dge_mode as DgeMode
 from nkieval.sim.isa.enums import oob_mode as OobMode
 from nkieval.sim.tensor import NkiTensor
@@ -18,12 +29,17 @@ _DMA_BUFFERS = ("hbm", "sbuf")
 
 def _dma_values(ctx: Any, t: NkiTensor) -> np.ndarray:
     # DMA casting goes src -> fp32 -> dst.
-    return t.data if t.data.dtype == np.float32 else t.data.astype(np.float32)
+    return read(t)
 
 
 def _gather(ctx: Any, src: NkiTensor, oob: int, role: str) -> tuple[np.ndarray, np.ndarray]:
     ind = src._ap_base
-    idx = np.asarray(ind.index.data).reshape(-1).astype(np.int64)
+    index = ind.index
+    check_buffer(index, "vector_offset", ("sbuf",), "DMA index vectors live in SBUF")
+    if not index.dtype.is_int:
+        raise NkiValidationError(f"vector_offset dtype must be an integer type, got {index.dtype}",
+                                 operand="vector_offset", rule="dtype")
+    idx = read_bits(index).reshape(-1)
     rows = ind.pattern[0][1]
     if idx.size < rows:
         raise NkiValidationError(f"vector_offset has {idx.size} indices but the pattern needs {rows}", operand=role,
@@ -58,8 +74,20 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
         if src.dtype != dst.dtype:
             raise NkiValidationError(f"hwdge DMA cannot cast ({src.dtype} -> {dst.dtype}); dtypes must match",
                                      operand="dst", rule="dtype")
-    if priority is not None and not ctx.target.generation >= 4:
-        raise NkiValidationError("priority needs trn3 (NeuronCore-v4)", operand="priority", rule="generation")
+    if priority is not None:
+        if ctx.target.generation < 4:
+            raise NkiValidationError(f"priority needs trn3 (NeuronCore-v4); target is {ctx.target.name}",
+                                     operand="priority", rule="generation")
+        if int(priority) not in range(4):
+            raise NkiValidationError(f"priority must be 0-3, got {priority}", operand="priority", rule="argument")
+    eng = getattr(engine, "name", engine)
+    if eng not in (None, "unknown", 0):
+        if mode != DgeMode.hwdge:
+            raise NkiValidationError("engine= selects the hwdge trigger engine; it is only valid with "
+                                     "dge_mode=hwdge", operand="engine", rule="argument")
+        if eng not in ("sync", "scalar"):
+            raise NkiValidationError(f"hwdge DMA is triggered by the sync or scalar engine, not {eng}",
+                                     operand="engine", rule="argument")
     src_ind, dst_ind = src._ap_base, dst._ap_base
     if src_ind is not None and dst_ind is not None:
         raise NkiValidationError("src and dst cannot both be indirect", rule="argument")
@@ -72,28 +100,35 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
     attrs: dict[str, Any] = {"cast": bool(cast), "dge_mode": int(mode), "indirect": bool(src_ind or dst_ind)}
     if src_ind is not None:
         offs, ok = _gather(ctx, src, oob, "src")
-        vals = np.zeros(offs.shape, dtype=np.float32)
-        flat = src_ind.flat
-        safe = np.where(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs, 0)
-        vals[...] = flat[safe].astype(np.float32)
-        if not ok.all():  # skip mode: leave dst rows unchanged
-            cur = dst.data.astype(np.float32).reshape(offs.shape)
-            vals = np.where(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), vals, cur)
-        write(ctx, dst, vals.reshape(dst.shape) if vals.size == dst.size else vals)
+        if offs.size != dst.size:
+            raise NkiValidationError(f"element count mismatch: indirect src pattern has {offs.size}, "
+                                     f"dst{list(dst.shape)} has {dst.size}", rule="shape-mismatch")
+        okb = np.broadcast_to(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs.shape)
+        gathered = src_ind.flat[np.where(okb, offs, 0)]
+        if cast:
+            gathered = dt.cast(gathered.astype(np.float32), dst.dtype, fp8_overflow=ctx.options.fp8_overflow,
+                               precise=ctx.options.precise_fp)
+        # skip mode: rows with an out-of-bounds index leave dst untouched (bit-exact)
+        new = dst.data.copy().reshape(offs.shape)
+        new[okb] = gathered[okb]
+        write_exact(dst, new.reshape(dst.shape))
         accesses = [dst.access("dst", "w"), src_ind.index.access("vector_offset", "r"), src.access("src", "r")]
     elif dst_ind is not None:
         offs, ok = _gather(ctx, dst, oob, "dst")
         vals = _dma_values(ctx, src).reshape(offs.shape)
         flat = dst_ind.flat
         target_dtype = dst.dtype
-        conv = dt.cast(vals, target_dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
+        conv = read_exact(src).reshape(offs.shape) if not cast else \
+            dt.cast(vals, target_dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
         okb = np.broadcast_to(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs.shape)
         flat[offs[okb]] = conv[okb]
         dst.alloc.written = True
         accesses = [dst.access("dst", "w"), dst_ind.index.access("vector_offset", "r"), src.access("src", "r")]
     else:
-        vals = src.data if not cast else _dma_values(ctx, src)
-        write(ctx, dst, vals.reshape(dst.shape) if vals.shape != dst.shape else vals)
+        if not cast:
+            write_exact(dst, read_exact(src).reshape(dst.shape))
+        else:
+            write(ctx, dst, _dma_values(ctx, src).reshape(dst.shape))
         accesses = [dst.access("dst", "w"), src.access("src", "r")]
     record(ctx, "dma_copy", "dma", accesses, **attrs)
 
@@ -107,6 +142,8 @@ def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int 
     check_buffer(dst, "dst", ("sbuf",))
     check_buffer(src, "src", _DMA_BUFFERS)
     check_partitions(ctx, dst, "dst")
+    if src.is_on_chip:
+        check_partitions(ctx, src, "src")
     if src.dtype.itemsize != 2:
         raise NkiValidationError(f"dma_transpose supports 2-byte dtypes, got {src.dtype}", operand="src", rule="dtype")
     nd = src.ndim
@@ -123,5 +160,5 @@ def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int 
                                  operand="dst", rule="shape-mismatch")
     if dst.dtype != src.dtype:
         raise NkiValidationError(f"dma_transpose cannot cast ({src.dtype} -> {dst.dtype})", operand="dst", rule="dtype")
-    write(ctx, dst, np.transpose(src.data, perm))
+    write_exact(dst, np.transpose(read_exact(src), perm))
     record(ctx, "dma_transpose", "dma", [dst.access("dst", "w"), src.access("src", "r")], axes=list(perm))

@@ -6,10 +6,13 @@ from typing import Any
 
 import numpy as np
 
+from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import (
+    accumulate,
     check_engine_operands,
     check_free_limit,
+    check_reduce_res,
     check_same_free,
     instruction,
     read,
@@ -55,6 +58,8 @@ def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scal
     check_free_limit(ctx, data, "data")
     p = data.shape[0]
     accesses = [dst.access("dst", "w"), data.access("data", "r")]
+    if hasattr(scale, "dtype") and scale.dtype != dt.float32:
+        raise NkiValidationError(f"scale must be float32, got {scale.dtype}", operand="scale", rule="dtype")
     s = scalar_or_vector(ctx, scale, "scale", p)
     if hasattr(scale, "access"):
         accesses.append(scale.access("scale", "r"))
@@ -75,21 +80,17 @@ def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scal
     check_range(ctx, o, x, name)
     y = o.unary(x)
     write(ctx, dst, y)
-    if reduce_op is not None or reduce_res is not None or cmd != ReduceCmd.idle:
-        if reduce_op is not None and as_op(reduce_op, name, "reduce_op").name != "add":
-            raise NkiValidationError("reduce_op must be nl.add", operand="reduce_op", rule="argument")
-        acc = ctx.scalar_acc
-        if cmd in (ReduceCmd.reset, ReduceCmd.reset_reduce):
-            acc[:p] = 0.0
-        if cmd in (ReduceCmd.reduce, ReduceCmd.reset_reduce):
-            acc[:p] += y.reshape(p, -1).sum(axis=1, dtype=np.float32)
-        if reduce_res is not None:
-            rr = tensor_arg(reduce_res, "reduce_res")
-            if rr.shape[0] != p or rr.size != p:
-                raise NkiValidationError(f"reduce_res must be [{p}, 1], got {list(rr.shape)}", operand="reduce_res",
-                                         rule="shape-mismatch")
-            write(ctx, rr, acc[:p].reshape(rr.shape))
-            accesses.append(rr.access("reduce_res", "w"))
+    if reduce_op is not None and as_op(reduce_op, name, "reduce_op").name != "add":
+        raise NkiValidationError(f"reduce_op must be nl.add, got {as_op(reduce_op, name, 'reduce_op').name}",
+                                 operand="reduce_op", rule="argument")
+    if cmd not in (ReduceCmd.idle, ReduceCmd.reset, ReduceCmd.reduce, ReduceCmd.reset_reduce):
+        raise NkiValidationError(f"reduce_cmd {ReduceCmd(cmd).name} is not supported by {name}", operand="reduce_cmd",
+                                 rule="argument")
+    accumulate(ctx.scalar_acc, p, cmd, y, "add")
+    if reduce_res is not None:
+        rr = check_reduce_res(reduce_res, p)
+        write(ctx, rr, ctx.scalar_acc[:p].reshape(rr.shape))
+        accesses.append(rr.access("reduce_res", "w"))
     record(ctx, name, "scalar", accesses, op=o.name, reduce_cmd=int(cmd), has_bias=bias is not None,
            reduce=reduce_res is not None)
 

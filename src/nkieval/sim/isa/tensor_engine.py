@@ -15,6 +15,7 @@ from nkieval.sim.isa.core import (
     free_size,
     instruction,
     read,
+    read_exact,
     record,
     resolve_engine,
     tensor_arg,
@@ -39,7 +40,8 @@ def _check_psum_bank(ctx: Any, dst: NkiTensor, role: str = "dst") -> None:
             f"one matmul output must stay in one bank ({bank // 4} fp32 elements)", operand=role, rule="psum-bank")
 
 
-def _matmul_dtypes(ctx: Any, stationary: NkiTensor, moving: NkiTensor, dst: NkiTensor) -> None:
+def _matmul_dtypes(ctx: Any, stationary: NkiTensor, moving: NkiTensor, dst: NkiTensor,
+                   transpose_mode: bool = False) -> None:
     allowed = list(MATMUL_INPUT_DTYPES)
     if ctx.target.has("float8_e4m3fn_matmul"):
         allowed.append(dt.float8_e4m3fn)
@@ -56,6 +58,8 @@ def _matmul_dtypes(ctx: Any, stationary: NkiTensor, moving: NkiTensor, dst: NkiT
         raise NkiValidationError("float8_e4m3fn cannot be mixed with legacy float8_e4m3 in one matmul",
                                  operand="moving", rule="dtype")
     dst_ok = (dt.float32, dt.bfloat16) if ctx.target.has("bf16_psum") else (dt.float32,)
+    if transpose_mode:  # transpose mode writes the stationary dtype (16-bit PSUM output on v3)
+        dst_ok = (*dst_ok, stationary.dtype)
     if dst.dtype not in dst_ok:
         raise NkiValidationError(f"dst dtype {dst.dtype} is not supported for matmul output (PSUM "
                                  f"{'/'.join(d.name for d in dst_ok)} on {ctx.target.name})", operand="dst", rule="dtype")
@@ -110,12 +114,17 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     if dst.shape[0] != M or free_size(dst) != N:
         raise NkiValidationError(f"dst{list(dst.shape)} must be [{M}, {N}] for stationary{list(stationary.shape)} and "
                                  f"moving{list(moving.shape)}", operand="dst", rule="shape-mismatch")
-    _matmul_dtypes(ctx, stationary, moving, dst)
+    transpose_mode = bool(is_transpose) and T.has("pe_transpose_bitexact")
+    _matmul_dtypes(ctx, stationary, moving, dst, transpose_mode)
     if tile_size or tile_position:
         _check_tiling(ctx, tile_position, tile_size, K, M)
     _check_psum_bank(ctx, dst)
-    with np.errstate(all="ignore"):
-        res = (st.astype(np.float32, copy=False).T @ mv.astype(np.float32, copy=False)).reshape(dst.shape)
+    if transpose_mode and mv.shape[0] == mv.shape[1] and np.array_equal(mv, np.eye(mv.shape[0], dtype=mv.dtype)):
+        # v3+ transpose mode: the PE array passes stationary through bit-accurately (NaN/Inf kept).
+        res = st.T.reshape(dst.shape)
+    else:
+        with np.errstate(all="ignore"):
+            res = (st.astype(np.float32, copy=False).T @ mv.astype(np.float32, copy=False)).reshape(dst.shape)
     mm = flag_view(dst, dst.alloc.mm_written)
     other = flag_view(dst, dst.alloc.other_written)
     if accumulate is None:
@@ -132,7 +141,7 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     else:
         add_mask = np.zeros(dst.shape, dtype=bool)
     if add_mask.any():
-        cur = read(dst).astype(np.float32)
+        cur = dst.data.astype(np.float32)  # PSUM accumulator state (already warned if never matmul-written)
         with np.errstate(all="ignore"):
             res = np.where(add_mask, cur + res, res)
     write(ctx, dst, res, matmul=True)
@@ -167,12 +176,16 @@ def _check_tiling(ctx: Any, tile_position: Any, tile_size: Any, K: int, M: int) 
 
 @instruction("nc_transpose", "tensor")
 def nc_transpose(ctx: Any, dst: Any, data: Any, engine: Any = None, name: str | None = None) -> None:
-    """Partition↔free transpose. Tensor engine: ≤[128, 128], SBUF→PSUM. Vector engine: ≤[32, 32]."""
+    """Partition↔free transpose (free dims flattened); dst dtype must equal data dtype.
+
+    Tensor engine: data ≤ [128, 128], SBUF → PSUM (a matmul against an identity; bit-accurate on
+    v3+). Vector engine: ≤ [32, 32], SBUF or PSUM on either side. Without ``engine`` the
+    Tensor engine is chosen for SBUF → PSUM, the Vector engine otherwise.
+    """
     dst = tensor_arg(dst, "dst")
     data = tensor_arg(data, "data")
     p, f = data.shape[0], free_size(data)
-    default = "tensor" if (dst.alloc.buffer.kind == "psum" and data.alloc.buffer.kind == "sbuf" and
-                           not (p <= 32 and f <= 32 and dst.alloc.buffer.kind != "psum")) else "vector"
+    default = "tensor" if (dst.alloc.buffer.kind == "psum" and data.alloc.buffer.kind == "sbuf") else "vector"
     eng = resolve_engine(engine, default, ("tensor", "vector"), "nc_transpose")
     if eng == "tensor":
         check_buffer(data, "data", ("sbuf",), "the Tensor engine reads SBUF")
@@ -182,17 +195,22 @@ def nc_transpose(ctx: Any, dst: Any, data: Any, engine: Any = None, name: str | 
         check_buffer(data, "data", ("sbuf", "psum"))
         check_buffer(dst, "dst", ("sbuf", "psum"))
         lim = ctx.target.transpose_vector_max
+    check_partitions(ctx, data, "data")
+    check_partitions(ctx, dst, "dst")
     if p > lim or f > lim:
         raise NkiValidationError(f"data [{p}, {f}] exceeds the {eng} engine transpose limit [{lim}, {lim}]",
                                  operand="data", rule="instruction-limit")
     if dst.shape[0] != f or free_size(dst) != p:
         raise NkiValidationError(f"dst{list(dst.shape)} must be [{f}, {p}] for data{list(data.shape)}", operand="dst",
                                  rule="shape-mismatch")
-    ok = {data.dtype} | ({dt.float32} if eng == "tensor" else set())
-    if dst.dtype not in ok:
+    if dst.dtype != data.dtype:
         raise NkiValidationError(f"dst dtype {dst.dtype} must equal data dtype {data.dtype}", operand="dst", rule="dtype")
     if eng == "tensor":
         _check_psum_bank(ctx, dst)
-    vals = data.data.reshape(p, f).T
+    vals = read_exact(data).reshape(p, f).T
+    if eng == "tensor" and not ctx.target.has("pe_transpose_bitexact") and data.dtype.is_float:
+        # v2 transposes through a matmul with an identity: NaN/Inf do not survive bit-accurately.
+        with np.errstate(invalid="ignore"):
+            vals = np.where(np.isfinite(vals.astype(np.float32)), vals, np.float32(np.nan)).astype(vals.dtype)
     write(ctx, dst, vals, matmul=(eng == "tensor"))
     record(ctx, "nc_transpose", eng, [dst.access("dst", "w"), data.access("data", "r")])

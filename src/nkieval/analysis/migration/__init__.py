@@ -1,0 +1,1 @@
+"""CUDA → NKI migration-fidelity analysis (MIG0xx rules)."""

@@ -1,0 +1,126 @@
+"""What MIG rules compare: the CUDA fact sheet and NKI-side facts extracted once from the port.
+
+NKI facts are computed from the shared :class:`SourceModel` and the NKI rules' own findings, so a
+migration finding can cite the same evidence (line numbers, rule ids) as the code-quality review.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from nkieval.analysis.cuda.summary import CudaSummary, KernelInfo
+from nkieval.analysis.finding import Finding
+from nkieval.analysis.nki.helpers import DMA_LOADS, HBM_BUFFERS, MATMULS, dma_src, matmul_operands
+from nkieval.analysis.nki.model import CallSite, SourceModel, base_name
+
+EXP_OPS = {"nl.exp"}
+ACT_CALLS = {"nisa.activation", "nisa.activation_reduce", "nisa.activate2"}
+
+
+@dataclass
+class MigrationContext:
+    cuda: CudaSummary
+    nki: SourceModel
+    nki_findings: list[Finding] = field(default_factory=list)
+
+    # -- CUDA side ----------------------------------------------------------------------
+    def cuda_kernel_with(self, predicate: object) -> KernelInfo | None:
+        """The first CUDA kernel for which ``predicate(kernel)`` is true."""
+        return next((k for k in self.cuda.kernels if predicate(k)), None)  # type: ignore[operator]
+
+    # -- NKI side -----------------------------------------------------------------------
+    def findings_of(self, rule_id: str) -> list[Finding]:
+        return [f for f in self.nki_findings if f.rule == rule_id]
+
+    @cached_property
+    def calls(self) -> list[CallSite]:
+        return [c for f in self.nki.nki_functions for c in f.calls]
+
+    @cached_property
+    def referenced(self) -> dict[str, int]:
+        """Qualified names referenced anywhere (``nl.gelu`` as a call or as an ``op=``), first line."""
+        out: dict[str, int] = {}
+        for node in ast.walk(self.nki.tree):
+            if isinstance(node, ast.Attribute):
+                qn = self.nki.qualname(node)
+                if qn and qn.split(".")[0] in ("nl", "nisa"):
+                    out.setdefault(qn, node.lineno)
+        return out
+
+    def first_call(self, *qns: str) -> CallSite | None:
+        return next((c for c in self.calls if c.qn in qns), None)
+
+    def op_of(self, c: CallSite) -> str | None:
+        for key, pos in (("op", None), ("op0", None)):
+            v = c.arg(key, pos)
+            if v is not None:
+                return self.nki.qualname(v)
+        return None
+
+    @cached_property
+    def has_tail_handling(self) -> bool:
+        for f in self.nki.nki_functions:
+            for node in ast.walk(f.node):
+                if isinstance(node, ast.Call) and self.nki.qualname(node.func) == "min":
+                    return True
+                if isinstance(node, ast.keyword) and node.arg == "mask":
+                    return True
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and not isinstance(
+                        getattr(node, "parent", None), ast.Assert):
+                    if any(isinstance(n, ast.Name) and n.id in f.shape_names for n in ast.walk(node.left)):
+                        return not self.findings_of("NKI009")
+        return False
+
+    @cached_property
+    def max_reduction(self) -> CallSite | None:
+        for c in self.calls:
+            if c.qn in ("nisa.tensor_reduce", "nisa.tensor_scalar_reduce", "nisa.select_reduce",
+                        "nisa.range_select") and any(
+                    self.nki.qualname(a) in ("nl.maximum", "nl.max") for a in
+                    [*c.node.args, *(k.value for k in c.node.keywords)]):
+                return c
+            if c.qn in ("nl.max", "nisa.max8", "nl.softmax"):
+                return c
+        return None
+
+    @cached_property
+    def exp_call(self) -> CallSite | None:
+        for c in self.calls:
+            if c.qn in EXP_OPS or c.qn == "nisa.exponential":
+                return c
+            if c.qn in ACT_CALLS and self.op_of(c) == "nl.exp":
+                return c
+        return None
+
+    @cached_property
+    def matmuls(self) -> list[CallSite]:
+        return [c for c in self.calls if c.qn in MATMULS]
+
+    def alloc_dtype(self, name: str | None) -> str | None:
+        for f in self.nki.nki_functions:
+            a = f.alloc_of(name or "")
+            if a is not None:
+                return a.dtype
+        return None
+
+    def matmul_input_dtypes(self) -> set[str]:
+        out: set[str] = set()
+        for c in self.matmuls:
+            for op in matmul_operands(c):
+                d = self.alloc_dtype(base_name(op))
+                if d:
+                    out.add(d)
+        return out
+
+    @cached_property
+    def hbm_readbacks(self) -> list[CallSite]:
+        """DMAs that read from a tensor the kernel allocated in HBM (its own output)."""
+        out = []
+        for f in self.nki.nki_functions:
+            outputs = {a.name for a in f.allocs if a.buffer in HBM_BUFFERS}
+            for c in f.calls:
+                if c.qn in DMA_LOADS and base_name(dma_src(c)) in outputs:
+                    out.append(c)
+        return out

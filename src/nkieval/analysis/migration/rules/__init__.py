@@ -1,0 +1,1 @@
+"""One MIG rule per module; the registry lists them."""

@@ -1,0 +1,428 @@
+"""Beta-1 index grids: ``nl.arange``, ``nl.mgrid``, affine index expressions and mask predicates.
+
+Beta 1 addressed tiles with *index expressions* — ``i*128 + nl.arange(128)[:, None]`` — and
+restricted instructions with *masks* built from comparisons of them. Our loops run eagerly,
+so loop variables and ``program_id`` are plain ints; an index expression is therefore a
+concrete int64 array (its broadcast shape is the tile shape it addresses) and a predicate a
+concrete boolean array. Affinity — what lets the compiler turn an expression into an access
+pattern — is checked when an expression is turned into a tensor view
+(:func:`affine_form`), not when it is built.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nkieval.sim.errors import NkiValidationError
+
+
+def _arr(x: Any) -> np.ndarray:
+    if isinstance(x, IndexExpr):
+        return x.values
+    if isinstance(x, bool | np.bool_):
+        raise NkiValidationError("a boolean cannot be used in an index expression", rule="indexing")
+    if isinstance(x, int | np.integer):
+        return np.asarray(int(x), dtype=np.int64)
+    raise NkiValidationError(
+        f"index expressions combine nl.arange/nl.mgrid values, loop indices and integers, not "
+        f"{type(x).__name__}", rule="indexing")
+
+
+class IndexExpr:
+    """An index expression over ``nl.arange`` / ``nl.mgrid`` grids (concrete int64 values)."""
+
+    __slots__ = ("values",)
+    __array_priority__ = 2000  # our operators win over numpy scalars'
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = np.asarray(values, dtype=np.int64)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.values.ndim
+
+    def __repr__(self) -> str:
+        v = self.values
+        lo, hi = (int(v.min()), int(v.max())) if v.size else (0, -1)
+        return f"IndexExpr(shape={list(v.shape)}, range=[{lo}, {hi}])"
+
+    def __getitem__(self, key: Any) -> IndexExpr:
+        """``nl.arange(n)[:, None]`` places the grid on an axis; only ``:``/``None`` (and ints) are allowed."""
+        keys = key if isinstance(key, tuple) else (key,)
+        for k in keys:
+            if not (k is None or k is Ellipsis or isinstance(k, slice | int | np.integer)):
+                raise NkiValidationError(f"an index grid can only be reshaped with ':' and None, got {k!r}",
+                                         rule="indexing")
+        return IndexExpr(self.values[key])
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __bool__(self) -> bool:
+        raise NkiValidationError("Control-flow depending on nl.arange or nl.mgrid is not supported", rule="indexing")
+
+    def __index__(self) -> int:
+        raise NkiValidationError("an nl.arange/nl.mgrid expression is not an integer; use it to index a tensor",
+                                 rule="indexing")
+
+    # arithmetic: affine combinations (and // % which the compiler rejects unless they fold away)
+    def _bin(self, other: Any, fn: Callable[[Any, Any], Any], reverse: bool = False) -> IndexExpr:
+        a, b = self.values, _arr(other)
+        return IndexExpr(fn(b, a) if reverse else fn(a, b))
+
+    def __add__(self, o: Any) -> IndexExpr:
+        return self._bin(o, operator.add)
+
+    def __radd__(self, o: Any) -> IndexExpr:
+        return self._bin(o, operator.add, True)
+
+    def __sub__(self, o: Any) -> IndexExpr:
+        return self._bin(o, operator.sub)
+
+    def __rsub__(self, o: Any) -> IndexExpr:
+        return self._bin(o, operator.sub, True)
+
+    def __mul__(self, o: Any) -> IndexExpr:
+        return self._bin(o, operator.mul)
+
+    def __rmul__(self, o: Any) -> IndexExpr:
+        return self._bin(o, operator.mul, True)
+
+    def __floordiv__(self, o: Any) -> IndexExpr:
+        return self._bin(o, operator.floordiv)
+
+    def __mod__(self, o: Any) -> IndexExpr:
+        return self._bin(o, operator.mod)
+
+    def __neg__(self) -> IndexExpr:
+        return IndexExpr(-self.values)
+
+    def __pos__(self) -> IndexExpr:
+        return self
+
+    # comparisons build mask predicates
+    def _cmp(self, other: Any, fn: Callable[[Any, Any], Any]) -> Predicate:
+        o = _arr(other)
+        return Predicate(fn(self.values, o), diff=self.values - o, cmp=_CMP_NAMES[fn])
+
+    def __lt__(self, o: Any) -> Predicate:  # type: ignore[override]
+        return self._cmp(o, operator.lt)
+
+    def __le__(self, o: Any) -> Predicate:  # type: ignore[override]
+        return self._cmp(o, operator.le)
+
+    def __gt__(self, o: Any) -> Predicate:  # type: ignore[override]
+        return self._cmp(o, operator.gt)
+
+    def __ge__(self, o: Any) -> Predicate:  # type: ignore[override]
+        return self._cmp(o, operator.ge)
+
+    def __eq__(self, o: Any) -> Predicate:  # type: ignore[override]
+        return self._cmp(o, operator.eq)
+
+    def __ne__(self, o: Any) -> Predicate:  # type: ignore[override]
+        return self._cmp(o, operator.ne)
+
+    __hash__ = object.__hash__
+
+
+_CMP_NAMES = {operator.lt: "less", operator.le: "less_equal", operator.gt: "greater",
+              operator.ge: "greater_equal", operator.eq: "equal", operator.ne: "not_equal"}
+
+
+class Predicate:
+    """A mask: comparisons of index expressions joined with ``&``, ``|`` and ``~``."""
+
+    __slots__ = ("cmp", "diff", "values")
+    __array_priority__ = 2000
+
+    def __init__(self, values: np.ndarray, diff: np.ndarray | None = None, cmp: str | None = None) -> None:
+        self.values = np.asarray(values, dtype=bool)
+        # a single comparison keeps its affine form: ``diff cmp 0`` (what nisa.affine_select needs)
+        self.diff = diff
+        self.cmp = cmp
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape
+
+    def __repr__(self) -> str:
+        return f"Predicate(shape={list(self.shape)}, true={int(self.values.sum())})"
+
+    def _other(self, o: Any) -> np.ndarray:
+        if isinstance(o, Predicate):
+            return o.values
+        if isinstance(o, bool | np.bool_):
+            return np.asarray(bool(o))
+        raise NkiValidationError(f"a mask combines comparisons of index expressions, not {type(o).__name__}",
+                                 rule="indexing")
+
+    def __and__(self, o: Any) -> Predicate:
+        return Predicate(self.values & self._other(o))
+
+    __rand__ = __and__
+
+    def __or__(self, o: Any) -> Predicate:
+        return Predicate(self.values | self._other(o))
+
+    __ror__ = __or__
+
+    def __invert__(self) -> Predicate:
+        return Predicate(~self.values)
+
+    def __bool__(self) -> bool:
+        raise NkiValidationError("Control-flow depending on nl.arange or nl.mgrid is not supported", rule="indexing")
+
+
+def arange(*args: Any) -> IndexExpr:
+    """``nl.arange(stop)`` / ``nl.arange(start, stop)``: a 1-D grid; place it with ``[:, None]`` / ``[None, :]``."""
+    if not 1 <= len(args) <= 2:
+        raise NkiValidationError(f"nl.arange takes (stop) or (start, stop), got {len(args)} arguments",
+                                 instruction="arange", rule="argument")
+    try:
+        ints = [int(a) for a in args]
+    except (TypeError, NkiValidationError):
+        raise NkiValidationError(f"nl.arange bounds must be compile-time integers, got {args!r}",
+                                 instruction="arange", rule="argument") from None
+    start, stop = (0, ints[0]) if len(ints) == 1 else ints
+    if stop <= start:
+        raise NkiValidationError(f"nl.arange({start}, {stop}) is empty", instruction="arange", rule="argument")
+    return IndexExpr(np.arange(start, stop, dtype=np.int64))
+
+
+class MGridResult(tuple):
+    """What ``nl.mgrid[...]`` returns: unpack it (``i_p, i_f = ...``) or use ``.p``, ``.x``, ``.y``, ``.z``."""
+
+    _FIELDS = ("p", "x", "y", "z")
+
+    def __getattr__(self, name: str) -> IndexExpr:
+        if name in self._FIELDS and self._FIELDS.index(name) < len(self):
+            return self[self._FIELDS.index(name)]
+        raise AttributeError(f"mgrid result has no field {name!r} (it has {', '.join(self._FIELDS[:len(self)])})")
+
+
+class _MGrid:
+    """``nl.mgrid[0:128, 0:512]``: dense index grids, like ``numpy.mgrid`` (integer steps only)."""
+
+    def __getitem__(self, key: Any) -> MGridResult:
+        keys = key if isinstance(key, tuple) else (key,)
+        for k in keys:
+            if not isinstance(k, slice) or isinstance(k.step, complex):
+                raise NkiValidationError(f"nl.mgrid takes integer slices such as 0:128, got {k!r}",
+                                         instruction="mgrid", rule="argument")
+        grids = np.mgrid[key]
+        if len(keys) == 1:
+            return MGridResult((IndexExpr(grids),))
+        return MGridResult(IndexExpr(g) for g in grids)
+
+    def __repr__(self) -> str:
+        return "nl.mgrid"
+
+
+mgrid = _MGrid()
+
+
+# -- affine analysis --------------------------------------------------------------------
+def broadcast_shape(exprs: list[np.ndarray]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*(e.shape for e in exprs)))
+    except ValueError:
+        shapes = ", ".join(str(list(e.shape)) for e in exprs)
+        raise NkiValidationError(f"index expressions of shapes {shapes} do not broadcast together",
+                                 rule="indexing") from None
+
+
+def affine_form(values: np.ndarray, shape: tuple[int, ...]) -> tuple[int, list[int]] | None:
+    """``values`` (broadcast to ``shape``) as ``base + Σ_k coef_k · j_k``; None if not affine."""
+    v = np.broadcast_to(values, shape)
+    if v.size == 0:
+        return 0, [0] * len(shape)
+    base = int(v[(0,) * len(shape)])
+    coefs: list[int] = []
+    for k, n in enumerate(shape):
+        if n > 1:
+            idx = [0] * len(shape)
+            idx[k] = 1
+            coefs.append(int(v[tuple(idx)]) - base)
+        else:
+            coefs.append(0)
+    expect = np.full(shape, base, dtype=np.int64)
+    for k, (n, c) in enumerate(zip(shape, coefs)):
+        if c:
+            sh = [1] * len(shape)
+            sh[k] = n
+            expect = expect + (np.arange(n, dtype=np.int64) * c).reshape(sh)
+    if not np.array_equal(expect, v):
+        return None
+    return base, coefs
+
+
+def mask_array(mask: Any, shape: tuple[int, ...], where: str) -> np.ndarray | None:
+    """A mask broadcast to an instruction's tile ``shape``; None means "no mask"."""
+    if mask is None:
+        return None
+    if isinstance(mask, bool | np.bool_):
+        return None if mask else np.zeros(shape, dtype=bool)
+    if not isinstance(mask, Predicate):
+        raise NkiValidationError(
+            f"mask of '{where}' must be a predicate over nl.arange/nl.mgrid indices (e.g. i_p < n), got "
+            f"{type(mask).__name__}; masks must be affine in static loop indices", instruction=where,
+            operand="mask", rule="indexing")
+    m = mask.values
+    if m.ndim > len(shape):
+        extra = m.shape[: m.ndim - len(shape)]
+        if any(s != 1 for s in extra):
+            raise NkiValidationError(f"mask of shape {list(m.shape)} does not fit the tile shape {list(shape)}",
+                                     instruction=where, operand="mask", rule="indexing")
+        m = m.reshape(m.shape[m.ndim - len(shape):])
+    try:
+        return np.broadcast_to(m, shape)
+    except ValueError:
+        raise NkiValidationError(f"mask of shape {list(m.shape)} does not fit the tile shape {list(shape)}",
+                                 instruction=where, operand="mask", rule="indexing") from None
+
+
+def mask_boxes(m: np.ndarray) -> list[tuple[slice, ...]]:
+    """Split a boolean mask into disjoint boxes (tuples of slices) covering exactly its true elements.
+
+    The usual Beta-1 masks (``i_p < n``, ``(i_p < n) & (i_f < m)``) are one box, so the
+    instruction runs once on a smaller tile, as the compiler lowers them. Other shapes are
+    split along the leading axis into runs of equal sub-masks, recursively.
+    """
+    if m.ndim == 0:
+        return [()] if bool(m) else []
+    if m.all():
+        return [tuple(slice(0, n) for n in m.shape)]
+    if not m.any():
+        return []
+    # one box?
+    proj = [np.any(m, axis=tuple(a for a in range(m.ndim) if a != k)) for k in range(m.ndim)]
+    ranges = []
+    for p in proj:
+        nz = np.nonzero(p)[0]
+        ranges.append((int(nz[0]), int(nz[-1]) + 1))
+    box = tuple(slice(lo, hi) for lo, hi in ranges)
+    if m[box].all() and int(m.sum()) == int(np.prod([hi - lo for lo, hi in ranges])):
+        return [box]
+    boxes: list[tuple[slice, ...]] = []
+    i, n = 0, m.shape[0]
+    while i < n:
+        j = i + 1
+        while j < n and np.array_equal(m[j], m[i]):
+            j += 1
+        for sub in mask_boxes(m[i]):
+            boxes.append((slice(i, j), *sub))
+        i = j
+    return boxes
+
+
+# -- SPMD grid helpers -------------------------------------------------------------------
+class nc:
+    """``nl.nc(n)``: a launch-grid dimension spread over ``n`` physical NeuronCores (trn2+)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    def __mul__(self, other: Any) -> spmd_dim:
+        return spmd_dim(self, other)
+
+    def __rmul__(self, other: Any) -> spmd_dim:
+        return spmd_dim(other, self)
+
+    def __int__(self) -> int:
+        return self.n
+
+    def __index__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        return f"nl.nc({self.n})"
+
+
+class spmd_dim:
+    """``nl.spmd_dim(nl.nc(2), 2)``: one grid dimension of size ``Π sizes``, tiled over cores."""
+
+    def __init__(self, *sizes: Any) -> None:
+        if not sizes:
+            raise NkiValidationError("nl.spmd_dim needs at least one size", rule="argument")
+        self.sizes = sizes
+
+    @property
+    def size(self) -> int:
+        return int(np.prod([int(s) for s in self.sizes]))
+
+    @property
+    def cores(self) -> int:
+        return int(np.prod([s.n for s in self.sizes if isinstance(s, nc)] or [1]))
+
+    def __int__(self) -> int:
+        return self.size
+
+    def __index__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"nl.spmd_dim({', '.join(map(repr, self.sizes))})"
+
+
+def grid_dims(key: Any) -> tuple[tuple[int, ...], int]:
+    """Normalise ``kernel[...]`` to (grid sizes, physical cores requested)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    sizes: list[int] = []
+    cores = 1
+    for k in keys:
+        if isinstance(k, nc):
+            sizes.append(k.n)
+            cores *= k.n
+        elif isinstance(k, spmd_dim):
+            sizes.append(k.size)
+            cores *= k.cores
+        else:
+            try:
+                sizes.append(int(k))
+            except (TypeError, ValueError):
+                raise NkiValidationError(f"SPMD grid dimension {k!r} is not an integer", instruction="launch",
+                                         rule="kernel") from None
+    if any(s <= 0 for s in sizes):
+        raise NkiValidationError(f"SPMD grid {sizes} has a non-positive dimension", instruction="launch",
+                                 rule="kernel")
+    return tuple(sizes), cores
+
+
+class par_dim:
+    """``nl.par_dim(n)``: marks the partition dimension of a shape (block dimensions may come first)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    def __int__(self) -> int:
+        return self.n
+
+    def __index__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        return f"nl.par_dim({self.n})"
+
+
+def split_par_dim(shape: Any) -> tuple[tuple[int, ...], int]:
+    """(plain shape, index of the partition dimension) for a shape that may contain ``par_dim``."""
+    if isinstance(shape, int | np.integer | par_dim):
+        shape = (shape,)
+    dims = list(shape)
+    marked = [i for i, d in enumerate(dims) if isinstance(d, par_dim)]
+    if len(marked) > 1:
+        raise NkiValidationError(f"shape {dims} marks more than one partition dimension", rule="argument")
+    try:
+        plain = tuple(int(d) for d in dims)
+    except (TypeError, ValueError):
+        raise NkiValidationError(f"shape must contain integers, got {dims!r}", rule="argument") from None
+    return plain, (marked[0] if marked else 0)

@@ -1,0 +1,540 @@
+"""Beta-1 ``nki.language``: value-returning calls with ``dtype=`` / ``mask=``, index grids, SPMD.
+
+Served as ``neuronxcc.nki.language``. Signatures follow the Beta-1 API reference; each call
+lowers onto the simulator's instructions through :mod:`nkieval.frontends.beta1.ops`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from nkieval.frontends.beta1 import ops, state
+from nkieval.frontends.beta1.index import (  # noqa: F401 - re-exported as nl.*
+    arange,
+    mgrid,
+    nc,
+    par_dim,
+    split_par_dim,
+    spmd_dim,
+)
+from nkieval.frontends.beta1.ops import (
+    Beta1Unsupported,
+    PendingMatmul,
+    boxes_for,
+    instr,
+    lc,
+    new_tile,
+    restrict,
+    sub,
+    tile,
+)
+from nkieval.frontends.beta1.tensor import Access, B1Tensor, wrap
+from nkieval.sim import dtypes as dt
+from nkieval.sim import language as sim_nl
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.memory import PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, Buffer
+from nkieval.sim.ops import BINARY, UNARY, Op
+from nkieval.sim.tensor import NkiTensor, allocate, as_buffer, ds  # noqa: F401 - ds is nl.ds
+
+
+class B1Op(Op):
+    """``nl.add`` etc. in Beta 1: an operator object (``op=nl.add``) that, called, is the
+    value-returning function with ``dtype=`` / ``mask=``."""
+
+    __slots__ = ("impl",)
+
+    def __init__(self, name: str, impl: Any) -> None:
+        super().__init__(name)
+        self.impl = impl
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.impl(*args, **kwargs)
+
+
+sbuf = SBUF
+psum = PSUM
+hbm = PRIVATE_HBM
+private_hbm = PRIVATE_HBM
+shared_hbm = SHARED_HBM
+tile_size = sim_nl.tile_size
+
+# dtypes (Beta 1 exposed numpy-compatible dtypes; ours compare equal to the numpy ones)
+float32 = dt.float32
+float16 = dt.float16
+bfloat16 = dt.bfloat16
+tfloat32 = dt.tfloat32
+float8_e4m3 = dt.float8_e4m3
+float8_e5m2 = dt.float8_e5m2
+int8, int16, int32 = dt.int8, dt.int16, dt.int32
+uint8, uint16, uint32 = dt.uint8, dt.uint16, dt.uint32
+bool_ = dt.bool_
+
+
+class fp32:
+    """``nl.fp32.min``: the most negative finite fp32 (used as a -inf stand-in)."""
+
+    min = float(np.finfo(np.float32).min)
+
+
+class bfp16:
+    """``nl.bfp16.min``: the most negative finite bfloat16."""
+
+    min = float(ml_dtypes.finfo(ml_dtypes.bfloat16).min)
+
+
+def finfo(dtype: Any) -> Any:
+    return ml_dtypes.finfo(dt.to_dtype(dtype).storage)
+
+
+# -- creation --------------------------------------------------------------------------------------
+def _buffer(buffer: Any) -> tuple[Buffer, Any]:
+    """(memory, Beta-1 allocator object or None); nki.compiler allocators carry their memory."""
+    if buffer is None:
+        return SBUF, None
+    if isinstance(buffer, Buffer):
+        return buffer, None
+    return as_buffer(buffer), buffer
+
+
+def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> B1Tensor:
+    """Allocate a tensor; ``nl.par_dim`` marks the partition dim when block dims come first."""
+    plain, pdim = split_par_dim(shape)
+    buf, allocator = _buffer(buffer)
+    if allocator is not None and hasattr(allocator, "check"):
+        allocator.check(plain, pdim)
+    if not buf.on_chip:
+        if buf is SHARED_HBM and state.loop_frames():
+            pass  # shared_hbm inside loops: allowed by the simulator (Beta 1 required top level)
+        return wrap(allocate(plain, dtype, buf, name, instruction="ndarray"))
+    if len(plain) < 2 and pdim == 0:
+        plain = (1, *plain) if plain else (1, 1)
+    ops.check_partitions((plain[pdim],), "ndarray")
+    storage_shape = (plain[pdim], *plain[:pdim], *plain[pdim + 1:])
+    t = allocate(storage_shape, dtype, buf, name, instruction="ndarray")
+    state.note_allocation(t)
+    if pdim == 0:
+        return wrap(t)
+    order = [*range(1, pdim + 1), 0, *range(pdim + 1, len(plain))]
+    return B1Tensor(t.data.transpose(order), t.alloc, t.dtype, pdim)
+
+
+def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str, api: str) -> B1Tensor:
+    buf, _ = _buffer(buffer)
+    if not buf.on_chip:
+        raise NkiValidationError("Creating HBM tensor with init value is not supported.", instruction=api,
+                                 rule="argument")
+    t = ndarray(shape, dtype, buffer=buffer, name=name)
+    tiles = [t] if t.pdim == 0 else [t[idx] for idx in np.ndindex(*t.shape[:t.pdim])]
+    for tl in tiles:
+        instr("memset")(tl, int(value) if tl.dtype.is_int else float(value))
+    return t
+
+
+def zeros(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> B1Tensor:
+    return _filled(shape, 0, dtype, buffer, name, "zeros")
+
+
+def ones(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> B1Tensor:
+    return _filled(shape, 1, dtype, buffer, name, "ones")
+
+
+def full(shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> B1Tensor:
+    return _filled(shape, fill_value, dtype, buffer, name, "full")
+
+
+def zeros_like(a: Any, dtype: Any = None, *, buffer: Any = None, name: str = "", **kwargs: Any) -> B1Tensor:
+    return zeros(a.shape, dtype or a.dtype, buffer=buffer, name=name)
+
+
+def empty_like(a: Any, dtype: Any = None, *, buffer: Any = None, name: str = "", **kwargs: Any) -> B1Tensor:
+    return ndarray(a.shape, dtype or a.dtype, buffer=buffer if buffer is not None else a.buffer, name=name)
+
+
+def shared_constant(constant: Any, dtype: Any = None, **kwargs: Any) -> B1Tensor:
+    """A constant (array or .npy path) placed in shared HBM."""
+    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    d = dt.to_dtype(dtype if dtype is not None else arr.dtype)
+    return wrap(allocate(arr.shape, d, SHARED_HBM, "shared_constant", instruction="shared_constant", fill=arr))
+
+
+def shared_identity_matrix(n: int, dtype: Any = dt.uint8, **kwargs: Any) -> B1Tensor:
+    """An [n, n] identity matrix in shared HBM."""
+    return wrap(allocate((int(n), int(n)), dtype, SHARED_HBM, "identity", instruction="shared_identity_matrix",
+                         fill=np.eye(int(n))))
+
+
+def static_cast(input_data: Any, dtype: Any) -> B1Tensor:
+    return ops.copy(input_data, dtype=dtype, api="static_cast")
+
+
+# -- programs -------------------------------------------------------------------------------------
+def program_id(axis: int) -> int:
+    return sim_nl.program_id(int(axis))
+
+
+def num_programs(axes: Any = None) -> int:
+    return sim_nl.num_programs(axes)
+
+
+def program_ndim() -> int:
+    return sim_nl.program_ndim()
+
+
+# -- loops ----------------------------------------------------------------------------------------
+class affine_range(sim_nl.affine_range):
+    """Parallel loop: iterations must not write the same element of an outer tensor (checked)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args[:3])
+
+    def __iter__(self) -> Iterator[int]:
+        loop = state.enter_loop()
+        try:
+            for i in super().__iter__():
+                if loop is not None:
+                    loop.iteration = i
+                yield i
+        finally:
+            state.exit_loop(loop)
+
+
+class sequential_range(sim_nl.sequential_range):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args[:3])
+
+
+class static_range(sim_nl.static_range):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args[:3])
+
+
+# -- data movement --------------------------------------------------------------------------------
+def _hbm_operand(x: Any, role: str, api: str) -> Any:
+    if isinstance(x, NkiTensor):
+        ops.flush(x)
+        x = wrap(x) if not isinstance(x, B1Tensor) else x
+    elif not isinstance(x, Access):
+        raise NkiValidationError(f"operand '{role}' of '{api}' must be an HBM tensor, got {type(x).__name__}",
+                                 instruction=api, operand=role, rule="argument")
+    if x.is_on_chip:
+        raise NkiValidationError(f"Expected operand '{role}' of '{api}' to be in address space 'hbm', but got a tile "
+                                 f"in '{x.buffer.kind}' instead.", instruction=api, operand=role, rule="buffer")
+    return x
+
+
+def _tile_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return shape if len(shape) >= 2 else (1, *shape) if shape else (1, 1)
+
+
+def load(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
+    """HBM → new SBUF tile; masked-out elements are not loaded; ``src`` may use an SBUF index tile."""
+    src = _hbm_operand(src, "src", "load")
+    full = _tile_shape(tuple(src.shape))
+    out = new_tile(full, dtype if dtype is not None else src.dtype, SBUF, "load")
+    for box in boxes_for(mask, full, "load"):
+        s = restrict(src, box, full) if len(src.shape) == len(full) else _reshaped(src, box, full)
+        instr("dma_copy")(sub(out, box), s)
+    return out
+
+
+def _reshaped(src: Any, box: Any, full: tuple[int, ...]) -> Any:
+    v = src.view() if isinstance(src, Access) else src
+    v = wrap(v.reshape(full))
+    return v if box is None else wrap(v._index(box))
+
+
+def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
+    """Tile (SBUF, or PSUM via a copy) or scalar → HBM; masked-out elements are not stored."""
+    dst = _hbm_operand(dst, "dst", "store")
+    full = _tile_shape(tuple(dst.shape))
+    if ops.is_scalar(value):
+        value = full_tile(full, value, dst.dtype)
+    value = tile(value, "value", "store")
+    for box in boxes_for(mask, full, "store"):
+        d = restrict(dst, box, full) if len(dst.shape) == len(full) else _reshaped(dst, box, full)
+        v = restrict(value, box, full)
+        ops.copy_into(d, v, "store")
+        state.note_write(d, what="store")
+
+
+def full_tile(shape: tuple[int, ...], value: Any, dtype: Any) -> B1Tensor:
+    t = new_tile(shape, dtype, SBUF, "store")
+    instr("memset")(t, int(value) if t.dtype.is_int else float(value))
+    return t
+
+
+def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
+    """HBM [a, b] → SBUF tile [b, a] (a strided DMA)."""
+    src = _hbm_operand(src, "src", "load_transpose2d")
+    if isinstance(src, Access) and src.dyn is not None:
+        raise NkiValidationError("indirect indices are not supported with load_transpose2d",
+                                 instruction="load_transpose2d", rule="indexing")
+    if len(src.shape) != 2:
+        raise NkiValidationError(f"load_transpose2d needs a 2-D source, got {list(src.shape)}",
+                                 instruction="load_transpose2d", rule="argument")
+    full = (src.shape[1], src.shape[0])
+    out = new_tile(full, dtype if dtype is not None else src.dtype, SBUF, "load_transpose2d")
+    for box in boxes_for(mask, full, "load_transpose2d"):
+        v = src.view() if isinstance(src, Access) else src
+        vt = wrap(v.permute((1, 0)))
+        s = vt if box is None else wrap(vt._index(box))
+        instr("dma_copy")(sub(out, box), s)
+    return out
+
+
+def _copy(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
+    return ops.copy(src, dtype=dtype, mask=mask)
+
+
+copy = B1Op("copy", _copy)
+
+
+def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None, **kwargs: Any) -> None:
+    """``dst = op(dst, value)`` on HBM rows chosen by an index tile (only add; duplicates accumulate)."""
+    from nkieval.sim.ops import as_op
+
+    o = as_op(op, "atomic_rmw")
+    if o.name != "add":
+        raise NkiValidationError(f"atomic_rmw supports only op=np.add / nl.add, got {o.name}", instruction="atomic_rmw",
+                                 operand="op", rule="argument")
+    if not isinstance(dst, Access) or dst.dyn is None:
+        raise NkiValidationError("atomic_rmw only supports indirect dynamic indexing of dst (hbm[idx_tile, i_f])",
+                                 instruction="atomic_rmw", operand="dst", rule="indexing")
+    full = tuple(dst.shape)
+    if ops.is_scalar(value):
+        value = full_tile(full, value, dst.dtype)
+    value = tile(value, "value", "atomic_rmw")
+    idx_t = dst.items[dst.dyn]
+    idx_v = idx_t.view() if isinstance(idx_t, Access) else idx_t
+    for box in boxes_for(mask, full, "atomic_rmw"):
+        p0, p1 = (box[0].start or 0, box[0].stop or full[0]) if box is not None else (0, full[0])
+        rows = np.asarray(idx_v.data).reshape(-1)[p0:p1]
+        # rows with a repeated index are applied one at a time so every contribution lands
+        groups = [(p0, p1)] if len(np.unique(rows)) == len(rows) else [(r, r + 1) for r in range(p0, p1)]
+        for g0, g1 in groups:
+            gbox = (slice(g0, g1), *(box[1:] if box is not None else (slice(0, n) for n in full[1:])))
+            where = dst.view(gbox)
+            cur = new_tile(where.shape, dst.dtype, SBUF, "atomic_rmw")
+            instr("dma_copy")(cur, where)
+            ops.binary_into(cur, "add", cur, restrict(value, gbox, full), "atomic_rmw")
+            instr("dma_copy")(dst.view(gbox), cur)
+
+
+# -- matmul / transpose ---------------------------------------------------------------------------
+def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **kwargs: Any) -> B1Tensor:
+    """``x @ y`` (``x.T @ y`` with transpose_x) into PSUM; ``psum += nl.matmul(...)`` accumulates."""
+    x, y = tile(x, "x", "matmul"), tile(y, "y", "matmul")
+    xv = x.view() if isinstance(x, Access) else x
+    yv = y.view() if isinstance(y, Access) else y
+    if mask is not None:
+        raise Beta1Unsupported("nl.matmul with mask= is not implemented by nkieval (mask the operands instead)")
+    stationary = xv
+    if not transpose_x:
+        pt = lc("transpose")(xv)
+        stationary = new_tile(pt.shape, xv.dtype, SBUF, "matmul")
+        instr("tensor_copy")(stationary, pt)
+    return ops.pending_tile(PendingMatmul(wrap(stationary), wrap(yv)))
+
+
+def transpose(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> B1Tensor:
+    x = tile(x, "x", "transpose")
+    if mask is not None:
+        raise Beta1Unsupported("nl.transpose with mask= is not implemented by nkieval")
+    return wrap(lc("transpose")(x.view() if isinstance(x, Access) else x, dtype))
+
+
+# -- element-wise math ----------------------------------------------------------------------------
+def _make_binary(name: str, default_bool: bool) -> B1Op:
+    def f(x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> B1Tensor:
+        return ops.binary(name, x, y, dtype=dtype, mask=mask)
+
+    return B1Op(name, f)
+
+
+def _make_unary(name: str) -> B1Op:
+    def f(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> B1Tensor:
+        return ops.unary(name, x, dtype=dtype, mask=mask)
+
+    return B1Op(name, f)
+
+
+_B1_BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "equal",
+              "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
+              "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift")
+_B1_UNARY = ("abs", "negative", "sign", "square", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
+             "arctan", "tanh", "ceil", "floor", "trunc", "invert", "logical_not", "relu", "sigmoid", "silu",
+             "silu_dx", "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid", "mish", "softplus", "erf",
+             "erf_dx")
+for _n in _B1_BINARY:
+    if _n in BINARY:
+        globals()[_n] = _make_binary(_n, False)
+for _n in _B1_UNARY:
+    if _n in UNARY:
+        globals()[_n] = _make_unary(_n)
+
+
+def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> B1Tensor:
+    """``condition ? x : y`` (condition a boolean tile; x and y tiles or scalars)."""
+    cond = tile(condition, "condition", "where")
+    x, y = tile(x, "x", "where"), tile(y, "y", "where")
+    full = ops.elementwise_shape([cond, x, y], "where")
+    out_dt = dt.to_dtype(dtype) if dtype is not None else ops.result_dtype("where", [o for o in (x, y)], None)
+    out = new_tile(full, out_dt, SBUF, "where")
+    for box in boxes_for(mask, full, "where"):
+        o = sub(out, box)
+        c, xv, yv = (restrict(v, box, full) for v in (cond, x, y))
+        shp = tuple(o.shape)
+        if ops.is_scalar(yv):
+            instr("memset")(o, int(yv) if o.dtype.is_int else float(yv))
+        else:
+            ops.copy_into(o, yv, "where")
+        pred = c if not ops.is_scalar(c) else None
+        if pred is None:
+            if c:
+                ops.copy_into(o, xv, "where")
+            continue
+        pred = ops._broadcast(wrap(pred), shp, "where")
+        if pred.dtype not in (dt.uint8, dt.uint16, dt.uint32, dt.bool_):
+            p8 = new_tile(shp, dt.uint8, SBUF, "where")
+            instr("tensor_copy")(p8, pred)
+            pred = p8
+        xs = xv if not ops.is_scalar(xv) else full_tile(shp, xv, out_dt)
+        xs = ops._broadcast(wrap(xs), shp, "where")
+        if xs.dtype != out_dt:
+            c2 = new_tile(shp, out_dt, SBUF, "where")
+            instr("tensor_copy")(c2, xs)
+            xs = c2
+        instr("tensor_copy_predicated")(o, xs, pred)
+    return out
+
+
+# -- reductions and composites ------------------------------------------------------------------
+def _reduction(name: str) -> Any:
+    def f(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any) -> Any:
+        x = tile(x, "x", name)
+        xv = x.view() if isinstance(x, Access) else x
+        if mask is not None:
+            boxes = boxes_for(mask, tuple(xv.shape), name)
+            if len(boxes) != 1:
+                raise Beta1Unsupported(f"nl.{name} with a non-rectangular mask is not implemented by nkieval")
+            if boxes[0] is not None:
+                xv = wrap(xv._index(boxes[0]))
+        return wrap(lc(name)(xv, axis, dtype=dtype, keepdims=keepdims))
+
+    f.__name__ = name
+    return f
+
+
+sum = _reduction("sum")
+max = _reduction("max")
+min = _reduction("min")
+prod = _reduction("prod")
+mean = _reduction("mean")
+
+
+def all(x: Any, axis: Any, *, dtype: Any = dt.bool_, mask: Any = None, **kwargs: Any) -> Any:
+    return _reduction("all")(x, axis, dtype=dtype, mask=mask)
+
+
+def var(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
+    return _reduction("var")(x, axis, dtype=dtype, mask=mask, keepdims=True)
+
+
+def softmax(x: Any, axis: Any, *, dtype: Any = None, compute_dtype: Any = None, mask: Any = None,
+            **kwargs: Any) -> B1Tensor:
+    x = tile(x, "x", "softmax")
+    if mask is not None:
+        raise Beta1Unsupported("nl.softmax with mask= is not implemented by nkieval")
+    return wrap(lc("softmax")(x.view() if isinstance(x, Access) else x, axis, dtype=dtype))
+
+
+def rms_norm(x: Any, w: Any, axis: Any, n: Any, epsilon: float = 1e-6, *, dtype: Any = None,
+             compute_dtype: Any = None, mask: Any = None, **kwargs: Any) -> B1Tensor:
+    x, w = tile(x, "x", "rms_norm"), tile(w, "w", "rms_norm")
+    xv = x.view() if isinstance(x, Access) else x
+    wv = w.view() if isinstance(w, Access) else w
+    out = lc("rms_norm")(xv, wv, axis, n, epsilon=epsilon, compute_dtype=compute_dtype)
+    return wrap(out) if dtype is None else ops.copy(wrap(out), dtype=dtype)
+
+
+def broadcast_to(src: Any, *, shape: Any, **kwargs: Any) -> B1Tensor:
+    return ops.broadcast_to(src, shape)
+
+
+def expand_dims(data: Any, axis: int) -> B1Tensor:
+    d = tile(data, "data", "expand_dims")
+    return wrap(lc("expand_dims")(d.view() if isinstance(d, Access) else d, axis))
+
+
+def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> B1Tensor:
+    from nkieval.frontends.beta1 import isa as b1isa
+
+    return b1isa.dropout(x, rate, dtype=dtype, mask=mask)
+
+
+def gather_flattened(data: Any, indices: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
+    d, i = tile(data, "data", "gather_flattened"), tile(indices, "indices", "gather_flattened")
+    dv = d.view() if isinstance(d, Access) else d
+    iv = i.view() if isinstance(i, Access) else i
+    out = new_tile(iv.shape, dtype if dtype is not None else dv.dtype, SBUF, "gather_flattened")
+    instr("nc_n_gather")(out, dv, iv)
+    return out
+
+
+def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> None:
+    """Print a tensor's values at once (Beta 1: only in simulation)."""
+    if isinstance(x, Access):
+        x = x.view()
+    if isinstance(x, NkiTensor):
+        ops.flush(x)
+        vals = np.asarray(x.data).astype(np.float32) if x.dtype.is_float else np.asarray(x.data)
+    else:
+        vals = x
+    builtins.print(prefix, vals)
+
+
+def _unsupported(name: str, why: str = "") -> Any:
+    def f(*args: Any, **kwargs: Any) -> Any:
+        raise Beta1Unsupported(f"nl.{name} is not implemented by nkieval" + (f" ({why})" if why else ""))
+
+    f.__name__ = name
+    return f
+
+
+all_reduce = _unsupported("all_reduce", "collective across SPMD programs")
+loop_reduce = _unsupported("loop_reduce")
+rand = _unsupported("rand")
+random_seed = _unsupported("random_seed")
+gemm_grid = _unsupported("gemm_grid")
+gemm_stationary_grid = _unsupported("gemm_stationary_grid")
+
+
+def is_sbuf(b: Any) -> bool:
+    return sim_nl.is_sbuf(b)
+
+
+def is_psum(b: Any) -> bool:
+    return sim_nl.is_psum(b)
+
+
+def is_hbm(b: Any) -> bool:
+    return sim_nl.is_hbm(b)
+
+
+__all__ = sorted(
+    {"arange", "mgrid", "nc", "par_dim", "spmd_dim", "ds", "sbuf", "psum", "hbm",
+     "private_hbm", "shared_hbm", "tile_size", "fp32", "bfp16", "finfo", "ndarray", "zeros", "ones", "full",
+     "zeros_like", "empty_like", "shared_constant", "shared_identity_matrix", "static_cast", "program_id",
+     "num_programs", "program_ndim", "affine_range", "sequential_range", "static_range", "load", "store",
+     "load_transpose2d", "copy", "atomic_rmw", "matmul", "transpose", "where", "sum", "max", "min", "prod", "mean",
+     "all", "var", "softmax", "rms_norm", "broadcast_to", "expand_dims", "dropout", "gather_flattened",
+     "device_print", "all_reduce", "loop_reduce", "rand", "random_seed", "is_sbuf", "is_psum", "is_hbm",
+     "float32", "float16", "bfloat16", "tfloat32", "float8_e4m3", "float8_e5m2", "int8", "int16", "int32", "uint8",
+     "uint16", "uint32", "bool_", *[n for n in _B1_BINARY if n in BINARY], *[n for n in _B1_UNARY if n in UNARY]}
+)
+del _n

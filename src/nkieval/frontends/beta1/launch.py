@@ -1,0 +1,237 @@
+"""Beta-1 kernel launch: ``@nki.jit(mode=...)``, ``baremetal``, ``benchmark``, ``profile``,
+``simulate_kernel`` and N-D SPMD grids (``kernel[4, 2]``, ``kernel[nl.nc(2), 2]``).
+
+Every mode that produces values runs on nkieval's simulator: ``simulation`` (what it meant in
+Beta 1), ``auto`` / ``baremetal`` / ``torchxla`` / ``jax`` (on hardware these compile and run on
+a NeuronCore; the values are the same, so we simulate and say so once). ``benchmark`` and
+``profile`` also simulate; their timing comes from nkieval's performance model, clearly
+labelled an *estimate*, or a clear error when the model is not available.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nkieval.frontends.beta1.index import grid_dims
+from nkieval.frontends.beta1.tensor import wrap
+from nkieval.sim.context import maybe_current
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.runner import RunResult, run_kernel
+from nkieval.sim.tensor import NkiTensor
+
+MODES = ("auto", "simulation", "baremetal", "benchmark", "profile", "jax", "torchxla", "trace")
+_LAST = threading.local()
+_NOTED: set[str] = set()
+
+
+class Beta1ModeError(NkiValidationError):
+    """A launch mode that needs something nkieval does not have (hardware, a framework)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, instruction="launch", rule="kernel")
+
+
+def last_result() -> RunResult | None:
+    """The RunResult (outputs, trace, target) of the most recent Beta-1 launch on this thread."""
+    return getattr(_LAST, "result", None)
+
+
+class _Entry:
+    """The kernel function as the runner calls it: arguments become Beta-1 tensors."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.__qualname__ = getattr(fn, "__qualname__", getattr(fn, "__name__", "kernel"))
+
+    @property
+    def __code__(self) -> Any:  # the runner names arguments after the kernel's parameters
+        return self.fn.__code__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        a = [wrap(x) if isinstance(x, NkiTensor) else x for x in args]
+        k = {n: wrap(x) if isinstance(x, NkiTensor) else x for n, x in kwargs.items()}
+        return self.fn(*a, **k)
+
+
+class LatencyResult:
+    """``benchmark_result.nc_latency``: percentiles from the performance model's estimate (µs)."""
+
+    def __init__(self, estimate_us: float | None, why: str = "") -> None:
+        self.estimate_us = estimate_us
+        self.why = why
+        self.is_estimate = True
+
+    def get_latency_percentile(self, p: int) -> float:
+        if self.estimate_us is None:
+            raise Beta1ModeError(f"nki.benchmark latency needs Neuron hardware; nkieval's performance-model estimate "
+                                 f"is not available ({self.why})")
+        return float(self.estimate_us)
+
+
+class BenchmarkResult:
+    def __init__(self, latency: LatencyResult) -> None:
+        self.nc_latency = latency
+
+
+def _estimate(result: RunResult) -> tuple[Any, str]:
+    """(perf estimate or None, reason) — the performance model is optional for this front end."""
+    try:
+        mod = importlib.import_module("nkieval.perf.estimate")
+    except ImportError as e:
+        return None, f"nkieval.perf.estimate is not available: {e}"
+    try:
+        return mod.estimate(result.trace, result.target), ""
+    except Exception as e:  # the estimate must never break a simulated run
+        return None, f"nkieval.perf.estimate failed: {type(e).__name__}: {e}"
+
+
+def _note_once(mode: str, message: str) -> None:
+    if mode not in _NOTED:
+        _NOTED.add(mode)
+        warnings.warn(message, stacklevel=3)
+
+
+class Kernel:
+    """A Beta-1 kernel. ``kernel[g0, g1](...)`` launches an SPMD grid; calling it runs by ``mode``."""
+
+    def __init__(self, fn: Callable[..., Any], mode: str = "auto", grid: tuple[int, ...] = (), cores: int = 1,
+                 **options: Any) -> None:
+        if mode not in MODES:
+            raise Beta1ModeError(f"unknown nki.jit mode {mode!r}; Beta 1 had {', '.join(MODES[:-1])}")
+        self.fn = fn.fn if isinstance(fn, Kernel) else fn
+        self.mode = mode
+        self.grid = grid
+        self.cores = cores
+        self.options = options
+        self.benchmark_result: BenchmarkResult | None = None
+        self.profile_result: Any = None
+        self.__name__ = getattr(self.fn, "__name__", "kernel")
+        self.__qualname__ = getattr(self.fn, "__qualname__", self.__name__)
+        self.__doc__ = getattr(self.fn, "__doc__", None)
+        self.__wrapped__ = self.fn
+
+    def __repr__(self) -> str:
+        g = f"[{', '.join(map(str, self.grid))}]" if self.grid else ""
+        return f"<Beta-1 kernel {self.__qualname__}{g} mode={self.mode}>"
+
+    def __getitem__(self, key: Any) -> Kernel:
+        grid, cores = grid_dims(key)
+        return Kernel(self.fn, self.mode, grid, cores, **self.options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if maybe_current() is not None:
+            if self.grid:
+                raise NkiValidationError(
+                    f"Calling kernel with spmd grid ({self.__name__}[{','.join(map(str, self.grid))}]) inside another "
+                    "kernel is not supported", instruction="launch", rule="kernel")
+            return self.fn(*args, **kwargs)  # sub-kernel: traced inline
+        if self.mode == "jax":
+            return _to_jax(self.launch(args, kwargs).outputs)
+        if self.mode == "torchxla" and not any(type(a).__module__.startswith("torch") for a in args):
+            raise Beta1ModeError("mode='torchxla' runs on torch tensors (on an XLA device on hardware); pass torch "
+                                 "tensors, or use mode='simulation' with NumPy arrays")
+        if self.mode in ("baremetal", "auto", "torchxla"):
+            _note_once(self.mode, f"nki.jit(mode={self.mode!r}) compiles and runs on a NeuronCore; nkieval simulates "
+                       "the kernel on the CPU instead (same values, no hardware timing)")
+        result = self.launch(args, kwargs)
+        if self.mode == "benchmark":
+            est, why = _estimate(result)
+            us = float(est.total_time_us) if est is not None else None
+            self.benchmark_result = BenchmarkResult(LatencyResult(us, why))
+        elif self.mode == "profile":
+            est, why = _estimate(result)
+            self.profile_result = est
+            if est is None:
+                _note_once("profile-none", f"nki.profile: hardware profiles need a NeuronCore; no estimate either "
+                           f"({why})")
+            else:
+                _note_once("profile", f"nki.profile: estimated {est.total_time_us:.3f} µs on {result.target.name} "
+                           "(nkieval performance-model estimate, not a hardware profile)")
+        return _like_inputs(result.outputs, args)
+
+    def launch(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RunResult:
+        target = self.options.get("platform_target")
+        if self.cores > 1:
+            from nkieval.hardware import get_target
+
+            t = get_target(target)
+            if t.lnc_max < self.cores:
+                raise NkiValidationError(f"nl.nc({self.cores}) needs {self.cores} NeuronCores per logical core; "
+                                         f"{t.name} has {t.lnc_max}", instruction="launch", rule="generation")
+        result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=self.options.get("sim_options"),
+                            grid=self.grid)
+        _LAST.result = result
+        return result
+
+
+def _like_inputs(outputs: Any, args: tuple[Any, ...]) -> Any:
+    if not any(type(a).__module__.startswith("torch") for a in args):
+        return outputs
+    import torch
+
+    def conv(x: Any) -> Any:
+        if isinstance(x, np.ndarray):
+            if x.dtype.name == "bfloat16":
+                return torch.from_numpy(x.view(np.int16).copy()).view(torch.bfloat16)
+            return torch.from_numpy(np.ascontiguousarray(x))
+        if isinstance(x, tuple | list):
+            return type(x)(conv(v) for v in x)
+        return x
+
+    return conv(outputs)
+
+
+def _to_jax(outputs: Any) -> Any:
+    try:
+        import jax.numpy as jnp
+    except ImportError:
+        raise Beta1ModeError("mode='jax' returns JAX arrays and needs JAX installed; use mode='simulation' with "
+                             "NumPy arrays") from None
+    if isinstance(outputs, np.ndarray):
+        return jnp.asarray(outputs)
+    if isinstance(outputs, tuple | list):
+        return type(outputs)(_to_jax(o) for o in outputs)
+    return outputs
+
+
+def _decorator(mode: str, fn: Any, kwargs: dict[str, Any]) -> Any:
+    if fn is None:
+        return lambda f: Kernel(f, mode, **kwargs)
+    return Kernel(fn, mode, **kwargs)
+
+
+def jit(func: Any = None, mode: str = "auto", **kwargs: Any) -> Any:
+    """``@nki.jit`` / ``@nki.jit(mode=...)`` (auto, simulation, baremetal, benchmark, jax, torchxla)."""
+    return _decorator(mode, func, kwargs)
+
+
+def baremetal(kernel: Any = None, **kwargs: Any) -> Any:
+    """``@nki.baremetal``: NumPy in/out on a NeuronCore; simulated here."""
+    return _decorator("baremetal", kernel, kwargs)
+
+
+def benchmark(kernel: Any = None, **kwargs: Any) -> Any:
+    """``@nki.benchmark(warmup=, iters=)``: runs (simulated) and sets ``.benchmark_result`` from the perf estimate."""
+    return _decorator("benchmark", kernel, kwargs)
+
+
+def profile(func: Any = None, **kwargs: Any) -> Any:
+    """``@nki.profile(working_directory=...)``: simulates; the profile is the perf model's estimate, if available."""
+    return _decorator("profile", func, kwargs)
+
+
+def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+    """``nki.simulate_kernel(kernel[grid], *numpy_args)``: run on the CPU simulator, NumPy outputs."""
+    k = kernel if isinstance(kernel, Kernel) else Kernel(getattr(kernel, "__wrapped__", kernel), "simulation")
+    result = k.launch(args, kwargs)
+    return result.outputs
+
+
+__all__ = ["BenchmarkResult", "Beta1ModeError", "Kernel", "LatencyResult", "baremetal", "benchmark", "jit",
+           "last_result", "profile", "simulate_kernel"]

@@ -1,0 +1,390 @@
+"""Lowering of Beta-1 value-returning calls onto the simulator's instructions and ``nl.*`` wrappers.
+
+There is no second simulator here: every computation is an ``nkieval.sim.isa`` instruction
+(or an ``nkieval.sim.language_compute`` wrapper, itself lowered to instructions). This module
+adds only what Beta 1 had on top:
+
+* ``mask=``: the instruction's tile is cut into the boxes the mask selects
+  (:func:`nkieval.frontends.beta1.index.mask_boxes`); each box runs the instruction on the
+  matching sub-views, so out-of-mask elements are neither computed, read nor stored;
+* ``dtype=`` and Beta-1 type promotion (weak Python scalars: int → int32, float → float32);
+* NumPy broadcasting between tiles (``[P, 1]`` operands become ``tensor_scalar`` vectors;
+  free-dim broadcasts are zero-stride views; partition broadcasts go through the Tensor
+  engine like ``nl.broadcast_to``);
+* matmul results that are not written until used, so ``psum += nl.matmul(...)`` accumulates
+  in place in PSUM (:class:`PendingMatmul`);
+* the affine_range write-conflict check on every Beta-1 write (:mod:`.state`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nkieval.frontends.beta1 import state
+from nkieval.frontends.beta1.index import mask_array, mask_boxes
+from nkieval.frontends.beta1.tensor import OPERATORS, Access, B1Tensor, wrap
+from nkieval.sim import dtypes as dt
+from nkieval.sim import isa as sim_isa
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.isa.core import flag_view
+from nkieval.sim.memory import PSUM, SBUF, Buffer
+from nkieval.sim.ops import COMPARE, OPS
+from nkieval.sim.tensor import NkiTensor, allocate
+
+_SCALARS = (bool, int, float, np.number)
+
+
+class Beta1Unsupported(NotImplementedError):
+    """A Beta-1 API nkieval does not implement (a gap in nkieval, not an error in the kernel)."""
+
+
+def instr(name: str) -> Callable[..., Any]:
+    """A simulator instruction, looked up at call time."""
+    fn = getattr(sim_isa, name, None)
+    if fn is None:
+        info = sim_isa.INSTRUCTIONS.get(name)
+        if info is None:
+            raise Beta1Unsupported(f"nisa.{name} is not implemented by nkieval's simulator yet")
+        fn = info.fn
+    return fn
+
+
+def lc(name: str) -> Callable[..., Any]:
+    """A value-returning ``nl.*`` wrapper of the simulator (current-API semantics)."""
+    from nkieval.sim import language_compute
+
+    fn = getattr(language_compute, name, None)
+    if fn is None:
+        raise Beta1Unsupported(f"nl.{name} is not implemented by nkieval's simulator yet")
+    return fn
+
+
+# -- matmul results that wait for their destination ---------------------------------------------
+@dataclass
+class PendingMatmul:
+    """``stationary.T @ moving`` not yet written: ``+=`` into PSUM accumulates it in place."""
+
+    stationary: B1Tensor
+    moving: B1Tensor
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def run(self, dst: NkiTensor, accumulate: bool | None) -> None:
+        instr("nc_matmul")(dst, self.stationary, self.moving, accumulate=accumulate, **self.kwargs)
+
+
+def pending_tile(p: PendingMatmul) -> B1Tensor:
+    m = int(np.prod(p.stationary.shape[1:]))
+    n = int(np.prod(p.moving.shape[1:]))
+    t = new_tile((m, n), dt.float32, PSUM, "matmul")
+    t.pending = p
+    return t
+
+
+def flush(x: Any) -> None:
+    if isinstance(x, B1Tensor) and x.pending is not None:
+        p, x.pending = x.pending, None
+        p.run(x, accumulate=False)
+
+
+# -- allocation ------------------------------------------------------------------------------------
+def check_partitions(shape: tuple[int, ...], what: str) -> None:
+    if shape and shape[0] > 128:
+        raise NkiValidationError(f"number of partitions {shape[0]} exceed architecture limitation of 128.",
+                                 instruction=what, rule="partition-limit")
+
+
+def new_tile(shape: Any, dtype: Any, buffer: Buffer = SBUF, what: str = "tile", name: str = "") -> B1Tensor:
+    shp = tuple(int(s) for s in shape)
+    if len(shp) < 2:
+        shp = (1,) * (2 - len(shp)) + shp
+    check_partitions(shp, what)
+    t = wrap(allocate(shp, dtype, buffer, name, instruction=what))
+    state.note_allocation(t)
+    return t
+
+
+# -- operands --------------------------------------------------------------------------------------
+def is_scalar(x: Any) -> bool:
+    return isinstance(x, _SCALARS)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return () if is_scalar(x) else tuple(x.shape)
+
+
+def tile(x: Any, role: str, api: str, allow_hbm: bool = False) -> Any:
+    """Check a tensor operand of a Beta-1 compute API (tile or Access); scalars pass through."""
+    if is_scalar(x):
+        return x
+    if isinstance(x, NkiTensor):
+        flush(x)
+        if isinstance(x, B1Tensor) and x.pdim != 0 and x.is_on_chip:
+            nm = x.alloc.name or "tensor"
+            raise NkiValidationError(
+                f"Failed to infer tile from tensor '{nm}': its partition dimension is not the first dimension; index "
+                "the block dimensions first (e.g. t[i])", instruction=api, operand=role, rule="indexing")
+        x = wrap(x) if not isinstance(x, B1Tensor) else x
+    elif not isinstance(x, Access):
+        raise NkiValidationError(f"operand '{role}' of '{api}' must be a tile or a number, got {type(x).__name__}",
+                                 instruction=api, operand=role, rule="argument")
+    if not allow_hbm and not x.is_on_chip:
+        raise NkiValidationError(f"Expected operand '{role}' of '{api}' to be in address space 'psum|sbuf', but got "
+                                 f"a tile in '{x.buffer.kind}' instead.", instruction=api, operand=role, rule="buffer")
+    return x
+
+
+def restrict(x: Any, box: tuple[slice, ...] | None, full: tuple[int, ...]) -> Any:
+    """Operand ``x`` cut to ``box`` of the instruction's tile shape ``full`` (broadcast axes stay whole)."""
+    if is_scalar(x):
+        return x
+    shp = tuple(x.shape)
+    if box is None:
+        return x.view() if isinstance(x, Access) else x
+    off = len(full) - len(shp)
+    sub = []
+    for k, n in enumerate(shp):
+        b = box[k + off] if k + off >= 0 else slice(None)
+        sub.append(slice(None) if n == 1 and full[k + off] != 1 else b)
+    if isinstance(x, Access):
+        return x.view(tuple(sub))
+    return wrap(x._index(tuple(sub))) if x.is_on_chip or x.pdim == 0 else x[tuple(sub)]
+
+
+def boxes_for(mask: Any, shape: tuple[int, ...], api: str) -> list[tuple[slice, ...] | None]:
+    m = mask_array(mask, shape, api)
+    if m is None:
+        return [None]
+    return list(mask_boxes(m))
+
+
+def sub(t: B1Tensor, box: tuple[slice, ...] | None) -> B1Tensor:
+    return t if box is None else wrap(t._index(box))
+
+
+# -- dtypes ----------------------------------------------------------------------------------------
+def weak_dtype(v: Any) -> dt.DType:
+    if isinstance(v, np.number | np.bool_):
+        return dt.to_dtype(np.asarray(v).dtype) if np.asarray(v).dtype != np.float64 else dt.float32
+    if isinstance(v, bool):
+        return dt.uint8
+    if isinstance(v, int):
+        return dt.int32
+    return dt.float32
+
+
+def result_dtype(name: str, operands: list[Any], dtype: Any) -> dt.DType:
+    if dtype is not None:
+        return dt.to_dtype(dtype)
+    if name in COMPARE or name.startswith("logical_"):
+        return dt.bool_
+    ds = [o.dtype if not is_scalar(o) else weak_dtype(o) for o in operands]
+    out = ds[0]
+    for d in ds[1:]:
+        out = dt.promote(out, d)
+    return out
+
+
+# -- elementwise -----------------------------------------------------------------------------------
+def _column(t: Any) -> bool:
+    return all(s == 1 for s in t.shape[1:])
+
+
+def _broadcast(t: B1Tensor, shape: tuple[int, ...], api: str) -> B1Tensor:
+    """Make tile ``t`` the full ``shape``: zero-stride views on free dims, Tensor-engine copy across partitions."""
+    if tuple(t.shape) == shape:
+        return t
+    if t.ndim != len(shape):
+        t = wrap(t.reshape((t.shape[0], *([1] * (len(shape) - t.ndim)), *t.shape[1:])) if t.ndim < len(shape)
+                 else t)
+    if t.shape[0] != shape[0]:
+        if t.shape[0] != 1:
+            raise NkiValidationError(
+                f"number of partitions (dimension 0 size of a tile) mismatch in parameters of '{api}': "
+                f"{list(t.shape)} vs {list(shape)}", instruction=api, rule="partition-mismatch")
+        t = wrap(lc("broadcast_to")(t, (shape[0], *t.shape[1:]), dtype=t.dtype if t.dtype.is_float else dt.float32))
+    v: NkiTensor = t
+    for d in range(1, len(shape)):
+        if v.shape[d] != shape[d]:
+            v = v.broadcast(d, shape[d])
+    return wrap(v)
+
+
+def binary_into(dst: B1Tensor, name: str, a: Any, b: Any, api: str) -> None:
+    """``dst = name(a, b)`` for operands already cut to ``dst``'s shape (or broadcastable to it)."""
+    op = OPS[name]
+    full = tuple(dst.shape)
+    if is_scalar(a) and is_scalar(b):
+        raise NkiValidationError(f"'{api}' needs at least one tile operand", instruction=api, rule="argument")
+    if is_scalar(a) or is_scalar(b):
+        t, s, rev = (b, a, True) if is_scalar(a) else (a, b, False)
+        t = _broadcast(t, full, api)
+        instr("tensor_scalar")(dst, t, op, float(s) if not dst.dtype.is_int or isinstance(s, float) else s,
+                               reverse0=rev)
+        return
+    a_full, b_full = tuple(a.shape) == full, tuple(b.shape) == full
+    if not a_full and b_full and _column(a) and a.shape[0] == full[0]:
+        instr("tensor_scalar")(dst, b, op, a, reverse0=True)
+        return
+    if a_full and not b_full and _column(b) and b.shape[0] == full[0]:
+        instr("tensor_scalar")(dst, a, op, b)
+        return
+    a, b = _broadcast(a, full, api), _broadcast(b, full, api)
+    if a.buffer.kind == "psum" and b.buffer.kind == "psum":
+        c = new_tile(b.shape, b.dtype, SBUF, api)
+        instr("tensor_copy")(c, b)
+        b = c
+    instr("tensor_tensor")(dst, a, b, op)
+
+
+def elementwise_shape(operands: list[Any], api: str) -> tuple[int, ...]:
+    shapes = [shape_of(o) for o in operands if not is_scalar(o)]
+    try:
+        shp = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        desc = ", ".join(f"{list(s)}" for s in shapes)
+        raise NkiValidationError(f"number of partitions (dimension 0 size of a tile) mismatch in parameters ({desc}) "
+                                 f"of '{api}'", instruction=api, rule="partition-mismatch") from None
+    if len(shp) < 2:
+        shp = (1,) * (2 - len(shp)) + shp
+    return shp
+
+
+def binary(name: str, x: Any, y: Any, dtype: Any = None, mask: Any = None, api: str | None = None) -> B1Tensor:
+    api = api or name
+    x, y = tile(x, "x", api), tile(y, "y", api)
+    full = elementwise_shape([x, y], api)
+    out = new_tile(full, result_dtype(name, [x, y], dtype), SBUF, api)
+    for box in boxes_for(mask, full, api):
+        binary_into(sub(out, box), name, restrict(x, box, full), restrict(y, box, full), api)
+    return out
+
+
+def unary(name: str, x: Any, dtype: Any = None, mask: Any = None) -> B1Tensor:
+    x = tile(x, "x", name)
+    if is_scalar(x):
+        raise NkiValidationError(f"'{name}' needs a tile operand", instruction=name, rule="argument")
+    if mask is None and not isinstance(x, Access):
+        return wrap(lc("unary")(name, x, dtype))
+    full = tuple(x.shape)
+    out = new_tile(full, dt.to_dtype(dtype) if dtype is not None else x.dtype, SBUF, name)
+    for box in boxes_for(mask, full, name):
+        r = lc("unary")(name, restrict(x, box, full), out.dtype)
+        instr("tensor_copy")(sub(out, box), r)
+    return out
+
+
+def copy_into(dst: B1Tensor, src: Any, api: str) -> None:
+    """``dst[...] = src`` between tiles / HBM views (DMA when HBM is involved)."""
+    if is_scalar(src):
+        if not dst.is_on_chip:
+            raise NkiValidationError("a scalar can only be assigned to an on-chip tile", instruction=api,
+                                     rule="argument")
+        instr("memset")(dst, int(src) if dst.dtype.is_int else float(src))
+        return
+    flush(src)
+    if tuple(src.shape) != tuple(dst.shape):
+        if src.size == dst.size and src.shape[0] == dst.shape[0]:
+            pass  # same elements per partition: instructions match them in order
+        else:
+            try:
+                np.broadcast_shapes(tuple(src.shape), tuple(dst.shape))
+            except ValueError:
+                raise NkiValidationError(
+                    f"Illegal assignment destination shape in '{api}': shape {list(dst.shape)} of the destination "
+                    f"does not match the value's shape {list(src.shape)}", instruction=api, rule="shape-mismatch"
+                ) from None
+            if np.broadcast_shapes(tuple(src.shape), tuple(dst.shape)) != tuple(dst.shape):
+                raise NkiValidationError(
+                    f"Illegal assignment destination shape in 'a = b': shape {list(dst.shape)} of parameter 'a' is "
+                    f"smaller than other parameter shapes b{list(src.shape)}.", instruction=api,
+                    rule="shape-mismatch")
+            if dst.is_on_chip and src.is_on_chip:
+                src = _broadcast(wrap(src), tuple(dst.shape), api)
+    if not dst.is_on_chip or not src.is_on_chip:
+        if src.buffer.kind == "psum":
+            c = new_tile(src.shape, src.dtype, SBUF, api)
+            instr("tensor_copy")(c, src)
+            src = c
+        instr("dma_copy")(dst, src)
+    else:
+        instr("tensor_copy")(dst, src)
+
+
+def same_region(a: NkiTensor, b: NkiTensor) -> bool:
+    return (a.alloc is b.alloc and a.data.shape == b.data.shape and a.data.strides == b.data.strides
+            and a.data.__array_interface__["data"][0] == b.data.__array_interface__["data"][0])
+
+
+def assign(dst: Any, value: Any) -> None:
+    """``t[key] = value``."""
+    d = dst.view() if isinstance(dst, Access) else dst
+    if isinstance(value, B1Tensor) and value.pending is not None and d.buffer.kind == "psum":
+        value.pending.run(d, accumulate=False)
+        state.note_write(d, what="matmul")
+        return
+    v = value.view() if isinstance(value, Access) else value
+    if isinstance(v, NkiTensor) and same_region(d, v):
+        return
+    if not (is_scalar(v) or isinstance(v, NkiTensor)):
+        raise NkiValidationError(f"cannot assign a {type(v).__name__} to a tensor", rule="argument")
+    copy_into(d, v, "assign")
+    state.note_write(d, what="assign")
+
+
+def _zero_initialised(d: NkiTensor) -> bool:
+    a = d.alloc
+    if a.mm_written is not None and flag_view(d, a.mm_written).all():
+        return True
+    with np.errstate(invalid="ignore"):
+        return bool(a.written and np.all(np.asarray(d.data, dtype=np.float32) == 0))
+
+
+def iop(name: str, target: Any, other: Any) -> Any:
+    """``target op= other``: in-place; ``psum += matmul`` accumulates on the Tensor engine."""
+    d = target.view() if isinstance(target, Access) else target
+    flush(d)
+    if name == "add" and isinstance(other, B1Tensor) and other.pending is not None and d.buffer.kind == "psum":
+        # First accumulation into a zeroed (or matmul-written) bank lets the PE array decide
+        # overwrite vs accumulate (accumulate=None); into anything else it must add (True).
+        other.pending.run(d, accumulate=None if _zero_initialised(d) else True)
+        return target
+    o = other.view() if isinstance(other, Access) else other
+    if isinstance(o, NkiTensor):
+        flush(o)
+    binary_into(d, name, d, tile(o, "y", name), name)
+    state.note_write(d, accumulate=True)
+    return target
+
+
+def cast(x: Any, dtype: Any) -> B1Tensor:
+    return copy(x, dtype=dtype)
+
+
+def copy(x: Any, dtype: Any = None, mask: Any = None, api: str = "copy") -> B1Tensor:
+    x = tile(x, "src", api)
+    full = tuple(x.shape)
+    out = new_tile(full, dt.to_dtype(dtype) if dtype is not None else x.dtype, SBUF, api)
+    for box in boxes_for(mask, full, api):
+        instr("tensor_copy")(sub(out, box), restrict(x, box, full))
+    return out
+
+
+def broadcast_to(x: Any, shape: Any) -> B1Tensor:
+    x = tile(x, "src", "broadcast_to")
+    src = x.view() if isinstance(x, Access) else x
+    return wrap(lc("broadcast_to")(src, tuple(int(s) for s in shape)))
+
+
+OPERATORS.update({
+    "binary": lambda name, a, b: binary(name, a, b),
+    "unary": lambda name, a: unary(name, a),
+    "assign": assign,
+    "iop": iop,
+    "flush": flush,
+    "cast": cast,
+    "broadcast_to": broadcast_to,
+})

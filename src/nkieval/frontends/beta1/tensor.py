@@ -1,0 +1,372 @@
+"""Beta-1 tensors: the simulator's ``NkiTensor`` plus Beta-1 indexing, block dims and operators.
+
+A :class:`B1Tensor` *is* an ``NkiTensor`` (same storage, same views), so the simulator's
+instructions take it directly. What it adds:
+
+* ``par_dim`` block tensors: ``nl.ndarray((4, nl.par_dim(128), 512))`` is stored partition-first
+  (``[128, 4, 512]``); the logical view is a transpose, and ``t[i]`` yields a tile.
+* Advanced indexing with index expressions (``t[i_p, i_f]``, ``t[i*128 + i_p, i_f]``) returns a
+  lazy :class:`Access`: it becomes a strided view only when an instruction uses it, after the
+  instruction's mask has cut it down, so a masked ragged-edge access never reads out of bounds.
+* Dynamic partition indexing of HBM tensors by an SBUF index tile (``t[idx[i_p, 0], i_f]``)
+  becomes an indirect DMA access (``.ap(vector_offset=...)``).
+* Python operators, numpy ufuncs and ``t[...] = value`` assignment, lowered by
+  :mod:`nkieval.frontends.beta1.ops` (registered into :data:`OPERATORS` to keep imports acyclic).
+* ``+=`` of a matmul result into PSUM accumulates in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nkieval.frontends.beta1.index import IndexExpr, affine_form, broadcast_shape
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.tensor import DynSlice, NkiTensor
+
+#: name -> implementation, filled by nkieval.frontends.beta1.ops ("binary", "unary", "assign", "iop", "flush")
+OPERATORS: dict[str, Callable[..., Any]] = {}
+
+_BINARY_DUNDERS = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "pow": "power",
+    "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal", "eq": "equal", "ne": "not_equal",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "mod": "mod", "lshift": "left_shift",
+    "rshift": "right_shift",
+}
+
+
+def _oob(name: str, dim: int, lo: int, hi: int, size: int) -> NkiValidationError:
+    return NkiValidationError(
+        f"Out-of-bound access for tensor `{name}` on dimension {dim}: index range [{lo}, {hi}] exceed dimension size "
+        f"of {size}", operand=name, rule="out-of-bounds")
+
+
+class TileOps:
+    """Python operators and numpy ufuncs on tiles (``a + b``, ``np.exp(a)``)."""
+
+    __slots__ = ()
+
+    def __neg__(self) -> Any:
+        return OPERATORS["unary"]("negative", self)
+
+    def __abs__(self) -> Any:
+        return OPERATORS["unary"]("abs", self)
+
+    def __invert__(self) -> Any:
+        return OPERATORS["unary"]("invert", self)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from nkieval.sim.ops import _NUMPY_NAMES, BINARY
+
+        name = _NUMPY_NAMES.get(ufunc)
+        if method != "__call__" or name is None or kwargs.get("out") is not None:
+            raise NkiValidationError(f"numpy {ufunc.__name__}.{method} is not an NKI operation on tiles",
+                                     rule="argument")
+        if len(inputs) == 2 and name in BINARY:
+            return OPERATORS["binary"](name, inputs[0], inputs[1])
+        if len(inputs) == 1:
+            return OPERATORS["unary"](name, inputs[0])
+        raise NkiValidationError(f"numpy {ufunc.__name__} with {len(inputs)} inputs is not supported on tiles",
+                                 rule="argument")
+
+    __hash__ = object.__hash__
+
+
+def _make_binary(op: str, reverse: bool) -> Callable[[Any, Any], Any]:
+    def f(self: Any, other: Any) -> Any:
+        if isinstance(other, IndexExpr):
+            return NotImplemented
+        return OPERATORS["binary"](op, other, self) if reverse else OPERATORS["binary"](op, self, other)
+
+    return f
+
+
+def _make_inplace(op: str) -> Callable[[Any, Any], Any]:
+    def f(self: Any, other: Any) -> Any:
+        return OPERATORS["iop"](op, self, other)
+
+    return f
+
+
+for _d, _op in _BINARY_DUNDERS.items():
+    setattr(TileOps, f"__{_d}__", _make_binary(_op, False))
+    if _d not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(TileOps, f"__r{_d}__", _make_binary(_op, True))
+for _d, _op in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"), ("truediv", "divide")):
+    setattr(TileOps, f"__i{_d}__", _make_inplace(_op))
+
+
+class B1Tensor(TileOps, NkiTensor):
+    """A Beta-1 tensor view. ``pdim`` is the logical position of the partition dim (block dims first)."""
+
+    __slots__ = ("pdim", "pending")
+
+    def __init__(self, data: np.ndarray, alloc: Any, dtype: Any, pdim: int = 0) -> None:
+        NkiTensor.__init__(self, data, alloc, dtype)
+        self.pdim = pdim
+        self.pending: Any = None  # a matmul not yet written (see ops.PendingMatmul)
+
+    def __repr__(self) -> str:
+        nm = self.alloc.name or f"t{self.alloc.id}"
+        return f"tensor({nm}{list(self.shape)}, {self.dtype}, {self.buffer})"
+
+    # -- Beta-1 tensor attributes ---------------------------------------------------------
+    def astype(self, dtype: Any) -> Any:
+        return OPERATORS["cast"](self, dtype)
+
+    def assert_shape(self, shape: Any) -> B1Tensor:
+        if tuple(int(s) for s in shape) != tuple(self.shape):
+            raise NkiValidationError(f"tensor shape {list(self.shape)} is not the asserted {list(shape)}",
+                                     rule="argument")
+        return self
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    # -- indexing -------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Any:
+        OPERATORS["flush"](self)
+        keys = _expand(key, self.ndim)
+        if any(_is_advanced(k) for k in keys):
+            return Access(self, keys)
+        return self._basic(keys)
+
+    def _basic(self, keys: tuple[Any, ...]) -> B1Tensor:
+        if self.pdim == 0 or not self.is_on_chip:
+            v = self._index(keys)
+            return wrap(v)
+        # block tensor: ints on block dims drop them; the partition dim moves left accordingly
+        norm: list[Any] = []
+        pdim = self.pdim
+        for d, k in enumerate(keys):
+            n = self.shape[d]
+            if isinstance(k, DynSlice):
+                k = k.to_slice()
+            if isinstance(k, int | np.integer):
+                i = int(k) + (n if int(k) < 0 else 0)
+                if not 0 <= i < n:
+                    raise _oob(self.alloc.name or "tensor", d, int(k), int(k), n)
+                if d == self.pdim:
+                    norm.append(slice(i, i + 1))
+                else:
+                    norm.append(i)
+                    if d < self.pdim:
+                        pdim -= 1
+            elif isinstance(k, slice):
+                start = 0 if k.start is None else int(k.start) + (n if int(k.start) < 0 else 0)
+                stop = n if k.stop is None else int(k.stop) + (n if int(k.stop) < 0 else 0)
+                if start < 0 or stop > n or start >= stop:
+                    raise _oob(self.alloc.name or "tensor", d, start, stop - 1, n)
+                norm.append(slice(start, stop, 1 if k.step is None else int(k.step)))
+            else:
+                raise NkiValidationError(f"unsupported index {k!r}", operand=self.alloc.name or None, rule="indexing")
+        v = self.data[tuple(norm)]
+        return B1Tensor(v, self.alloc, self.dtype, pdim)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        dst = self[key]
+        OPERATORS["assign"](dst, value)
+
+    # -- views that keep the Beta-1 type ------------------------------------------------------
+    def reshape(self, *shape: Any) -> B1Tensor:  # type: ignore[override]
+        if self.pdim != 0:
+            raise NkiValidationError("reshape of a tensor with block dimensions is not supported", rule="indexing")
+        return wrap(NkiTensor.reshape(self, *shape))
+
+    def view(self, dtype: Any) -> B1Tensor:  # type: ignore[override]
+        return wrap(NkiTensor.view(self, dtype), self.pdim)
+
+    def broadcast_to(self, shape: Any) -> Any:  # type: ignore[override]
+        return OPERATORS["broadcast_to"](self, shape)
+
+    def expand_dims(self, axis: int) -> B1Tensor:  # type: ignore[override]
+        return wrap(NkiTensor.expand_dim(self, axis), self.pdim)
+
+
+def wrap(t: NkiTensor, pdim: int = 0) -> B1Tensor:
+    """The Beta-1 face of a simulator tensor (shares its storage)."""
+    if isinstance(t, B1Tensor) and t.pdim == pdim:
+        return t
+    b = B1Tensor(t.data, t.alloc, t.dtype, pdim)
+    b._ap_base = t._ap_base
+    return b
+
+
+def _expand(key: Any, ndim: int) -> tuple[Any, ...]:
+    keys = key if isinstance(key, tuple) else (key,)
+    if any(k is Ellipsis for k in keys):
+        i = next(j for j, k in enumerate(keys) if k is Ellipsis)
+        keys = keys[:i] + (slice(None),) * (ndim - (len(keys) - 1)) + keys[i + 1:]
+    if len(keys) > ndim:
+        raise NkiValidationError(f"too many indices ({len(keys)}) for a tensor of rank {ndim}", rule="indexing")
+    return keys
+
+
+def _is_advanced(k: Any) -> bool:
+    return isinstance(k, IndexExpr | NkiTensor | Access)
+
+
+class Access(TileOps):
+    """A tensor indexed with index expressions; turned into a view by :meth:`view` (after masking).
+
+    ``items`` holds, per tensor dimension, an int, an int64 index array (an index expression),
+    or an index tile (dynamic partition index into HBM).
+    """
+
+    __slots__ = ("dyn", "items", "shape", "tensor")
+
+    def __init__(self, tensor: B1Tensor, keys: tuple[Any, ...]) -> None:
+        name = tensor.alloc.name or "tensor"
+        if len(keys) < tensor.ndim or any(isinstance(k, slice | DynSlice) for k in keys):
+            raise NkiValidationError(
+                f"Mixing basic tensor indexing and advanced tensor indexing is not supported (indexing "
+                f"'{name}'{list(tensor.shape)}: index every dimension with nl.arange/nl.mgrid expressions or "
+                "integers, or use only slices)", operand=name, rule="indexing")
+        self.tensor = tensor
+        items: list[Any] = []
+        self.dyn: int | None = None
+        arrays = []
+        for d, k in enumerate(keys):
+            if isinstance(k, IndexExpr):
+                if (k.ndim < 2 and tensor.ndim > 1) or k.ndim < 1:
+                    raise NkiValidationError(
+                        f"indexing tensor '{name}' with 1d arange is not supported: place the grid on an axis, e.g. "
+                        "nl.arange(n)[:, None] for the partition axis or nl.arange(n)[None, :] for a free axis",
+                        operand=name, rule="indexing")
+                items.append(k.values)
+                arrays.append(k.values)
+            elif isinstance(k, NkiTensor | Access):
+                if tensor.is_on_chip or d != 0:
+                    raise NkiValidationError(
+                        f"dynamic (tensor) indices are supported only on the first dimension of an HBM tensor "
+                        f"(indexing '{name}' on dimension {d} in {tensor.buffer})", operand=name, rule="indexing")
+                shp = tuple(k.shape)
+                if len(shp) != 2 or shp[1] != 1:
+                    raise NkiValidationError(f"an index tile must be [P, 1], got {list(shp)}", operand=name,
+                                             rule="indexing")
+                self.dyn = d
+                items.append(k)
+                arrays.append(np.zeros(shp, dtype=np.int64))
+            else:
+                try:
+                    items.append(int(k))
+                except (TypeError, ValueError):
+                    raise NkiValidationError(f"unsupported index {k!r}", operand=name, rule="indexing") from None
+        self.items = items
+        self.shape = broadcast_shape(arrays) if arrays else ()
+
+    @property
+    def dtype(self) -> Any:
+        return self.tensor.dtype
+
+    @property
+    def buffer(self) -> Any:
+        return self.tensor.buffer
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_on_chip(self) -> bool:
+        return self.tensor.is_on_chip
+
+    def __repr__(self) -> str:
+        return f"{self.tensor!r}[<{list(self.shape)} access>]"
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.view()[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.view()[key] = value
+
+    def view(self, box: tuple[slice, ...] | None = None) -> B1Tensor:
+        """The strided (or indirect) view addressed by this access, restricted to ``box`` of its shape."""
+        t = self.tensor
+        name = t.alloc.name or "tensor"
+        shape = self.shape
+        sub = tuple(np.empty(shape, dtype=np.int8)[box].shape) if box is not None else shape
+        vals: list[np.ndarray | None] = []
+        for d, it in enumerate(self.items):
+            if isinstance(it, np.ndarray):
+                v = np.broadcast_to(it, shape)
+                if box is not None:
+                    v = v[box]
+                lo, hi = int(v.min()), int(v.max())
+                if lo < 0 or hi >= t.shape[d]:
+                    raise _oob(name, d, lo, hi, t.shape[d])
+                vals.append(v)
+            elif isinstance(it, int):
+                n = t.shape[d]
+                i = it + (n if it < 0 else 0)
+                if not 0 <= i < n:
+                    raise _oob(name, d, it, it, n)
+                vals.append(np.full(sub, i, dtype=np.int64))
+            else:
+                vals.append(None)
+        forms = []
+        for d, v in enumerate(vals):
+            if v is None:
+                forms.append((0, [0] * len(sub)))
+                continue
+            f = affine_form(v, sub)
+            if f is None:
+                raise NkiValidationError(
+                    f"index expression on dimension {d} of '{name}' is not affine in nl.arange/nl.mgrid indices; "
+                    "only expressions like a*i + b can become an access pattern", operand=name, rule="indexing")
+            forms.append(f)
+        if t.is_on_chip:
+            _check_partition_axis(t, forms, sub, name)
+        if self.dyn is not None:
+            return _indirect_view(t, self.items[self.dyn], forms, sub, box, name)
+        data = t.data
+        start = data[tuple(slice(b, b + 1) for b, _ in forms)] if data.ndim else data
+        strides = tuple(int(sum(data.strides[d] * forms[d][1][k] for d in range(t.ndim))) for k in range(len(sub)))
+        view = np.lib.stride_tricks.as_strided(start, shape=sub, strides=strides)
+        return B1Tensor(view, t.alloc, t.dtype, 0)
+
+
+def _check_partition_axis(t: B1Tensor, forms: list[tuple[int, list[int]]], shape: tuple[int, ...], name: str) -> None:
+    """On-chip accesses keep the partition dim on tile axis 0, unit-stride, and nothing else varies along it."""
+    pd = t.pdim
+    coefs = forms[pd][1]
+    if len(shape) < 2:
+        raise NkiValidationError(f"an on-chip tile of '{name}' needs at least 2 dimensions, got {list(shape)}",
+                                 operand=name, rule="indexing")
+    if any(c != 0 for c in coefs[1:]):
+        raise NkiValidationError(
+            f"Failed to infer tile from tensor '{name}': the partition dimension must be indexed along the first "
+            "axis of the tile (partition and free axes cannot be swapped on chip)", operand=name, rule="indexing")
+    if shape[0] > 1 and coefs[0] != 1:
+        raise NkiValidationError(
+            f"partition index of '{name}' has stride {coefs[0]}; on-chip partition accesses must be contiguous",
+            operand=name, rule="indexing")
+    for d, (_, c) in enumerate(forms):
+        if d != pd and shape[0] > 1 and c[0] != 0:
+            raise NkiValidationError(
+                f"dimension {d} of '{name}' varies along the partition axis; every partition must use the same "
+                "free-dimension access pattern", operand=name, rule="indexing")
+
+
+def _indirect_view(t: B1Tensor, index: Any, forms: list[tuple[int, list[int]]], shape: tuple[int, ...],
+                   box: tuple[slice, ...] | None, name: str) -> B1Tensor:
+    """``hbm[idx_tile, i_f]``: rows chosen at run time by an SBUF index tile (DMA with vector_offset)."""
+    idx = index.view() if isinstance(index, Access) else index
+    OPERATORS["flush"](idx)
+    if box is not None:
+        idx = idx[box[0], 0:1] if isinstance(idx, B1Tensor) else idx
+    if not idx.is_on_chip:
+        raise NkiValidationError("the index tile of a dynamic access must be in SBUF (load the indices first)",
+                                 operand=name, rule="buffer")
+    row_elems = int(np.prod(t.alloc.shape[1:]))
+    if t.ndim < 1 or t.strides[0] != row_elems:
+        raise NkiValidationError(f"dynamic indexing of '{name}' needs the whole tensor's first dimension",
+                                 operand=name, rule="indexing")
+    offset = t.offset + sum(t.strides[d] * forms[d][0] for d in range(1, t.ndim))
+    pattern = [[row_elems, shape[0]]]
+    for k in range(1, len(shape)):
+        pattern.append([int(sum(t.strides[d] * forms[d][1][k] for d in range(1, t.ndim))), shape[k]])
+    v = t.ap(pattern, offset=offset, vector_offset=idx, indirect_dim=0)
+    return wrap(v)

@@ -1,0 +1,796 @@
+"""Gates: stream the output block by block, collect the facts, decide the verdict.
+
+Why streaming: a check must handle 10^7-element outputs in seconds and in memory a few times
+the input size, so nothing of output size is materialised in float64 except one block at a
+time (2^18 elements by default). Each gate is a test on the streamed statistics:
+
+====  =====================================================  ================================
+gate  test                                                   on failure
+====  =====================================================  ================================
+G0    output shape and storage dtype match the declaration   FAIL
+G1    NaN/Inf parity with the oracle cast to the output dtype  FAIL (WARN if a documented
+                                                             platform semantic explains it)
+GE    elements exact in every summation order match bitwise  FAIL
+G2    max |ŷ−y|/τ_det ≤ 1 (hard bound, any order)            FAIL
+G3    no element above τ_prb (λ√K bound), random inputs      FAIL (reported only otherwise)
+G5    99th percentile of z = |ŷ−y|/σ ≤ 10, random inputs     FAIL (silent lower precision)
+G4    RMS and max error ≤ 1.5× / 3× a same-precision         FAIL
+      reference (floored by the recipe's expected error)
+GC    inputs inside the recipe's contract                    INCONCLUSIVE
+G7    an all-zeros output would fail (data discriminate)     INCONCLUSIVE
+====  =====================================================  ================================
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .bounds import RULES, BoundsBlock, RuleContext, _fl_out_neighbours
+from .formats import FORMATS, Format, format_of, get_format, representable, round_to, ulp_key
+from .inputs import is_random_family
+from .oracle import OpSpec, OracleBlock, Prepared, exact_in, generic_op, get_op, round_inputs
+from .recipe import PrecisionRecipe
+from .verdict import Finding, GateResult, Metrics, Verdict, WorstElement, explain
+
+__all__ = [
+    "Z_P99_LIMIT",
+    "check",
+    "check_stochastic_rounding",
+    "default_recipe",
+    "k_scaling_slope",
+]
+
+Z_P99_LIMIT = 10.0  # research note §4.4 G5: 99th percentile of z above 10 fails
+RATIO_RMS_LIMIT = 1.5  # G4, FlashAttention/AWS-style ratio to a same-precision reference
+RATIO_MAX_LIMIT = 3.0
+_Z_EDGES = np.concatenate([[0.0], 10.0 ** np.linspace(-4, 7, 221)])
+_S_EDGES = np.linspace(-20.0, 20.0, 81)
+_GRID_CANDIDATES = ("fp16", "bf16", "fp8_e5m2", "fp8_e4m3fn")
+_MISMATCH_CAP = 1 << 16
+_GRID_SAMPLE = 1 << 20  # elements enough to fingerprint the output grid
+
+
+def _z_bins(z: np.ndarray) -> np.ndarray:
+    """Index into _Z_EDGES (0, then 10^-4 … 10^7 in 220 log steps) without a search."""
+    with np.errstate(divide="ignore"):
+        b = np.floor((np.log10(np.maximum(z, 1e-300)) + 4.0) * 20.0).astype(np.int64) + 1
+    return np.where(z <= 0, 0, np.clip(b, 0, len(_Z_EDGES) - 1))
+
+
+# --------------------------------------------------------------------------- recipe helpers
+
+
+def default_recipe(inputs: Sequence[np.ndarray], actual: np.ndarray) -> PrecisionRecipe:
+    """Recipe read off the arrays: inputs as stored, fp32 accumulation (fp64 if any input is
+    fp64, int64 if all are integers), output as stored. Pass an explicit recipe whenever the
+    kernel declares one; this default cannot know about TF32, bf16 PSUM or SR."""
+    fmts = []
+    for x in inputs:
+        if x is None:
+            continue
+        try:
+            fmts.append(format_of(np.asarray(x)))
+        except ValueError:
+            continue
+    if not fmts:
+        fmts = [FORMATS["fp32"]]
+    if all(f.kind == "int" for f in fmts):
+        acc = "int64"
+    elif any(f.name == "fp64" for f in fmts):
+        acc = "fp64"
+    else:
+        acc = "fp32"
+    try:
+        out = format_of(np.asarray(actual)).name
+    except ValueError:
+        out = "fp32"
+    return PrecisionRecipe(inputs=tuple(f.name for f in fmts), accumulate=acc, output=out)
+
+
+def _normalise_inputs(inputs: Any, spec: OpSpec, params: dict[str, Any]) -> list[np.ndarray]:
+    if isinstance(inputs, np.ndarray) or np.isscalar(inputs):
+        arrs: list[Any] = [inputs]
+    elif isinstance(inputs, Mapping):
+        names = spec.input_names
+        unknown = [k for k in inputs if k not in names]
+        if unknown and names:
+            raise ValueError(f"unknown input name(s) {unknown} for op {spec.name!r}; expected {list(names)}")
+        arrs = [inputs.get(n) for n in names] if names else list(inputs.values())
+        while arrs and arrs[-1] is None:
+            arrs.pop()
+    else:
+        arrs = list(inputs)
+    if len(arrs) < spec.n_required:
+        raise ValueError(f"op {spec.name!r} needs {spec.n_required} inputs ({', '.join(spec.input_names[:spec.n_required])}), "
+                         f"got {len(arrs)}")
+    if spec.name == "matmul" and len(arrs) > 2:
+        for name, v in zip(("scale_a", "scale_b"), arrs[2:4]):
+            if v is not None:
+                params.setdefault(name, v)
+        arrs = arrs[:2]
+    return [None if a is None else np.asarray(a) for a in arrs]
+
+
+def _resolve_op(op: Any, params: dict[str, Any]) -> OpSpec:
+    if isinstance(op, OpSpec):
+        return op
+    if callable(op) and not isinstance(op, str):
+        return generic_op(op, k=params.pop("k", None), multilinear=params.pop("multilinear", True))
+    if op == "generic":
+        fn = params.pop("fn", None)
+        if fn is None:
+            raise ValueError("op='generic' needs fn=<float64 reference function>")
+        return generic_op(fn, k=params.pop("k", None), multilinear=params.pop("multilinear", True))
+    return get_op(op)
+
+
+# --------------------------------------------------------------------------- streaming stats
+
+
+@dataclass
+class _Stream:
+    recipe: PrecisionRecipe
+    statistical: bool
+    out_shape: tuple[int, ...]
+    worst_k: int
+    has_ref: bool
+    n: int = 0
+    n_compared: int = 0
+    n_exact: int = 0
+    n_contract: int = 0
+    contract_reasons: set[str] = field(default_factory=set)
+    max_abs: float = 0.0
+    max_abs_idx: int = -1
+    max_abs_allowed: float = math.nan
+    max_rel: float = 0.0
+    max_rel_idx: int = -1
+    max_ulp: int = 0
+    ulp_hist: np.ndarray = field(default_factory=lambda: np.zeros(40, dtype=np.int64))
+    sum_e2: float = 0.0
+    sum_y2: float = 0.0
+    margin_det: float = 0.0
+    margin_prb: float = 0.0
+    exceed_det: int = 0
+    exceed_prb: int = 0
+    exact_bad: int = 0
+    exact_bad_maxulp: int = 0
+    nan_expected: int = 0
+    nan_got: int = 0
+    inf_expected: int = 0
+    inf_got: int = 0
+    nan_produced: int = 0
+    nan_swallowed: int = 0
+    inf_mismatch: int = 0
+    explained: int = 0
+    first_special: int = -1
+    z_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(_Z_EDGES), dtype=np.int64))
+    z_max: float = 0.0
+    z_sum2: float = 0.0
+    z_n: int = 0
+    s_sum: float = 0.0
+    s_sum2: float = 0.0
+    sig_sum2: float = 0.0
+    sig_max: float = 0.0
+    ref_sum2: float = 0.0
+    ref_max: float = 0.0
+    ref_e_sum2: float = 0.0
+    ref_e_max: float = 0.0
+    ref_n: int = 0
+    cr: int = 0
+    cr_ref: int = 0
+    s_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(_S_EDGES) + 1, dtype=np.int64))
+    s_hist_ref: np.ndarray = field(default_factory=lambda: np.zeros(len(_S_EDGES) + 1, dtype=np.int64))
+    zeros_ratio: float = 0.0
+    zeros_fail: bool = False
+    grid_got: dict[str, int] = field(default_factory=dict)
+    grid_exp: dict[str, int] = field(default_factory=dict)
+    grid_total: int = 0
+    mismatch_idx: list[np.ndarray] = field(default_factory=list)
+    mismatch_n: int = 0
+    heap: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
+
+    def _push_worst(self, score: np.ndarray, base: int, rec: Callable[[int], dict[str, Any]]) -> None:
+        if score.size == 0:
+            return
+        k = min(self.worst_k, score.size)
+        cand = np.argpartition(-score, k - 1)[:k] if score.size > k else np.arange(score.size)
+        for j in cand:
+            s = float(score[j])
+            if not s > 0 and not math.isinf(s):
+                continue
+            item = (s, -(base + int(j)), rec(int(j)))
+            if len(self.heap) < self.worst_k:
+                heapq.heappush(self.heap, item)
+            elif item[:2] > self.heap[0][:2]:
+                heapq.heapreplace(self.heap, item)
+
+    def update(self, e0: int, ob: OracleBlock, bb: BoundsBlock, got: np.ndarray, ref: np.ndarray | None,
+               out: Format) -> None:
+        r = self.recipe
+        y = ob.y
+        nblk = y.size
+        self.n += nblk
+        idx = np.arange(e0, e0 + nblk)
+        valid = np.ones(nblk, dtype=bool) if bb.contract is None else ~bb.contract
+        if bb.contract is not None:
+            self.n_contract += int(bb.contract.sum())
+            if bb.contract_reason:
+                self.contract_reasons.add(bb.contract_reason)
+        y_out = round_to(y, out, overflow=r.overflow)
+        with np.errstate(invalid="ignore"):
+            exp_nan, got_nan = np.isnan(y_out), np.isnan(got)
+            exp_inf, got_inf = np.isinf(y_out), np.isinf(got)
+            fin = ~(exp_nan | exp_inf | got_nan | got_inf)
+            sp_match = (exp_nan & got_nan) | (exp_inf & got_inf & (y_out == got))
+        sp_bad = ~fin & ~sp_match & valid
+        self.nan_expected += int((exp_nan & valid).sum())
+        self.nan_got += int((got_nan & valid).sum())
+        self.inf_expected += int((exp_inf & valid).sum())
+        self.inf_got += int((got_inf & valid).sum())
+        unexplained = sp_bad
+        if sp_bad.any():
+            with np.errstate(invalid="ignore"):
+                over = np.isfinite(y) & (np.abs(y) > out.max) if out.kind == "float" else np.zeros(nblk, bool)
+                sat = got_nan | got_inf | (np.abs(got) == out.max)
+                expl = sp_bad & over & sat
+                if r.platform == "trn1":
+                    expl |= sp_bad & exp_inf & (np.abs(got) == out.max)
+            self.explained += int(expl.sum())
+            unexplained = sp_bad & ~expl
+            self.nan_produced += int((unexplained & got_nan & ~exp_nan).sum())
+            self.nan_swallowed += int((unexplained & exp_nan & ~got_nan).sum())
+            self.inf_mismatch += int((unexplained & ~(got_nan & ~exp_nan) & ~(exp_nan & ~got_nan)).sum())
+            if self.first_special < 0 and unexplained.any():
+                self.first_special = int(idx[np.argmax(unexplained)])
+        cmp_ = fin & valid
+        ex = np.zeros(nblk, dtype=bool) if bb.exact is None else (bb.exact & cmp_)
+        ne = cmp_ & ~ex
+        self.n_compared += int(cmp_.sum())
+        self.n_exact += int(ex.sum())
+        with np.errstate(invalid="ignore", over="ignore"):
+            e = np.where(cmp_, np.abs(got - y), 0.0)
+        # exact elements: bitwise (value) equality with fl_out(y), or either neighbour
+        exact_bad = np.zeros(nblk, dtype=bool)
+        if ex.any():
+            ok = got == y_out
+            if bb.allowed_lo is not None:
+                with np.errstate(invalid="ignore"):
+                    ok |= (got == bb.allowed_lo) | (got == bb.allowed_hi)
+            if r.rounding == "sr" and out.kind == "float":
+                lo, hi = _fl_out_neighbours(np.where(ex, y, 0.0), r)
+                ok |= (got == lo) | (got == hi)
+            exact_bad = ex & ~ok
+            if exact_bad.any():
+                self.exact_bad += int(exact_bad.sum())
+                d = np.abs(ulp_key(got[exact_bad], out) - ulp_key(y_out[exact_bad], out))
+                self.exact_bad_maxulp = max(self.exact_bad_maxulp, int(d.max()))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r_det = np.where(ne, np.where(bb.tau_det > 0, e / bb.tau_det, np.where(e > 0, np.inf, 0.0)), 0.0)
+            r_prb = np.where(ne, np.where(bb.tau_prb > 0, e / bb.tau_prb, np.where(e > 0, np.inf, 0.0)), 0.0)
+        r_det = np.where(exact_bad, np.inf, r_det)
+        r_prb = np.where(exact_bad, np.inf, r_prb)
+        if nblk:
+            self.margin_det = max(self.margin_det, float(r_det.max()))
+            self.margin_prb = max(self.margin_prb, float(r_prb.max()))
+        self.exceed_det += int((r_det > 1).sum() - exact_bad.sum())
+        self.exceed_prb += int((r_prb > 1).sum() - exact_bad.sum())
+        tau_gate = bb.tau_prb if self.statistical else bb.tau_det
+        # plain metrics
+        if cmp_.any():
+            j = int(np.argmax(e))
+            if e[j] > self.max_abs or self.max_abs_idx < 0:
+                self.max_abs, self.max_abs_idx = float(e[j]), int(idx[j])
+                self.max_abs_allowed = 0.0 if ex[j] else float(tau_gate[j])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rel = np.where(cmp_ & (y != 0), e / np.abs(y), np.where(cmp_ & (e > 0), np.inf, 0.0))
+            j = int(np.argmax(rel))
+            if rel[j] > self.max_rel or self.max_rel_idx < 0:
+                self.max_rel, self.max_rel_idx = float(rel[j]), int(idx[j])
+            d = np.abs(ulp_key(got[cmp_], out) - ulp_key(y_out[cmp_], out))
+            if d.size:
+                self.max_ulp = max(self.max_ulp, int(d.max()))
+                bucket = np.where(d <= 2, d, np.ceil(np.log2(np.maximum(d, 1))).astype(np.int64) + 1)
+                self.ulp_hist += np.bincount(np.minimum(bucket, 39), minlength=40)[:40]
+            yc = y[cmp_]
+            self.sum_e2 += float(np.sum(e[cmp_] ** 2))
+            self.sum_y2 += float(np.sum(yc * yc))
+            self.cr += int(np.sum(got[cmp_] == y_out[cmp_]))
+        # z-score (expected error of a correct kernel under the declared recipe)
+        sig = bb.sigma
+        zm = ne if sig is None else ne & np.isfinite(sig)
+        if sig is not None and zm.any():
+            sg = np.maximum(sig[zm], np.finfo(np.float64).tiny)
+            z = e[zm] / sg
+            self.z_max = max(self.z_max, float(z.max()))
+            self.z_sum2 += float(np.sum(z * z))
+            self.z_n += int(z.size)
+            self.z_hist += np.bincount(_z_bins(z), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
+            s = (got[zm] - y[zm]) / sg
+            self.s_sum += float(s.sum())
+            self.s_sum2 += float(np.sum(s * s))
+            self.sig_sum2 += float(np.sum(sg * sg))
+            self.sig_max = max(self.sig_max, float(sg.max()))
+            if self.has_ref:
+                self.s_hist += np.bincount(np.searchsorted(_S_EDGES, s), minlength=len(_S_EDGES) + 1)
+        # reference implementation in the same recipe
+        if ref is not None:
+            rf = cmp_ & np.isfinite(ref) & (np.isfinite(sig) if sig is not None else True)
+            if rf.any():
+                er = np.abs(ref[rf] - y[rf])
+                self.ref_n += int(rf.sum())
+                self.ref_sum2 += float(np.sum(er * er))
+                self.ref_max = max(self.ref_max, float(er.max()))
+                self.ref_e_sum2 += float(np.sum(e[rf] ** 2))
+                self.ref_e_max = max(self.ref_e_max, float(e[rf].max()))
+                self.cr_ref += int(np.sum(ref[rf] == y_out[rf]))
+                if sig is not None:
+                    sgr = np.maximum(sig[rf], np.finfo(np.float64).tiny)
+                    self.s_hist_ref += np.bincount(np.searchsorted(_S_EDGES, (ref[rf] - y[rf]) / sgr),
+                                                   minlength=len(_S_EDGES) + 1)
+        # would an all-zeros output pass?
+        if ne.any():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                tz = tau_gate[ne]
+                zr = np.where(tz > 0, np.abs(y[ne]) / tz, np.where(y[ne] != 0, np.inf, 0.0))
+            self.zeros_ratio = max(self.zeros_ratio, float(zr.max()))
+        if (ex & (y_out != 0)).any() or (exp_nan | exp_inf).any():
+            self.zeros_fail = True
+        # output-grid fingerprint (silent downcast of the output)
+        if out.kind == "float" and out.p > 8 and self.grid_total < _GRID_SAMPLE:
+            nz = cmp_ & (got != 0)
+            if nz.any():
+                self.grid_total += int(nz.sum())
+                for c in _GRID_CANDIDATES:
+                    cf = FORMATS[c]
+                    if cf.p >= out.p:
+                        continue
+                    self.grid_got[c] = self.grid_got.get(c, 0) + int(representable(got[nz], cf).sum())
+                    self.grid_exp[c] = self.grid_exp.get(c, 0) + int(representable(y_out[nz], cf).sum())
+        # mismatches (for counts and location patterns)
+        mism = unexplained | exact_bad | (r_det > 1) | ((r_prb > 1) if self.statistical else False)
+        if mism.any():
+            self.mismatch_n += int(mism.sum())
+            if sum(len(a) for a in self.mismatch_idx) < _MISMATCH_CAP:
+                self.mismatch_idx.append(idx[mism][:_MISMATCH_CAP])
+        # worst elements
+        score = np.where(unexplained, np.inf, r_prb if self.statistical else r_det)
+        terms = bb.terms
+
+        def rec(j: int) -> dict[str, Any]:
+            dom = ""
+            if terms:
+                vals = {k: float(np.asarray(v)[j]) if np.ndim(v) else float(v) for k, v in terms.items()}
+                dom = max(vals, key=vals.get)
+            return {
+                "got": float(got[j]), "expected": float(y[j]), "error": float(abs(got[j] - y[j])) if fin[j] else math.nan,
+                "bound": 0.0 if ex[j] else float(tau_gate[j]), "bound_det": 0.0 if ex[j] else float(bb.tau_det[j]),
+                "scale": None if ob.scale is None else float(ob.scale[j]),
+                "z": None if sig is None or not ne[j] else float(e[j] / max(sig[j], 1e-300)),
+                "dominant": "bitwise (exact in every order)" if ex[j] else dom,
+            }
+
+        self._push_worst(score, e0, rec)
+
+    # ------------------------------------------------------------------ summaries
+
+    def z_quantile(self, q: float) -> float:
+        if self.z_n == 0:
+            return math.nan
+        c = np.cumsum(self.z_hist)
+        i = int(np.searchsorted(c, q * self.z_n))
+        i = min(i, len(_Z_EDGES) - 1)
+        return float(_Z_EDGES[min(i + 1, len(_Z_EDGES) - 1)])
+
+    def worst(self) -> list[WorstElement]:
+        out = []
+        for score, negi, d in sorted(self.heap, key=lambda t: (-t[0], -t[1])):
+            flat = -negi
+            index = tuple(int(v) for v in np.unravel_index(flat, self.out_shape)) if self.out_shape else ()
+            out.append(WorstElement(index=index, ratio=score, **d))
+        return out
+
+    def grid_fingerprint(self) -> str | None:
+        """Coarsest format that holds (nearly) every output although the oracle's rounded
+        values would mostly not fit it: the output was silently rounded to that format."""
+        if self.grid_total < 16:
+            return None
+        best = None
+        for c in _GRID_CANDIDATES:
+            if c not in self.grid_got:
+                continue
+            frac_got = self.grid_got[c] / self.grid_total
+            frac_exp = self.grid_exp[c] / self.grid_total
+            if frac_got >= 0.999 and frac_exp <= 0.5:
+                if best is None or FORMATS[c].p < FORMATS[best].p:
+                    best = c
+        return best
+
+
+def _ulp_hist_dict(h: np.ndarray) -> dict[str, int]:
+    out = {}
+    for b, c in enumerate(h):
+        if not c:
+            continue
+        if b <= 2:
+            label = str(b)
+        else:
+            lo, hi = 2 ** (b - 2) + 1, 2 ** (b - 1)
+            label = f"{lo}-{hi}" if b < 39 else f">{2 ** 36}"
+        out[label] = int(c)
+    return out
+
+
+def _bhattacharyya(h1: np.ndarray, h2: np.ndarray) -> float:
+    if h1.sum() == 0 or h2.sum() == 0:
+        return math.nan
+    p, q = h1 / h1.sum(), h2 / h2.sum()
+    return float(np.sum(np.sqrt(p * q)))
+
+
+def _where(indices: list[np.ndarray], total_mismatch: int, shape: tuple[int, ...], n: int) -> str:
+    """Describe where mismatches sit: a few rows/columns, a diagonal, a 128-periodic pattern,
+    the last tile, or spread out."""
+    if not indices or total_mismatch == 0:
+        return ""
+    flat = np.concatenate(indices)
+    if not shape or len(shape) == 0:
+        return "the scalar output"
+    sub = np.unravel_index(flat, shape)
+    parts = []
+    if len(shape) >= 2:
+        rows, cols = sub[-2], sub[-1]
+        ur, uc = np.unique(rows), np.unique(cols)
+        nr, nc = shape[-2], shape[-1]
+        diag = np.unique(cols - rows)
+        if uc.size <= 2 and nr > 1 and total_mismatch >= min(nr, 4) and uc.size < nc:
+            parts.append(f"confined to column(s) {', '.join(map(str, uc[:2]))}")
+        elif ur.size <= 2 and nc > 1 and total_mismatch >= min(nc, 4) and ur.size < nr:
+            parts.append(f"confined to row(s) {', '.join(map(str, ur[:2]))}")
+        elif diag.size <= 2 and total_mismatch >= 4:
+            parts.append(f"along the diagonal(s) col−row = {', '.join(map(str, diag[:2]))}")
+        for name, v, size in (("columns", cols, nc), ("rows", rows, nr)):
+            if size > 128 and v.size >= 4:
+                res = np.unique(v % 128)
+                if res.size <= 2 and np.unique(v).size >= 2:
+                    parts.append(f"periodic in the {name} with period 128 (residue {res[0]}): a tile-edge pattern")
+                    break
+                if v.min() >= (size // 128) * 128 and size % 128:
+                    parts.append(f"only in the last partial 128-{name[:-1]} tile")
+                    break
+    else:
+        v = sub[-1]
+        size = shape[-1]
+        if size > 128 and v.size >= 2 and np.unique(v % 128).size <= 2:
+            parts.append("periodic with period 128: a tile-edge pattern")
+    if not parts:
+        frac = 100.0 * total_mismatch / max(n, 1)
+        parts.append(f"spread over the output ({frac:.3g}% of elements)")
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------- the check
+
+
+def _g0_fail(actual: np.ndarray, detail: str, spec: OpSpec, recipe: PrecisionRecipe, shape: tuple[int, ...],
+             family: str | None) -> Verdict:
+    g = GateResult("G0", "fail", detail=detail)
+    m = Metrics(n_elements=int(np.size(actual)))
+    text = explain(status="fail", deciding=g, op=spec.name, recipe=recipe, shape=shape, input_family=family,
+                   metrics=m, worst=[], findings=[], notes=[], statistical=False)
+    return Verdict("fail", math.inf, "G0", (g,), (), recipe, spec.name, shape, family, m, (), (), text)
+
+
+def check(
+    actual: np.ndarray,
+    inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray] | np.ndarray,
+    op: str | OpSpec | Callable[..., np.ndarray],
+    recipe: PrecisionRecipe | Mapping[str, Any] | None = None,
+    *,
+    reference: np.ndarray | None = None,
+    input_family: str | None = None,
+    worst_k: int = 10,
+    block_elems: int = 1 << 18,
+    diagnose: bool = True,
+    **op_params: Any,
+) -> Verdict:
+    """Judge a kernel output against the numerics standard. See :mod:`nkieval.numerics`."""
+    params = dict(op_params)
+    spec = _resolve_op(op, params)
+    arrays = _normalise_inputs(inputs, spec, params)
+    actual = np.asarray(actual)
+    if recipe is None:
+        recipe = default_recipe([a for a in arrays if a is not None], actual)
+    elif isinstance(recipe, Mapping):
+        recipe = PrecisionRecipe.from_dict(recipe)
+    notes: list[str] = []
+    arrays, rnotes = round_inputs(arrays, spec, recipe)
+    notes += rnotes
+    prep = spec.prepare(arrays, {**spec.defaults, **params}, recipe)
+    shape = tuple(prep.out_shape)
+    statistical = bool(input_family) and is_random_family(input_family)
+    if input_family and not statistical:
+        notes.append(f"input family '{input_family}' is structured, so only the hard bound (G2) and exactness gate "
+                     "decide; the probabilistic and z-score gates are reported, not enforced")
+    elif not input_family:
+        notes.append("no input family declared: the probabilistic bound and z-score gates were reported, not enforced")
+
+    # G0: shape and dtype
+    if actual.shape != shape:
+        if actual.size == int(np.prod(shape)) and tuple(d for d in actual.shape if d != 1) == tuple(d for d in shape if d != 1):
+            actual = actual.reshape(shape)
+        else:
+            return _g0_fail(actual, f"output shape {actual.shape} differs from the expected {shape}", spec, recipe,
+                            shape, input_family)
+    out = recipe.out_format
+    try:
+        have = format_of(actual)
+    except ValueError:
+        return _g0_fail(actual, f"output dtype {actual.dtype} is not a numeric format", spec, recipe, shape, input_family)
+    if out.kind == "float" and have.kind == "float" and (have.p < out.p or have.max < out.max):
+        return _g0_fail(actual, f"output is stored as {have.name} but the recipe declares {out.name}: the storage "
+                        "dtype cannot hold the declared precision", spec, recipe, shape, input_family)
+    if out.kind == "float" and have.kind == "int":
+        return _g0_fail(actual, f"output is an integer array ({have.name}) but the recipe declares {out.name}",
+                        spec, recipe, shape, input_family)
+    if recipe.k is not None and spec.kind in ("contraction", "scan") and prep.k is not None and recipe.k != prep.k:
+        return _g0_fail(actual, f"the recipe declares K = {recipe.k} but the inputs contract over K = {prep.k}",
+                        spec, recipe, shape, input_family)
+
+    # context for the bound rules
+    op_fmts: list[Format | None] = []
+    eps_in = 0.0
+    all_exact = True
+    comp = recipe.compute_format
+    for i, a in enumerate(arrays):
+        if a is None:
+            continue
+        try:
+            f = format_of(a)
+        except ValueError:
+            f = None
+        op_fmts.append(f)
+        if comp is not None and i < max(spec.n_data, 1) and f is not None and f.kind == "float" and comp.kind == "float":
+            if f.p > comp.p and not exact_in(comp, a):
+                eps_in += comp.u
+                all_exact = False
+    ctx = RuleContext(recipe=recipe, facts=prep.facts, operand_formats=tuple(op_fmts), eps_in=eps_in,
+                      operands_exact_in_compute=all_exact, activation=spec.name if spec.kind == "unary" else None)
+    rule = RULES[spec.kind]
+
+    stream = _Stream(recipe=recipe, statistical=statistical, out_shape=shape, worst_k=worst_k,
+                     has_ref=reference is not None)
+    actual_flat = actual.reshape(-1)
+    ref_flat = None
+    if reference is not None:
+        reference = np.asarray(reference)
+        if reference.size != actual.size:
+            raise ValueError(f"reference has {reference.size} elements, the output has {actual.size}")
+        ref_flat = reference.reshape(-1)
+    rows_per_block = max(1, block_elems // max(prep.row_len, prep.work_per_row, 1))
+    for r0 in range(0, prep.n_rows, rows_per_block):
+        r1 = min(prep.n_rows, r0 + rows_per_block)
+        with np.errstate(all="ignore"):  # NaN/Inf elements are masked by the gates
+            ob = prep.evaluate(r0, r1)
+            bb = rule(ob, ctx)
+        e0 = r0 * prep.row_len
+        e1 = e0 + ob.y.size
+        got = actual_flat[e0:e1].astype(np.float64)
+        ref = None if ref_flat is None else ref_flat[e0:e1].astype(np.float64)
+        with np.errstate(all="ignore"):
+            stream.update(e0, ob, bb, got, ref, out)
+
+    verdict = _decide(stream, spec, recipe, prep, shape, input_family, statistical, notes)
+    if diagnose and verdict.status == "fail":
+        from .diagnose import diagnose as _diagnose
+
+        findings = _diagnose(verdict=verdict, spec=spec, arrays=arrays, params={**spec.defaults, **params},
+                             recipe=recipe, prep=prep, actual=actual, ctx=ctx, stream_where=verdict.metrics.mismatch_where)
+        if findings:
+            verdict = _rebuild(verdict, findings=tuple(findings), statistical=statistical)
+    return verdict
+
+
+def _rebuild(v: Verdict, *, findings: tuple[Finding, ...], statistical: bool) -> Verdict:
+    deciding = v.gate(v.deciding_gate)
+    text = explain(status=v.status, deciding=deciding, op=v.op, recipe=v.recipe, shape=v.shape,
+                   input_family=v.input_family, metrics=v.metrics, worst=v.worst, findings=findings,
+                   notes=v.notes, statistical=statistical)
+    return Verdict(v.status, v.margin, v.deciding_gate, v.gates, v.worst, v.recipe, v.op, v.shape,
+                   v.input_family, v.metrics, findings, v.notes, text)
+
+
+def _decide(s: _Stream, spec: OpSpec, recipe: PrecisionRecipe, prep: Prepared, shape: tuple[int, ...],
+            family: str | None, statistical: bool, notes: list[str]) -> Verdict:
+    gates: list[GateResult] = [GateResult("G0", "pass")]
+    out = recipe.out_format
+    flat_idx = (lambda i: tuple(int(v) for v in np.unravel_index(i, shape)) if shape and i >= 0 else ())
+    # G1 special values
+    n_sp = s.nan_produced + s.nan_swallowed + s.inf_mismatch
+    if n_sp:
+        bits = []
+        if s.nan_produced:
+            bits.append(f"NaN produced at {s.nan_produced} elements where the oracle is finite")
+        if s.nan_swallowed:
+            bits.append(f"NaN swallowed at {s.nan_swallowed} elements where IEEE propagation gives NaN")
+        if s.inf_mismatch:
+            bits.append(f"{s.inf_mismatch} infinity mismatches (sign, or inf vs finite)")
+        gates.append(GateResult("G1", "fail", float(n_sp), 0.0,
+                                "; ".join(bits) + f" (first at index {flat_idx(s.first_special)})."))
+    elif s.explained:
+        gates.append(GateResult("G1", "warn", float(s.explained), 0.0,
+                                f"{s.explained} overflow elements differ only by documented platform semantics "
+                                f"(NaN vs inf vs saturation to ±{out.max:g} in {out.name})."))
+        notes.append(f"{s.explained} overflow elements differ by platform overflow semantics (research note §2.4)")
+    else:
+        gates.append(GateResult("G1", "pass", 0.0, 0.0))
+    # GE exactness
+    if s.n_exact or s.exact_bad:
+        if s.exact_bad:
+            gates.append(GateResult("GE", "fail", float(s.exact_bad), 0.0,
+                                    f"{s.exact_bad} of {s.n_exact} elements that every correct summation order "
+                                    f"computes exactly differ from the correctly rounded result (up to "
+                                    f"{s.exact_bad_maxulp} ulp in {out.name})."))
+        else:
+            gates.append(GateResult("GE", "pass", 0.0, 0.0, f"{s.n_exact} exact elements match bitwise."))
+    # G2 hard bound
+    if s.exceed_det > 0:
+        gates.append(GateResult("G2", "fail", s.margin_det, 1.0,
+                                f"max error/bound = {s.margin_det:.3g} against the worst-case bound: impossible under "
+                                "the declared recipe in any summation order."))
+    else:
+        gates.append(GateResult("G2", "pass", s.margin_det if math.isfinite(s.margin_det) else 0.0, 1.0))
+    # G3 probabilistic bound
+    lam = recipe.lam
+    if s.exceed_prb > 0:
+        det = (f"{s.exceed_prb} elements exceed the probabilistic bound λ√K·u·S (λ = {lam:g}; max ratio "
+               f"{s.margin_prb:.3g}); a correct kernel exceeds it with probability ~1e-10 per element on random inputs.")
+        gates.append(GateResult("G3", "fail" if statistical else "warn", s.margin_prb, 1.0, det))
+        if not statistical:
+            notes.append(f"{s.exceed_prb} elements exceed the probabilistic bound (not enforced on these inputs)")
+    else:
+        gates.append(GateResult("G3", "pass" if statistical else "skip", s.margin_prb, 1.0))
+    # G5 z-score
+    z99 = s.z_quantile(0.99)
+    if s.z_n >= 8:
+        if z99 > Z_P99_LIMIT:
+            det = (f"errors are far larger than a correct kernel under the declared recipe makes: 99th percentile "
+                   f"z = {z99:.3g} (limit {Z_P99_LIMIT:g}), max z = {s.z_max:.3g}; the kernel computes with less "
+                   "precision than declared.")
+            gates.append(GateResult("G5", "fail" if statistical else "warn", z99, Z_P99_LIMIT, det))
+            if not statistical:
+                notes.append(f"z-score 99th percentile {z99:.3g} > {Z_P99_LIMIT:g} (not enforced on these inputs)")
+        else:
+            gates.append(GateResult("G5", "pass" if statistical else "skip", z99, Z_P99_LIMIT))
+    # G4 ratio to a same-precision reference
+    ratio_rms = ratio_max = sig_ratio = bc = math.nan
+    if s.ref_n:
+        rms_e = math.sqrt(s.ref_e_sum2 / s.ref_n)
+        rms_ref = math.sqrt(s.ref_sum2 / s.ref_n)
+        rms_sig = math.sqrt(s.sig_sum2 / max(s.z_n, 1)) if s.z_n else 0.0
+        floor = 1e-3 * out.u * math.sqrt(s.sum_y2 / max(s.n_compared, 1)) if out.kind == "float" else 0.0
+        den_rms = max(rms_ref, rms_sig, floor, 1e-300)
+        den_max = max(s.ref_max, 6.0 * s.sig_max, floor, 1e-300)
+        ratio_rms, ratio_max = rms_e / den_rms, s.ref_e_max / den_max
+        sig_ratio = rms_e / rms_ref if rms_ref > 0 else math.inf
+        bc = _bhattacharyya(s.s_hist, s.s_hist_ref)
+        fail = ratio_rms > RATIO_RMS_LIMIT or ratio_max > RATIO_MAX_LIMIT
+        gates.append(GateResult("G4", "fail" if fail else "pass", ratio_rms, RATIO_RMS_LIMIT,
+                                f"RMS error {ratio_rms:.3g}× and max error {ratio_max:.3g}× the same-precision "
+                                f"reference's (limits {RATIO_RMS_LIMIT:g}×, {RATIO_MAX_LIMIT:g}×)."))
+    # GC contract, G7 discrimination
+    zeros_pass = (not s.zeros_fail) and s.zeros_ratio <= 1.0 and s.n_compared > 0
+    if s.n_contract:
+        gates.append(GateResult("GC", "inconclusive", float(s.n_contract), 0.0,
+                                f"{s.n_contract} elements are outside the recipe's contract: "
+                                + "; ".join(sorted(s.contract_reasons)) + "."))
+    if zeros_pass:
+        gates.append(GateResult("G7", "inconclusive", s.zeros_ratio, 1.0,
+                                "an all-zeros output would pass these inputs (every |y| is inside its bound), so the "
+                                "test cannot discriminate; use inputs with larger outputs."))
+    elif s.n_compared == 0 and s.n_exact == 0 and not n_sp and s.nan_expected == 0 and s.inf_expected == 0:
+        gates.append(GateResult("G7", "inconclusive", None, None, "no element could be compared."))
+
+    fails = [g for g in gates if g.status == "fail"]
+    inconc = [g for g in gates if g.status == "inconclusive"]
+    if fails:
+        status = "fail"
+        deciding = fails[0]
+    elif inconc:
+        status = "inconclusive"
+        deciding = inconc[0]
+    else:
+        status = "pass"
+        cands = [g for g in gates if g.status == "pass" and g.value is not None and g.threshold]
+        if s.n_exact and s.n_exact == s.n_compared:
+            deciding = next(g for g in gates if g.id == "GE")
+        else:
+            deciding = max(cands, key=lambda g: g.value / g.threshold) if cands else gates[0]
+    margin = s.margin_prb if statistical else s.margin_det
+    if n_sp:
+        margin = math.inf
+    total = s.n
+    where = _where(s.mismatch_idx, s.mismatch_n, shape, total)
+    n_dims_ok = prep.k if spec.kind in ("contraction", "scan", "generic") else None
+    metrics = Metrics(
+        n_elements=total, n_compared=s.n_compared, n_exact_required=s.n_exact, n_out_of_contract=s.n_contract,
+        max_abs_err=s.max_abs, max_abs_err_index=flat_idx(s.max_abs_idx) if s.max_abs_idx >= 0 else None,
+        max_abs_err_allowed=s.max_abs_allowed,
+        max_rel_err=s.max_rel, max_rel_err_index=flat_idx(s.max_rel_idx) if s.max_rel_idx >= 0 else None,
+        max_ulp=s.max_ulp, ulp_histogram=_ulp_hist_dict(s.ulp_hist),
+        rel_l2=math.sqrt(s.sum_e2 / s.sum_y2) if s.sum_y2 > 0 else (0.0 if s.sum_e2 == 0 else math.inf),
+        mismatch_count=s.mismatch_n, mismatch_percent=100.0 * s.mismatch_n / max(total, 1), mismatch_where=where,
+        margin_det=s.margin_det, margin_prb=s.margin_prb, exceed_det=s.exceed_det, exceed_prb=s.exceed_prb,
+        exact_mismatches=s.exact_bad, nan_expected=s.nan_expected, nan_got=s.nan_got,
+        inf_expected=s.inf_expected, inf_got=s.inf_got, nan_produced=s.nan_produced,
+        nan_swallowed=s.nan_swallowed, inf_mismatch=s.inf_mismatch, special_explained=s.explained,
+        z_max=s.z_max if s.z_n else math.nan, z_p99=z99, z_rms=math.sqrt(s.z_sum2 / s.z_n) if s.z_n else math.nan,
+        bias_t=(s.s_sum / math.sqrt(s.s_sum2)) if s.s_sum2 > 0 else math.nan,
+        ratio_rms=ratio_rms, ratio_max=ratio_max, sigma_ratio=sig_ratio, bhattacharyya=bc,
+        cr_rate=s.cr / s.n_compared if s.n_compared else math.nan,
+        cr_rate_ref=s.cr_ref / s.ref_n if s.ref_n else math.nan,
+        zeros_would_pass=zeros_pass, output_grid=s.grid_fingerprint(), k=n_dims_ok,
+    )
+    if status != "fail" and s.n_compared >= 1000 and s.z_n and abs(metrics.bias_t) > 6 and statistical:
+        notes.append(f"errors are biased (t = {metrics.bias_t:.3g}): truncation or one-sided rounding is likely")
+    worst = s.worst()
+    text = explain(status=status, deciding=deciding, op=spec.name, recipe=recipe, shape=shape, input_family=family,
+                   metrics=metrics, worst=worst, findings=[], notes=notes, statistical=statistical)
+    return Verdict(status, margin, deciding.id, tuple(gates), tuple(worst), recipe, spec.name, shape, family,
+                   metrics, (), tuple(notes), text)
+
+
+# --------------------------------------------------------------------------- extra tests
+
+
+def check_stochastic_rounding(runs: np.ndarray, exact: np.ndarray, fmt: str | Format, *,
+                              z_limit: float = 6.0) -> GateResult:
+    """Stochastic-rounding conformance (research note §4.6).
+
+    ``runs`` has shape ``(R, ...)``: R outputs of the same SR rounding with different seeds;
+    ``exact`` the pre-rounding values. Checks (i) every output is one of the two neighbours
+    of the exact value and (ii) unbiasedness: the mean signed error, pooled over runs and
+    elements, has |z| ≤ ``z_limit``. SR cannot be matched bitwise without the hardware RNG.
+    """
+    f = get_format(fmt)
+    runs = np.asarray(runs, dtype=np.float64)
+    x = np.broadcast_to(np.asarray(exact, dtype=np.float64), runs.shape[1:])
+    r = round_to(x, f)
+    below = r <= x
+    lo = np.where(below, r, _next(r, f, -1))
+    hi = np.where(below, _next(r, f, +1), r)
+    ok = (runs == lo) | (runs == hi)
+    if not ok.all():
+        n = int((~ok).sum())
+        return GateResult("SR", "fail", float(n), 0.0, f"{n} outputs are not a neighbour of the exact value.")
+    gap = np.where(hi > lo, hi - lo, 1.0)
+    err = (runs - x) / gap  # in units of the local gap; mean 0 under SR
+    n = err.size
+    sd = float(err.std())
+    z = float(err.mean() / (sd / math.sqrt(n))) if sd > 0 else 0.0
+    status = "pass" if abs(z) <= z_limit else "fail"
+    return GateResult("SR", status, abs(z), z_limit,
+                      f"mean signed error {err.mean():.3g} gaps over {n} roundings (z = {z:.3g}).")
+
+
+def _next(r: np.ndarray, f: Format, d: int) -> np.ndarray:
+    from .formats import next_toward
+
+    return next_toward(r, f, float(d))
+
+
+def k_scaling_slope(ks: Sequence[int], rms_rel_errors: Sequence[float]) -> float:
+    """Slope of log(RMS((ŷ−y)/S)) against log K (research note §4.7): ≈0–0.1 for unbiased
+    round-to-nearest accumulation, ≈0.5 for a biased/truncating accumulator; ≥ 0.3 is a red
+    flag even when the bounds pass."""
+    lk = np.log(np.asarray(ks, dtype=np.float64))
+    le = np.log(np.maximum(np.asarray(rms_rel_errors, dtype=np.float64), 1e-300))
+    return float(np.polyfit(lk, le, 1)[0])
+
+
+_ = (representable, get_format)

@@ -1,0 +1,284 @@
+"""Our own NKI kernels (current ``nki`` API) for each published optimisation step and micro-result.
+
+Written from the published *descriptions* (research notes perf-model.md §3.1, §3.5 and
+corpus.md §4.1, §4.3), not from the published code. Importing this module needs the ``nki``
+shim (``nkieval.frontends.install()``). Shapes are parameters so that tests can run small
+versions; the validation script uses the published shapes.
+
+Matmul convention throughout: ``out[M, N] = lhsT[K, M].T @ rhs[K, N]`` in bf16 with fp32
+accumulation; tiles are 128 (K) × 128 (M) stationary and 128 × 512 (N) moving.
+"""
+
+from __future__ import annotations
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+TK, TM, TN = 128, 128, 512
+
+
+# -- matmul tutorial ladder (trn1, perf-model.md 3.1) ------------------------------------------------
+@nki.jit
+def mm_tiled(lhsT, rhs):
+    """Step 0: loops over (m, n, k) tiles, both operand tiles loaded inside the k loop."""
+    k_, m_ = lhsT.shape
+    _, n_ = rhs.shape
+    out = nl.ndarray((m_, n_), dtype=nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(m_ // TM):
+        for n in nl.affine_range(n_ // TN):
+            acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(k_ // TK):
+                a = nl.ndarray((TK, TM), dtype=lhsT.dtype, buffer=nl.sbuf)
+                b = nl.ndarray((TK, TN), dtype=rhs.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=a, src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+                nisa.dma_copy(dst=b, src=rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
+                nisa.nc_matmul(dst=acc, stationary=a, moving=b)
+            res = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
+    return out
+
+
+@nki.jit
+def mm_hoisted(lhsT, rhs):
+    """Step 1: the lhsT column strip is loaded once per m; rhs tiles once per (m, n), before the matmuls."""
+    k_, m_ = lhsT.shape
+    _, n_ = rhs.shape
+    kt = k_ // TK
+    out = nl.ndarray((m_, n_), dtype=nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(m_ // TM):
+        a = nl.ndarray((TK, kt, TM), dtype=lhsT.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(kt):
+            nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+        for n in nl.affine_range(n_ // TN):
+            b = nl.ndarray((TK, kt, TN), dtype=rhs.dtype, buffer=nl.sbuf)
+            for k in nl.affine_range(kt):
+                nisa.dma_copy(dst=b[:, k, :], src=rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
+            acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(kt):
+                nisa.nc_matmul(dst=acc, stationary=a[:, k, :], moving=b[:, k, :])
+            res = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
+            del b
+        del a
+    return out
+
+
+@nki.jit
+def mm_block_free(lhsT, rhs, bm_tiles=2, bn_tiles=2):
+    """Step 2: blocks of ``bm_tiles`` × ``bn_tiles`` output tiles reuse each loaded operand tile."""
+    k_, m_ = lhsT.shape
+    _, n_ = rhs.shape
+    kt = k_ // TK
+    out = nl.ndarray((m_, n_), dtype=nl.float32, buffer=nl.shared_hbm)
+    for mb in nl.affine_range(m_ // (TM * bm_tiles)):
+        a = nl.ndarray((TK, bm_tiles, kt, TM), dtype=lhsT.dtype, buffer=nl.sbuf)
+        for i in nl.affine_range(bm_tiles):
+            m0 = (mb * bm_tiles + i) * TM
+            for k in nl.affine_range(kt):
+                nisa.dma_copy(dst=a[:, i, k, :], src=lhsT[k * TK:(k + 1) * TK, m0:m0 + TM])
+        for nb in nl.affine_range(n_ // (TN * bn_tiles)):
+            b = nl.ndarray((TK, bn_tiles, kt, TN), dtype=rhs.dtype, buffer=nl.sbuf)
+            for j in nl.affine_range(bn_tiles):
+                n0 = (nb * bn_tiles + j) * TN
+                for k in nl.affine_range(kt):
+                    nisa.dma_copy(dst=b[:, j, k, :], src=rhs[k * TK:(k + 1) * TK, n0:n0 + TN])
+            for i in nl.affine_range(bm_tiles):
+                for j in nl.affine_range(bn_tiles):
+                    acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
+                    for k in nl.affine_range(kt):
+                        nisa.nc_matmul(dst=acc, stationary=a[:, i, k, :], moving=b[:, j, k, :])
+                    res = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.sbuf)
+                    nisa.tensor_copy(dst=res, src=acc)
+                    m0 = (mb * bm_tiles + i) * TM
+                    n0 = (nb * bn_tiles + j) * TN
+                    nisa.dma_copy(dst=out[m0:m0 + TM, n0:n0 + TN], src=res)
+            del b
+        del a
+    return out
+
+
+@nki.jit
+def mm_fully_blocked(lhsT, rhs, bm_tiles=16, bn_tiles=2, bk_tiles=8):
+    """Step 3: blocks in M, N and K; K blocks in a sequential loop accumulate into SBUF result tiles
+    (PSUM partial sums added by the Vector engine); operands loaded as wide rows (one DMA per K tile)."""
+    k_, m_ = lhsT.shape
+    _, n_ = rhs.shape
+    bm, bn, bk = TM * bm_tiles, TN * bn_tiles, TK * bk_tiles
+    nmb = m_ // bm
+    out = nl.ndarray((m_, n_), dtype=nl.float32, buffer=nl.shared_hbm)
+    for nb in nl.affine_range(n_ // bn):
+        result = nl.zeros((TM, nmb, bm_tiles, bn_tiles, TN), dtype=nl.float32, buffer=nl.sbuf)
+        for kb in nl.sequential_range(k_ // bk):
+            b = nl.ndarray((TK, bk_tiles, bn), dtype=rhs.dtype, buffer=nl.sbuf)
+            for t in nl.affine_range(bk_tiles):
+                k0 = (kb * bk_tiles + t) * TK
+                nisa.dma_copy(dst=b[:, t, :], src=rhs[k0:k0 + TK, nb * bn:(nb + 1) * bn])
+            for mb in nl.affine_range(nmb):
+                a = nl.ndarray((TK, bk_tiles, bm), dtype=lhsT.dtype, buffer=nl.sbuf)
+                for t in nl.affine_range(bk_tiles):
+                    k0 = (kb * bk_tiles + t) * TK
+                    nisa.dma_copy(dst=a[:, t, :], src=lhsT[k0:k0 + TK, mb * bm:(mb + 1) * bm])
+                for j in nl.affine_range(bn_tiles):
+                    for i in nl.affine_range(bm_tiles):
+                        acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
+                        for t in nl.affine_range(bk_tiles):
+                            nisa.nc_matmul(dst=acc, stationary=a[:, t, i * TM:(i + 1) * TM],
+                                           moving=b[:, t, j * TN:(j + 1) * TN])
+                        nisa.tensor_tensor(dst=result[:, mb, i, j, :], data1=result[:, mb, i, j, :], data2=acc,
+                                           op=nl.add)
+                del a
+            del b
+        for mb in nl.affine_range(nmb):
+            for i in nl.affine_range(bm_tiles):
+                m0 = mb * bm + i * TM
+                nisa.dma_copy(dst=out[m0:m0 + TM, nb * bn:(nb + 1) * bn], src=result[:, mb, i, :, :])
+        del result
+    return out
+
+
+# -- trn2 4096^3 bf16 worked example (corpus.md 4.3) --------------------------------------------------
+@nki.jit
+def mm_v1_block_m(lhsT, rhs, bm_tiles=8, bn_tiles=2, wide_rhs=False):
+    """V1: output blocks of ``bm_tiles`` × ``bn_tiles`` tiles; the lhsT strip for a block of M is loaded as
+    [128, bm] rows per K tile, rhs per K tile as ``bn_tiles`` [128, 512] DMAs (V2: one [128, bn] DMA)."""
+    k_, m_ = lhsT.shape
+    _, n_ = rhs.shape
+    kt = k_ // TK
+    bm, bn = TM * bm_tiles, TN * bn_tiles
+    out = nl.ndarray((m_, n_), dtype=nl.float32, buffer=nl.shared_hbm)
+    for mb in nl.affine_range(m_ // bm):
+        a = nl.ndarray((TK, kt, bm), dtype=lhsT.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(kt):
+            nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * TK:(k + 1) * TK, mb * bm:(mb + 1) * bm])
+        for nb in nl.affine_range(n_ // bn):
+            b = nl.ndarray((TK, kt, bn), dtype=rhs.dtype, buffer=nl.sbuf)
+            for k in nl.affine_range(kt):
+                if wide_rhs:
+                    nisa.dma_copy(dst=b[:, k, :], src=rhs[k * TK:(k + 1) * TK, nb * bn:(nb + 1) * bn])
+                else:
+                    for j in nl.affine_range(bn_tiles):
+                        n0 = nb * bn + j * TN
+                        nisa.dma_copy(dst=b[:, k, j * TN:(j + 1) * TN], src=rhs[k * TK:(k + 1) * TK, n0:n0 + TN])
+            for i in nl.affine_range(bm_tiles):
+                res = nl.ndarray((TM, bn), dtype=nl.float32, buffer=nl.sbuf)
+                for j in nl.affine_range(bn_tiles):
+                    acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
+                    for k in nl.affine_range(kt):
+                        nisa.nc_matmul(dst=acc, stationary=a[:, k, i * TM:(i + 1) * TM],
+                                       moving=b[:, k, j * TN:(j + 1) * TN])
+                    nisa.tensor_copy(dst=res[:, j * TN:(j + 1) * TN], src=acc)
+                m0 = mb * bm + i * TM
+                nisa.dma_copy(dst=out[m0:m0 + TM, nb * bn:(nb + 1) * bn], src=res)
+            del b
+        del a
+    return out
+
+
+@nki.jit
+def mm_v2_row_loads(lhsT, rhs, bm_tiles=8, bn_tiles=2):
+    """V2: as V1, with each rhs K tile loaded as one [128, bn] row DMA."""
+    return mm_v1_block_m.fn(lhsT, rhs, bm_tiles=bm_tiles, bn_tiles=bn_tiles, wide_rhs=True)
+
+
+# -- micro-results of the performance guide (perf-model.md 3.5) -------------------------------------
+@nki.jit
+def act_three_ops(x, reps=8):
+    """multiply, add and exp as three ScalarE instructions per tile (``reps`` independent tiles)."""
+    p, f = x.shape
+    out = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    bias = nl.full((p, 1), 0.5, dtype=nl.float32, buffer=nl.sbuf)
+    for _ in nl.affine_range(reps):
+        u = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=u, op=nl.copy, data=t, scale=2.0)
+        v = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=v, op=nl.copy, data=u, bias=bias)
+        y = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=y, op=nl.exp, data=v)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+@nki.jit
+def act_fused(x, reps=8):
+    """exp(2x + 0.5) as one ScalarE activation (scale and bias fused) per tile."""
+    p, f = x.shape
+    out = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    bias = nl.full((p, 1), 0.5, dtype=nl.float32, buffer=nl.sbuf)
+    for _ in nl.affine_range(reps):
+        y = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=y, op=nl.exp, data=t, bias=bias, scale=2.0)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+@nki.jit
+def reduce_two_halves(x, reps=8):
+    """Row sums of a [128, F] tile as two 64-partition tensor_reduce instructions."""
+    p, f = x.shape
+    out = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    for _ in nl.affine_range(reps):
+        s = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=s[0:p // 2], op=nl.add, data=t[0:p // 2], axis=1)
+        nisa.tensor_reduce(dst=s[p // 2:p], op=nl.add, data=t[p // 2:p], axis=1)
+    nisa.dma_copy(dst=out, src=s)
+    return out
+
+
+@nki.jit
+def reduce_full(x, reps=8):
+    """Row sums of a [128, F] tile as one 128-partition tensor_reduce."""
+    p, f = x.shape
+    out = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    for _ in nl.affine_range(reps):
+        s = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=s, op=nl.add, data=t, axis=1)
+    nisa.dma_copy(dst=out, src=s)
+    return out
+
+
+@nki.jit
+def scalar_chain(x, length=16):
+    """A chain of dependent one-element ScalarE activations."""
+    out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    for _ in range(length):
+        u = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=u, op=nl.copy, data=t, scale=1.0)
+        t = u
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@nki.jit
+def matvec(mat, vec, short_moving=True, reps=16):
+    """[1,128]×[128,128] matrix-vector products: the vector as the moving (short-moving) or the
+    stationary (short-stationary) operand, ``reps`` independent products."""
+    k_, n_ = mat.shape
+    shape = (n_, 1) if short_moving else (1, n_)
+    out = nl.ndarray(shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    a = nl.ndarray((k_, n_), dtype=mat.dtype, buffer=nl.sbuf)
+    v = nl.ndarray((k_, 1), dtype=vec.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=mat)
+    nisa.dma_copy(dst=v, src=vec)
+    for _ in nl.affine_range(reps):
+        acc = nl.ndarray(shape, dtype=nl.float32, buffer=nl.psum)
+        if short_moving:
+            nisa.nc_matmul(dst=acc, stationary=a, moving=v)
+        else:
+            nisa.nc_matmul(dst=acc, stationary=v, moving=a)
+    res = nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    nisa.dma_copy(dst=out, src=res)
+    return out

@@ -1,0 +1,126 @@
+"""``estimate(trace, target) -> PerfEstimate``: the performance model's one entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from nkieval.hardware import Target, get_target
+from nkieval.perf.metrics import Bottleneck, classify, compute_metrics, critical_path, stall_breakdown
+from nkieval.perf.params import PerfParams, load_params
+from nkieval.perf.schedule import Schedule, SchedulePolicy, schedule
+from nkieval.sim.trace import Trace
+
+MODEL_VERSION = "nkieval-perf 0.1"
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """What an estimate rests on: parameters by status, and the band on absolute times."""
+
+    model_version: str
+    target: str
+    relative_band: float  # absolute times are ± this fraction; ratios are the validated quantity
+    parameters: Mapping[str, Mapping[str, Any]]  # name -> value/status/source
+    by_status: Mapping[str, tuple[str, ...]]
+    unmodelled_instructions: Mapping[str, int]  # opcodes costed by the generic fallback rule
+    assumptions: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model_version": self.model_version, "target": self.target, "relative_band": self.relative_band,
+                "parameters": {k: dict(v) for k, v in self.parameters.items()},
+                "by_status": {k: list(v) for k, v in self.by_status.items()},
+                "unmodelled_instructions": dict(self.unmodelled_instructions),
+                "assumptions": list(self.assumptions)}
+
+
+@dataclass(frozen=True)
+class PerfEstimate:
+    """The estimated profile of one kernel run (a model estimate, not a measurement)."""
+
+    kernel: str | None
+    target: str
+    model_version: str
+    mode: str
+    total_time_ns: float
+    interval_ns: tuple[float, float]
+    instructions: int
+    summary: Mapping[str, Any]  # Explorer Summary names (total_time in s, *_percent, bytes, flops)
+    utilization: Mapping[str, float]  # resource -> active fraction
+    bottleneck: Bottleneck
+    stalls: Mapping[str, Mapping[str, float]]  # track -> reason -> ns
+    critical_path_share: Mapping[str, float]
+    opcode_summary: tuple[Mapping[str, Any], ...]
+    rotation: tuple[Mapping[str, Any], ...]
+    uncertainty: Uncertainty
+    schedule: Schedule = field(repr=False, compare=False)
+
+    @property
+    def total_time_us(self) -> float:
+        return self.total_time_ns / 1e3
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the per-instruction schedule is exported separately by ``timeline``)."""
+        b = self.bottleneck
+        return {
+            "estimate": True, "kernel": self.kernel, "target": self.target, "model_version": self.model_version,
+            "mode": self.mode, "total_time_ns": self.total_time_ns, "interval_ns": list(self.interval_ns),
+            "instructions": self.instructions, "summary": dict(self.summary), "utilization": dict(self.utilization),
+            "bottleneck": {"resource": b.resource, "bound": b.bound, "reason": b.reason},
+            "stalls": {k: dict(v) for k, v in self.stalls.items()},
+            "critical_path_share": dict(self.critical_path_share),
+            "opcode_summary": [dict(r) for r in self.opcode_summary],
+            "rotation": [dict(r) for r in self.rotation],
+            "uncertainty": self.uncertainty.to_dict(),
+        }
+
+
+ASSUMPTIONS = (
+    "engines run their instructions in program order; the compiler's reordering is modelled only by buffer "
+    "rotation per allocation site",
+    "each DMA source line is one DMA queue; queues are FIFO and run one DMA at a time",
+    "the HBM cap is a static per-engine share of the core's HBM bandwidth",
+    "cross-engine semaphore latency and PE pipeline latency are assumed values",
+    "Trn2 dI/dt throttling and instruction-fetch effects are not modelled",
+)
+
+
+def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: SchedulePolicy | None = None,
+             params: dict[str, Any] | PerfParams | None = None) -> PerfEstimate:
+    """Estimate how ``trace`` would run on ``target`` (default: the trace's own target).
+
+    ``policy`` sets the modelled compiler freedom (:class:`SchedulePolicy`); ``params``
+    overrides model parameters by name (the fitting script's hook), recorded as ``override``.
+    """
+    if not isinstance(trace, Trace):
+        raise TypeError(f"estimate() needs an nkieval.sim.trace.Trace, got {type(trace).__name__}")
+    tgt = target if isinstance(target, Target) else get_target(target if target is not None else trace.target)
+    p = params if isinstance(params, PerfParams) else load_params(tgt, params)
+    pol = policy or SchedulePolicy()
+    s = schedule(trace, p, pol)
+    m = compute_metrics(s)
+    util = m.pop("utilization")
+    opsum = tuple(MappingProxyType(r) for r in m.pop("opcode_summary"))
+    cp = critical_path(s)
+    band = float(p.time_uncertainty)
+    total = s.total_time
+    rot = tuple(MappingProxyType({"site": r.site, "buffer": r.buffer, "program": r.program,
+                                  "bytes_per_partition": r.bytes_per_partition, "instances": r.instances,
+                                  "live_needed": r.live_needed, "depth": r.depth})
+                for r in (s.rotation.sites if s.rotation else []))
+    unc = Uncertainty(
+        model_version=MODEL_VERSION, target=tgt.name, relative_band=band,
+        parameters=MappingProxyType({k: MappingProxyType(v) for k, v in p.to_dict().items()}),
+        by_status=MappingProxyType({k: tuple(v) for k, v in p.by_status().items()}),
+        unmodelled_instructions=MappingProxyType(dict(s.unmodelled)),
+        assumptions=ASSUMPTIONS + ((f"{sum(s.unmodelled.values())} instruction(s) without a cost rule "
+                                    f"({', '.join(sorted(s.unmodelled))}) were costed by the generic "
+                                    "max(MIN_II, N) rule",) if s.unmodelled else ()))
+    return PerfEstimate(
+        kernel=trace.kernel, target=tgt.name, model_version=MODEL_VERSION, mode=pol.mode, total_time_ns=total,
+        interval_ns=(total * (1 - band), total * (1 + band)), instructions=len(trace.records),
+        summary=MappingProxyType(m), utilization=MappingProxyType(util), bottleneck=classify(util),
+        stalls=MappingProxyType(stall_breakdown(s)), critical_path_share=MappingProxyType(cp["share"]),
+        opcode_summary=opsum, rotation=rot, uncertainty=unc, schedule=s)

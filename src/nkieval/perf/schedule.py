@@ -1,0 +1,367 @@
+"""Event-driven schedule of a trace: in-order engines, DMA queues and engines, byte-range dependencies.
+
+Each compute engine (tensor, vector, scalar, gpsimd, sync) runs its instructions in program
+order. Each DMA instruction goes to a queue (one per issuing source line, as the compiler
+assigns a queue per DMA instruction), queues are FIFO, and the transfer is spread over the
+core's 16 DMA engines, each serving one transfer at a time. An instruction starts when its
+engine (or queue) is free and every dependency is satisfied:
+
+* RAW: the producer's end plus its result latency (plus a semaphore hop across engines);
+* WAR: every earlier reader of the bytes has finished; WAW: the earlier write has finished;
+* rotation (``mode="compiler"``): a new tile of an allocation site waits until the tile whose
+  buffer it reuses (``depth`` instances back) is dead;
+* ports (Trn1): VectorE and GpSimdE share the SBUF port, VectorE and ScalarE the PSUM port.
+
+Dependencies are computed from the byte ranges each operand touches: on-chip as partitions ×
+bytes per partition, in HBM as rows × columns of the access pattern (falling back to the
+flat byte range), keyed by allocation (``compiler``: logical tiles, the compiler may
+rename) or by physical address (``physical``: exactly the simulator's buffer reuse).
+``serial`` additionally starts every instruction after the previous one ends: the strict
+program-order upper bound.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nkieval.perf.costs import cost_of, itemsize
+from nkieval.perf.dma import DmaPlan, plan_dma
+from nkieval.perf.params import PerfParams
+from nkieval.perf.rotation import RotationPlan, plan_rotation
+from nkieval.sim.trace import OperandAccess, Trace
+
+ScheduleMode = Literal["compiler", "physical", "serial"]
+COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+
+
+class ScheduleError(ValueError):
+    """A schedule request the model cannot honour (bad policy value)."""
+
+
+@dataclass(frozen=True)
+class SchedulePolicy:
+    """What freedom the modelled compiler has.
+
+    Attributes:
+        mode: ``compiler`` (default: logical tiles with per-site buffer rotation),
+            ``physical`` (the simulator's own addresses, no renaming), or ``serial`` (every
+            instruction after the previous one: the strict program-order bound).
+        rotation_depth: buffers per allocation site (default: the target's ``rotation_depth``).
+        cores: NeuronCores the programs run on (default: one per program for 1–2 programs
+            (LNC), else 1, running programs back to back).
+    """
+
+    mode: ScheduleMode = "compiler"
+    rotation_depth: int | None = None
+    cores: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("compiler", "physical", "serial"):
+            raise ScheduleError(f"SchedulePolicy.mode must be 'compiler', 'physical' or 'serial', got {self.mode!r}")
+        if self.rotation_depth is not None and self.rotation_depth < 1:
+            raise ScheduleError(f"SchedulePolicy.rotation_depth must be >= 1, got {self.rotation_depth}")
+        if self.cores is not None and self.cores < 1:
+            raise ScheduleError(f"SchedulePolicy.cores must be >= 1, got {self.cores}")
+
+
+@dataclass
+class Schedule:
+    """Start/end of every trace record and why it started when it did."""
+
+    trace: Trace
+    params: PerfParams
+    policy: SchedulePolicy
+    cores: int
+    track: list[str]  # per record: "tensor", "vector", ..., "dma:q3" (prefixed "nc1/" on core 1)
+    start: array  # ns
+    end: array  # ns
+    occ: array  # engine occupancy ns (DMA: queue time)
+    wait: array  # idle gap on the record's track before it, ns
+    reason: list[str | None]  # what ended the wait ("dep:tensor", "dep:dma", "capacity", "port", ...)
+    pred: array  # record whose constraint set the start (-1: none)
+    dma: dict[int, DmaPlan]
+    dma_engine_busy: list[list[tuple[float, float]]]  # per core*16 engines: busy intervals
+    issue_busy: dict[str, float]  # track -> ns of hwdge/swdge issue occupancy added to compute engines
+    perf_mode: dict[int, str] = field(default_factory=dict)
+    unmodelled: Counter = field(default_factory=Counter)
+    rotation: RotationPlan | None = None
+
+    @property
+    def total_time(self) -> float:
+        return max(self.end) if len(self.end) else 0.0
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+def _box(o: OperandAccess, isz: int) -> tuple[int, int, int, int, int]:
+    """(pitch, r0, r1, c0, c1): rows × byte columns an operand touches (pitch -1: partitions)."""
+    if o.buffer != "hbm":
+        return -1, o.partition_start, o.partition_start + max(1, o.partitions), o.addr_lo, o.addr_hi
+    pat = o.pattern
+    lo, hi = o.addr_lo, o.addr_hi
+    if len(pat) >= 2 and pat[0][1] > 1:
+        pitch = pat[0][0] * isz
+        rows = pat[0][1]
+        if pitch > 0:
+            width = hi - lo - (rows - 1) * pitch
+            r0, c0 = divmod(lo, pitch)
+            if 0 < width and c0 + width <= pitch:
+                return pitch, r0, r0 + rows, c0, c0 + width
+    return 0, 0, 1, lo, hi
+
+
+def _flat(e: list) -> tuple[int, int]:
+    p = e[0]
+    if p <= 0:
+        return e[3], e[4]
+    return e[1] * p + e[3], (e[2] - 1) * p + e[4]
+
+
+def _overlaps(e: list, pitch: int, r0: int, r1: int, c0: int, c1: int) -> bool:
+    if e[0] == pitch:
+        return e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]
+    # different row pitches in HBM: compare flat byte ranges
+    a0, a1 = _flat(e)
+    b0, b1 = (r0 * pitch + c0, (r1 - 1) * pitch + c1) if pitch > 0 else (c0, c1)
+    return a0 < b1 and b0 < a1
+
+
+# entry fields
+_P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX = range(11)
+
+
+def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = None) -> Schedule:
+    """Schedule every record of ``trace`` on ``params``' target (see module docstring)."""
+    pol = policy or SchedulePolicy()
+    p = params
+    mode = pol.mode
+    records = trace.records
+    n = len(records)
+    cores = pol.cores or (trace.num_programs if trace.num_programs <= 2 else 1)
+    depth = pol.rotation_depth or int(p.rotation_depth)
+    rot = None
+    reuse_of: dict[int, int] = {}
+    if mode != "physical":
+        rot = plan_rotation(trace, depth, {"sbuf": int(p.sbuf_usable_bytes_per_partition),
+                                           "psum": int(p.psum_bytes_per_partition)})
+        reuse_of = rot.reuse_of
+    written: set[int] = set()
+    for r in records:
+        for o in r.operands:
+            if "w" in o.mode:
+                written.add(o.alloc)
+    sem = float(p.cross_engine_sem_ns)
+    dma_fixed = float(p.dma_fixed_ns)
+    n_dma = int(p.dma_engines)
+    n_queues = int(p.dma_queues)
+    port_vg = bool(p.sbuf_port_shared_vector_gpsimd)
+    port_vs = bool(p.psum_port_shared_vector_scalar)
+
+    start = array("d", bytes(8 * n))
+    end = array("d", bytes(8 * n))
+    occ_a = array("d", bytes(8 * n))
+    wait = array("d", bytes(8 * n))
+    pred = array("q", [-1]) * n
+    reason: list[str | None] = [None] * n
+    track: list[str] = [""] * n
+    dma_plans: dict[int, DmaPlan] = {}
+    perf_mode: dict[int, str] = {}
+    unmodelled: Counter = Counter()
+    issue_busy: dict[str, float] = {}
+
+    eng_free: dict[str, float] = {}
+    eng_last: dict[str, int] = {}
+    queue_of: dict[tuple[int, str | None, int | None], str] = {}
+    queue_count = [0] * cores
+    queue_next_engine: dict[str, int] = {}
+    dma_free = [0.0] * (n_dma * cores)
+    dma_busy: list[list[tuple[float, float]]] = [[] for _ in range(n_dma * cores)]
+    port_free: dict[str, float] = {}
+    table: dict[tuple, list[list]] = {}
+    seen: set[int] = set()
+    last_end: dict[int, tuple[float, int]] = {}
+    global_end = 0.0
+    global_last = -1
+    prefixes = [("" if c == 0 else f"nc{c}/") for c in range(cores)]
+
+    for i in range(n):
+        rec = records[i]
+        core = rec.program % cores if cores > 1 else 0
+        pre = prefixes[core]
+        eng = rec.engine
+        is_dma = eng == "dma"
+        # ---- dependencies -------------------------------------------------------------
+        t_dep = 0.0
+        d_pred = -1
+        d_reason: str | None = None
+        acc = []
+        for o in rec.operands:
+            a = o.alloc
+            onchip = o.buffer != "hbm"
+            if mode != "physical" and onchip and a not in seen:
+                seen.add(a)
+                prev = reuse_of.get(a)
+                if prev is not None:
+                    t, ti = last_end.get(prev, (0.0, -1))
+                    if t > t_dep:
+                        t_dep, d_pred, d_reason = t, ti, "capacity"
+            if a not in written:
+                continue
+            if onchip:
+                key = (a,) if mode != "physical" else (core, o.buffer)
+            else:
+                key = ("h", a)
+            box = _box(o, itemsize(o))
+            ents = table.get(key)
+            if ents is None:
+                ents = table[key] = []
+            m = o.mode
+            isw = "w" in m
+            isr = "r" in m
+            hits = []
+            for e in ents:
+                if not _overlaps(e, *box):
+                    continue
+                hits.append(e)
+                if isr and e[_WIDX] >= 0:
+                    t = e[_WEND]
+                    weng = e[_WENG]
+                    if weng != eng or eng != "tensor":
+                        t += e[_WLAT]
+                    if weng != eng:
+                        t += sem
+                    if t > t_dep:
+                        t_dep, d_pred, d_reason = t, e[_WIDX], "dep:" + weng
+                if isw:
+                    if e[_WIDX] >= 0 and e[_WEND] > t_dep:
+                        t_dep, d_pred, d_reason = e[_WEND], e[_WIDX], "dep:" + e[_WENG]
+                    if e[_REND] > t_dep:
+                        t_dep, d_pred, d_reason = e[_REND], e[_RIDX], "war"
+            acc.append((ents, box, isr, isw, hits))
+        if mode == "serial" and global_end > t_dep:
+            t_dep, d_pred, d_reason = global_end, global_last, "program_order"
+        # ---- issue ----------------------------------------------------------------------
+        if is_dma:
+            plan = plan_dma(rec, p)
+            dma_plans[i] = plan
+            qk = (core, rec.file, rec.line)
+            q = queue_of.get(qk)
+            if q is None:
+                q = f"{pre}dma:q{queue_count[core] % n_queues}"
+                queue_count[core] += 1
+                queue_of[qk] = q
+            tr = q
+            t0 = eng_free.get(tr, 0.0)
+            prev_free = t0
+            why: str | None = None
+            pr = eng_last.get(tr, -1)
+            if t_dep > t0:
+                t0, why, pr = t_dep, d_reason, d_pred
+            if plan.issue_engine is not None:
+                itr = pre + plan.issue_engine
+                ti = eng_free.get(itr, 0.0)
+                if ti > t0:
+                    t0, why, pr = ti, "issue:" + plan.issue_engine, eng_last.get(itr, -1)
+                eng_free[itr] = t0 + plan.issue_ns
+                issue_busy[itr] = issue_busy.get(itr, 0.0) + plan.issue_ns
+                t0 += plan.issue_ns
+            xs = t0 + dma_fixed
+            base = queue_next_engine.get(tr, 0)
+            done = xs
+            svc = plan.service_ns
+            off = core * n_dma
+            for k in range(plan.engines):
+                ei = off + (base + k) % n_dma
+                s = dma_free[ei]
+                if s < xs:
+                    s = xs
+                f = s + svc
+                dma_free[ei] = f
+                if svc > 0:
+                    dma_busy[ei].append((s, f))
+                if f > done:
+                    done = f
+            queue_next_engine[tr] = (base + plan.engines) % n_dma
+            st, en = t0, done
+            if done > xs + svc + 1e-9 and why is None:
+                why = "dma_engines"
+            o_cost = en - st
+            lat = sem
+        else:
+            cost, ok = cost_of(rec, p)
+            if not ok:
+                unmodelled[rec.opcode] += 1
+            if cost.mode:
+                perf_mode[i] = cost.mode
+            tr = pre + eng
+            t0 = eng_free.get(tr, 0.0)
+            prev_free = t0
+            why = None
+            pr = eng_last.get(tr, -1)
+            if t_dep > t0:
+                t0, why, pr = t_dep, d_reason, d_pred
+            ports = None
+            if port_vg and eng in ("vector", "gpsimd"):
+                ports = [pre + "port:sbuf_vg"]
+            if port_vs and eng in ("vector", "scalar"):
+                for o in rec.operands:
+                    if o.buffer == "psum":
+                        ports = (ports or []) + [pre + "port:psum_vs"]
+                        break
+            if ports:
+                for pk in ports:
+                    pf = port_free.get(pk, 0.0)
+                    if pf > t0:
+                        t0, why, pr = pf, "port", eng_last.get(pk, -1)
+            st = t0
+            en = t0 + cost.occ
+            o_cost = cost.occ
+            lat = cost.lat
+            if ports:
+                for pk in ports:
+                    port_free[pk] = en
+                    eng_last[pk] = i
+        eng_free[tr] = en
+        eng_last[tr] = i
+        start[i] = st
+        end[i] = en
+        occ_a[i] = o_cost
+        w = st - prev_free
+        wait[i] = w if w > 0 else 0.0
+        reason[i] = why if w > 0 else None
+        pred[i] = pr
+        track[i] = tr
+        if en > global_end:
+            global_end, global_last = en, i
+        # ---- update byte-range tables ------------------------------------------------
+        weng = "dma" if is_dma else eng
+        for ents, box, isr, isw, hits in acc:
+            if isw:
+                pitch, r0, r1, c0, c1 = box
+                if hits:
+                    gone = {id(e) for e in hits if e[_P] == pitch and r0 <= e[_R0] and e[_R1] <= r1
+                            and c0 <= e[_C0] and e[_C1] <= c1}
+                    if gone:
+                        ents[:] = [e for e in ents if id(e) not in gone]
+                ents.append([pitch, r0, r1, c0, c1, en, lat, weng, i, (en if isr else 0.0), (i if isr else -1)])
+            elif isr:
+                if hits:
+                    for e in hits:
+                        if en > e[_REND]:
+                            e[_REND] = en
+                            e[_RIDX] = i
+                else:
+                    ents.append([box[0], box[1], box[2], box[3], box[4], 0.0, 0.0, "", -1, en, i])
+        for o in rec.operands:
+            if o.buffer != "hbm":
+                a = o.alloc
+                le = last_end.get(a)
+                if le is None or en > le[0]:
+                    last_end[a] = (en, i)
+    return Schedule(trace=trace, params=p, policy=pol, cores=cores, track=track, start=start, end=end, occ=occ_a,
+                    wait=wait, reason=reason, pred=pred, dma=dma_plans, dma_engine_busy=dma_busy,
+                    issue_busy=issue_busy, perf_mode=perf_mode, unmodelled=unmodelled, rotation=rot)

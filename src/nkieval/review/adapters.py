@@ -1,0 +1,116 @@
+"""The review's only contact with nkieval.numerics, nkieval.perf and nkieval.analysis.
+
+Each adapter returns ``(result, None)`` or ``(None, reason)``. A missing or failing dependency
+never becomes a fake score: the criterion it feeds is reported "not assessed" with the reason.
+Keeping every cross-package call in this one file is what lets those packages change their
+signatures without the pipeline noticing anywhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from nkieval.tasks.schema import Task
+
+
+def _import(*candidates: str) -> tuple[Any | None, str | None]:
+    """First importable ``module:attr`` of ``candidates``."""
+    errors = []
+    for spec in candidates:
+        mod, attr = spec.split(":")
+        try:
+            return getattr(importlib.import_module(mod), attr), None
+        except (ImportError, AttributeError) as e:
+            errors.append(f"{spec} ({type(e).__name__})")
+    return None, "not available in this build: " + ", ".join(errors)
+
+
+def numerics_available() -> tuple[bool, str | None]:
+    fn, why = _import("nkieval.numerics:check")
+    return fn is not None, why
+
+
+def numerics_operands(task: Task, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """The op's operands from the kernel inputs: ``numerics.op_params.operands`` may transpose (``"a_t.T"``)."""
+    names = task.numerics.op_params.get("operands")
+    if not names:
+        return [inputs[t.name] for t in task.inputs]
+    out = []
+    for n in names:
+        if n.endswith(".T"):
+            out.append(np.asarray(inputs[n[:-2]]).T)
+        else:
+            out.append(inputs[n])
+    return out
+
+
+def numerics_verdict(task: Task, actual: np.ndarray, inputs: Mapping[str, np.ndarray], family: str,
+                     random_family: bool, oracle: Callable[..., Any] | None,
+                     dims: Mapping[str, int]) -> tuple[dict[str, Any] | None, str | None]:
+    """Run ``nkieval.numerics.check`` on one output; the verdict as a dict, or why not."""
+    check, why = _import("nkieval.numerics:check")
+    if check is None:
+        return None, why
+    params = {k: v for k, v in task.numerics.op_params.items() if k != "operands"}
+    params.update({k: v for k, v in task.params.items() if k not in params})
+    fam = family if family == "integers" else ("random" if random_family else None)
+    try:
+        if task.numerics.op == "reference":
+            if oracle is None:
+                return None, "the task's numerics op is 'reference' but reference.py defines no oracle()"
+            k = task.numerics.k
+            kk = int(dims[k]) if isinstance(k, str) else k
+            args = [inputs[t.name] for t in task.inputs]
+            v = check(actual, args, lambda *a: oracle(*a, **task.params), task.numerics.recipe, input_family=fam,
+                      k=kk, multilinear=bool(task.numerics.op_params.get("multilinear", False)), worst_k=3)
+        else:
+            v = check(actual, numerics_operands(task, inputs), task.numerics.op, task.numerics.recipe,
+                      input_family=fam, worst_k=3, **params)
+    except Exception as e:  # a numerics bug must not crash the review; it is reported instead
+        return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
+    d = v.to_dict()
+    d["explanation"] = getattr(v, "explanation", "")
+    return d, None
+
+
+def perf_estimate(trace: Any, target: str) -> tuple[dict[str, Any] | None, str | None]:
+    """``nkieval.perf.estimate(trace, target).to_dict()``, or why not."""
+    est, why = _import("nkieval.perf:estimate")
+    if est is None:
+        return None, why
+    try:
+        from nkieval.hardware import get_target
+
+        res = est(trace, get_target(target))
+        d = res.to_dict() if hasattr(res, "to_dict") else dict(res)
+    except Exception as e:
+        return None, f"nkieval.perf.estimate raised {type(e).__name__}: {e}"
+    t = d.get("total_time_s", d.get("total_time"))
+    if not isinstance(t, int | float) or t <= 0:
+        return None, "nkieval.perf.estimate returned no positive total_time"
+    d["_total_time"] = float(t)
+    return d, None
+
+
+def nki_findings(source: str, target: str) -> tuple[list[dict[str, Any]] | None, str | None]:
+    fn, why = _import("nkieval.analysis:analyze_nki", "nkieval.analysis.nki.analyzer:analyze_nki")
+    if fn is None:
+        return None, why
+    try:
+        return [f.to_dict() for f in fn(source, "candidate.py", target=target)], None
+    except Exception as e:
+        return None, f"nkieval.analysis raised {type(e).__name__}: {e}"
+
+
+def migration_findings(cuda_source: str, nki_source: str) -> tuple[list[dict[str, Any]] | None, str | None]:
+    fn, why = _import("nkieval.analysis:analyze_migration", "nkieval.analysis.migration:analyze_migration")
+    if fn is None:
+        return None, why
+    try:
+        return [f.to_dict() for f in fn(cuda_source, nki_source)], None
+    except Exception as e:
+        return None, f"nkieval.analysis.analyze_migration raised {type(e).__name__}: {e}"

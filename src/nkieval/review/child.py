@@ -1,0 +1,202 @@
+"""The sandboxed side of a candidate run: import the candidate, run it on each case, write files.
+
+This module runs in a separate process (forked from a clean forkserver, or a fresh ``python
+-I -m nkieval.review.child JOB_DIR CASE...``). It never sees reference outputs: the job
+directory holds only the candidate's source and the inputs. Every result goes back through
+files written atomically (write to a temporary name, then rename), so garbage on stdout, a
+crash, ``os._exit`` or a kill leaves either a complete result file or none.
+
+Files in JOB_DIR: ``job.json`` (what to run), ``in_<k>.npz`` (inputs of case k). Written here:
+``started_<k>`` (the parent times case k from this marker), ``res_<k>.json``, ``out_<k>.npz``,
+``trace_<k>.json``, and ``stdout.txt``/``stderr.txt`` (the candidate's prints).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def _limit_resources(memory_mb: int, cpu_s: float) -> None:
+    import resource
+
+    mem = int(memory_mb) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    cpu = int(cpu_s) + 1
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard == resource.RLIM_INFINITY or hard > cpu:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+
+
+def _redirect_output(job: Path) -> None:
+    """Send fd 1 and 2 to files: the candidate may print anything; the harness never parses it."""
+    for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
+        f = os.open(job / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(f, fd)
+        os.close(f)
+
+
+def _candidate_frames(tb: Any, candidate: str) -> list[str]:
+    """Traceback lines inside the candidate file only (the simulator's frames are noise to an author)."""
+    lines = []
+    for fs in traceback.extract_tb(tb):
+        if os.path.abspath(fs.filename) == candidate:
+            lines.append(f"candidate.py:{fs.lineno} in {fs.name}: {fs.line}")
+    return lines[-5:]
+
+
+def _error(kind: str, exc: BaseException, candidate: str) -> dict[str, Any]:
+    d: dict[str, Any] = {"status": kind, "error_type": type(exc).__name__, "message": str(exc)[:2000],
+                         "frames": _candidate_frames(exc.__traceback__, candidate)}
+    for key in ("rule", "instruction", "operand", "location"):
+        v = getattr(exc, key, None)
+        if v is not None:
+            d[key] = str(v)
+    return d
+
+
+def _load_candidate(path: str, kernel: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["candidate"] = mod
+    spec.loader.exec_module(mod)
+    fn = getattr(mod, kernel, None)
+    if fn is None:
+        raise AttributeError(f"the candidate defines no `{kernel}` (the task's kernel entry point)")
+    return fn
+
+
+class _Capture:
+    """Calls the kernel and keeps its raw return value, so the child can check where outputs live."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.__code__ = fn.__code__  # run_kernel names arguments from the kernel's own parameters
+        self.__qualname__ = getattr(fn, "__qualname__", "kernel")
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        self.raw: Any = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.raw = self.fn(*args, **kwargs)
+        return self.raw
+
+
+def _check_outputs(raw: Any, n_outputs: int, args: list[Any]) -> str | None:
+    """Outputs must be HBM tensors the kernel allocated and wrote (not host arrays, not an input)."""
+    from nkieval.sim.tensor import NkiTensor
+
+    vals = list(raw) if isinstance(raw, tuple | list) else [raw]
+    if raw is None:
+        return "the kernel returned None: outputs must be returned as shared-HBM tensors"
+    if len(vals) != n_outputs:
+        return f"the kernel returned {len(vals)} value(s); the task expects {n_outputs} output(s)"
+    for i, v in enumerate(vals):
+        if not isinstance(v, NkiTensor):
+            return (f"output {i} is a {type(v).__module__}.{type(v).__name__}, not an HBM tensor written by the "
+                    "kernel: outputs computed outside NKI instructions are not accepted")
+        if v.alloc.buffer.kind != "hbm":
+            return f"output {i} lives in {v.alloc.buffer.kind}, not HBM"
+        if v.alloc.is_kernel_arg:
+            return f"output {i} is one of the kernel's inputs (in-place aliasing is not what the task asks)"
+        if not v.alloc.written:
+            return f"output {i} was allocated but no instruction ever wrote it"
+    return None
+
+
+def run_cases(job_dir: str, case_ids: list[int]) -> None:
+    """Entry point in the sandboxed process."""
+    job = Path(job_dir)
+    spec = json.loads((job / "job.json").read_text())
+    os.chdir(job)
+    _redirect_output(job)
+    _limit_resources(spec["memory_mb"], spec["cpu_s"])
+    candidate = str((job / spec["candidate"]).resolve())
+    try:
+        from nkieval import frontends
+        from nkieval.review import npzio
+        from nkieval.sim.errors import NkiValidationError
+        from nkieval.sim.runner import run_kernel
+
+        frontends.install(force=True)
+        import numpy as np
+    except BaseException as e:  # infrastructure: the harness's own imports failed
+        for k in case_ids:
+            _atomic_write(job / f"res_{k}.json", json.dumps(_error("infra-error", e, candidate)).encode())
+        return
+    try:
+        fn = _load_candidate(candidate, spec["kernel"])
+        lnc = int(getattr(fn, "lnc", 1) or 1)
+        fn = getattr(fn, "fn", fn)  # an @nki.jit Kernel wraps the function
+        if not callable(fn) or not hasattr(fn, "__code__"):
+            raise TypeError(f"`{spec['kernel']}` is not a function")
+    except MemoryError as e:
+        for k in case_ids:
+            _atomic_write(job / f"res_{k}.json", json.dumps(_error("memory-limit", e, candidate)).encode())
+        return
+    except BaseException as e:
+        for k in case_ids:
+            _atomic_write(job / f"res_{k}.json", json.dumps(_error("import-error", e, candidate)).encode())
+        return
+
+    for k in case_ids:
+        case = spec["cases"][k]
+        _atomic_write(job / f"started_{k}", b"")
+        t0 = time.perf_counter()
+        try:
+            arrays = npzio.load(job / case["inputs"])
+            args = [arrays[name] for name in case["input_names"]]
+            cap = _Capture(fn)
+            result = run_kernel(cap, args, dict(case["params"]), target=spec["target"], lnc=lnc)
+            sim_s = time.perf_counter() - t0
+            problem = _check_outputs(cap.raw, case["n_outputs"], args)
+            if problem is not None:
+                res: dict[str, Any] = {"status": "bad-output", "message": problem, "sim_s": sim_s}
+            elif len(result.trace) > spec["max_instructions"]:
+                res = {"status": "instruction-limit", "sim_s": sim_s,
+                       "message": f"{len(result.trace)} instructions exceed the task's limit of "
+                                  f"{spec['max_instructions']}"}
+            else:
+                outs = result.outputs if isinstance(result.outputs, tuple | list) else [result.outputs]
+                buf = npzio.dumps({f"out{i}": np.asarray(o) for i, o in enumerate(outs)})
+                _atomic_write(job / f"out_{k}.npz", buf)
+                if case["want_trace"]:
+                    _atomic_write(job / f"trace_{k}.json", result.trace.to_json().encode())
+                res = {"status": "ok", "sim_s": sim_s, "n_instructions": len(result.trace),
+                       "warnings": result.trace.warnings[:50]}
+        except NkiValidationError as e:
+            res = _error("rule-violation", e, candidate)
+        except MemoryError as e:
+            res = _error("memory-limit", e, candidate)
+        except RecursionError as e:
+            res = _error("exception", e, candidate)
+        except BaseException as e:  # SystemExit, KeyboardInterrupt and anything else the candidate raises
+            res = _error("exception", e, candidate)
+        res.setdefault("sim_s", time.perf_counter() - t0)
+        res["wall_s"] = time.perf_counter() - t0
+        _atomic_write(job / f"res_{k}.json", json.dumps(res, default=str).encode())
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    run_cases(args[0], [int(a) for a in args[1:]])
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the subprocess isolation mode
+    main()

@@ -1,0 +1,59 @@
+"""Correctness of one case: shapes, dtypes, unwritten elements, and gross mismatches.
+
+This is the coarse, task-tolerance check that decides whether the kernel computes the right
+function at all; the principled error budget is the numerics standard's job. Unwritten
+output shows up as NaN (the simulator fills fresh memory with NaN), so NaN where the
+reference is finite is reported as "unwritten or NaN" with the first and last such index.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nkieval.tasks.schema import TensorSpec
+
+
+def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[TensorSpec, ...], rtol: float,
+                    atol: float) -> dict[str, Any] | None:
+    """None when every output matches; otherwise the first problem as facts (kind, counts, worst element)."""
+    from nkieval.sim.dtypes import to_dtype
+
+    for spec, g, r in zip(specs, got, ref):
+        if tuple(g.shape) != tuple(r.shape):
+            return {"kind": "shape", "output": spec.name, "got": list(g.shape), "expected": list(r.shape)}
+        want_dt = to_dtype(spec.dtype).storage
+        if g.dtype != want_dt:
+            return {"kind": "dtype", "output": spec.name, "got": str(g.dtype), "expected": spec.dtype}
+        g64 = np.asarray(g, dtype=np.float64)
+        r64 = np.asarray(r, dtype=np.float64)
+        unwritten = np.isnan(g64) & ~np.isnan(r64)
+        if unwritten.any():
+            idx = np.argwhere(unwritten)
+            return {"kind": "unwritten", "output": spec.name, "count": int(unwritten.sum()), "total": int(g.size),
+                    "first_index": idx[0].tolist(), "last_index": idx[-1].tolist()}
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs(g64 - r64)
+            allowed = atol + rtol * np.abs(r64)
+            bad = (err > allowed) | (np.isinf(g64) != np.isinf(r64)) | (np.isnan(r64) != np.isnan(g64))
+        bad &= ~(np.isnan(g64) & np.isnan(r64))
+        if bad.any():
+            ratio = np.where(bad, err / np.maximum(allowed, np.finfo(np.float64).tiny), 0.0)
+            ratio = np.nan_to_num(ratio, nan=np.inf)
+            w = np.unravel_index(int(np.argmax(ratio)), g.shape)
+            return {"kind": "mismatch", "output": spec.name, "count": int(bad.sum()), "total": int(g.size),
+                    "worst_index": [int(i) for i in w], "got": float(g64[w]), "expected": float(r64[w]),
+                    "abs_error": float(err[w]), "allowed": float(allowed[w]), "rtol": rtol, "atol": atol,
+                    "rows_affected": _rows(bad)}
+    return None
+
+
+def _rows(bad: np.ndarray) -> str:
+    """Compact description of which leading-axis indices hold mismatches (e.g. '256..299')."""
+    rows = np.nonzero(bad.reshape(bad.shape[0], -1).any(axis=1))[0] if bad.ndim > 1 else np.nonzero(bad)[0]
+    if rows.size == 0:
+        return ""
+    if rows.size == rows[-1] - rows[0] + 1:
+        return f"{rows[0]}..{rows[-1]}"
+    return f"{rows.size} indices between {rows[0]} and {rows[-1]}"

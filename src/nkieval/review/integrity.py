@@ -1,0 +1,61 @@
+"""Pre-run integrity scan of a candidate's source: the harness's own anti-reward-hacking floor.
+
+Why here and not only in nkieval.analysis: whatever the analysis rules become, the review must
+refuse candidates that reach outside the kernel, because the sandboxed child runs the
+candidate in the same interpreter as the simulator that judges it (anchors-eval.md §5.9/§5.10).
+The scan is deliberately small and AST-based: modules that give access to the process, the
+file system or nkieval itself, and the builtins that execute or open arbitrary things.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+#: Import roots a kernel has no business with.
+FORBIDDEN_MODULES = frozenset({
+    "os", "sys", "subprocess", "socket", "ctypes", "importlib", "builtins", "gc", "inspect", "pickle", "marshal",
+    "shutil", "pathlib", "multiprocessing", "threading", "signal", "resource", "nkieval", "reference", "runpy",
+    "tempfile", "io", "urllib", "http", "requests",
+})
+FORBIDDEN_CALLS = frozenset({"open", "exec", "eval", "compile", "__import__", "globals", "breakpoint", "setattr",
+                             "delattr", "vars"})
+
+
+@dataclass(frozen=True)
+class IntegrityIssue:
+    line: int
+    what: str
+    why: str
+
+
+def scan(source: str) -> list[IntegrityIssue]:
+    """Integrity issues in ``source`` (an unparsable file is one issue, not an exception)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        return [IntegrityIssue(e.lineno or 0, f"the file does not parse: {e.msg}", "nothing can be checked")]
+    issues: list[IntegrityIssue] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                root = a.name.split(".")[0]
+                if root in FORBIDDEN_MODULES:
+                    issues.append(IntegrityIssue(node.lineno, f"imports {a.name}",
+                                                 "process, file-system and harness access is not allowed in a kernel"))
+        elif isinstance(node, ast.ImportFrom):
+            root = (node.module or "").split(".")[0]
+            if node.level == 0 and root in FORBIDDEN_MODULES:
+                issues.append(IntegrityIssue(node.lineno, f"imports from {node.module}",
+                                             "process, file-system and harness access is not allowed in a kernel"))
+            elif node.level > 0:
+                issues.append(IntegrityIssue(node.lineno, "uses a relative import",
+                                             "a candidate is one self-contained file"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+            issues.append(IntegrityIssue(node.lineno, f"calls {node.func.id}()",
+                                         "dynamic code, file access and attribute patching are not allowed"))
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__") and \
+                node.attr not in ("__name__", "__doc__", "__init__"):
+            issues.append(IntegrityIssue(node.lineno, f"touches the dunder attribute {node.attr}",
+                                         "introspection can reach the harness's objects"))
+    return sorted(issues, key=lambda i: i.line)

@@ -1,0 +1,474 @@
+"""One scoring function per rubric criterion: evidence in, level and feedback lines out.
+
+Every function reads the thresholds of the rubric (versioned data) and returns a
+:class:`CriterionResult` whose feedback lines cite the evidence they rest on (case, shape and
+seed; metric and value; source line). A criterion whose evidence source is missing returns
+``verdict="not-assessed"`` with the reason, never a guessed level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nkieval.review.evidence import HardwareEvidence
+from nkieval.review.integrity import IntegrityIssue
+from nkieval.review.model import CaseResult, CriterionResult, Feedback
+from nkieval.review.rubric import Criterion, Rubric
+from nkieval.tasks.schema import Task
+
+
+@dataclass
+class Evidence:
+    """Everything the scorers may look at, gathered by the pipeline."""
+
+    task: Task
+    rubric: Rubric
+    target: str
+    cases: list[CaseResult]
+    integrity: list[IntegrityIssue] = field(default_factory=list)
+    hw: HardwareEvidence | None = None
+    hw_case: CaseResult | None = None
+    hw_solution: HardwareEvidence | None = None
+    hw_baseline: HardwareEvidence | None = None
+    perf: dict[str, Any] | None = None  # {"candidate": d, "baseline": d|None, "solution": d|None}
+    perf_reason: str | None = None
+    numerics_reason: str | None = None
+    analysis: list[dict[str, Any]] | None = None
+    analysis_reason: str | None = None
+    migration: list[dict[str, Any]] | None = None
+    migration_reason: str | None = None
+
+
+def _verdict(level: int) -> str:
+    return "pass" if level >= 4 else "partial" if level >= 2 else "fail"
+
+
+def _case_ev(c: CaseResult) -> dict[str, Any]:
+    return {"case": c.case, "shape": c.shape, "family": c.family, "seed": c.seed, "hidden": c.hidden}
+
+
+def _shape(c: CaseResult) -> str:
+    return f"{c.case} ({', '.join(f'{k}={v}' for k, v in c.shape.items())}; {c.family}, seed {c.seed})"
+
+
+# ------------------------------------------------------------------------------ correctness
+_SUGGEST = {
+    "unwritten": "cover the whole index space: loop over ceil(n / tile) tiles and clamp the last one with min() "
+                 "(or process the remainder as its own tile), as the CUDA bounds guard does",
+    "mismatch": "the listed rows/columns localise the bug; compare tile origins and strides there with the reference",
+    "shape": "return outputs with exactly the declared shapes",
+    "dtype": "allocate each output with the declared dtype (nl.ndarray(..., dtype=..., buffer=nl.shared_hbm))",
+    "exception": "fix the exception at the candidate line shown",
+    "import-error": "make the file importable on its own and define the kernel entry point at top level",
+    "timeout": "the kernel did not finish; look for an unbounded loop or a Python loop over every element",
+    "memory-limit": "allocate only tile-sized buffers; no host arrays or HBM tensors beyond the outputs",
+    "crash": "do not exit the process or raise signals from a kernel",
+    "bad-output": "allocate outputs with nl.ndarray(shape, dtype, buffer=nl.shared_hbm), write them with "
+                  "nisa.dma_copy/nl.store, and return them",
+    "instruction-limit": "issue one instruction per tile, not per element or row",
+    "not-run": "fix the earlier failure first",
+    "infra-error": "retry: this is a harness failure, not the candidate's",
+}
+_EXPECT = {
+    "unwritten": "every output element written, for any size including n % 128 != 0",
+    "mismatch": "values within the task tolerance of the reference",
+    "shape": "the declared output shape",
+    "dtype": "the declared output dtype",
+    "timeout": "the kernel finishes within the task's time limit",
+    "memory-limit": "memory use within the task's limit",
+    "crash": "the kernel returns normally",
+    "bad-output": "outputs that are HBM tensors allocated and written by the kernel's own instructions",
+    "instruction-limit": "an instruction count within the task's limit",
+}
+
+
+def _case_feedback(c: CaseResult, task: Task) -> Feedback:
+    ev = _case_ev(c)
+    if c.status == "ok" and c.mismatch:
+        m = c.mismatch
+        kind = m["kind"]
+        ev.update({k: v for k, v in m.items() if k != "kind"})
+        if kind == "unwritten":
+            obs = (f"{_shape(c)}: {m['count']} of {m['total']} elements of {m['output']} were never written (NaN), "
+                   f"indices {m['first_index']}..{m['last_index']}")
+        elif kind == "mismatch":
+            obs = (f"{_shape(c)}: {m['count']} of {m['total']} elements of {m['output']} differ from the reference; "
+                   f"worst at {m['worst_index']}: got {m['got']:.6g}, expected {m['expected']:.6g} "
+                   f"(|err| {m['abs_error']:.3g} > allowed {m['allowed']:.3g}); rows {m.get('rows_affected', '')}")
+        else:
+            obs = f"{_shape(c)}: output {m['output']} has {kind} {m['got']}, expected {m['expected']}"
+        return Feedback("correctness", "error", obs, _EXPECT[kind], _SUGGEST[kind], ev)
+    e = c.error
+    ev.update({k: v for k, v in e.items() if k in ("rule", "instruction", "location", "error_type")})
+    if c.status == "rule-violation":
+        from nkieval.sim.errors import RULES
+
+        rule = RULES.get(e.get("rule", ""))
+        obs = f"{_shape(c)}: hardware rule violated: {e.get('message', '')}"
+        exp = f"every instruction respects rule {e.get('rule')}: {rule.title if rule else 'see nkieval rules'}"
+        sug = rule.why if rule else "see `nkieval rules`"
+        return Feedback("correctness", "error", obs, exp, sug, ev)
+    where = f" at {e['frames'][-1]}" if e.get("frames") else ""
+    obs = f"{_shape(c)}: {c.status}: {e.get('error_type', '')} {e.get('message', '')}".rstrip() + where
+    for k in ("stdout_tail", "stderr_tail"):
+        if k in e:
+            ev[k] = e[k][-200:]
+    return Feedback("correctness", "error", obs, _EXPECT.get(c.status, "the kernel runs and returns its outputs"),
+                    _SUGGEST.get(c.status, "fix the failure shown"), ev)
+
+
+def score_correctness(ev: Evidence, crit: Criterion) -> CriterionResult:
+    cases = ev.cases
+    fb: list[Feedback] = []
+    if ev.integrity:
+        for i in ev.integrity:
+            fb.append(Feedback("correctness", "error", f"candidate.py:{i.line} {i.what}",
+                               "a self-contained kernel that only uses nki, numpy and math",
+                               f"remove it: {i.why}", {"location": f"candidate.py:{i.line}", "rule": "integrity"}))
+        return CriterionResult(crit.id, crit.title, crit.weight, "fail", 0,
+                               f"integrity: {len(ev.integrity)} forbidden construct(s); the candidate was not run",
+                               fb)
+    public = [c for c in cases if not c.hidden]
+    hidden = [c for c in cases if c.hidden]
+    ok = [c for c in cases if c.correct]
+    failed = [c for c in cases if not c.correct]
+    seen: set[tuple[str, str]] = set()
+    for c in failed:  # one line per distinct failure kind, hidden and public shapes both shown
+        key = (c.status, (c.mismatch or {}).get("kind", ""))
+        if key in seen and len(fb) >= 2:
+            continue
+        seen.add(key)
+        fb.append(_case_feedback(c, ev.task))
+        if len(fb) >= int(ev.rubric.t("correctness", "max_listed_cases")):
+            break
+    warns = [w for c in ok for w in c.error.get("warnings", [])]
+    if not failed:
+        level = 3 if warns else 4
+        if warns:
+            w = warns[0]
+            fb.append(Feedback("correctness", "warning", f"simulator warning: {w.get('message')}",
+                               "no behaviour that is undefined on hardware",
+                               "fix the construct at the location shown", {"location": w.get("location"),
+                                                                           "rule": w.get("rule")}))
+        summary = f"correct on all {len(cases)} cases ({len(public)} public, {len(hidden)} hidden shape/family runs)"
+    elif all(c.correct for c in public):
+        level = 2
+        summary = f"correct on the public shapes; fails {len(failed)} of {len(hidden)} hidden cases"
+    elif any(c.status == "ok" for c in public):
+        level = 1
+        summary = f"wrong on public shapes: {len(failed)} of {len(cases)} cases fail"
+    else:
+        level = 0
+        statuses = sorted({c.status for c in public})
+        summary = f"does not run on the public shapes ({', '.join(statuses)})"
+    if any(c.status == "bad-output" for c in cases):
+        level = 0
+        summary = "outputs do not come from the kernel's own HBM writes (integrity)"
+    return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, summary, fb)
+
+
+# ------------------------------------------------------------------------------ numerics
+def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
+    if ev.numerics_reason and not any(c.numerics for c in ev.cases):
+        return CriterionResult(crit.id, crit.title, crit.weight, "not-assessed", None,
+                               f"not assessed: nkieval.numerics {ev.numerics_reason}")
+    judged = [c for c in ev.cases if c.numerics]
+    if not judged:
+        return CriterionResult(crit.id, crit.title, crit.weight, "fail", 0,
+                               "no output to judge: the kernel produced no outputs")
+    fails = [c for c in judged if c.numerics.get("status") == "fail"]
+    inconclusive = [c for c in judged if c.numerics.get("status") == "inconclusive"]
+    margins = [float(c.numerics["margin"]) for c in judged if isinstance(c.numerics.get("margin"), int | float)]
+    worst_margin = max(margins) if margins else float("nan")
+    if not fails:
+        level = 3 if inconclusive else 4
+    elif len(fails) == len(judged):
+        level = 0
+    elif len(fails) * 2 <= len(judged):
+        level = 2
+    else:
+        level = 1
+    fb: list[Feedback] = []
+    recipe = ev.task.numerics.recipe
+    recipe_txt = ", ".join(f"{k}={v}" for k, v in recipe.items())
+    for c in fails[:3]:
+        n = c.numerics
+        w = (n.get("worst") or [{}])[0]
+        finding = (n.get("findings") or [{}])[0]
+        obs = (f"{_shape(c)}: margin {n.get('margin')} (error/bound; must be <= 1), deciding gate "
+               f"{n.get('deciding_gate')}")
+        if w:
+            obs += f"; worst element {w.get('index')}: got {w.get('got')}, oracle {w.get('expected')}, bound {w.get('bound')}"
+        if finding.get("cause"):
+            obs += f"; likely cause: {finding['cause']}"
+        sug = finding.get("action") or "keep accumulations in fp32 (PSUM) and follow the task's precision recipe"
+        evd = _case_ev(c)
+        evd.update({"margin": n.get("margin"), "gate": n.get("deciding_gate"), "worst": w,
+                    "finding": finding.get("id")})
+        fb.append(Feedback("numerics", "error", obs, f"every element within the error budget of the recipe ({recipe_txt})",
+                           sug, evd))
+    if not fails and inconclusive:
+        c = inconclusive[0]
+        fb.append(Feedback("numerics", "info", f"{_shape(c)}: numerics inconclusive ({c.numerics.get('deciding_gate')})",
+                           "a decisive pass", "none needed if other cases pass", _case_ev(c)))
+    summary = (f"{len(judged) - len(fails)} of {len(judged)} cases inside the error budget; worst margin "
+               f"{worst_margin:.3g}")
+    return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, summary, fb,
+                           evidence={"worst_margin": worst_margin, "failed_cases": [c.case for c in fails]})
+
+
+# ------------------------------------------------------------------------------ hardware
+def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
+    R = ev.rubric
+    hw, sol = ev.hw, ev.hw_solution
+    if hw is None:
+        return CriterionResult(crit.id, crit.title, crit.weight, "fail", 0,
+                               "no successful run whose trace could be inspected")
+    minor, major = int(R.t("hardware", "penalty_minor")), int(R.t("hardware", "penalty_major"))
+    case = ev.hw_case
+    base_ev = _case_ev(case) if case else {}
+    fb: list[Feedback] = []
+    penalty = 0
+
+    def flag(p: int, obs: str, exp: str, sug: str, **metric: Any) -> None:
+        nonlocal penalty
+        penalty += p
+        fb.append(Feedback("hardware", "error" if p >= major else "warning", obs, exp, sug, {**base_ev, **metric}))
+
+    sol_txt = lambda v, fmt: f" (expert solution: {fmt.format(v)})" if v is not None else ""  # noqa: E731
+    u = hw.partition_utilisation
+    su = sol.partition_utilisation if sol else None
+    if su is None or su >= 0.5:
+        if u < float(R.t("hardware", "partition_utilisation_severe")):
+            flag(major + 1, f"compute instructions drive {u * 128:.1f} of 128 partitions on average{sol_txt(su and su * 128, '{:.0f}')}",
+                 "all 128 partitions busy: the parallel axis on partitions, [128, F] tiles",
+                 "lay the data out as [128, n/128] (or tile rows 128 at a time) so each instruction uses every lane; "
+                 "a 1-partition instruction costs as much as a 128-partition one",
+                 metric="partition_utilisation", value=u, reference=su)
+        elif u < float(R.t("hardware", "partition_utilisation_min")):
+            flag(major, f"compute instructions drive {u * 128:.1f} of 128 partitions on average{sol_txt(su and su * 128, '{:.0f}')}",
+                 "at least 64, ideally 128 partitions per instruction",
+                 "put the parallel axis on partitions and tile 128 rows at a time", metric="partition_utilisation",
+                 value=u, reference=su)
+    fmin = float(R.t("hardware", "median_free_elements_min"))
+    sf = sol.median_free_elements if sol else None
+    if hw.compute_instructions and hw.median_free_elements < fmin and (sf is None or sf >= fmin):
+        flag(minor, f"median compute instruction touches {hw.median_free_elements:.0f} elements per partition"
+                    f"{sol_txt(sf, '{:.0f}')}",
+             f">= {fmin:.0f} elements per partition to amortise the ~60-100 cycle fixed cost of an instruction",
+             "widen the free dimension of each tile (hundreds to thousands of elements)",
+             metric="median_free_elements", value=hw.median_free_elements, reference=sf)
+    dmin = float(R.t("hardware", "dma_bytes_per_partition_min"))
+    dsev = float(R.t("hardware", "dma_bytes_per_partition_severe"))
+    sd = sol.dma_median_bytes_per_partition if sol else None
+    d = hw.dma_median_bytes_per_partition
+    if hw.dma_count and (sd is None or sd >= dmin):
+        if d < dsev:
+            flag(major, f"median DMA moves {d:.0f} bytes per partition{sol_txt(sd, '{:.0f}')}",
+                 ">= 2 KiB per partition per DMA (below 512 B a DMA is dominated by its ~1.3 us fixed cost)",
+                 "load and store whole tiles: one DMA for [128, F] with F*itemsize >= 2 KiB",
+                 metric="dma_median_bytes_per_partition", value=d, reference=sd)
+        elif d < dmin:
+            flag(minor, f"median DMA moves {d:.0f} bytes per partition{sol_txt(sd, '{:.0f}')}",
+                 ">= 2 KiB per partition per DMA", "make tiles wider along the free dimension",
+                 metric="dma_median_bytes_per_partition", value=d, reference=sd)
+    rf = hw.reload_factor
+    srf = sol.reload_factor if sol else None
+    rmax = float(R.t("hardware", "reload_factor_max"))
+    limit = max(rmax, rmax * srf) if srf else rmax
+    if rf is not None and rf > limit:
+        flag(major, f"HBM reads are {rf:.2f}x the inputs' size{sol_txt(srf, '{:.2f}x')}",
+             f"each input read about once (<= {limit:.2f}x)",
+             "hoist loads out of inner loops and keep reused tiles in SBUF; order loops so the largest operand is "
+             "streamed once", metric="reload_factor", value=rf, reference=srf)
+    if sol and sol.matmul_count and not hw.matmul_count:
+        flag(major, "no nc_matmul: the contraction runs on the Vector/Scalar engines",
+             "contractions on the Tensor engine (nisa.nc_matmul), which provides >90% of the core's FLOPs",
+             "put K on the partition axis of both operands and use nc_matmul with PSUM accumulation",
+             metric="matmul_count", value=0, reference=sol.matmul_count)
+    if sol and sol.matmul_accumulating and hw.matmul_count and not hw.matmul_accumulating:
+        flag(minor, f"{hw.matmul_count} matmuls, none accumulating in PSUM "
+                    f"(expert: {sol.matmul_accumulating} of {sol.matmul_count})",
+             "partial products over K tiles accumulated in PSUM by consecutive nc_matmul calls",
+             "issue the K-tile matmuls into the same PSUM tile instead of adding partial results on VectorE",
+             metric="matmul_accumulating", value=0, reference=sol.matmul_accumulating)
+    frac = hw.peak_sbuf_bytes / hw.sbuf_capacity if hw.sbuf_capacity else 0.0
+    if frac > float(R.t("hardware", "sbuf_peak_fraction_max")):
+        flag(minor, f"SBUF peak {hw.peak_sbuf_bytes} bytes per partition ({frac:.0%} of capacity)",
+             "headroom in SBUF for double buffering", "release tiles earlier or tile the free dimension",
+             metric="peak_sbuf_bytes", value=hw.peak_sbuf_bytes)
+    ratio_max = float(R.t("hardware", "instruction_ratio_max"))
+    if sol and sol.instructions and hw.instructions > ratio_max * sol.instructions:
+        hot = ", ".join(f"{loc} ({n})" for loc, n in hw.hot_lines)
+        flag(minor, f"{hw.instructions} instructions vs {sol.instructions} for the expert solution "
+                    f"({hw.instructions / sol.instructions:.1f}x); busiest lines: {hot}",
+             f"<= {ratio_max:.0f}x the expert's instruction count",
+             "process whole tiles per instruction; fuse elementwise steps (activation with scale/bias)",
+             metric="instructions", value=hw.instructions, reference=sol.instructions)
+    if hw.warnings:
+        w = hw.warnings[0]
+        flag(minor, f"simulator warning: {w.get('message')}", "no behaviour undefined on hardware",
+             "fix the construct at the location shown", metric="warnings", value=len(hw.warnings),
+             location=w.get("location"))
+    level = max(0, 4 - penalty)
+    summary = (f"partitions {hw.partition_utilisation * 128:.0f}/128, median DMA {hw.dma_median_bytes_per_partition:.0f} "
+               f"B/partition, reload {hw.reload_factor or 0:.2f}x, {hw.instructions} instructions"
+               + (f", {hw.matmul_count} matmuls ({hw.matmul_accumulating} accumulating)" if hw.matmul_count else ""))
+    return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, summary, fb,
+                           evidence={"case": case.case if case else None, **hw.to_dict()})
+
+
+# ------------------------------------------------------------------------------ performance
+def score_performance(ev: Evidence, crit: Criterion) -> CriterionResult:
+    if ev.perf is None:
+        return CriterionResult(crit.id, crit.title, crit.weight, "not-assessed", None,
+                               f"not assessed: nkieval.perf {ev.perf_reason or 'produced no estimate'}")
+    R = ev.rubric
+    cand = ev.perf["candidate"]["_total_time"]
+    base = (ev.perf.get("baseline") or {}).get("_total_time")
+    sol = (ev.perf.get("solution") or {}).get("_total_time")
+    evd = {**(_case_ev(ev.hw_case) if ev.hw_case else {}), "metric": "total_time", "value": cand,
+           "baseline": base, "solution": sol, "target": ev.target}
+    speedup = base / cand if base else None
+    expert = sol / cand if sol else None
+    if expert is not None and expert >= float(R.t("performance", "expert_fraction_for_4")):
+        level = 4
+    elif speedup is None:
+        level = 3 if expert is None else 2
+    elif speedup >= float(R.t("performance", "baseline_speedup_for_3")):
+        level = 3
+    elif speedup >= float(R.t("performance", "baseline_speedup_for_2")):
+        level = 2
+    elif speedup >= float(R.t("performance", "baseline_speedup_for_1")):
+        level = 1
+    else:
+        level = 0
+    txt = f"estimated {cand * 1e6:.2f} us on {ev.target}"
+    if base:
+        txt += f"; baseline {base * 1e6:.2f} us ({speedup:.2f}x)"
+    if sol:
+        txt += f"; expert {sol * 1e6:.2f} us ({expert:.0%} of expert speed)"
+    fb = []
+    if level < 4:
+        bottleneck = ev.perf["candidate"].get("bottleneck")
+        fb.append(Feedback("performance", "warning" if level >= 2 else "error", txt,
+                           f">= {float(R.t('performance', 'expert_fraction_for_4')):.0%} of the expert solution's speed",
+                           f"the model names {bottleneck} as the bottleneck; see Hardware appropriateness for the "
+                           "specific defects" if bottleneck else "see Hardware appropriateness for the specific defects",
+                           evd))
+    return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, txt, fb, evidence=evd)
+
+
+# ------------------------------------------------------------------------------ migration
+def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
+                    numerics: CriterionResult) -> CriterionResult:
+    task = ev.task
+    if task.cuda_file is None:
+        return CriterionResult(crit.id, crit.title, crit.weight, "not-applicable", None,
+                               "not applicable: the task has no CUDA source")
+    R = ev.rubric
+    static = ev.migration is not None
+    start = 4 if static else int(R.t("migration", "cap_without_static"))
+    fb: list[Feedback] = []
+    if correctness.level == 0:
+        return CriterionResult(crit.id, crit.title, crit.weight, "fail", 0,
+                               "the port does not run or does not implement the CUDA kernel's function")
+    level = start
+    hidden_fail = [c for c in ev.cases if c.hidden and not c.correct]
+    public_ok = all(c.correct for c in ev.cases if not c.hidden)
+    if hidden_fail and public_ok:
+        c = hidden_fail[0]
+        level -= 2
+        fb.append(Feedback("migration", "error",
+                           f"{_shape(c)} fails ({(c.mismatch or {}).get('kind', c.status)}): the port drops a case the "
+                           "CUDA kernel's bounds guard handles",
+                           "every CUDA bounds guard (i < n) has a matching tail treatment in NKI",
+                           "add the tail tile (min()-clamped slice) for the guarded dimension", _case_ev(c)))
+    num_only = [c for c in ev.cases if c.correct and c.numerics and c.numerics.get("status") == "fail"]
+    if num_only:
+        level -= 1
+        fb.append(Feedback("migration", "error", f"numerical standard: {numerics.summary}",
+                           "the port keeps the CUDA kernel's precision (fp32 accumulation where CUDA accumulates in float)",
+                           "match the CUDA accumulator and math functions", numerics.evidence))
+    hw, sol = ev.hw, ev.hw_solution
+    if hw and sol and sol.partition_utilisation >= 0.5 and (
+            hw.partition_utilisation < 0.25 or (sol.instructions and hw.instructions > 8 * sol.instructions)):
+        level -= 2
+        fb.append(Feedback("migration", "error",
+                           f"literal port: {hw.partition_utilisation * 128:.0f}/128 partitions per instruction and "
+                           f"{hw.instructions} instructions ({hw.instructions / max(1, sol.instructions):.0f}x the expert)",
+                           "the CUDA grid/block decomposition re-derived as 128-partition tiles, not transliterated",
+                           "map CUDA threads to lanes of a [128, F] tile and blocks to tiles; drop the per-block loop",
+                           {"metric": "partition_utilisation", "value": hw.partition_utilisation,
+                            "instructions": hw.instructions, "reference_instructions": sol.instructions}))
+    if static:
+        errs = [f for f in ev.migration or [] if f.get("severity") == "error"]
+        for f in errs[:2]:
+            level -= 1
+            fb.append(Feedback("migration", "error", f"{f['rule']} line {f['line']}: {f['message']}",
+                               "the CUDA contract kept", f.get("suggestion") or "see the rule", {"rule": f["rule"],
+                                                                                                  "line": f["line"]}))
+    level = max(0, min(level, start))
+    note = "" if static else f" (static CUDA cross-check not assessed: {ev.migration_reason}; capped at {start})"
+    return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level,
+                           ("contract kept and idiomatic" if not fb else f"{len(fb)} fidelity defect(s)") + note, fb)
+
+
+# ------------------------------------------------------------------------------ code quality
+def score_code_quality(ev: Evidence, crit: Criterion) -> CriterionResult:
+    if ev.analysis is None:
+        return CriterionResult(crit.id, crit.title, crit.weight, "not-assessed", None,
+                               f"not assessed: nkieval.analysis {ev.analysis_reason}")
+    errs = [f for f in ev.analysis if f.get("severity") == "error"]
+    warns = [f for f in ev.analysis if f.get("severity") == "warning"]
+    if any(f.get("category") == "integrity" for f in errs):
+        level = 0
+    elif errs:
+        level = 1
+    elif len(warns) > 2:
+        level = 2
+    elif warns:
+        level = 3
+    else:
+        level = 4
+    fb = [Feedback("code_quality", f["severity"], f"candidate.py:{f['line']} [{f['rule']}] {f['message']}",
+                   "no findings above info", f.get("suggestion") or "see the rule's documentation",
+                   {"rule": f["rule"], "location": f"candidate.py:{f['line']}"}) for f in (errs + warns)[:6]]
+    return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level,
+                           f"{len(errs)} error(s), {len(warns)} warning(s) from static analysis", fb)
+
+
+SCORERS: dict[str, Callable[..., CriterionResult]] = {
+    "correctness": score_correctness,
+    "numerics": score_numerics,
+    "hardware": score_hardware,
+    "performance": score_performance,
+    "code_quality": score_code_quality,
+}
+
+
+def score_all(ev: Evidence) -> list[CriterionResult]:
+    """Score every criterion of the rubric, then apply its gates in order."""
+    results: dict[str, CriterionResult] = {}
+    for crit in ev.rubric.criteria:
+        if crit.id == "migration":
+            continue
+        if crit.id not in SCORERS:
+            raise KeyError(f"rubric criterion {crit.id!r} has no scoring function")
+        results[crit.id] = SCORERS[crit.id](ev, crit)
+    for crit in ev.rubric.criteria:
+        if crit.id == "migration":
+            results["migration"] = score_migration(ev, crit, results["correctness"], results["numerics"])
+    for gate in ev.rubric.gates:
+        src = results.get(gate.criterion)
+        if src is None or src.level is None or src.level >= gate.below:
+            continue
+        for cid, cap in gate.cap.items():
+            r = results.get(cid)
+            if r is not None and r.level is not None and r.level > cap:
+                r.level = cap
+                r.verdict = _verdict(cap)
+                r.capped_by = f"{gate.criterion} < {gate.below}: {gate.reason}"
+    return [results[c.id] for c in ev.rubric.criteria]

@@ -1,0 +1,122 @@
+"""LNC-2 collectives between the two NeuronCores of a logical core: sendrecv, core_barrier (v3+).
+
+The runner executes an LNC-2 launch as two threads sharing a ``Launch`` (its ``barrier`` and
+``mailboxes``). ``sendrecv`` posts the sent tile in a per-(pipe, from, to) mailbox and waits
+for its peer's; ``core_barrier`` waits on the launch barrier. A peer that never arrives (it
+failed, or took a different path — undefined on hardware) ends the wait with a validation
+error after ``PEER_TIMEOUT_S`` instead of hanging.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+import numpy as np
+
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.isa.core import (
+    check_buffer,
+    check_partitions,
+    free_size,
+    instruction,
+    record,
+    resolve_engine,
+    tensor_arg,
+)
+from nkieval.sim.isa.enums import dma_engine as DmaEngine
+from nkieval.sim.isa.vector import write_state
+
+PEER_TIMEOUT_S = 10.0
+
+
+def _require_lnc2(ctx: Any, what: str) -> None:
+    if ctx.launch.barrier is None:
+        raise NkiValidationError(f"{what} needs a kernel launched with LNC 2 (kernel[2](...)); this launch has "
+                                 f"{ctx.launch.num_programs} program(s) without an LNC-2 pair", rule="kernel")
+
+
+def _mailbox(ctx: Any, key: tuple[Any, ...]) -> queue.Queue[np.ndarray]:
+    with ctx.launch.lock:
+        box = ctx.launch.mailboxes.get(key)
+        if box is None:
+            box = ctx.launch.mailboxes[key] = queue.Queue()
+        return box
+
+
+def _rank(x: Any, role: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int | np.integer) or int(x) not in (0, 1):
+        raise NkiValidationError(f"{role} must be 0 or 1 (the two cores of an LNC-2 pair), got {x!r}", operand=role,
+                                 rule="argument")
+    return int(x)
+
+
+@instruction("sendrecv", "dma", min_generation=3)
+def sendrecv(ctx: Any, src: Any, dst: Any, send_to_rank: Any, recv_from_rank: Any, pipe_id: Any,
+             dma_engine: Any = DmaEngine.dma, name: str | None = None) -> None:
+    """Send ``src`` to core ``send_to_rank`` while receiving core ``recv_from_rank``'s tile into ``dst``."""
+    src = tensor_arg(src, "src")
+    dst = tensor_arg(dst, "dst")
+    for role, t in (("src", src), ("dst", dst)):
+        check_buffer(t, role, ("sbuf",), "sendrecv moves SBUF tiles")
+        check_partitions(ctx, t, role)
+    if src.dtype != dst.dtype or src.shape != dst.shape:
+        raise NkiValidationError(f"src {list(src.shape)} {src.dtype} and dst {list(dst.shape)} {dst.dtype} must have "
+                                 "the same shape and dtype", operand="dst", rule="shape-mismatch")
+    to, frm = _rank(send_to_rank, "send_to_rank"), _rank(recv_from_rank, "recv_from_rank")
+    try:
+        eng = DmaEngine(int(getattr(dma_engine, "value", dma_engine)))
+    except (TypeError, ValueError):
+        raise NkiValidationError(f"dma_engine must be nisa.dma_engine.dma or .gpsimd_dma, got {dma_engine!r}",
+                                 operand="dma_engine", rule="argument") from None
+    if eng == DmaEngine.gpsimd_dma and free_size(src) > ctx.target.sendrecv_gpsimd_dma_max_elems:
+        lim = ctx.target.sendrecv_gpsimd_dma_max_elems
+        raise NkiValidationError(f"gpsimd_dma moves at most {lim * src.dtype.itemsize} bytes per partition for "
+                                 f"{src.dtype}; src has {free_size(src) * src.dtype.itemsize}", operand="src",
+                                 rule="instruction-limit")
+    _require_lnc2(ctx, "sendrecv")
+    try:
+        pipe = int(pipe_id)
+    except (TypeError, ValueError):
+        raise NkiValidationError(f"pipe_id must be an int, got {pipe_id!r}", operand="pipe_id",
+                                 rule="argument") from None
+    me = ctx.program_id
+    _mailbox(ctx, (pipe, me, to)).put(np.array(src.data, copy=True))
+    try:
+        got = _mailbox(ctx, (pipe, frm, me)).get(timeout=PEER_TIMEOUT_S)
+    except queue.Empty:
+        raise NkiValidationError(f"core {me} waited {PEER_TIMEOUT_S:g} s on pipe {pipe} for a tile from core {frm} "
+                                 "that never sent one (mismatched sendrecv calls)", rule="kernel") from None
+    if got.shape != dst.shape or got.dtype != dst.data.dtype:
+        raise NkiValidationError(f"core {frm} sent {list(got.shape)} {got.dtype} but dst is {list(dst.shape)} "
+                                 f"{dst.dtype}", operand="dst", rule="shape-mismatch")
+    dst.data[...] = got
+    write_state(dst)
+    record(ctx, "sendrecv", "gpsimd" if eng == DmaEngine.gpsimd_dma else "dma",
+           [dst.access("dst", "w"), src.access("src", "r")], send_to=to, recv_from=frm, pipe_id=pipe,
+           dma_engine=eng.name)
+
+
+@instruction("core_barrier", "gpsimd", min_generation=3)
+def core_barrier(ctx: Any, data: Any, cores: Any, engine: Any = None, name: str | None = None) -> None:
+    """Block until both cores of the LNC-2 pair reach the barrier (``data`` is the shared-HBM tensor guarded)."""
+    data = tensor_arg(data, "data")
+    if data.buffer.kind != "hbm" or not data.buffer.shared:
+        raise NkiValidationError(f"data must be a shared_hbm tensor, got one in {data.buffer}", operand="data",
+                                 rule="buffer")
+    try:
+        cs = tuple(int(c) for c in cores)
+    except (TypeError, ValueError):
+        cs = ()
+    if cs != (0, 1):
+        raise NkiValidationError(f"cores must be (0, 1), got {cores!r}", operand="cores", rule="argument")
+    eng = resolve_engine(engine, "gpsimd", ("gpsimd", "vector", "scalar", "tensor", "sync"), "core_barrier")
+    _require_lnc2(ctx, "core_barrier")
+    barrier: threading.Barrier = ctx.launch.barrier
+    try:
+        barrier.wait(timeout=PEER_TIMEOUT_S)
+    except threading.BrokenBarrierError:
+        raise NkiValidationError(f"core {ctx.program_id} waited {PEER_TIMEOUT_S:g} s at core_barrier for its peer, "
+                                 "which never arrived (divergent control flow between cores)", rule="kernel") from None
+    record(ctx, "core_barrier", eng, [data.access("data", "r")], cores=list(cs))

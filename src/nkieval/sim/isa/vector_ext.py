@@ -1,0 +1,384 @@
+"""Vector-engine instructions with accumulator state, and DMA compute.
+
+exponential, tensor_scalar_reduce, tensor_scalar_cumulative and range_select share the
+Vector engine's per-lane fp32 accumulator registers (``ctx.vector_acc``); ``reduce_cmd``
+decides whether an instruction resets, loads, continues or leaves them, exactly as the
+ISA documents, so a reduction split over several instructions gives the whole-row result.
+dma_compute sums source tensors inside the DMA engines (fp32), optionally as an indirect
+read-modify-write.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nkieval.sim import dtypes as dt
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.isa.core import (
+    check_buffer,
+    check_dtype,
+    check_engine_operands,
+    check_free_limit,
+    check_partitions,
+    check_same_free,
+    free_size,
+    instruction,
+    read,
+    record,
+    scalar_or_vector,
+    tensor_arg,
+    write,
+)
+from nkieval.sim.isa.enums import oob_mode as OobMode
+from nkieval.sim.isa.enums import reduce_cmd as ReduceCmd
+from nkieval.sim.ops import ARITH, BITVEC, REDUCE_IDENTITY, Op, as_op
+from nkieval.sim.tensor import NkiTensor
+
+FP32_MIN = float(np.finfo(np.float32).min)
+_EXP_DST = (dt.float8_e4m3, dt.float8_e5m2, dt.float16, dt.bfloat16, dt.float32, dt.tfloat32, dt.int8, dt.int16,
+            dt.int32, dt.uint8, dt.uint16)
+_EXP_SRC = (dt.float8_e4m3, dt.float8_e5m2, dt.float16, dt.bfloat16, dt.float32, dt.int8, dt.int16, dt.int32,
+            dt.uint8, dt.uint16, dt.uint32)
+_CUM_DTYPES = (dt.bfloat16, dt.float16, dt.float32, dt.float8_e4m3, dt.float8_e4m3fn, dt.float8_e5m2, dt.uint8,
+               dt.uint16, dt.int8, dt.int16)
+_RED_UFUNC = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}
+_COMPARE = ("equal", "less", "less_equal", "greater", "greater_equal")
+
+
+def reduce_cmd_of(x: Any, allowed: tuple[int, ...], instruction_name: str) -> int:
+    """Normalise a ``reduce_cmd`` argument and check it is one this instruction supports."""
+    try:
+        cmd = int(getattr(x, "value", x))
+    except (TypeError, ValueError):
+        cmd = -1
+    if cmd not in allowed:
+        names = ", ".join(ReduceCmd(c).name for c in allowed)
+        raise NkiValidationError(f"reduce_cmd {x!r} is not supported by {instruction_name}; use one of {names}",
+                                 operand="reduce_cmd", rule="argument")
+    return cmd
+
+
+def arith_op(x: Any, role: str, instruction_name: str, allowed: tuple[str, ...] | None = None) -> Op:
+    o = as_op(x, instruction_name, role)
+    if allowed is not None and o.name not in allowed:
+        raise NkiValidationError(f"{role} {o.name} is not supported; use one of {', '.join(allowed)}", operand=role,
+                                 rule="argument")
+    if o.name in BITVEC:
+        raise NkiValidationError(f"{role} must be an arithmetic operator, got bitvec {o.name}", operand=role,
+                                 rule="argument")
+    return o
+
+
+def apply_scalar_op(ctx: Any, o: Op, x: np.ndarray, operand: Any, role: str, p: int, reverse: bool = False) -> Any:
+    """``x op operand`` (or reversed) with a scalar / [P, 1] operand; unary ops take no operand."""
+    if o.is_unary:
+        if operand not in (None, 0, 0.0):
+            raise NkiValidationError(f"unary {o.name} takes no operand (pass None or 0)", operand=role,
+                                     rule="argument")
+        return o.unary(x)
+    if o.name not in ARITH:
+        raise NkiValidationError(f"{o.name} is not an ALU operator", operand=role, rule="argument")
+    s = scalar_or_vector(ctx, operand, role, p)
+    return o.binary(s, x) if reverse else o.binary(x, s)
+
+
+def write_reduce_res(ctx: Any, reduce_res: Any, acc: np.ndarray, p: int, accesses: list[Any],
+                     negate: bool = False) -> None:
+    rr = tensor_arg(reduce_res, "reduce_res")
+    check_buffer(rr, "reduce_res", ("sbuf", "psum"))
+    if rr.shape[0] != p or rr.size != p:
+        raise NkiValidationError(f"reduce_res must be [{p}, 1], got {list(rr.shape)}", operand="reduce_res",
+                                 rule="shape-mismatch")
+    write(ctx, rr, (-acc[:p] if negate else acc[:p]).reshape(rr.shape))
+    accesses.append(rr.access("reduce_res", "w"))
+
+
+def _load_init(ctx: Any, init: Any, p: int) -> np.ndarray:
+    return np.broadcast_to(np.asarray(scalar_or_vector(ctx, init, "reduce_init", p), dtype=np.float32),
+                           (p, 1)).reshape(p)
+
+
+@instruction("exponential", "vector", min_generation=4)
+def exponential(ctx: Any, dst: Any, src: Any, max_value: Any = 0.0, reduce_res: Any = None,
+                reduce_cmd: Any = ReduceCmd.idle, reduce_init: Any = 0.0, name: str | None = None) -> None:
+    """``dst = exp(src - max_value)``; with reduce_cmd, also a running sum in the Vector accumulators."""
+    dst = tensor_arg(dst, "dst")
+    src = tensor_arg(src, "src")
+    pairs = [("dst", dst), ("src", src)]
+    check_engine_operands(ctx, pairs)
+    check_same_free(pairs)
+    check_free_limit(ctx, src, "src")
+    check_dtype(dst, "dst", _EXP_DST)
+    check_dtype(src, "src", _EXP_SRC)
+    if src.ndim > 4 or dst.ndim > 4:
+        raise NkiValidationError("exponential supports tensors of up to 4 dimensions", operand="src", rule="argument")
+    cmd = reduce_cmd_of(reduce_cmd, (ReduceCmd.idle, ReduceCmd.reset_reduce, ReduceCmd.reduce,
+                                     ReduceCmd.load_reduce), "exponential")
+    if cmd != ReduceCmd.load_reduce and not (isinstance(reduce_init, int | float) and reduce_init == 0):
+        raise NkiValidationError("reduce_init must be unset (0.0) unless reduce_cmd is load_reduce",
+                                 operand="reduce_init", rule="argument")
+    p = src.shape[0]
+    accesses = [dst.access("dst", "w"), src.access("src", "r")]
+    m = scalar_or_vector(ctx, max_value, "max_value", p)
+    with np.errstate(all="ignore"):
+        y = np.exp(read(src).reshape(p, -1).astype(np.float32) - m).astype(np.float32)
+    write(ctx, dst, y.reshape(dst.shape))
+    acc = ctx.vector_acc
+    if cmd == ReduceCmd.reset_reduce:
+        acc[:p] = 0.0
+    elif cmd == ReduceCmd.load_reduce:
+        acc[:p] = _load_init(ctx, reduce_init, p)
+    if cmd != ReduceCmd.idle:
+        acc[:p] += y.sum(axis=1, dtype=np.float32)
+    if reduce_res is not None:
+        write_reduce_res(ctx, reduce_res, acc, p, accesses)
+    record(ctx, "exponential", "vector", accesses, reduce_cmd=int(cmd))
+
+
+@instruction("tensor_scalar_reduce", "vector")
+def tensor_scalar_reduce(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any, reduce_op: Any,
+                         reduce_res: Any = None, reverse0: bool = False, reduce_cmd: Any = ReduceCmd.reset_reduce,
+                         reduce_init: Any = None, reduce_res_negate: bool = False, name: str | None = None) -> None:
+    """``dst = data op0 operand0`` plus a reduction of dst over all free dims into the Vector accumulators."""
+    dst = tensor_arg(dst, "dst")
+    data = tensor_arg(data, "data")
+    pairs = [("dst", dst), ("data", data)]
+    check_engine_operands(ctx, pairs)
+    check_same_free(pairs)
+    check_free_limit(ctx, data, "data")
+    o0 = arith_op(op0, "op0", "tensor_scalar_reduce")
+    ro = arith_op(reduce_op, "reduce_op", "tensor_scalar_reduce", tuple(_RED_UFUNC))
+    if reverse0:
+        raise NkiValidationError("reverse0 is not supported by tensor_scalar_reduce", operand="reverse0",
+                                 rule="argument")
+    cmd = reduce_cmd_of(reduce_cmd, (ReduceCmd.reset_reduce, ReduceCmd.reduce, ReduceCmd.load_reduce),
+                        "tensor_scalar_reduce")
+    if (cmd == ReduceCmd.load_reduce) != (reduce_init is not None):
+        raise NkiValidationError("reduce_init must be given exactly when reduce_cmd is load_reduce",
+                                 operand="reduce_init", rule="argument")
+    p = data.shape[0]
+    accesses = [dst.access("dst", "w"), data.access("data", "r")]
+    with np.errstate(all="ignore"):
+        y = np.asarray(apply_scalar_op(ctx, o0, read(data).reshape(p, -1).astype(np.float32), operand0, "operand0",
+                                       p), dtype=np.float32)
+    write(ctx, dst, y.reshape(dst.shape))
+    acc = ctx.vector_acc
+    if cmd == ReduceCmd.reset_reduce:
+        acc[:p] = REDUCE_IDENTITY[ro.name]
+    elif cmd == ReduceCmd.load_reduce:
+        acc[:p] = _load_init(ctx, reduce_init, p)
+    with np.errstate(all="ignore"):
+        acc[:p] = _RED_UFUNC[ro.name](acc[:p], _RED_UFUNC[ro.name].reduce(y, axis=1))
+    if reduce_res is not None:
+        write_reduce_res(ctx, reduce_res, acc, p, accesses, negate=bool(reduce_res_negate))
+    record(ctx, "tensor_scalar_reduce", "vector", accesses, op0=o0.name, reduce_op=ro.name, reduce_cmd=int(cmd))
+
+
+@instruction("tensor_scalar_cumulative", "vector")
+def tensor_scalar_cumulative(ctx: Any, dst: Any, src: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None,
+                             reduce_cmd: Any = ReduceCmd.reset_reduce, name: str | None = None) -> None:
+    """``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` along the free elements of each partition."""
+    dst = tensor_arg(dst, "dst")
+    src = tensor_arg(src, "src")
+    pairs = [("dst", dst), ("src", src)]
+    check_engine_operands(ctx, pairs)
+    check_same_free(pairs)
+    check_free_limit(ctx, src, "src")
+    check_dtype(src, "src", _CUM_DTYPES, " (int32/uint32 are not supported by the ISA)")
+    check_dtype(dst, "dst", _CUM_DTYPES, " (int32/uint32 are not supported by the ISA)")
+    o0 = arith_op(op0, "op0", "tensor_scalar_cumulative")
+    o1 = arith_op(op1, "op1", "tensor_scalar_cumulative", ("add", "subtract", "multiply", "maximum", "minimum"))
+    cmd = reduce_cmd_of(reduce_cmd, (ReduceCmd.reset_reduce, ReduceCmd.reduce, ReduceCmd.load_reduce),
+                        "tensor_scalar_cumulative")
+    p = src.shape[0]
+    acc = ctx.vector_acc
+    if cmd == ReduceCmd.reset_reduce:
+        acc[:p] = REDUCE_IDENTITY[o1.name]
+    elif cmd == ReduceCmd.load_reduce:
+        if imm1 is None:
+            raise NkiValidationError("imm1 (the accumulator's initial value) is required with load_reduce",
+                                     operand="imm1", rule="argument")
+        acc[:p] = np.broadcast_to(np.asarray(scalar_or_vector(ctx, imm1, "imm1", p), dtype=np.float32),
+                                  (p, 1)).reshape(p)
+    with np.errstate(all="ignore"):
+        a = np.asarray(apply_scalar_op(ctx, o0, read(src).reshape(p, -1).astype(np.float32), imm0, "imm0", p),
+                       dtype=np.float32)
+        seeded = np.concatenate([acc[:p, None], a], axis=1)
+        if o1.name == "subtract":
+            out = np.empty_like(a)
+            reg = acc[:p].copy()
+            for i in range(a.shape[1]):
+                reg = a[:, i] - reg
+                out[:, i] = reg
+        else:
+            out = _RED_UFUNC[o1.name].accumulate(seeded, axis=1, dtype=np.float32)[:, 1:]
+    acc[:p] = out[:, -1]
+    write(ctx, dst, out.reshape(dst.shape))
+    accesses = [dst.access("dst", "w"), src.access("src", "r")]
+    record(ctx, "tensor_scalar_cumulative", "vector", accesses, op0=o0.name, op1=o1.name, reduce_cmd=int(cmd))
+
+
+@instruction("range_select", "vector", min_generation=3)
+def range_select(ctx: Any, dst: Any, on_true_tile: Any, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any,
+                 reduce_cmd: Any = ReduceCmd.reset_reduce, reduce_res: Any = None, reduce_op: Any = None,
+                 range_start: int = 0, on_false_value: float = FP32_MIN, name: str | None = None) -> None:
+    """Keep ``on_true_tile[p, i]`` where ``comp_op0(range_start+i, bound0[p]) & comp_op1(range_start+i, bound1[p])``,
+    else FP32_MIN; max-reduce the result into the Vector accumulators."""
+    dst = tensor_arg(dst, "dst")
+    src = tensor_arg(on_true_tile, "on_true_tile")
+    pairs = [("dst", dst), ("on_true_tile", src)]
+    check_engine_operands(ctx, pairs)
+    check_same_free(pairs)
+    check_free_limit(ctx, src, "on_true_tile")
+    if not src.dtype.is_float:
+        raise NkiValidationError(f"on_true_tile must have a float dtype, got {src.dtype}", operand="on_true_tile",
+                                 rule="dtype")
+    c0 = arith_op(comp_op0, "comp_op0", "range_select", _COMPARE)
+    c1 = arith_op(comp_op1, "comp_op1", "range_select", _COMPARE)
+    ro = arith_op(reduce_op if reduce_op is not None else _max_op(), "reduce_op", "range_select",
+                  ("maximum",))
+    if not isinstance(on_false_value, int | float | np.number) or np.float32(on_false_value) != np.float32(FP32_MIN):
+        raise NkiValidationError(f"on_false_value must be FP32_MIN ({FP32_MIN}) (hardware constraint), got "
+                                 f"{on_false_value!r}", operand="on_false_value", rule="argument")
+    if isinstance(range_start, bool) or not isinstance(range_start, int | np.integer):
+        raise NkiValidationError(f"range_start must be a compile-time int, got {range_start!r}",
+                                 operand="range_start", rule="argument")
+    cmd = reduce_cmd_of(reduce_cmd, tuple(int(c) for c in ReduceCmd), "range_select")
+    p = src.shape[0]
+    f = free_size(src)
+    if not (0 <= int(range_start) and int(range_start) + f <= 1 << 24):
+        raise NkiValidationError(f"range_start + free index must stay within [0, 2^24] for the fp32 comparison, "
+                                 f"got up to {int(range_start) + f}", operand="range_start", rule="argument")
+    accesses = [dst.access("dst", "w"), src.access("on_true_tile", "r")]
+    bounds = []
+    for role, b in (("bound0", bound0), ("bound1", bound1)):
+        if isinstance(b, NkiTensor):
+            check_dtype(b, role, (dt.float32,))
+            accesses.append(b.access(role, "r"))
+        bounds.append(scalar_or_vector(ctx, b, role, p))
+    idx = (np.float32(range_start) + np.arange(f, dtype=np.float32))[None, :]
+    mask = (c0.binary(idx, bounds[0]) != 0) & (c1.binary(idx, bounds[1]) != 0)
+    y = np.where(mask, read(src).reshape(p, -1).astype(np.float32), np.float32(FP32_MIN))
+    write(ctx, dst, y.reshape(dst.shape))
+    acc = ctx.vector_acc
+    if cmd in (ReduceCmd.reset, ReduceCmd.reset_reduce):
+        acc[:p] = -np.inf
+    if cmd in (ReduceCmd.reduce, ReduceCmd.reset_reduce, ReduceCmd.load_reduce):
+        acc[:p] = np.maximum(acc[:p], y.max(axis=1))
+    if reduce_res is not None:
+        write_reduce_res(ctx, reduce_res, acc, p, accesses)
+    record(ctx, "range_select", "vector", accesses, comp_op0=c0.name, comp_op1=c1.name, reduce_op=ro.name,
+           reduce_cmd=int(cmd))
+
+
+def _max_op() -> Op:
+    from nkieval.sim.ops import OPS
+
+    return OPS["maximum"]
+
+
+def _rows_of(t: NkiTensor, oob: int, role: str) -> tuple[np.ndarray, np.ndarray]:
+    ind = t._ap_base
+    idx = np.asarray(ind.index.data).reshape(-1).astype(np.int64)
+    rows = ind.pattern[0][1]
+    if idx.size < rows:
+        raise NkiValidationError(f"vector_offset has {idx.size} indices but the pattern needs {rows}", operand=role,
+                                 rule="shape-mismatch")
+    offs = ind.element_offsets(idx[:rows])
+    ok = np.all((offs >= 0) & (offs < ind.flat.size), axis=tuple(range(1, offs.ndim)))
+    if not ok.all() and oob == OobMode.error:
+        bad = int(np.nonzero(~ok)[0][0])
+        raise NkiValidationError(f"indirect {role} index {int(idx[bad])} at row {bad} is out of bounds",
+                                 operand=role, rule="out-of-bounds")
+    return offs, ok
+
+
+@instruction("dma_compute", "dma")
+def dma_compute(ctx: Any, dst: Any, srcs: Any, reduce_op: Any, scales: Any = None, unique_indices: bool = True,
+                oob_mode: Any = OobMode.error, name: str | None = None) -> None:
+    """``dst = Σ srcs`` in fp32 inside the DMA engines (HBM/SBUF); with a vector_offset view, an indirect
+    read-modify-write (scatter-add into HBM or gather-add into SBUF)."""
+    dst = tensor_arg(dst, "dst")
+    if not isinstance(srcs, list | tuple) or not srcs:
+        raise NkiValidationError("srcs must be a non-empty list of tensors", operand="srcs", rule="argument")
+    srcs = [tensor_arg(s, f"srcs[{i}]") for i, s in enumerate(srcs)]
+    lim = ctx.target.dma_compute_max_srcs
+    if len(srcs) > lim:
+        raise NkiValidationError(f"{len(srcs)} sources exceed the maximum of {lim}", operand="srcs",
+                                 rule="instruction-limit")
+    ro = as_op(reduce_op, "dma_compute", "reduce_op")
+    if ro.name != "add":
+        raise NkiValidationError(f"reduce_op must be nl.add (only add is supported), got {ro.name}",
+                                 operand="reduce_op", rule="argument")
+    if scales is not None:
+        try:
+            sc = [float(s) for s in scales]
+        except (TypeError, ValueError):
+            raise NkiValidationError("scales must be a list of numbers", operand="scales", rule="argument") from None
+        if len(sc) != len(srcs) or any(s != 1.0 for s in sc):
+            raise NkiValidationError(f"scales must be {len(srcs)} values, all 1.0, got {sc}", operand="scales",
+                                     rule="argument")
+    oob = int(getattr(oob_mode, "value", oob_mode))
+    for role, t in (("dst", dst), *((f"srcs[{i}]", s) for i, s in enumerate(srcs))):
+        check_buffer(t, role, ("hbm", "sbuf"), "DMA cannot access PSUM")
+        if t.is_on_chip:
+            check_partitions(ctx, t, role)
+    indirect = [i for i, s in enumerate(srcs) if s._ap_base is not None]
+    accesses = [dst.access("dst", "w")]
+    if dst._ap_base is not None or indirect:
+        _dma_rmw(ctx, dst, srcs, indirect, oob, bool(unique_indices), accesses)
+    else:
+        for i, s in enumerate(srcs):
+            if s.size != dst.size:
+                raise NkiValidationError(f"srcs[{i}]{list(s.shape)} has {s.size} elements, dst{list(dst.shape)} has "
+                                         f"{dst.size}", operand=f"srcs[{i}]", rule="shape-mismatch")
+            accesses.append(s.access(f"srcs[{i}]", "r"))
+        with np.errstate(all="ignore"):
+            total = np.zeros(dst.size, dtype=np.float32)
+            for s in srcs:
+                total = total + np.asarray(s.data, dtype=np.float32).reshape(-1)
+        write(ctx, dst, total.reshape(dst.shape))
+    record(ctx, "dma_compute", "dma", accesses, nsrcs=len(srcs), indirect=bool(indirect or dst._ap_base is not None))
+
+
+def _dma_rmw(ctx: Any, dst: NkiTensor, srcs: list[NkiTensor], indirect: list[int], oob: int, unique: bool,
+             accesses: list[Any]) -> None:
+    if len(srcs) != 2:
+        raise NkiValidationError("indirect read-modify-write needs exactly 2 sources", operand="srcs",
+                                 rule="argument")
+    if not unique:
+        raise NkiValidationError("unique_indices must be True with vector_offset (non-unique not supported)",
+                                 operand="unique_indices", rule="argument")
+    if len(indirect) != 1:
+        raise NkiValidationError("exactly one source must be an indirect (vector_offset) view", operand="srcs",
+                                 rule="argument")
+    ind_src = srcs[indirect[0]]
+    other = srcs[1 - indirect[0]]
+    if dst._ap_base is not None:  # scatter RMW: dst(HBM)[idx] += src(SB)
+        if ind_src.alloc is not dst.alloc or dst.buffer.kind != "hbm":
+            raise NkiValidationError("scatter RMW: dst must be an indirect HBM view and one source the same view",
+                                     operand="dst", rule="argument")
+        offs, ok = _rows_of(dst, oob, "dst")
+        vals = np.asarray(other.data, dtype=np.float32).reshape(offs.shape)
+        flat = dst._ap_base.flat
+        okb = np.broadcast_to(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs.shape)
+        cur = flat[np.where(okb, offs, 0)].astype(np.float32)
+        new = dt.cast(cur + vals, dst.dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
+        flat[offs[okb]] = new[okb]
+        dst.alloc.written = True
+        accesses += [dst._ap_base.index.access("vector_offset", "r"), other.access("src", "r")]
+        return
+    # gather RMW: dst(SB) = dst(SB) + src(HBM)[idx]
+    if dst.buffer.kind != "sbuf" or other.alloc is not dst.alloc or ind_src.buffer.kind != "hbm":
+        raise NkiValidationError("gather RMW: dst must be SBUF, one source dst itself and the other an indirect HBM "
+                                 "view", operand="srcs", rule="argument")
+    offs, ok = _rows_of(ind_src, oob, "src")
+    okb = np.broadcast_to(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs.shape)
+    if offs.size != dst.size:
+        raise NkiValidationError(f"gathered {offs.size} elements but dst has {dst.size}", operand="dst",
+                                 rule="shape-mismatch")
+    g = np.where(okb, ind_src._ap_base.flat[np.where(okb, offs, 0)].astype(np.float32), np.float32(0))
+    write(ctx, dst, (read(dst).reshape(offs.shape).astype(np.float32) + g).reshape(dst.shape))
+    accesses += [ind_src._ap_base.index.access("vector_offset", "r"), ind_src.access("src", "r")]

@@ -1,0 +1,191 @@
+"""Load a task directory, its reference, and check the whole task (``nkieval task check``).
+
+The reference is trusted code and runs in the harness process; candidates never do (see
+nkieval.review.sandbox). Checks go beyond the schema: the reference's signature must match
+the declared inputs and params, its output must have the declared shape and dtype on every
+shape, it must be deterministic, and every candidate file named by the task must define the
+kernel entry point.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import runpy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nkieval.tasks.schema import Task, TaskError, parse_task, read_toml
+
+BUILTIN_ROOT = Path(__file__).resolve().parent / "builtin"
+
+
+def load_task(path: str | Path) -> Task:
+    """Parse and validate ``path/task.toml`` (or a built-in task id) into a :class:`Task`.
+
+    Raises:
+        TaskError: naming the file, key and rule that was broken.
+    """
+    directory = resolve_task_dir(path)
+    task = parse_task(read_toml(directory / "task.toml"), directory)
+    _check_reference_signature(task)
+    for label, p in candidate_files(task).items():
+        _check_entry_point(p, task.kernel, label)
+    return task
+
+
+def resolve_task_dir(path: str | Path) -> Path:
+    """A directory with a task.toml, or the id of a built-in task."""
+    p = Path(path)
+    if (p / "task.toml").is_file():
+        return p.resolve()
+    if not p.exists() and (BUILTIN_ROOT / str(path) / "task.toml").is_file():
+        return (BUILTIN_ROOT / str(path)).resolve()
+    if p.is_dir():
+        raise TaskError(f"no task.toml in {p}", where=str(p), rule="missing-file")
+    raise TaskError(f"{path!r} is neither a task directory nor a built-in task id "
+                    f"(built-in: {', '.join(builtin_ids()) or 'none'})", where=str(path), rule="missing-file")
+
+
+def builtin_ids() -> list[str]:
+    if not BUILTIN_ROOT.is_dir():
+        return []
+    return sorted(p.name for p in BUILTIN_ROOT.iterdir() if (p / "task.toml").is_file())
+
+
+def builtin_tasks() -> list[Task]:
+    return [load_task(BUILTIN_ROOT / t) for t in builtin_ids()]
+
+
+def candidate_files(task: Task) -> dict[str, Path]:
+    """Every NKI source the task ships: baseline, solution and flawed candidates, by label."""
+    out: dict[str, Path] = {}
+    if task.baseline_file:
+        out["baseline"] = task.baseline_file
+    if task.solution_file:
+        out["solution"] = task.solution_file
+    for i, fl in enumerate(task.flawed):
+        p = (task.directory / fl.file).resolve()
+        if not p.is_file():
+            raise TaskError(f"flawed candidate {fl.file!r} is missing", where=f"task.toml:flawed[{i}].file",
+                            rule="missing-file")
+        out[f"flawed:{Path(fl.file).stem}"] = p
+    return out
+
+
+def load_reference(task: Task) -> Callable[..., Any]:
+    """The ``reference`` function of reference.py (executed fresh, never shared with candidates)."""
+    ns = runpy.run_path(str(task.reference_file), run_name=f"nkieval_task_{task.id}_reference")
+    fn = ns.get("reference")
+    if not callable(fn):
+        raise TaskError("reference.py must define a function `reference(*inputs, **params)`",
+                        where=task.reference_file.name, rule="reference")
+    return fn
+
+
+def _check_reference_signature(task: Task) -> None:
+    fn = load_reference(task)
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+                                                                 p.KEYWORD_ONLY)]
+    names = [p.name for p in params]
+    want = [t.name for t in task.inputs]
+    if names[: len(want)] != want:
+        raise TaskError(f"reference{sig} does not take the declared inputs {want} first (in order)",
+                        where=task.reference_file.name, rule="reference-signature")
+    rest = set(names[len(want):])
+    missing = set(task.params) - rest
+    if missing:
+        raise TaskError(f"reference{sig} lacks declared param(s) {sorted(missing)}", where=task.reference_file.name,
+                        rule="reference-signature")
+    extra = [p.name for p in params[len(want):] if p.name not in task.params and p.default is p.empty]
+    if extra:
+        raise TaskError(f"reference{sig} has required parameter(s) {extra} the task does not declare",
+                        where=task.reference_file.name, rule="reference-signature")
+
+
+def _check_entry_point(path: Path, kernel: str, label: str) -> None:
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as e:
+        raise TaskError(f"{label} does not parse: {e.msg} (line {e.lineno})", where=path.name,
+                        rule="candidate") from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name == kernel for n in tree.body):
+        raise TaskError(f"{label} does not define the kernel entry point `{kernel}` at top level", where=path.name,
+                        rule="candidate")
+
+
+def reference_outputs(task: Task, fn: Callable[..., Any], inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Call the reference; always return a list of arrays in the declared output order."""
+    out = fn(*[inputs[t.name] for t in task.inputs], **task.params)
+    outs = list(out) if isinstance(out, tuple | list) else [out]
+    return [np.asarray(o) for o in outs]
+
+
+@dataclass
+class CheckReport:
+    """What ``task check`` found: hard errors stop a task; warnings weaken it."""
+
+    task: Task | None
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def check_task(path: str | Path, *, run_reference: bool = True) -> CheckReport:
+    """Validate a task fully: schema, files, reference signature and outputs, shape coverage."""
+    from nkieval.sim.dtypes import to_dtype
+    from nkieval.tasks.inputs import generate_inputs
+
+    try:
+        task = load_task(path)
+    except TaskError as e:
+        return CheckReport(task=None, errors=[str(e)])
+    rep = CheckReport(task=task)
+    dims = {d for s in task.shapes for d in s.dims}
+    for d in sorted(dims):
+        hidden_vals = [s.dims[d] for s in task.hidden_shapes]
+        if hidden_vals and all(v % 128 == 0 for v in hidden_vals) and max(hidden_vals) >= 128:
+            rep.warnings.append(f"task.toml:shapes.hidden: every hidden value of {d} is a multiple of 128; "
+                                "add a ragged size to catch tail bugs")
+    if all(max(s.dims.values()) <= 128 for s in task.hidden_shapes):
+        rep.warnings.append("task.toml:shapes.hidden: no hidden shape overflows one 128-row tile")
+    if task.cuda_file is None:
+        rep.warnings.append("no kernel.cu: Migration fidelity cannot be assessed for this task")
+    if task.solution_file is None:
+        rep.warnings.append("no solution_nki.py: performance cannot be compared with an expert solution")
+    if len(task.flawed) < 2:
+        rep.warnings.append(f"only {len(task.flawed)} flawed candidate(s); the suite asks for >= 2 per task")
+    if not run_reference:
+        return rep
+    fn = load_reference(task)
+    for case in task.shapes:
+        specs = [(t.name, t.concrete(case.dims), t.dtype, t.family) for t in task.inputs]
+        ins = generate_inputs(specs, task.families[0], 0, case.label)
+        try:
+            outs = reference_outputs(task, fn, ins)
+            again = reference_outputs(task, fn, ins)
+        except Exception as e:  # the reference is the task author's code: report, don't crash
+            rep.errors.append(f"reference.py raised on {case.label} ({case.describe()}): {type(e).__name__}: {e}")
+            continue
+        if len(outs) != len(task.outputs):
+            rep.errors.append(f"reference.py returned {len(outs)} output(s) on {case.label}; the signature declares "
+                              f"{len(task.outputs)}")
+            continue
+        for spec, o, o2 in zip(task.outputs, outs, again):
+            want = spec.concrete(case.dims)
+            if tuple(o.shape) != want:
+                rep.errors.append(f"reference output {spec.name} on {case.label} has shape {tuple(o.shape)}, the "
+                                  f"signature says {want}")
+            if o.dtype != to_dtype(spec.dtype).storage:
+                rep.errors.append(f"reference output {spec.name} has dtype {o.dtype}, the signature says {spec.dtype}")
+            if not np.array_equal(np.asarray(o, np.float64), np.asarray(o2, np.float64), equal_nan=True):
+                rep.errors.append(f"reference output {spec.name} is not deterministic on {case.label}")
+    return rep

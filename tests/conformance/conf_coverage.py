@@ -1,0 +1,81 @@
+"""Generated coverage listing: which ``nki.isa`` / ``nki.language`` API names have conformance cases.
+
+The API lists come from the front ends themselves (``__all__``), the covered names from the
+case tables, so the listing cannot drift from either. Run as a script to print it:
+
+    .venv/bin/python tests/conformance/conf_coverage.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import defaultdict
+from typing import Any
+
+if __name__ == "__main__":  # standalone: make the shim and sibling modules importable
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from nkieval import frontends
+
+    frontends.install()
+
+import nki.isa as nisa
+import nki.language as nl
+from nkieval.sim.dtypes import DType
+from nkieval.sim.memory import Buffer
+
+
+def api_names() -> dict[str, list[str]]:
+    """Public callables of each namespace (dtypes, buffers and enums are data, not calls)."""
+    isa = [n for n in nisa.__all__ if callable(getattr(nisa, n)) and not isinstance(getattr(nisa, n), type)]
+    lang = []
+    for n in nl.__all__:
+        obj = getattr(nl, n)
+        if isinstance(obj, DType | Buffer):
+            continue
+        if callable(obj) or n == "tile_size":
+            lang.append(n)
+    return {"nisa": sorted(isa), "nl": sorted(lang)}
+
+
+def coverage() -> dict[str, Any]:
+    from conf_cases_isa import CASES as ISA_CASES
+    from conf_cases_isa import ILLEGAL as ISA_ILLEGAL
+    from conf_cases_language import CASES as NL_CASES
+    from conf_cases_language import ILLEGAL as NL_ILLEGAL
+
+    names = api_names()
+    table: dict[str, dict[str, dict[str, Any]]] = {
+        ns: {n: {"legal": 0, "illegal": 0, "frontends": set()} for n in lst} for ns, lst in names.items()}
+    unknown: set[str] = set()
+    counts: dict[str, int] = defaultdict(int)
+    for kind, cases in (("legal", ISA_CASES + NL_CASES), ("illegal", ISA_ILLEGAL + NL_ILLEGAL)):
+        for c in cases:
+            ns, _, name = c.api.partition(".")
+            entry = table.get(ns, {}).get(name)
+            if entry is None:
+                unknown.add(c.api)
+                continue
+            entry[kind] += 1
+            entry["frontends"].add(c.frontend)
+            counts[kind] += 1
+    return {**table, "unknown": sorted(unknown), "counts": dict(counts)}
+
+
+def format_listing(cov: dict[str, Any]) -> str:
+    lines = []
+    for ns in ("nisa", "nl"):
+        entries = cov[ns]
+        done = [n for n, e in entries.items() if e["legal"]]
+        lines.append(f"{ns}: {len(done)}/{len(entries)} API names have legal cases")
+        for n, e in entries.items():
+            mark = "ok " if e["legal"] else "-- "
+            fe = ",".join(sorted(e["frontends"])) or "-"
+            lines.append(f"  {mark}{ns}.{n:<28} legal={e['legal']:<3} illegal={e['illegal']:<3} front ends={fe}")
+    if cov["unknown"]:
+        lines.append(f"unknown API names in tables: {cov['unknown']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(format_listing(coverage()))
