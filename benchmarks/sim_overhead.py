@@ -8,18 +8,25 @@ Prints:
   output tile 16 accumulating 128×128ᵀ·128×512 products), measured in the same run; the
   ratio sim / NumPy has a target of ≤ 2.0.
 
-Run: ``.venv/bin/python benchmarks/sim_overhead.py [--repeat 3] [--size 2048]``.
+Run: ``.venv/bin/python benchmarks/sim_overhead.py [--repeat 3] [--size 2048]``. BLAS runs on
+one thread (override with OPENBLAS_NUM_THREADS) so that the ratio measures simulator overhead.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
-import ml_dtypes
-import numpy as np
+# One BLAS thread: both sides of the ratio do the same fp32 products, and a shared machine's
+# other processes make multi-threaded BLAS timings swing by several times.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-from nkieval import frontends
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+
+from nkieval import frontends  # noqa: E402
 
 frontends.install()
 

@@ -80,6 +80,13 @@ def rules() -> None:
 # Sub-commands defined next to the code they drive: "module:attribute" of a click command.
 # Add one line here per command; a missing module is a bug, so import errors are not hidden.
 COMMANDS: list[str] = [
+    "nkieval.perf.cli:profile",
+    "nkieval.analysis.cli:lint",
+    "nkieval.review.cli:review_cmd",
+    "nkieval.tasks.cli:task_group",
+    "nkieval.tasks.cli:tasks_group",
+    "nkieval.review.suite:suite_group",
+    "nkieval.frontends.cli:compat",
 ]
 
 

@@ -56,7 +56,7 @@ def rmsnorm(x, gamma):
         rows = i * 128 + i_p
         t = nl.load(x[rows, i_d], mask=(rows < n))
         sq = nl.square(t, mask=(rows < n))
-        ms = nl.sum(sq, axis=[1], mask=(rows < n)) / d  # [128, 1]
+        ms = nl.sum(sq, axis=[1], mask=(rows < n)) * (1.0 / d)  # [128, 1]
         inv = nl.rsqrt(ms + 1e-6, mask=(rows < n))
         y = t * inv  # tensor * [P, 1] column
         y = nl.multiply(y, g, mask=(rows < n))  # [1, D] broadcast over partitions

@@ -1,10 +1,9 @@
 """The core kernels in Beta-1 style pass against NumPy (issue 3 acceptance)."""
 
+import b1_kernels as k
 import ml_dtypes
 import numpy as np
 import pytest
-
-import b1_kernels as k
 
 RNG = np.random.default_rng(7)
 

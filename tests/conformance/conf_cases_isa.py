@@ -11,10 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
-import numpy as np
-
 import nki.isa as nisa
 import nki.language as nl
+import numpy as np
 from conf_kit import Case, Illegal, load, randint, randn, ret, tile
 
 P, F = 32, 64
@@ -503,6 +502,10 @@ def k_tensor_partition_reduce(x):
     return ret(d)
 
 
+def k_nc_version(x):
+    return int(nisa.get_nc_version()), int(nisa.get_nc_sub_version())
+
+
 MX_X = randint(-3, 4, 32, 16).astype(np.float32)
 MX_Y = randint(-3, 4, 32, 32).astype(np.float32)
 SEG = np.array([[0, 3, 3, 3, 5, 5, 0, 0, 7, 2, 2, 2, 2, 0, 9, 9]], np.float32)
@@ -560,6 +563,10 @@ CASES: list[Case] = [
          lambda x: (_relu(2 * x + 0.5), _relu(2 * x + 0.5).max(1, keepdims=True)), target="trn3"),
     Case("nisa.activate2", k_activate2_prelu, (X,), lambda x: np.where(x >= 0, x, 0.1 * x), target="trn3",
          id="prelu"),
+    Case("nl.prelu", k_activate2_prelu, (X,), lambda x: np.where(x >= 0, x, 0.1 * x), target="trn3"),
+    Case("nl.bypass", k_activate2_prelu, (X,), lambda x: np.where(x >= 0, x, 0.1 * x), target="trn3"),
+    Case("nl.identity", k1(lambda d, a: nisa.activation(dst=d, op=nl.identity, data=a, bias=1.0)), (X,),
+         lambda x: x + 1),
     Case("nisa.affine_select", k1(lambda d, a: nisa.affine_select(
         dst=d, pattern=[[-1, F]], channel_multiplier=1, on_true_tile=a, on_false_value=-1e4,
         cmp_op=nl.greater_equal)), (X,),
@@ -648,6 +655,9 @@ CASES: list[Case] = [
     Case("nisa.register_store", k_registers, (np.array([[0]], np.int32),), lambda x: x),
     Case("nisa.sendrecv", k_sendrecv, (X,), lambda x: np.stack([np.full((4, 8), 2.0), np.full((4, 8), 1.0)]),
          lnc=2),
+    Case("nisa.get_nc_version", k_nc_version, (X,), lambda x: (3, 0)),
+    Case("nisa.get_nc_version", k_nc_version, (X,), lambda x: (4, 0), target="trn3", id="trn3"),
+    Case("nisa.get_nc_sub_version", k_nc_version, (X,), lambda x: (2, 0), target="trn1"),
     Case("nisa.core_barrier", k_core_barrier, (X,), lambda x: np.stack([np.full(8, 2.0), np.full(8, 1.0)]), lnc=2),
 ]
 
@@ -729,6 +739,13 @@ def _shuffle_bad_start(x):
     return ret(d)
 
 
+def _seq_bounds_two_partitions(s):
+    a = load(s)
+    d = tile((2, 2, s.shape[1]))
+    nisa.sequence_bounds(dst=d, segment_ids=a)
+    return ret(d)
+
+
 def _topk_small_n(x):
     a = load(x, nl.bfloat16)
     v, i = tile((x.shape[0], 4), nl.bfloat16), tile((x.shape[0], 4), nl.uint32)
@@ -758,7 +775,7 @@ def _fori_in_no_reorder(x):
 
 
 def _matmul_mx_bad_scale(x, y):
-    a, b = load(x, nl.bfloat16), load(y, nl.bfloat16)
+    a = load(x, nl.bfloat16)
     qa, qb = tile((32, 4), nl.float8_e4m3fn_x4), tile((32, 8), nl.float8_e4m3fn_x4)
     sa, sb = tile((32, 4), nl.float8_e8m0fnu), tile((2, 8), nl.float8_e8m0fnu)
     nisa.quantize_mx(dst=qa, src=a, dst_scale=sa)
@@ -774,7 +791,7 @@ ILLEGAL: list[Illegal] = [
                                                               op1=nl.add)), (X,), "argument", target="trn3",
             id="op-pair"),
     Illegal("nisa.memset", k1(lambda d, a: nisa.memset(dst=d, value=2.5), dtype=nl.int32), (X,), "dtype"),
-    Illegal("nisa.nc_matmul", k_matmul, (randn(16, 130), randn(16, 8)), "matmul-limit"),
+    Illegal("nisa.nc_matmul", k_matmul, (randn(16, 8), randn(16, 520)), "matmul-limit"),
     Illegal("nisa.tensor_tensor", k2(lambda d, a, b: nisa.tensor_tensor(dst=d, data1=a, data2=b, op=nl.add),
                                      shape=(P, F)), (X, randn(16, F)), "partition-mismatch"),
     Illegal("nisa.rng", _rng_float, (X,), "dtype"),
@@ -804,7 +821,7 @@ ILLEGAL: list[Illegal] = [
     Illegal("nisa.nc_n_gather", k_n_gather, (X, (NG_IDX + F).astype(np.uint32)), "out-of-bounds"),
     Illegal("nisa.nc_stream_shuffle", _shuffle_bad_start, (randn(64, 8),), "argument"),
     Illegal("nisa.nonzero_with_count", k_nonzero, (NZ,), "generation", target="trn1"),
-    Illegal("nisa.sequence_bounds", k_seq_bounds, (np.concatenate([SEG, SEG]),), "shape-mismatch"),
+    Illegal("nisa.sequence_bounds", _seq_bounds_two_partitions, (np.concatenate([SEG, SEG]),), "shape-mismatch"),
     Illegal("nisa.topk", _topk_small_n, (TOPK_SRC,), "instruction-limit"),
     Illegal("nisa.register_alloc", _register_int, (X,), "argument"),
     Illegal("nisa.register_store", _register_uninit, (X,), "uninitialized"),

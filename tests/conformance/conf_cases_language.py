@@ -11,10 +11,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 import nki.isa as nisa
 import nki.language as nl
+import numpy as np
 from conf_kit import Case, Illegal, load, randint, randn, ret, tile
 
 P, F = 32, 64
@@ -281,9 +280,10 @@ CASES += [
     Case("nl.sequential_range", _loop_kernel(nl.sequential_range), (X,), _loop_ref),
     Case("nl.static_range", _loop_kernel(nl.static_range), (X,), _loop_ref),
     Case("nl.ds", _loop_kernel(range), (X,), _loop_ref),
-    Case("nl.program_id", k_programs, (X,), lambda x: np.array([[0, 2, 0], [1, 2, 0]], np.float32), lnc=2),
-    Case("nl.num_programs", k_programs, (X,), lambda x: np.array([[0, 2, 0], [1, 2, 0]], np.float32), lnc=2),
-    Case("nl.program_ndim", k_programs, (X,), lambda x: np.array([[0, 2, 0], [1, 2, 0]], np.float32), lnc=2),
+    Case("nl.range", _loop_kernel(nl.range), (X,), _loop_ref),
+    Case("nl.program_id", k_programs, (X,), lambda x: np.array([[0, 2, 1], [1, 2, 1]], np.float32), lnc=2),
+    Case("nl.num_programs", k_programs, (X,), lambda x: np.array([[0, 2, 1], [1, 2, 1]], np.float32), lnc=2),
+    Case("nl.program_ndim", k_programs, (X,), lambda x: np.array([[0, 2, 1], [1, 2, 1]], np.float32), lnc=2),
     Case("nl.matmul", k_matmul, (randn(64, 32), randn(64, 48)), lambda x, y: x.T @ y, rtol=1e-5, atol=1e-5),
     Case("nl.transpose", k_transpose, (X,), lambda x: x.T),
     Case("nl.sum", _reduce_kernel("sum"), (X,), lambda x: x.sum(1, keepdims=True), rtol=1e-5, atol=1e-5),
@@ -382,7 +382,7 @@ def _abs_max_trn2(x, y):
 
 ILLEGAL: list[Illegal] = [
     Illegal("nl.load", _load_sbuf, (X,), "buffer"),
-    Illegal("nl.add", _add_mismatch, (X, randn(16, F)), "partition-mismatch"),
+    Illegal("nl.add", _add_mismatch, (X, randn(16, F)), "shape-mismatch"),
     Illegal("nl.ndarray", _ndarray_too_many_partitions, (X,), "partition-limit"),
     Illegal("nl.abs_max", _abs_max_trn2, (X, Y), "generation"),
     Illegal("nl.fori_loop", _fori_step0, (X,), "argument", id="step0"),

@@ -21,6 +21,7 @@ if __name__ == "__main__":  # standalone: make the shim and sibling modules impo
 
 import nki.isa as nisa
 import nki.language as nl
+
 from nkieval.sim.dtypes import DType
 from nkieval.sim.memory import Buffer
 

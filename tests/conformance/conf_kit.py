@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 import nki
 import nki.isa as nisa
 import nki.language as nl
+import numpy as np
+
 from nkieval.sim.errors import NkiSimulatorWarning, NkiValidationError
 from nkieval.sim.runner import run_kernel
 

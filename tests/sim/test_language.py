@@ -361,6 +361,15 @@ def test_where():
     np.testing.assert_array_equal(out, np.where(c != 0, a, 0.0))
 
 
+def test_dropout_zeroes_about_rate_and_keeps_the_rest():
+    x = np.ones((128, 256), np.float32)
+    out, tr = run_nl(lambda t: nl.dropout(t, 0.25), x)
+    frac = float((out == 0).mean())
+    assert 0.2 < frac < 0.3
+    assert set(np.unique(out)) <= {0.0, 1.0}
+    assert "dropout" in opcodes(tr)
+
+
 def test_shared_identity_matrix():
     out, tr = run_nl(lambda t: nl.shared_identity_matrix(16, dtype=nl.float32), np.zeros((1, 1), np.float32))
     np.testing.assert_array_equal(out, np.eye(16, dtype=np.float32))

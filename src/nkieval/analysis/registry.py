@@ -44,6 +44,15 @@ NKI_RULE_MODULES: tuple[str, ...] = (
 )
 
 MIG_RULE_MODULES: tuple[str, ...] = (
+    "mig001_thread_by_thread_port",
+    "mig002_bounds_check_not_mirrored",
+    "mig003_accumulator_downgraded",
+    "mig004_stable_pattern_dropped",
+    "mig005_math_function_mismatch",
+    "mig006_cuda_tile_size_copied",
+    "mig007_atomics_not_mapped",
+    "mig008_tensor_core_not_mapped",
+    "mig009_sync_emulated",
 )
 
 

@@ -187,16 +187,25 @@ def rule_contraction(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
     else:
         c_det = gamma(n_round, u_acc)
         c_prb = prob_coeff(n_round, u_acc, lam)
+    if r.structure.get("biased"):
+        c_prb = c_det  # truncation errors do not cancel: no √K gain
     psum_fmt = r.structure.get("psum_rounds")
     psum_det = psum_prb = psum_var = 0.0
     if psum_fmt:
         from .formats import get_format
 
-        up = get_format(psum_fmt).u * (2.0 if r.structure.get("psum_sr") else 1.0)
+        sr = bool(r.structure.get("psum_sr"))
+        up = get_format(psum_fmt).u * (2.0 if sr else 1.0)
         T = np.ceil(K / r.tile_k)
-        psum_det = T * up * S
-        psum_prb = np.minimum(lam * np.sqrt(T), T) * up * S
-        psum_var = (3.0 if r.structure.get("psum_sr") else 1.0) * up**2 / 3.0 * T * (ay * ay / 3.0 + (Q + ay * ay / T) / 6.0)
+        psum_det = T * up * S  # every tile order: each write errs by ≤ u·|P_t| ≤ u·S
+        # Σ_t P_t² of the running PSUM values (oracle, declared tile order) when available,
+        # else its expectation for random data; Azuma: |Σ δ_t P_t| ≤ λ·u·sqrt(Σ P_t²)
+        psq = b.aux.get("psum_sq")
+        if psq is None:
+            psq = T * (ay * ay / 3.0 + (Q + ay * ay / T) / 6.0)
+        psq = psq * (1.0 + T * up) ** 2
+        psum_prb = np.minimum(lam * up * np.sqrt(psq), psum_det)
+        psum_var = (3.0 if sr else 1.0) * up**2 / 3.0 * psq
     extra_rel = 0.0
     if b.aux.get("divide"):
         extra_rel += u_acc
@@ -219,6 +228,10 @@ def rule_contraction(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
         + (extra_rel**2 / 3.0) * ay * ay
         + (eta * eta) / 3.0
     )
+    if r.structure.get("biased"):
+        # truncation errs one way: the mean error grows like (u/2)·Σ_k|s_k| ≲ (u/2)·K·sqrt(y²/3 + Q/6)
+        inner_k = np.minimum(K, promote) if promote else K
+        var = var + (0.5 * u_acc * inner_k) ** 2 * (ay * ay / 3.0 + Q / 6.0) * (K / inner_k)
     sigma = np.sqrt(var)
     terms = {"output rounding": t_out, "accumulation": t_acc, "underflow floor": eta + 0 * ay}
     if eps_in or eps_prod:
@@ -362,6 +375,9 @@ def _norm_bound(b: OracleBlock, ctx: RuleContext, c: np.ndarray | float, ur: flo
                 "normalisation": core}
 
 
+_WELFORD_CHUNK = 512  # bn_stats processes at most 512 elements per partition (nki.isa)
+
+
 def _rule_norm(rms: bool):
     def rule(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
         r = ctx.recipe
@@ -369,8 +385,12 @@ def _rule_norm(rms: bool):
         N = float(b.k or 1)
         u_out, tiny_out, vf = _out_terms(r)
         ay = np.abs(b.y)
-        det = _norm_bound(b, ctx, gamma(N, u), u, rms)
-        prb = _norm_bound(b, ctx, prob_coeff(N, u, r.lam), u, rms)
+        n_eff = N
+        if r.variance == "welford" and N > _WELFORD_CHUNK:
+            # chunks of ≤ 512 summed, then merged: each term sees ≤ 512 + N/512 − 1 roundings
+            n_eff = _WELFORD_CHUNK + math.ceil(N / _WELFORD_CHUNK) - 1
+        det = _norm_bound(b, ctx, gamma(n_eff, u), u, rms)
+        prb = _norm_bound(b, ctx, prob_coeff(n_eff, u, r.lam), u, rms)
         sig = _norm_bound(b, ctx, u * math.sqrt(N) / 3.0, u / math.sqrt(3.0), rms)
         eta = tiny_out + N * r.acc_format.tiny
         tau_det = u_out * ay + (1 + u_out) * det["normalisation"] + eta

@@ -29,6 +29,7 @@ import numpy as np
 
 from .bounds import RULES, RuleContext
 from .formats import format_of, get_format, round_to
+from .inputs import is_random_family
 from .oracle import ACTIVATIONS, OpSpec, Prepared, exact_in
 from .recipe import PrecisionRecipe
 from .verdict import Finding, Verdict
@@ -508,7 +509,8 @@ def _ctx_for(recipe: PrecisionRecipe, base: RuleContext, spec: OpSpec, arrays: l
                        operands_exact_in_compute=all_exact, activation=base.activation)
 
 
-def _fingerprint(s: _Sample, ob: Any, ctx: RuleContext) -> list[tuple[float, Finding]]:
+def _fingerprint(s: _Sample, ob: Any, ctx: RuleContext,
+                 tau_of: Callable[[Any], np.ndarray]) -> list[tuple[float, Finding]]:
     rule = RULES[s.spec.kind]
     base = rule(ob, ctx)
     if base.sigma is None:
@@ -540,12 +542,12 @@ def _fingerprint(s: _Sample, ob: Any, ctx: RuleContext) -> list[tuple[float, Fin
             continue
         zh = zrms(hb.sigma)
         with np.errstate(divide="ignore", invalid="ignore"):
-            marg = float(np.max(e / np.maximum(hb.tau_det[fin], 1e-300)))
+            marg = float(np.max(e / np.maximum(tau_of(hb)[fin], 1e-300)))
         # consistent (z ≈ 1, inside its hard bound) but not vacuous (σ ≫ the errors)
         if 0.03 <= zh <= 2.5 and marg <= 1.0:
             score = abs(math.log(max(zh, 1e-12) / 0.6))
             ev = (f"the errors are {z0:.3g}σ (RMS) under the declared recipe but {zh:.3g}σ under "
-                  f"'{hr.describe()}', inside that recipe's hard bound")
+                  f"'{hr.describe()}', inside that recipe's bound")
             out.append((score, Finding(h.id, h.cause, ev, h.action)))
     out.sort(key=lambda t: t[0])
     return out[:2]
@@ -610,7 +612,9 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
     bb = rule(ob, ctx)
     e0 = r0 * row_len
     got = actual.reshape(-1)[e0:e0 + ob.y.size].astype(np.float64)
-    s = _Sample(spec, arrays, _slice(spec, prep, arrays, r0, r1), params, recipe, ob.y, got, bb.tau_det,
+    statistical = is_random_family(verdict.input_family)
+    tau_of = (lambda bnd: bnd.tau_prb) if statistical else (lambda bnd: bnd.tau_det)
+    s = _Sample(spec, arrays, _slice(spec, prep, arrays, r0, r1), params, recipe, ob.y, got, tau_of(bb),
                 (r0, r1), prep)
 
     # 1. output grid (decisive for a silent output downcast when rounding explains the error)
@@ -621,7 +625,7 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
             hb = rule(ob, _ctx_for(recipe.replace(output=m.output_grid), ctx, spec, arrays))
             fin_g = np.isfinite(got) & np.isfinite(ob.y)
             with np.errstate(all="ignore"):
-                explains = bool(np.all(np.abs(got - ob.y)[fin_g] <= hb.tau_det[fin_g]))
+                explains = bool(np.all(np.abs(got - ob.y)[fin_g] <= tau_of(hb)[fin_g]))
         except ValueError:
             pass
         ev = (f"every non-zero output is exactly representable in {m.output_grid}, while most correctly rounded "
@@ -650,7 +654,7 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
                                                     f"kernel's output (residual {sc:.2g} of the error)", c.action)))
     # 3. precision fingerprint (redundant once a defect model reproduces the output closely)
     if not any(sc < 0.11 for sc, _ in findings):
-        for sc, f in _fingerprint(s, ob, ctx):
+        for sc, f in _fingerprint(s, ob, ctx, tau_of):
             findings.append((0.5 + sc, f))
     # 4. shape of the error
     fin = np.isfinite(got) & np.isfinite(s.y)
@@ -666,7 +670,10 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
             res = float(np.sqrt(np.mean((g - c * y) ** 2)))
             tau_rms = float(np.sqrt(np.mean(s.tau[fin] ** 2)))
             if abs(c - 1) > 1e-3 and res <= max(0.1 * err, tau_rms) and c != 0:
-                findings.append((0.2, Finding("constant_factor", f"the output is off by a constant factor {c:.6g}",
+                what = f"the output is off by a constant factor {c:.6g}"
+                if abs(c - 1) < 0.05:
+                    what += " (a wrong scale, or a biased/truncating accumulation)"
+                findings.append((0.2, Finding("constant_factor", what,
                                               f"got ≈ {c:.6g}·expected with residual {res:.3g} vs error {err:.3g}",
                                               "check scale factors (dequantisation scale, 1/N, temperature)")))
     if m.nan_produced:

@@ -85,7 +85,7 @@ def _pairs_last(rng: np.random.Generator, shape: tuple[int, ...], axis: int, bas
 def _cancellation(rng, shape, fmt, role, limit):
     off = min(100.0, limit / 2)
     # noise must survive rounding to the format: at least a couple of its ulps at `off`
-    rel = max(0.01, 2.0 ** (2 - fmt.p)) if fmt.kind == "float" else 0.01
+    rel = max(0.1, 2.0 ** (2 - fmt.p)) if fmt.kind == "float" else 0.1
     if role == "a":
         return off + rng.standard_normal(shape) * off * rel
     if role == "b":
@@ -166,8 +166,8 @@ FAMILIES: dict[str, InputFamily] = {
         InputFamily("uniform", True, "U[0,1): one-signed, the worst case for error growth", _uniform),
         InputFamily("heavy_tailed", True, "Student-t with 2 degrees of freedom, clipped to the range", _heavy),
         InputFamily("cancellation", True,
-                    "matmul: a = 100 + N(0,1), b with exactly zero-sum columns; reductions: ±(100+N) pairs plus "
-                    "noise — |y| ≪ S", _cancellation),
+                    "matmul: a = 100 + N(0,10²), b with exactly zero-sum columns; reductions: ±(100+N) pairs "
+                    "plus noise — |y| ≈ S/(10√K), ten times less than for N(0,1) data", _cancellation),
         InputFamily("offset", False,
                     "μ + N(0, (μ/1000)²): μ/σ = 10³ (one-pass variance fails). Structured: nearly constant terms "
                     "make rounding errors correlated, so only the hard bound applies", _offset),

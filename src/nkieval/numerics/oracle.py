@@ -297,8 +297,10 @@ def _prepare_matmul(inputs: list[np.ndarray], params: dict[str, Any], recipe: Pr
             cache[bi] = (bf, bz, babs, bsq, has_special, _subnormal_part(_f64(b3[bi]), fb))
         return cache[bi]
 
+    psum_tile = recipe.tile_k if recipe.structure.get("psum_rounds") else 0
+
     def evaluate(r0: int, r1: int) -> OracleBlock:
-        ys, ss, qs, subs = [], [], [], []
+        ys, ss, qs, subs, psq = [], [], [], [], []
         any_sub = False
         r = r0
         while r < r1:
@@ -319,6 +321,15 @@ def _prepare_matmul(inputs: list[np.ndarray], params: dict[str, Any], recipe: Pr
             else:
                 s = np.abs(az) @ babs
                 q = (az * az) @ bsq
+            if psum_tile:
+                # running PSUM values after each K tile (declared tile order), for the
+                # probabilistic bound λ·u·sqrt(Σ_t P_t²) of per-tile PSUM roundings
+                run = np.zeros_like(y)
+                sq = np.zeros_like(y)
+                for t0 in range(0, k, psum_tile):
+                    run += az[:, t0:t0 + psum_tile] @ bz[t0:t0 + psum_tile]
+                    sq += run * run
+                psq.append(sq.ravel())
             if a_special or b_special:
                 nan, pinf, ninf = _special_contract(af, bf)
                 y = np.where(nan, np.nan, np.where(pinf, np.inf, np.where(ninf, -np.inf, y)))
@@ -339,10 +350,12 @@ def _prepare_matmul(inputs: list[np.ndarray], params: dict[str, Any], recipe: Pr
         subn = None
         if any_sub:
             subn = np.concatenate([np.zeros(len(yy)) if sb_ is None else sb_ for yy, sb_ in zip(ys, subs)])
+        aux: dict[str, Any] = {"scaled": not (isinstance(scale_a, float) and isinstance(scale_b, float)
+                                              and scale_a == 1.0 and scale_b == 1.0)}
+        if psq:
+            aux["psum_sq"] = np.concatenate(psq)
         return OracleBlock(y=y, scale=np.concatenate(ss), sumsq=np.concatenate(qs), k=k,
-                           subnormal_scale=subn,
-                           aux={"scaled": not (isinstance(scale_a, float) and isinstance(scale_b, float)
-                                               and scale_a == 1.0 and scale_b == 1.0)})
+                           subnormal_scale=subn, aux=aux)
 
     ga = grid_exponent(a)
     gb = grid_exponent(b)

@@ -66,13 +66,16 @@ ACCUMULATION_STRUCTURES: dict[str, dict[str, Any]] = {
     "tensor_core_fp32": {"doc": "GPU tensor cores: fp32 accumulation of small K chunks"},
     "fp8_fast_accum": {
         "doc": "GPU FP8 'fast accumulation': a ~14-bit truncating accumulator without "
-        "promotion (DeepSeek-V3 §3.3); modelled as accumulating with u = 2^-13",
+        "promotion (DeepSeek-V3 §3.3); modelled as accumulating with u = 2^-13. Truncation is "
+        "biased, so the √K probabilistic bound does not apply (errors grow like K)",
         "acc_u": 2.0**-13,
+        "biased": True,
     },
     "fp8_fast_accum_promote128": {
         "doc": "FP8 limited-precision accumulator promoted to fp32 every 128 products",
         "acc_u": 2.0**-13,
         "promote": 128,
+        "biased": True,
     },
     "exact": {"doc": "exact (integer) accumulation: every order gives the same result"},
 }
@@ -160,7 +163,10 @@ class PrecisionRecipe:
         rounding: ``"rne"`` or ``"sr"`` (stochastic rounding of outputs and PSUM writes).
         scales: per-tensor dequantisation scales of the operands (FP8), multiplied in.
         transcendental: implementation of exp/tanh/..., a key of :data:`TRANSCENDENTALS`.
-        variance: variance algorithm of layernorm (``one_pass`` = E[x²]−E[x]²).
+        variance: variance algorithm of layernorm: ``two_pass`` (mean, then mean of squared
+            deviations, any summation order), ``welford`` (chunks of ≤ 512 merged, as
+            bn_stats/bn_aggr: the blocked constant γ_{512+N/512−1} applies), ``one_pass``
+            (E[x²]−E[x]², whose budget grows with μ²/σ²).
         max_subtraction: whether softmax subtracts the row max before exp.
         overflow: what the kernel does past the output format's max: ``"ieee"`` (inf, or NaN
             for formats without inf) or ``"saturate"`` (±max).

@@ -93,12 +93,18 @@ def clock(p: PerfParams, engine: str) -> float:
     return float(p.values[ENGINE_CLOCK.get(engine, "base_clock_ghz")])
 
 
-def dep_latency(p: PerfParams, engine: str) -> float:
-    """ns a dependent instruction waits after this engine's instruction ends (static overhead)."""
+def dep_latency(p: PerfParams, engine: str, occ_ns: float) -> float:
+    """ns a dependent instruction waits after this one ends.
+
+    The engines stream: a dependent instruction can start once the first results leave the
+    pipeline, ``MIN_II + dep_overhead`` cycles after the producer started (264 ScalarE cycles
+    measured for one-element instructions, PERF Opt5a). Long instructions hide it entirely.
+    """
     key = _DEP_OVERHEAD.get(engine)
     if key is None:
         return 0.0
-    return float(p.values[key]) / clock(p, engine)
+    first = (float(p.min_ii_cycles) + float(p.values[key])) / clock(p, engine)
+    return max(0.0, first - occ_ns)
 
 
 def stride_factor(rec: TraceRecord, p: PerfParams) -> float:
@@ -115,7 +121,8 @@ def _cycles_cost(rec: TraceRecord, p: PerfParams, cycles: float, mode: str | Non
     eng = rec.engine
     if apply_stride:
         cycles *= stride_factor(rec, p)
-    return Cost(cycles / clock(p, eng), dep_latency(p, eng), mode)
+    occ = cycles / clock(p, eng)
+    return Cost(occ, dep_latency(p, eng, occ), mode)
 
 
 def fallback_cost(rec: TraceRecord, p: PerfParams) -> Cost:

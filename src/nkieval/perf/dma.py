@@ -7,7 +7,7 @@ Model (research note perf-model.md §5.6, fitted in benchmarks/perf_fit.py):
   HBM→HBM transfers split their bytes evenly over the 16 engines.
 * Each partition's bytes go as descriptors, one per contiguous run (the smaller of the two
   sides' innermost runs, capped at ``dma_max_descriptor_bytes``).
-* An engine's service time is ``Σ_desc (bytes + B0) / bw_eng``: ``B0`` (descriptor
+* An engine's service time is ``t_eng + Σ_desc (bytes + B0) / bw_eng``: a fixed per-transfer cost and: ``B0`` (descriptor
   overhead expressed in bytes) gives the documented efficiency curve (poor below 256 B per
   partition, near peak from 2–4 KiB).
 * DMA transposes run at a fraction of the DMA throughput (Trn2: 90 % from HBM, 50 % SBUF→SBUF).
@@ -106,7 +106,7 @@ def plan_dma(rec: TraceRecord, p: PerfParams) -> DmaPlan:
         eff = p.dma_transpose_efficiency_hbm if src.buffer == "hbm" else p.dma_transpose_efficiency_sbuf
         if eff > 0:
             bw *= eff
-    service = (bytes_per_engine + desc_per_engine * p.dma_descriptor_overhead_bytes) / bw
+    service = p.dma_engine_fixed_ns + (bytes_per_engine + desc_per_engine * p.dma_descriptor_overhead_bytes) / bw
     dge = int(rec.attrs.get("dge_mode", 0) or 0)
     issue_engine, issue_ns = None, 0.0
     if dge == 2 and p.hwdge_instruction_ns > 0:  # hwdge: the issuing sequencer (SP by default) is busy

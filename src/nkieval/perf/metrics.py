@@ -130,7 +130,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m: dict[str, Any] = {}
     m["total_time"] = tsec
     m["total_time_ns"] = total
-    m["neuroncore_cycle_count"] = int(round(total * p.base_clock_ghz))
+    m["neuroncore_cycle_count"] = round(total * p.base_clock_ghz)
     all_busy = [iv for ivs in busy.values() for iv in ivs] + dma_intervals
     act = merged_length(all_busy)
     m["total_active_time"] = act * 1e-9
@@ -173,7 +173,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["dma_bandwidth_utilization_percent"] = 100.0 * dma_bytes / (total * agg_bw * cores) if total else 0.0
     m["dma_active_time"] = dma_active * 1e-9
     m["dma_active_time_percent"] = 100.0 * util["dma"]
-    m["dma_packet_time"] = sum(f - st for ivs in s.dma_engine_busy for st, f in ivs) * 1e-9
+    m["dma_packet_time"] = sum(pl.service_ns * pl.engines for pl in s.dma.values()) * 1e-9
     n_dma = len(dma_intervals)
     m["dma_transfer_count"] = n_dma
     m["dma_transfer_total_bytes"] = dma_bytes

@@ -23,6 +23,7 @@ program-order upper bound.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
@@ -83,7 +84,7 @@ class Schedule:
     reason: list[str | None]  # what ended the wait ("dep:tensor", "dep:dma", "capacity", "port", ...)
     pred: array  # record whose constraint set the start (-1: none)
     dma: dict[int, DmaPlan]
-    dma_engine_busy: list[list[tuple[float, float]]]  # per core*16 engines: busy intervals
+    dma_slot: dict[int, float]  # DMA record -> when its transfers start on the DMA engines
     issue_busy: dict[str, float]  # track -> ns of hwdge/swdge issue occupancy added to compute engines
     perf_mode: dict[int, str] = field(default_factory=dict)
     unmodelled: Counter = field(default_factory=Counter)
@@ -130,8 +131,80 @@ def _overlaps(e: list, pitch: int, r0: int, r1: int, c0: int, c1: int) -> bool:
     return a0 < b1 and b0 < a1
 
 
+class DmaPool:
+    """The core's DMA engines as one pool: busy intervals (sorted, merged) of engine-time / engines.
+
+    A transfer over ``e`` of the 16 engines for ``t`` ns each needs ``t·e/16`` of pool time. It takes
+    the earliest gap at or after it is ready (backfilling idle time left by earlier transfers), so
+    queues share the engines' bandwidth. Only the latest ``keep`` intervals are remembered.
+    """
+
+    __slots__ = ("ends", "floor", "keep", "starts")
+
+    def __init__(self, keep: int = 512) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.floor = 0.0
+        self.keep = keep
+
+    def reserve(self, ready: float, dur: float) -> float:
+        """Book ``dur`` ns at the earliest time ≥ ``ready`` with a free gap; returns the start."""
+        starts, ends = self.starts, self.ends
+        t = ready if ready > self.floor else self.floor
+        if dur <= 0:
+            return t
+        j = bisect_right(ends, t)
+        n = len(starts)
+        while j < n and starts[j] < t + dur:
+            if ends[j] > t:
+                t = ends[j]
+            j += 1
+        e = t + dur
+        # merge with the previous / next interval when touching
+        if j > 0 and ends[j - 1] >= t - 1e-9:
+            ends[j - 1] = e if e > ends[j - 1] else ends[j - 1]
+            if j < n and starts[j] <= e + 1e-9:
+                ends[j - 1] = max(ends[j - 1], ends[j])
+                del starts[j], ends[j]
+        elif j < n and starts[j] <= e + 1e-9:
+            starts[j] = t
+        else:
+            starts.insert(j, t)
+            ends.insert(j, e)
+        if len(starts) > self.keep:
+            cut = self.keep // 2
+            self.floor = ends[cut - 1]
+            del starts[:cut], ends[:cut]
+        return t
+
+
 # entry fields
 _P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX = range(11)
+
+
+def _static_costs(records: list, p: PerfParams) -> tuple[list, Counter]:
+    """Per record: a DmaPlan or (occ, lat, mode, has_rule); memoised on the record's shape signature."""
+    memo: dict[tuple, object] = {}
+    out: list = [None] * len(records)
+    unmodelled: Counter = Counter()
+    for i, rec in enumerate(records):
+        attrs = rec.attrs
+        key = (rec.opcode, rec.engine,
+               tuple((o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes,
+                      o.partitions) for o in rec.operands),
+               tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()) if attrs else ())
+        c = memo.get(key)
+        if c is None:
+            if rec.engine == "dma":
+                c = plan_dma(rec, p)
+            else:
+                cost, ok = cost_of(rec, p)
+                c = (cost.occ, cost.lat, cost.mode, ok)
+            memo[key] = c
+        if type(c) is tuple and not c[3]:
+            unmodelled[rec.opcode] += 1
+        out[i] = c
+    return out, unmodelled
 
 
 def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = None) -> Schedule:
@@ -139,13 +212,15 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
     pol = policy or SchedulePolicy()
     p = params
     mode = pol.mode
+    logical = mode != "physical"
+    serial = mode == "serial"
     records = trace.records
     n = len(records)
     cores = pol.cores or (trace.num_programs if trace.num_programs <= 2 else 1)
     depth = pol.rotation_depth or int(p.rotation_depth)
     rot = None
     reuse_of: dict[int, int] = {}
-    if mode != "physical":
+    if logical:
         rot = plan_rotation(trace, depth, {"sbuf": int(p.sbuf_usable_bytes_per_partition),
                                            "psum": int(p.psum_bytes_per_partition)})
         reuse_of = rot.reuse_of
@@ -154,6 +229,7 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
         for o in r.operands:
             if "w" in o.mode:
                 written.add(o.alloc)
+    static, unmodelled = _static_costs(records, p)
     sem = float(p.cross_engine_sem_ns)
     dma_fixed = float(p.dma_fixed_ns)
     n_dma = int(p.dma_engines)
@@ -170,23 +246,22 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
     track: list[str] = [""] * n
     dma_plans: dict[int, DmaPlan] = {}
     perf_mode: dict[int, str] = {}
-    unmodelled: Counter = Counter()
     issue_busy: dict[str, float] = {}
 
     eng_free: dict[str, float] = {}
     eng_last: dict[str, int] = {}
     queue_of: dict[tuple[int, str | None, int | None], str] = {}
     queue_count = [0] * cores
-    queue_next_engine: dict[str, int] = {}
-    dma_free = [0.0] * (n_dma * cores)
-    dma_busy: list[list[tuple[float, float]]] = [[] for _ in range(n_dma * cores)]
+    pools = [DmaPool() for _ in range(cores)]
+    dma_slot: dict[int, float] = {}
     port_free: dict[str, float] = {}
-    table: dict[tuple, list[list]] = {}
+    table: dict[object, list[list]] = {}
     seen: set[int] = set()
     last_end: dict[int, tuple[float, int]] = {}
     global_end = 0.0
     global_last = -1
     prefixes = [("" if c == 0 else f"nc{c}/") for c in range(cores)]
+    dep_label = {e: "dep:" + e for e in (*COMPUTE_ENGINES, "dma", "")}
 
     for i in range(n):
         rec = records[i]
@@ -199,23 +274,31 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
         d_pred = -1
         d_reason: str | None = None
         acc = []
+        onchip_allocs = []
         for o in rec.operands:
             a = o.alloc
-            onchip = o.buffer != "hbm"
-            if mode != "physical" and onchip and a not in seen:
-                seen.add(a)
-                prev = reuse_of.get(a)
-                if prev is not None:
-                    t, ti = last_end.get(prev, (0.0, -1))
-                    if t > t_dep:
-                        t_dep, d_pred, d_reason = t, ti, "capacity"
-            if a not in written:
-                continue
-            if onchip:
-                key = (a,) if mode != "physical" else (core, o.buffer)
+            if o.buffer != "hbm":
+                onchip_allocs.append(a)
+                if logical and a not in seen:
+                    seen.add(a)
+                    prev = reuse_of.get(a)
+                    if prev is not None:
+                        t, ti = last_end.get(prev, (0.0, -1))
+                        if t > t_dep:
+                            t_dep, d_pred, d_reason = t, ti, "capacity"
+                if a not in written:
+                    continue
+                key = a if logical else (core, o.buffer)
+                pitch = -1
+                r0 = o.partition_start
+                r1 = r0 + (o.partitions or 1)
+                c0 = o.addr_lo
+                c1 = o.addr_hi
             else:
-                key = ("h", a)
-            box = _box(o, itemsize(o))
+                if a not in written:
+                    continue
+                key = a
+                pitch, r0, r1, c0, c1 = _box(o, itemsize(o))
             ents = table.get(key)
             if ents is None:
                 ents = table[key] = []
@@ -224,37 +307,41 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
             isr = "r" in m
             hits = []
             for e in ents:
-                if not _overlaps(e, *box):
+                if e[0] == pitch:
+                    if not (e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]):
+                        continue
+                elif not _overlaps(e, pitch, r0, r1, c0, c1):
                     continue
                 hits.append(e)
-                if isr and e[_WIDX] >= 0:
-                    t = e[_WEND]
-                    weng = e[_WENG]
-                    if weng != eng or eng != "tensor":
-                        t += e[_WLAT]
-                    if weng != eng:
-                        t += sem
-                    if t > t_dep:
-                        t_dep, d_pred, d_reason = t, e[_WIDX], "dep:" + weng
-                if isw:
-                    if e[_WIDX] >= 0 and e[_WEND] > t_dep:
-                        t_dep, d_pred, d_reason = e[_WEND], e[_WIDX], "dep:" + e[_WENG]
-                    if e[_REND] > t_dep:
-                        t_dep, d_pred, d_reason = e[_REND], e[_RIDX], "war"
-            acc.append((ents, box, isr, isw, hits))
-        if mode == "serial" and global_end > t_dep:
+                widx = e[8]
+                if widx >= 0:
+                    if isr:
+                        weng = e[7]
+                        t = e[5]
+                        if weng != eng:
+                            t += e[6] + sem
+                        elif eng != "tensor":
+                            t += e[6]
+                        if t > t_dep:
+                            t_dep, d_pred, d_reason = t, widx, dep_label.get(weng) or "dep:" + weng
+                    if isw and e[5] > t_dep:
+                        t_dep, d_pred, d_reason = e[5], widx, dep_label.get(e[7]) or "dep:" + e[7]
+                if isw and e[9] > t_dep:
+                    t_dep, d_pred, d_reason = e[9], e[10], "war"
+            acc.append((ents, pitch, r0, r1, c0, c1, isr, isw, hits))
+        if serial and global_end > t_dep:
             t_dep, d_pred, d_reason = global_end, global_last, "program_order"
         # ---- issue ----------------------------------------------------------------------
+        sc = static[i]
         if is_dma:
-            plan = plan_dma(rec, p)
+            plan = sc
             dma_plans[i] = plan
             qk = (core, rec.file, rec.line)
-            q = queue_of.get(qk)
-            if q is None:
-                q = f"{pre}dma:q{queue_count[core] % n_queues}"
+            tr = queue_of.get(qk)
+            if tr is None:
+                tr = f"{pre}dma:q{queue_count[core] % n_queues}"
                 queue_count[core] += 1
-                queue_of[qk] = q
-            tr = q
+                queue_of[qk] = tr
             t0 = eng_free.get(tr, 0.0)
             prev_free = t0
             why: str | None = None
@@ -270,33 +357,23 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
                 issue_busy[itr] = issue_busy.get(itr, 0.0) + plan.issue_ns
                 t0 += plan.issue_ns
             xs = t0 + dma_fixed
-            base = queue_next_engine.get(tr, 0)
-            done = xs
             svc = plan.service_ns
-            off = core * n_dma
-            for k in range(plan.engines):
-                ei = off + (base + k) % n_dma
-                s = dma_free[ei]
-                if s < xs:
-                    s = xs
-                f = s + svc
-                dma_free[ei] = f
-                if svc > 0:
-                    dma_busy[ei].append((s, f))
-                if f > done:
-                    done = f
-            queue_next_engine[tr] = (base + plan.engines) % n_dma
+            pool = pools[core]
+            slot = pool.reserve(xs, svc * plan.engines / n_dma)
+            done = slot + svc * plan.engines / n_dma
+            if done < xs + svc:
+                done = xs + svc
+            dma_slot[i] = slot
             st, en = t0, done
-            if done > xs + svc + 1e-9 and why is None:
+            if why is None and slot > xs + 1e-9:
                 why = "dma_engines"
             o_cost = en - st
             lat = sem
+            weng_out = "dma"
         else:
-            cost, ok = cost_of(rec, p)
-            if not ok:
-                unmodelled[rec.opcode] += 1
-            if cost.mode:
-                perf_mode[i] = cost.mode
+            o_cost, lat, pmode, _ok = sc
+            if pmode:
+                perf_mode[i] = pmode
             tr = pre + eng
             t0 = eng_free.get(tr, 0.0)
             prev_free = t0
@@ -305,9 +382,9 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
             if t_dep > t0:
                 t0, why, pr = t_dep, d_reason, d_pred
             ports = None
-            if port_vg and eng in ("vector", "gpsimd"):
+            if port_vg and (eng == "vector" or eng == "gpsimd"):
                 ports = [pre + "port:sbuf_vg"]
-            if port_vs and eng in ("vector", "scalar"):
+            if port_vs and (eng == "vector" or eng == "scalar"):
                 for o in rec.operands:
                     if o.buffer == "psum":
                         ports = (ports or []) + [pre + "port:psum_vs"]
@@ -318,50 +395,49 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
                     if pf > t0:
                         t0, why, pr = pf, "port", eng_last.get(pk, -1)
             st = t0
-            en = t0 + cost.occ
-            o_cost = cost.occ
-            lat = cost.lat
+            en = t0 + o_cost
             if ports:
                 for pk in ports:
                     port_free[pk] = en
                     eng_last[pk] = i
+            weng_out = eng
         eng_free[tr] = en
         eng_last[tr] = i
         start[i] = st
         end[i] = en
         occ_a[i] = o_cost
         w = st - prev_free
-        wait[i] = w if w > 0 else 0.0
-        reason[i] = why if w > 0 else None
+        if w > 0:
+            wait[i] = w
+            reason[i] = why
         pred[i] = pr
         track[i] = tr
         if en > global_end:
             global_end, global_last = en, i
         # ---- update byte-range tables ------------------------------------------------
-        weng = "dma" if is_dma else eng
-        for ents, box, isr, isw, hits in acc:
+        for ents, pitch, r0, r1, c0, c1, isr, isw, hits in acc:
             if isw:
-                pitch, r0, r1, c0, c1 = box
                 if hits:
-                    gone = {id(e) for e in hits if e[_P] == pitch and r0 <= e[_R0] and e[_R1] <= r1
-                            and c0 <= e[_C0] and e[_C1] <= c1}
+                    gone = [e for e in hits if e[0] == pitch and r0 <= e[1] and e[2] <= r1
+                            and c0 <= e[3] and e[4] <= c1]
                     if gone:
-                        ents[:] = [e for e in ents if id(e) not in gone]
-                ents.append([pitch, r0, r1, c0, c1, en, lat, weng, i, (en if isr else 0.0), (i if isr else -1)])
-            elif isr:
-                if hits:
-                    for e in hits:
-                        if en > e[_REND]:
-                            e[_REND] = en
-                            e[_RIDX] = i
-                else:
-                    ents.append([box[0], box[1], box[2], box[3], box[4], 0.0, 0.0, "", -1, en, i])
-        for o in rec.operands:
-            if o.buffer != "hbm":
-                a = o.alloc
-                le = last_end.get(a)
-                if le is None or en > le[0]:
-                    last_end[a] = (en, i)
+                        if len(gone) == len(ents):
+                            ents.clear()
+                        else:
+                            ids = {id(e) for e in gone}
+                            ents[:] = [e for e in ents if id(e) not in ids]
+                ents.append([pitch, r0, r1, c0, c1, en, lat, weng_out, i, (en if isr else 0.0), (i if isr else -1)])
+            elif hits:
+                for e in hits:
+                    if en > e[9]:
+                        e[9] = en
+                        e[10] = i
+            else:
+                ents.append([pitch, r0, r1, c0, c1, 0.0, 0.0, "", -1, en, i])
+        for a in onchip_allocs:
+            le = last_end.get(a)
+            if le is None or en > le[0]:
+                last_end[a] = (en, i)
     return Schedule(trace=trace, params=p, policy=pol, cores=cores, track=track, start=start, end=end, occ=occ_a,
-                    wait=wait, reason=reason, pred=pred, dma=dma_plans, dma_engine_busy=dma_busy,
+                    wait=wait, reason=reason, pred=pred, dma=dma_plans, dma_slot=dma_slot,
                     issue_busy=issue_busy, perf_mode=perf_mode, unmodelled=unmodelled, rotation=rot)

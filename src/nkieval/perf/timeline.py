@@ -66,17 +66,19 @@ def to_perfetto(est: PerfEstimate, *, dma_engines: bool = False) -> dict[str, An
         events.append({"name": rec.opcode, "cat": t.split("/")[-1].split(":")[0], "ph": "X", "ts": st / 1e3,
                        "dur": dur / 1e3, "pid": pid, "tid": tid[t], "args": args})
     if dma_engines:
-        base = len(tracks) + 1
-        n_eng = int(s.params.dma_engines)
-        for k, ivs in enumerate(s.dma_engine_busy):
-            pid, e = divmod(k, n_eng)
-            if not ivs:
-                continue
-            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": base + k,
-                           "args": {"name": f"dma engine {e}"}})
-            for a, b in ivs:
-                events.append({"name": "transfer", "cat": "dma_engine", "ph": "X", "ts": a / 1e3, "dur": (b - a) / 1e3,
-                               "pid": pid, "tid": base + k})
+        # The DMA engine pool: when each transfer's data moves (after its fixed latency and queueing).
+        pool_tid = len(tracks) + 1
+        pids = {0}
+        for i, slot in s.dma_slot.items():
+            core, _, _ = s.track[i].rpartition("/")
+            pid = int(core[2:]) if core.startswith("nc") else 0
+            if pid not in pids:
+                pids.add(pid)
+            events.append({"name": recs[i].opcode, "cat": "dma_engines", "ph": "X", "ts": slot / 1e3,
+                           "dur": (end[i] - slot) / 1e3, "pid": pid, "tid": pool_tid, "args": {"seq": recs[i].seq}})
+        for pid in sorted(pids):
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": pool_tid,
+                           "args": {"name": "dma engines (transfers)"}})
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"kernel": est.kernel, "target": est.target, "model_version": est.model_version,
                           "estimate": True, "total_time_ns": est.total_time_ns}}

@@ -89,11 +89,17 @@ def perf_estimate(trace: Any, target: str) -> tuple[dict[str, Any] | None, str |
         d = res.to_dict() if hasattr(res, "to_dict") else dict(res)
     except Exception as e:
         return None, f"nkieval.perf.estimate raised {type(e).__name__}: {e}"
-    t = d.get("total_time_s", d.get("total_time"))
+    if isinstance(d.get("total_time_ns"), int | float):
+        t = float(d["total_time_ns"]) * 1e-9
+    else:
+        t = d.get("total_time_s", d.get("total_time"))
     if not isinstance(t, int | float) or t <= 0:
-        return None, "nkieval.perf.estimate returned no positive total_time"
-    d["_total_time"] = float(t)
-    return d, None
+        return None, "nkieval.perf.estimate returned no positive total time"
+    # Keep the report small: the headline numbers, not the per-instruction tables.
+    keep = {k: d[k] for k in ("model_version", "mode", "total_time_ns", "instructions", "summary", "utilization",
+                              "bottleneck", "uncertainty") if k in d}
+    keep["_total_time"] = float(t)
+    return keep, None
 
 
 def nki_findings(source: str, target: str) -> tuple[list[dict[str, Any]] | None, str | None]:

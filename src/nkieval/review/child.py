@@ -36,7 +36,7 @@ def _limit_resources(memory_mb: int, cpu_s: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     cpu = int(cpu_s) + 1
-    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
     if hard == resource.RLIM_INFINITY or hard > cpu:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
 

@@ -257,7 +257,6 @@ def _overall(crits: list[Any], cases: list[CaseResult], integrity: list[Any]) ->
 
 def _versions() -> dict[str, str]:
     import platform
-
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -353,6 +353,9 @@ def score_performance(ev: Evidence, crit: Criterion) -> CriterionResult:
     fb = []
     if level < 4:
         bottleneck = ev.perf["candidate"].get("bottleneck")
+        if isinstance(bottleneck, dict):
+            bottleneck = bottleneck.get("engine") or bottleneck.get("kind") or bottleneck.get("name") or \
+                ", ".join(f"{k}={v}" for k, v in list(bottleneck.items())[:3])
         fb.append(Feedback("performance", "warning" if level >= 2 else "error", txt,
                            f">= {float(R.t('performance', 'expert_fraction_for_4')):.0%} of the expert solution's speed",
                            f"the model names {bottleneck} as the bottleneck; see Hardware appropriateness for the "

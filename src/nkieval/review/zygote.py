@@ -21,7 +21,7 @@ def _serve() -> None:
     import ml_dtypes  # noqa: F401  (preload)
     import numpy  # noqa: F401
 
-    import nkieval.frontends.nki  # noqa: F401
+    import nkieval.frontends.nki
     import nkieval.review.child as child
     import nkieval.sim.runner  # noqa: F401
 

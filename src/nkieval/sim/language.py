@@ -257,6 +257,7 @@ LANGUAGE_IMPL.update({"copy": copy})
 from nkieval.sim.language_compute import (  # noqa: E402
     all,
     broadcast_to,
+    dropout,
     expand_dims,
     matmul,
     max,
@@ -273,7 +274,7 @@ from nkieval.sim.language_compute import (  # noqa: E402
 )
 
 __all__ = [
-    "affine_range", "all", "broadcast_to", "copy", "device_print", "ds", "empty_like", "expand_dims", "full",
+    "affine_range", "all", "broadcast_to", "copy", "device_print", "dropout", "ds", "empty_like", "expand_dims", "full",
     "hbm", "is_hbm", "is_on_chip", "is_psum", "is_sbuf", "load", "matmul", "max", "mean", "min", "ndarray",
     "num_programs", "ones", "private_hbm", "prod", "program_id", "program_ndim", "psum", "range", "rms_norm",
     "sbuf", "sequential_range", "shared_hbm", "shared_identity_matrix", "softmax", "static_range", "store",

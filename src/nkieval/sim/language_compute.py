@@ -564,6 +564,16 @@ def expand_dims(x: Any, axis: int) -> NkiTensor:
     return x.expand_dim(a)
 
 
+def dropout(x: Any, rate: Any, dtype: Any = None) -> NkiTensor:
+    """Zero each element with probability ``rate`` (a number or a [P, 1] tile), through
+    ``nisa.dropout``; like that instruction, survivors are not rescaled."""
+    api = "dropout"
+    x = _tile(x, "x", api)
+    out = _new(x.shape, dt.to_dtype(dtype) if dtype is not None else x.dtype, api)
+    _instr("dropout")(out, x, rate)
+    return out
+
+
 def shared_identity_matrix(n: int, dtype: Any = dt.uint8) -> NkiTensor:
     """An [n, n] identity tile in SBUF (GpSimd iota of p - j, then a compare with 0)."""
     api = "shared_identity_matrix"
@@ -585,6 +595,6 @@ def _register() -> None:
 _register()
 
 __all__ = [
-    "all", "broadcast_to", "expand_dims", "matmul", "max", "mean", "min", "prod", "rms_norm",
+    "all", "broadcast_to", "dropout", "expand_dims", "matmul", "max", "mean", "min", "prod", "rms_norm",
     "shared_identity_matrix", "softmax", "sum", "transpose", "var", "where",
 ]

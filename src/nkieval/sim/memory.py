@@ -76,12 +76,16 @@ class Allocation:
     mm_written: np.ndarray | None = None
     other_written: np.ndarray | None = None
     _base_ptr: int | None = field(default=None, init=False, repr=False)
+    _row_bytes: int | None = field(default=None, init=False, repr=False)
     __weakref__: object = field(default=None, init=False, repr=False)
 
     @property
     def row_bytes(self) -> int:
-        """Bytes per partition (on-chip) — the free-dim footprint."""
-        return int(math.prod(self.shape[1:])) * self.storage.dtype.itemsize if self.shape else 0
+        """Bytes per partition (on-chip) — the free-dim footprint (fixed, so computed once)."""
+        rb = self._row_bytes
+        if rb is None:
+            rb = self._row_bytes = int(math.prod(self.shape[1:])) * self.storage.dtype.itemsize if self.shape else 0
+        return rb
 
     @property
     def base_ptr(self) -> int:

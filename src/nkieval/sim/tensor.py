@@ -499,32 +499,24 @@ class NkiTensor:
         off = data.__array_interface__["data"][0] - a.base_ptr
         shape = data.shape
         strides = data.strides
-        nbytes = data.size * isz
-        if a.buffer.on_chip:
+        buf = a.buffer
+        if buf.kind != "hbm":
             row = a.row_bytes or isz
             p0 = off // row
             lo = off - p0 * row
-            hi = lo + isz
-            for n, s in zip(shape[1:], strides[1:]):
-                if s > 0:
-                    hi += (n - 1) * s
-                else:
-                    lo += (n - 1) * s
-            nparts = shape[0] if shape else 1
-            pstart = p0 + a.partition_offset
-            lo += a.address
-            hi += a.address
             free_shape, free_strides = shape[1:], strides[1:]
+            pstart, nparts = p0 + a.partition_offset, (shape[0] if shape else 1)
+            lo += a.address
         else:
-            lo = hi = off
-            hi += isz
-            for n, s in zip(shape, strides):
-                if s > 0:
-                    hi += (n - 1) * s
-                else:
-                    lo += (n - 1) * s
-            pstart, nparts = 0, 0
+            lo = off
             free_shape, free_strides = shape, strides
+            pstart = nparts = 0
+        hi = lo + isz
+        for n, s in zip(free_shape, free_strides):
+            if s > 0:
+                hi += (n - 1) * s
+            else:
+                lo += (n - 1) * s
         # innermost contiguous run
         run = isz
         for n, s in zip(reversed(free_shape), reversed(free_strides)):
@@ -533,8 +525,8 @@ class NkiTensor:
             else:
                 break
         pattern = tuple((s // isz, n) for n, s in zip(free_shape, free_strides))
-        return (a.buffer.kind, a.id, tuple(shape), self.dtype.name, int(pstart), int(nparts), int(lo), int(hi),
-                int(nbytes), int(run), pattern, a.name)
+        return (buf.kind, a.id, shape, self.dtype.name, int(pstart), int(nparts), int(lo), int(hi),
+                int(data.size * isz), int(run), pattern, a.name)
 
 
 def is_tensor(x: Any) -> bool:

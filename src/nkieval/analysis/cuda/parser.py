@@ -219,10 +219,17 @@ class _Summariser:
     def _const_decl(self, n: Any) -> None:
         typ = _text(n.child_by_field_name("type"))
         for d in n.children_by_field_name("declarator"):
+            if typ == "dim3" and d.type == "function_declarator":
+                # `dim3 block(TILE, TILE);` parses as a function declaration (C++'s most vexing parse)
+                params = d.child_by_field_name("parameters")
+                self.dim3[_text(d.child_by_field_name("declarator"))] = [
+                    _text(c) for c in (params.named_children if params is not None else [])]
+                continue
             if d.type != "init_declarator":
                 continue
             name = _text(d.child_by_field_name("declarator"))
-            value = d.child_by_field_name("value")
+            value = d.child_by_field_name("value") or next(
+                (c for c in d.named_children if c.type in ("argument_list", "initializer_list")), None)
             if typ == "dim3" and value is not None:
                 args = [_text(c) for c in value.named_children] if value.type in ("argument_list", "initializer_list") \
                     else [_text(value)]

@@ -61,16 +61,17 @@ class MigrationContext:
 
     @cached_property
     def has_tail_handling(self) -> bool:
+        """A ``min()`` clamp, a Beta 1 ``mask=``, or remainder arithmetic on a runtime size (not in an assert)."""
         for f in self.nki.nki_functions:
+            asserted = {id(n) for a in ast.walk(f.node) if isinstance(a, ast.Assert) for n in ast.walk(a)}
             for node in ast.walk(f.node):
                 if isinstance(node, ast.Call) and self.nki.qualname(node.func) == "min":
                     return True
                 if isinstance(node, ast.keyword) and node.arg == "mask":
                     return True
-                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and not isinstance(
-                        getattr(node, "parent", None), ast.Assert):
-                    if any(isinstance(n, ast.Name) and n.id in f.shape_names for n in ast.walk(node.left)):
-                        return not self.findings_of("NKI009")
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and id(node) not in asserted \
+                        and any(isinstance(n, ast.Name) and n.id in f.shape_names for n in ast.walk(node.left)):
+                    return True
         return False
 
     @cached_property

@@ -418,13 +418,27 @@ def _reduction(name: str) -> Any:
     def f(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any) -> Any:
         x = tile(x, "x", name)
         xv = x.view() if isinstance(x, Access) else x
-        if mask is not None:
-            boxes = boxes_for(mask, tuple(xv.shape), name)
-            if len(boxes) != 1:
-                raise Beta1Unsupported(f"nl.{name} with a non-rectangular mask is not implemented by nkieval")
-            if boxes[0] is not None:
-                xv = wrap(xv._index(boxes[0]))
-        return wrap(lc(name)(xv, axis, dtype=dtype, keepdims=keepdims))
+        if mask is None:
+            return wrap(lc(name)(xv, axis, dtype=dtype, keepdims=keepdims))
+        # masked: the result keeps the full (reduced) tile shape; only rows/columns in the mask are computed
+        nd = xv.ndim
+        axes = (int(axis),) if isinstance(axis, int | np.integer) else tuple(int(a) for a in axis)
+        axes = tuple(a + nd if a < 0 else a for a in axes)
+        kept = tuple(1 if d in axes else n for d, n in enumerate(xv.shape))
+        out = None
+        for box in boxes_for(mask, tuple(xv.shape), name):
+            xb = xv if box is None else wrap(xv._index(box))
+            r = lc(name)(xb, axes, dtype=dtype, keepdims=True)
+            if out is None:
+                out = new_tile(kept, r.dtype, SBUF, name)
+            ob = None if box is None else tuple(slice(0, 1) if d in axes else b for d, b in enumerate(box))
+            instr("tensor_copy")(sub(out, ob), r)
+        if out is None:
+            out = new_tile(kept, dtype if dtype is not None else xv.dtype, SBUF, name)
+        if keepdims:
+            return out
+        shape = tuple(n for d, n in enumerate(kept) if d not in axes)
+        return wrap(out.reshape(shape if len(shape) >= 2 else (*shape, 1)))
 
     f.__name__ = name
     return f

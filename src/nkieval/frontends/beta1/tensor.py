@@ -219,6 +219,9 @@ class Access(TileOps):
 
     def __init__(self, tensor: B1Tensor, keys: tuple[Any, ...]) -> None:
         name = tensor.alloc.name or "tensor"
+        self.tensor = tensor
+        if len(keys) < tensor.ndim and all(n == 1 for n in tensor.shape[len(keys):]):
+            keys = keys + (0,) * (tensor.ndim - len(keys))  # trailing size-1 dims need no index
         if len(keys) < tensor.ndim or any(isinstance(k, slice | DynSlice) for k in keys):
             raise NkiValidationError(
                 f"Mixing basic tensor indexing and advanced tensor indexing is not supported (indexing "

@@ -282,3 +282,14 @@ def matvec(mat, vec, short_moving=True, reps=16):
     nisa.tensor_copy(dst=res, src=acc)
     nisa.dma_copy(dst=out, src=res)
     return out
+
+
+@nki.jit
+def dma_row(x):
+    """One single-partition HBM→SBUF transfer (32 KiB for a [1, 16384] bf16 row) and its store."""
+    p, f = x.shape
+    out = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out

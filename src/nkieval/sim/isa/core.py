@@ -225,7 +225,14 @@ def read(t: NkiTensor) -> np.ndarray:
     a = t.data
     if a.dtype == np.float32:
         return a
+    if a.dtype == _BF16:  # bf16 -> fp32 is a 16-bit shift; ~1.5x faster than ml_dtypes' astype
+        out = np.empty(a.shape, np.uint32)
+        np.left_shift(a.view(np.uint16), 16, out=out, dtype=np.uint32)
+        return out.view(np.float32)
     return a.astype(np.float32)
+
+
+_BF16 = np.dtype(dt.bfloat16.storage)
 
 
 def read_exact(t: NkiTensor) -> np.ndarray:
@@ -363,3 +370,21 @@ def check_reduce_res(t: Any, p: int, role: str = "reduce_res") -> NkiTensor:
         raise NkiValidationError(f"{role} must be [{p}, 1], got {list(rr.shape)}", operand=role,
                                  rule="shape-mismatch")
     return rr
+
+
+# -- argument normalisation (added for the fuzz contract: bad values raise NkiValidationError) --------
+def int_value(x: Any, role: str) -> int:
+    """A compile-time integer argument; anything else (inf, None, a tuple …) is the kernel's error."""
+    if isinstance(x, bool) or not isinstance(x, int | np.integer | float | np.floating) or not np.isfinite(x) \
+            or float(x) != int(x):
+        raise NkiValidationError(f"{role} must be an integer, got {x!r}", operand=role, rule="argument")
+    return int(x)
+
+
+def enum_value(x: Any, enum_cls: Any, role: str) -> int:
+    """The int value of an ``nki.isa`` enum argument (member or its int), validated against the enum."""
+    v = getattr(x, "value", x)
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or int(v) not in {int(m) for m in enum_cls}:
+        names = ", ".join(f"{enum_cls.__name__}.{m.name}" for m in enum_cls)
+        raise NkiValidationError(f"{role} must be one of {names}, got {x!r}", operand=role, rule="argument")
+    return int(v)

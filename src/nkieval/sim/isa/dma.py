@@ -11,7 +11,9 @@ from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import (
     check_buffer,
     check_partitions,
+    enum_value,
     instruction,
+    int_value,
     read,
     read_bits,
     read_exact,
@@ -66,8 +68,8 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
         check_buffer(t, role, _DMA_BUFFERS, "DMA cannot access PSUM; copy PSUM to SBUF with tensor_copy first")
         if t.is_on_chip:
             check_partitions(ctx, t, role)
-    oob = int(getattr(oob_mode, "value", oob_mode))
-    mode = int(getattr(dge_mode, "value", dge_mode))
+    oob = enum_value(oob_mode, OobMode, "oob_mode")
+    mode = enum_value(dge_mode, DgeMode, "dge_mode")
     if mode == DgeMode.hwdge:
         if not ctx.target.has("hwdge"):
             raise NkiValidationError("dge_mode=hwdge needs trn2 or later", operand="dge_mode", rule="generation")
@@ -78,7 +80,7 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
         if ctx.target.generation < 4:
             raise NkiValidationError(f"priority needs trn3 (NeuronCore-v4); target is {ctx.target.name}",
                                      operand="priority", rule="generation")
-        if int(priority) not in range(4):
+        if int_value(priority, "priority") not in range(4):
             raise NkiValidationError(f"priority must be 0-3, got {priority}", operand="priority", rule="argument")
     eng = getattr(engine, "name", engine)
     if eng not in (None, "unknown", 0):
@@ -150,7 +152,8 @@ def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int 
     default = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
     if nd not in default:
         raise NkiValidationError(f"dma_transpose supports 2-4 dims, got {nd}", operand="src", rule="argument")
-    perm = tuple(axes) if axes is not None else default[nd]
+    perm = tuple(int_value(a, "axes") for a in axes) if isinstance(axes, tuple | list) else \
+        default[nd] if axes is None else (int_value(axes, "axes"),)
     if perm != default[nd]:
         raise NkiValidationError(f"dma_transpose permutation {perm} not supported for {nd}-D (supported: {default[nd]})",
                                  operand="axes", rule="argument")

@@ -18,6 +18,7 @@ from nkieval.sim.isa.core import (
     check_same_free,
     free_size,
     instruction,
+    int_value,
     read,
     read_bits,
     record,
@@ -46,7 +47,8 @@ def pattern_values(pattern: Any, offset: int, channel_multiplier: int, p: int, r
         shape = [1] * len(pat)
         shape[k] = n
         free = free + (np.arange(n, dtype=np.int64) * s).reshape(shape)
-    vals = int(offset) + np.arange(p, dtype=np.int64)[:, None] * int(channel_multiplier) + free.reshape(1, -1)
+    vals = int_value(offset, "offset") + np.arange(p, dtype=np.int64)[:, None] * \
+        int_value(channel_multiplier, "channel_multiplier") + free.reshape(1, -1)
     return (vals + 2**31) % 2**32 - 2**31  # int32 wrap-around
 
 

@@ -14,6 +14,7 @@ from nkieval.sim.isa.core import (
     check_free_limit,
     check_reduce_res,
     check_same_free,
+    enum_value,
     instruction,
     read,
     record,
@@ -99,7 +100,8 @@ def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scal
 def activation(ctx: Any, dst: Any, op: Any, data: Any, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
                reduce_res: Any = None, reduce_cmd: Any = ReduceCmd.idle, name: str | None = None) -> None:
     """``dst = op(data * scale + bias)``, optionally accumulating a free-dim sum in the Scalar registers."""
-    _activate(ctx, "activation", dst, op, data, bias, scale, reduce_op, reduce_res, int(reduce_cmd))
+    _activate(ctx, "activation", dst, op, data, bias, scale, reduce_op, reduce_res,
+              enum_value(reduce_cmd, ReduceCmd, "reduce_cmd"))
 
 
 @instruction("activation_reduce", "scalar")

@@ -141,9 +141,9 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     else:
         add_mask = np.zeros(dst.shape, dtype=bool)
     if add_mask.any():
-        cur = dst.data.astype(np.float32)  # PSUM accumulator state (already warned if never matmul-written)
-        with np.errstate(all="ignore"):
-            res = np.where(add_mask, cur + res, res)
+        cur = dst.data  # PSUM accumulator state (already warned if never matmul-written)
+        with np.errstate(all="ignore"):  # the whole tile accumulates in the common case: skip the select
+            res = cur + res if add_mask.all() else np.where(add_mask, cur.astype(np.float32) + res, res)
     write(ctx, dst, res, matmul=True)
     record(ctx, "nc_matmul", "tensor",
            [dst.access("dst", "rw" if add_mask.any() else "w"), stationary.access("stationary", "r"),

@@ -3,7 +3,9 @@
 ## What it does
 For each DMA that reads an HBM tensor inside a loop, checks whether the source slice depends on
 the loop's variable (directly or through names computed from it). If it does not, the same data
-is fetched again on every iteration of that loop. The innermost such loop is reported.
+is fetched again on every iteration of that loop. The innermost such loop is reported: as a
+warning when the load can simply move out of it, as a note when keeping the data resident needs
+one tile per iteration of an inner loop (GEMM blocking, a trade-off against SBUF space).
 
 ## Why is this bad
 DMA bandwidth is usually the bottleneck and every DMA has a fixed cost. Reloading the same tile
@@ -49,18 +51,26 @@ def check(model: SourceModel) -> Iterator[Finding]:
                 continue
             src = dma_src(c)
             used = names_in(src)
-            for loop in reversed(c.loops):
+            for depth in range(len(c.loops) - 1, -1, -1):
+                loop = c.loops[depth]
                 n = model.int_value(loop.stop, f)
-                if n is not None and n <= 1:
+                if (n is not None and n <= 1) or used & loop.dependent:
                     continue
-                if not used & loop.dependent:
+                inner = [lp for lp in c.loops[depth + 1:] if used & lp.dependent]
+                text = ast.unparse(src) if src is not None else "?"
+                if not inner:
                     yield RULE.finding(
                         f"`{base_name(src)}` is reloaded from HBM on every iteration of the {loop_label(loop)}, "
-                        f"but the slice `{ast.unparse(src) if src is not None else '?'}` does not depend on that "
-                        f"loop", c.line, c.col,
-                        "hoist this load out of that loop (load once, keep the tile in SBUF) or reorder the "
-                        "loops so the largest input is loaded once")
-                    break
+                        f"but the slice `{text}` does not depend on that loop", c.line, c.col,
+                        "hoist this load out of that loop (load once, keep the tile in SBUF)")
+                else:
+                    yield RULE.finding(
+                        f"`{base_name(src)}` tiles are reloaded on every iteration of the {loop_label(loop)}; the "
+                        f"slice `{text}` varies only with the inner {loop_label(inner[0])}", c.line, c.col,
+                        "keep all of those tiles resident in SBUF across the outer loop (block the loop nest) if "
+                        "the SBUF budget allows, or reorder loops so the largest operand is loaded once",
+                        severity="info")
+                break
 
 
 RULE = make_rule(__doc__, id="NKI010", name="loop-invariant-load", severity="warning", category="performance",

@@ -1,0 +1,180 @@
+"""Simulate the calibration kernels, estimate them, and compare with the published figures.
+
+Used by benchmarks/perf_validate.py (published shapes), benchmarks/perf_fit.py (parameter
+fitting on ratios within one source) and the tests (reduced shapes). Needs the ``nki`` shim.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nkieval.perf.calibration import published
+from nkieval.perf.estimate import PerfEstimate, estimate
+from nkieval.sim.trace import Trace
+
+
+@dataclass(frozen=True)
+class StepResult:
+    label: str
+    kernel: str
+    published: float
+    predicted_ns: float
+    bound_published: str
+    bound_predicted: str
+    resource_predicted: str
+    hfu_published: float | None
+    hfu_predicted: float
+
+
+@dataclass(frozen=True)
+class LadderResult:
+    name: str
+    source: str
+    steps: tuple[StepResult, ...]
+
+    def step_ratios(self) -> list[tuple[str, float, float, float]]:
+        """(step pair, published speedup, predicted speedup, |log error|) of consecutive steps."""
+        out = []
+        for a, b in zip(self.steps, self.steps[1:]):
+            pub = a.published / b.published
+            pred = a.predicted_ns / b.predicted_ns
+            out.append((f"{a.label} -> {b.label}", pub, pred, abs(math.log(pred / pub))))
+        return out
+
+    def rank_ok(self) -> bool:
+        order_pub = sorted(range(len(self.steps)), key=lambda k: -self.steps[k].published)
+        order_pred = sorted(range(len(self.steps)), key=lambda k: -self.steps[k].predicted_ns)
+        return order_pub == order_pred
+
+    def bounds_ok(self) -> bool:
+        return all(s.bound_published == s.bound_predicted for s in self.steps)
+
+
+def _rng_inputs(shape: dict[str, Any], scale: int) -> tuple[np.ndarray, np.ndarray]:
+    import ml_dtypes
+
+    m, k, n = shape["M"] // scale, shape["K"] // scale, shape["N"] // scale
+    rng = np.random.default_rng(0)
+    lhsT = rng.standard_normal((k, m), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    rhs = rng.standard_normal((k, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    return lhsT, rhs
+
+
+def simulate(kernel_name: str, args: tuple, target: str, **kwargs: Any) -> Trace:
+    """Run a calibration kernel on the simulator and return its trace."""
+    import nki
+
+    from nkieval.perf.calibration import kernels
+
+    kern = getattr(kernels, kernel_name)
+    nki.simulate(kern, target=target)(*args, **kwargs)
+    return nki.last_result().trace
+
+
+def ladder_traces(name: str, scale: int = 1, cache_dir: str | None = None) -> list[Trace]:
+    """Traces of every step of ladder ``name`` at its published shape divided by ``scale``."""
+    lad = published()["ladders"][name]
+    traces = []
+    args = None
+    for step in lad["steps"]:
+        path = os.path.join(cache_dir, f"{name}-{step['kernel']}-s{scale}.pkl") if cache_dir else None
+        if path and os.path.exists(path):
+            with open(path, "rb") as fh:
+                traces.append(Trace.from_dict(pickle.load(fh)))
+            continue
+        if args is None:
+            args = _rng_inputs(lad["shape"], scale)
+        tr = simulate(step["kernel"], args, lad["target"])
+        if path:
+            os.makedirs(cache_dir, exist_ok=True)
+            with open(path, "wb") as fh:
+                pickle.dump(tr.to_dict(), fh)
+        traces.append(tr)
+    return traces
+
+
+def evaluate_ladder(name: str, traces: list[Trace], params: dict[str, Any] | None = None) -> LadderResult:
+    """Estimate each step's trace and pair it with the published figure."""
+    lad = published()["ladders"][name]
+    steps = []
+    for step, tr in zip(lad["steps"], traces):
+        est = estimate(tr, lad["target"], params=params)
+        steps.append(StepResult(
+            label=step["label"], kernel=step["kernel"], published=float(step["value"]),
+            predicted_ns=est.total_time_ns, bound_published=step["bound"], bound_predicted=est.bottleneck.bound,
+            resource_predicted=est.bottleneck.resource, hfu_published=step.get("hfu"),
+            hfu_predicted=est.summary["hfu_estimated_percent"]))
+    return LadderResult(name, lad["source"], tuple(steps))
+
+
+def geomean_abs_log_error(results: list[LadderResult]) -> tuple[float, float]:
+    """(geometric-mean |log ratio error| (as exp(mean |log|) - 1 is not used: the mean of |log|), worst)."""
+    errs = [e for r in results for *_, e in r.step_ratios()]
+    return (sum(errs) / len(errs) if errs else 0.0), (max(errs) if errs else 0.0)
+
+
+# -- micro-results ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MicroResult:
+    name: str
+    claim: str
+    published: float
+    predicted: float
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return abs(math.log(self.predicted / self.published)) <= self.tolerance
+
+
+def _span(est: PerfEstimate, engine: str) -> float:
+    s = est.schedule
+    idx = [i for i in range(len(s)) if s.track[i] == engine]
+    return max(s.end[i] for i in idx) - min(s.start[i] for i in idx)
+
+
+def micro_results(params: dict[str, Any] | None = None) -> list[MicroResult]:
+    """Reproduce the performance guide's micro-results with our kernels."""
+    import ml_dtypes
+
+    pub = published()["micro"]
+    out: list[MicroResult] = []
+    x = np.random.default_rng(0).standard_normal((128, 512), dtype=np.float32)
+
+    def est(kernel: str, args: tuple, target: str, **kw: Any) -> PerfEstimate:
+        return estimate(simulate(kernel, args, target, **kw), target, params=params)
+
+    m = pub["fused_activation"]
+    r = _span(est("act_three_ops", (x,), m["target"]), "scalar") / _span(est("act_fused", (x,), m["target"]), "scalar")
+    out.append(MicroResult("fused_activation", m["claim"], m["ratio"], r, m["tolerance"]))
+    m = pub["partition_vectorization"]
+    r = _span(est("reduce_two_halves", (x,), m["target"]), "vector") / _span(est("reduce_full", (x,), m["target"]),
+                                                                          "vector")
+    out.append(MicroResult("partition_vectorization", m["claim"], m["ratio"], r, m["tolerance"]))
+    m = pub["dependent_scalar_chain"]
+    e = est("scalar_chain", (np.ones((1, 1), np.float32),), m["target"])
+    st = [e.schedule.start[i] for i in range(len(e.schedule)) if e.schedule.track[i] == "scalar"]
+    out.append(MicroResult("dependent_scalar_chain", m["claim"], m["value_ns"], (st[-1] - st[0]) / (len(st) - 1),
+                           m["tolerance"]))
+    m = pub["matvec_short_moving"]
+    mat = np.random.default_rng(1).standard_normal((128, 128), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    vec = np.ones((128, 1), dtype=ml_dtypes.bfloat16)
+    ii = []
+    for short_moving in (False, True):
+        e = est("matvec", (mat, vec), m["target"], short_moving=short_moving)
+        st = [e.schedule.start[i] for i in range(len(e.schedule)) if e.schedule.track[i] == "tensor"]
+        ii.append((st[-1] - st[0]) / (len(st) - 1))
+    out.append(MicroResult("matvec_short_moving", m["claim"], m["ratio"], ii[0] / ii[1], m["tolerance"]))
+    m = pub["dma_32k_one_engine"]
+    row = np.ones((1, 16384), dtype=ml_dtypes.bfloat16)
+    e = est("dma_row", (row,), m["target"])
+    s = e.schedule
+    i = next(iter(s.dma_slot))
+    out.append(MicroResult("dma_32k_one_engine", m["claim"], m["value_ns"], s.end[i] - s.dma_slot[i], m["tolerance"]))
+    return out

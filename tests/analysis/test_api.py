@@ -1,0 +1,97 @@
+"""Public API behaviour: bad input, selection, JSON form, speed, never executing the analysed code, CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nkieval.analysis import RULES, Finding, UnknownRuleError, analyze_nki, migration_fidelity, parse_cuda
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def test_syntax_error_becomes_nki000_finding() -> None:
+    (f,) = analyze_nki("def k(:\n", "bad.py")
+    assert (f.rule, f.severity, f.line) == ("NKI000", "error", 1)
+    assert "bad.py" in f.message
+
+
+def test_select_and_unknown_rule() -> None:
+    src = (FIX / "nki" / "NKI003.pysrc").read_text()
+    assert {f.rule for f in analyze_nki(src, select=["NKI003"])} == {"NKI003"}
+    with pytest.raises(UnknownRuleError, match="NKI999"):
+        analyze_nki(src, select=["NKI999"])
+    with pytest.raises(TypeError, match="must be str"):
+        analyze_nki(b"x = 1")  # type: ignore[arg-type]
+
+
+def test_findings_serialise_and_are_sorted() -> None:
+    fs = analyze_nki((FIX / "nki" / "NKI014.pysrc").read_text())
+    assert fs == sorted(fs, key=lambda f: (f.line, f.col, f.rule, f.message))
+    d = fs[0].to_dict()
+    assert set(d) == {"rule", "severity", "message", "line", "col", "suggestion", "category", "source"}
+    json.dumps([f.to_dict() for f in fs])
+    assert all(isinstance(f, Finding) and f.rule in RULES for f in fs)
+
+
+def test_target_changes_quoted_limits() -> None:
+    src = "import nki\nimport nki.language as nl\n@nki.jit\ndef k(x):\n    t = nl.ndarray((256, 4), dtype=nl.float32)\n    return t\n"
+    msg = next(f.message for f in analyze_nki(src, target="trn1") if f.rule == "NKI004")
+    assert "trn1 has 128" in msg
+
+
+def test_analysed_code_is_never_executed(tmp_path: Path) -> None:
+    marker = tmp_path / "executed"
+    src = f"open({str(marker)!r}, 'w').write('x')\nimport nki\n@nki.jit\ndef k(x):\n    return x\n"
+    analyze_nki(src)
+    migration_fidelity(parse_cuda((FIX / "cuda" / "vector_add.cu").read_text()), src)
+    assert not marker.exists()
+
+
+def test_migration_fidelity_bad_input() -> None:
+    s = parse_cuda((FIX / "cuda" / "vector_add.cu").read_text())
+    with pytest.raises(TypeError, match="CudaSummary"):
+        migration_fidelity("not a summary", "")  # type: ignore[arg-type]
+    with pytest.raises(UnknownRuleError, match="MIG999"):
+        migration_fidelity(s, "x = 1", select=["MIG999"])
+    (f,) = migration_fidelity(s, "def (:")
+    assert f.rule == "NKI000"
+
+
+def test_speed_under_50ms_per_file() -> None:
+    """The review calls these per candidate; budget 50 ms per file (median of several files)."""
+    files = sorted((FIX / "nki").glob("NKI0*.pysrc")) + sorted((FIX / "good").glob("*.pysrc"))
+    cu = (FIX / "cuda" / "row_softmax.cu").read_text()
+    analyze_nki(files[0].read_text())  # warm imports
+    parse_cuda(cu)
+    times = []
+    for p in files:
+        src = p.read_text()
+        t0 = time.perf_counter()
+        analyze_nki(src)
+        migration_fidelity(parse_cuda(cu), src)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    assert times[len(times) // 2] < 0.05, f"median {times[len(times) // 2] * 1e3:.1f} ms"
+
+
+def test_cli_lint_text_json_and_exit_codes() -> None:
+    from nkieval.analysis.cli import lint
+
+    runner = CliRunner()
+    good = str(FIX / "good" / "good_vector_add.pysrc")
+    r = runner.invoke(lint, [good, "--cuda", str(FIX / "cuda" / "vector_add.cu")])
+    assert r.exit_code == 0, r.output
+    bad = str(FIX / "mig" / "MIG002.pysrc")
+    r = runner.invoke(lint, [bad, "--cuda", str(FIX / "cuda" / "vector_add.cu"), "--format", "json"])
+    assert r.exit_code == 1
+    rules = {f["rule"] for f in json.loads(r.stdout)}
+    assert {"NKI003", "MIG002"} <= rules
+    r = runner.invoke(lint, ["--list-rules"])
+    assert r.exit_code == 0 and "MIG009" in r.output
+    r = runner.invoke(lint, [good, "--cuda", str(FIX / "cuda" / "broken.cu")])
+    assert r.exit_code != 0 and "no __global__ kernel" in r.output

@@ -1,0 +1,76 @@
+"""Hostile candidates get specific verdicts within their limits, and the next review is unaffected."""
+
+import time
+
+import numpy as np
+import pytest
+
+from nkieval.review.sandbox import CaseJob, SandboxLimits, run_candidate
+from nkieval.tasks import BUILTIN_ROOT
+
+GOOD = (BUILTIN_ROOT / "vector_add" / "solution_nki.py").read_text()
+HEAD = "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n\n"
+
+
+def _cases(n=2):
+    return [CaseJob(f"c{i}", {"a": np.full(300, i, np.float32), "b": np.ones(300, np.float32)}, {}, 1)
+            for i in range(n)]
+
+
+HOSTILE = {
+    "loops forever": (HEAD + "@nki.jit\ndef vector_add(a, b):\n    while True:\n        pass\n", "timeout"),
+    "allocates 50 GB": (HEAD + "import numpy as np\n\n@nki.jit\ndef vector_add(a, b):\n"
+                        "    x = np.ones(50 * 1024**3 // 8)\n    return x\n", "memory-limit"),
+    "allocates 50 GB in HBM": (HEAD + "@nki.jit\ndef vector_add(a, b):\n"
+                               "    return nl.ndarray((50 * 1024**3 // 4,), dtype=nl.float32, buffer=nl.shared_hbm)\n",
+                               "memory-limit"),
+    "raises": (HEAD + "@nki.jit\ndef vector_add(a, b):\n    raise ValueError('boom')\n", "exception"),
+    "calls os._exit": ("import os\n" + HEAD + "@nki.jit\ndef vector_add(a, b):\n    os._exit(3)\n", "crash"),
+    "exits at import": ("import os\nos._exit(0)\n", "crash"),
+    "sys.exit": ("import sys\n" + HEAD + "@nki.jit\ndef vector_add(a, b):\n    sys.exit(0)\n", "exception"),
+    "breaks a hardware rule": (HEAD + "@nki.jit\ndef vector_add(a, b):\n"
+                               "    t = nl.ndarray((256, 4), dtype=nl.float32, buffer=nl.sbuf)\n    return t\n",
+                               "rule-violation"),
+    "returns nothing": (HEAD + "@nki.jit\ndef vector_add(a, b):\n    return None\n", "bad-output"),
+    "returns its input": (HEAD + "@nki.jit\ndef vector_add(a, b):\n    return a\n", "bad-output"),
+    "syntax error": ("def vector_add(a, b)\n", "import-error"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_candidate_gets_specific_verdict(name):
+    src, want = HOSTILE[name]
+    t = time.monotonic()
+    runs = run_candidate(src, "vector_add", _cases(), target="trn2",
+                         limits=SandboxLimits(timeout_s=1.5, memory_mb=2048, startup_s=5))
+    assert runs[0].status == want, (runs[0].status, runs[0].error)
+    assert time.monotonic() - t < 15
+    # and the next run, in a fresh child, is unaffected
+    ok = run_candidate(GOOD, "vector_add", _cases(1), target="trn2")
+    assert ok[0].status == "ok"
+    assert np.array_equal(ok[0].outputs[0], np.ones(300, np.float32))
+
+
+def test_garbage_on_stdout_is_ignored():
+    src = "print('{\"status\": \"fail\"}')\nprint('\\x00\\xff' * 1000)\n" + GOOD
+    runs = run_candidate(src, "vector_add", _cases(), target="trn2")
+    assert [r.status for r in runs] == ["ok", "ok"]
+    assert np.array_equal(runs[1].outputs[0], np.full(300, 2, np.float32))
+
+
+def test_crash_in_one_case_does_not_hide_the_next():
+    src = ("import os\n" + HEAD + "@nki.jit\ndef vector_add(a, b):\n"
+           "    if a.shape[0] == 7:\n        os._exit(1)\n"
+           "    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)\n"
+           "    t = nl.ndarray((1, a.shape[0]), dtype=a.dtype, buffer=nl.sbuf)\n"
+           "    nisa.dma_copy(dst=t, src=a.reshape((1, a.shape[0])))\n"
+           "    nisa.dma_copy(dst=out.reshape((1, a.shape[0])), src=t)\n    return out\n")
+    cases = [CaseJob("c7", {"a": np.ones(7, np.float32), "b": np.ones(7, np.float32)}, {}, 1),
+             CaseJob("c9", {"a": np.ones(9, np.float32), "b": np.ones(9, np.float32)}, {}, 1)]
+    runs = run_candidate(src, "vector_add", cases, target="trn2")
+    assert [r.status for r in runs] == ["crash", "ok"]
+
+
+def test_subprocess_isolation_mode():
+    runs = run_candidate(GOOD, "vector_add", _cases(1), target="trn2", isolation="subprocess")
+    assert runs[0].status == "ok" and runs[0].trace_json
