@@ -12,10 +12,10 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the simulator's small matmuls run best single-threaded
 
-import argparse  # noqa: E402
-import time  # noqa: E402
+import argparse
+import time
 
-from nkieval import frontends  # noqa: E402
+from nkieval import frontends
 
 frontends.install()
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from perf_helpers import TraceBuilder
 
 from nkieval.hardware import get_target
 from nkieval.perf.costs import COST_RULES, cost_of, matmul_flops
 from nkieval.perf.dma import plan_dma
 from nkieval.perf.params import PerfParamError, load_params
-from tests.perf.helpers import TraceBuilder
 
 P1 = load_params(get_target("trn1"))
 P2 = load_params(get_target("trn2"))

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from perf_helpers import TraceBuilder
 
 from nkieval.hardware import get_target
 from nkieval.perf import SchedulePolicy, estimate
 from nkieval.perf.params import load_params
 from nkieval.perf.schedule import DmaPool, ScheduleError, schedule
-from tests.perf.helpers import TraceBuilder
 
 P1 = load_params(get_target("trn1"))
 
 
 def _chain(b: TraceBuilder, line: int, engine: str, opcode: str) -> tuple[int, int]:
     """load an HBM tile (its own DMA queue) then one compute instruction on it; returns record indices."""
-    src = b.alloc("hbm", (128, 2048))
-    t = b.alloc("sbuf", (128, 2048))
-    u = b.alloc("sbuf", (128, 2048))
+    src = b.alloc("hbm", (128, 512))
+    t = b.alloc("sbuf", (128, 512))
+    u = b.alloc("sbuf", (128, 512))
     b.rec("dma_copy", "dma", [b.op(t, "dst", "w"), b.op(src, "src", "r")], line=line)
     b.rec(opcode, engine, [b.op(u, "dst", "w"), b.op(t, "data", "r")], line=line + 1, op="exp")
     n = len(b.trace.records)

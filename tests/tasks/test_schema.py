@@ -18,7 +18,11 @@ def test_builtin_task_checks_clean(tid):
     t = rep.task
     assert t.hidden_shapes and t.public_shapes
     assert any(any(v % 128 for v in s.dims.values()) for s in t.hidden_shapes), "needs a ragged hidden shape"
-    assert len(t.flawed) >= 3
+    assert len(t.flawed) >= 2  # the suite's floor (issue 7); the first six tasks ship >= 3
+
+
+def test_first_tasks_ship_three_flawed_candidates():
+    assert len(load_task("vector_add").flawed) >= 3
 
 
 def _copy(tmp_path: Path) -> Path:
