@@ -315,3 +315,38 @@ def test_compiler_allocators_are_accepted():
 
     x = RNG.standard_normal((2, 128, 16), dtype=np.float32)
     np.testing.assert_array_equal(run(kern, x), x)
+
+
+def test_rand_trace_subkernel_and_private_hbm_return():
+    @nki.trace
+    def fill(t):
+        t[...] = nl.rand((8, 16), dtype=nl.float32)
+
+    def kern():
+        nl.random_seed(7)
+        out = nl.ndarray((8, 16), dtype=nl.float32, buffer=nl.hbm)
+        t = nl.ndarray((8, 16), dtype=nl.float32)
+        fill(t)
+        nl.store(out, t)
+        return out
+
+    r = run(kern)
+    assert r.shape == (8, 16) and (r >= 0).all() and (r < 1).all() and len(np.unique(r)) > 100
+
+
+def test_bool_predicate_and_bf16_affine_views():
+    def kern(x, y):
+        out = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:4, 0:8]
+        tx = nl.load(x[i_p, 2 * i_f])  # bf16 strided view
+        ty = nl.load(y)
+        nisa.tensor_copy_predicated(src=ty, dst=tx, predicate=ty > tx)
+        nl.store(out, tx)
+        return out
+
+    import ml_dtypes
+
+    x = RNG.standard_normal((4, 16)).astype(ml_dtypes.bfloat16)
+    y = RNG.standard_normal((4, 8)).astype(ml_dtypes.bfloat16)
+    want = np.maximum(x[:, ::2].astype(np.float32), y.astype(np.float32))
+    np.testing.assert_array_equal(run(kern, x, y).astype(np.float32), want)

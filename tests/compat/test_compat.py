@@ -10,6 +10,7 @@ from nkieval.frontends.beta1 import Beta1Unsupported
 from nkieval.sim.errors import NkiValidationError
 
 FIXTURES = Path(__file__).parent / "fixtures"
+pytestmark = pytest.mark.slow  # one subprocess per fixture file
 
 
 @pytest.fixture(scope="module")

@@ -131,9 +131,9 @@ def classify(exc: BaseException) -> str:
         return "environment"
     if isinstance(exc, AttributeError) and "nkieval.frontends" in str(exc):
         return "nkieval"
-    if isinstance(exc, FileNotFoundError):
+    if isinstance(exc, FileNotFoundError) or type(exc).__name__ == "FixtureLookupError":
         return "environment"
-    if _innermost_in_nkieval(exc):
+    if _crashed_in_nkieval(exc):
         return "nkieval"
     if isinstance(exc, AssertionError):
         return "assertion"
@@ -144,13 +144,26 @@ def _is_mode_error(exc: BaseException) -> bool:
     return type(exc).__name__ == "Beta1ModeError"
 
 
-def _innermost_in_nkieval(exc: BaseException) -> bool:
+def _crashed_in_nkieval(exc: BaseException) -> bool:
+    """Did the exception escape from nkieval's code (deeper than any frame of the kernel or test)?
+
+    Library frames (numpy, the standard library) below nkieval's still count as nkieval's crash."""
     tb = exc.__traceback__
-    last = None
+    last_ours = last_user = -1
+    i = 0
     while tb is not None:
-        last = tb
+        fn = tb.tb_frame.f_code.co_filename
+        if fn.startswith(_NKIEVAL_DIR):
+            last_ours = i
+        elif not _is_library(fn):
+            last_user = i
         tb = tb.tb_next
-    return last is not None and last.tb_frame.f_code.co_filename.startswith(_NKIEVAL_DIR)
+        i += 1
+    return last_ours > last_user
+
+
+def _is_library(filename: str) -> bool:
+    return "site-packages" in filename or filename.startswith((sys.prefix, sys.base_prefix, "<"))
 
 
 def one_line(exc: BaseException) -> str:
@@ -210,7 +223,14 @@ def _child(path: str, kind: str, out: str, paths: list[str]) -> None:
         res["exit"] = int(code)
     else:
         try:
-            runpy.run_path(path, run_name="__main__" if kind == "script" else "compat_import")
+            module = _package_module(path) if kind == "import" else None
+            if module is not None:  # inside a package: import it as the package's module (relative imports)
+                import importlib
+
+                sys.path.insert(0, module[0])
+                importlib.import_module(module[1])
+            else:
+                runpy.run_path(path, run_name="__main__" if kind == "script" else "compat_import")
         except SystemExit as e:
             if e.code not in (0, None):
                 res["error"] = f"SystemExit: {e.code}"
@@ -219,6 +239,17 @@ def _child(path: str, kind: str, out: str, paths: list[str]) -> None:
             fail(e)
     with open(out, "w") as f:
         json.dump(res, f)
+
+
+def _package_module(path: str) -> tuple[str, str] | None:
+    """(import root, dotted module name) for a file inside a package (directories with __init__.py)."""
+    p = Path(path).resolve()
+    parts = [p.stem]
+    d = p.parent
+    while (d / "__init__.py").exists():
+        parts.insert(0, d.name)
+        d = d.parent
+    return (str(d), ".".join(parts)) if len(parts) > 1 else None
 
 
 def _blame_text(text: str) -> str:

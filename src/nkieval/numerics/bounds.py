@@ -245,7 +245,7 @@ def rule_contraction(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
     grid = ctx.facts.get("grid")
     structure_exact = r.accumulation == "exact"
     if grid is not None and ctx.operands_exact_in_compute:
-        p_eff = min(acc.p, int(round(-math.log2(u_acc))))
+        p_eff = min(acc.p, round(-math.log2(u_acc)))
         if psum_fmt:
             from .formats import get_format
 
@@ -253,6 +253,8 @@ def rule_contraction(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
         limit = 2.0 ** (p_eff + grid)
         if 2.0**grid >= acc.subnormal:
             ex = S <= limit
+            if b.subnormal_scale is not None:  # a DAZ kernel may legally drop those terms
+                ex = ex & (b.subnormal_scale == 0)
             if b.aux.get("divide"):
                 kk = int(np.max(K)) if np.size(K) else 1
                 ex = ex & ((kk & (kk - 1)) == 0)
@@ -326,7 +328,7 @@ def rule_log_softmax(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
     r = ctx.recipe
     u = r.acc_format.u
     u_out, tiny_out, vf = _out_terms(r)
-    eps_exp, u_sub, d, relz_det, relz_prb, relz_sig, contract, reason, N = _softmax_common(b, ctx)
+    _, u_sub, d, relz_det, relz_prb, relz_sig, contract, reason, N = _softmax_common(b, ctx)
     ay = np.abs(b.y)
     logz = b.aux["logz"]
     eps_log = r.transcendental_model.rel
@@ -415,7 +417,7 @@ def _rule_norm(rms: bool):
 
 
 def rule_unary(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
-    """``u_out|y| + (ε_f(x)|y| + floor) + u·|x f'(x)| + n_ops·u·S_e + η`` per element."""
+    """``u_out|y| + (ε_f(x)|y| + floor) + ε_in·|x f'(x)| + n_ops·u·S_e + η`` per element."""
     r = ctx.recipe
     name = ctx.activation or ""
     act = ACTIVATIONS[name]
@@ -434,7 +436,9 @@ def rule_unary(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
         t_f = _trans_eps(r, x) * ay + model.floor * act.zero_scale
     else:
         t_f = np.zeros_like(ay)
-    t_cond = (u + ctx.eps_in) * cond
+    # the kernel's input is exact; only a declared coarser compute dtype rounds the argument
+    # (an implementation's own argument reduction belongs to its transcendental budget)
+    t_cond = ctx.eps_in * cond
     t_ops = act.n_ops * u * inter
     eta = tiny_out + r.acc_format.tiny * (1 + act.n_ops)
     tau = u_out * ay + (1 + u_out) * (t_f + t_cond + t_ops) + eta

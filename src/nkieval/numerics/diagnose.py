@@ -386,6 +386,10 @@ def _activation_candidates(spec: OpSpec) -> list[Candidate]:
     return out
 
 
+def _rms(v: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(v * v))) if v.size else 0.0
+
+
 def _match(s: _Sample, cand: np.ndarray) -> float | None:
     """Score (lower is better) if the candidate explains the kernel's output, else None."""
     got, y, tau = s.got, s.y, s.tau
@@ -399,8 +403,7 @@ def _match(s: _Sample, cand: np.ndarray) -> float | None:
         err = np.abs(got - y)[fin]
         res = np.abs(got - cand)[fin]
         dif = np.abs(cand - y)[fin]
-    rms = (lambda v: float(np.sqrt(np.mean(v * v))) if v.size else 0.0)
-    e, r, d = rms(err), rms(res), rms(dif)
+    e, r, d = _rms(err), _rms(res), _rms(dif)
     tau_f = tau[fin]
     special_fail = bool(np.any(g_sp != y_sp))
     if special_fail:
@@ -408,7 +411,7 @@ def _match(s: _Sample, cand: np.ndarray) -> float | None:
                                                                                np.isinf(cand) & (cand > 0))
         if not same:
             return None
-        if r <= max(0.25 * e, rms(tau_f)):
+        if r <= max(0.25 * e, _rms(tau_f)):
             return 0.0 if e == 0 else r / max(e, 1e-300)
         return None
     if e == 0 or d <= 0.5 * e:
@@ -529,6 +532,12 @@ def _fingerprint(s: _Sample, ob: Any, ctx: RuleContext,
     z0 = zrms(base.sigma)
     if z0 <= 3.0:
         return []
+    # rounding to nearest (and SR) is unbiased: errors that shrink (or grow) |y| systematically
+    # can only come from a biased model such as a truncating accumulator
+    sgn = (s.got - s.y)[fin] * np.sign(s.y[fin])
+    sd = float(np.std(sgn))
+    bias_t = float(np.mean(sgn) / (sd / math.sqrt(sgn.size))) if sd > 0 else 0.0
+    biased = abs(bias_t) > 4.0 and sgn.size >= 32
     out = []
     for h in HYPOTHESES:
         try:
@@ -536,6 +545,8 @@ def _fingerprint(s: _Sample, ob: Any, ctx: RuleContext,
                 continue
             hr = h.change(s.recipe)
         except ValueError:
+            continue
+        if biased != bool(hr.structure.get("biased")):
             continue
         hb = rule(ob, _ctx_for(hr, ctx, s.spec, s.arrays))
         if hb.sigma is None:
@@ -613,7 +624,10 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
     e0 = r0 * row_len
     got = actual.reshape(-1)[e0:e0 + ob.y.size].astype(np.float64)
     statistical = is_random_family(verdict.input_family)
-    tau_of = (lambda bnd: bnd.tau_prb) if statistical else (lambda bnd: bnd.tau_det)
+
+    def tau_of(bnd: Any) -> np.ndarray:
+        return bnd.tau_prb if statistical else bnd.tau_det
+
     s = _Sample(spec, arrays, _slice(spec, prep, arrays, r0, r1), params, recipe, ob.y, got, tau_of(bb),
                 (r0, r1), prep)
 

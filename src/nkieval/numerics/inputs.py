@@ -32,6 +32,7 @@ __all__ = [
     "generate",
     "is_random_family",
     "matmul_inputs",
+    "reduction_inputs",
 ]
 
 K_SIZES: tuple[int, ...] = (64, 127, 128, 129, 511, 512, 513, 1024, 4096, 16384)
@@ -229,3 +230,11 @@ def matmul_inputs(family: str, m: int, k: int, n: int, dtype: str | Format = "bf
     a = generate(family, (m, k), fmt, seed=seed, role="a", limit=limit)
     b = generate(family, (k, n), fmt, seed=seed, role="b", limit=limit)
     return a, b
+
+
+def reduction_inputs(family: str, rows: int, k: int, dtype: str | Format = "fp32", *, seed: int = 0,
+                     out: str | Format | None = None, acc: str | Format = "fp32") -> np.ndarray:
+    """``(rows, k)`` array of ``family`` for reductions over the last axis, with magnitudes
+    capped so that ``Σ|x|`` stays below a quarter of the accumulator's/output's max."""
+    cap = min(get_format(acc).max, get_format(out or dtype).max)
+    return generate(family, (rows, k), dtype, seed=seed, role="x", limit=cap / (4.0 * k))

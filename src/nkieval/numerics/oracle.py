@@ -27,8 +27,8 @@ from .formats import Format, format_of, representable, round_to
 from .recipe import PrecisionRecipe
 
 __all__ = [
-    "OPS",
     "ACTIVATIONS",
+    "OPS",
     "OpSpec",
     "OracleBlock",
     "Prepared",
@@ -213,7 +213,9 @@ def _format_or_none(x: np.ndarray) -> Format | None:
 
 
 def _subnormal_part(x: np.ndarray, fmt: Format | None) -> np.ndarray | None:
-    """|x| restricted to values subnormal in ``fmt`` (None if there are none)."""
+    """|x| restricted to values subnormal in ``fmt`` (None if there are none): the terms a
+    kernel that treats denormal operands as zero (DAZ/FTZ, undocumented on Neuron, default
+    under CUDA fast-math) may drop."""
     if fmt is None or fmt.kind != "float":
         return None
     ax = np.abs(x)
@@ -274,7 +276,9 @@ def _prepare_matmul(inputs: list[np.ndarray], params: dict[str, Any], recipe: Pr
         sb = recipe.scales[1]
     scale_a = _scale_array(sa, m, "scale_a")
     scale_b = _scale_array(sb, n, "scale_b")
-    fa, fb = _format_or_none(a), _format_or_none(b)
+    # flush-to-zero allowance: operands subnormal *in the accumulator's format* (fp32 denormals);
+    # fp16/fp8 subnormals are normal fp32 numbers and must be handled exactly
+    fa = fb = recipe.acc_format
     cache: dict[int, tuple[np.ndarray, ...]] = {}
     # S and Q may be computed in float32 when no product or sum can leave its normal range
     amax, amin = _mag_range(a3, scale_a)
@@ -386,7 +390,7 @@ def _prepare_reduce(kind: str):
         n_rows, k = rows.shape
         if k == 0:
             raise ValueError(f"{kind} over an empty axis")
-        fx = _format_or_none(x)
+        fx = recipe.acc_format
 
         def evaluate(r0: int, r1: int) -> OracleBlock:
             ys, ss, qs, subs = [], [], [], []
@@ -423,7 +427,7 @@ def _prepare_reduce(kind: str):
 def _prepare_cumsum(inputs: list[np.ndarray], params: dict[str, Any], recipe: PrecisionRecipe) -> Prepared:
     x = np.asarray(inputs[0])
     ax = _check_axis(x.ndim, params.get("axis", -1))
-    rows, moved = _row_view(x, ax)
+    rows, _ = _row_view(x, ax)
     n_rows, n = rows.shape
     if ax != x.ndim - 1 and x.ndim > 1:
         raise ValueError("cumsum is supported along the last axis only; move the axis first")

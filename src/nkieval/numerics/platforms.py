@@ -20,6 +20,7 @@ All emulations are *models* built from NumPy float32 arithmetic and ml_dtypes ca
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -163,7 +164,7 @@ def accumulate(terms: np.ndarray, *, order: str = "sequential", acc: str | Forma
     if order in ("split_k", "atomic"):
         k = t.shape[-1]
         bounds = np.linspace(0, k, splits + 1).astype(int)
-        parts = np.stack([_sequential(t[..., b0:b1], a) for b0, b1 in zip(bounds[:-1], bounds[1:])], axis=-1)
+        parts = np.stack([_sequential(t[..., b0:b1], a) for b0, b1 in itertools.pairwise(bounds)], axis=-1)
         if order == "atomic":
             parts = rng.permuted(parts, axis=-1)
         return _sequential(parts, a)

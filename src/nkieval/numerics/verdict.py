@@ -33,7 +33,7 @@ GATE_NAMES: dict[str, str] = {
     "G0": "shape and dtype",
     "G1": "NaN/Inf parity",
     "GE": "bitwise where every order is exact",
-    "G2": "hard bound (any summation order)",
+    "G2": "hard (worst-case) bound",
     "G3": "probabilistic bound (random inputs)",
     "G5": "consistency with the declared precision (z-score)",
     "G4": "ratio to a same-precision reference",
@@ -339,18 +339,25 @@ def explain(
     fam = f", inputs '{input_family}'" if input_family else ""
     head = f"{op} [{recipe.describe()}]{k}, {m.n_elements} elements{fam}."
     parts: list[str] = []
+    orders = " in any summation order" if m.k else ""
     if status == "pass":
-        which = "probabilistic bound (λ = %g)" % recipe.lam if statistical else "worst-case bound"
         w = worst[0] if worst else None
         where = ""
-        if w is not None and w.error > 0:
+        if w is not None and w.error > 0 and w.bound > 0:
             where = (f" at index {_idx(w.index)} (error {_g(w.error)}, allowed {_g(w.bound)}; the bound there is "
                      f"dominated by {w.dominant or 'n/a'})")
-        parts.append(f"PASS. The largest error is {_g(100 * (worst[0].ratio if worst else 0.0), 2)}% of the {which}{where}"
-                     f", and {_g(100 * m.margin_det, 2)}% of the worst-case bound that no correct kernel can exceed in "
-                     "any summation order.")
-        if m.n_exact_required:
-            parts.append(f"{m.n_exact_required} elements are exact in every summation order and match bitwise.")
+        if m.n_exact_required and m.n_exact_required == m.n_compared:
+            parts.append(f"PASS. All {m.n_compared} compared elements are exact{orders} and match the correctly "
+                         "rounded result bitwise.")
+        elif statistical:
+            parts.append(f"PASS. The largest error is {_g(100 * (w.ratio if w else 0.0), 2)}% of the probabilistic "
+                         f"bound (λ = {recipe.lam:g}){where}, and {_g(100 * m.margin_det, 2)}% of the worst-case bound "
+                         f"that no correct kernel can exceed{orders}.")
+        else:
+            parts.append(f"PASS. The largest error is {_g(100 * m.margin_det, 2)}% of the worst-case bound that no "
+                         f"correct kernel can exceed{orders}{where}.")
+        if m.n_exact_required and m.n_exact_required != m.n_compared:
+            parts.append(f"{m.n_exact_required} elements are exact{orders} and match bitwise.")
         if not math.isnan(m.z_max):
             parts.append(f"Errors are consistent with the declared precision (z max {_g(m.z_max)}, "
                          f"99th percentile {_g(m.z_p99)}).")

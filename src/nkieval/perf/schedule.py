@@ -122,7 +122,12 @@ def _flat(e: list) -> tuple[int, int]:
     return e[1] * p + e[3], (e[2] - 1) * p + e[4]
 
 
+_DEAD = -2  # pitch of an entry a later write fully covered
+
+
 def _overlaps(e: list, pitch: int, r0: int, r1: int, c0: int, c1: int) -> bool:
+    if e[0] == _DEAD:
+        return False
     if e[0] == pitch:
         return e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]
     # different row pitches in HBM: compare flat byte ranges
@@ -257,6 +262,7 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
     port_free: dict[str, float] = {}
     table: dict[object, list[list]] = {}
     seen: set[int] = set()
+    compact_at: dict[int, int] = {}
     last_end: dict[int, tuple[float, int]] = {}
     global_end = 0.0
     global_last = -1
@@ -307,10 +313,11 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
             isr = "r" in m
             hits = []
             for e in ents:
-                if e[0] == pitch:
+                ep = e[0]
+                if ep == pitch:
                     if not (e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]):
                         continue
-                elif not _overlaps(e, pitch, r0, r1, c0, c1):
+                elif ep == _DEAD or not _overlaps(e, pitch, r0, r1, c0, c1):
                     continue
                 hits.append(e)
                 widx = e[8]
@@ -418,14 +425,16 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
         for ents, pitch, r0, r1, c0, c1, isr, isw, hits in acc:
             if isw:
                 if hits:
-                    gone = [e for e in hits if e[0] == pitch and r0 <= e[1] and e[2] <= r1
-                            and c0 <= e[3] and e[4] <= c1]
-                    if gone:
-                        if len(gone) == len(ents):
-                            ents.clear()
-                        else:
-                            ids = {id(e) for e in gone}
-                            ents[:] = [e for e in ents if id(e) not in ids]
+                    # entries the write fully covers are dead: mark them, compact the list now and then
+                    for e in hits:
+                        if e[0] == pitch and r0 <= e[1] and e[2] <= r1 and c0 <= e[3] and e[4] <= c1:
+                            e[0] = _DEAD
+                            e[1] = e[2] = 0
+                    if len(hits) == len(ents) and hits[-1][0] == _DEAD and all(e[0] == _DEAD for e in hits):
+                        ents.clear()
+                    elif len(ents) >= 32 and len(ents) >= compact_at.get(id(ents), 32):
+                        ents[:] = [e for e in ents if e[0] != _DEAD]
+                        compact_at[id(ents)] = max(32, 2 * len(ents))
                 ents.append([pitch, r0, r1, c0, c1, en, lat, weng_out, i, (en if isr else 0.0), (i if isr else -1)])
             elif hits:
                 for e in hits:

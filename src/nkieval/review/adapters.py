@@ -112,11 +112,24 @@ def nki_findings(source: str, target: str) -> tuple[list[dict[str, Any]] | None,
         return None, f"nkieval.analysis raised {type(e).__name__}: {e}"
 
 
-def migration_findings(cuda_source: str, nki_source: str) -> tuple[list[dict[str, Any]] | None, str | None]:
-    fn, why = _import("nkieval.analysis:analyze_migration", "nkieval.analysis.migration:analyze_migration")
-    if fn is None:
-        return None, why
+_CUDA_CACHE: dict[str, Any] = {}
+
+
+def migration_findings(cuda_source: str, nki_source: str, *, target: str | None = None
+                       ) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """Static CUDA -> NKI cross-check: ``migration_fidelity(parse_cuda(kernel.cu), candidate)``.
+
+    The CUDA summary of a task's kernel.cu is parsed once per process (it never changes).
+    """
+    parse, why = _import("nkieval.analysis:parse_cuda", "nkieval.analysis.cuda.parser:parse_cuda")
+    fid, why2 = _import("nkieval.analysis:migration_fidelity", "nkieval.analysis.migration.fidelity:migration_fidelity")
+    if parse is None or fid is None:
+        return None, why or why2
     try:
-        return [f.to_dict() for f in fn(cuda_source, nki_source)], None
+        summary = _CUDA_CACHE.get(cuda_source)
+        if summary is None:
+            summary = _CUDA_CACHE[cuda_source] = parse(cuda_source)
+        found = fid(summary, nki_source, filename="candidate.py", target=target)
+        return [f.to_dict() for f in found], None
     except Exception as e:
-        return None, f"nkieval.analysis.analyze_migration raised {type(e).__name__}: {e}"
+        return None, f"nkieval.analysis.migration_fidelity raised {type(e).__name__}: {e}"

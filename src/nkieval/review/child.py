@@ -115,9 +115,36 @@ def _check_outputs(raw: Any, n_outputs: int, args: list[Any]) -> str | None:
             return f"output {i} lives in {v.alloc.buffer.kind}, not HBM"
         if v.alloc.is_kernel_arg:
             return f"output {i} is one of the kernel's inputs (in-place aliasing is not what the task asks)"
-        if not v.alloc.written:
-            return f"output {i} was allocated but no instruction ever wrote it"
     return None
+
+
+def _unwritten_masks(trace: Any, raw: Any) -> dict[str, Any] | None:
+    """Per output, a bool mask of elements no instruction wrote (only outputs with such elements).
+
+    Read off the trace's HBM write accesses (byte offset and element pattern of each DMA
+    destination), so the harness can tell "never written" from "computed NaN" (e.g. exp
+    overflow) although both read back as NaN. None if a write's geometry cannot be replayed.
+    """
+    import numpy as np
+
+    vals = list(raw) if isinstance(raw, tuple | list) else [raw]
+    ids = {v.alloc.id: i for i, v in enumerate(vals)}
+    written = [np.zeros(v.alloc.storage.size, dtype=bool) for v in vals]
+    for rec in trace.records:
+        for o in rec.operands:
+            if o.buffer != "hbm" or "w" not in o.mode or o.alloc not in ids:
+                continue
+            i = ids[o.alloc]
+            isz = vals[i].alloc.storage.dtype.itemsize
+            if any(s < 0 for s, _ in o.pattern) or o.addr_lo % isz:
+                return None
+            idx = np.array([o.addr_lo // isz], dtype=np.int64)
+            for stride, n in o.pattern:
+                idx = (idx[:, None] + stride * np.arange(n, dtype=np.int64)[None, :]).reshape(-1)
+            if idx.size and (idx.min() < 0 or idx.max() >= written[i].size):
+                return None
+            written[i][idx] = True
+    return {f"unwritten{i}": ~w.reshape(vals[i].alloc.storage.shape) for i, w in enumerate(written) if not w.all()}
 
 
 def run_cases(job_dir: str, case_ids: list[int]) -> None:
@@ -174,11 +201,15 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
                                   f"{spec['max_instructions']}"}
             else:
                 outs = result.outputs if isinstance(result.outputs, tuple | list) else [result.outputs]
-                buf = npzio.dumps({f"out{i}": np.asarray(o) for i, o in enumerate(outs)})
+                masks = _unwritten_masks(result.trace, cap.raw)
+                arrs = {f"out{i}": np.asarray(o) for i, o in enumerate(outs)}
+                arrs.update(masks or {})
+                buf = npzio.dumps(arrs)
                 _atomic_write(job / f"out_{k}.npz", buf)
                 if case["want_trace"]:
                     _atomic_write(job / f"trace_{k}.json", result.trace.to_json().encode())
                 res = {"status": "ok", "sim_s": sim_s, "n_instructions": len(result.trace),
+                       "written_checked": masks is not None,
                        "warnings": result.trace.warnings[:50]}
         except NkiValidationError as e:
             res = _error("rule-violation", e, candidate)

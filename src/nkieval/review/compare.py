@@ -16,11 +16,16 @@ from nkieval.tasks.schema import TensorSpec
 
 
 def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[TensorSpec, ...], rtol: float,
-                    atol: float) -> dict[str, Any] | None:
-    """None when every output matches; otherwise the first problem as facts (kind, counts, worst element)."""
+                    atol: float, unwritten: list[np.ndarray | None] | None = None) -> dict[str, Any] | None:
+    """None when every output matches; otherwise the first problem as facts (kind, counts, worst element).
+
+    ``unwritten`` (from the sandbox, read off the trace) says per output which elements no
+    instruction wrote; with it, NaN the kernel computed (exp overflow, inf * 0) is reported as
+    ``nonfinite`` instead of ``unwritten``. Without it every unexpected NaN counts as unwritten.
+    """
     from nkieval.sim.dtypes import to_dtype
 
-    for spec, g, r in zip(specs, got, ref):
+    for i, (spec, g, r) in enumerate(zip(specs, got, ref)):
         if tuple(g.shape) != tuple(r.shape):
             return {"kind": "shape", "output": spec.name, "got": list(g.shape), "expected": list(r.shape)}
         want_dt = to_dtype(spec.dtype).storage
@@ -28,11 +33,20 @@ def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[T
             return {"kind": "dtype", "output": spec.name, "got": str(g.dtype), "expected": spec.dtype}
         g64 = np.asarray(g, dtype=np.float64)
         r64 = np.asarray(r, dtype=np.float64)
-        unwritten = np.isnan(g64) & ~np.isnan(r64)
-        if unwritten.any():
-            idx = np.argwhere(unwritten)
-            return {"kind": "unwritten", "output": spec.name, "count": int(unwritten.sum()), "total": int(g.size),
+        nan = np.isnan(g64) & ~np.isnan(r64)
+        known = unwritten is not None
+        mask = unwritten[i] if known and i < len(unwritten) else None
+        never = (mask if mask is not None else np.zeros(g.shape, dtype=bool)) if known else nan
+        if never.any():
+            idx = np.argwhere(never)
+            return {"kind": "unwritten", "output": spec.name, "count": int(never.sum()), "total": int(g.size),
                     "first_index": idx[0].tolist(), "last_index": idx[-1].tolist()}
+        bad_nf = nan | (np.isinf(g64) & np.isfinite(r64))
+        if bad_nf.any():
+            idx = np.argwhere(bad_nf)
+            return {"kind": "nonfinite", "output": spec.name, "count": int(bad_nf.sum()), "total": int(g.size),
+                    "nan": int(nan.sum()), "inf": int((np.isinf(g64) & np.isfinite(r64)).sum()),
+                    "first_index": idx[0].tolist(), "last_index": idx[-1].tolist(), "rows_affected": _rows(bad_nf)}
         with np.errstate(invalid="ignore", over="ignore"):
             err = np.abs(g64 - r64)
             allowed = atol + rtol * np.abs(r64)

@@ -164,9 +164,9 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
             cr.error["warnings"] = run.warnings
         if run.status == "ok":
             ref = reference_outputs(task, ref_fn, inp)
-            cr.mismatch = compare_outputs(run.outputs, ref, task.outputs, task.rtol, task.atol)
+            cr.mismatch = compare_outputs(run.outputs, ref, task.outputs, task.rtol, task.atol, run.unwritten)
             cr.correct = cr.mismatch is None
-            if num_ok and (cr.mismatch is None or cr.mismatch["kind"] in ("mismatch", "unwritten")):
+            if num_ok and (cr.mismatch is None or cr.mismatch["kind"] in ("mismatch", "unwritten", "nonfinite")):
                 tn = time.perf_counter()
                 cr.numerics, reason = adapters.numerics_verdict(task, run.outputs[0], inp, c.family,
                                                                 is_random(c.family), oracle, c.dims)
@@ -205,7 +205,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     analysis, analysis_reason = adapters.nki_findings(source, target)
     migration = migration_reason = None
     if task.cuda_file is not None:
-        migration, migration_reason = adapters.migration_findings(task.cuda_file.read_text(), source)
+        migration, migration_reason = adapters.migration_findings(task.cuda_file.read_text(), source, target=target)
     timings["analysis_s"] = time.perf_counter() - t4
 
     ev = Evidence(task=task, rubric=rub, target=target, cases=results, integrity=integrity, hw=hw, hw_case=hw_case,

@@ -77,6 +77,8 @@ class CaseRun:
     n_instructions: int | None = None
     error: dict[str, Any] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    #: per output, the mask of elements no instruction wrote (None: all written); None when unknown
+    unwritten: list[np.ndarray | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -330,6 +332,14 @@ def _tails(job: Path, n: int = 400) -> dict[str, str]:
     return out
 
 
+def _mask(m: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    if m is None:
+        return None
+    if m.dtype != np.bool_ or m.shape != tuple(shape):
+        raise npzio.ArrayFileError(f"unwritten-element mask has dtype {m.dtype} and shape {m.shape}")
+    return m
+
+
 def _collect(job: Path, k: int, case: CaseJob) -> CaseRun:
     try:
         res = json.loads((job / f"res_{k}.json").read_text())
@@ -345,10 +355,12 @@ def _collect(job: Path, k: int, case: CaseJob) -> CaseRun:
                                                            "operand", "location")}
         run.error.update(_tails(job))
         return run
-    expected = sum(a.nbytes for a in case.inputs.values()) * 8 + (1 << 20)
+    expected = sum(a.nbytes for a in case.inputs.values()) * 10 + (1 << 20)
     try:
         arrays = npzio.load(job / f"out_{k}.npz", max_bytes=max(expected, 64 << 20))
         run.outputs = [arrays[f"out{i}"] for i in range(case.n_outputs)]
+        if res.get("written_checked"):
+            run.unwritten = [_mask(arrays.get(f"unwritten{i}"), o.shape) for i, o in enumerate(run.outputs)]
     except (npzio.ArrayFileError, KeyError, OSError) as e:
         return CaseRun(case.label, "bad-output", error={"message": f"outputs could not be read back: {e}"})
     tp = job / f"trace_{k}.json"

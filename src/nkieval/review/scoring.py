@@ -57,6 +57,8 @@ def _shape(c: CaseResult) -> str:
 _SUGGEST = {
     "unwritten": "cover the whole index space: loop over ceil(n / tile) tiles and clamp the last one with min() "
                  "(or process the remainder as its own tile), as the CUDA bounds guard does",
+    "nonfinite": "find the intermediate that overflows: exp of large arguments (subtract the row max first), "
+                 "a division by a zero sum, inf * 0; keep every intermediate inside its dtype's range",
     "mismatch": "the listed rows/columns localise the bug; compare tile origins and strides there with the reference",
     "shape": "return outputs with exactly the declared shapes",
     "dtype": "allocate each output with the declared dtype (nl.ndarray(..., dtype=..., buffer=nl.shared_hbm))",
@@ -74,6 +76,7 @@ _SUGGEST = {
 _EXPECT = {
     "unwritten": "every output element written, for any size including n % 128 != 0",
     "mismatch": "values within the task tolerance of the reference",
+    "nonfinite": "finite outputs wherever the reference is finite",
     "shape": "the declared output shape",
     "dtype": "the declared output dtype",
     "timeout": "the kernel finishes within the task's time limit",
@@ -93,6 +96,10 @@ def _case_feedback(c: CaseResult, task: Task) -> Feedback:
         if kind == "unwritten":
             obs = (f"{_shape(c)}: {m['count']} of {m['total']} elements of {m['output']} were never written (NaN), "
                    f"indices {m['first_index']}..{m['last_index']}")
+        elif kind == "nonfinite":
+            obs = (f"{_shape(c)}: {m['count']} of {m['total']} elements of {m['output']} are NaN ({m['nan']}) or inf "
+                   f"({m['inf']}) where the reference is finite; every element was written, so the kernel computed "
+                   f"them (overflow), indices {m['first_index']}..{m['last_index']}; rows {m.get('rows_affected', '')}")
         elif kind == "mismatch":
             obs = (f"{_shape(c)}: {m['count']} of {m['total']} elements of {m['output']} differ from the reference; "
                    f"worst at {m['worst_index']}: got {m['got']:.6g}, expected {m['expected']:.6g} "
@@ -170,6 +177,26 @@ def score_correctness(ev: Evidence, crit: Criterion) -> CriterionResult:
 
 
 # ------------------------------------------------------------------------------ numerics
+def _precision_hint(w: dict[str, Any]) -> str:
+    """The worst element's relative error in significand bits, named when it matches a narrower format."""
+    import math
+
+    try:
+        got, exp = float(w["got"]), float(w["expected"])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    if not (math.isfinite(got) and math.isfinite(exp)) or exp == 0 or got == exp:
+        return ""
+    bits = -math.log2(abs(got - exp) / abs(exp))
+    if 6.5 <= bits <= 10.5:
+        fmt = "bf16 (8 significand bits): an intermediate or the output is probably rounded to bf16"
+    elif 10.5 < bits <= 12.5:
+        fmt = "fp16/tf32 (11 significand bits): an intermediate is probably rounded to fp16 or tf32"
+    else:
+        return f"; worst relative error 2^-{bits:.1f}"
+    return f"; worst relative error 2^-{bits:.1f}, the precision of {fmt}"
+
+
 def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
     if ev.numerics_reason and not any(c.numerics for c in ev.cases):
         return CriterionResult(crit.id, crit.title, crit.weight, "not-assessed", None,
@@ -203,6 +230,8 @@ def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
             obs += f"; worst element {w.get('index')}: got {w.get('got')}, oracle {w.get('expected')}, bound {w.get('bound')}"
         if finding.get("cause"):
             obs += f"; likely cause: {finding['cause']}"
+        else:
+            obs += _precision_hint(w)
         sug = finding.get("action") or "keep accumulations in fp32 (PSUM) and follow the task's precision recipe"
         evd = _case_ev(c)
         evd.update({"margin": n.get("margin"), "gate": n.get("deciding_gate"), "worst": w,
@@ -283,12 +312,23 @@ def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
              f"each input read about once (<= {limit:.2f}x)",
              "hoist loads out of inner loops and keep reused tiles in SBUF; order loops so the largest operand is "
              "streamed once", metric="reload_factor", value=rf, reference=srf)
-    if sol and sol.matmul_count and not hw.matmul_count:
+    wf = hw.write_factor
+    swf = sol.write_factor if sol else None
+    wmax = float(R.t("hardware", "write_factor_max"))
+    wlimit = max(wmax, wmax * swf) if swf else wmax
+    if wf is not None and wf > wlimit:
+        flag(major, f"HBM writes are {wf:.2f}x the outputs' size{sol_txt(swf, '{:.2f}x')}: intermediate results "
+                    "make a round trip through HBM",
+             f"each output written once (<= {wlimit:.2f}x) and intermediates kept in SBUF/PSUM",
+             "fuse the follow-up step (bias, activation, normalisation) into the pass that produces the tile, "
+             "before its single store", metric="write_factor", value=wf, reference=swf)
+    contraction = bool(ev.task.perf.flops)  # a broadcast done with a matmul is not a contraction
+    if contraction and sol and sol.matmul_count and not hw.matmul_count:
         flag(major, "no nc_matmul: the contraction runs on the Vector/Scalar engines",
              "contractions on the Tensor engine (nisa.nc_matmul), which provides >90% of the core's FLOPs",
              "put K on the partition axis of both operands and use nc_matmul with PSUM accumulation",
              metric="matmul_count", value=0, reference=sol.matmul_count)
-    if sol and sol.matmul_accumulating and hw.matmul_count and not hw.matmul_accumulating:
+    if contraction and sol and sol.matmul_accumulating and hw.matmul_count and not hw.matmul_accumulating:
         flag(minor, f"{hw.matmul_count} matmuls, none accumulating in PSUM "
                     f"(expert: {sol.matmul_accumulating} of {sol.matmul_count})",
              "partial products over K tiles accumulated in PSUM by consecutive nc_matmul calls",
@@ -372,8 +412,7 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
         return CriterionResult(crit.id, crit.title, crit.weight, "not-applicable", None,
                                "not applicable: the task has no CUDA source")
     R = ev.rubric
-    static = ev.migration is not None
-    start = 4 if static else int(R.t("migration", "cap_without_static"))
+    start = 4 if ev.migration is not None else int(R.t("migration", "cap_without_static"))
     fb: list[Feedback] = []
     if correctness.level == 0:
         return CriterionResult(crit.id, crit.title, crit.weight, "fail", 0,
@@ -381,42 +420,93 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
     level = start
     hidden_fail = [c for c in ev.cases if c.hidden and not c.correct]
     public_ok = all(c.correct for c in ev.cases if not c.hidden)
-    if hidden_fail and public_ok:
+    bounds_broken = bool(hidden_fail and public_ok)
+    num_only = [c for c in ev.cases if c.correct and c.numerics and c.numerics.get("status") == "fail"]
+    num_failed = any(c.numerics and c.numerics.get("status") == "fail" for c in ev.cases)
+    hw, sol = ev.hw, ev.hw_solution
+    literal = bool(hw and sol and sol.partition_utilisation >= 0.5 and (
+        hw.partition_utilisation < 0.25 or (sol.instructions and hw.instructions > 8 * sol.instructions)))
+    # The static cross-check (MIG rules) names *which* CUDA clause a finding is about; the run-time
+    # evidence says whether it actually broke. A finding the runs confirm is cited in the same
+    # feedback line as its dynamic evidence (no double penalty); one the runs contradict is kept
+    # as an info line without penalty; one the runs cannot test (math functions, atomics, tile
+    # sizes) counts on its own.
+    static = ev.migration or []
+    by_rule: dict[str, list[dict[str, Any]]] = {}
+    for f in static:
+        by_rule.setdefault(str(f.get("rule")), []).append(f)
+
+    def cite(rule: str) -> dict[str, Any]:
+        f = (by_rule.get(rule) or [None])[0]
+        return {"static_rule": rule, "static_line": f.get("line"), "static_message": f.get("message")} if f else {}
+
+    if bounds_broken:
         c = hidden_fail[0]
         level -= 2
+        st = cite("MIG002")
         fb.append(Feedback("migration", "error",
                            f"{_shape(c)} fails ({(c.mismatch or {}).get('kind', c.status)}): the port drops a case the "
-                           "CUDA kernel's bounds guard handles",
+                           "CUDA kernel's bounds guard handles"
+                           + (f"; static check {st['static_rule']} (candidate line {st['static_line']}) agrees" if st
+                              else ""),
                            "every CUDA bounds guard (i < n) has a matching tail treatment in NKI",
-                           "add the tail tile (min()-clamped slice) for the guarded dimension", _case_ev(c)))
-    num_only = [c for c in ev.cases if c.correct and c.numerics and c.numerics.get("status") == "fail"]
+                           "add the tail tile (min()-clamped slice) for the guarded dimension", {**_case_ev(c), **st}))
     if num_only:
         level -= 1
-        fb.append(Feedback("migration", "error", f"numerical standard: {numerics.summary}",
+        st = cite("MIG003") or cite("MIG004")
+        fb.append(Feedback("migration", "error", f"numerical standard: {numerics.summary}"
+                           + (f"; static check {st['static_rule']} line {st['static_line']}: {st['static_message']}"
+                              if st else ""),
                            "the port keeps the CUDA kernel's precision (fp32 accumulation where CUDA accumulates in float)",
-                           "match the CUDA accumulator and math functions", numerics.evidence))
-    hw, sol = ev.hw, ev.hw_solution
-    if hw and sol and sol.partition_utilisation >= 0.5 and (
-            hw.partition_utilisation < 0.25 or (sol.instructions and hw.instructions > 8 * sol.instructions)):
+                           "match the CUDA accumulator and math functions", {**numerics.evidence, **st}))
+    if literal and hw and sol:
         level -= 2
+        st = cite("MIG001")
         fb.append(Feedback("migration", "error",
                            f"literal port: {hw.partition_utilisation * 128:.0f}/128 partitions per instruction and "
-                           f"{hw.instructions} instructions ({hw.instructions / max(1, sol.instructions):.0f}x the expert)",
+                           f"{hw.instructions} instructions ({hw.instructions / max(1, sol.instructions):.0f}x the expert)"
+                           + (f"; static check {st['static_rule']} line {st['static_line']} agrees" if st else ""),
                            "the CUDA grid/block decomposition re-derived as 128-partition tiles, not transliterated",
                            "map CUDA threads to lanes of a [128, F] tile and blocks to tiles; drop the per-block loop",
                            {"metric": "partition_utilisation", "value": hw.partition_utilisation,
-                            "instructions": hw.instructions, "reference_instructions": sol.instructions}))
-    if static:
-        errs = [f for f in ev.migration or [] if f.get("severity") == "error"]
-        for f in errs[:2]:
+                            "instructions": hw.instructions, "reference_instructions": sol.instructions, **st}))
+    confirmed = {"MIG002": bounds_broken, "MIG003": num_failed, "MIG004": num_failed, "MIG001": literal}
+    all_correct = all(c.correct for c in ev.cases)
+    # Run-time evidence able to contradict a finding: every (hidden, ragged) case correct for bounds;
+    # a numerics pass on every case for accumulator/stability; a 128-partition trace for thread ports.
+    contradicted = {"MIG002": all_correct, "MIG003": not num_failed and any(c.numerics for c in ev.cases),
+                    "MIG004": not num_failed and any(c.numerics for c in ev.cases),
+                    "MIG001": bool(hw and not literal)}
+    untestable_errs = untestable_warns = 0
+    for f in static:
+        rule, sev = str(f.get("rule")), f.get("severity")
+        if sev not in ("error", "warning") or confirmed.get(rule):
+            continue
+        loc = {"rule": rule, "line": f.get("line"), "location": f"candidate.py:{f.get('line')}"}
+        if contradicted.get(rule):
+            fb.append(Feedback("migration", "info", f"static check {rule} line {f.get('line')}: {f.get('message')}",
+                               "a static finding the run-time evidence confirms",
+                               "none: the runs on every shape contradict it (kept for the record)",
+                               {**loc, "contradicted_by": "run-time evidence"}))
+            continue
+        if sev == "error" and untestable_errs < 2:
+            untestable_errs += 1
             level -= 1
-            fb.append(Feedback("migration", "error", f"{f['rule']} line {f['line']}: {f['message']}",
-                               "the CUDA contract kept", f.get("suggestion") or "see the rule", {"rule": f["rule"],
-                                                                                                  "line": f["line"]}))
+        elif sev == "warning" and not untestable_warns:
+            untestable_warns += 1
+            level = min(level, 3)
+        else:
+            continue
+        fb.append(Feedback("migration", sev, f"{rule} line {f.get('line')}: {f.get('message')}",
+                           "the CUDA contract kept", f.get("suggestion") or "see the rule", loc))
     level = max(0, min(level, start))
-    note = "" if static else f" (static CUDA cross-check not assessed: {ev.migration_reason}; capped at {start})"
+    defects = [f for f in fb if f.severity != "info"]
+    note = "" if ev.migration is not None else \
+        f" (static CUDA cross-check not assessed: {ev.migration_reason}; capped at {start})"
     return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level,
-                           ("contract kept and idiomatic" if not fb else f"{len(fb)} fidelity defect(s)") + note, fb)
+                           ("contract kept and idiomatic" if not defects else f"{len(defects)} fidelity defect(s)")
+                           + (f"; static cross-check: {len(static)} finding(s)" if ev.migration is not None else "")
+                           + note, fb)
 
 
 # ------------------------------------------------------------------------------ code quality

@@ -92,6 +92,12 @@ class FlawedCandidate:
     criterion: str
     #: optional extra criteria that may also mark it down (never required).
     also: tuple[str, ...] = ()
+    #: words the review's feedback in ``criterion`` must contain (case-insensitive, any one of them):
+    #: how the tests check that the review names the flaw, not just lowers a level.
+    evidence: tuple[str, ...] = ()
+    #: input families that suffice to expose the flaw (quick checks and tests review only these;
+    #: empty: all of the task's families)
+    families: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -393,7 +399,12 @@ def parse_task(data: Mapping[str, Any], directory: Path) -> Task:
     for i, fl in enumerate(_opt(data, "flawed", list, [], W)):
         where = f"{W}:flawed[{i}]"
         fl = _typed(fl, dict, where)
-        _check_keys(fl, ("file", "flaw", "criterion", "also"), where)
+        _check_keys(fl, ("file", "flaw", "criterion", "also", "evidence", "families"), where)
+        fl_fams = tuple(str(f) for f in _opt(fl, "families", list, [], where))
+        for f in fl_fams:
+            if f not in families:
+                raise TaskError(f"family {f!r} is not one of the task's input families ({', '.join(families)})",
+                                where=f"{where}.families", rule="family")
         crit = _req(fl, "criterion", str, where)
         also = tuple(_opt(fl, "also", list, [], where))
         for c in (crit, *also):
@@ -401,7 +412,9 @@ def parse_task(data: Mapping[str, Any], directory: Path) -> Task:
                 raise TaskError(f"criterion {c!r} is not a rubric criterion ({', '.join(CRITERIA)})", where=where,
                                 rule="value")
         flawed.append(FlawedCandidate(file=_req(fl, "file", str, where), flaw=_req(fl, "flaw", str, where),
-                                      criterion=crit, also=also))
+                                      criterion=crit, also=also,
+                                      evidence=tuple(str(e) for e in _opt(fl, "evidence", list, [], where)),
+                                      families=fl_fams))
 
     def path_of(key: str, default: str, required: bool) -> Path | None:
         rel = files.get(key, default)

@@ -9,6 +9,6 @@ instructions), :mod:`.language` / :mod:`.isa` (the ``nl.*`` / ``nisa.*`` APIs), 
 """
 
 from nkieval.frontends.beta1 import ops as _ops  # noqa: F401 - registers the tile operators
-from nkieval.frontends.beta1.ops import Beta1Unsupported
+from nkieval.frontends.beta1.errors import Beta1Unsupported
 
 __all__ = ["Beta1Unsupported"]

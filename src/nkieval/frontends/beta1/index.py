@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from nkieval.frontends.beta1.errors import Beta1Unsupported
 from nkieval.sim.errors import NkiValidationError
 
 
@@ -27,6 +28,9 @@ def _arr(x: Any) -> np.ndarray:
         raise NkiValidationError("a boolean cannot be used in an index expression", rule="indexing")
     if isinstance(x, int | np.integer):
         return np.asarray(int(x), dtype=np.int64)
+    if hasattr(x, "alloc"):  # a tensor value inside an index expression: a runtime (dynamic) index
+        raise Beta1Unsupported("index expressions with tensor (runtime) values are not implemented by nkieval; "
+                               "only an [P, 1] index tile on the first dimension of an HBM tensor is")
     raise NkiValidationError(
         f"index expressions combine nl.arange/nl.mgrid values, loop indices and integers, not "
         f"{type(x).__name__}", rule="indexing")

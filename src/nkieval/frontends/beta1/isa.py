@@ -363,7 +363,10 @@ def select_reduce(*, dst: Any, predicate: Any, on_true: Any, on_false: Any, redu
 def tensor_copy_predicated(*, src: Any, dst: Any, predicate: Any, reverse_pred: bool = False, mask: Any = None,
                            dtype: Any = None, **kwargs: Any) -> None:
     d = _view(dst)
-    instr("tensor_copy_predicated")(d, _view(src) if not ops.is_scalar(src) else src, _view(predicate),
+    pred = _view(predicate)
+    if pred.dtype == dt.bool_:  # Beta-1 comparisons give bool tiles (stored as uint8)
+        pred = wrap(pred.view(dt.uint8))
+    instr("tensor_copy_predicated")(d, _view(src) if not ops.is_scalar(src) else src, pred,
                                     reverse_pred=reverse_pred)
     state.note_write(d, what="tensor_copy_predicated")
 
@@ -387,7 +390,8 @@ def local_gather(src_buffer: Any, index: Any, num_elem_per_idx: int = 1, num_val
                  mask: Any = None) -> B1Tensor:
     s = _view(tile(src_buffer, "src_buffer", "local_gather"))
     i = _view(tile(index, "index", "local_gather"))
-    n = int(np.prod(i.shape[1:])) * int(num_elem_per_idx)
+    n_idx = int(num_valid_indices) if num_valid_indices is not None else int(np.prod(i.shape[1:]))
+    n = n_idx * int(num_elem_per_idx)
     out = new_tile((s.shape[0], n), s.dtype, SBUF, "local_gather")
     instr("local_gather")(out, s, i, num_elem_per_idx=num_elem_per_idx, num_valid_indices=num_valid_indices)
     return out

@@ -36,9 +36,10 @@ from nkieval.frontends.beta1.ops import (
 from nkieval.frontends.beta1.tensor import Access, B1Tensor, wrap
 from nkieval.sim import dtypes as dt
 from nkieval.sim import language as sim_nl
+from nkieval.sim.context import current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, Buffer
-from nkieval.sim.ops import BINARY, UNARY, Op
+from nkieval.sim.ops import BINARY, OPS, UNARY, Op
 from nkieval.sim.tensor import NkiTensor, allocate, as_buffer, ds  # noqa: F401 - ds is nl.ds
 
 
@@ -108,8 +109,8 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
     if allocator is not None and hasattr(allocator, "check"):
         allocator.check(plain, pdim)
     if not buf.on_chip:
-        if buf is SHARED_HBM and state.loop_frames():
-            pass  # shared_hbm inside loops: allowed by the simulator (Beta 1 required top level)
+        if buf is not SHARED_HBM and current().launch.num_programs == 1:
+            buf = SHARED_HBM  # one program: private HBM is shared HBM (and Beta 1 let kernels return it)
         return wrap(allocate(plain, dtype, buf, name, instruction="ndarray"))
     if len(plain) < 2 and pdim == 0:
         plain = (1, *plain) if plain else (1, 1)
@@ -168,7 +169,10 @@ def shared_identity_matrix(n: int, dtype: Any = dt.uint8, **kwargs: Any) -> B1Te
                          fill=np.eye(int(n))))
 
 
-def static_cast(input_data: Any, dtype: Any) -> B1Tensor:
+def static_cast(input_data: Any, dtype: Any) -> Any:
+    """Cast a tile (a copy with a new dtype); on a host NumPy array it is ``astype`` (test drivers use that)."""
+    if isinstance(input_data, np.ndarray):
+        return dt.cast(input_data, dt.to_dtype(dtype))
     return ops.copy(input_data, dtype=dtype, api="static_cast")
 
 
@@ -414,16 +418,37 @@ def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None
 
 
 # -- reductions and composites ------------------------------------------------------------------
+def _axes_of(axis: Any, nd: int) -> tuple[int, ...]:
+    axes = (int(axis),) if isinstance(axis, int | np.integer) else tuple(int(a) for a in axis)
+    return tuple(sorted(a + nd if a < 0 else a for a in axes))
+
+
 def _reduction(name: str) -> Any:
     def f(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any) -> Any:
         x = tile(x, "x", name)
         xv = x.view() if isinstance(x, Access) else x
-        if mask is None:
-            return wrap(lc(name)(xv, axis, dtype=dtype, keepdims=keepdims))
-        # masked: the result keeps the full (reduced) tile shape; only rows/columns in the mask are computed
         nd = xv.ndim
-        axes = (int(axis),) if isinstance(axis, int | np.integer) else tuple(int(a) for a in axis)
-        axes = tuple(a + nd if a < 0 else a for a in axes)
+        axes = _axes_of(axis, nd)
+        if mask is not None and 0 not in axes and axes != tuple(range(nd - len(axes), nd)):
+            boxes = boxes_for(mask, tuple(xv.shape), name)
+            if len(boxes) != 1:
+                raise Beta1Unsupported(f"nl.{name} over non-trailing axes with a non-rectangular mask is not "
+                                       "implemented by nkieval")
+            if boxes[0] is not None:
+                raise Beta1Unsupported(f"nl.{name} over non-trailing axes with a mask is not implemented by nkieval")
+            mask = None
+        if 0 not in axes and axes != tuple(range(nd - len(axes), nd)):
+            # Beta 1 reduced any free axes: permute them last (a free-dim view), reduce, restore the order
+            keep = [d for d in range(nd) if d not in axes]
+            r = f(wrap(xv.permute([*keep, *axes])), tuple(range(len(keep), nd)), dtype=dtype, keepdims=True)
+            r = wrap(r.permute([int(i) for i in np.argsort([*keep, *axes])]))
+            if keepdims:
+                return r
+            shape = tuple(n for d, n in enumerate(xv.shape) if d not in axes)
+            return ops.copy(r, dtype=r.dtype).reshape(shape if len(shape) >= 2 else (*shape, 1))
+        if mask is None:
+            return wrap(lc(name)(xv, axes, dtype=dtype, keepdims=keepdims))
+        # masked: the result keeps the full (reduced) tile shape; only rows/columns in the mask are computed
         kept = tuple(1 if d in axes else n for d, n in enumerate(xv.shape))
         out = None
         for box in boxes_for(mask, tuple(xv.shape), name):
@@ -522,8 +547,27 @@ def _unsupported(name: str, why: str = "") -> Any:
 
 all_reduce = _unsupported("all_reduce", "collective across SPMD programs")
 loop_reduce = _unsupported("loop_reduce")
-rand = _unsupported("rand")
-random_seed = _unsupported("random_seed")
+
+
+def rand(shape: Any, dtype: Any = dt.float32, **kwargs: Any) -> B1Tensor:
+    """Uniform [0, 1) values: 32 random bits per element (Vector-engine ``rng``) scaled by 2**-32."""
+    shp = tuple(int(s) for s in shape)
+    bits = new_tile(shp, dt.uint32, SBUF, "rand")
+    instr("rng")(bits)
+    out = new_tile(shp, dtype, SBUF, "rand")
+    instr("tensor_scalar")(out, bits, OPS["multiply"], 2.0**-32, op1=OPS["minimum"], operand1=float(np.nextafter(
+        np.float32(1), np.float32(0))))
+    return out
+
+
+def random_seed(seed: Any, *, mask: Any = None, **kwargs: Any) -> None:
+    """Seed the Vector-engine PRNG (a 32-bit scalar, or a [1, 1] tile)."""
+    if ops.is_scalar(seed):
+        t = new_tile((1, 1), dt.uint32, SBUF, "random_seed")
+        instr("memset")(t, int(seed))
+        seed = t
+    instr("set_rng_seed")(tile(seed, "seed", "random_seed"))
+
 gemm_grid = _unsupported("gemm_grid")
 gemm_stationary_grid = _unsupported("gemm_stationary_grid")
 

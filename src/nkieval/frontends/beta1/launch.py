@@ -164,10 +164,22 @@ class Kernel:
             if t.lnc_max < self.cores:
                 raise NkiValidationError(f"nl.nc({self.cores}) needs {self.cores} NeuronCores per logical core; "
                                          f"{t.name} has {t.lnc_max}", instruction="launch", rule="generation")
+        args = tuple(_placeholder(a) for a in args)
+        kwargs = {k: _placeholder(v) for k, v in kwargs.items()}
         result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=self.options.get("sim_options"),
                             grid=self.grid)
         _LAST.result = result
         return result
+
+
+def _placeholder(a: Any) -> Any:
+    """``nt.tensor[[K, M], dtype]`` passed as an argument (Beta-1 benchmark drivers): a zero array."""
+    if type(a).__name__ == "TensorType" and getattr(a, "shape", None) is not None:
+        from nkieval.sim import dtypes as dt
+
+        d = dt.to_dtype(a.dtype) if a.dtype is not None else dt.float32
+        return np.zeros(a.shape, dtype=d.storage)
+    return a
 
 
 def _like_inputs(outputs: Any, args: tuple[Any, ...]) -> Any:
@@ -226,6 +238,11 @@ def profile(func: Any = None, **kwargs: Any) -> Any:
     return _decorator("profile", func, kwargs)
 
 
+def trace(func: Any = None, **kwargs: Any) -> Any:
+    """``@nki.trace``: a sub-kernel traced into its caller (runs inline; launched alone, it simulates)."""
+    return _decorator("trace", func, kwargs)
+
+
 def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
     """``nki.simulate_kernel(kernel[grid], *numpy_args)``: run on the CPU simulator, NumPy outputs."""
     k = kernel if isinstance(kernel, Kernel) else Kernel(getattr(kernel, "__wrapped__", kernel), "simulation")
@@ -234,4 +251,4 @@ def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 __all__ = ["BenchmarkResult", "Beta1ModeError", "Kernel", "LatencyResult", "baremetal", "benchmark", "jit",
-           "last_result", "profile", "simulate_kernel"]
+           "last_result", "profile", "simulate_kernel", "trace"]

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.frontends.beta1 import state
+from nkieval.frontends.beta1.errors import Beta1Unsupported
 from nkieval.frontends.beta1.index import mask_array, mask_boxes
 from nkieval.frontends.beta1.tensor import OPERATORS, Access, B1Tensor, wrap
 from nkieval.sim import dtypes as dt
@@ -36,10 +37,6 @@ from nkieval.sim.ops import COMPARE, OPS
 from nkieval.sim.tensor import NkiTensor, allocate
 
 _SCALARS = (bool, int, float, np.number)
-
-
-class Beta1Unsupported(NotImplementedError):
-    """A Beta-1 API nkieval does not implement (a gap in nkieval, not an error in the kernel)."""
 
 
 def instr(name: str) -> Callable[..., Any]:

@@ -327,7 +327,9 @@ class Access(TileOps):
         data = t.data
         start = data[tuple(slice(b, b + 1) for b, _ in forms)] if data.ndim else data
         strides = tuple(int(sum(data.strides[d] * forms[d][1][k] for d in range(t.ndim))) for k in range(len(sub)))
-        view = np.lib.stride_tricks.as_strided(start, shape=sub, strides=strides)
+        # as_strided cannot rebuild ml_dtypes (bf16/fp8) arrays: stride over same-size raw ints instead
+        raw = start.view(f"u{start.dtype.itemsize}")
+        view = np.lib.stride_tricks.as_strided(raw, shape=sub, strides=strides).view(data.dtype)
         return B1Tensor(view, t.alloc, t.dtype, 0)
 
 

@@ -378,6 +378,8 @@ def int_value(x: Any, role: str) -> int:
     if isinstance(x, bool) or not isinstance(x, int | np.integer | float | np.floating) or not np.isfinite(x) \
             or float(x) != int(x):
         raise NkiValidationError(f"{role} must be an integer, got {x!r}", operand=role, rule="argument")
+    if not -(2**31) <= int(x) < 2**32:
+        raise NkiValidationError(f"{role} = {int(x)} does not fit a 32-bit immediate", operand=role, rule="argument")
     return int(x)
 
 

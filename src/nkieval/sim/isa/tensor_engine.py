@@ -11,6 +11,7 @@ from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import (
     check_buffer,
     check_partitions,
+    enum_value,
     flag_view,
     free_size,
     instruction,
@@ -79,7 +80,7 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     check_buffer(dst, "dst", ("psum",), "the Tensor engine writes PSUM")
     for role, t in (("stationary", stationary), ("moving", moving), ("dst", dst)):
         check_partitions(ctx, t, role)
-    pm = int(getattr(perf_mode, "value", perf_mode or 0))
+    pm = enum_value(perf_mode or 0, matmul_perf_mode, "perf_mode")
     T = ctx.target
     if pm == matmul_perf_mode.double_row:
         if not T.has("double_row"):

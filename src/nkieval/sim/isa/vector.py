@@ -21,6 +21,7 @@ from nkieval.sim.isa.core import (
     check_same_free,
     free_size,
     instruction,
+    int_value,
     mark_written,
     read,
     read_bits,
@@ -239,7 +240,8 @@ def memset(ctx: Any, dst: Any, value: Any, engine: Any = None, name: str | None 
 
 
 def _trailing_axes(axis: Any, nd: int) -> tuple[int, ...]:
-    axes = (int(axis),) if isinstance(axis, int | np.integer) else tuple(int(a) for a in axis)
+    axes = (int_value(axis, "axis"),) if not isinstance(axis, tuple | list) else \
+        tuple(int_value(a, "axis") for a in axis)
     axes = tuple(sorted(a + nd if a < 0 else a for a in axes))
     if 0 in axes:
         raise NkiValidationError("cannot reduce along the partition dimension (axis 0); use nc_transpose, a ones "

@@ -9,6 +9,7 @@ from nkieval.frontends.beta1.launch import (
     last_result,
     profile,
     simulate_kernel,
+    trace,
 )
 from nkieval.frontends.neuronxcc.nki import compiler, isa, language, typing
 from nkieval.sim.errors import NkiValidationError
@@ -16,4 +17,4 @@ from nkieval.sim.errors import NkiValidationError
 tensor = typing.tensor
 
 __all__ = ["Beta1ModeError", "Kernel", "NkiValidationError", "baremetal", "benchmark", "compiler", "isa", "jit",
-           "language", "last_result", "profile", "simulate_kernel", "tensor", "typing"]
+           "language", "last_result", "profile", "simulate_kernel", "tensor", "trace", "typing"]

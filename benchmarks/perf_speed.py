@@ -1,0 +1,86 @@
+"""Scheduling throughput and memory of the performance model.
+
+    .venv/bin/python benchmarks/perf_speed.py [--iters 25000]
+
+Prints instructions/s of ``schedule()`` and of the whole ``estimate()`` on a synthetic
+load→activation→vector→store trace, the ratio to a plain Python loop over the same trace
+(measured in the same run), and peak traced memory for two trace lengths (linearity).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "perf"))
+
+from perf_helpers import TraceBuilder
+
+from nkieval.hardware import get_target
+from nkieval.perf import estimate
+from nkieval.perf.params import load_params
+from nkieval.perf.schedule import schedule
+
+
+def build(n_iters: int) -> TraceBuilder:
+    b = TraceBuilder("trn2")
+    src = b.alloc("hbm", (128, 512 * 64))
+    out = b.alloc("hbm", (128, 512 * 64))
+    for i in range(n_iters):
+        t = b.alloc("sbuf", (128, 512), site="bench.py:1")
+        u = b.alloc("sbuf", (128, 512), site="bench.py:2")
+        c = (i % 64) * 512
+        b.rec("dma_copy", "dma", [b.op(t, "dst", "w"), b.op(src, "src", "r", cols=(c, c + 512))], line=1)
+        b.rec("activation", "scalar", [b.op(u, "dst", "w"), b.op(t, "data", "r")], line=2, op="exp")
+        b.rec("tensor_scalar", "vector", [b.op(u, "dst", "w"), b.op(u, "data", "r")], line=3, op0="multiply")
+        b.rec("dma_copy", "dma", [b.op(out, "dst", "w", cols=(c, c + 512)), b.op(u, "src", "r")], line=4)
+        t.free_seq = u.free_seq = len(b.trace.records)
+    return b
+
+
+def best(fn, reps: int = 3) -> float:
+    t = float("inf")
+    for _ in range(reps):
+        t0 = time.process_time()
+        fn()
+        t = min(t, time.process_time() - t0)
+    return t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=25_000)
+    a = ap.parse_args()
+    b = build(a.iters)
+    tr = b.trace
+    n = len(tr)
+    p = load_params(get_target("trn2"))
+
+    def plain() -> None:
+        s = 0
+        for r in tr.records:
+            for o in r.operands:
+                s += o.nbytes
+
+    t_plain = best(plain)
+    t_sched = best(lambda: schedule(tr, p))
+    t_est = best(lambda: estimate(tr), reps=1)
+    print(f"trace: {n} instructions")
+    print(f"plain loop over records/operands: {n / t_plain:12,.0f} instr/s")
+    print(f"schedule():                       {n / t_sched:12,.0f} instr/s  ({t_sched / t_plain:.1f}x the plain loop)")
+    print(f"estimate() (schedule + metrics):  {n / t_est:12,.0f} instr/s")
+    for k in (a.iters // 4, a.iters):
+        small = build(k).trace
+        tracemalloc.start()
+        estimate(small)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        print(f"peak memory of estimate() for {len(small):7d} instructions: {peak / 1e6:7.1f} MB "
+              f"({peak / len(small):.0f} B/instruction)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The public API: estimate(), PerfEstimate, latency percentiles, timeline export, CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+
+import nki
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from perf_helpers import TraceBuilder
+
+from nkieval.cli import main
+from nkieval.examples import kernels as ex
+from nkieval.perf import (
+    MODEL_VERSION,
+    LatencyEstimate,
+    estimate,
+    latency_percentiles,
+    text_summary,
+    to_perfetto,
+    write_perfetto,
+)
+from nkieval.perf.cli import InputSpecError, parse_input_spec
+from nkieval.perf.latency import LatencyPercentileError
+
+
+@pytest.fixture(scope="module")
+def add_trace():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((512, 1024), dtype=np.float32)
+    nki.simulate(ex.tiled_add, target="trn1")(a, a)
+    return nki.last_result().trace
+
+
+def test_estimate_is_typed_frozen_and_serialisable(add_trace) -> None:
+    est = estimate(add_trace)
+    assert est.target == "trn1" and est.model_version == MODEL_VERSION
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        est.total_time_ns = 0.0  # type: ignore[misc]
+    d = json.loads(json.dumps(est.to_dict()))
+    assert d["estimate"] is True and d["total_time_ns"] == pytest.approx(est.total_time_ns)
+    s = est.summary
+    for name in ("total_time", "mfu_estimated_percent", "hfu_estimated_percent", "mbu_estimated_percent",
+                 "mm_arithmetic_intensity", "tensor_active_time_percent", "vector_instruction_count",
+                 "dma_active_time_percent", "hbm_read_bytes", "hbm_write_bytes", "spill_save_bytes",
+                 "sbuf_peak_bytes_per_partition", "roofline_lower_bound_ns"):
+        assert name in s
+    assert s["hbm_read_bytes"] == 2 * 512 * 1024 * 4 and s["hbm_write_bytes"] == 512 * 1024 * 4
+    assert s["vector_instruction_count"] == 4 and s["dma_transfer_count"] == 12
+    assert s["roofline_lower_bound_ns"] <= est.total_time_ns
+    lo, hi = est.interval_ns
+    assert lo < est.total_time_ns < hi
+
+
+def test_uncertainty_names_parameters_by_status(add_trace) -> None:
+    u = estimate(add_trace).uncertainty
+    assert {"documented", "fitted", "assumed"} <= set(u.by_status)
+    assert "dma_fixed_ns" in u.by_status["fitted"]
+    assert u.parameters["pe_clock_ghz"]["status"] == "documented"
+    assert u.parameters["pe_clock_ghz"]["source"].startswith("A2")
+
+
+def test_target_changes_the_estimate(add_trace) -> None:
+    t1 = estimate(add_trace, "trn1").total_time_ns
+    t2 = estimate(add_trace, "trn2").total_time_ns
+    assert t2 < t1  # faster DMA engines on trn2 for a DMA-bound kernel
+
+
+def test_estimate_rejects_non_traces() -> None:
+    with pytest.raises(TypeError, match=r"needs an nkieval\.sim\.trace\.Trace"):
+        estimate({"records": []})  # type: ignore[arg-type]
+
+
+def test_latency_percentiles_are_marked_estimates(add_trace) -> None:
+    lat = latency_percentiles(add_trace)
+    assert isinstance(lat, LatencyEstimate) and lat.is_estimate
+    assert lat.get_latency_percentile(50) == lat.get_latency_percentile(99) == pytest.approx(
+        estimate(add_trace).total_time_ns / 1e3)
+    assert lat.low_us < lat.latency_us < lat.high_us
+    with pytest.raises(LatencyPercentileError, match="percentile 42"):
+        lat.get_latency_percentile(42)
+
+
+def test_text_summary_mentions_bottleneck_and_estimate(add_trace) -> None:
+    txt = text_summary(estimate(add_trace))
+    assert "ESTIMATE" in txt and "bottleneck" in txt and "dma" in txt
+
+
+def _big_trace(n_iters: int) -> TraceBuilder:
+    b = TraceBuilder("trn2")
+    src = b.alloc("hbm", (128, 512 * 64))
+    out = b.alloc("hbm", (128, 512 * 64))
+    for i in range(n_iters):
+        t = b.alloc("sbuf", (128, 512), site="big.py:3")
+        u = b.alloc("sbuf", (128, 512), site="big.py:4")
+        c = (i % 64) * 512
+        b.rec("dma_copy", "dma", [b.op(t, "dst", "w"), b.op(src, "src", "r", cols=(c, c + 512))], line=3)
+        b.rec("activation", "scalar", [b.op(u, "dst", "w"), b.op(t, "data", "r")], line=4, op="exp")
+        b.rec("tensor_scalar", "vector", [b.op(u, "dst", "w"), b.op(u, "data", "r")], line=5, op0="multiply")
+        b.rec("dma_copy", "dma", [b.op(out, "dst", "w", cols=(c, c + 512)), b.op(u, "src", "r")], line=6)
+        t.free_seq = u.free_seq = len(b.trace.records)
+    return b
+
+
+def test_perfetto_export_of_100k_instructions_has_valid_structure(tmp_path) -> None:
+    b = _big_trace(25_000)
+    assert len(b.trace) == 100_000
+    est = estimate(b.trace)
+    path = write_perfetto(est, str(tmp_path / "t.json"))
+    with open(path) as fh:
+        doc = json.load(fh)
+    ev = doc["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    slices = [e for e in ev if e["ph"] == "X"]
+    assert len([e for e in slices if e["cat"] != "dma_engines"]) == 100_000
+    assert {"scalar", "vector", "dma:q0", "dma:q1"} <= set(names.values())
+    per_track: dict = {}
+    for e in slices:
+        assert {"name", "ts", "dur", "pid", "tid"} <= e.keys() and e["dur"] >= 0 and e["ts"] >= 0
+        assert (e["pid"], e["tid"]) in names
+        per_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["dur"]))
+        if e["cat"] != "dma_engines":
+            assert e["args"]["nki_source_location"].startswith("k.py:")
+    for key, iv in per_track.items():
+        if names[key] in ("scalar", "vector"):  # in-order engines: slices never overlap
+            iv.sort()
+            assert all(a + d <= b2 + 1e-6 for (a, d), (b2, _) in itertools.pairwise(iv))
+    assert doc["otherData"]["estimate"] is True
+
+
+def test_perfetto_dict_without_file(add_trace) -> None:
+    doc = to_perfetto(estimate(add_trace), dma_engines=True)
+    assert any(e["ph"] == "X" and e["args"].get("wait_reason") for e in doc["traceEvents"])
+    assert any(e["ph"] == "X" and e["cat"] == "dma_engines" for e in doc["traceEvents"])
+
+
+def test_parse_input_spec() -> None:
+    assert parse_input_spec("a=128x512:bfloat16") == ("a", (128, 512), "bfloat16")
+    assert parse_input_spec("64x3") == (None, (64, 3), "float32")
+    with pytest.raises(InputSpecError, match="expected"):
+        parse_input_spec("a=12,4")
+
+
+def test_cli_profile_writes_timeline_and_json(tmp_path) -> None:
+    tl, js = tmp_path / "tl.json", tmp_path / "e.json"
+    kfile = ex.__file__
+    res = CliRunner().invoke(main, ["profile", f"{kfile}::tiled_add", "--target", "trn2", "--input", "256x256",
+                                    "--input", "256x256", "--trace", str(tl), "--json", str(js)])
+    assert res.exit_code == 0, res.output
+    assert "tiled_add on trn2" in res.output and "ESTIMATE" in res.output
+    assert json.loads(js.read_text())["target"] == "trn2"
+    assert json.loads(tl.read_text())["traceEvents"]
+
+
+def test_cli_profile_bad_kernel_name(tmp_path) -> None:
+    res = CliRunner().invoke(main, ["profile", f"{ex.__file__}::nope", "--input", "4x4"])
+    assert res.exit_code != 0 and "no kernel 'nope'" in res.output
