@@ -45,6 +45,9 @@ def test_worked_example_k4096_bf16() -> None:
     assert w["acc_det"] == pytest.approx(0.64, abs=0.01)
     assert w["tau_det"] == pytest.approx(0.81, abs=0.01)
     assert w["tf32_inputs"] == pytest.approx(2.5, abs=0.05)
+    w8 = worked_example(lam=8)  # the default λ
+    assert w8["tau_prb"] == pytest.approx(0.248, abs=1e-3) and w8["tau_prb"] / 43 == pytest.approx(0.0058, abs=1e-4)
+    assert worked_example(out="fp32", lam=8)["tau_prb"] / 43 == pytest.approx(0.0019, abs=1e-4)
 
 
 def test_worked_example_medians_are_what_normal_data_gives() -> None:

@@ -36,6 +36,7 @@ def test_overflow_semantics_are_platform_warnings_not_failures() -> None:
         v = check(got, [x, np.float32(1)], "quantize", r)
         assert v.status == "pass" and v.gate("G1").status == "warn", v.explanation
         assert v.metrics.special_explained == 2 and any("overflow" in n for n in v.notes)
+        assert "Neuron trn2 e4m3 → NaN" in v.gate("G1").detail
     assert check(sat, [x, np.float32(1)], "quantize", r.replace(overflow="saturate")).gate("G1").status == "pass"
 
 
@@ -98,3 +99,25 @@ def test_bf16_output_stored_in_fp32_storage_is_fine_but_coarser_storage_is_not()
     v = check(np.zeros((4, 5)), [a, b], "matmul", r)
     assert v.deciding_gate == "G0" and "shape" in v.explanation
     assert round_to(1.0, "bf16") == 1.0
+
+
+def test_overflow_with_the_wrong_sign_is_not_excused() -> None:
+    x = np.array([1.0, 300.0], np.float32)
+    r = PrecisionRecipe(inputs=("fp32", "fp32"), output="fp8_e4m3")
+    v = check(np.array([1.0, -np.inf]), [x, np.float32(1)], "quantize", r)
+    assert v.status == "fail" and v.deciding_gate == "G1"
+
+
+def test_trn1_saturate_infinity_only_on_trn1() -> None:
+    a = np.array([[np.inf, 1.0]], np.float32)
+    b = np.array([[1.0], [1.0]], np.float32)
+    got = np.array([[np.finfo(np.float32).max]], np.float32)
+    assert check(got, [a, b], "matmul", PrecisionRecipe(platform="trn1")).gate("G1").status == "warn"
+    assert check(got, [a, b], "matmul", PrecisionRecipe(platform="trn2")).status == "fail"
+
+
+def test_integer_elementwise_is_exact() -> None:
+    a = np.arange(-50, 50, dtype=np.int32)
+    r = PrecisionRecipe(inputs="int32", accumulate="int32", output="int32")
+    assert check(a + 3, [a, np.int32(3)], "add", r).deciding_gate == "GE"
+    assert check(a + 4, [a, np.int32(3)], "add", r).status == "fail"

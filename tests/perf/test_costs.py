@@ -126,13 +126,15 @@ def test_dma_descriptor_efficiency_and_split() -> None:
     big = b.alloc("hbm", (128, 8192), "bfloat16")
     t1 = b.alloc("sbuf", (128, 128), "bfloat16")
     t2 = b.alloc("sbuf", (128, 2048), "bfloat16")
+    t3 = b.alloc("sbuf", (128, 8192), "bfloat16")
     r1 = b.rec("dma_copy", "dma", [b.op(t1, "dst", "w"), b.op(big, "src", "r", cols=(0, 128))])
     r2 = b.rec("dma_copy", "dma", [b.op(t2, "dst", "w"), b.op(big, "src", "r", cols=(0, 2048))])
-    p1, p2 = plan_dma(r1, P1), plan_dma(r2, P1)
+    r3 = b.rec("dma_copy", "dma", [b.op(t3, "dst", "w"), b.op(big, "src", "r")])
+    p1, p2, p3 = plan_dma(r1, P1), plan_dma(r2, P1), plan_dma(r3, P1)
     assert p1.engines == p2.engines == 16
     assert p1.descriptor_bytes == 256 and p2.descriptor_bytes == 4096
     eff = lambda p: p.bytes / 16 / P1.dma_engine_bw_bytes_per_ns / p.service_ns  # noqa: E731
-    assert eff(p1) < 0.5 < 0.75 < eff(p2)
+    assert eff(p1) < 0.35 < 0.65 < eff(p2) < eff(p3) and eff(p3) > 0.8
     assert p1.hbm_read == 128 * 128 * 2 and p1.sbuf_write == p1.hbm_read
 
 

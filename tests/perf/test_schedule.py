@@ -37,7 +37,7 @@ def test_independent_dma_compute_chains_overlap() -> None:
     chain_b = s.end[b1] - s.start[b0]
     assert s.total_time < 0.8 * (chain_a + chain_b)
     serial = schedule(b.trace, P1, SchedulePolicy(mode="serial"))
-    assert serial.total_time > s.total_time * 1.2
+    assert serial.total_time > s.total_time * 1.1
     assert serial.start[b0] >= serial.end[a1]
 
 

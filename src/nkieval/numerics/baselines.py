@@ -45,8 +45,9 @@ def allclose(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float)
 def rel_l2(actual: np.ndarray, expected: np.ndarray) -> float:
     a = np.asarray(actual, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
-    den = float(np.linalg.norm(e))
-    num = float(np.linalg.norm(a - e))
+    with np.errstate(invalid="ignore"):
+        den = float(np.linalg.norm(e))
+        num = float(np.linalg.norm(a - e))
     return num / den if den > 0 else (0.0 if num == 0 else float("inf"))
 
 

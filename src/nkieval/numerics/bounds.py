@@ -468,6 +468,12 @@ def rule_binary(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
         z = np.zeros_like(ay)
         return BoundsBlock(z, z, None, {}, exact=np.ones(ay.shape, dtype=bool))
     acc = r.acc_format
+    if acc.kind == "int":  # integer arithmetic in range is exact
+        z = np.zeros_like(ay)
+        bad = (r.out_format.kind == "int") & (ay > r.out_format.max)
+        return BoundsBlock(z, z, None, {}, exact=np.ones(ay.shape, dtype=bool),
+                           contract=bad if bad.any() else None,
+                           contract_reason="integer result outside the output range" if bad.any() else None)
     inter = b.aux["inter"]
     t = (acc.u + ctx.eps_in) * inter
     eta = tiny_out + acc.tiny

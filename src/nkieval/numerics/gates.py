@@ -39,7 +39,9 @@ from .recipe import PrecisionRecipe
 from .verdict import Finding, GateResult, Metrics, Verdict, WorstElement, explain
 
 __all__ = [
+    "SPECIAL_VALUE_TABLE",
     "Z_P99_LIMIT",
+    "SpecialValueRule",
     "check",
     "check_stochastic_rounding",
     "default_recipe",
@@ -130,6 +132,53 @@ def _resolve_op(op: Any, params: dict[str, Any]) -> OpSpec:
     return get_op(op)
 
 
+# --------------------------------------------------------------------------- special values
+
+
+@dataclass(frozen=True)
+class SpecialValueRule:
+    """One documented platform difference in special values (research note §2.4, §4.6).
+
+    ``applies(y, got, out)`` marks elements where a NaN/Inf mismatch is this documented
+    difference (G1 then warns instead of failing); rules without it are documentation only
+    (handled elsewhere, or not detectable from outputs). ``platforms`` restricts a rule to
+    recipes declaring one of them.
+    """
+
+    id: str
+    situation: str
+    behaviours: str
+    applies: Callable[[np.ndarray, np.ndarray, Format], np.ndarray] | None = None
+    platforms: tuple[str, ...] = ()
+
+
+def _overflow_variant(y: np.ndarray, got: np.ndarray, out: Format) -> np.ndarray:
+    if out.kind != "float":
+        return np.zeros(y.shape, dtype=bool)
+    over = np.isfinite(y) & (np.abs(y) > out.max)
+    same_sign = np.sign(got) == np.sign(y)
+    return over & (np.isnan(got) | (np.isinf(got) & same_sign) | ((np.abs(got) == out.max) & same_sign))
+
+
+def _saturated_inf(y: np.ndarray, got: np.ndarray, out: Format) -> np.ndarray:
+    return np.isinf(y) & (np.abs(got) == out.max) & (np.sign(got) == np.sign(y))
+
+
+SPECIAL_VALUE_TABLE: tuple[SpecialValueRule, ...] = (
+    SpecialValueRule("overflow", "result beyond the output format's max",
+                     "ml_dtypes e4m3/e5m2 → ±inf, ml_dtypes/PyTorch e4m3fn → NaN, Neuron trn2 e4m3 → NaN, "
+                     "NVIDIA __NV_SATFINITE → ±max", _overflow_variant),
+    SpecialValueRule("saturate_infinity", "±inf result on trn1 with --enable-saturate-infinity", "±max",
+                     _saturated_inf, ("trn1",)),
+    SpecialValueRule("ftz", "subnormal result", "flushed to ±0 (CUDA fast-math; undocumented on Neuron): "
+                     "accepted through the underflow floor η, not a special value"),
+    SpecialValueRule("nan_payload", "NaN sign and payload", "ignored: every NaN matches every NaN"),
+    SpecialValueRule("signed_zero", "±0", "equal (except ops whose result is the sign of zero)"),
+    SpecialValueRule("transpose_nan_spread", "NaN/Inf through a TensorE identity-matmul transpose (NeuronCore-v2)",
+                     "spreads across the output row; v3+ is_transpose is bit-accurate (not modelled: no transpose op)"),
+)
+
+
 # --------------------------------------------------------------------------- streaming stats
 
 
@@ -168,6 +217,7 @@ class _Stream:
     nan_swallowed: int = 0
     inf_mismatch: int = 0
     explained: int = 0
+    explained_by: dict[str, int] = field(default_factory=dict)
     first_special: int = -1
     z_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(_Z_EDGES), dtype=np.int64))
     z_max: float = 0.0
@@ -235,12 +285,15 @@ class _Stream:
         self.inf_got += int((got_inf & valid).sum())
         unexplained = sp_bad
         if sp_bad.any():
+            expl = np.zeros(nblk, dtype=bool)
             with np.errstate(invalid="ignore"):
-                over = np.isfinite(y) & (np.abs(y) > out.max) if out.kind == "float" else np.zeros(nblk, bool)
-                sat = got_nan | got_inf | (np.abs(got) == out.max)
-                expl = sp_bad & over & sat
-                if r.platform == "trn1":
-                    expl |= sp_bad & exp_inf & (np.abs(got) == out.max)
+                for rule in SPECIAL_VALUE_TABLE:
+                    if rule.applies is None or (rule.platforms and r.platform not in rule.platforms):
+                        continue
+                    hit = sp_bad & ~expl & rule.applies(y, got, out)
+                    if hit.any():
+                        self.explained_by[rule.id] = self.explained_by.get(rule.id, 0) + int(hit.sum())
+                        expl |= hit
             self.explained += int(expl.sum())
             unexplained = sp_bad & ~expl
             self.nan_produced += int((unexplained & got_nan & ~exp_nan).sum())
@@ -628,10 +681,12 @@ def _decide(s: _Stream, spec: OpSpec, recipe: PrecisionRecipe, prep: Prepared, s
         gates.append(GateResult("G1", "fail", float(n_sp), 0.0,
                                 "; ".join(bits) + f" (first at index {flat_idx(s.first_special)})."))
     elif s.explained:
+        rules = {r.id: r for r in SPECIAL_VALUE_TABLE}
+        why = "; ".join(f"{n} × {rules[i].situation} ({rules[i].behaviours})" for i, n in s.explained_by.items())
         gates.append(GateResult("G1", "warn", float(s.explained), 0.0,
-                                f"{s.explained} overflow elements differ only by documented platform semantics "
-                                f"(NaN vs inf vs saturation to ±{out.max:g} in {out.name})."))
-        notes.append(f"{s.explained} overflow elements differ by platform overflow semantics (research note §2.4)")
+                                f"{s.explained} special values differ only by documented platform semantics: {why}."))
+        notes.append(f"{s.explained} special values differ by documented platform semantics "
+                     f"({', '.join(s.explained_by)}; research note §2.4)")
     else:
         gates.append(GateResult("G1", "pass", 0.0, 0.0))
     # GE exactness

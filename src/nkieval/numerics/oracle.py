@@ -152,15 +152,20 @@ def grid_exponent(x: np.ndarray) -> int | None:
     the same, exact result and the standard demands bitwise equality (exact-arithmetic
     suite, research note §4.5). Returns None when there are no finite non-zero values.
     """
-    v = _f64(x).ravel()
-    v = v[np.isfinite(v) & (v != 0)]
-    if v.size == 0:
-        return None
-    m, e = np.frexp(v)
-    n = np.abs(m * 2.0**53).astype(np.int64)
-    low = n & -n
-    tz = np.log2(low.astype(np.float64)).astype(np.int64)
-    return int(np.min(e.astype(np.int64) - 53 + tz))
+    flat = np.asarray(x).reshape(-1)
+    best: int | None = None
+    for c0 in range(0, flat.size, 1 << 20):  # chunked: bounded memory on huge inputs
+        v = _f64(flat[c0:c0 + (1 << 20)])
+        v = v[np.isfinite(v) & (v != 0)]
+        if v.size == 0:
+            continue
+        m, e = np.frexp(v)
+        n = np.abs(m * 2.0**53).astype(np.int64)
+        low = n & -n
+        tz = np.log2(low.astype(np.float64)).astype(np.int64)
+        g = int(np.min(e.astype(np.int64) - 53 + tz))
+        best = g if best is None else min(best, g)
+    return best
 
 
 def _row_view(x: np.ndarray, axis: int) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -227,12 +232,17 @@ def _subnormal_part(x: np.ndarray, fmt: Format | None) -> np.ndarray | None:
 
 def _mag_range(x: np.ndarray, scale: Any) -> tuple[float, float]:
     """(max, min non-zero) finite magnitude of ``x`` times ``scale`` (0, inf if none)."""
-    v = np.abs(_f64(x))
-    v = v[np.isfinite(v) & (v > 0)]
-    if v.size == 0:
+    hi, lo = 0.0, math.inf
+    flat = np.asarray(x).reshape(-1)
+    for c0 in range(0, flat.size, 1 << 20):
+        v = np.abs(_f64(flat[c0:c0 + (1 << 20)]))
+        v = v[np.isfinite(v) & (v > 0)]
+        if v.size:
+            hi, lo = max(hi, float(v.max())), min(lo, float(v.min()))
+    if hi == 0.0:
         return 0.0, math.inf
     sc = np.abs(np.asarray(scale, dtype=np.float64))
-    return float(v.max() * sc.max()), float(v.min() * sc.min())
+    return hi * float(sc.max()), lo * float(sc.min())
 
 
 def _scale_array(s: Any, n: int, what: str) -> np.ndarray | float:
@@ -395,17 +405,28 @@ def _prepare_reduce(kind: str):
         def evaluate(r0: int, r1: int) -> OracleBlock:
             ys, ss, qs, subs = [], [], [], []
             step = max(1, (1 << 20) // k)
+            cstep = 1 << 20  # long rows are summed in column chunks: bounded memory
             for c0 in range(r0, r1, step):
-                xf = _f64(rows[c0:min(r1, c0 + step)])
-                fin = np.isfinite(xf)
-                xz = np.where(fin, xf, 0.0)
-                with np.errstate(invalid="ignore", over="ignore"):
-                    y = xf.sum(axis=1)  # IEEE special semantics from float64
+                c1 = min(r1, c0 + step)
+                y = np.zeros(c1 - c0)
+                s_ = np.zeros(c1 - c0)
+                q_ = np.zeros(c1 - c0)
+                sb = np.zeros(c1 - c0)
+                for k0 in range(0, k, cstep):
+                    xf = _f64(rows[c0:c1, k0:k0 + cstep])
+                    fin = np.isfinite(xf)
+                    xz = np.where(fin, xf, 0.0)
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        y += xf.sum(axis=1)  # IEEE special semantics from float64
+                    s_ += np.abs(xz).sum(axis=1)
+                    q_ += (xz * xz).sum(axis=1)
+                    sp = _subnormal_part(xz, fx)
+                    if sp is not None:
+                        sb += sp.sum(axis=1)
                 ys.append(y)
-                ss.append(np.abs(xz).sum(axis=1))
-                qs.append((xz * xz).sum(axis=1))
-                sp = _subnormal_part(xz, fx)
-                subs.append(np.zeros(len(y)) if sp is None else sp.sum(axis=1))
+                ss.append(s_)
+                qs.append(q_)
+                subs.append(sb)
             y = np.concatenate(ys)
             s = np.concatenate(ss)
             q = np.concatenate(qs)
@@ -912,11 +933,16 @@ def evaluate(op: str | OpSpec, inputs: Sequence[np.ndarray], recipe: PrecisionRe
 
 def exact_in(fmt: Format, x: np.ndarray) -> bool:
     """Whether every finite value of ``x`` is exactly representable in ``fmt``."""
-    v = _f64(x)
-    fin = np.isfinite(v)
-    if fmt.kind == "int":
-        return bool(np.all(v[fin] == np.rint(v[fin])) and np.all(np.abs(v[fin]) <= fmt.max))
-    return bool(np.all(representable(v[fin], fmt)))
+    flat = np.asarray(x).reshape(-1)
+    for c0 in range(0, flat.size, 1 << 20):
+        v = _f64(flat[c0:c0 + (1 << 20)])
+        v = v[np.isfinite(v)]
+        if fmt.kind == "int":
+            if not (np.all(v == np.rint(v)) and np.all(np.abs(v) <= fmt.max)):
+                return False
+        elif not np.all(representable(v, fmt)):
+            return False
+    return True
 
 
 def round_inputs(inputs: list[np.ndarray], spec: OpSpec, recipe: PrecisionRecipe) -> tuple[list[np.ndarray], list[str]]:

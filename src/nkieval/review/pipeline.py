@@ -43,14 +43,24 @@ class _Case:
     want_trace: bool
 
 
+def _evidence_key(task: Task, c: _Case) -> tuple[int, bool]:
+    """Which case's trace is the hardware evidence: the most compulsory HBM traffic, public first."""
+    return sum(task.compulsory_bytes(c.dims)), not c.hidden
+
+
 def _cases(task: Task, base_seed: int, families: tuple[str, ...], shapes: str) -> list[_Case]:
     out = []
     for s in task.shapes:
         if shapes == "public" and s.hidden:
             continue
-        for j, fam in enumerate(families):
+        for fam in families:
             out.append(_Case(f"{s.label}/{fam}", dict(s.dims), s.hidden, fam, derive_seed(base_seed, s.label, fam),
-                             want_trace=j == 0))
+                             want_trace=False))
+    if out:
+        # Only one trace is ever used (the largest shape's, first family): the child serialises and
+        # ships no other, which on large traces costs more than the simulation itself.
+        best = max(out, key=lambda c: _evidence_key(task, c))
+        out[out.index(best)] = _Case(best.label, best.dims, best.hidden, best.family, best.seed, want_trace=True)
     return out
 
 
@@ -89,22 +99,23 @@ def _reference_kernel_evidence(task: Task, path: Path | None, target: str, dims:
                          target=target, limits=_limits(task), isolation=isolation)
     hw = perf = None
     if runs[0].status == "ok" and runs[0].trace_json:
-        hw, perf = _trace_facts(task, runs[0], target, dims)
+        hw, perf, _ = _trace_facts(task, runs[0], target, dims)
     with _REF_LOCK:
         _REF_CACHE[key] = (hw, perf)
     return hw, perf
 
 
-def _trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int]) -> tuple[HardwareEvidence,
-                                                                                        dict[str, Any] | None]:
+def _trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int]
+                 ) -> tuple[HardwareEvidence, dict[str, Any] | None, str | None]:
+    """Hardware evidence and the performance estimate from one trace, parsed once."""
     from nkieval.hardware import get_target
     from nkieval.sim.trace import Trace
 
     trace = Trace.from_json(run.trace_json or "")
     rd, wr = task.compulsory_bytes(dims)
     hw = trace_evidence(trace, target=get_target(target), compulsory_read=rd, compulsory_write=wr)
-    perf, _ = adapters.perf_estimate(trace, target)
-    return hw, perf
+    perf, why = adapters.perf_estimate(trace, target)
+    return hw, perf, why
 
 
 def _limits(task: Task) -> SandboxLimits:
@@ -137,31 +148,22 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     inputs = [_inputs(task, c) for c in cases]
     jobs = [CaseJob(c.label, inp, dict(task.params), len(task.outputs), c.want_trace) for c, inp in zip(cases, inputs)]
     timings["inputs_s"] = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    if integrity:
-        runs = [CaseRun(c.label, "not-run", error={"message": "not run: the integrity scan rejected the source"})
-                for c in cases]
-    else:
-        def on_case(r: CaseRun) -> None:
-            if progress:
-                progress(r.label)
-
-        runs = run_candidate(source, task.kernel, jobs, target=target, limits=limits or _limits(task),
-                             isolation=isolation, on_case=on_case)
-    timings["sandbox_s"] = time.perf_counter() - t1
-    timings["simulation_s"] = sum(r.sim_s for r in runs)
-
-    t2 = time.perf_counter()
     ref_fn = load_reference(task)
     oracle = _oracle(task)
     num_ok, num_reason = adapters.numerics_available()
-    results: list[CaseResult] = []
-    t_num = 0.0
-    for c, inp, run in zip(cases, inputs, runs):
+    index = {c.label: i for i, c in enumerate(cases)}
+    judged: dict[int, tuple[CaseResult, float, float, str | None]] = {}
+
+    def judge(i: int, run: CaseRun) -> tuple[CaseResult, float, float, str | None]:
+        """Reference, correctness and numerics of one case (harness side; the candidate never sees them)."""
+        c, inp = cases[i], inputs[i]
+        ta = time.perf_counter()
         cr = CaseResult(c.label, c.dims, c.hidden, c.family, c.seed, run.status, error=dict(run.error),
                         instructions=run.n_instructions, sim_s=run.sim_s)
         if run.warnings:
             cr.error["warnings"] = run.warnings
+        reason = None
+        t_num = 0.0
         if run.status == "ok":
             ref = reference_outputs(task, ref_fn, inp)
             cr.mismatch = compare_outputs(run.outputs, ref, task.outputs, task.rtol, task.atol, run.unwritten)
@@ -170,28 +172,73 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
                 tn = time.perf_counter()
                 cr.numerics, reason = adapters.numerics_verdict(task, run.outputs[0], inp, c.family,
                                                                 is_random(c.family), oracle, c.dims)
-                t_num += time.perf_counter() - tn
-                num_reason = num_reason or reason
+                t_num = time.perf_counter() - tn
         else:
             cr.correct = False
+        return cr, t_num, time.perf_counter() - ta - t_num, reason
+
+    t1 = time.perf_counter()
+    if integrity:
+        runs = [CaseRun(c.label, "not-run", error={"message": "not run: the integrity scan rejected the source"})
+                for c in cases]
+    else:
+        # Judge each case as soon as its result arrives, in a harness thread, while the sandboxed
+        # child simulates the next one: the two are independent, so running them one after the
+        # other only adds up their times.
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nkieval-judge")
+        futures: dict[int, Future[tuple[CaseResult, float, float, str | None]]] = {}
+
+        def on_case(r: CaseRun) -> None:
+            i = index.get(r.label)
+            if i is not None and i not in futures:
+                futures[i] = pool.submit(judge, i, r)
+            if progress:
+                progress(r.label)
+
+        try:
+            runs = run_candidate(source, task.kernel, jobs, target=target, limits=limits or _limits(task),
+                                 isolation=isolation, on_case=on_case)
+            for i, f in futures.items():
+                judged[i] = f.result()
+        finally:
+            pool.shutdown(wait=True)
+    timings["sandbox_s"] = time.perf_counter() - t1
+    timings["simulation_s"] = sum(r.sim_s for r in runs)
+
+    t2 = time.perf_counter()
+    results: list[CaseResult] = []
+    t_num = t_ref = 0.0
+    for i, run in enumerate(runs):
+        cr, tn, tr, reason = judged[i] if i in judged else judge(i, run)
+        t_num += tn
+        t_ref += tr
+        num_reason = num_reason or reason
         results.append(cr)
     timings["numerics_s"] = t_num
-    timings["reference_and_compare_s"] = time.perf_counter() - t2 - t_num
+    timings["reference_and_compare_s"] = t_ref
+    timings["judge_after_sandbox_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
     traced = [(c, r) for c, r in zip(cases, runs) if r.status == "ok" and r.trace_json]
+    if not traced:
+        # The case chosen for evidence did not run to completion: trace the largest case that did.
+        ok = [(c, inp) for c, inp, r in zip(cases, inputs, runs) if r.status == "ok"]
+        if ok:
+            c, inp = max(ok, key=lambda ci: _evidence_key(task, ci[0]))
+            again = run_candidate(source, task.kernel, [CaseJob(c.label, inp, dict(task.params), len(task.outputs))],
+                                  target=target, limits=limits or _limits(task), isolation=isolation)
+            if again[0].status == "ok" and again[0].trace_json:
+                traced = [(c, again[0])]
     hw = hw_sol = hw_base = None
     hw_case = None
     perf: dict[str, Any] | None = None
     perf_reason: str | None = None
     if traced:
-        c, r = max(traced, key=lambda cr: (sum(task.compulsory_bytes(cr[0].dims)), not cr[0].hidden))
+        c, r = max(traced, key=lambda cr: _evidence_key(task, cr[0]))
         hw_case = next(x for x in results if x.case == c.label)
-        hw, perf_c = _trace_facts(task, r, target, c.dims)
-        if perf_c is None:
-            from nkieval.sim.trace import Trace
-
-            _, perf_reason = adapters.perf_estimate(Trace.from_json(r.trace_json or ""), target)
+        hw, perf_c, perf_reason = _trace_facts(task, r, target, c.dims)
         if compare_references:
             hw_sol, perf_s = _reference_kernel_evidence(task, task.solution_file, target, c.dims, isolation)
             hw_base, perf_b = _reference_kernel_evidence(task, task.baseline_file, target, c.dims, isolation)

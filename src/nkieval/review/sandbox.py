@@ -313,7 +313,7 @@ def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], result
                                    " s (hang at import?)", **_tails(job)}))
                 return
             time.sleep(sleep)
-            sleep = min(sleep * 1.5, 0.02)
+            sleep = min(sleep * 1.5, 0.005)
     finally:
         if proc.exitcode() is None:
             proc.kill()
