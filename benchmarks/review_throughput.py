@@ -27,6 +27,7 @@ def main() -> None:
     warm = review(tasks[0], tasks[0].solution_file, seed=0)
     print(f"warm-up (zygote start + first review): {time.perf_counter() - t0:.2f} s ({warm.task})")
     rows = []
+    stages: dict[str, float] = {}
     t_all = time.perf_counter()
     for _ in range(args.repeat):
         for t in tasks:
@@ -36,6 +37,8 @@ def main() -> None:
                 r = review(t, f, seed=1)
                 tot, sim = r.timings["total_s"], r.timings["simulation_s"]
                 rows.append((t.id, f.name, r.verdict, tot, sim))
+                for k, v in r.timings.items():
+                    stages[k] = stages.get(k, 0.0) + v
                 print(f"{t.id:<16} {f.name:<22} {r.verdict:<15} {tot:6.2f} s  simulation {sim:6.2f} s  "
                       f"overhead {1 - sim / tot:5.1%}")
     wall = time.perf_counter() - t_all
@@ -43,6 +46,9 @@ def main() -> None:
     sim = sum(r[4] for r in rows)
     print(f"\n{len(rows)} reviews in {wall:.1f} s = {60 * len(rows) / wall:.1f} reviews/minute")
     print(f"pipeline overhead (everything but simulation): {1 - sim / tot:.1%} of review time (target <= 20%)")
+    print("where the time goes (sums over reviews; judging overlaps the sandbox run):")
+    for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
+        print(f"  {k:<26} {v:8.2f} s  {v / tot:6.1%}")
 
 
 if __name__ == "__main__":

@@ -108,3 +108,31 @@ def test_hard_bound_holds_for_fp32_dot_products_in_any_order(raw, data) -> None:
     got = _tree_sum([prods[i] for i in perm], "fp32", data)
     v = check(np.array(got, np.float32), [a, b], "dot", PrecisionRecipe(), diagnose=False)
     assert v.status != "fail", v.explanation
+
+
+def test_hard_bound_is_not_vacuous() -> None:
+    """One-signed values summed sequentially in a bf16 accumulator (stagnation) reach a sizeable
+    fraction of γ_n·S: the bound is tight to a small factor, so the property tests can fail."""
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(60):
+        x = round_to(rng.uniform(0.5, 1.0, 100) * 2.0 ** rng.integers(-3, 3, 100), "bf16")
+        s = 0.0
+        for v in np.sort(x)[::-1]:
+            s = float(round_to(s + v, "bf16"))
+        r = PrecisionRecipe(inputs="fp32", accumulate="bf16", output="bf16")
+        worst = max(worst, check(np.array(s), [x], "sum", r, diagnose=False).metrics.margin_det)
+    assert 0.1 < worst <= 1.0
+
+
+def test_offset_data_breaks_the_probabilistic_model() -> None:
+    """Why `offset` is a structured family: nearly constant terms make rounding errors
+    correlated, and a correct kernel exceeds λ√K·u·S although it stays inside γ_K·S."""
+    from nkieval.numerics import emulate_matmul
+
+    a, b = matmul_inputs("offset", 3, 16384, 5, "bf16", seed=1)
+    got = emulate_matmul(a, b, order="sequential", out="fp32")
+    r = PrecisionRecipe(inputs="bf16")
+    assert check(got, [a, b], "matmul", r, input_family="random").metrics.margin_prb > 1.5
+    v = check(got, [a, b], "matmul", r, input_family="offset")
+    assert v.status == "pass" and v.metrics.margin_det < 0.5

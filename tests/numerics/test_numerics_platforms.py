@@ -111,3 +111,17 @@ def test_fast_expf_error_grows_with_abs_x_within_cuda_table() -> None:
     err_ulp = np.abs(gpu_fast_expf(x) - y) / (np.spacing(y.astype(np.float32)).astype(np.float64))
     assert np.all(err_ulp <= 2 + np.floor(1.173 * np.abs(x)) + 1)
     assert err_ulp[-1] > err_ulp[0]
+
+
+def test_attribution_names_flush_to_zero_and_overflow_conventions() -> None:
+    a = np.array([[2.0**-130, 2.0**-131]], np.float32)
+    b = np.array([[1.0], [1.0]], np.float32)
+    exact = (a.astype(np.float64) @ b).astype(np.float32)
+    ftz = np.zeros((1, 1), np.float32)
+    rep = attribute_discrepancy(exact, ftz, [a, b], "matmul", PrecisionRecipe(), PrecisionRecipe())
+    assert ("ftz", "Trainium") in [(r.id, s) for r, s, _ in rep.rows]
+    x = np.array([1.0, 300.0], np.float32)
+    r = PrecisionRecipe(inputs=("fp32", "fp32"), output="fp8_e4m3")
+    rep = attribute_discrepancy(np.array([1.0, 240.0]), np.array([1.0, np.nan]), [x, np.float32(1)], "quantize",
+                                r.replace(platform="gpu"), r.replace(platform="trn2"))
+    assert {"fp8_overflow"} <= set(rep.causes)

@@ -401,12 +401,20 @@ def _rule_norm(rms: bool):
         terms = {"output rounding": u_out * ay, **{k: v for k, v in det.items() if k != "normalisation"}}
         contract = None
         reason = None
+        acc = r.acc_format
+        if acc.kind == "float":
+            with np.errstate(invalid="ignore", over="ignore"):
+                over = np.isfinite(b.aux["mean_sq"]) & (b.aux["mean_sq"] * N > acc.max / 2)
+            if over.any():
+                contract = over
+                reason = f"Σx² of a row overflows the declared {acc.name} accumulator"
         rng = r.transcendental_model.valid_ranges.get("rsqrt")
         if rng is not None:
             v = b.aux["var"] + b.aux["eps"]
             bad = (v < rng[0]) | (v > rng[1])
             if bad.any():
-                contract, reason = bad, f"variance+eps outside the rsqrt valid range [{rng[0]:g}, {rng[1]:g}]"
+                contract = bad if contract is None else (contract | bad)
+                reason = f"variance+eps outside the rsqrt valid range [{rng[0]:g}, {rng[1]:g}]"
         return BoundsBlock(tau_det, np.minimum(tau_prb, tau_det), sigma, terms, contract=contract,
                            contract_reason=reason)
 

@@ -554,7 +554,30 @@ def check(
     diagnose: bool = True,
     **op_params: Any,
 ) -> Verdict:
-    """Judge a kernel output against the numerics standard. See :mod:`nkieval.numerics`."""
+    """Judge a kernel output against the numerics standard (docs/numerics.md).
+
+    Args:
+        actual: the kernel's output, in any dtype able to hold the declared output format.
+        inputs: the arrays the kernel consumed, in op order or by operand name.
+        op: registered op name, :class:`OpSpec`, or a float64 reference function (generic
+            path; needs ``k=`` or ``recipe.k``).
+        recipe: the declared recipe (or its TOML/dict form); None reads one off the dtypes.
+        reference: optional same-precision reference output for the ratio gate G4.
+        input_family: input family name; a random family enables gates G3 and G5.
+        worst_k: how many worst elements to keep.
+        block_elems: output elements processed per block (bounds peak memory).
+        diagnose: name likely causes when the verdict fails.
+        **op_params: op parameters (``axis``, ``mask``, ``eps``, ``scale_a``, ``divide`` ...).
+
+    Returns:
+        A :class:`Verdict`; malformed *kernel output* (shape, dtype) is a G0 failure, not an
+        exception.
+
+    Raises:
+        UnknownOpError, RecipeError, UnknownDtypeError, ValueError: malformed *requests*
+            (unknown op, bad recipe, wrong number or names of inputs, mismatched operand
+            shapes), which are the caller's bug, not the kernel's.
+    """
     params = dict(op_params)
     spec = _resolve_op(op, params)
     arrays = _normalise_inputs(inputs, spec, params)
@@ -853,5 +876,3 @@ def k_scaling_slope(ks: Sequence[int], rms_rel_errors: Sequence[float]) -> float
     le = np.log(np.maximum(np.asarray(rms_rel_errors, dtype=np.float64), 1e-300))
     return float(np.polyfit(lk, le, 1)[0])
 
-
-_ = (representable, get_format)

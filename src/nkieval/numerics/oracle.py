@@ -478,6 +478,8 @@ def _prepare_softmax(log: bool):
     def prepare(inputs: list[np.ndarray], params: dict[str, Any], recipe: PrecisionRecipe) -> Prepared:
         x = np.asarray(inputs[0])
         ax = _check_axis(x.ndim, params.get("axis", -1))
+        if x.ndim > 1 and ax != x.ndim - 1:
+            raise ValueError("softmax is supported along the last axis only; move the axis first")
         rows, moved = _row_view(x, ax)
         n_rows, n = rows.shape
         mask = params.get("mask")

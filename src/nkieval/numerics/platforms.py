@@ -523,15 +523,26 @@ def attribute_discrepancy(out_a: np.ndarray, out_b: np.ndarray, inputs: Sequence
         rows.append((ATTRIBUTION_TABLE[0], "both",
                      f"{names[0]} margin {va.margin:.3g}, {names[1]} margin {vb.margin:.3g}; |A−B| is "
                      f"{env_ratio:.3g}× the envelope"))
+    table = {r.id: r for r in ATTRIBUTION_TABLE}
     for name, v in ((names[0], va), (names[1], vb)):
-        if v.status != "fail":
-            continue
-        ids = v.finding_ids()
-        for rule in ATTRIBUTION_TABLE[1:]:
-            hit = next((f for f in v.findings if f.id in rule.finding_ids), None)
-            if hit is not None:
-                rows.append((rule, name, hit.evidence))
-        if v.metrics.special_explained and not any(r.id == "fp8_overflow" for r, _, _ in rows):
-            rows.append((ATTRIBUTION_TABLE[5], name, f"{v.metrics.special_explained} overflow elements"))
-        _ = ids
+        if v.status == "fail":
+            for rule in ATTRIBUTION_TABLE[1:]:
+                hit = next((f for f in v.findings if f.id in rule.finding_ids), None)
+                if hit is not None:
+                    rows.append((rule, name, hit.evidence))
+        if v.metrics.special_explained:
+            rows.append((table["fp8_overflow"], name,
+                         f"{v.metrics.special_explained} overflow elements differ by the platform's convention"))
+    # flush-to-zero: tiny results zero on exactly one side (both sides may still pass)
+    ob, _, _ = _bounds_full(op, inputs, ra, params)
+    y = ob.y.reshape(-1)
+    tiny = min(ra.out_format.tiny, rb.out_format.tiny) if ra.out_format.kind == "float" else 0.0
+    fa_ = np.asarray(out_a, dtype=np.float64).reshape(-1)
+    fb_ = np.asarray(out_b, dtype=np.float64).reshape(-1)
+    with np.errstate(invalid="ignore"):
+        sub = (np.abs(y) < tiny) & (y != 0)
+        for name, mine, other in ((names[0], fa_, fb_), (names[1], fb_, fa_)):
+            n_ftz = int(np.sum(sub & (mine == 0) & (other != 0)))
+            if n_ftz:
+                rows.append((table["ftz"], name, f"{n_ftz} subnormal results are 0 on {name} only"))
     return DiscrepancyReport(va, vb, env_ratio, tuple(rows))
