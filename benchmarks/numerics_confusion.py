@@ -76,6 +76,23 @@ def _act(name: str, x: np.ndarray) -> np.ndarray:
     return round_to(ACTIVATIONS[name].f(x.astype(np.float64)), "fp32").astype(np.float32)
 
 
+# the finding the standard must name (among its top three) for each defect
+EXPECTED_CAUSE: dict[str, set[str]] = {
+    "bf16 output where fp32 declared": {"bf16_output"},
+    "TF32 inputs where fp32 declared": {"tf32_inputs"},
+    "bf16 accumulation": {"bf16_accumulation", "bf16_psum"},
+    "dropped last K tile": {"dropped_last_k_tile"},
+    "softmax without max-subtraction": {"no_max_subtraction"},
+    "off-by-one mask": {"mask_off_by_one_right"},
+    "one-pass variance": {"one_pass_variance"},
+    "gelu where gelu_apprx_tanh specified": {"computes_gelu"},
+    "wrong fp8 dequantisation scale": {"constant_factor"},
+    "NaN swallowed": {"nan_swallowed"},
+    "NaN produced": {"nan_produced"},
+    "zeros returned": {"zeros"},
+}
+
+
 def build_cases(quick: bool) -> list[Case]:
     cases: list[Case] = []
     dtypes = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
@@ -163,12 +180,15 @@ def main() -> None:
     methods: list[str] = ["nkieval standard", *BASELINES]
     tally: dict[str, Counter] = {m: Counter() for m in methods}
     per_defect: dict[str, dict[str, Counter]] = defaultdict(lambda: {m: Counter() for m in methods})
+    named: Counter = Counter()
     judge: dict[str, Callable[[Case, np.ndarray], str]] = {}
     for name, fn in BASELINES.items():
         judge[name] = lambda c, ref, fn=fn: "pass" if fn(c.actual, ref, c.recipe.output) else "fail"
     for c in cases:
         ref = round_to(evaluate(c.op, c.inputs, c.recipe, **c.params), c.recipe.out_format)
-        v = check(c.actual, c.inputs, c.op, c.recipe, input_family=c.family, diagnose=False, **c.params)
+        v = check(c.actual, c.inputs, c.op, c.recipe, input_family=c.family, diagnose=c.defective, **c.params)
+        if c.defective and EXPECTED_CAUSE[c.name] & set(v.finding_ids()[:3]):
+            named[c.name] += 1
         outcomes = {"nkieval standard": v.status}
         for name in BASELINES:
             outcomes[name] = judge[name](c, ref)
@@ -187,12 +207,12 @@ def main() -> None:
         t = tally[mth]
         print(f"{mth:<24}{t['correct pass']:>14}{t['correct fail']:>12}"
               f"{t['correct inconclusive'] + t['defect inconclusive']:>10}{t['defect fail']:>14}{t['defect pass']:>12}")
-    print("\nDefects caught (fail / total) per method:")
+    print("\nDefects caught (fail / total) per method, and whether the standard named the right cause:")
     short = {m: m.split(" ")[0][:12] for m in methods}
-    print(f"{'defect':<36}" + "".join(f"{short[m]:>14}" for m in methods))
+    print(f"{'defect':<36}" + "".join(f"{short[m]:>14}" for m in methods) + f"{'cause named':>14}")
     for d, bym in sorted(per_defect.items()):
         tot = sum(bym[methods[0]].values())
-        print(f"{d:<36}" + "".join(f"{bym[m]['fail']:>9}/{tot:<4}" for m in methods))
+        print(f"{d:<36}" + "".join(f"{bym[m]['fail']:>9}/{tot:<4}" for m in methods) + f"{named[d]:>9}/{tot:<4}")
 
 
 if __name__ == "__main__":

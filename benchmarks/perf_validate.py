@@ -13,6 +13,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the simulator's small matmuls run best single-threaded
 
 import argparse
+import itertools
 import time
 
 from nkieval import frontends
@@ -21,6 +22,7 @@ frontends.install()
 
 from nkieval.perf.calibration import published  # noqa: E402
 from nkieval.perf.calibration.validate import (  # noqa: E402
+    evaluate_held_out,
     evaluate_ladder,
     geomean_abs_log_error,
     ladder_traces,
@@ -33,6 +35,10 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=1)
     ap.add_argument("--cache", default="/tmp/nkieval-perf-cache")
     ap.add_argument("--ladders", default="matmul_tutorial_trn1,matmul_bounds_trn2")
+    ap.add_argument("--held-out", default="layernorm_trn1,kernel_optimization_trn2",
+                    help="held-out ladders (never fitted): direction / classification only; '' to skip")
+    ap.add_argument("--heldout-scale", type=int, default=2,
+                    help="shape divisor for kernel_optimization_trn2 (fp32 4096x8192x8192 is slow to simulate)")
     a = ap.parse_args()
     results = []
     for name in a.ladders.split(","):
@@ -53,6 +59,28 @@ def main() -> None:
         print(f"   rank order {'OK' if r.rank_ok() else 'WRONG'}; bottleneck classes {'OK' if r.bounds_ok() else 'MISMATCH'}")
     g, worst = geomean_abs_log_error(results)
     print(f"\nmean |log ratio error| over all step speedups: {g:.3f} (target <= 0.15); worst {worst:.3f} (target <= 0.35)")
+    for name in filter(None, a.held_out.split(",")):
+        t = time.time()
+        lad = published()["ladders"][name]
+        sc = a.heldout_scale if "M" in lad.get("shape", {}) else 1
+        steps = evaluate_held_out(name, ladder_traces(name, sc, a.cache))
+        print(f"\n== held out: {name} ({lad['target']}, {lad['quantity']}, scale 1/{sc}; {time.time() - t:.0f} s)")
+        print(f"   source: {lad['source']}")
+        for s in steps:
+            pub_act = ", ".join(f"{k} {v:.1f}%" for k, v in s.active_published.items())
+            pred_act = ", ".join(f"{k} {s.active_predicted[k]:.1f}%" for k in s.active_published)
+            pv = f"published {s.published:g}, " if s.published is not None else ""
+            print(f"   {s.label:<36} {pv}predicted {s.predicted_ns / 1e3:9.1f}us  bound {s.bound_published or '-'}/"
+                  f"{s.bound_predicted} ({s.resource_predicted})" + (f"  active pub [{pub_act}] pred [{pred_act}]"
+                                                                     if pub_act else ""))
+        if all(s.published is not None for s in steps) and len(steps) >= 2:
+            for x, y in itertools.pairwise(steps):
+                pub, pred = x.published / y.published, x.predicted_ns / y.predicted_ns
+                print(f"   speedup {x.label} -> {y.label}: published {pub:.3f} predicted {pred:.3f} "
+                      f"direction {'OK' if (pub > 1) == (pred > 1) else 'WRONG'}")
+        if any(s.bound_published for s in steps):
+            ok = all(s.bound_published == s.bound_predicted for s in steps if s.bound_published)
+            print(f"   bottleneck classes {'OK' if ok else 'MISMATCH'}")
     print("\n== micro-results (performance guide)")
     for m in micro_results():
         print(f"   {m.name:<26} published {m.published:8.3f}  predicted {m.predicted:8.3f}  {'OK' if m.ok else 'MISS'}  "

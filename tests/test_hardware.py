@@ -17,7 +17,7 @@ def test_env_override(monkeypatch):
 
 
 def test_unknown_target_names_known_ones():
-    with pytest.raises(UnknownTargetError, match="unknown target 'trn9'.*gen3"):
+    with pytest.raises(UnknownTargetError, match=r"unknown target 'trn9'.*gen3"):
         get_target("trn9")
 
 

@@ -216,3 +216,20 @@ def test_ratio_gate_against_a_same_precision_reference() -> None:
     assert "column(s) 5" in v.metrics.mismatch_where
     tf32_ref = emulate_matmul(a, b, order="chunked", input_format="tf32", out="fp32")
     assert check(seq, [a, b], "matmul", r, reference=tf32_ref, input_family="normal").gate("G4").status == "pass"
+
+
+def test_generic_perturbation_leaves_integer_operands_alone() -> None:
+    """A gather through a reference function: the ids are indices, not rounded data."""
+    table = generate("normal", (64, 16), "fp32", seed=1)
+    ids = np.array([3, 7, 7, 63, 0], np.int32)
+
+    def gather(t, i):
+        return t[i.astype(np.int64)]
+
+    got = table[ids]
+    r = PrecisionRecipe(inputs=("fp32", "int32"), k=1)
+    v = check(got, [table, ids], gather, r, multilinear=False, input_family="normal")
+    assert v.status == "pass" and v.margin == 0.0
+    bad = got.copy()
+    bad[1] = table[6]
+    assert check(bad, [table, ids], gather, r, multilinear=False, input_family="normal").status == "fail"

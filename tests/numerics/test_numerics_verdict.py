@@ -65,7 +65,7 @@ def test_fail_explanation_names_gate_worst_element_and_cause(verdicts: dict[str,
 def test_mismatch_message_has_torch_testing_shape(verdicts: dict[str, Verdict]) -> None:
     msg = verdicts["fail"].message()
     lines = msg.splitlines()
-    assert lines[0] == "Outputs are not within the numerics standard!"
+    assert lines[0].startswith("Outputs are not within the numerics standard! (gate G")
     m = verdicts["fail"].metrics
     assert lines[1] == f"Mismatched elements: {m.mismatch_count} / 128 ({m.mismatch_percent:.3g}%)"
     assert "Greatest absolute difference:" in msg and "allowed)" in msg
@@ -79,3 +79,14 @@ def test_metrics_are_consistent(verdicts: dict[str, Verdict]) -> None:
     assert 0 <= m.cr_rate <= 1 and m.rel_l2 < 2.0**-8
     assert not math.isnan(m.z_p99) and m.z_p99 < 10
     assert verdicts["inconclusive"].deciding_gate == "G7"
+
+
+def test_message_for_a_precision_failure_inside_the_bounds() -> None:
+    a, b = matmul_inputs("normal", 8, 4096, 16, "fp32", seed=1)
+    got = emulate_matmul(a, b, order="chunked", input_format="tf32", out="fp32")
+    v = check(got, [a, b], "matmul", PrecisionRecipe(), input_family="normal")
+    assert v.deciding_gate == "G5" and v.metrics.mismatch_count == 0
+    msg = v.message()
+    assert "(gate G5: consistency with the declared precision (z-score))" in msg.splitlines()[0]
+    assert f"z > 10 (inconsistent with the declared precision): {v.metrics.z_over} / 128" in msg
+    assert v.metrics.z_over > 100

@@ -221,6 +221,7 @@ class _Stream:
     first_special: int = -1
     z_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(_Z_EDGES), dtype=np.int64))
     z_max: float = 0.0
+    z_over: int = 0
     z_sum2: float = 0.0
     z_n: int = 0
     s_sum: float = 0.0
@@ -363,6 +364,7 @@ class _Stream:
             sg = np.maximum(sig[zm], np.finfo(np.float64).tiny)
             z = e[zm] / sg
             self.z_max = max(self.z_max, float(z.max()))
+            self.z_over += int(np.sum(z > Z_P99_LIMIT))
             self.z_sum2 += float(np.sum(z * z))
             self.z_n += int(z.size)
             self.z_hist += np.bincount(_z_bins(z), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
@@ -813,7 +815,7 @@ def _decide(s: _Stream, spec: OpSpec, recipe: PrecisionRecipe, prep: Prepared, s
         exact_mismatches=s.exact_bad, nan_expected=s.nan_expected, nan_got=s.nan_got,
         inf_expected=s.inf_expected, inf_got=s.inf_got, nan_produced=s.nan_produced,
         nan_swallowed=s.nan_swallowed, inf_mismatch=s.inf_mismatch, special_explained=s.explained,
-        z_max=s.z_max if s.z_n else math.nan, z_p99=z99, z_rms=math.sqrt(s.z_sum2 / s.z_n) if s.z_n else math.nan,
+        z_max=s.z_max if s.z_n else math.nan, z_p99=z99, z_over=s.z_over, z_rms=math.sqrt(s.z_sum2 / s.z_n) if s.z_n else math.nan,
         bias_t=(s.s_sum / math.sqrt(s.s_sum2)) if s.s_sum2 > 0 else math.nan,
         ratio_rms=ratio_rms, ratio_max=ratio_max, sigma_ratio=sig_ratio, bhattacharyya=bc,
         cr_rate=s.cr / s.n_compared if s.n_compared else math.nan,

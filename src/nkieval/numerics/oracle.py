@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .formats import Format, format_of, representable, round_to
+from .formats import FORMATS, Format, format_of, representable, round_to
 from .recipe import PrecisionRecipe
 
 __all__ = [
@@ -38,6 +38,9 @@ __all__ = [
     "get_op",
     "grid_exponent",
 ]
+
+
+FLOAT64 = FORMATS["fp64"]
 
 
 class UnknownOpError(ValueError):
@@ -857,6 +860,8 @@ def generic_op(fn: Callable[..., np.ndarray], *, k: int | None = None, multiline
         if kk is None:
             raise ValueError("the generic path needs the contraction/reduction length: pass k= or recipe.k")
         arrs = [_f64(x) for x in inputs]
+        # integer operands (indices, counts) are not perturbed: they carry no rounding error
+        floaty = [(_format_or_none(np.asarray(x)) or FLOAT64).kind == "float" for x in inputs]
         kwargs = {p: v for p, v in params.items() if p not in ("k", "multilinear")}
         with np.errstate(all="ignore"):
             y = np.asarray(fn(*arrs, **kwargs), dtype=np.float64)
@@ -869,7 +874,8 @@ def generic_op(fn: Callable[..., np.ndarray], *, k: int | None = None, multiline
                 acc = np.zeros_like(y)
                 draws = 16
                 for _ in range(draws):
-                    pert = [a * (1 + h * rng.choice([-1.0, 1.0], size=a.shape)) for a in arrs]
+                    pert = [a * (1 + h * rng.choice([-1.0, 1.0], size=a.shape)) if fl else a
+                            for a, fl in zip(arrs, floaty)]
                     d = (np.asarray(fn(*pert, **kwargs), dtype=np.float64) - y) / h
                     acc += d * d
                 s = 2.0 * math.sqrt(kk) * np.sqrt(acc / draws)

@@ -121,6 +121,7 @@ class Metrics:
     special_explained: int = 0
     z_max: float = math.nan
     z_p99: float = math.nan
+    z_over: int = 0
     z_rms: float = math.nan
     bias_t: float = math.nan
     ratio_rms: float = math.nan
@@ -211,8 +212,7 @@ class Verdict:
 
     def message(self) -> str:
         """torch.testing-style mismatch message (count, worst abs/rel with index and bound)."""
-        m = self.metrics
-        return mismatch_message(m)
+        return mismatch_message(self.metrics, self.gate(self.deciding_gate) if self.status == "fail" else None)
 
     def __str__(self) -> str:
         return self.explanation
@@ -303,9 +303,15 @@ def _idx(i: Sequence[int] | None) -> str:
     return "(" + ", ".join(str(int(v)) for v in i) + (",)" if len(i) == 1 else ")")
 
 
-def mismatch_message(m: Metrics) -> str:
+def mismatch_message(m: Metrics, failed: GateResult | None = None) -> str:
     """The single mismatch-message builder (torch.testing shape, our bounds)."""
-    lines = ["Outputs are not within the numerics standard!" if m.mismatch_count else "Outputs are within bounds."]
+    if failed is not None:
+        head = f"Outputs are not within the numerics standard! (gate {failed.id}: {failed.name})"
+    elif m.mismatch_count:
+        head = "Outputs are not within the numerics standard!"
+    else:
+        head = "Outputs are within bounds."
+    lines = [head]
     pct = f"{m.mismatch_percent:.3g}%"
     lines.append(f"Mismatched elements: {m.mismatch_count} / {m.n_elements} ({pct})")
     if m.mismatch_where:
@@ -316,6 +322,9 @@ def mismatch_message(m: Metrics) -> str:
     )
     lines.append(f"Greatest relative difference: {_g(m.max_rel_err)} at index {_idx(m.max_rel_err_index)}")
     lines.append(f"Max error/bound: {_g(m.margin_det)} (hard), {_g(m.margin_prb)} (probabilistic)")
+    if m.z_over:
+        lines.append(f"Elements with error z > 10 (inconsistent with the declared precision): {m.z_over} / "
+                     f"{m.n_elements}; 99th percentile z {_g(m.z_p99)}")
     return "\n".join(lines)
 
 

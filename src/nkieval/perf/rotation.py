@@ -41,15 +41,16 @@ class RotationPlan:
 
 
 def _max_live(allocs: list[AllocationRecord], end_seq: int) -> int:
-    events: list[tuple[int, int]] = []
-    for a in allocs:
-        events.append((a.alloc_seq, 1))
-        events.append((a.free_seq if a.free_seq is not None else end_seq + 1, -1))
-    events.sort(key=lambda e: (e[0], e[1]))
+    # (seq, +1) for an allocation, (seq, -1) for a free: the natural tuple order puts a free before
+    # an allocation at the same sequence number.
+    events = [(a.alloc_seq, 1) for a in allocs]
+    events += [(a.free_seq if a.free_seq is not None else end_seq + 1, -1) for a in allocs]
+    events.sort()
     live = best = 0
     for _, d in events:
         live += d
-        best = max(best, live)
+        if live > best:
+            best = live
     return best
 
 

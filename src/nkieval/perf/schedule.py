@@ -26,6 +26,7 @@ from array import array
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Literal
 
 from nkieval.perf.costs import cost_of, itemsize
@@ -187,16 +188,19 @@ class DmaPool:
 _P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX = range(11)
 
 
+_OPERAND_SIGNATURE = attrgetter("role", "mode", "buffer", "dtype", "shape", "pattern", "nbytes", "contiguous_bytes",
+                                "partitions")
+
+
 def _static_costs(records: list, p: PerfParams) -> tuple[list, Counter]:
     """Per record: a DmaPlan or (occ, lat, mode, has_rule); memoised on the record's shape signature."""
     memo: dict[tuple, object] = {}
     out: list = [None] * len(records)
     unmodelled: Counter = Counter()
+    sig = _OPERAND_SIGNATURE
     for i, rec in enumerate(records):
         attrs = rec.attrs
-        key = (rec.opcode, rec.engine,
-               tuple((o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes,
-                      o.partitions) for o in rec.operands),
+        key = (rec.opcode, rec.engine, tuple(map(sig, rec.operands)),
                tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()) if attrs else ())
         c = memo.get(key)
         if c is None:

@@ -53,6 +53,9 @@ class SuiteEntry:
     task_dir: str
     criterion: str | None = None  # flawed only: the criterion that must catch it
     flaw: str | None = None
+    also: tuple[str, ...] = ()  # flawed only: other criteria that may also mark it down
+    evidence: tuple[str, ...] = ()  # flawed only: words the feedback must contain (any one)
+    families: tuple[str, ...] = ()  # flawed only: the input families that expose the flaw (empty: all)
 
     @property
     def key(self) -> str:
@@ -105,7 +108,9 @@ def _task_entries(task: Task, roles: Sequence[str], all_targets: bool) -> list[S
         for fl in task.flawed:
             out.append(SuiteEntry(role="flawed", candidate=f"flawed:{Path(fl.file).stem}",
                                   path=str((task.directory / fl.file).resolve()), target=task.default_target,
-                                  criterion=fl.criterion, flaw=fl.flaw, **base))
+                                  criterion=fl.criterion, flaw=fl.flaw, also=tuple(fl.also),
+                                  evidence=tuple(getattr(fl, "evidence", ()) or ()),
+                                  families=tuple(getattr(fl, "families", ()) or ()), **base))
     return out
 
 
@@ -118,8 +123,9 @@ def run_entry(entry: SuiteEntry, seed: int = 0) -> dict[str, Any]:
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"v": RECORD_VERSION, "key": entry.key, "fingerprint": entry.fingerprint(),
                            **{k: v for k, v in asdict(entry).items() if k not in ("path", "task_dir")}}
+    kw: dict[str, Any] = {"families": tuple(entry.families)} if entry.families else {}
     try:
-        r = review(entry.task_dir, Path(entry.path), target=entry.target, seed=derive_seed(seed, entry.key))
+        r = review(entry.task_dir, Path(entry.path), target=entry.target, seed=derive_seed(seed, entry.key), **kw)
     except Exception as e:  # a harness bug must not stop the suite; it is a miss with its reason
         rec.update(verdict="infra-error", error=f"{type(e).__name__}: {e}", elapsed_s=time.perf_counter() - t0)
         return rec
@@ -141,6 +147,9 @@ def run_entry(entry: SuiteEntry, seed: int = 0) -> dict[str, Any]:
         cases=len(r.cases), failing_cases=failing[:8], seed=r.seed,
         elapsed_s=round(time.perf_counter() - t0, 3),
     )
+    if entry.role == "flawed":  # the lines that must name the flaw: its criterion and the `also` ones
+        rec["feedback"] = {c.id: [f"{f.observed} | {f.expected} | {f.suggestion}" for f in c.feedback]
+                           for c in r.criteria if c.id in (entry.criterion, *entry.also)}
     return rec
 
 
@@ -199,26 +208,38 @@ def run_suite(entries: Sequence[SuiteEntry], results: Path, *, workers: int = 1,
     return [have[e.key] for e in entries if e.key in have]
 
 
+def run_entries(entries: Sequence[SuiteEntry], seed: int = 0) -> list[dict[str, Any]]:
+    """Review several entries in this process, in order (one task's entries share cached evidence)."""
+    return [run_entry(e, seed) for e in entries]
+
+
 def _run_parallel(todo: Sequence[SuiteEntry], seed: int, workers: int,
                   record: Callable[[dict[str, Any]], None]) -> None:
+    """One job per task: a task's reviews run in one worker so the pipeline's per-process cache of
+    the expert's and baseline's trace evidence is reused across its candidates and targets."""
     import multiprocessing as mp
 
-    # Longest first (levels 3 before 1) so the pool does not end on one long review.
-    order = sorted(todo, key=lambda e: (-e.level, e.role != "expert"))
+    groups: dict[str, list[SuiteEntry]] = {}
+    for e in todo:
+        groups.setdefault(e.task, []).append(e)
+    # Longest first (levels 3 before 1, big groups first) so the pool does not end on one long task.
+    order = sorted(groups.values(), key=lambda g: (-g[0].level, -len(g)))
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        pending: dict[Future[dict[str, Any]], SuiteEntry] = {pool.submit(run_entry, e, seed): e for e in order}
+        pending: dict[Future[list[dict[str, Any]]], list[SuiteEntry]] = {
+            pool.submit(run_entries, g, seed): g for g in order}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for f in finished:
-                e = pending.pop(f)
+                group = pending.pop(f)
                 try:
-                    rec = f.result()
-                except Exception as ex:  # the worker died: record it, keep going
-                    rec = {"v": RECORD_VERSION, "key": e.key, "fingerprint": e.fingerprint(), "task": e.task,
-                           "level": e.level, "role": e.role, "candidate": e.candidate, "target": e.target,
-                           "criterion": e.criterion, "flaw": e.flaw, "verdict": "infra-error",
-                           "error": f"worker: {type(ex).__name__}: {ex}"}
-                record(rec)
+                    recs = f.result()
+                except Exception as ex:  # the worker died: record every entry of its task, keep going
+                    recs = [{"v": RECORD_VERSION, "key": e.key, "fingerprint": e.fingerprint(), "task": e.task,
+                             "level": e.level, "role": e.role, "candidate": e.candidate, "target": e.target,
+                             "criterion": e.criterion, "flaw": e.flaw, "verdict": "infra-error",
+                             "error": f"worker: {type(ex).__name__}: {ex}"} for e in group]
+                for rec in recs:
+                    record(rec)
 
 
 # ----------------------------------------------------------------------------------- judging
@@ -339,9 +360,15 @@ def _judge_one(r: dict[str, Any], experts: dict[tuple[str, str], dict[str, Any]]
         ref = min(4, ex["levels"][crit])
     if lv is None:
         return False, f"{crit} not assessed: {(r.get('summaries') or {}).get(crit)}"
-    if lv < ref:
-        return True, f"{crit} {lv} < {ref}: {(r.get('summaries') or {}).get(crit)}"
-    return False, f"not caught: {crit} level {lv} (expert {ref}); flaw: {r.get('flaw')}"
+    if lv >= ref:
+        return False, f"not caught: {crit} level {lv} (expert {ref}); flaw: {r.get('flaw')}"
+    words = [w.lower() for w in r.get("evidence") or []]
+    if words and "feedback" in r:
+        texts = [t.lower() for lines in r["feedback"].values() for t in lines]
+        if not any(w in t for w in words for t in texts):
+            return False, (f"{crit} {lv} < {ref} but no feedback line names the flaw (none of {words}); "
+                           f"flaw: {r.get('flaw')}")
+    return True, f"{crit} {lv} < {ref}: {(r.get('summaries') or {}).get(crit)}"
 
 
 def format_matrix(m: SuiteMatrix) -> str:
@@ -441,5 +468,5 @@ def report_cmd(results: str, as_json: bool) -> None:
     click.echo(json.dumps(m.summary(), indent=2) if as_json else format_matrix(m))
 
 
-__all__ = ["ROLES", "SuiteEntry", "SuiteMatrix", "format_matrix", "judge", "load_records", "plan", "run_entry",
-           "run_suite", "suite_group"]
+__all__ = ["ROLES", "SuiteEntry", "SuiteMatrix", "format_matrix", "judge", "load_records", "plan", "run_entries",
+           "run_entry", "run_suite", "suite_group"]

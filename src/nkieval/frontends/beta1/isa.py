@@ -93,7 +93,8 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
               is_transpose: bool = False, tile_position: Any = (), tile_size: Any = (), mask: Any = None,
               **kwargs: Any) -> B1Tensor:
     """``stationary.T @ moving`` into a new PSUM tile; ``psum += nisa.nc_matmul(...)`` accumulates."""
-    s, m = _view(tile(stationary, "stationary", "nc_matmul")), _view(tile(moving, "moving", "nc_matmul"))
+    s = ops.to_sbuf(_view(tile(stationary, "stationary", "nc_matmul")), "nc_matmul")
+    m = ops.to_sbuf(_view(tile(moving, "moving", "nc_matmul")), "nc_matmul")
     if mask is not None:
         boxes = boxes_for(mask, (int(np.prod(s.shape[1:])), int(np.prod(m.shape[1:]))), "nc_matmul")
         if boxes != [None]:
@@ -317,7 +318,7 @@ def iota(expr: Any, dtype: Any, *, mask: Any = None, **kwargs: Any) -> B1Tensor:
 def affine_select(pred: Any, on_true_tile: Any, on_false_value: Any, *, mask: Any = None, dtype: Any = None,
                   **kwargs: Any) -> B1Tensor:
     """``pred ? on_true_tile : on_false_value`` with ``pred`` one affine comparison of index grids."""
-    t = _view(tile(on_true_tile, "on_true_tile", "affine_select"))
+    t = ops.to_sbuf(_view(tile(on_true_tile, "on_true_tile", "affine_select")), "affine_select")
     if not isinstance(pred, Predicate) or pred.diff is None:
         raise NkiValidationError("affine_select pred must be a single comparison of affine index expressions "
                                  "(e.g. iy < ix)", instruction="affine_select", operand="pred", rule="argument")

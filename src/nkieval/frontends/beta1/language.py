@@ -333,8 +333,8 @@ def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None, **kwargs: Any
 def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **kwargs: Any) -> B1Tensor:
     """``x @ y`` (``x.T @ y`` with transpose_x) into PSUM; ``psum += nl.matmul(...)`` accumulates."""
     x, y = tile(x, "x", "matmul"), tile(y, "y", "matmul")
-    xv = x.view() if isinstance(x, Access) else x
-    yv = y.view() if isinstance(y, Access) else y
+    xv = ops.to_sbuf(x.view() if isinstance(x, Access) else x, "matmul")
+    yv = ops.to_sbuf(y.view() if isinstance(y, Access) else y, "matmul")
     if mask is not None:
         raise Beta1Unsupported("nl.matmul with mask= is not implemented by nkieval (mask the operands instead)")
     stationary = xv

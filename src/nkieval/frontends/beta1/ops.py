@@ -105,6 +105,16 @@ def new_tile(shape: Any, dtype: Any, buffer: Buffer = SBUF, what: str = "tile", 
 
 
 # -- operands --------------------------------------------------------------------------------------
+def to_sbuf(t: Any, api: str) -> Any:
+    """A PSUM operand of an engine that cannot read PSUM: Beta 1's compiler inserted this copy."""
+    if isinstance(t, NkiTensor) and t.buffer.kind == "psum":
+        flush(t)
+        c = new_tile(t.shape, t.dtype, SBUF, api)
+        instr("tensor_copy")(c, t)
+        return c
+    return t
+
+
 def is_scalar(x: Any) -> bool:
     return isinstance(x, _SCALARS)
 

@@ -170,7 +170,9 @@ class B1Tensor(TileOps, NkiTensor):
         OPERATORS["assign"](dst, value)
 
     # -- views that keep the Beta-1 type ------------------------------------------------------
-    def reshape(self, *shape: Any) -> B1Tensor:  # type: ignore[override]
+    def reshape(self, *shape: Any, **kwargs: Any) -> B1Tensor:  # type: ignore[override]
+        if "shape" in kwargs:
+            shape = (kwargs.pop("shape"),)
         if self.pdim != 0:
             raise NkiValidationError("reshape of a tensor with block dimensions is not supported", rule="indexing")
         return wrap(NkiTensor.reshape(self, *shape))

@@ -5,8 +5,11 @@ corpus.md §4.1, §4.3), not from the published code. Importing this module need
 shim (``nkieval.frontends.install()``). Shapes are parameters so that tests can run small
 versions; the validation script uses the published shapes.
 
-Matmul convention throughout: ``out[M, N] = lhsT[K, M].T @ rhs[K, N]`` in bf16 with fp32
-accumulation; tiles are 128 (K) × 128 (M) stationary and 128 × 512 (N) moving.
+Matmul convention throughout: ``out[M, N] = lhsT[K, M].T @ rhs[K, N]`` in bf16 with fp32 PSUM
+accumulation and a result in the *input* dtype (bf16), as in both published kernels: the tutorial's
+``result = nl.ndarray((M, N), dtype=lhsT.dtype)`` and its SBUF ``result_tiles`` of ``lhsT.dtype``, and
+the trn2 example's minimum I/O of 100,663,296 B = 3 × 4096² × 2 B (corpus.md 4.3). Tiles are 128 (K) ×
+128 (M) stationary and 128 × 512 (N) moving.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ def mm_tiled(lhsT, rhs):
     """Step 0: loops over (m, n, k) tiles, both operand tiles loaded inside the k loop."""
     k_, m_ = lhsT.shape
     _, n_ = rhs.shape
-    out = nl.ndarray((m_, n_), dtype=nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((m_, n_), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for m in nl.affine_range(m_ // TM):
         for n in nl.affine_range(n_ // TN):
             acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
@@ -34,7 +37,7 @@ def mm_tiled(lhsT, rhs):
                 nisa.dma_copy(dst=a, src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
                 nisa.dma_copy(dst=b, src=rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
                 nisa.nc_matmul(dst=acc, stationary=a, moving=b)
-            res = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.sbuf)
+            res = nl.ndarray((TM, TN), dtype=lhsT.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=res, src=acc)
             nisa.dma_copy(dst=out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
     return out
@@ -46,7 +49,7 @@ def mm_hoisted(lhsT, rhs):
     k_, m_ = lhsT.shape
     _, n_ = rhs.shape
     kt = k_ // TK
-    out = nl.ndarray((m_, n_), dtype=nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((m_, n_), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for m in nl.affine_range(m_ // TM):
         a = nl.ndarray((TK, kt, TM), dtype=lhsT.dtype, buffer=nl.sbuf)
         for k in nl.affine_range(kt):
@@ -58,7 +61,7 @@ def mm_hoisted(lhsT, rhs):
             acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
             for k in nl.affine_range(kt):
                 nisa.nc_matmul(dst=acc, stationary=a[:, k, :], moving=b[:, k, :])
-            res = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.sbuf)
+            res = nl.ndarray((TM, TN), dtype=lhsT.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=res, src=acc)
             nisa.dma_copy(dst=out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
             del b
@@ -72,7 +75,7 @@ def mm_block_free(lhsT, rhs, bm_tiles=2, bn_tiles=2):
     k_, m_ = lhsT.shape
     _, n_ = rhs.shape
     kt = k_ // TK
-    out = nl.ndarray((m_, n_), dtype=nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((m_, n_), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for mb in nl.affine_range(m_ // (TM * bm_tiles)):
         a = nl.ndarray((TK, bm_tiles, kt, TM), dtype=lhsT.dtype, buffer=nl.sbuf)
         for i in nl.affine_range(bm_tiles):
@@ -90,7 +93,7 @@ def mm_block_free(lhsT, rhs, bm_tiles=2, bn_tiles=2):
                     acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
                     for k in nl.affine_range(kt):
                         nisa.nc_matmul(dst=acc, stationary=a[:, i, k, :], moving=b[:, j, k, :])
-                    res = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.sbuf)
+                    res = nl.ndarray((TM, TN), dtype=lhsT.dtype, buffer=nl.sbuf)
                     nisa.tensor_copy(dst=res, src=acc)
                     m0 = (mb * bm_tiles + i) * TM
                     n0 = (nb * bn_tiles + j) * TN
@@ -108,9 +111,9 @@ def mm_fully_blocked(lhsT, rhs, bm_tiles=16, bn_tiles=2, bk_tiles=8):
     _, n_ = rhs.shape
     bm, bn, bk = TM * bm_tiles, TN * bn_tiles, TK * bk_tiles
     nmb = m_ // bm
-    out = nl.ndarray((m_, n_), dtype=nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((m_, n_), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for nb in nl.affine_range(n_ // bn):
-        result = nl.zeros((TM, nmb, bm_tiles, bn_tiles, TN), dtype=nl.float32, buffer=nl.sbuf)
+        result = nl.zeros((TM, nmb, bm_tiles, bn_tiles, TN), dtype=lhsT.dtype, buffer=nl.sbuf)
         for kb in nl.sequential_range(k_ // bk):
             b = nl.ndarray((TK, bk_tiles, bn), dtype=rhs.dtype, buffer=nl.sbuf)
             for t in nl.affine_range(bk_tiles):
@@ -148,7 +151,7 @@ def mm_v1_block_m(lhsT, rhs, bm_tiles=8, bn_tiles=2, wide_rhs=False):
     _, n_ = rhs.shape
     kt = k_ // TK
     bm, bn = TM * bm_tiles, TN * bn_tiles
-    out = nl.ndarray((m_, n_), dtype=nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((m_, n_), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for mb in nl.affine_range(m_ // bm):
         a = nl.ndarray((TK, kt, bm), dtype=lhsT.dtype, buffer=nl.sbuf)
         for k in nl.affine_range(kt):
@@ -163,7 +166,7 @@ def mm_v1_block_m(lhsT, rhs, bm_tiles=8, bn_tiles=2, wide_rhs=False):
                         n0 = nb * bn + j * TN
                         nisa.dma_copy(dst=b[:, k, j * TN:(j + 1) * TN], src=rhs[k * TK:(k + 1) * TK, n0:n0 + TN])
             for i in nl.affine_range(bm_tiles):
-                res = nl.ndarray((TM, bn), dtype=nl.float32, buffer=nl.sbuf)
+                res = nl.ndarray((TM, bn), dtype=lhsT.dtype, buffer=nl.sbuf)
                 for j in nl.affine_range(bn_tiles):
                     acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
                     for k in nl.affine_range(kt):
@@ -292,4 +295,86 @@ def dma_row(x):
     t = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x)
     nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+# -- LayerNorm tutorial (trn1, fp32, perf-model.md 3.4): held-out direction check ------------------------
+def _ln_affine(normed, gamma_sb, beta_sb, rows):
+    """``normed * gamma + beta`` (identical in both versions): two Vector tensor_tensor ops."""
+    nisa.tensor_tensor(dst=normed[0:rows], data1=normed[0:rows], data2=gamma_sb[0:rows], op=nl.multiply)
+    nisa.tensor_tensor(dst=normed[0:rows], data1=normed[0:rows], data2=beta_sb[0:rows], op=nl.add)
+
+
+@nki.jit
+def layernorm_v1(x, gamma, beta, eps=1e-5):
+    """v1 (nki.language style): mean by a Vector reduce, shift, square on ScalarE, variance by a
+    second reduce, rsqrt, then scale by rstd: per row tile, as the tutorial describes."""
+    n_rows, n = x.shape
+    pm = 128
+    out = nl.ndarray((n_rows, n), dtype=x.dtype, buffer=nl.shared_hbm)
+    gamma_sb = nl.ndarray((pm, n), dtype=gamma.dtype, buffer=nl.sbuf)
+    beta_sb = nl.ndarray((pm, n), dtype=beta.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=gamma_sb, src=gamma)
+    nisa.dma_copy(dst=beta_sb, src=beta)
+    for i in nl.affine_range((n_rows + pm - 1) // pm):
+        r0 = i * pm
+        rows = min(pm, n_rows - r0)
+        t = nl.ndarray((pm, n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[0:rows], src=x[r0:r0 + rows, :])
+        s = nl.ndarray((pm, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=s[0:rows], op=nl.add, data=t[0:rows], axis=1)
+        mean = nl.ndarray((pm, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=mean[0:rows], data=s[0:rows], op0=nl.multiply, operand0=1.0 / n)
+        shifted = nl.ndarray((pm, n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=shifted[0:rows], data=t[0:rows], op0=nl.subtract, operand0=mean[0:rows])
+        sq = nl.ndarray((pm, n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=sq[0:rows], op=nl.square, data=shifted[0:rows])
+        v = nl.ndarray((pm, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=v[0:rows], op=nl.add, data=sq[0:rows], axis=1)
+        var = nl.ndarray((pm, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=var[0:rows], data=v[0:rows], op0=nl.multiply, operand0=1.0 / n, op1=nl.add,
+                           operand1=eps)
+        rstd = nl.ndarray((pm, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=rstd[0:rows], op=nl.rsqrt, data=var[0:rows])
+        normed = nl.ndarray((pm, n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=normed[0:rows], data=shifted[0:rows], op0=nl.multiply, operand0=rstd[0:rows])
+        _ln_affine(normed, gamma_sb, beta_sb, rows)
+        nisa.dma_copy(dst=out[r0:r0 + rows, :], src=normed[0:rows])
+    return out
+
+
+@nki.jit
+def layernorm_v2(x, gamma, beta, eps=1e-5):
+    """v2: bn_stats over 512-element chunks + bn_aggr give mean and variance; one tensor_scalar
+    applies (x - mean) * rstd."""
+    n_rows, n = x.shape
+    pm = 128
+    fmax = 512
+    nch = (n + fmax - 1) // fmax
+    out = nl.ndarray((n_rows, n), dtype=x.dtype, buffer=nl.shared_hbm)
+    gamma_sb = nl.ndarray((pm, n), dtype=gamma.dtype, buffer=nl.sbuf)
+    beta_sb = nl.ndarray((pm, n), dtype=beta.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=gamma_sb, src=gamma)
+    nisa.dma_copy(dst=beta_sb, src=beta)
+    for i in nl.affine_range((n_rows + pm - 1) // pm):
+        r0 = i * pm
+        rows = min(pm, n_rows - r0)
+        t = nl.ndarray((pm, n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[0:rows], src=x[r0:r0 + rows, :])
+        stats = nl.ndarray((pm, nch, 6), dtype=nl.float32, buffer=nl.sbuf)
+        for c in nl.affine_range(nch):
+            c0 = c * fmax
+            cw = min(fmax, n - c0)
+            nisa.bn_stats(dst=stats[0:rows, c, :], data=t[0:rows, c0:c0 + cw])
+        mv = nl.ndarray((pm, 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.bn_aggr(dst=mv[0:rows], data=stats[0:rows])
+        var = nl.ndarray((pm, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=var[0:rows], data=mv[0:rows, 1:2], op0=nl.add, operand0=eps)
+        rstd = nl.ndarray((pm, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=rstd[0:rows], op=nl.rsqrt, data=var[0:rows])
+        normed = nl.ndarray((pm, n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=normed[0:rows], data=t[0:rows], op0=nl.subtract, operand0=mv[0:rows, 0:1],
+                           op1=nl.multiply, operand1=rstd[0:rows])
+        _ln_affine(normed, gamma_sb, beta_sb, rows)
+        nisa.dma_copy(dst=out[r0:r0 + rows, :], src=normed[0:rows])
     return out

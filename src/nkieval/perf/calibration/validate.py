@@ -56,13 +56,20 @@ class LadderResult:
         return all(s.bound_published == s.bound_predicted for s in self.steps)
 
 
-def _rng_inputs(shape: dict[str, Any], scale: int) -> tuple[np.ndarray, np.ndarray]:
+def _rng_inputs(shape: dict[str, Any], scale: int) -> tuple[np.ndarray, ...]:
     import ml_dtypes
 
-    m, k, n = shape["M"] // scale, shape["K"] // scale, shape["N"] // scale
+    dt = ml_dtypes.bfloat16 if shape.get("dtype", "bfloat16") == "bfloat16" else np.dtype(shape["dtype"])
     rng = np.random.default_rng(0)
-    lhsT = rng.standard_normal((k, m), dtype=np.float32).astype(ml_dtypes.bfloat16)
-    rhs = rng.standard_normal((k, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    if "rows" in shape:  # LayerNorm: x [rows, cols]; gamma, beta pre-broadcast to [128, cols]
+        r, c = max(1, shape["rows"] // scale), max(1, shape["cols"] // scale)
+        x = rng.standard_normal((r, c), dtype=np.float32).astype(dt)
+        g = np.tile(rng.standard_normal((1, c), dtype=np.float32), (128, 1)).astype(dt)
+        b = np.tile(rng.standard_normal((1, c), dtype=np.float32), (128, 1)).astype(dt)
+        return x, g, b
+    m, k, n = shape["M"] // scale, shape["K"] // scale, shape["N"] // scale
+    lhsT = rng.standard_normal((k, m), dtype=np.float32).astype(dt)
+    rhs = rng.standard_normal((k, n), dtype=np.float32).astype(dt)
     return lhsT, rhs
 
 
@@ -77,13 +84,26 @@ def simulate(kernel_name: str, args: tuple, target: str, **kwargs: Any) -> Trace
     return nki.last_result().trace
 
 
+def kernels_version(names: list[str]) -> str:
+    """Short hash of the named calibration kernels' source: cached traces are keyed on it, so an
+    edited kernel is re-simulated (and editing an unrelated kernel keeps the cache)."""
+    import hashlib
+    import inspect
+
+    from nkieval.perf.calibration import kernels
+
+    src = "".join(inspect.getsource(getattr(getattr(kernels, n), "fn", getattr(kernels, n))) for n in sorted(names))
+    return hashlib.sha1(src.encode()).hexdigest()[:10]
+
+
 def ladder_traces(name: str, scale: int = 1, cache_dir: str | None = None) -> list[Trace]:
     """Traces of every step of ladder ``name`` at its published shape divided by ``scale``."""
     lad = published()["ladders"][name]
+    kv = kernels_version([st["kernel"] for st in lad["steps"]])
     traces = []
     args = None
     for step in lad["steps"]:
-        path = os.path.join(cache_dir, f"{name}-{step['kernel']}-s{scale}.pkl") if cache_dir else None
+        path = os.path.join(cache_dir, f"{name}-{step['kernel']}-s{scale}-{kv}.pkl") if cache_dir else None
         if path and os.path.exists(path):
             with open(path, "rb") as fh:
                 traces.append(Trace.from_dict(pickle.load(fh)))
@@ -111,6 +131,34 @@ def evaluate_ladder(name: str, traces: list[Trace], params: dict[str, Any] | Non
             resource_predicted=est.bottleneck.resource, hfu_published=step.get("hfu"),
             hfu_predicted=est.summary["hfu_estimated_percent"]))
     return LadderResult(name, lad["source"], tuple(steps))
+
+
+@dataclass(frozen=True)
+class HeldOutStep:
+    label: str
+    bound_published: str | None
+    bound_predicted: str
+    resource_predicted: str
+    active_published: dict[str, float]  # engine -> published active % (classification ladders)
+    active_predicted: dict[str, float]
+    published: float | None
+    predicted_ns: float
+
+
+def evaluate_held_out(name: str, traces: list[Trace]) -> list[HeldOutStep]:
+    """Estimate each step of a held-out ladder (no parameter is fitted on these; report only)."""
+    lad = published()["ladders"][name]
+    out = []
+    for step, tr in zip(lad["steps"], traces):
+        est = estimate(tr, lad["target"])
+        util = est.utilization
+        pub_act = {k: float(step[k]) for k in ("tensor", "dma", "vector") if k in step}
+        out.append(HeldOutStep(
+            label=step["label"], bound_published=step.get("bound"), bound_predicted=est.bottleneck.bound,
+            resource_predicted=est.bottleneck.resource, active_published=pub_act,
+            active_predicted={k: 100.0 * float(util.get(k, 0.0)) for k in ("tensor", "dma", "vector")},
+            published=float(step["value"]) if "value" in step else None, predicted_ns=est.total_time_ns))
+    return out
 
 
 def geomean_abs_log_error(results: list[LadderResult]) -> tuple[float, float]:

@@ -1,0 +1,133 @@
+"""The suite runner: planning, judging, resumable JSON-lines results, the CLI, one real review."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nkieval.review import suite
+from nkieval.tasks import load_task
+
+
+def _rec(key: str, role: str, **kw: object) -> dict:
+    task, rest = key.split("/", 1)
+    cand, target = rest.split("@")
+    base = {"v": suite.RECORD_VERSION, "key": key, "fingerprint": "x", "task": task, "level": 1, "role": role,
+            "candidate": cand, "target": target, "verdict": "pass", "score": 90.0,
+            "levels": {"correctness": 4, "numerics": 4, "hardware": 4, "performance": 4}, "summaries": {},
+            "elapsed_s": 1.0}
+    base.update(kw)
+    return base
+
+
+def test_plan_covers_every_candidate_and_target() -> None:
+    t = load_task("relu")
+    entries = suite.plan(tasks="relu")
+    roles = [e.role for e in entries]
+    assert roles.count("expert") == len(t.targets) == roles.count("baseline")
+    assert roles.count("flawed") == len(t.flawed)
+    assert {e.target for e in entries if e.role == "flawed"} == {t.default_target}
+    assert all(Path(e.path).is_file() for e in entries)
+    assert len({e.key for e in entries}) == len(entries)
+    only_default = suite.plan(tasks="relu", all_targets=False, roles=("expert",))
+    assert [e.target for e in only_default] == [t.default_target]
+
+
+def test_plan_filters_by_pattern_and_level() -> None:
+    ids = {e.task for e in suite.plan(tasks="gelu*,relu", roles=("expert",), all_targets=False)}
+    assert ids == {"gelu", "gelu_tanh", "relu"}
+    assert all(load_task(e.task).level == 1 for e in suite.plan(level=1, tasks="r*", roles=("expert",)))
+    assert suite.plan(level=3, tasks="relu") == []
+
+
+def test_judge_applies_the_three_expectations() -> None:
+    recs = [
+        _rec("t/solution@trn2", "expert", time_s=1e-5),
+        _rec("t/solution@trn1", "expert", verdict="fail", levels={"correctness": 2, "numerics": 4}),
+        _rec("t/baseline@trn2", "baseline", time_s=2e-5, solution_time_s=1e-5),
+        _rec("t/baseline@trn1", "baseline", time_s=1e-5, solution_time_s=1e-5),
+        _rec("t/flawed:a@trn2", "flawed", criterion="hardware", levels={"hardware": 2}),
+        _rec("t/flawed:b@trn2", "flawed", criterion="numerics", levels={"numerics": 4}),
+        _rec("t/flawed:c@trn2", "flawed", criterion="correctness", levels={"correctness": 1},
+             evidence=["unwritten"], feedback={"correctness": ["3 of 9 elements unwritten (NaN)"]}),
+        _rec("t/flawed:d@trn2", "flawed", criterion="correctness", levels={"correctness": 1},
+             evidence=["hard-coded"], feedback={"correctness": ["values differ"]}),
+    ]
+    m = suite.judge(recs)
+    ok = {o.key: o.ok for o in m.outcomes}
+    assert ok == {"t/solution@trn2": True, "t/solution@trn1": False, "t/baseline@trn2": True,
+                  "t/baseline@trn1": False, "t/flawed:a@trn2": True, "t/flawed:b@trn2": False,
+                  "t/flawed:c@trn2": True, "t/flawed:d@trn2": False}
+    s = m.summary()
+    assert s["expert_pass"] == [1, 2] and s["baseline_ok"] == [1, 2] and s["flawed_caught"] == [2, 4]
+    assert len(s["misses"]) == 4 and not m.ok
+    text = suite.format_matrix(m)
+    assert "misses:" in text and "t/flawed:b@trn2" in text
+
+
+def test_flaw_is_judged_against_the_experts_level() -> None:
+    """A flawed candidate scoring what the expert scores in its criterion is not caught, even below 4."""
+    recs = [_rec("t/solution@trn2", "expert", levels={"correctness": 4, "numerics": 4, "migration": 3}),
+            _rec("t/flawed:a@trn2", "flawed", criterion="migration", levels={"migration": 3}),
+            _rec("t/flawed:b@trn2", "flawed", criterion="migration", levels={"migration": 2})]
+    ok = {o.key: o.ok for o in suite.judge(recs).outcomes}
+    assert ok["t/flawed:a@trn2"] is False and ok["t/flawed:b@trn2"] is True
+
+
+def test_run_suite_is_resumable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def fake(entry: suite.SuiteEntry, seed: int = 0) -> dict:
+        calls.append(entry.key)
+        return _rec(entry.key, entry.role, fingerprint=entry.fingerprint(), criterion=entry.criterion,
+                    levels={"correctness": 4, "numerics": 4, "hardware": 1, "performance": 4})
+
+    monkeypatch.setattr(suite, "run_entry", fake)
+    entries = suite.plan(tasks="relu")
+    out = tmp_path / "r.jsonl"
+    recs = suite.run_suite(entries, out, progress=False)
+    assert len(recs) == len(entries) == len(calls)
+    with open(out, "a") as fh:
+        fh.write('{"v": 1, "key": "cut off')  # an interrupted run leaves a partial line
+    calls.clear()
+    again = suite.run_suite(entries, out, progress=False)
+    assert calls == [] and [r["key"] for r in again] == [e.key for e in entries]
+    # a changed fingerprint (edited task or candidate) is reviewed again
+    lines = [json.loads(x) for x in out.read_text().splitlines()[:-1]]
+    lines[0]["fingerprint"] = "stale"
+    out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    suite.run_suite(entries, out, progress=False)
+    assert calls == [lines[0]["key"]]
+    suite.run_suite(entries, out, progress=False, rerun=True)
+    assert len(calls) == 1 + len(entries)
+
+
+def test_cli_run_and_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nkieval.cli import main
+
+    def fake(entry: suite.SuiteEntry, seed: int = 0) -> dict:
+        lv = {"correctness": 4, "numerics": 4, "hardware": 4 if entry.role != "flawed" else 1, "performance": 4}
+        return _rec(entry.key, entry.role, fingerprint=entry.fingerprint(), criterion=entry.criterion, levels=lv,
+                    time_s=2e-5 if entry.role == "baseline" else 1e-5, solution_time_s=1e-5)
+
+    monkeypatch.setattr(suite, "run_entry", fake)
+    out = tmp_path / "r.jsonl"
+    r = CliRunner().invoke(main, ["suite", "run", "--tasks", "relu", "--results", str(out), "--no-progress"])
+    # relu's flawed candidates name hardware and correctness; the fake lowers hardware only
+    assert r.exit_code == 1, r.output
+    assert "relu" in r.output and "flawed caught 1/2" in r.output
+    r = CliRunner().invoke(main, ["suite", "report", "--results", str(out), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["flawed_caught"] == [1, 2]
+
+
+def test_a_real_review_entry(tmp_path: Path) -> None:
+    """One real sandboxed review through the runner: relu's tail-skipping candidate is caught."""
+    e = next(x for x in suite.plan(tasks="relu", roles=("flawed",)) if x.candidate == "flawed:skips_tail")
+    recs = suite.run_suite([e], tmp_path / "r.jsonl", progress=False)
+    (rec,) = recs
+    assert rec["levels"]["correctness"] < 4 and rec["failing_cases"], rec
+    (o,) = suite.judge(recs).outcomes
+    assert o.ok, o.detail
