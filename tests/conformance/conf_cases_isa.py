@@ -557,6 +557,12 @@ CASES: list[Case] = [
     Case("nisa.activation", k1(lambda d, a: nisa.activation(dst=d, op=nl.exp, data=a, scale=2.0, bias=0.5)), (X,),
          lambda x: np.exp(x * 2 + 0.5), rtol=1e-5),
     Case("nisa.activation", k1(lambda d, a: nisa.activation(dst=d, op=nl.relu, data=a)), (X,), _relu, id="relu"),
+    # No range reduction on the Scalar engine: the documented value sin(9.0) = 27.65 (nki-api.md §4.8);
+    # inside [-pi, pi] it is sin.
+    Case("nisa.activation", k1(lambda d, a: nisa.activation(dst=d, op=nl.sin, data=a)),
+         (np.array([[9.0, -9.0, 1.0, -3.0]], np.float32),), lambda x: np.array([[27.65, -27.65, math.sin(1.0),
+                                                                                   math.sin(-3.0)]]),
+         rtol=0, atol=5e-3, id="sin-no-range-reduction"),
     Case("nisa.activation_reduce", k_activation_reduce, (X,),
          lambda x: (np.exp(x * 0.5), np.exp(x * 0.5).sum(1, keepdims=True)), rtol=1e-5),
     Case("nisa.activate2", k_activate2_reduce, (X,),

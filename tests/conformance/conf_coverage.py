@@ -36,7 +36,19 @@ def api_names() -> dict[str, list[str]]:
             continue
         if callable(obj) or n == "tile_size":
             lang.append(n)
-    return {"nisa": sorted(isa), "nl": sorted(lang)}
+    return {"nisa": sorted(isa), "nl": sorted(lang), "tensor": tensor_methods()}
+
+
+#: NkiTensor members that are nkieval internals, not NKI API
+_TENSOR_INTERNAL = {"access", "numpy"}
+
+
+def tensor_methods() -> list[str]:
+    """Public view/query methods of ``NkiTensor`` (listed as ``tensor.<name>``)."""
+    from nkieval.sim.tensor import NkiTensor
+
+    return sorted(n for n, v in vars(NkiTensor).items()
+                  if not n.startswith("_") and callable(v) and n not in _TENSOR_INTERNAL)
 
 
 def coverage() -> dict[str, Any]:
@@ -44,13 +56,16 @@ def coverage() -> dict[str, Any]:
     from conf_cases_isa import ILLEGAL as ISA_ILLEGAL
     from conf_cases_language import CASES as NL_CASES
     from conf_cases_language import ILLEGAL as NL_ILLEGAL
+    from conf_cases_views import CASES as VIEW_CASES
+    from conf_cases_views import ILLEGAL as VIEW_ILLEGAL
 
     names = api_names()
     table: dict[str, dict[str, dict[str, Any]]] = {
         ns: {n: {"legal": 0, "illegal": 0, "frontends": set()} for n in lst} for ns, lst in names.items()}
     unknown: set[str] = set()
     counts: dict[str, int] = defaultdict(int)
-    for kind, cases in (("legal", ISA_CASES + NL_CASES), ("illegal", ISA_ILLEGAL + NL_ILLEGAL)):
+    for kind, cases in (("legal", ISA_CASES + NL_CASES + VIEW_CASES),
+                        ("illegal", ISA_ILLEGAL + NL_ILLEGAL + VIEW_ILLEGAL)):
         for c in cases:
             ns, _, name = c.api.partition(".")
             entry = table.get(ns, {}).get(name)
@@ -65,7 +80,7 @@ def coverage() -> dict[str, Any]:
 
 def format_listing(cov: dict[str, Any]) -> str:
     lines = []
-    for ns in ("nisa", "nl"):
+    for ns in ("nisa", "nl", "tensor"):
         entries = cov[ns]
         done = [n for n, e in entries.items() if e["legal"]]
         lines.append(f"{ns}: {len(done)}/{len(entries)} API names have legal cases")

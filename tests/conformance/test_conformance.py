@@ -9,11 +9,13 @@ from conf_cases_isa import CASES as ISA_CASES
 from conf_cases_isa import ILLEGAL as ISA_ILLEGAL
 from conf_cases_language import CASES as NL_CASES
 from conf_cases_language import ILLEGAL as NL_ILLEGAL
+from conf_cases_views import CASES as VIEW_CASES
+from conf_cases_views import ILLEGAL as VIEW_ILLEGAL
 from conf_coverage import coverage, format_listing
 from conf_kit import Case, Illegal, compare, expect_rule, frontend_available, run
 
-CASES = ISA_CASES + NL_CASES
-ILLEGAL = ISA_ILLEGAL + NL_ILLEGAL
+CASES = ISA_CASES + NL_CASES + VIEW_CASES
+ILLEGAL = ISA_ILLEGAL + NL_ILLEGAL + VIEW_ILLEGAL
 
 
 def _skip_unavailable(case: Case | Illegal) -> None:

@@ -20,10 +20,53 @@ def test_published_data_has_sources_and_ordered_steps() -> None:
     for name, lad in data["ladders"].items():
         assert lad["source"] and lad["target"] in ("trn1", "trn2"), name
         for step in lad["steps"]:
-            assert step["bound"] in ("memory", "compute")
+            # direction-only ladders (LayerNorm) publish no bottleneck class
+            assert step.get("bound", "none" if lad.get("held_out") else None) in ("memory", "compute", "none"), name
             assert "kernel" not in step or hasattr(K, step["kernel"])
+        if lad.get("held_out"):
+            assert "validation" in lad["use"] or "classification" in lad["use"], name
     for m in data["micro"].values():
         assert m["source"] and m["tolerance"] > 0
+
+
+def test_held_out_ladders_are_not_fitted() -> None:
+    """perf_fit.py fits one calibration ladder by default; the held-out sets must never be its default."""
+    import re
+    from pathlib import Path
+
+    fit = (Path(__file__).resolve().parents[2] / "benchmarks" / "perf_fit.py").read_text()
+    default = re.search(r'"--ladder", default="([^"]+)"', fit).group(1)
+    lad = published()["ladders"][default]
+    assert lad["use"] == "calibration" and not lad.get("held_out")
+    held = [n for n, v in published()["ladders"].items() if v.get("held_out")]
+    assert {"layernorm_trn1", "kernel_optimization_trn2"} <= set(held)
+
+
+def test_trace_cache_key_follows_kernel_source() -> None:
+    from nkieval.perf.calibration.validate import kernels_version
+
+    a = kernels_version(["mm_tiled", "mm_hoisted"])
+    assert a == kernels_version(["mm_hoisted", "mm_tiled"])
+    assert a != kernels_version(["mm_tiled"])
+
+
+def test_layernorm_v2_faster_than_v1_held_out_direction() -> None:
+    """Held-out (perf-model.md 3.4): bn_stats/bn_aggr + one fused tensor_scalar beats the v1 reductions.
+
+    Only the direction is published reliably (the absolute latencies include benchmark overhead).
+    """
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 1000), dtype=np.float32)
+    g = np.tile(rng.standard_normal((1, 1000), dtype=np.float32), (128, 1))
+    b = np.tile(rng.standard_normal((1, 1000), dtype=np.float32), (128, 1))
+    expect = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5) * g[0] + b[0]
+    t = {}
+    for kern in (K.layernorm_v1, K.layernorm_v2):
+        out = nki.simulate(kern, target="trn1")(x, g, b)
+        np.testing.assert_allclose(out, expect, rtol=1e-4, atol=1e-4)
+        t[len(t)] = estimate(nki.last_result().trace).total_time_ns
+    v1, v2 = t[0], t[1]
+    assert v2 < v1
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +90,9 @@ def test_blocking_turns_a_small_matmul_from_memory_to_compute_bound() -> None:
     ests = []
     for kern, kw in ((K.mm_tiled, {}), (K.mm_fully_blocked, {"bm_tiles": 8, "bn_tiles": 2, "bk_tiles": 4})):
         out = nki.simulate(kern, target="trn1")(a, b, **kw)
-        np.testing.assert_allclose(out, a.astype(np.float32).T @ b.astype(np.float32), rtol=2e-2, atol=2e-2)
+        ref = a.astype(np.float32).T @ b.astype(np.float32)
+        # bf16 result (as the published kernels): compare relative to the result's scale
+        assert np.abs(np.asarray(out, dtype=np.float32) - ref).max() <= 2e-2 * np.abs(ref).max()
         ests.append(estimate(nki.last_result().trace))
     tiled, blocked = ests
     assert tiled.bottleneck.bound == "memory" and tiled.bottleneck.resource == "dma"

@@ -158,3 +158,26 @@ def test_cli_profile_writes_timeline_and_json(tmp_path) -> None:
 def test_cli_profile_bad_kernel_name(tmp_path) -> None:
     res = CliRunner().invoke(main, ["profile", f"{ex.__file__}::nope", "--input", "4x4"])
     assert res.exit_code != 0 and "no kernel 'nope'" in res.output
+
+
+def test_reloads_are_reported_as_hbm_reload_bytes() -> None:
+    """A tensor loaded once per use (a reload flaw) shows up in hbm_reload_bytes / useful_read_percent."""
+
+    def run(loads: int):
+        b = TraceBuilder("trn2")
+        src = b.alloc("hbm", (128, 512))
+        out = b.alloc("hbm", (128, 512))
+        for _ in range(loads):
+            t = b.alloc("sbuf", (128, 512), site="k.py:1")
+            b.rec("dma_copy", "dma", [b.op(t, "dst", "w"), b.op(src, "src", "r")], line=1)
+        b.rec("dma_copy", "dma", [b.op(out, "dst", "w"), b.op(t, "src", "r")], line=2)
+        return estimate(b.trace).summary
+
+    once, thrice = run(1), run(3)
+    size = 128 * 512 * 4
+    assert once["hbm_reload_bytes"] == 0 and once["useful_read_percent"] == 100.0
+    assert once["load_repeat_factor_max"] == 1.0
+    assert thrice["hbm_reload_bytes"] == 2 * size
+    assert thrice["useful_read_percent"] == pytest.approx(100.0 / 3)
+    assert thrice["load_repeat_factor_max"] == pytest.approx(3.0)
+    assert thrice["compulsory_hbm_bytes"] == once["compulsory_hbm_bytes"]

@@ -159,6 +159,10 @@ def k_uninitialized(a):
     nisa.tensor_copy(dst=sbuf((128, 64)), src=x)
 
 
+def k_unsupported(a):
+    nl.alloc_tiles((128, 64), nl.float32)
+
+
 # (rule, case id, kernel, input, target, options, "error"|"warning", exact message before " [rule …]")
 CASES = [
     ("partition-limit", "hbm_256_rows", k_partition_limit, np.zeros((256, 64), np.float32), "trn2", None, "error",
@@ -221,6 +225,8 @@ CASES = [
      "kernel: kernel returned NkiTensor(t"),
     ("uninitialized", "read_before_write", k_uninitialized, F32, "trn2", None, "warning",
      "tensor_copy: reads SBUF tensor 't"),
+    ("unsupported", "nki07_layouts", k_unsupported, F32, "trn3", None, "error",
+     "alloc_tiles: nl.alloc_tiles (NKI 0.7 tiled/blocked layouts) is not supported by nkieval yet"),
 ]
 
 

@@ -109,7 +109,8 @@ def python_paths(root: Path, file: Path) -> list[str]:
     """Import roots as the public harnesses set them: the file's directory, ``src/`` dirs, the root."""
     paths = [str(file.parent)]
     base = root if root.is_dir() else root.parent
-    for cand in (base / "src", base, *[d / "src" for d in base.iterdir() if d.is_dir()]):
+    ups = [a / "src" for a in list(base.parents)[:3]]  # PATH may be a sub-directory of a repository
+    for cand in (base / "src", base, *[d / "src" for d in base.iterdir() if d.is_dir()], *ups):
         if cand.is_dir() and str(cand) not in paths:
             paths.append(str(cand))
     return paths
@@ -120,7 +121,7 @@ def classify(exc: BaseException) -> str:
     """Who is to blame for ``exc`` (see module docstring)."""
     from nkieval.sim.errors import NkiValidationError
 
-    if isinstance(exc, NkiValidationError) and not _is_mode_error(exc):
+    if isinstance(exc, NkiValidationError) and not _is_mode_error(exc) and exc.rule != "unsupported":
         return "kernel"
     if isinstance(exc, NotImplementedError) or _is_mode_error(exc):
         return "nkieval"
@@ -260,7 +261,7 @@ def _blame_text(text: str) -> str:
     if "NotImplementedError" in t or "Beta1Unsupported" in t or "nkieval.frontends" in t:
         return "nkieval"
     if "ModuleNotFoundError" in t or "ImportError" in t:
-        return "nkieval" if any(f"'{r}" in t for r in _NKI_ROOTS) else "environment"
+        return "nkieval" if any(f"'{r}'" in t or f"'{r}." in t for r in _NKI_ROOTS) else "environment"
     return "environment"
 
 

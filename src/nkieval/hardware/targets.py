@@ -44,7 +44,10 @@ class Target:
         # Only called when normal lookup fails: expose fact values as attributes.
         facts = self.__dict__.get("facts", {})
         if item in facts:
-            return facts[item].value
+            value = facts[item].value
+            if not item.startswith("_") and isinstance(value, int | float | str | bool):
+                self.__dict__[item] = value  # facts are fixed: later reads are plain attribute lookups
+            return value
         raise AttributeError(f"target {self.__dict__.get('name')!r} has no fact {item!r}")
 
     def fact(self, name: str) -> Fact:
@@ -58,10 +61,13 @@ class Target:
         flags = self.facts["features"].value
         return frozenset(f.split(":")[0] for f in flags if f.endswith(":yes"))
 
+    @functools.cached_property
+    def known_features(self) -> frozenset[str]:
+        return frozenset(f.split(":")[0] for f in self.facts["features"].value)
+
     def has(self, feature: str) -> bool:
         """Whether this generation has a feature (e.g. ``double_row``, ``mx``)."""
-        known = {f.split(":")[0] for f in self.facts["features"].value}
-        if feature not in known:
+        if feature not in self.known_features:
             raise KeyError(f"unknown hardware feature {feature!r}")
         return feature in self.feature_set
 

@@ -261,9 +261,22 @@ def round_to(
 
 def representable(x: np.ndarray, fmt: str | Format) -> np.ndarray:
     """Boolean mask: finite values that ``fmt`` holds exactly."""
+    f = get_format(fmt)
     x64 = np.asarray(x, dtype=np.float64)
+    if f.kind == "float" and f.storage not in (np.float32, np.float64) and f.name != "tf32":
+        # Fast path (same mask): a value of a format no finer and no wider than fp32 is an
+        # fp32 value first, and fp32 -> narrow casts are several times cheaper than float64 ->
+        # narrow ones in ml_dtypes. Membership does not depend on how the cast rounds: an
+        # exactly representable value converts to itself, any other value to something else
+        # (a neighbour, 0, inf or NaN), so the round-trip equality is exact membership.
+        with np.errstate(over="ignore", invalid="ignore"):
+            x32 = x64.astype(np.float32)
+            ok = x32 == x64
+            ok &= np.isfinite(x32)
+            ok &= x32.astype(f.storage).astype(np.float32) == x32
+        return ok
     with np.errstate(invalid="ignore"):
-        return np.isfinite(x64) & (round_to(x64, fmt) == x64)
+        return np.isfinite(x64) & (round_to(x64, f) == x64)
 
 
 def next_toward(r: np.ndarray, fmt: str | Format, direction: float) -> np.ndarray:
@@ -315,7 +328,17 @@ def ulp_key(x: np.ndarray, fmt: str | Format) -> np.ndarray:
     values is the absolute difference of their keys (+0 and -0 share key 0; inf is one
     step past max). NaNs map to an arbitrary key; mask them out first."""
     f = get_format(fmt)
-    r = round_to(x, f)
+    if f.kind == "float" and f.name not in ("tf32", "fp64"):
+        # one cast straight to the storage type: round_to's float64 round trip followed by a
+        # second (exact) cast gives the same bits, at three times the cost
+        xa = np.asarray(x)
+        if xa.dtype != f.storage:
+            xa = xa if xa.dtype == np.float64 else xa.astype(np.float64)
+            with np.errstate(over="ignore", invalid="ignore"):
+                xa = xa.astype(f.storage)
+        st = xa
+    else:
+        r = round_to(x, f)
     if f.kind == "int":
         with np.errstate(invalid="ignore"):
             return np.nan_to_num(r).astype(np.int64)
@@ -327,11 +350,12 @@ def ulp_key(x: np.ndarray, fmt: str | Format) -> np.ndarray:
         mag = b & np.int64(0x7FFFFFFFFFFFFFFF)
         return np.where(b < 0, -mag, mag)
     else:
-        with np.errstate(over="ignore", invalid="ignore"):
-            st = r.astype(f.storage)
         uint = {8: np.uint8, 16: np.uint16, 32: np.uint32}[f.bits]
-        bits = st.view(uint).astype(np.int64)
-        nbits = f.bits
+        bits = st.view(uint)
+        half = 1 << (f.bits - 1)
+        key = (bits & uint(half - 1)).astype(np.int64)
+        np.negative(key, out=key, where=bits >= half)
+        return key
     sign = (bits >> (nbits - 1)) & 1
     mag = bits & ((1 << (nbits - 1)) - 1)
     return np.where(sign == 1, -mag, mag)

@@ -60,9 +60,48 @@ _GRID_SAMPLE = 1 << 20  # elements enough to fingerprint the output grid
 
 def _z_bins(z: np.ndarray) -> np.ndarray:
     """Index into _Z_EDGES (0, then 10^-4 … 10^7 in 220 log steps) without a search."""
+    t = np.maximum(z, 1e-300)
     with np.errstate(divide="ignore"):
-        b = np.floor((np.log10(np.maximum(z, 1e-300)) + 4.0) * 20.0).astype(np.int64) + 1
-    return np.where(z <= 0, 0, np.clip(b, 0, len(_Z_EDGES) - 1))
+        np.log10(t, out=t)
+    t += 4.0
+    t *= 20.0
+    np.floor(t, out=t)
+    np.clip(t, -1.0, len(_Z_EDGES) - 2.0, out=t)  # same bins as clipping the integer b = t + 1
+    b = t.astype(np.int64)
+    b += 1
+    b[z <= 0] = 0
+    return b
+
+
+def _ratio(e: np.ndarray, tau: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """``e/tau`` where ``mask`` (inf where ``tau`` is not positive and ``e > 0``, else 0),
+    0 outside ``mask``: ``np.where`` chains in one pass."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = e / tau
+    bad = ~(tau > 0)
+    if bad.any():
+        r[bad] = np.where(e[bad] > 0, np.inf, 0.0)
+    if mask is not None:
+        r[~mask] = 0.0
+    return r
+
+
+def _grid_counts(x: np.ndarray, out: Format) -> dict[str, int]:
+    """How many of the (finite) values ``x`` each coarser grid candidate holds exactly."""
+    res = {}
+    with np.errstate(over="ignore", invalid="ignore"):
+        x32 = x.astype(np.float32)
+        in32 = x32 == x
+    for c in _GRID_CANDIDATES:
+        cf = FORMATS[c]
+        if cf.p >= out.p:
+            continue
+        # representable(x, cf) (formats.py): fp32 values whose narrow cast round-trips
+        with np.errstate(over="ignore", invalid="ignore"):
+            ok = x32.astype(cf.storage).astype(np.float32) == x32
+        ok &= in32
+        res[c] = int(np.count_nonzero(ok))
+    return res
 
 
 # --------------------------------------------------------------------------- recipe helpers
@@ -267,7 +306,6 @@ class _Stream:
         y = ob.y
         nblk = y.size
         self.n += nblk
-        idx = np.arange(e0, e0 + nblk)
         valid = np.ones(nblk, dtype=bool) if bb.contract is None else ~bb.contract
         if bb.contract is not None:
             self.n_contract += int(bb.contract.sum())
@@ -301,14 +339,19 @@ class _Stream:
             self.nan_swallowed += int((unexplained & exp_nan & ~got_nan).sum())
             self.inf_mismatch += int((unexplained & ~(got_nan & ~exp_nan) & ~(exp_nan & ~got_nan)).sum())
             if self.first_special < 0 and unexplained.any():
-                self.first_special = int(idx[np.argmax(unexplained)])
+                self.first_special = e0 + int(np.argmax(unexplained))
         cmp_ = fin & valid
+        all_cmp = bool(cmp_.all())
         ex = np.zeros(nblk, dtype=bool) if bb.exact is None else (bb.exact & cmp_)
         ne = cmp_ & ~ex
-        self.n_compared += int(cmp_.sum())
-        self.n_exact += int(ex.sum())
+        all_ne = all_cmp and (bb.exact is None or not ex.any())
+        self.n_compared += int(np.count_nonzero(cmp_))
+        self.n_exact += int(np.count_nonzero(ex))
         with np.errstate(invalid="ignore", over="ignore"):
-            e = np.where(cmp_, np.abs(got - y), 0.0)
+            e = got - y
+            np.abs(e, out=e)
+        if not all_cmp:
+            e[~cmp_] = 0.0
         # exact elements: bitwise (value) equality with fl_out(y), or either neighbour
         exact_bad = np.zeros(nblk, dtype=bool)
         if ex.any():
@@ -326,49 +369,63 @@ class _Stream:
                 self.exact_bad += int(exact_bad.sum())
                 d = np.abs(ulp_key(got[exact_bad], out) - ulp_key(y_out[exact_bad], out))
                 self.exact_bad_maxulp = max(self.exact_bad_maxulp, int(d.max()))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r_det = np.where(ne, np.where(bb.tau_det > 0, e / bb.tau_det, np.where(e > 0, np.inf, 0.0)), 0.0)
-            r_prb = np.where(ne, np.where(bb.tau_prb > 0, e / bb.tau_prb, np.where(e > 0, np.inf, 0.0)), 0.0)
-        r_det = np.where(exact_bad, np.inf, r_det)
-        r_prb = np.where(exact_bad, np.inf, r_prb)
+        r_det = _ratio(e, bb.tau_det, None if all_ne else ne)
+        r_prb = _ratio(e, bb.tau_prb, None if all_ne else ne)
+        n_exact_bad = int(np.count_nonzero(exact_bad)) if ex.any() else 0
+        if n_exact_bad:
+            r_det[exact_bad] = np.inf
+            r_prb[exact_bad] = np.inf
         if nblk:
             self.margin_det = max(self.margin_det, float(r_det.max()))
             self.margin_prb = max(self.margin_prb, float(r_prb.max()))
-        self.exceed_det += int((r_det > 1).sum() - exact_bad.sum())
-        self.exceed_prb += int((r_prb > 1).sum() - exact_bad.sum())
+        over_det, over_prb = r_det > 1, r_prb > 1
+        self.exceed_det += int(np.count_nonzero(over_det)) - n_exact_bad
+        self.exceed_prb += int(np.count_nonzero(over_prb)) - n_exact_bad
         tau_gate = bb.tau_prb if self.statistical else bb.tau_det
         # plain metrics
         if cmp_.any():
             j = int(np.argmax(e))
             if e[j] > self.max_abs or self.max_abs_idx < 0:
-                self.max_abs, self.max_abs_idx = float(e[j]), int(idx[j])
+                self.max_abs, self.max_abs_idx = float(e[j]), e0 + j
                 self.max_abs_allowed = 0.0 if ex[j] else float(tau_gate[j])
+            # e/|y| on compared elements (inf where y = 0 < e), 0 elsewhere: outside cmp_ e is
+            # 0 and 0/|y| is 0 or NaN, as is 0/0 inside, so NaN -> 0 is exactly the old where-chain
             with np.errstate(divide="ignore", invalid="ignore"):
-                rel = np.where(cmp_ & (y != 0), e / np.abs(y), np.where(cmp_ & (e > 0), np.inf, 0.0))
+                rel = e / np.abs(y)
+            rel[np.isnan(rel)] = 0.0
             j = int(np.argmax(rel))
             if rel[j] > self.max_rel or self.max_rel_idx < 0:
-                self.max_rel, self.max_rel_idx = float(rel[j]), int(idx[j])
-            d = np.abs(ulp_key(got[cmp_], out) - ulp_key(y_out[cmp_], out))
+                self.max_rel, self.max_rel_idx = float(rel[j]), e0 + j
+            gc, yoc = (got, y_out) if all_cmp else (got[cmp_], y_out[cmp_])
+            d = ulp_key(gc, out)
+            d -= ulp_key(yoc, out)
+            np.abs(d, out=d)
             if d.size:
                 self.max_ulp = max(self.max_ulp, int(d.max()))
-                bucket = np.where(d <= 2, d, np.ceil(np.log2(np.maximum(d, 1))).astype(np.int64) + 1)
-                self.ulp_hist += np.bincount(np.minimum(bucket, 39), minlength=40)[:40]
-            yc = y[cmp_]
-            self.sum_e2 += float(np.sum(e[cmp_] ** 2))
+                # bucket: d for d <= 2, else ceil(log2 d) + 1 (= bit length of d - 1, plus 1)
+                bucket = np.frexp(np.maximum(d, 2) - 1)[1].astype(np.int64)
+                bucket += 1
+                small = d <= 2
+                bucket[small] = d[small]
+                np.minimum(bucket, 39, out=bucket)
+                self.ulp_hist += np.bincount(bucket, minlength=40)[:40]
+            ec, yc = (e, y) if all_cmp else (e[cmp_], y[cmp_])
+            self.sum_e2 += float(np.sum(ec * ec))
             self.sum_y2 += float(np.sum(yc * yc))
-            self.cr += int(np.sum(got[cmp_] == y_out[cmp_]))
+            self.cr += int(np.count_nonzero(gc == yoc))
         # z-score (expected error of a correct kernel under the declared recipe)
         sig = bb.sigma
         zm = ne if sig is None else ne & np.isfinite(sig)
         if sig is not None and zm.any():
-            sg = np.maximum(sig[zm], np.finfo(np.float64).tiny)
-            z = e[zm] / sg
+            all_z = bool(zm.all())
+            sg = np.maximum(sig if all_z else sig[zm], np.finfo(np.float64).tiny)
+            z = (e if all_z else e[zm]) / sg
             self.z_max = max(self.z_max, float(z.max()))
             self.z_over += int(np.sum(z > Z_P99_LIMIT))
             self.z_sum2 += float(np.sum(z * z))
             self.z_n += int(z.size)
             self.z_hist += np.bincount(_z_bins(z), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
-            s = (got[zm] - y[zm]) / sg
+            s = ((got - y) if all_z else (got[zm] - y[zm])) / sg
             self.s_sum += float(s.sum())
             self.s_sum2 += float(np.sum(s * s))
             self.sig_sum2 += float(np.sum(sg * sg))
@@ -392,9 +449,8 @@ class _Stream:
                                                    minlength=len(_S_EDGES) + 1)
         # would an all-zeros output pass?
         if ne.any():
-            with np.errstate(divide="ignore", invalid="ignore"):
-                tz = tau_gate[ne]
-                zr = np.where(tz > 0, np.abs(y[ne]) / tz, np.where(y[ne] != 0, np.inf, 0.0))
+            ay_ne = np.abs(y) if all_ne else np.abs(y[ne])
+            zr = _ratio(ay_ne, tau_gate if all_ne else tau_gate[ne], None)
             self.zeros_ratio = max(self.zeros_ratio, float(zr.max()))
         if (ex & (y_out != 0)).any() or (exp_nan | exp_inf).any():
             self.zeros_fail = True
@@ -402,19 +458,20 @@ class _Stream:
         if out.kind == "float" and out.p > 8 and self.grid_total < _GRID_SAMPLE:
             nz = cmp_ & (got != 0)
             if nz.any():
-                self.grid_total += int(nz.sum())
-                for c in _GRID_CANDIDATES:
-                    cf = FORMATS[c]
-                    if cf.p >= out.p:
-                        continue
-                    self.grid_got[c] = self.grid_got.get(c, 0) + int(representable(got[nz], cf).sum())
-                    self.grid_exp[c] = self.grid_exp.get(c, 0) + int(representable(y_out[nz], cf).sum())
+                self.grid_total += int(np.count_nonzero(nz))
+                all_nz = bool(nz.all())
+                for c, n in _grid_counts(got if all_nz else got[nz], out).items():
+                    self.grid_got[c] = self.grid_got.get(c, 0) + n
+                for c, n in _grid_counts(y_out if all_nz else y_out[nz], out).items():
+                    self.grid_exp[c] = self.grid_exp.get(c, 0) + n
         # mismatches (for counts and location patterns)
-        mism = unexplained | exact_bad | (r_det > 1) | ((r_prb > 1) if self.statistical else False)
+        mism = unexplained | exact_bad | over_det
+        if self.statistical:
+            mism |= over_prb
         if mism.any():
-            self.mismatch_n += int(mism.sum())
+            self.mismatch_n += int(np.count_nonzero(mism))
             if sum(len(a) for a in self.mismatch_idx) < _MISMATCH_CAP:
-                self.mismatch_idx.append(idx[mism][:_MISMATCH_CAP])
+                self.mismatch_idx.append(np.flatnonzero(mism)[:_MISMATCH_CAP] + e0)
         # worst elements
         score = np.where(unexplained, np.inf, r_prb if self.statistical else r_det)
         terms = bb.terms

@@ -207,6 +207,12 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     t_bytes = (comp_r + comp_w) / (min(agg_bw, p.hbm_core_bw_bytes_per_ns) * cores)
     roof = max(t_flops, t_bytes)
     m["compulsory_hbm_bytes"] = comp_r + comp_w
+    # Explorer memory panel: bytes read again after a tensor's first full read (reloads), useful read share,
+    # and TensorInfo.load_to_sbuf_repeat_factor (the largest per-tensor read/size ratio)
+    touched_r = sum(hbm_touch_r.values())
+    m["hbm_reload_bytes"] = touched_r - comp_r
+    m["useful_read_percent"] = 100.0 * comp_r / touched_r if touched_r else 100.0
+    m["load_repeat_factor_max"] = max((b / sizes[a] for a, b in hbm_touch_r.items() if sizes.get(a)), default=0.0)
     m["roofline_compute_ns"] = t_flops
     m["roofline_memory_ns"] = t_bytes
     m["roofline_lower_bound_ns"] = roof

@@ -125,6 +125,9 @@ def text_summary(est: PerfEstimate) -> str:
                  f"{m['dma_achieved_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s")
     lines.append(f"  HBM read {m['hbm_read_bytes'] / 1e6:.2f} MB, write {m['hbm_write_bytes'] / 1e6:.2f} MB; SBUF peak "
                  f"{m['sbuf_peak_bytes_per_partition']} B/partition, PSUM peak {m['psum_peak_bytes_per_partition']} B")
+    if m.get("hbm_reload_bytes"):
+        lines.append(f"  HBM reloads     {m['hbm_reload_bytes'] / 1e6:.2f} MB re-read (useful reads "
+                     f"{m['useful_read_percent']:.0f}%, a tensor read up to {m['load_repeat_factor_max']:.1f}x)")
     cp = ", ".join(f"{k} {v:.0%}" for k, v in sorted(est.critical_path_share.items(), key=lambda kv: -kv[1])[:5])
     lines.append(f"  critical path   {cp}")
     for tr, d in sorted(est.stalls.items()):

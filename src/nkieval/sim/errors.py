@@ -60,6 +60,9 @@ RULES: dict[str, Rule] = {
              "Kernel arguments and results are HBM tensors; outputs are shared_hbm; LNC degree 1 or 2."),
         Rule("uninitialized", "read of memory never written",
              "Fresh allocations hold garbage on hardware; the simulator fills them with NaN / 4."),
+        Rule("unsupported", "API that nkieval does not model yet",
+             "The documentation does not define its semantics well enough to simulate; nkieval refuses the call "
+             "instead of guessing. This is a gap in nkieval, not a fault of the kernel."),
         Rule("loop-dependency", "iterations of a parallel (affine_range) loop write the same element",
              "Beta-1 affine_range iterations may run in any order; only associative PSUM accumulation is allowed."),
     )
@@ -98,6 +101,8 @@ EXAMPLES: dict[str, str] = {
               "allocated with buffer=nl.shared_hbm",
     "uninitialized": "tensor_copy: reads SBUF tensor 't2'[128, 64] before anything wrote it (garbage on hardware; "
                      "NaN / 4 sentinels in the simulator)",
+    "unsupported": "alloc_tiles: nl.alloc_tiles (NKI 0.7 tiled/blocked layouts) is not supported by nkieval yet: the "
+                   "documentation it follows does not define its semantics",
 }
 #: How each non-plain-error rule is reported (default: an error).
 REPORTED_AS: dict[str, str] = {
@@ -106,6 +111,8 @@ REPORTED_AS: dict[str, str] = {
     "uninitialized": "warning, once per allocation (reads see NaN / 4 sentinels)",
     "sbuf-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',
     "psum-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',
+    "unsupported": "error (`NkiUnsupportedError`, also a `NotImplementedError`, so compatibility reports blame "
+                   "nkieval, not the kernel)",
 }
 
 
@@ -172,6 +179,15 @@ class NkiValidationError(AssertionError):
             "rule": self.rule,
             "location": self.location,
         }
+
+
+class NkiUnsupportedError(NkiValidationError, NotImplementedError):
+    """A documented API that nkieval does not model yet (rule ``unsupported``): the kernel may be
+    fine; the simulator cannot run it."""
+
+    def __init__(self, message: str, *, instruction: str | None = None, operand: str | None = None,
+                 location: str | None = None) -> None:
+        super().__init__(message, instruction=instruction, operand=operand, rule="unsupported", location=location)
 
 
 class NkiSimulatorWarning(UserWarning):

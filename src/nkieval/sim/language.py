@@ -42,7 +42,7 @@ def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str, what: st
         _isa.memset(t, int(value) if t.dtype.is_int else float(value))
     else:
         t.data[...] = dt.cast(np.full(t.shape, value, dtype=np.float64), t.dtype)
-        t.alloc.written = True
+        _isa.core.note_write(t.alloc)
     return t
 
 
@@ -280,6 +280,13 @@ __all__ = [
     "sbuf", "sequential_range", "shared_hbm", "shared_identity_matrix", "softmax", "static_range", "store",
     "sum", "tile_size", "transpose", "var", "where", "zeros", "zeros_like",
 ]
+
+# load_transpose2d, shared_constant, rand, random_seed and the refused names live in language_extra.
+from nkieval.sim.language_extra import (  # noqa: E402, F401, I001
+    __all__ as _extra_all, alloc_blocks, alloc_tiles, blocks, gather_flattened, load_transpose2d, rand,
+    random_seed, shared_constant,
+)
+__all__ += _extra_all
 
 # Device-side control flow (fori_loop, while_loop, dynamic_range, no_reorder) lives in nkieval.sim.control.
 from nkieval.sim.control import __all__ as _control_all, dynamic_range, fori_loop, no_reorder, while_loop  # noqa: E402, F401, I001

@@ -37,6 +37,24 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     return (0.5 * xd * (1 + np.tanh(np.sqrt(2 / np.pi) * (xd + 0.044715 * xd**3)))).astype(_F32)
 
 
+def _sin_hw(x: np.ndarray) -> np.ndarray:
+    """The Scalar engine's ``sin``, which does no range reduction (valid input range [-pi, pi]).
+
+    Inside the range it is sin. Outside, the approximation's edge piece is extrapolated; we model
+    that piece as the cubic Taylor polynomial of sin about +-pi, ``-(x - pi) + (x - pi)**3 / 6``
+    (and its odd mirror below -pi), which reproduces the one documented out-of-range value,
+    ``activation(op=sin)`` of 9.0 = 27.65 (docs/simulator.md, "Activation functions")."""
+    x = np.asarray(x)
+    out = np.sin(x)
+    hi = x > math.pi
+    lo = x < -math.pi
+    if hi.any() or lo.any():
+        d = np.where(hi, x - math.pi, np.where(lo, x + math.pi, 0.0))
+        edge = -d + d * d * d / 6.0
+        out = np.where(hi | lo, edge, out).astype(out.dtype, copy=False)
+    return out
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(_F32)
@@ -121,7 +139,7 @@ UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "copy": lambda x: x, "bypass": lambda x: x, "identity": lambda x: x,
     "abs": np.abs, "negative": np.negative, "sign": np.sign, "square": np.square,
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
-    "reciprocal": lambda x: 1.0 / x, "sin": np.sin, "cos": np.cos, "tan": np.tan, "arctan": np.arctan,
+    "reciprocal": lambda x: 1.0 / x, "sin": _sin_hw, "cos": np.cos, "tan": np.tan, "arctan": np.arctan,
     "tanh": np.tanh, "ceil": np.ceil, "floor": np.floor, "trunc": np.trunc,
     "invert": lambda x: np.invert(np.asarray(x).astype(np.int64)),
     "logical_not": lambda x: (x == 0),

@@ -162,7 +162,9 @@ def wrap_hbm(array: np.ndarray, name: str, dtype: Any = None, buffer: Buffer = S
 class NkiTensor:
     """A view of an allocation. Attributes mirror NKI's ``NkiTensor``."""
 
-    __slots__ = ("_acc", "_ap_base", "alloc", "data", "dtype")
+    # ``_dyn`` (set only on views made by a runtime-index select) is deliberately left unset by
+    # __init__; read it with getattr(t, "_dyn", None).
+    __slots__ = ("_acc", "_ap_base", "_dyn", "_off", "alloc", "data", "dtype")
     __array_priority__ = 1000  # make numpy defer to our operators (Beta-1 front end overloads them)
 
     def __init__(self, data: np.ndarray, alloc: Allocation, dtype: dt.DType) -> None:
@@ -171,6 +173,16 @@ class NkiTensor:
         self.dtype = dtype
         self._ap_base = None
         self._acc: dict[Any, Any] | None = None
+        self._off: int | None = None  # byte offset of ``data`` in the storage (computed lazily)
+
+    def _byte_offset(self) -> int:
+        """Byte offset of this view's first element within its allocation's storage.
+
+        Propagated by indexing; otherwise read once from NumPy (``__array_interface__`` is slow)."""
+        off = self._off
+        if off is None:
+            off = self._off = self.data.__array_interface__["data"][0] - self.alloc.base_ptr
+        return off
 
     # -- attributes -------------------------------------------------------------
     @property
@@ -206,7 +218,7 @@ class NkiTensor:
     @property
     def offset(self) -> int:
         """Element offset of this view within its storage."""
-        return (self.data.__array_interface__["data"][0] - self.alloc.base_ptr) // self.data.dtype.itemsize
+        return self._byte_offset() // self.data.dtype.itemsize
 
     @property
     def is_on_chip(self) -> bool:
@@ -243,6 +255,32 @@ class NkiTensor:
             f"dimension size of {self.shape[dim]}", operand=nm, rule="out-of-bounds")
 
     def _index(self, key: Any) -> NkiTensor:
+        # Fast path: keys made of plain ints, int slices and nl.ds with int fields (what kernels
+        # write in loops) have their normalisation memoised per (shape, on-chip, key).
+        sig = _key_signature(key)
+        if sig is not None:
+            data = self.data
+            alloc = self.alloc
+            ck = (data.shape, alloc.buffer.kind != "hbm", sig)
+            hit = _INDEX_CACHE.get(ck)
+            if hit is None:
+                norm = self._normalize(key)
+                hit = (norm, _starts(norm))
+                if len(_INDEX_CACHE) >= _INDEX_CACHE_MAX:
+                    _INDEX_CACHE.clear()
+                _INDEX_CACHE[ck] = hit
+            norm, starts = hit
+            t = NkiTensor(data[norm], alloc, self.dtype)
+            off = self._off
+            if starts is not None and off is not None:
+                for s_, st in zip(starts, data.strides):
+                    off += s_ * st
+                t._off = off
+            return t
+        return NkiTensor(self.data[self._normalize(key)], self.alloc, self.dtype)
+
+    def _normalize(self, key: Any) -> tuple[Any, ...]:
+        """The NumPy index for an NKI key (bounds and NKI's rank rules checked)."""
         if not isinstance(key, tuple):
             key = (key,)
         if any(k is Ellipsis for k in key):
@@ -314,7 +352,7 @@ class NkiTensor:
             # every dimension indexed by an integer: keep a 1-element *view* (not a NumPy scalar copy)
             last = norm[-1]
             norm[-1] = slice(last, last + 1)
-        return NkiTensor(self.data[tuple(norm)], self.alloc, self.dtype)
+        return tuple(norm)
 
     # -- view methods -------------------------------------------------------------
     def _new(self, data: np.ndarray) -> NkiTensor:
@@ -325,7 +363,13 @@ class NkiTensor:
         key[dim] = slice(start, end, step)
         return self._index(tuple(key))
 
-    def select(self, dim: int, index: int) -> NkiTensor:
+    def select(self, dim: int, index: Any) -> NkiTensor:
+        """Drop dimension ``dim`` at ``index``: an int, or (a runtime index) a [1, 1] integer tensor
+        or a register — the latter once per view, and never on dim 0 of an on-chip tensor."""
+        if not isinstance(index, int | np.integer):
+            from nkieval.sim.indirect import dynamic_select
+
+            return dynamic_select(self, dim, index)
         if self.is_on_chip and dim == 0:
             raise NkiValidationError("select on the partition dimension of an on-chip tensor is not allowed",
                                      rule="indexing")
@@ -334,6 +378,8 @@ class NkiTensor:
         n = self.shape[dim]
         if not 0 <= int(index) < n:
             raise self._oob(dim, int(index), int(index))
+        if self.is_on_chip and self.ndim == 2:  # on-chip tensors stay 2-D
+            key[dim] = slice(int(index), int(index) + 1)
         return self._new(self.data[tuple(key)])
 
     def reshape(self, *shape: Any) -> NkiTensor:
@@ -471,7 +517,28 @@ class NkiTensor:
         return make_ap(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
 
     def get_pattern(self) -> list[list[int]]:
+        """The view's access pattern ``[[stride, count], ...]`` in elements (dim 0 first)."""
+        ind = self._ap_base
+        if ind is not None and hasattr(ind, "pattern"):
+            return [list(p) for p in ind.pattern]
         return [[s, n] for s, n in zip(self.strides, self.shape)]
+
+    def is_indirect(self) -> bool:
+        """Whether the view is resolved at run time (vector_select, .ap(vector_offset=), .indirect())."""
+        return self._ap_base is not None
+
+    def vector_select(self, dim: int, offsets: Any) -> NkiTensor:
+        """Rows ``self[offsets[r]]`` (dim 0 of an HBM tensor), gathered or scattered by DMA at run time."""
+        from nkieval.sim.indirect import vector_select
+
+        return vector_select(self, dim, offsets)
+
+    def indirect(self, index: Any, num_elem: int | None = None) -> NkiTensor:
+        """Tensor indirection (trn3): a [P, num_elem] operand of a compute instruction made of the
+        columns at the uint16 offsets in ``index`` (one offset list per partition group)."""
+        from nkieval.sim.indirect import make_indirect
+
+        return make_indirect(self, index, num_elem)
 
     # -- operand description for the trace ----------------------------------------
     def access(self, role: str, mode: str) -> OperandAccess:
@@ -479,11 +546,10 @@ class NkiTensor:
         records treat operands as immutable, so one ``OperandAccess`` per (role, mode) is shared."""
         cache = self._acc
         if cache is None:
-            cache = self._acc = {}
-        else:
-            hit = cache.get((role, mode))
-            if hit is not None:
-                return hit
+            cache = self._acc = self._view_cache()
+        hit = cache.get((role, mode))
+        if hit is not None:
+            return hit
         geo = cache.get(None)
         if geo is None:
             geo = cache[None] = self._geometry()
@@ -491,12 +557,26 @@ class NkiTensor:
         cache[(role, mode)] = acc
         return acc
 
+    def _view_cache(self) -> dict[Any, Any]:
+        """The operand cache shared by every view of this allocation with the same geometry
+        (byte offset, shape, strides, dtype): fresh slice views such as ``t[0:rows]`` made on
+        every loop iteration reuse the geometry and ``OperandAccess`` objects of the first."""
+        data = self.data
+        views = self.alloc.views
+        key = (self._byte_offset(), data.shape, data.strides, self.dtype.name, data.dtype.itemsize)
+        cache = views.get(key)
+        if cache is None:
+            if len(views) >= _VIEW_CACHE_MAX:
+                views.clear()
+            cache = views[key] = {}
+        return cache
+
     def _geometry(self) -> tuple[Any, ...]:
         """The trace fields that depend only on the view (everything but role and mode)."""
         a = self.alloc
         data = self.data
         isz = data.dtype.itemsize
-        off = data.__array_interface__["data"][0] - a.base_ptr
+        off = self._byte_offset()
         shape = data.shape
         strides = data.strides
         buf = a.buffer
@@ -527,6 +607,50 @@ class NkiTensor:
         pattern = tuple((s // isz, n) for n, s in zip(free_shape, free_strides))
         return (buf.kind, a.id, shape, self.dtype.name, int(pstart), int(nparts), int(lo), int(hi),
                 int(data.size * isz), int(run), pattern, a.name)
+
+
+_INDEX_CACHE: dict[Any, Any] = {}
+_INDEX_CACHE_MAX = 1 << 16
+_VIEW_CACHE_MAX = 1 << 12  # distinct view geometries remembered per allocation
+
+
+def _key_signature(key: Any) -> tuple[Any, ...] | None:
+    """A hashable form of an index key made only of ints, int slices and int ``nl.ds``; None
+    for anything else (Ellipsis, NumPy integers, loop registers …), which takes the full path."""
+    items = key if type(key) is tuple else (key,)
+    sig: list[Any] = []
+    for k in items:
+        tk = type(k)
+        if tk is int:
+            sig.append(k)
+        elif tk is slice:
+            a, b, c = k.start, k.stop, k.step
+            if (a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int):
+                sig.append((a, b, c))
+            else:
+                return None
+        elif tk is DynSlice:
+            a, n, c = k.start, k.size, k.step
+            if type(a) is int and type(n) is int and type(c) is int:
+                sig.append((a, a + n * c, c))
+            else:
+                return None
+        else:
+            return None
+    return tuple(sig)
+
+
+def _starts(norm: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """Per-dimension first index of a normalised key (None if a slice runs backwards)."""
+    out = []
+    for k in norm:
+        if type(k) is int:
+            out.append(k)
+        elif k.step is None or k.step > 0:
+            out.append(k.start or 0)
+        else:
+            return None
+    return tuple(out)
 
 
 def is_tensor(x: Any) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from nkieval.frontends.beta1.errors import Beta1Unsupported
 from nkieval.frontends.beta1.index import IndexExpr, affine_form, broadcast_shape
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.tensor import DynSlice, NkiTensor
@@ -244,9 +245,10 @@ class Access(TileOps):
                 arrays.append(k.values)
             elif isinstance(k, NkiTensor | Access):
                 if tensor.is_on_chip or d != 0:
-                    raise NkiValidationError(
+                    raise Beta1Unsupported(
                         f"dynamic (tensor) indices are supported only on the first dimension of an HBM tensor "
-                        f"(indexing '{name}' on dimension {d} in {tensor.buffer})", operand=name, rule="indexing")
+                        f"(indexing '{name}' on dimension {d} in {tensor.buffer}); nkieval does not implement other "
+                        "dynamic indices yet")
                 shp = tuple(k.shape)
                 if len(shp) != 2 or shp[1] != 1:
                     raise NkiValidationError(f"an index tile must be [P, 1], got {list(shp)}", operand=name,

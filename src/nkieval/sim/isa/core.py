@@ -20,6 +20,7 @@ import numpy as np
 from nkieval.sim import dtypes as dt
 from nkieval.sim.context import SimContext, current, maybe_current, user_frame
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.memory import SBUF
 from nkieval.sim.ops import ARITH, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, Op
 from nkieval.sim.tensor import NkiTensor
 from nkieval.sim.trace import OperandAccess, TraceRecord
@@ -54,6 +55,10 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
                     f"{_GEN_NAMES[min_generation]} or later", instruction=name, rule="generation",
                     location=_loc(ctx))
             try:
+                if ctx.__dict__.get("has_indirect"):  # set once the program makes an indirect view
+                    from nkieval.sim.indirect import indirect_call
+
+                    return indirect_call(ctx, name, engine, fn, args, kwargs)
                 return fn(ctx, *args, **kwargs)
             except NkiValidationError as e:
                 if e.instruction is None:
@@ -94,7 +99,8 @@ def tensor_arg(t: Any, role: str) -> NkiTensor:
 
 def check_buffer(t: NkiTensor, role: str, allowed: Iterable[str], why: str = "") -> None:
     kind = t.alloc.buffer.kind
-    allowed = tuple(allowed)
+    if type(allowed) is not tuple:
+        allowed = tuple(allowed)
     if kind not in allowed:
         exp = "|".join(allowed)
         extra = f" ({why})" if why else ""
@@ -104,7 +110,7 @@ def check_buffer(t: NkiTensor, role: str, allowed: Iterable[str], why: str = "")
 
 
 def check_partitions(ctx: SimContext, t: NkiTensor, role: str) -> int:
-    p = t.shape[0]
+    p = t.data.shape[0]
     pmax = ctx.target.partitions
     if p > pmax:
         raise NkiValidationError(f"{role} partition dimension {p} exceeds maximum {pmax}", operand=role,
@@ -114,21 +120,24 @@ def check_partitions(ctx: SimContext, t: NkiTensor, role: str) -> int:
 
 def check_same_partitions(pairs: list[tuple[str, NkiTensor]]) -> None:
     (r0, t0), *rest = pairs
+    p0 = t0.data.shape[0]
     for r, t in rest:
-        if t.shape[0] != t0.shape[0]:
+        if t.data.shape[0] != p0:
             raise NkiValidationError(
                 f"number of partitions mismatch: {r0}{list(t0.shape)} has {t0.shape[0]}, {r}{list(t.shape)} has "
                 f"{t.shape[0]}", operand=r, rule="partition-mismatch")
 
 
 def free_size(t: NkiTensor) -> int:
-    return t.size // t.shape[0] if t.ndim else 1
+    d = t.data
+    return d.size // d.shape[0] if d.ndim else 1
 
 
 def check_same_free(pairs: list[tuple[str, NkiTensor]]) -> None:
     (r0, t0), *rest = pairs
+    f0 = free_size(t0)
     for r, t in rest:
-        if free_size(t) != free_size(t0):
+        if free_size(t) != f0:
             raise NkiValidationError(
                 f"elements per partition mismatch: {r0}{list(t0.shape)} has {free_size(t0)}, {r}{list(t.shape)} has "
                 f"{free_size(t)}", operand=r, rule="shape-mismatch")
@@ -225,14 +234,63 @@ def read(t: NkiTensor) -> np.ndarray:
     a = t.data
     if a.dtype == np.float32:
         return a
+    return _to_f32(a)
+
+
+def _to_f32(a: np.ndarray) -> np.ndarray:
     if a.dtype == _BF16:  # bf16 -> fp32 is a 16-bit shift; ~1.5x faster than ml_dtypes' astype
-        out = np.empty(a.shape, np.uint32)
-        np.left_shift(a.view(np.uint16), 16, out=out, dtype=np.uint32)
+        out = a.view(np.uint16).astype(np.uint32)
+        out <<= 16
         return out.view(np.float32)
     return a.astype(np.float32)
 
 
 _BF16 = np.dtype(dt.bfloat16.storage)
+_F32 = np.dtype(np.float32)
+# NKIEVAL_SIM_CHECK_F32_CACHE=1: compare every cached fp32 read with a fresh conversion (a debug
+# aid proving that every write path drops the cache; the test-suite can be run with it).
+_CHECK_F32_CACHE = os.environ.get("NKIEVAL_SIM_CHECK_F32_CACHE", "") not in ("", "0")
+
+
+def read_f32(t: NkiTensor) -> np.ndarray:
+    """Like :func:`read`, for instructions that only *read* the result (never modify it).
+
+    SBUF operands in a narrow float dtype that are read over and over (the resident operands of a
+    tiled matmul) are converted to fp32 once: after an allocation's reads since its last write
+    add up to its size, a whole-storage fp32 copy is kept on the allocation and views of it are
+    returned (read-only). Every write drops the copy (:func:`mark_written`, :func:`note_write`),
+    so the values are always those of :func:`read`; the amortised conversion work is at most
+    twice that of converting on every read.
+    """
+    data = t.data
+    if data.dtype == _F32:
+        _check_initialized(t)
+        return data
+    a = t.alloc
+    storage = a.storage
+    if a.buffer is not SBUF or data.dtype != storage.dtype or not t.dtype.is_float:
+        return read(t)
+    f32 = a.f32
+    if f32 is None:
+        a.f32_reads += data.size
+        if a.f32_reads < storage.size:
+            return read(t)
+        _check_initialized(t)
+        f32 = a.f32 = _to_f32(storage)
+    else:
+        _check_initialized(t)
+    isz = data.dtype.itemsize
+    try:
+        v = np.ndarray(data.shape, _F32, f32, t._byte_offset() // isz * 4, tuple(s // isz * 4 for s in data.strides))
+    except (ValueError, TypeError):  # a view NumPy cannot rebuild over the copy: convert it directly
+        return _to_f32(data)
+    v.flags.writeable = False
+    if _CHECK_F32_CACHE:
+        fresh = _to_f32(data)
+        if not np.array_equal(v.view(np.uint32), fresh.view(np.uint32)):
+            raise AssertionError(f"stale fp32 cache of allocation {a.name or a.id}: a write bypassed "
+                                 "isa.core.mark_written / note_write")
+    return v
 
 
 def read_exact(t: NkiTensor) -> np.ndarray:
@@ -258,20 +316,45 @@ def write_bits(t: NkiTensor, values: np.ndarray) -> None:
 
 
 def mark_written(t: NkiTensor, *, matmul: bool) -> None:
-    """Record that ``t``'s elements were written (and, in PSUM, by which kind of instruction)."""
+    """Record that ``t``'s elements were written (and, in PSUM, by which kind of instruction).
+
+    Every store into simulated memory must end here or in :func:`note_write`: they also drop the
+    allocation's cached fp32 copy (:func:`read_f32`)."""
     a = t.alloc
     a.written = True
+    if a.f32 is not None or a.f32_reads:
+        a.f32 = None
+        a.f32_reads = 0
     if a.mm_written is not None:
         flag_view(t, a.mm_written)[...] = matmul
         flag_view(t, a.other_written)[...] = not matmul
 
 
+def note_write(alloc: Any) -> None:
+    """Record a store made straight into ``alloc``'s storage (scatters): written, fp32 copy dropped."""
+    alloc.written = True
+    drop_f32(alloc)
+
+
+def drop_f32(alloc: Any) -> None:
+    """Forget ``alloc``'s cached fp32 copy (:func:`read_f32`): its storage changed."""
+    alloc.f32 = None
+    alloc.f32_reads = 0
+
+
 def flag_view(t: NkiTensor, flags: np.ndarray) -> np.ndarray:
     """The view of a per-element flag array (same shape as storage) matching ``t``'s view."""
-    isz = t.data.dtype.itemsize
-    off = t.offset
-    strides = tuple((s // isz) * flags.itemsize for s in t.data.strides)
-    return np.lib.stride_tricks.as_strided(flags.reshape(-1)[off:], shape=t.shape, strides=strides)
+    data = t.data
+    isz = data.dtype.itemsize
+    fsz = flags.itemsize
+    off = t._byte_offset() // isz
+    strides = tuple((s // isz) * fsz for s in data.strides)
+    try:
+        if flags.flags.c_contiguous:
+            return np.ndarray(data.shape, flags.dtype, flags, off * fsz, strides)
+    except (ValueError, TypeError):
+        pass
+    return np.lib.stride_tricks.as_strided(flags.reshape(-1)[off:], shape=data.shape, strides=strides)
 
 
 def write(ctx: SimContext, t: NkiTensor, values: Any, *, matmul: bool = False) -> None:
@@ -383,10 +466,16 @@ def int_value(x: Any, role: str) -> int:
     return int(x)
 
 
+_ENUM_VALUES: dict[Any, frozenset[int]] = {}
+
+
 def enum_value(x: Any, enum_cls: Any, role: str) -> int:
     """The int value of an ``nki.isa`` enum argument (member or its int), validated against the enum."""
     v = getattr(x, "value", x)
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or int(v) not in {int(m) for m in enum_cls}:
+    values = _ENUM_VALUES.get(enum_cls)
+    if values is None:
+        values = _ENUM_VALUES[enum_cls] = frozenset(int(m) for m in enum_cls)
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or int(v) not in values:
         names = ", ".join(f"{enum_cls.__name__}.{m.name}" for m in enum_cls)
         raise NkiValidationError(f"{role} must be one of {names}, got {x!r}", operand=role, rule="argument")
     return int(v)

@@ -14,6 +14,7 @@ from nkieval.sim.isa.core import (
     enum_value,
     instruction,
     int_value,
+    note_write,
     read,
     read_bits,
     read_exact,
@@ -49,7 +50,7 @@ def _gather(ctx: Any, src: NkiTensor, oob: int, role: str) -> tuple[np.ndarray, 
     idx = idx[:rows]
     offs = ind.element_offsets(idx)
     n = ind.flat.size
-    row_ok = np.all((offs >= 0) & (offs < n), axis=tuple(range(1, offs.ndim)))
+    row_ok = np.all((offs >= 0) & (offs < n), axis=tuple(range(1, offs.ndim))) & ind.rows_ok(idx)
     if not row_ok.all() and oob == OobMode.error:
         bad = int(np.nonzero(~row_ok)[0][0])
         raise NkiValidationError(
@@ -124,7 +125,7 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
             dt.cast(vals, target_dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
         okb = np.broadcast_to(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs.shape)
         flat[offs[okb]] = conv[okb]
-        dst.alloc.written = True
+        note_write(dst.alloc)
         accesses = [dst.access("dst", "w"), dst_ind.index.access("vector_offset", "r"), src.access("src", "r")]
     else:
         if not cast:

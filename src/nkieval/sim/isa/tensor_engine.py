@@ -15,8 +15,10 @@ from nkieval.sim.isa.core import (
     flag_view,
     free_size,
     instruction,
-    read,
+    mark_written,
+    note_write,
     read_exact,
+    read_f32,
     record,
     resolve_engine,
     tensor_arg,
@@ -41,8 +43,20 @@ def _check_psum_bank(ctx: Any, dst: NkiTensor, role: str = "dst") -> None:
             f"one matmul output must stay in one bank ({bank // 4} fp32 elements)", operand=role, rule="psum-bank")
 
 
+_DTYPES_OK: set[tuple[str, ...]] = set()  # dtype combinations already accepted, per target
+
+
 def _matmul_dtypes(ctx: Any, stationary: NkiTensor, moving: NkiTensor, dst: NkiTensor,
                    transpose_mode: bool = False) -> None:
+    key = (ctx.target.name, stationary.dtype.name, moving.dtype.name, dst.dtype.name, str(transpose_mode))
+    if key in _DTYPES_OK:
+        return
+    _check_matmul_dtypes(ctx, stationary, moving, dst, transpose_mode)
+    _DTYPES_OK.add(key)
+
+
+def _check_matmul_dtypes(ctx: Any, stationary: NkiTensor, moving: NkiTensor, dst: NkiTensor,
+                         transpose_mode: bool) -> None:
     allowed = list(MATMUL_INPUT_DTYPES)
     if ctx.target.has("float8_e4m3fn_matmul"):
         allowed.append(dt.float8_e4m3fn)
@@ -94,11 +108,11 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
             if t.ndim != 3 or t.shape[1] != 2:
                 raise NkiValidationError(f"double_row {role} must be [K, 2, F] (second dim exactly 2), got "
                                          f"{list(t.shape)}", operand=role, rule="shape-mismatch")
-        st = read(stationary).transpose(1, 0, 2).reshape(2 * stationary.shape[0], -1)
-        mv = read(moving).transpose(1, 0, 2).reshape(2 * moving.shape[0], -1)
-    else:
-        st = read(stationary).reshape(stationary.shape[0], -1)
-        mv = read(moving).reshape(moving.shape[0], -1)
+        st = read_f32(stationary).transpose(1, 0, 2).reshape(2 * stationary.shape[0], -1)
+        mv = read_f32(moving).transpose(1, 0, 2).reshape(2 * moving.shape[0], -1)
+    else:  # read_f32: SBUF operands read again and again are converted to fp32 once (read-only views)
+        st = read_f32(stationary).reshape(stationary.shape[0], -1)
+        mv = read_f32(moving).reshape(moving.shape[0], -1)
     K, M = stationary.shape[0], st.shape[1]
     N = mv.shape[1]
     if moving.shape[0] != K:
@@ -127,30 +141,45 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
         with np.errstate(all="ignore"):
             res = (st.astype(np.float32, copy=False).T @ mv.astype(np.float32, copy=False)).reshape(dst.shape)
     mm = flag_view(dst, dst.alloc.mm_written)
-    other = flag_view(dst, dst.alloc.other_written)
+    # Which elements accumulate: all (add_mask None, accumulated), none, or those in add_mask.
+    add_mask = None
     if accumulate is None:
-        add_mask = mm.copy()
+        accumulated = bool(mm.all())
+        if not accumulated and mm.any():
+            add_mask = mm.copy()
+            accumulated = True
     elif accumulate:
         if not mm.all():
+            other = flag_view(dst, dst.alloc.other_written)
             if other.any() and T.generation < 4:
                 ctx.warn("accumulate=True onto PSUM written by a non-matmul instruction (memset/copy) is undefined "
                          "on NeuronCore-v2/v3", rule="psum-accumulate", instruction="nc_matmul")
             else:
                 ctx.warn("accumulate=True onto PSUM that no matmul has written (uninitialised accumulator)",
                          rule="psum-accumulate", instruction="nc_matmul")
-        add_mask = np.ones(dst.shape, dtype=bool)
+        accumulated = True
     else:
-        add_mask = np.zeros(dst.shape, dtype=bool)
-    if add_mask.any():
-        cur = dst.data  # PSUM accumulator state (already warned if never matmul-written)
-        with np.errstate(all="ignore"):  # the whole tile accumulates in the common case: skip the select
-            res = cur + res if add_mask.all() else np.where(add_mask, cur.astype(np.float32) + res, res)
-    write(ctx, dst, res, matmul=True)
+        accumulated = False
+    cur = dst.data  # PSUM accumulator state (already warned if never matmul-written)
+    if accumulated and add_mask is None and cur.dtype == np.float32 and not dst.dtype.tf32 \
+            and res.dtype == np.float32:
+        # The common case: the whole fp32 tile accumulates; add in place (what write() would store).
+        with np.errstate(all="ignore"):
+            np.add(cur, res, out=cur)
+        if accumulate is None:
+            note_write(dst.alloc)  # every element was already matmul-written: the PSUM flags stand
+        else:
+            mark_written(dst, matmul=True)
+    else:
+        if accumulated:
+            with np.errstate(all="ignore"):  # the whole tile accumulates in the common case: skip the select
+                res = cur + res if add_mask is None else np.where(add_mask, cur.astype(np.float32) + res, res)
+        write(ctx, dst, res, matmul=True)
     record(ctx, "nc_matmul", "tensor",
-           [dst.access("dst", "rw" if add_mask.any() else "w"), stationary.access("stationary", "r"),
+           [dst.access("dst", "rw" if accumulated else "w"), stationary.access("stationary", "r"),
             moving.access("moving", "r")],
            K=int(st.shape[0]), M=int(M), N=int(N), accumulate=None if accumulate is None else bool(accumulate),
-           accumulated=bool(add_mask.any()), perf_mode="double_row" if pm else "none", is_transpose=bool(is_transpose),
+           accumulated=accumulated, perf_mode="double_row" if pm else "none", is_transpose=bool(is_transpose),
            tile_position=list(tile_position or ()), tile_size=list(tile_size or ()),
            stationary_onezero=bool(is_stationary_onezero), moving_onezero=bool(is_moving_onezero))
 

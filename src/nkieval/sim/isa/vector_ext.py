@@ -25,6 +25,7 @@ from nkieval.sim.isa.core import (
     check_same_free,
     free_size,
     instruction,
+    note_write,
     read,
     record,
     scalar_or_vector,
@@ -287,7 +288,7 @@ def _rows_of(t: NkiTensor, oob: int, role: str) -> tuple[np.ndarray, np.ndarray]
         raise NkiValidationError(f"vector_offset has {idx.size} indices but the pattern needs {rows}", operand=role,
                                  rule="shape-mismatch")
     offs = ind.element_offsets(idx[:rows])
-    ok = np.all((offs >= 0) & (offs < ind.flat.size), axis=tuple(range(1, offs.ndim)))
+    ok = np.all((offs >= 0) & (offs < ind.flat.size), axis=tuple(range(1, offs.ndim))) & ind.rows_ok(idx[:rows])
     if not ok.all() and oob == OobMode.error:
         bad = int(np.nonzero(~ok)[0][0])
         raise NkiValidationError(f"indirect {role} index {int(idx[bad])} at row {bad} is out of bounds",
@@ -367,7 +368,7 @@ def _dma_rmw(ctx: Any, dst: NkiTensor, srcs: list[NkiTensor], indirect: list[int
         cur = flat[np.where(okb, offs, 0)].astype(np.float32)
         new = dt.cast(cur + vals, dst.dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
         flat[offs[okb]] = new[okb]
-        dst.alloc.written = True
+        note_write(dst.alloc)
         accesses += [dst._ap_base.index.access("vector_offset", "r"), other.access("src", "r")]
         return
     # gather RMW: dst(SB) = dst(SB) + src(HBM)[idx]

@@ -1,0 +1,431 @@
+"""Conformance table for ``NkiTensor`` view methods with runtime indices (``vector_select``, dynamic
+``select``, ``indirect``, ``is_indirect``, ``get_pattern``) and the ``nl.*`` calls added with them
+(``load_transpose2d``, ``shared_constant``, ``rand``, ``random_seed``, ``dropout``, and the names the
+simulator refuses). Expectations come from ``shared/research/nki-api.md`` §3.1–3.2, §6.1–6.2; where
+nkieval had to choose a reading (tensor indirection's index layout), docs/simulator.md says which.
+
+Rows for view methods use the api name ``tensor.<method>`` (see conf_coverage.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+from conf_kit import Case, Illegal, load, randn, ret, tile
+
+P, F = 32, 10
+X = randn(P, F)
+ROWS = randn(12, 6)
+OFFS = np.array([7, 2, 5, 9], np.uint16)  # tensor-indirection column offsets
+IDX = np.tile(OFFS, (P, 1))  # every partition of every group uses the same offsets
+VIDX = np.array([[5], [0], [3], [5]], np.int32)  # vector_select rows (of ROWS[2:8])
+SEED = np.array([[1234]], np.int32)
+
+
+# ---- vector_select (HBM dim 0, resolved by DMA) -----------------------------------------------------
+def k_vector_select_gather(x, idx):
+    ix = load(idx)
+    v = x[2:8].vector_select(0, ix)
+    t = tile(v.shape)
+    nisa.dma_copy(dst=t, src=v)
+    return ret(t)
+
+
+def k_vector_select_scatter(x, idx):
+    ix = load(idx)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    src = tile((idx.shape[0], x.shape[1]))
+    nisa.memset(dst=src, value=-1.0)
+    nisa.dma_copy(dst=out[2:8].vector_select(0, ix), src=src)
+    return out
+
+
+def _scatter_ref(x, idx):
+    o = x.copy()
+    o[2 + idx[:, 0]] = -1.0
+    return o
+
+
+def k_vector_select_skip(x, idx):
+    ix = load(idx)
+    t = tile((idx.shape[0], x.shape[1]))
+    nisa.memset(dst=t, value=0.0)
+    nisa.dma_copy(dst=t, src=x[2:8].vector_select(0, ix), oob_mode=nisa.oob_mode.skip)
+    return ret(t)
+
+
+def _skip_ref(x, idx):
+    v = x[2:8]
+    return np.stack([v[i] if 0 <= i < 6 else np.zeros(x.shape[1], np.float32) for i in idx[:, 0]])
+
+
+# ---- dynamic select ----------------------------------------------------------------------------------
+def k_select_tensor(x, i):
+    ii = load(i)
+    xs = load(x)
+    v = xs.select(1, ii)  # [P, A, B] -> [P, B] at A = i
+    t = tile(v.shape)
+    nisa.tensor_copy(dst=t, src=v)
+    return ret(t)
+
+
+def k_select_register(x, i):
+    ii = load(i)
+    r = nisa.register_alloc()
+    nisa.register_load(r, ii)
+    t = tile((1, x.shape[1]))
+    nisa.dma_copy(dst=t, src=x.select(0, r))  # HBM: dim 0 is fine
+    return ret(t)
+
+
+def k_select_int_on_chip(x):
+    xs = load(x)
+    v = xs.select(1, 3)  # on chip a [P, F] tensor stays 2-D: [P, 1]
+    t = tile(v.shape)
+    nisa.tensor_copy(dst=t, src=v)
+    return ret(t)
+
+
+# ---- queries ------------------------------------------------------------------------------------------
+def k_queries(x, idx, y):
+    ix = load(idx)
+    xs = load(y)
+    v = x[2:8].vector_select(0, ix)
+    flags = (x.is_indirect(), v.is_indirect(), xs.is_indirect(), xs[:, 2:6].is_indirect())
+    return flags, xs[:, 1:9:2].get_pattern(), x[2:8].get_pattern()
+
+
+# ---- tensor indirection (trn3 compute instructions) ------------------------------------------------
+def k_ti_gather(x, idx):
+    xs = load(x)
+    ix = load(idx)
+    out = tile((x.shape[0], idx.shape[1]))
+    nisa.tensor_copy(dst=out, src=xs.indirect(ix))
+    return ret(out)
+
+
+def k_ti_scatter(x, idx):
+    xs = load(x)
+    ix = load(idx)
+    dense = tile((x.shape[0], idx.shape[1]))
+    nisa.memset(dst=dense, value=1.0)
+    nisa.tensor_scalar(dst=xs.indirect(ix), data=dense, op0=nl.multiply, operand0=-3.0)
+    return ret(xs)
+
+
+def _ti_scatter_ref(x, idx):
+    o = x.copy()
+    o[:, idx[0]] = -3.0
+    return o
+
+
+def k_ti_num_elem(x, idx):
+    xs = load(x)
+    ix = load(idx)
+    out = tile((x.shape[0], 2))
+    nisa.activation(dst=out, op=nl.exp, data=xs.indirect(ix, num_elem=2))
+    return ret(out)
+
+
+def k_ti_per_group(x, idx):  # groups of 16 partitions may use different offsets (Vector engine)
+    return k_ti_gather(x, idx)
+
+
+IDX_GROUPS = np.concatenate([np.tile(OFFS, (16, 1)), np.tile(OFFS[::-1], (16, 1))]).astype(np.uint16)
+
+
+def _per_group_ref(x, idx):
+    return np.stack([x[p, idx[p]] for p in range(x.shape[0])])
+
+
+def k_ti_matmul(a, b, idx):
+    """moving = columns of b chosen at run time (Tensor engine: one offset list per 32 partitions)."""
+    sa, sb, ix = load(a), load(b), load(idx)
+    acc = nl.ndarray((a.shape[1], idx.shape[1]), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=sa, moving=sb.indirect(ix))
+    return ret(acc)
+
+
+A_MM, B_MM = randn(32, 16), randn(32, 12)
+
+
+# ---- nl.* -----------------------------------------------------------------------------------------
+def k_load_transpose2d(x):
+    return ret(nl.load_transpose2d(x))
+
+
+CONST = np.arange(24, dtype=np.float64).reshape(4, 6) / 4
+
+
+def k_shared_constant(x):
+    c = nl.shared_constant(CONST)
+    t = tile(c.shape, c.dtype)
+    nisa.dma_copy(dst=t, src=c)
+    return ret(t), c.dtype == nl.float32
+
+
+def k_rand(seed):
+    s = load(seed)
+    nl.random_seed(s)
+    a = nl.rand((32, 256), nl.float32)
+    b = nl.rand((32, 256), nl.float32)
+    nl.random_seed(s)
+    c = nl.rand((32, 256), nl.float32)
+    return ret(a), ret(b), ret(c)
+
+
+def _check_rand(out: Any) -> None:
+    a, b, c = (np.asarray(o) for o in out)
+    assert a.shape == (32, 256) and a.dtype == np.float32
+    assert a.min() >= 0.0 and a.max() < 1.0
+    assert abs(float(a.mean()) - 0.5) < 0.02 and abs(float(a.var()) - 1 / 12) < 0.01
+    assert not np.array_equal(a, b), "the stream must advance"
+    assert np.array_equal(a, c), "the same seed must give the same stream"
+
+
+def k_dropout(x):
+    t = load(x)
+    return ret(nl.dropout(t, 0.0)), ret(nl.dropout(t, 1.0)), ret(nl.dropout(t, 0.5))
+
+
+XD = (np.abs(randn(32, 256)) + 1.0).astype(np.float32)
+
+
+def _check_dropout(out: Any, x: np.ndarray) -> None:
+    keep, none, half = (np.asarray(o) for o in out)
+    assert np.array_equal(keep, x) and not none.any()
+    dropped = half == 0
+    assert 0.45 < dropped.mean() < 0.55
+    assert np.array_equal(half[~dropped], x[~dropped]), "survivors are not rescaled"
+
+
+CASES: list[Case] = [
+    Case("tensor.vector_select", k_vector_select_gather, (ROWS, VIDX), lambda x, i: x[2:8][i[:, 0]]),
+    Case("tensor.vector_select", k_vector_select_scatter, (ROWS, VIDX[:3]), _scatter_ref, id="scatter"),
+    Case("tensor.vector_select", k_vector_select_skip, (ROWS, np.array([[1], [6], [-1], [4]], np.int32)), _skip_ref,
+         id="oob-skip"),
+    Case("tensor.select", k_select_tensor, (randn(P, 4, 5), np.array([[2]], np.int32)), lambda x, i: x[:, 2]),
+    Case("tensor.select", k_select_register, (ROWS, np.array([[9]], np.int32)), lambda x, i: x[9:10], id="register"),
+    Case("tensor.select", k_select_int_on_chip, (X,), lambda x: x[:, 3:4], id="int-on-chip"),
+    Case("tensor.is_indirect", k_queries, (ROWS, VIDX, X),
+         lambda x, i, y: ((False, True, False, False), [[F, P], [2, 4]], [[6, 6], [1, 6]])),
+    Case("tensor.get_pattern", k_queries, (ROWS, VIDX, X),
+         lambda x, i, y: ((False, True, False, False), [[F, P], [2, 4]], [[6, 6], [1, 6]])),
+    Case("tensor.indirect", k_ti_gather, (X, IDX), lambda x, i: x[:, OFFS], target="trn3"),
+    Case("tensor.indirect", k_ti_scatter, (X, IDX), _ti_scatter_ref, target="trn3", id="scatter"),
+    Case("tensor.indirect", k_ti_num_elem, (X, IDX), lambda x, i: np.exp(x[:, OFFS[:2]]), target="trn3",
+         rtol=1e-5, id="num_elem"),
+    Case("tensor.indirect", k_ti_per_group, (X, IDX_GROUPS), _per_group_ref, target="trn3", id="per-group"),
+    Case("tensor.indirect", k_ti_matmul, (A_MM, B_MM, np.tile(np.array([3, 0, 11], np.uint16), (32, 1))),
+         lambda a, b, i: a.T @ b[:, [3, 0, 11]], target="trn3", rtol=1e-5, atol=1e-5, id="nc_matmul"),
+    Case("nl.load_transpose2d", k_load_transpose2d, (randn(48, 20),), lambda x: x.T),
+    Case("nl.shared_constant", k_shared_constant, (X,), lambda x: (CONST.astype(np.float32), True)),
+    Case("nl.rand", k_rand, (SEED,), check=_check_rand),
+    Case("nl.rand", k_rand, (SEED,), check=_check_rand, target="trn3", id="trn3-rand2"),
+    Case("nl.random_seed", k_rand, (SEED,), check=_check_rand, target="trn1"),
+    Case("nl.dropout", k_dropout, (XD,), check=_check_dropout),
+]
+
+
+# ---- static view methods: a view of an SBUF tile, copied out by the Vector engine ----------------------
+def _view_kernel(make: Any) -> Any:
+    def kernel(x):
+        v = make(load(x))
+        t = tile(v.shape, v.dtype)
+        nisa.tensor_copy(dst=t, src=v)
+        return ret(t)
+
+    return kernel
+
+
+def _hbm_view_kernel(make: Any) -> Any:
+    def kernel(x):
+        v = make(x)
+        t = tile(v.shape, v.dtype)
+        nisa.dma_copy(dst=t, src=v)
+        return ret(t)
+
+    return kernel
+
+
+X3 = randn(P, 4, 6)
+VIEWS = [
+    ("slice", lambda t: t.slice(1, 2, 8, 2), X, lambda x: x[:, 2:8:2]),
+    ("permute", lambda t: t.permute((0, 2, 1)), X3, lambda x: x.transpose(0, 2, 1)),
+    ("broadcast", lambda t: t[:, 3:4].broadcast(1, 5), X, lambda x: np.repeat(x[:, 3:4], 5, 1)),
+    ("broadcast_to", lambda t: t[:, 3:4].broadcast_to((P, 5)), X, lambda x: np.repeat(x[:, 3:4], 5, 1)),
+    ("expand_dim", lambda t: t.expand_dim(1), X, lambda x: x[:, None, :]),
+    ("expand_dims", lambda t: t.expand_dims(2), X, lambda x: x[:, :, None]),
+    ("squeeze_dim", lambda t: t[:, 1:2, :].squeeze_dim(1), X3, lambda x: x[:, 1]),
+    ("reshape", lambda t: t.reshape((P, 2, 5)), X, lambda x: x.reshape(P, 2, 5)),
+    ("reshape_dim", lambda t: t.reshape_dim(1, (5, 2)), X, lambda x: x.reshape(P, 5, 2)),
+    ("flatten_dims", lambda t: t.flatten_dims(1, 2), X3, lambda x: x.reshape(P, 24)),
+    ("rearrange", lambda t: t.rearrange("p (a b) -> p b a", a=2), X, lambda x: x.reshape(P, 2, 5).transpose(0, 2, 1)),
+    ("view", lambda t: t.view(nl.int32), X, lambda x: x.view(np.int32)),
+    ("reinterpret_cast", lambda t: t.reinterpret_cast(nl.uint32), X, lambda x: x.view(np.uint32)),
+    ("ap", lambda t: t.ap([[F, P], [1, 3]], offset=4), X, lambda x: x[:, 4:7]),
+]
+
+
+def k_is_contiguous(x):
+    t = load(x)
+    return t.is_contiguous(), t[:, 0:4].is_contiguous(), x.is_contiguous(), x[1:3].is_contiguous()
+
+
+CASES += [Case(f"tensor.{n}", _view_kernel(make), (arr,), ref) for n, make, arr, ref in VIEWS] + [
+    Case("tensor.ap", _hbm_view_kernel(lambda x: x.ap([[12, 3], [2, 3]], offset=1)), (ROWS,),
+         lambda x: x.reshape(-1)[1:].reshape(-1)[:36].reshape(3, 12)[:, 0:6:2], id="hbm"),
+    Case("tensor.is_contiguous", k_is_contiguous, (ROWS,), lambda x: (True, False, True, True)),
+]
+
+
+# ---- illegal uses -----------------------------------------------------------------------------------
+def _vs_on_chip(x, idx):
+    nisa.dma_copy(dst=tile((4, F)), src=load(x).vector_select(0, load(idx)))
+
+
+def _vs_dim1(x, idx):
+    nisa.dma_copy(dst=tile((4, F)), src=x.vector_select(1, load(idx)))
+
+
+def _vs_float_offsets(x, idx):
+    nisa.dma_copy(dst=tile((4, F)), src=x.vector_select(0, load(idx, nl.float32)))
+
+
+def _vs_in_compute(x, idx):
+    t = tile((4, F))
+    nisa.tensor_copy(dst=t, src=x.vector_select(0, load(idx)))
+
+
+def _sel_partition(x, i):
+    load(x).select(0, load(i))
+
+
+def _sel_twice(x, i):
+    ii = load(i)
+    load(x).select(1, ii).select(1, ii)
+
+
+def _sel_oob(x, i):
+    load(x).select(1, load(i))
+
+
+def _sel_float_index(x, i):
+    load(x).select(1, load(i, nl.float32))
+
+
+def _ti_gen(x, idx):
+    return k_ti_gather(x, idx)
+
+
+def _ti_hbm(x, idx):
+    x.indirect(load(idx))
+
+
+def _ti_index_dtype(x, idx):
+    load(x).indirect(load(idx, nl.int32))
+
+
+def _ti_in_dma(x, idx):
+    nisa.dma_copy(dst=tile((x.shape[0], idx.shape[1])), src=load(x).indirect(load(idx)))
+
+
+def _ti_num_elem(x, idx):
+    load(x).indirect(load(idx), num_elem=99)
+
+
+def _ti_matmul_tile_position(a, b, idx):
+    sa, sb, ix = load(a), load(b), load(idx)
+    acc = nl.ndarray((a.shape[1], idx.shape[1]), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=sa, moving=sb.indirect(ix), tile_position=(32, 0), tile_size=(32, 32))
+
+
+def _lt_sbuf(x):
+    nl.load_transpose2d(load(x))
+
+
+def _lt_3d(x):
+    nl.load_transpose2d(x.reshape((2, 16, F)))
+
+
+def _rand_hbm(x):
+    nl.rand((4, 4), nl.float32, buffer=nl.shared_hbm)
+
+
+def _rand_int(x):
+    nl.rand((4, 4), nl.int32)
+
+
+def _seed_scalar(x):
+    nl.random_seed(7)
+
+
+def _gather_flattened(x):
+    t = load(x)
+    nl.gather_flattened(t, t)
+
+
+def _layout(name: str) -> Any:
+    def kernel(x):
+        getattr(nl, name)((128, 64), nl.float32)
+
+    return kernel
+
+
+def _bad_view(make: Any) -> Any:
+    def kernel(x):
+        make(load(x))
+
+    return kernel
+
+
+IDX_BAD_GROUP = IDX.copy()
+IDX_BAD_GROUP[3, 0] = 1  # partition 3 disagrees with the rest of group 0-15
+IDX_OOB = np.tile(np.array([7, 10], np.uint16), (P, 1))
+
+ILLEGAL: list[Illegal] = [
+    Illegal("tensor.vector_select", _vs_on_chip, (ROWS[:4], VIDX), "indexing", id="on-chip"),
+    Illegal("tensor.vector_select", _vs_dim1, (ROWS, VIDX), "indexing", id="dim1"),
+    Illegal("tensor.vector_select", _vs_float_offsets, (ROWS, VIDX), "dtype"),
+    Illegal("tensor.vector_select", k_vector_select_gather, (ROWS, np.array([[6]], np.int32)), "out-of-bounds"),
+    Illegal("tensor.vector_select", _vs_in_compute, (ROWS, VIDX), "indexing", id="compute-operand"),
+    Illegal("tensor.select", _sel_partition, (X, np.array([[1]], np.int32)), "indexing", id="partition"),
+    Illegal("tensor.select", _sel_twice, (randn(P, 4, 5), np.array([[1]], np.int32)), "indexing", id="twice"),
+    Illegal("tensor.select", _sel_oob, (X, np.array([[F]], np.int32)), "out-of-bounds"),
+    Illegal("tensor.select", _sel_float_index, (X, np.array([[1]], np.int32)), "dtype"),
+    Illegal("tensor.indirect", _ti_gen, (X, IDX), "generation"),
+    Illegal("tensor.indirect", k_ti_gather, (X, IDX_BAD_GROUP), "argument", target="trn3", id="group-offsets"),
+    Illegal("tensor.indirect", k_ti_matmul, (A_MM, B_MM, np.tile(np.array([3, 0, 11], np.uint16), (32, 1))
+                                            * np.r_[np.ones(16), np.zeros(16)].astype(np.uint16)[:, None]),
+            "argument", target="trn3", id="tensor-engine-group-of-32"),
+    Illegal("tensor.indirect", k_ti_gather, (X, IDX_OOB), "out-of-bounds", target="trn3"),
+    Illegal("tensor.indirect", _ti_hbm, (X, IDX), "buffer", target="trn3"),
+    Illegal("tensor.indirect", _ti_index_dtype, (X, IDX), "dtype", target="trn3"),
+    Illegal("tensor.indirect", _ti_in_dma, (X, IDX), "indexing", target="trn3", id="dma-operand"),
+    Illegal("tensor.indirect", _ti_num_elem, (X, IDX), "argument", target="trn3", id="num_elem"),
+    Illegal("tensor.indirect", _ti_matmul_tile_position,
+            (A_MM, B_MM, np.tile(np.array([3, 0, 11], np.uint16), (32, 1))), "argument", target="trn3",
+            id="tile_position"),
+    Illegal("tensor.permute", _bad_view(lambda t: t.permute((1, 0))), (X,), "indexing", id="partition"),
+    Illegal("tensor.reshape", _bad_view(lambda t: t.reshape((16, 20))), (X,), "indexing", id="partition"),
+    Illegal("tensor.reshape", _bad_view(lambda t: t.permute((0, 2, 1)).reshape((P, 24))), (X3,), "indexing",
+            id="needs-copy"),
+    Illegal("tensor.broadcast", _bad_view(lambda t: t[0:1].broadcast(0, 4)), (X,), "indexing", id="partition"),
+    Illegal("tensor.flatten_dims", _bad_view(lambda t: t.flatten_dims(0, 1)), (X,), "indexing", id="partition"),
+    Illegal("tensor.slice", _bad_view(lambda t: t.slice(1, 4, 12)), (X,), "out-of-bounds"),
+    Illegal("tensor.ap", _bad_view(lambda t: t.ap([[3, P], [1, 3]])), (X,), "indexing", id="partition-stride"),
+    Illegal("tensor.ap", _bad_view(lambda t: t.ap([[F, P], [1, 11]])), (X,), "out-of-bounds"),
+    Illegal("nl.load_transpose2d", _lt_sbuf, (X,), "buffer"),
+    Illegal("nl.load_transpose2d", _lt_3d, (randn(32, F),), "argument", id="3d"),
+    Illegal("nl.rand", _rand_hbm, (X,), "buffer"),
+    Illegal("nl.rand", _rand_int, (X,), "dtype"),
+    Illegal("nl.random_seed", _seed_scalar, (X,), "argument"),
+    Illegal("nl.gather_flattened", _gather_flattened, (X,), "argument"),
+    Illegal("nl.alloc_tiles", _layout("alloc_tiles"), (X,), "unsupported", target="trn3"),
+    Illegal("nl.alloc_blocks", _layout("alloc_blocks"), (X,), "unsupported", target="trn3"),
+    Illegal("nl.blocks", _layout("blocks"), (X,), "unsupported", target="trn3"),
+]
