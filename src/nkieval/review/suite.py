@@ -33,7 +33,7 @@ from typing import Any
 import click
 
 from nkieval.tasks.loader import BUILTIN_ROOT, builtin_ids, load_task
-from nkieval.tasks.schema import Task
+from nkieval.tasks.schema import Task, TaskError
 
 ROLES = ("expert", "baseline", "flawed")
 RECORD_VERSION = 1
@@ -74,12 +74,15 @@ class SuiteEntry:
 
 
 def plan(level: int | None = None, tasks: str | None = None, *, roles: Sequence[str] = ROLES,
-         all_targets: bool = True, root: Path | None = None) -> list[SuiteEntry]:
+         all_targets: bool = True, root: Path | None = None,
+         errors: list[str] | None = None) -> list[SuiteEntry]:
     """The entries of a suite run, in a stable order (task id, then role, then target).
 
     ``tasks`` is a comma-separated list of fnmatch patterns over task ids (``"gemm*,rope"``).
     Experts and baselines run on every declared target (``all_targets``), flawed candidates on
-    the task's first (default) target, where the task author judged the flaw.
+    the task's first (default) target, where the task author judged the flaw. A task that does
+    not load is reported in ``errors`` (when given) and skipped, so one broken task cannot stop
+    the suite; without ``errors`` its TaskError propagates.
     """
     ids = sorted(p.name for p in root.iterdir() if (p / "task.toml").is_file()) if root else builtin_ids()
     pats = [p.strip() for p in (tasks or "").split(",") if p.strip()]
@@ -87,7 +90,13 @@ def plan(level: int | None = None, tasks: str | None = None, *, roles: Sequence[
     for tid in ids:
         if pats and not any(fnmatch.fnmatch(tid, p) for p in pats):
             continue
-        task = load_task((root or BUILTIN_ROOT) / tid)
+        try:
+            task = load_task((root or BUILTIN_ROOT) / tid)
+        except TaskError as e:
+            if errors is None:
+                raise
+            errors.append(f"{tid}: {e}")
+            continue
         if level is not None and task.level != level:
             continue
         out.extend(_task_entries(task, roles, all_targets))
@@ -443,7 +452,10 @@ def suite_group() -> None:
 def run_cmd(level: int | None, pattern: str | None, workers: int, results: str, roles: tuple[str, ...],
             default_target_only: bool, seed: int, rerun: bool, no_progress: bool, as_json: bool) -> None:
     """Review every expert, baseline and flawed candidate; exit 1 if any expectation is missed."""
-    entries = plan(level, pattern, roles=roles or ROLES, all_targets=not default_target_only)
+    broken: list[str] = []
+    entries = plan(level, pattern, roles=roles or ROLES, all_targets=not default_target_only, errors=broken)
+    for b in broken:
+        click.echo(f"invalid task (not run): {b}", err=True)
     if not entries:
         click.echo("no tasks match", err=True)
         sys.exit(2)
@@ -455,7 +467,7 @@ def run_cmd(level: int | None, pattern: str | None, workers: int, results: str, 
     else:
         click.echo(format_matrix(m))
         click.echo(f"wall time {time.perf_counter() - t0:.1f} s with {workers} worker(s); results in {results}")
-    sys.exit(0 if m.ok else 1)
+    sys.exit(0 if m.ok and not broken else 1)
 
 
 @suite_group.command("report")

@@ -111,7 +111,9 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
         track_lifetime(alloc, allocator)
     else:
         _record_hbm(ctx, alloc)
-    return NkiTensor(storage, alloc, d)
+    t = NkiTensor(storage, alloc, d)
+    t._off = 0
+    return t
 
 
 def _shared_hbm(ctx: Any, shp: tuple[int, ...], d: dt.DType, name: str, instruction: str) -> NkiTensor | None:
@@ -164,7 +166,7 @@ class NkiTensor:
 
     # ``_dyn`` (set only on views made by a runtime-index select) is deliberately left unset by
     # __init__; read it with getattr(t, "_dyn", None).
-    __slots__ = ("_acc", "_ap_base", "_dyn", "_off", "alloc", "data", "dtype")
+    __slots__ = ("_acc", "_ap_base", "_dyn", "_off", "_subs", "alloc", "data", "dtype")
     __array_priority__ = 1000  # make numpy defer to our operators (Beta-1 front end overloads them)
 
     def __init__(self, data: np.ndarray, alloc: Allocation, dtype: dt.DType) -> None:
@@ -174,6 +176,7 @@ class NkiTensor:
         self._ap_base = None
         self._acc: dict[Any, Any] | None = None
         self._off: int | None = None  # byte offset of ``data`` in the storage (computed lazily)
+        self._subs: dict[Any, Any] | None = None  # fast-path sub-views by key (see _index)
 
     def _byte_offset(self) -> int:
         """Byte offset of this view's first element within its allocation's storage.
@@ -259,6 +262,16 @@ class NkiTensor:
         # write in loops) have their normalisation memoised per (shape, on-chip, key).
         sig = _key_signature(key)
         if sig is not None:
+            subs = self._subs
+            if subs is None:
+                subs = self._subs = {}
+            else:
+                hit = subs.get(sig)
+                if hit is not None:  # this key was used on this view before: a new view of the same data
+                    t = NkiTensor(hit[0], self.alloc, self.dtype)
+                    t._off = hit[1]
+                    t._acc = hit[2]
+                    return t
             data = self.data
             alloc = self.alloc
             ck = (data.shape, alloc.buffer.kind != "hbm", sig)
@@ -271,11 +284,16 @@ class NkiTensor:
                 _INDEX_CACHE[ck] = hit
             norm, starts = hit
             t = NkiTensor(data[norm], alloc, self.dtype)
-            off = self._off
-            if starts is not None and off is not None:
+            if starts is not None:
+                off = self._off
+                if off is None:
+                    off = self._byte_offset()
                 for s_, st in zip(starts, data.strides):
                     off += s_ * st
                 t._off = off
+                if len(subs) >= _SUBS_MAX:
+                    subs.clear()
+                subs[sig] = (t.data, off, t._view_cache())
             return t
         return NkiTensor(self.data[self._normalize(key)], self.alloc, self.dtype)
 
@@ -612,6 +630,7 @@ class NkiTensor:
 _INDEX_CACHE: dict[Any, Any] = {}
 _INDEX_CACHE_MAX = 1 << 16
 _VIEW_CACHE_MAX = 1 << 12  # distinct view geometries remembered per allocation
+_SUBS_MAX = 1 << 10  # sub-views remembered per view
 
 
 def _key_signature(key: Any) -> tuple[Any, ...] | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from nkieval.frontends.nki import isa, language, typing
 from nkieval.sim.context import maybe_current
+from nkieval.sim.dtypes import DType as dtype
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.options import SimOptions
 from nkieval.sim.runner import RunResult, run_kernel
@@ -22,6 +23,9 @@ __version__ = "0.6.0"  # the NKI API version whose semantics this front end foll
 _LAST = threading.local()
 
 _REMOVED_JIT_KWARGS = {"mode", "platform_target"}
+#: ``mode=`` values the current compiler still accepts (the NKI Library uses ``@nki.jit(mode="trace")`` on
+#: sub-kernels and ``mode="auto"`` on entry points); other modes are the Beta-1 launch modes.
+_KEPT_JIT_MODES = ("auto", "trace")
 
 
 def last_result() -> RunResult | None:
@@ -59,8 +63,11 @@ class Kernel:
 
 
 def jit(fn: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
-    """Mark a kernel. ``mode=`` and ``platform_target=`` were removed in NKI 0.3 and are errors."""
+    """Mark a kernel. ``platform_target=`` and the Beta-1 ``mode=`` values were removed in NKI 0.3 and are errors
+    (``mode="auto"`` and ``mode="trace"`` are still accepted and mean a plain ``@nki.jit``)."""
     bad = _REMOVED_JIT_KWARGS & kwargs.keys()
+    if kwargs.get("mode") in _KEPT_JIT_MODES and "platform_target" not in kwargs:
+        bad = set()  # the NKI Library (current API) still writes these: run like a plain @nki.jit
     if bad:
         raise NkiValidationError(
             f"nki.jit got {', '.join(sorted(bad))}=: removed in NKI 0.3 (set NEURON_PLATFORM_TARGET_OVERRIDE for the "
@@ -108,4 +115,4 @@ def benchmark(*args: Any, **kwargs: Any) -> Any:
 
 NkiValidationError = NkiValidationError
 
-__all__ = ["Kernel", "NkiValidationError", "isa", "jit", "language", "last_result", "simulate", "typing"]
+__all__ = ["Kernel", "NkiValidationError", "dtype", "isa", "jit", "language", "last_result", "simulate", "typing"]

@@ -14,4 +14,12 @@ globals().update(_OPS)  # nl.add, nl.exp, ... operator objects (callable as valu
 # wrapper registered in nkieval.sim.ops.LANGUAGE_IMPL.
 globals().update({n: getattr(_lang, n) for n in _lang.__all__ if n not in _OPS})
 
-__all__ = sorted({*_lang.__all__, *_OPS, *_DTYPES})
+
+class NKIObject:
+    """Base of user classes passed to / used inside kernels (``@dataclass class Cfg(nl.NKIObject)``).
+
+    The compiler converts such objects via their ``__dict__``; in the simulator they are plain Python objects.
+    """
+
+
+__all__ = sorted({*_lang.__all__, *_OPS, *_DTYPES, "NKIObject"})

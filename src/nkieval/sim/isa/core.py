@@ -20,7 +20,6 @@ import numpy as np
 from nkieval.sim import dtypes as dt
 from nkieval.sim.context import SimContext, current, maybe_current, user_frame
 from nkieval.sim.errors import NkiValidationError
-from nkieval.sim.memory import SBUF
 from nkieval.sim.ops import ARITH, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, Op
 from nkieval.sim.tensor import NkiTensor
 from nkieval.sim.trace import OperandAccess, TraceRecord
@@ -268,12 +267,12 @@ def read_f32(t: NkiTensor) -> np.ndarray:
         return data
     a = t.alloc
     storage = a.storage
-    if a.buffer is not SBUF or data.dtype != storage.dtype or not t.dtype.is_float:
+    if a.buffer.kind != "sbuf" or data.dtype != storage.dtype or not t.dtype.is_float:
         return read(t)
     f32 = a.f32
     if f32 is None:
         a.f32_reads += data.size
-        if a.f32_reads < storage.size:
+        if a.f32_reads < storage.size and not _CHECK_F32_CACHE:  # the check builds copies at once
             return read(t)
         _check_initialized(t)
         f32 = a.f32 = _to_f32(storage)

@@ -39,6 +39,7 @@ from nkieval.sim.ops import ARITH, BITVEC, REDUCIBLE, Op, as_op
 __all__ = ["apply_binary", "check_op_available", "write_state"]
 
 _INT32 = (dt.int32, dt.uint32)
+_INT32_NAMES = frozenset(d.name for d in _INT32)
 _BITVEC_BINARY = BITVEC - {"invert"}
 
 
@@ -96,8 +97,10 @@ def tensor_tensor(ctx: Any, dst: Any, data1: Any, data2: Any, op: Any, engine: A
     if op.name not in ARITH and op.name not in _BITVEC_BINARY:
         raise NkiValidationError(f"op {op.name} is not a binary ALU operator", operand="op", rule="argument")
     check_op_available(ctx, op, "tensor_tensor")
-    all_int32 = all(t.dtype in _INT32 for t in (dst, data1, data2))
-    any_psum = any(t.alloc.buffer.kind == "psum" for t in (dst, data1, data2))
+    all_int32 = dst.dtype.name in _INT32_NAMES and data1.dtype.name in _INT32_NAMES \
+        and data2.dtype.name in _INT32_NAMES
+    any_psum = dst.alloc.buffer.kind == "psum" or data1.alloc.buffer.kind == "psum" \
+        or data2.alloc.buffer.kind == "psum"
     if op.name == "power":
         if any_psum:
             raise NkiValidationError("op=power runs on GpSimd, which cannot access PSUM", operand="op", rule="buffer")

@@ -16,6 +16,8 @@ from nkieval.sim.isa.enums import (
     reduce_cmd,
 )
 
+from . import constants  # ``nki.isa.constants`` (``from nki.isa.constants import oob_mode``)
+
 globals().update({name: info.fn for name, info in _INSTRUCTIONS.items()})
 
 # deprecated engine aliases
@@ -37,6 +39,6 @@ def get_nc_sub_version() -> int:
     return 0
 
 
-__all__ = [*sorted(_INSTRUCTIONS), "NkiValidationError", "dge_mode", "dma_engine", "engine", "get_nc_sub_version",
+__all__ = [*sorted(_INSTRUCTIONS), "NkiValidationError", "constants", "dge_mode", "dma_engine", "engine", "get_nc_sub_version",
            "get_nc_version", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd"]
 del _isa
