@@ -110,7 +110,7 @@ def test_lnc_degree_rules():
 
 
 def test_removed_jit_kwargs_are_errors():
-    with pytest.raises(NkiValidationError, match=r"mode=: removed in NKI 0\.3"):
+    with pytest.raises(NkiValidationError, match=r"mode='simulation': removed in NKI 0\.3"):
         nki.jit(mode="simulation")
 
 

@@ -1,7 +1,8 @@
 """Every task's kernel.cu is real CUDA: it compiles with nvcc (skipped, with the reason, without it).
 
 The files are compiled in parallel (``nvcc -c -o /dev/null``, a few at a time) once per session;
-each task's test then reports its own compiler output.
+each task's test then reports its own compiler output. The target architecture is sm_80
+(Ampere, the oldest with bf16 tensor cores, which several sources use); NVCC_ARCH overrides it.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from nkieval.tasks import builtin_ids, load_task
 
 NVCC = os.environ.get("NVCC") or shutil.which("nvcc") or ("/usr/local/bin/nvcc" if Path("/usr/local/bin/nvcc").exists()
                                                           else None)
+ARCH = os.environ.get("NVCC_ARCH", "sm_80")
 SOURCES = {t: load_task(t).cuda_file for t in builtin_ids()}
 
 
 def _compile(path: Path) -> tuple[int, str]:
     try:
-        p = subprocess.run([NVCC, "-c", "-o", os.devnull, "-std=c++17", str(path)], capture_output=True, text=True,
+        p = subprocess.run([NVCC, "-c", "-o", os.devnull, "-std=c++17", f"-arch={ARCH}", str(path)], capture_output=True, text=True,
                            timeout=300)
     except subprocess.TimeoutExpired:
         return 124, "nvcc timed out"

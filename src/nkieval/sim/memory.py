@@ -77,10 +77,10 @@ class Allocation:
     other_written: np.ndarray | None = None
     # Trace-operand caches of this allocation's views, keyed by view geometry (see NkiTensor.access).
     views: dict = field(default_factory=dict, init=False, repr=False)
-    # SBUF only: an fp32 copy of the whole storage for repeated engine reads (see isa.core.read_f32),
-    # dropped by every write (isa.core.mark_written / note_write); f32_reads counts elements read since.
-    f32: np.ndarray | None = field(default=None, init=False, repr=False)
-    f32_reads: int = field(default=0, init=False, repr=False)
+    # SBUF only: fp32 conversions of views read by the engines, by view geometry (isa.core.read_f32),
+    # dropped by every write (isa.core.mark_written / note_write); f32_elems counts their elements.
+    f32: dict | None = field(default=None, init=False, repr=False)
+    f32_elems: int = field(default=0, init=False, repr=False)
     _base_ptr: int | None = field(default=None, init=False, repr=False)
     _row_bytes: int | None = field(default=None, init=False, repr=False)
     __weakref__: object = field(default=None, init=False, repr=False)

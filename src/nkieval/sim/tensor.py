@@ -96,7 +96,7 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
     storage = np.empty(shp, dtype=sd)
     if fill is None:
         if ctx.options.fill_uninitialized:
-            storage[...] = np.nan if d.is_float else 4
+            _fill_sentinel(storage, np.nan if d.is_float else 4)
     else:
         storage[...] = dt.cast(np.asarray(fill, dtype=np.float64) if not isinstance(fill, np.ndarray) else fill, d,
                                fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
@@ -114,6 +114,20 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
     t = NkiTensor(storage, alloc, d)
     t._off = 0
     return t
+
+
+_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _fill_sentinel(storage: np.ndarray, value: Any) -> None:
+    """``storage[...] = value``, through an unsigned-integer view of the value's bit pattern: ~3x
+    faster than assigning a Python float to an ml_dtypes array, and bit-identical."""
+    v = np.asarray(value).astype(storage.dtype)
+    u = _UINT_OF_SIZE.get(storage.dtype.itemsize)
+    if u is None or not storage.flags.c_contiguous:
+        storage[...] = v
+    else:
+        storage.view(u).fill(v.reshape(1).view(u)[0])
 
 
 def _shared_hbm(ctx: Any, shp: tuple[int, ...], d: dt.DType, name: str, instruction: str) -> NkiTensor | None:

@@ -546,7 +546,16 @@ def _unsupported(name: str, why: str = "") -> Any:
 
 
 all_reduce = _unsupported("all_reduce", "collective across SPMD programs")
-loop_reduce = _unsupported("loop_reduce")
+
+
+def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
+    """``dst[...] = nl.loop_reduce(x, op, loop_indices)``: reduce ``x`` into ``dst`` over the iterations of the
+    loops in ``loop_indices`` (``dst = op(dst, x)`` each iteration; ``dst`` keeps its own dtype)."""
+    from nkieval.sim.ops import as_op
+
+    if mask is not None:
+        raise Beta1Unsupported("nl.loop_reduce with mask= is not implemented by nkieval (mask the operands)")
+    return ops.LoopReduce(ops.tile(x, "x", "loop_reduce"), as_op(op, "loop_reduce").name)
 
 
 def rand(shape: Any, dtype: Any = dt.float32, **kwargs: Any) -> B1Tensor:

@@ -326,9 +326,22 @@ def same_region(a: NkiTensor, b: NkiTensor) -> bool:
             and a.data.__array_interface__["data"][0] == b.data.__array_interface__["data"][0])
 
 
+@dataclass
+class LoopReduce:
+    """The value of ``nl.loop_reduce(x, op, loop_indices)``: assigning it to ``dst[...]`` reduces into the
+    destination, ``dst = op(dst, x)``, so over the iterations of the named loops ``dst`` holds the reduction
+    (exempt from the affine-loop output-dependency check, like ``+=``)."""
+
+    x: Any
+    op: str
+
+
 def assign(dst: Any, value: Any) -> None:
     """``t[key] = value``."""
     d = dst.view() if isinstance(dst, Access) else dst
+    if isinstance(value, LoopReduce):
+        iop(value.op, dst, value.x)
+        return
     if isinstance(value, B1Tensor) and value.pending is not None and d.buffer.kind == "psum":
         value.pending.run(d, accumulate=False)
         state.note_write(d, what="matmul")

@@ -22,7 +22,6 @@ __version__ = "0.6.0"  # the NKI API version whose semantics this front end foll
 
 _LAST = threading.local()
 
-_REMOVED_JIT_KWARGS = {"mode", "platform_target"}
 #: ``mode=`` values the current compiler still accepts (the NKI Library uses ``@nki.jit(mode="trace")`` on
 #: sub-kernels and ``mode="auto"`` on entry points); other modes are the Beta-1 launch modes.
 _KEPT_JIT_MODES = ("auto", "trace")
@@ -63,15 +62,14 @@ class Kernel:
 
 
 def jit(fn: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
-    """Mark a kernel. ``platform_target=`` and the Beta-1 ``mode=`` values were removed in NKI 0.3 and are errors
-    (``mode="auto"`` and ``mode="trace"`` are still accepted and mean a plain ``@nki.jit``)."""
-    bad = _REMOVED_JIT_KWARGS & kwargs.keys()
-    if kwargs.get("mode") in _KEPT_JIT_MODES and "platform_target" not in kwargs:
-        bad = set()  # the NKI Library (current API) still writes these: run like a plain @nki.jit
-    if bad:
+    """Mark a kernel. The Beta-1 launch ``mode=`` values were removed in NKI 0.3 and are errors; ``mode="auto"``
+    and ``mode="trace"`` (still written by the NKI Library) mean a plain ``@nki.jit``. ``platform_target=``
+    (still written by the current NKI samples) selects the target the kernel is simulated for."""
+    mode = kwargs.get("mode")
+    if mode is not None and mode not in _KEPT_JIT_MODES:
         raise NkiValidationError(
-            f"nki.jit got {', '.join(sorted(bad))}=: removed in NKI 0.3 (set NEURON_PLATFORM_TARGET_OVERRIDE for the "
-            "target; use neuronxcc.nki for Beta-1 modes)", instruction="jit", rule="kernel")
+            f"nki.jit got mode={mode!r}: removed in NKI 0.3 (the current API auto-detects the framework; use "
+            "nki.simulate(kernel) to simulate, or neuronxcc.nki for Beta-1 modes)", instruction="jit", rule="kernel")
     if fn is None:
         return lambda f: Kernel(f, **kwargs)
     return Kernel(fn, **kwargs)
@@ -82,8 +80,11 @@ def simulate(kernel: Any, *, target: str | int | None = None, options: SimOption
     lnc = kernel.lnc if isinstance(kernel, Kernel) else 1
     fn = kernel.fn if isinstance(kernel, Kernel) else kernel
 
+    tgt = target if target is not None else kernel.options.get("platform_target") if isinstance(kernel, Kernel) \
+        else None
+
     def run(*args: Any, **kwargs: Any) -> Any:
-        result = run_kernel(fn, args, kwargs, target=target, options=options, lnc=lnc)
+        result = run_kernel(fn, args, kwargs, target=tgt, options=options, lnc=lnc)
         _LAST.result = result
         return _like_inputs(result.outputs, args)
 

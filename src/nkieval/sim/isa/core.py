@@ -247,48 +247,45 @@ def _to_f32(a: np.ndarray) -> np.ndarray:
 _BF16 = np.dtype(dt.bfloat16.storage)
 _F32 = np.dtype(np.float32)
 # NKIEVAL_SIM_CHECK_F32_CACHE=1: compare every cached fp32 read with a fresh conversion (a debug
-# aid proving that every write path drops the cache; the test-suite can be run with it).
+# aid proving that every write path drops the copies; the test-suite can be run with it).
 _CHECK_F32_CACHE = os.environ.get("NKIEVAL_SIM_CHECK_F32_CACHE", "") not in ("", "0")
 
 
 def read_f32(t: NkiTensor) -> np.ndarray:
     """Like :func:`read`, for instructions that only *read* the result (never modify it).
 
-    SBUF operands in a narrow float dtype that are read over and over (the resident operands of a
-    tiled matmul) are converted to fp32 once: after an allocation's reads since its last write
-    add up to its size, a whole-storage fp32 copy is kept on the allocation and views of it are
-    returned (read-only). Every write drops the copy (:func:`mark_written`, :func:`note_write`),
-    so the values are always those of :func:`read`; the amortised conversion work is at most
-    twice that of converting on every read.
+    SBUF operands in a narrow float dtype are read again and again by tiled matmuls (the same
+    stationary tile for every output column block, the same moving tile for every row block), so
+    their fp32 conversion is kept, per view geometry, on the allocation (read-only arrays, at most
+    twice the allocation's element count in all) until the next write to it: every write path
+    drops the copies (:func:`mark_written`, :func:`note_write`, :func:`drop_f32`), so the values are
+    always those of :func:`read`. The conversion work is never more than converting on every read.
     """
     data = t.data
     if data.dtype == _F32:
         _check_initialized(t)
         return data
     a = t.alloc
-    storage = a.storage
-    if a.buffer.kind != "sbuf" or data.dtype != storage.dtype or not t.dtype.is_float:
+    if a.buffer.kind != "sbuf" or not t.dtype.is_float:
         return read(t)
-    f32 = a.f32
-    if f32 is None:
-        a.f32_reads += data.size
-        if a.f32_reads < storage.size and not _CHECK_F32_CACHE:  # the check builds copies at once
-            return read(t)
-        _check_initialized(t)
-        f32 = a.f32 = _to_f32(storage)
+    _check_initialized(t)
+    key = (t._byte_offset(), data.shape, data.strides, data.dtype)
+    cache = a.f32
+    if cache is None:
+        cache = a.f32 = {}
     else:
-        _check_initialized(t)
-    isz = data.dtype.itemsize
-    try:
-        v = np.ndarray(data.shape, _F32, f32, t._byte_offset() // isz * 4, tuple(s // isz * 4 for s in data.strides))
-    except (ValueError, TypeError):  # a view NumPy cannot rebuild over the copy: convert it directly
-        return _to_f32(data)
+        hit = cache.get(key)
+        if hit is not None:
+            if _CHECK_F32_CACHE and not np.array_equal(hit.view(np.uint32), _to_f32(data).view(np.uint32)):
+                raise AssertionError(f"stale fp32 copy of allocation {a.name or a.id}: a write bypassed "
+                                     "isa.core.mark_written / note_write")
+            return hit
+    v = _to_f32(data)
     v.flags.writeable = False
-    if _CHECK_F32_CACHE:
-        fresh = _to_f32(data)
-        if not np.array_equal(v.view(np.uint32), fresh.view(np.uint32)):
-            raise AssertionError(f"stale fp32 cache of allocation {a.name or a.id}: a write bypassed "
-                                 "isa.core.mark_written / note_write")
+    n = a.f32_elems + v.size
+    if n <= 2 * a.storage.size:
+        a.f32_elems = n
+        cache[key] = v
     return v
 
 
@@ -321,9 +318,9 @@ def mark_written(t: NkiTensor, *, matmul: bool) -> None:
     allocation's cached fp32 copy (:func:`read_f32`)."""
     a = t.alloc
     a.written = True
-    if a.f32 is not None or a.f32_reads:
+    if a.f32 is not None:
         a.f32 = None
-        a.f32_reads = 0
+        a.f32_elems = 0
     if a.mm_written is not None:
         flag_view(t, a.mm_written)[...] = matmul
         flag_view(t, a.other_written)[...] = not matmul
@@ -338,7 +335,7 @@ def note_write(alloc: Any) -> None:
 def drop_f32(alloc: Any) -> None:
     """Forget ``alloc``'s cached fp32 copy (:func:`read_f32`): its storage changed."""
     alloc.f32 = None
-    alloc.f32_reads = 0
+    alloc.f32_elems = 0
 
 
 def flag_view(t: NkiTensor, flags: np.ndarray) -> np.ndarray:

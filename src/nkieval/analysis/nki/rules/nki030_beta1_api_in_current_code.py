@@ -86,7 +86,10 @@ def check(model: SourceModel) -> Iterator[Finding]:
         for dec in f.node.decorator_list:
             if isinstance(dec, ast.Call) and model.qualname(dec.func) == "nki.jit":
                 for kw in dec.keywords:
-                    if kw.arg in ("mode", "platform_target"):
+                    # mode="auto"/"trace" and platform_target= are still accepted (the NKI Library and the
+                    # current samples use them); the Beta-1 launch modes are not.
+                    if kw.arg == "mode" and not (isinstance(kw.value, ast.Constant)
+                                                 and kw.value.value in ("auto", "trace")):
                         yield RULE.finding(f"`@nki.jit({kw.arg}=...)` was removed in NKI 0.3", dec.lineno,
                                            dec.col_offset + 1,
                                            "use plain @nki.jit; pick the target with NEURON_PLATFORM_TARGET_OVERRIDE")
