@@ -3,8 +3,8 @@
 * ``NkiTensor._index`` memoises the normalisation of plain int / slice / ``nl.ds`` keys and keeps
   sub-views per view; the result must equal the general path (NumPy integer keys) exactly.
 * ``NkiTensor.access`` shares one operand cache between equal views of an allocation.
-* ``isa.core.read_f32`` keeps an fp32 copy of a repeatedly read SBUF allocation: every write path
-  must drop it, so a matmul after any write sees the new values.
+* ``isa.core.read_f32`` keeps fp32 copies of the SBUF views a matmul reads: every write path
+  must drop them, so a matmul after any write sees the new values.
 """
 
 import ml_dtypes
@@ -113,7 +113,7 @@ WRITES = ["dma_copy", "tensor_copy", "memset", "tensor_tensor", "iota", "activat
 
 @pytest.mark.parametrize("check", [False, True], ids=["lazy", "checked"])
 def test_matmul_sees_every_write_to_a_cached_operand(check, monkeypatch):
-    monkeypatch.setattr(core, "_CHECK_F32_CACHE", check)  # checked: copies built at once and verified
+    monkeypatch.setattr(core, "_CHECK_F32_CACHE", check)  # checked: every reuse of a copy is verified
     nt = len(WRITES)
     a = rand((128, nt, 64), 1).astype(BF16)
     b = rand((128, 96), 2).astype(BF16)

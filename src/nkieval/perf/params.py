@@ -23,7 +23,7 @@ PERF_FACTS: tuple[str, ...] = (
     "pool_dep_overhead_cycles", "gpsimd_start_cycles", "dynamic_min_ii_cycles", "stride_penalty_bytes",
     "stride_penalty_factor", "vector_perf_modes", "scalar_perf_mode_2x", "sbuf_port_shared_vector_gpsimd",
     "psum_port_shared_vector_scalar", "cross_engine_sem_ns", "dma_engine_bw_bytes_per_ns",
-    "dma_descriptor_overhead_bytes", "dma_fixed_ns", "dma_engine_fixed_ns", "dma_queues", "dma_partitions_per_engine",
+    "dma_descriptor_overhead_bytes", "dma_fixed_ns", "dma_queue_pipelined", "dma_engine_fixed_ns", "dma_queues", "dma_partitions_per_engine",
     "dma_max_descriptor_bytes", "hwdge_instruction_ns", "swdge_instruction_ns", "dma_transpose_efficiency_hbm",
     "dma_transpose_efficiency_sbuf", "hbm_core_bw_bytes_per_ns", "hbm_stack_bw_bytes_per_ns",
     "sbuf_usable_bytes_per_partition", "rotation_depth", "fp8_adjusted_flops_factor", "fp32_adjusted_flops_factor",

@@ -241,6 +241,7 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
     static, unmodelled = _static_costs(records, p)
     sem = float(p.cross_engine_sem_ns)
     dma_fixed = float(p.dma_fixed_ns)
+    dma_pipelined = bool(p.dma_queue_pipelined)
     n_dma = int(p.dma_engines)
     n_queues = int(p.dma_queues)
     port_vg = bool(p.sbuf_port_shared_vector_gpsimd)
@@ -353,8 +354,10 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
                 tr = f"{pre}dma:q{queue_count[core] % n_queues}"
                 queue_count[core] += 1
                 queue_of[qk] = tr
-            t0 = eng_free.get(tr, 0.0)
-            prev_free = t0
+            prev_free = eng_free.get(tr, 0.0)
+            # trigger: when the dependencies are met (pipelined queue) or also the queue's previous
+            # transfer is done (unpipelined: each DMA pays its fixed latency after its predecessor)
+            t0 = 0.0 if dma_pipelined else prev_free
             why: str | None = None
             pr = eng_last.get(tr, -1)
             if t_dep > t0:
@@ -367,7 +370,14 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
                 eng_free[itr] = t0 + plan.issue_ns
                 issue_busy[itr] = issue_busy.get(itr, 0.0) + plan.issue_ns
                 t0 += plan.issue_ns
+            # the fixed (semaphore-to-start) latency runs from the trigger; the queue is FIFO, so the
+            # transfer itself starts no earlier than its predecessor on the queue is done
             xs = t0 + dma_fixed
+            if xs <= prev_free:
+                xs = prev_free
+                pr = eng_last.get(tr, -1)
+            if t0 < prev_free:
+                t0 = prev_free
             svc = plan.service_ns
             pool = pools[core]
             slot = pool.reserve(xs, svc * plan.engines / n_dma)

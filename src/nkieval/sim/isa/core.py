@@ -315,7 +315,7 @@ def mark_written(t: NkiTensor, *, matmul: bool) -> None:
     """Record that ``t``'s elements were written (and, in PSUM, by which kind of instruction).
 
     Every store into simulated memory must end here or in :func:`note_write`: they also drop the
-    allocation's cached fp32 copy (:func:`read_f32`)."""
+    allocation's cached fp32 copies (:func:`read_f32`)."""
     a = t.alloc
     a.written = True
     if a.f32 is not None:
@@ -327,13 +327,13 @@ def mark_written(t: NkiTensor, *, matmul: bool) -> None:
 
 
 def note_write(alloc: Any) -> None:
-    """Record a store made straight into ``alloc``'s storage (scatters): written, fp32 copy dropped."""
+    """Record a store made straight into ``alloc``'s storage (scatters): written, fp32 copies dropped."""
     alloc.written = True
     drop_f32(alloc)
 
 
 def drop_f32(alloc: Any) -> None:
-    """Forget ``alloc``'s cached fp32 copy (:func:`read_f32`): its storage changed."""
+    """Forget ``alloc``'s cached fp32 copies (:func:`read_f32`): its storage changed."""
     alloc.f32 = None
     alloc.f32_elems = 0
 

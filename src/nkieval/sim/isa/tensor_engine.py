@@ -162,7 +162,7 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
         accumulated = False
     cur = dst.data  # PSUM accumulator state (already warned if never matmul-written)
     if accumulated and add_mask is None and cur.dtype == np.float32 and not dst.dtype.tf32 \
-            and res.dtype == np.float32:
+            and res.dtype == np.float32 and 0 not in cur.strides:
         # The common case: the whole fp32 tile accumulates; add in place (what write() would store).
         with np.errstate(all="ignore"):
             np.add(cur, res, out=cur)

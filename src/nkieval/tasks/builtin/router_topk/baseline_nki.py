@@ -1,0 +1,46 @@
+"""Baseline: the full softmax over all experts first, then top-8 of the probabilities, then renormalise.
+
+Max, exp with the row sum, reciprocal and multiply run over all E columns before max8 and
+nc_find_index8 select the winners; the renormalisation is another sum, reciprocal and
+multiply. Correct for every shape; about twice the full-width work of the expert.
+"""
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+K = 8
+
+
+@nki.jit
+def router_topk(logits):
+    t, e = logits.shape
+    weights = nl.ndarray((t, K), dtype=nl.float32, buffer=nl.shared_hbm)
+    experts = nl.ndarray((t, K), dtype=nl.int32, buffer=nl.shared_hbm)
+    p = nl.tile_size.pmax
+    for i in range((t + p - 1) // p):
+        rows = min(p, t - i * p)
+        x = nl.ndarray((p, e), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x[0:rows], src=logits[i * p:i * p + rows])
+        neg = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=neg[0:rows], op=nl.maximum, data=x[0:rows], axis=1, negate=True)
+        prob = nl.ndarray((p, e), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=prob[0:rows], op=nl.exp, data=x[0:rows], bias=neg[0:rows])
+        tot = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=tot[0:rows], op=nl.add, data=prob[0:rows], axis=1)
+        inv = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.reciprocal(dst=inv[0:rows], data=tot[0:rows])
+        nisa.tensor_scalar(dst=prob[0:rows], data=prob[0:rows], op0=nl.multiply, operand0=inv[0:rows])
+        top = nl.ndarray((p, K), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.max8(dst=top[0:rows], src=prob[0:rows])
+        pos = nl.ndarray((p, K), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.nc_find_index8(dst=pos[0:rows], data=prob[0:rows], vals=top[0:rows])
+        s8 = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=s8[0:rows], op=nl.add, data=top[0:rows], axis=1)
+        nisa.reciprocal(dst=s8[0:rows], data=s8[0:rows])
+        nisa.tensor_scalar(dst=top[0:rows], data=top[0:rows], op0=nl.multiply, operand0=s8[0:rows])
+        ids = nl.ndarray((p, K), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=ids[0:rows], src=pos[0:rows])
+        nisa.dma_copy(dst=weights[i * p:i * p + rows], src=top[0:rows])
+        nisa.dma_copy(dst=experts[i * p:i * p + rows], src=ids[0:rows])
+    return weights, experts
