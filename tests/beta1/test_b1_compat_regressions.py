@@ -48,3 +48,17 @@ def test_loop_reduce_with_max():
     x = RNG.standard_normal((512, 64), dtype=np.float32)
     got = nki.jit(_running_max, mode="simulation")(x)
     np.testing.assert_array_equal(got, x.reshape(4, 128, 64).max(axis=0))
+
+
+def test_beta1_tile_truthiness_is_still_data_dependent_control_flow():
+    import pytest
+
+    from nkieval.sim.errors import NkiValidationError
+
+    def kern(x):
+        t = nl.load(x)
+        if t > 0:
+            pass
+
+    with pytest.raises(NkiValidationError, match="control flow cannot depend on a tensor's value"):
+        nki.jit(kern, mode="simulation")(np.ones((4, 4), np.float32))

@@ -51,6 +51,27 @@ def _kernel_with_config(x, cfg: _Cfg):
     return out
 
 
+class _Dims(nl.NKIObject):
+    rows: int
+    cols: int
+    tiles: int
+
+    def derive(self):
+        self.tiles = self.rows // 2
+
+
+def test_nkiobject_plain_subclass_takes_keywords_and_partial_fields():
+    d = _Dims(rows=4, cols=3)
+    assert (d.rows, d.cols) == (4, 3) and not hasattr(d, "tiles")
+    d.derive()
+    assert d.tiles == 2
+    assert _Dims(1, 2, 3).tiles == 3
+    with pytest.raises(TypeError, match="unexpected keyword argument 'depth'"):
+        _Dims(depth=1)
+    with pytest.raises(TypeError, match="positional"):
+        _Dims(1, 2, 3, 4)
+
+
 def test_nkiobject_config_and_kept_jit_modes():
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     out = nki.simulate(_kernel_with_config)(x, _Cfg(scale=2.0, rows=4))
@@ -85,3 +106,71 @@ def test_collectives_module_loads_and_ops_say_unsupported():
     assert ReplicaGroup([[0, 1], [2, 3]]).replica_groups == [[0, 1], [2, 3]]
     with pytest.raises(NotImplementedError, match="not simulated by nkieval"):
         ncc.all_gather()
+
+
+def test_dtypes_survive_dataclasses_asdict_and_work_as_numpy_dtypes():
+    import copy
+    import dataclasses
+    import pickle
+
+    @dataclasses.dataclass
+    class Params:
+        dtype: object = nl.bfloat16
+
+    dt = dataclasses.asdict(Params())["dtype"]
+    assert dt is nl.bfloat16 and not dataclasses.is_dataclass(nl.bfloat16)
+    assert not np.issubdtype(dt, np.integer) and np.zeros(2, np.float32).astype(dt).dtype == dt
+    assert copy.deepcopy(nl.float8_e4m3) is nl.float8_e4m3 and pickle.loads(pickle.dumps(nl.int32)) is nl.int32
+    with pytest.raises(AttributeError):
+        nl.float32.name = "x"
+
+
+@nki.jit
+def _optional_bias(x, bias=None):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if bias:  # "was an optional tensor given?", as library kernels write it
+        b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=b, src=bias)
+        nisa.tensor_tensor(dst=t, data1=t, data2=b, op=nl.add)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_tensor_truthiness_means_given():
+    x = np.ones((4, 8), np.float32)
+    np.testing.assert_array_equal(nki.simulate(_optional_bias)(x), x)
+    np.testing.assert_array_equal(nki.simulate(_optional_bias)(x, 2 * x), 3 * x)
+
+
+@nki.jit
+def _replaced_banks(x):
+    """Each round re-creates 8 PSUM tiles at the same explicit bank addresses while the previous round's list
+    is still referenced: explicitly placed tiles occupy their banks once, so this fits in PSUM."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    banks = []
+    for _ in range(3):
+        new = []
+        for bank in range(8):
+            new.append(nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum, address=(0, bank * 2048)))
+        banks = new
+        nisa.tensor_copy(dst=banks[0][:, 0:x.shape[1]], src=t)
+        nisa.tensor_copy(dst=t, src=banks[0][:, 0:x.shape[1]])
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@nki.jit
+def _nine_auto_banks(x):
+    tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
+    return tiles
+
+
+def test_explicitly_placed_tiles_count_once_per_address():
+    x = np.arange(128 * 4, dtype=np.float32).reshape(128, 4)
+    np.testing.assert_array_equal(nki.simulate(_replaced_banks)(x), x)
+    with pytest.raises(NkiValidationError, match="live PSUM allocations need 18432 bytes"):
+        nki.simulate(_nine_auto_banks)(x)

@@ -5,7 +5,7 @@ iteration ``i + 1`` can load while iteration ``i`` computes; SBUF/PSUM capacity 
 many (research note perf-model.md §5.4). From the trace's allocation records we find the
 sites that allocate repeatedly, how many of their instances the kernel keeps alive at once,
 and give each site ``k`` buffers: at least what the kernel needs, up to ``rotation_depth``
-while the partition still fits (smallest tiles first). Instance ``j`` of a site then reuses
+while the partition still fits (smallest tiles first, then the sites with most instances). Instance ``j`` of a site then reuses
 the buffer of instance ``j - k`` and must wait until that one is dead (a WAR edge), which is
 what limits pipelining. Demand beyond capacity is reported as a spill estimate.
 """
@@ -83,7 +83,9 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> Rotatio
         items = per_prog.get(pb, [])
         demand = singles.get(pb, 0) + sum(s * d for s, _, d, _ in items)
         for level in range(2, depth + 1):
-            for it in sorted(items, key=lambda x: x[0]):
+            # smallest tiles first; among equal sizes, the site with more instances (the one whose
+            # loads repeat most, so double-buffering hides the most transfers)
+            for it in sorted(items, key=lambda x: (x[0], -len(groups[x[3]]))):
                 if it[2] >= level:
                     continue
                 extra = it[0] * (level - it[2])

@@ -185,7 +185,7 @@ class DmaPool:
 
 
 # entry fields
-_P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX = range(11)
+_P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX, _ALLOC = range(12)
 
 
 _OPERAND_SIGNATURE = attrgetter("role", "mode", "buffer", "dtype", "shape", "pattern", "nbytes", "contiguous_bytes",
@@ -198,11 +198,15 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, Counter]:
     out: list = [None] * len(records)
     unmodelled: Counter = Counter()
     sig = _OPERAND_SIGNATURE
+    get = memo.get
     for i, rec in enumerate(records):
         attrs = rec.attrs
-        key = (rec.opcode, rec.engine, tuple(map(sig, rec.operands)),
-               tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()) if attrs else ())
-        c = memo.get(key)
+        key = (rec.opcode, rec.engine, tuple(map(sig, rec.operands)), tuple(attrs.items()) if attrs else ())
+        try:
+            c = get(key)
+        except TypeError:  # list-valued attributes: make them hashable
+            key = key[:3] + (tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()),)
+            c = get(key)
         if c is None:
             if rec.engine == "dma":
                 c = plan_dma(rec, p)
@@ -228,11 +232,21 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
     cores = pol.cores or (trace.num_programs if trace.num_programs <= 2 else 1)
     depth = pol.rotation_depth or int(p.rotation_depth)
     rot = None
-    reuse_of: dict[int, int] = {}
+    # compiler mode: an allocation that reuses an earlier one's rotating buffer is tracked in that
+    # buffer's byte-range table (offsets relative to the allocation), so a new instance's write to a
+    # slice waits only for the readers of the same slice of the instance it replaces
+    buf_of: dict[int, tuple[int, int, int]] = {}  # alloc -> (buffer key, partition base, address base)
     if logical:
         rot = plan_rotation(trace, depth, {"sbuf": int(p.sbuf_usable_bytes_per_partition),
                                            "psum": int(p.psum_bytes_per_partition)})
-        reuse_of = rot.reuse_of
+        allocs = trace.allocations
+        for a in sorted(rot.reuse_of, key=lambda x: allocs[x].alloc_seq):
+            prev = rot.reuse_of[a]
+            if prev not in buf_of:
+                pa = allocs[prev]
+                buf_of[prev] = (prev, pa.partition_offset, pa.address)
+            ra = allocs[a]
+            buf_of[a] = (buf_of[prev][0], ra.partition_offset, ra.address)
     written: set[int] = set()
     for r in records:
         for o in r.operands:
@@ -266,7 +280,6 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
     dma_slot: dict[int, float] = {}
     port_free: dict[str, float] = {}
     table: dict[object, list[list]] = {}
-    seen: set[int] = set()
     compact_at: dict[int, int] = {}
     last_end: dict[int, tuple[float, int]] = {}
     global_end = 0.0
@@ -290,21 +303,24 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
             a = o.alloc
             if o.buffer != "hbm":
                 onchip_allocs.append(a)
-                if logical and a not in seen:
-                    seen.add(a)
-                    prev = reuse_of.get(a)
-                    if prev is not None:
-                        t, ti = last_end.get(prev, (0.0, -1))
-                        if t > t_dep:
-                            t_dep, d_pred, d_reason = t, ti, "capacity"
                 if a not in written:
                     continue
-                key = a if logical else (core, o.buffer)
                 pitch = -1
                 r0 = o.partition_start
-                r1 = r0 + (o.partitions or 1)
                 c0 = o.addr_lo
                 c1 = o.addr_hi
+                if logical:
+                    bo = buf_of.get(a)
+                    if bo is None:
+                        key = a
+                    else:
+                        key = bo[0]
+                        r0 -= bo[1]
+                        c0 -= bo[2]
+                        c1 -= bo[2]
+                else:
+                    key = (core, o.buffer)
+                r1 = r0 + (o.partitions or 1)
             else:
                 if a not in written:
                     continue
@@ -337,10 +353,11 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
                         if t > t_dep:
                             t_dep, d_pred, d_reason = t, widx, dep_label.get(weng) or "dep:" + weng
                     if isw and e[5] > t_dep:
-                        t_dep, d_pred, d_reason = e[5], widx, dep_label.get(e[7]) or "dep:" + e[7]
+                        t_dep, d_pred = e[5], widx
+                        d_reason = "capacity" if e[11] != a and logical else (dep_label.get(e[7]) or "dep:" + e[7])
                 if isw and e[9] > t_dep:
-                    t_dep, d_pred, d_reason = e[9], e[10], "war"
-            acc.append((ents, pitch, r0, r1, c0, c1, isr, isw, hits))
+                    t_dep, d_pred, d_reason = e[9], e[10], ("capacity" if e[11] != a and logical else "war")
+            acc.append((ents, pitch, r0, r1, c0, c1, isr, isw, hits, a))
         if serial and global_end > t_dep:
             t_dep, d_pred, d_reason = global_end, global_last, "program_order"
         # ---- issue ----------------------------------------------------------------------
@@ -436,7 +453,7 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
         if en > global_end:
             global_end, global_last = en, i
         # ---- update byte-range tables ------------------------------------------------
-        for ents, pitch, r0, r1, c0, c1, isr, isw, hits in acc:
+        for ents, pitch, r0, r1, c0, c1, isr, isw, hits, a in acc:
             if isw:
                 if hits:
                     # entries the write fully covers are dead: mark them, compact the list now and then
@@ -449,14 +466,14 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
                     elif len(ents) >= 32 and len(ents) >= compact_at.get(id(ents), 32):
                         ents[:] = [e for e in ents if e[0] != _DEAD]
                         compact_at[id(ents)] = max(32, 2 * len(ents))
-                ents.append([pitch, r0, r1, c0, c1, en, lat, weng_out, i, (en if isr else 0.0), (i if isr else -1)])
+                ents.append([pitch, r0, r1, c0, c1, en, lat, weng_out, i, (en if isr else 0.0), (i if isr else -1), a])
             elif hits:
                 for e in hits:
                     if en > e[9]:
                         e[9] = en
                         e[10] = i
             else:
-                ents.append([pitch, r0, r1, c0, c1, 0.0, 0.0, "", -1, en, i])
+                ents.append([pitch, r0, r1, c0, c1, 0.0, 0.0, "", -1, en, i, a])
         for a in onchip_allocs:
             le = last_end.get(a)
             if le is None or en > le[0]:

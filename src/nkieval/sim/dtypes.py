@@ -18,7 +18,6 @@ Cast rules modelled (see docs/simulator.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import ml_dtypes
@@ -27,12 +26,31 @@ import numpy as np
 from nkieval.sim.errors import NkiValidationError
 
 
-@dataclass(frozen=True, eq=False)
 class DType:
+    """An NKI dtype. Immutable. Deliberately not a dataclass: kernels' test code passes dtypes inside its own
+    dataclasses through ``dataclasses.asdict``, which would turn a dataclass dtype into a dict."""
+
+    __slots__ = ("kind", "name", "storage", "tf32")
     name: str
     storage: np.dtype
     kind: str  # "float" | "int" | "uint" | "bool" | "packed" (MX x4)
-    tf32: bool = False
+    tf32: bool
+
+    def __init__(self, name: str, storage: np.dtype, kind: str, tf32: bool = False) -> None:
+        for k, v in (("name", name), ("storage", storage), ("kind", kind), ("tf32", tf32)):
+            object.__setattr__(self, k, v)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"DType is immutable (cannot set {key})")
+
+    def __copy__(self) -> DType:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> DType:
+        return self
+
+    def __reduce__(self) -> Any:
+        return (_by_name, (self.name,))
 
     @property
     def dtype(self) -> np.dtype:
@@ -109,6 +127,11 @@ FP8_DTYPES = (float8_e4m3, float8_e4m3fn, float8_e5m2)
 NARROW_FLOAT_DTYPES = (bfloat16, float16, *FP8_DTYPES, float8_e8m0fnu)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 BY_NAME.update({"bool_": bool_, "fp32": float32, "bf16": bfloat16, "fp16": float16, "tf32": tfloat32})
+
+
+def _by_name(name: str) -> DType:
+    """Unpickling a DType returns the module's singleton."""
+    return BY_NAME[name]
 
 _BY_STORAGE: dict[np.dtype, DType] = {}
 for _dt in ALL_DTYPES:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import weakref
@@ -111,6 +112,7 @@ class LiveBlock:
     shape: tuple[int, ...]
     dtype: str
     partitions: tuple[int, int]
+    fixed: bool = False  # placed at an explicit ``address=``
 
 
 class OnChipAllocator:
@@ -119,7 +121,9 @@ class OnChipAllocator:
     Capacity is accounted per partition: an allocation of a [P, F] tensor occupies
     ``F * itemsize`` bytes (rounded up to the alignment) in partitions
     ``[partition_offset, partition_offset + P)``. The live total per partition is checked
-    against the target's size; the peak is kept for reports.
+    against the target's size; the peak is kept for reports. Allocations placed at an explicit
+    ``address=`` occupy exactly that range: they count once however many live tensors share it
+    (kernels that manage addresses themselves re-create tiles over the same banks).
     """
 
     def __init__(self, kind: str, capacity: int, alignment: int, mode: str, on_event=None) -> None:
@@ -128,7 +132,8 @@ class OnChipAllocator:
         self.alignment = alignment
         self.mode = mode
         self.live: dict[int, LiveBlock] = {}
-        self.usage = np.zeros(128, dtype=np.int64)  # live bytes per partition
+        self.usage = np.zeros(128, dtype=np.int64)  # live bytes per partition of first-fit blocks
+        self.fixed: dict[int, LiveBlock] = {}  # live blocks at explicit addresses (counted as a union)
         self.peak_bytes = 0
         self.peak_live: list[LiveBlock] = []
         self._on_event = on_event
@@ -161,10 +166,13 @@ class OnChipAllocator:
             else:
                 start = self._first_fit(size)
             block = LiveBlock(alloc.id, start, start + size, alloc.name, alloc.site, alloc.shape,
-                              alloc.dtype.name, (p0, p0 + nparts))
+                              alloc.dtype.name, (p0, p0 + nparts), address is not None)
             self.live[alloc.id] = block
-            self.usage[p0:p0 + nparts] += size
-            total = int(self.usage.max())
+            if address is None:
+                self.usage[p0:p0 + nparts] += size
+            else:
+                self.fixed[alloc.id] = block
+            total = self._total()
             if total > self.peak_bytes:
                 self.peak_bytes = total
                 self.peak_live = sorted(self.live.values(), key=lambda b: -(b.end - b.start))
@@ -187,6 +195,23 @@ class OnChipAllocator:
         if self._on_event:
             self._on_event("alloc", alloc, start, size)
 
+    def _total(self) -> int:
+        """Most live bytes in any partition: first-fit blocks summed, explicitly placed blocks as a union."""
+        if not self.fixed:
+            return int(self.usage.max())
+        blocks = list(self.fixed.values())
+        cuts = sorted({0, 128, *(b.partitions[0] for b in blocks), *(b.partitions[1] for b in blocks)})
+        total = 0
+        for lo, hi in itertools.pairwise(cuts):
+            spans = sorted((b.start, b.end) for b in blocks if b.partitions[0] <= lo and hi <= b.partitions[1])
+            union, reach = 0, -1
+            for a, e in spans:
+                if e > reach:
+                    union += e - max(a, reach)
+                    reach = e
+            total = max(total, int(self.usage[lo:hi].max()) + union)
+        return total
+
     def _first_fit(self, size: int) -> int:
         pos = 0
         for b in sorted(self.live.values(), key=lambda b: b.start):
@@ -198,7 +223,7 @@ class OnChipAllocator:
     def release(self, alloc_id: int) -> None:
         with self._lock:
             b = self.live.pop(alloc_id, None)
-            if b is not None:
+            if b is not None and self.fixed.pop(alloc_id, None) is None:
                 self.usage[b.partitions[0]:b.partitions[1]] -= b.end - b.start
         if b is not None and self._on_event:
             self._on_event("free", alloc_id, b.start, b.end - b.start)

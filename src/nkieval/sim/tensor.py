@@ -249,9 +249,10 @@ class NkiTensor:
         return self.shape[0]
 
     def __bool__(self) -> bool:
-        raise NkiValidationError(
-            "control flow cannot depend on a tensor's value (use nl.where / affine_select / predicated ops)",
-            operand=self.alloc.name or None, rule="argument")
+        # A tensor object is truthy (``if params.bias:`` tests that an optional tensor was given, as NKI Library
+        # kernels do); the current API has no tensor comparisons whose truth could be data-dependent control flow.
+        # The Beta-1 front end, whose tiles have comparison operators, refuses bool() on its tiles.
+        return True
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # Only used by host-side code (tests, device_print); engines read .data directly.

@@ -126,6 +126,11 @@ class B1Tensor(TileOps, NkiTensor):
     def __len__(self) -> int:
         return self.shape[0]
 
+    def __bool__(self) -> bool:
+        raise NkiValidationError(
+            "control flow cannot depend on a tensor's value (use nl.where / affine_select / predicated ops)",
+            operand=self.alloc.name or None, rule="argument")
+
     # -- indexing -------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:
         OPERATORS["flush"](self)
