@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from perf_helpers import TraceBuilder
 
@@ -182,7 +184,7 @@ def test_queued_dmas_overlap_their_fixed_latency() -> None:
     piped = schedule(b.trace, load_params(get_target("trn1"), {"dma_fixed_ns": fixed, "dma_queue_pipelined": True}))
     serial = schedule(b.trace, load_params(get_target("trn1"), {"dma_fixed_ns": fixed, "dma_queue_pipelined": False}))
     assert len({piped.track[i] for i in seqs}) == 1  # one queue, FIFO
-    for x, y in zip(seqs, seqs[1:]):
+    for x, y in itertools.pairwise(seqs):
         # pipelined: the next transfer starts on the engines as soon as its predecessor is done
         assert piped.dma_slot[y] == pytest.approx(piped.end[x])
         # unpipelined: each transfer pays the fixed latency after its predecessor

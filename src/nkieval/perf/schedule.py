@@ -205,7 +205,7 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, Counter]:
         try:
             c = get(key)
         except TypeError:  # list-valued attributes: make them hashable
-            key = key[:3] + (tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()),)
+            key = (*key[:3], tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
             c = get(key)
         if c is None:
             if rec.engine == "dma":

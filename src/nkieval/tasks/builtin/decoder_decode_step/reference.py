@@ -1,0 +1,33 @@
+"""Reference for decoder_decode_step: float64 RMSNorm, QKV, RoPE, attention over cache + new token, out-proj."""
+
+import math
+
+import numpy as np
+
+
+def oracle(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps=1e-6):
+    f = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
+    xd = f(x)
+    b, _ = xd.shape
+    _, s, h, dh = k_cache.shape
+    hn = xd / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + eps) * f(gamma)
+    q, k, v = ((hn @ f(w)).reshape(b, h, dh) for w in (wq, wk, wv))
+    half = dh // 2
+
+    def rope(z):
+        sw = np.concatenate([z[..., half:], z[..., :half]], axis=-1)
+        return z * f(cos)[:, None, :] + sw * f(sin)[:, None, :]
+
+    q, k = rope(q), rope(k)
+    kk = np.concatenate([f(k_cache), k[:, None]], axis=1)   # [B, S+1, H, Dh]
+    vv = np.concatenate([f(v_cache), v[:, None]], axis=1)
+    sc = np.einsum("bhd,bshd->bhs", q, kk) / math.sqrt(dh)
+    sc -= sc.max(axis=2, keepdims=True)
+    p = np.exp(sc)
+    p /= p.sum(axis=2, keepdims=True)
+    attn = np.einsum("bhs,bshd->bhd", p, vv).reshape(b, h * dh)
+    return xd + attn @ f(wo)
+
+
+def reference(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps=1e-6):
+    return oracle(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps).astype(np.float32)
