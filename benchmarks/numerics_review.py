@@ -38,8 +38,6 @@ def run(task_ids: list[str], defects: bool) -> list[tuple[str, str, str, float]]
             if defects:
                 outs.append(("bf16-out", out.astype(ml_dtypes.bfloat16).astype(out.dtype)))
             for kind, o in outs:
-                if hasattr(adapters, "numerics_context"):
-                    pass
                 c0 = time.process_time()
                 d, why = adapters.numerics_verdict(t, o, inp, c.family, is_random(c.family), oracle, c.dims)
                 dt = time.process_time() - c0

@@ -152,6 +152,53 @@ def test_generic_path_nonlinear_by_perturbation() -> None:
                  input_family="normal").status == "fail"
 
 
+def test_generic_early_acceptance_is_conservative() -> None:
+    """Sequential perturbation draws: a pass may stop after 4 draws (S is then a lower bound
+    of the 16-draw S, so the margin can only be larger); a fail, and an input set where an
+    all-zeros output would pass (G7), are judged with all 16 draws, exactly as in one pass."""
+    from nkieval.numerics import generic_op
+
+    x = generate("normal", (16, 256), "fp32", seed=12)
+    calls = []
+
+    def sm(x):
+        calls.append(1)
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    r = PrecisionRecipe(k=256)
+    full, early = generic_op(sm, k=256, multilinear=False, early=False), generic_op(sm, k=256, multilinear=False)
+    got = softmax32(x)
+    calls.clear()
+    vf = check(got, [x], full, r, input_family="normal")
+    assert len(calls) == 17
+    calls.clear()
+    ve = check(got, [x], early, r, input_family="normal")
+    assert len(calls) == 5 and ve.status == vf.status == "pass"
+    assert any("remaining draws were skipped" in n for n in ve.notes)
+    assert vf.margin <= ve.margin <= 1.0 and ve.metrics.margin_det >= vf.metrics.margin_det
+    bad = got * np.float32(1.001)
+    calls.clear()
+    vb = check(bad, [x], early, r, input_family="normal", diagnose=False)
+    assert len(calls) == 17 and vb.status == "fail"
+    assert vb.to_dict() == check(bad, [x], full, r, input_family="normal", diagnose=False).to_dict()
+
+    # massive cancellation: every |y| is inside its bound, the data cannot discriminate (G7)
+    a = generate("normal", (4096,), "fp32", seed=13).astype(np.float64)
+    b = a * (1 + 2.0**-20)
+
+    def diff(a, b):
+        calls.append(1)
+        return a - b
+
+    y = (a - b).astype(np.float32)
+    for kw in ({}, {"early": False}):
+        calls.clear()
+        v = check(y, [a.astype(np.float32), b.astype(np.float32)], generic_op(diff, k=256, multilinear=False, **kw),
+                  r, input_family="normal")
+        assert v.status == "inconclusive" and v.deciding_gate == "G7" and len(calls) == 17
+
+
 def test_stochastic_rounding_conformance() -> None:
     rng = np.random.default_rng(1)
     exact = rng.standard_normal(512)

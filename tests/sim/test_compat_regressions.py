@@ -174,3 +174,19 @@ def test_explicitly_placed_tiles_count_once_per_address():
     np.testing.assert_array_equal(nki.simulate(_replaced_banks)(x), x)
     with pytest.raises(NkiValidationError, match="live PSUM allocations need 18432 bytes"):
         nki.simulate(_nine_auto_banks)(x)
+
+
+@nki.jit
+def _transpose_int32(x, hwdge):
+    out = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge if hwdge else nisa.dge_mode.unknown)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_dma_transpose_4_byte_dtypes_only_refused_with_hwdge():
+    x = np.arange(16 * 32, dtype=np.int32).reshape(16, 32)
+    np.testing.assert_array_equal(nki.simulate(_transpose_int32)(x, False), x.T)
+    with pytest.raises(NkiValidationError, match="dge_mode=hwdge supports 2-byte dtypes"):
+        nki.simulate(_transpose_int32)(x, True)

@@ -46,3 +46,33 @@ def test_kernel_cu_compiles_with_nvcc(task_id: str) -> None:
     rc, out = _all_results()[task_id]
     assert rc == 0, f"nvcc failed on {SOURCES[task_id]}:\n{out}"
     assert "warning" not in out.lower() or "deprecated" in out.lower(), out
+
+
+def _gpu_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "suite_cuda_gpu.py"
+    spec = importlib.util.spec_from_file_location("suite_cuda_gpu", path)
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("task_id", sorted(t for t, p in SOURCES.items() if p is not None))
+def test_gpu_script_can_launch_every_kernel(task_id: str) -> None:
+    """benchmarks/suite_cuda_gpu.py knows how to call each launcher: arity, tensor names, types."""
+    mod = _gpu_script()
+    assert mod.check_spec(load_task(task_id)) == []
+
+
+def test_gpu_script_reports_missing_gpu_cleanly() -> None:
+    """Without a GPU (or nvcc) the script exits 2 with a message instead of crashing."""
+    mod = _gpu_script()
+    try:
+        has_gpu = mod.Cuda().device_count() > 0
+    except RuntimeError:
+        has_gpu = False
+    if has_gpu:
+        pytest.skip("a CUDA GPU is present: run benchmarks/suite_cuda_gpu.py instead")
+    assert mod.main(["--tasks", "relu"]) == 2

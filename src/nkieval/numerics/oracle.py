@@ -164,6 +164,23 @@ def grid_exponent(x: np.ndarray) -> int | None:
     """
     flat = np.asarray(x).reshape(-1)
     best: int | None = None
+    if _fits_f32(flat):
+        # same result from the fp32 bit pattern (every value of a ≤ 32-bit float format is an
+        # fp32 value): lowest set bit of the significand plus the exponent of its last place
+        for c0 in range(0, flat.size, 1 << 20):
+            b = _f32_bits(flat[c0:c0 + (1 << 20)])
+            ex = (b >> np.uint32(23)) & np.uint32(0xFF)
+            sig = b & np.uint32(0x7FFFFF)
+            normal = ex > 0
+            sig[normal] |= np.uint32(0x800000)
+            ok = (ex != 0xFF) & (sig != 0)
+            if not ok.any():
+                continue
+            tz = np.bitwise_count((sig & (~sig + np.uint32(1))) - np.uint32(1)).astype(np.int32)
+            tz += np.where(normal, ex.astype(np.int32) - 150, np.int32(-149))
+            g = int(np.min(tz, where=ok, initial=np.iinfo(np.int32).max))
+            best = g if best is None else min(best, g)
+        return best
     for c0 in range(0, flat.size, 1 << 20):  # chunked: bounded memory on huge inputs
         v = _f64(flat[c0:c0 + (1 << 20)])
         v = v[np.isfinite(v) & (v != 0)]
@@ -240,10 +257,35 @@ def _subnormal_part(x: np.ndarray, fmt: Format | None) -> np.ndarray | None:
     return np.where(sub, ax, 0.0)
 
 
+def _fits_f32(x: np.ndarray) -> bool:
+    """Whether every value of ``x``'s dtype is an fp32 value (fp32, fp16, bf16, fp8)."""
+    f = _format_or_none(x)
+    return f is not None and f.kind == "float" and x.dtype.itemsize <= 4 and f.name != "tf32"
+
+
+def _f32_bits(x: np.ndarray) -> np.ndarray:
+    """The fp32 bit patterns of a :func:`_fits_f32` array (exact conversion), as a copy."""
+    return np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).copy()
+
+
 def _mag_range(x: np.ndarray, scale: Any) -> tuple[float, float]:
     """(max, min non-zero) finite magnitude of ``x`` times ``scale`` (0, inf if none)."""
     hi, lo = 0.0, math.inf
     flat = np.asarray(x).reshape(-1)
+    if _fits_f32(flat):
+        # magnitudes of positive floats order like their bit patterns: two integer reductions
+        inf_bits = np.uint32(0x7F800000)
+        for c0 in range(0, flat.size, 1 << 20):
+            mag = _f32_bits(flat[c0:c0 + (1 << 20)])
+            mag &= np.uint32(0x7FFFFFFF)
+            fin = mag < inf_bits
+            h = np.max(mag, where=fin, initial=np.uint32(0))
+            if h == 0:
+                continue
+            lw = np.min(mag, where=fin & (mag > 0), initial=inf_bits)
+            hi = max(hi, float(np.array(h, dtype=np.uint32).view(np.float32)))
+            lo = min(lo, float(np.array(lw, dtype=np.uint32).view(np.float32)))
+        flat = flat[:0]
     for c0 in range(0, flat.size, 1 << 20):
         v = np.abs(_f64(flat[c0:c0 + (1 << 20)]))
         v = v[np.isfinite(v) & (v > 0)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -37,7 +38,8 @@ from nkieval.tasks.schema import Task, TaskError
 
 ROLES = ("expert", "baseline", "flawed")
 RECORD_VERSION = 1
-DEFAULT_RESULTS = Path(".nkieval") / "suite-results.jsonl"
+#: Results live in the user's cache (stable across runs, so they resume; never inside a checkout).
+DEFAULT_RESULTS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nkieval" / "suite-results.jsonl"
 
 
 @dataclass(frozen=True)

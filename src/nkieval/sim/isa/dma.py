@@ -139,7 +139,8 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
 @instruction("dma_transpose", "dma", min_generation=3)
 def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int | None = None,
                   dge_mode: Any = DgeMode.unknown, oob_mode: Any = OobMode.error, name: str | None = None) -> None:
-    """Transpose while copying (dst in SBUF; 2-byte dtypes; dst shape must equal the transposed src)."""
+    """Transpose while copying (dst in SBUF; dst shape must equal the transposed src; with ``dge_mode=hwdge``
+    2-byte dtypes only: the documented hardware-DGE restriction, which the default ``unknown`` mode does not have)."""
     dst = tensor_arg(dst, "dst")
     src = tensor_arg(src, "src")
     check_buffer(dst, "dst", ("sbuf",))
@@ -147,8 +148,9 @@ def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int 
     check_partitions(ctx, dst, "dst")
     if src.is_on_chip:
         check_partitions(ctx, src, "src")
-    if src.dtype.itemsize != 2:
-        raise NkiValidationError(f"dma_transpose supports 2-byte dtypes, got {src.dtype}", operand="src", rule="dtype")
+    if enum_value(dge_mode, DgeMode, "dge_mode") == DgeMode.hwdge and src.dtype.itemsize != 2:
+        raise NkiValidationError(f"dma_transpose with dge_mode=hwdge supports 2-byte dtypes, got {src.dtype}",
+                                 operand="src", rule="dtype")
     nd = src.ndim
     default = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
     if nd not in default:

@@ -9,7 +9,7 @@ def oracle(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps=1e-6):
     f = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
     xd = f(x)
     b, _ = xd.shape
-    _, s, h, dh = k_cache.shape
+    h, dh = k_cache.shape[2], k_cache.shape[3]
     hn = xd / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + eps) * f(gamma)
     q, k, v = ((hn @ f(w)).reshape(b, h, dh) for w in (wq, wk, wv))
     half = dh // 2

@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 
-
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 

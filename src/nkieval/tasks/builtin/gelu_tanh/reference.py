@@ -5,7 +5,6 @@ import math
 import numpy as np
 
 
-
 def reference(x):
     xd = x.astype(np.float64)
     inner = math.sqrt(2.0 / math.pi) * (xd + 0.044715 * xd ** 3)

@@ -1,9 +1,7 @@
 """Reference for silu: x * sigmoid(x) in float64, rounded to fp32."""
 
-import math
 
 import numpy as np
-
 
 
 def reference(x):

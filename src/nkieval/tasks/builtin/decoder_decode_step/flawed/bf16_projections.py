@@ -1,4 +1,4 @@
-"""Flawed: the normalised activations are stored in a bf16 tile before the q/k/v projections."""
+"""Flawed: the q/k/v projections run on bf16 activations (and the unwidened bf16 weights)."""
 
 import math
 
@@ -7,6 +7,17 @@ import nki.isa as nisa
 import nki.language as nl
 
 NT = 512
+
+
+def _load(w, rows, cols, p):
+    tiles = []
+    for kk in range((rows + p - 1) // p):
+        k0 = kk * p
+        kw = min(p, rows - k0)
+        t16 = nl.ndarray((p, cols), dtype=w.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t16[0:kw], src=w[k0:k0 + kw])
+        tiles.append(t16)
+    return tiles
 
 
 def _widen(w, rows, cols, p):
@@ -54,9 +65,9 @@ def decoder_decode_step(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, ep
     out = nl.ndarray((b, dm), dtype=nl.float32, buffer=nl.shared_hbm)
     p = nl.tile_size.pmax
     scale = 1.0 / math.sqrt(dh)
-    wq32 = _widen(wq, dm, hd, p)
-    wk32 = _widen(wk, dm, hd, p)
-    wv32 = _widen(wv, dm, hd, p)
+    wq32 = _load(wq, dm, hd, p)
+    wk32 = _load(wk, dm, hd, p)
+    wv32 = _load(wv, dm, hd, p)
     wo32 = _widen(wo, hd, dm, p)
     # RMSNorm
     xt = nl.ndarray((p, dm), dtype=nl.float32, buffer=nl.sbuf)
@@ -68,7 +79,7 @@ def decoder_decode_step(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, ep
     nisa.activation(dst=ss[0:b], op=nl.rsqrt, data=ss[0:b])
     g = nl.ndarray((p, dm), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=g[0:b], src=gamma.reshape((1, dm)).broadcast(0, b))
-    hn = nl.ndarray((p, dm), dtype=nl.bfloat16, buffer=nl.sbuf)
+    hn = nl.ndarray((p, dm), dtype=nl.float32, buffer=nl.sbuf)
     nisa.scalar_tensor_tensor(dst=hn[0:b], data=xt[0:b], op0=nl.multiply, operand0=ss[0:b], op1=nl.multiply,
                               operand1=g[0:b])
     h_t = []
@@ -77,7 +88,7 @@ def decoder_decode_step(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, ep
         kw = min(p, dm - k0)
         tp = nl.ndarray((p, p), dtype=nl.float32, buffer=nl.psum)
         nisa.nc_transpose(dst=tp[0:kw, 0:b], data=hn[0:b, k0:k0 + kw])
-        ts = nl.ndarray((p, p), dtype=nl.float32, buffer=nl.sbuf)
+        ts = nl.ndarray((p, p), dtype=nl.bfloat16, buffer=nl.sbuf)
         nisa.tensor_copy(dst=ts[0:kw, 0:b], src=tp[0:kw, 0:b])
         h_t.append(ts)
     q_sb = nl.ndarray((p, hd), dtype=nl.float32, buffer=nl.sbuf)

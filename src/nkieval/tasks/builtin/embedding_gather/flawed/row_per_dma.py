@@ -7,7 +7,7 @@ import nki.language as nl
 
 @nki.jit
 def embedding_gather(table, ids):
-    v, d = table.shape
+    _, d = table.shape
     n = ids.shape[0]
     out = nl.ndarray((n, d), dtype=table.dtype, buffer=nl.shared_hbm)
     for i in range(n):
