@@ -62,3 +62,22 @@ def test_beta1_tile_truthiness_is_still_data_dependent_control_flow():
 
     with pytest.raises(NkiValidationError, match="control flow cannot depend on a tensor's value"):
         nki.jit(kern, mode="simulation")(np.ones((4, 4), np.float32))
+
+
+def _masked_pool(x):
+    """Max over the two window axes of a [P, H, K, W, K] view, rows masked to the valid height."""
+    P, H, _, W, _ = x.shape
+    out = nl.ndarray((P, H, W), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(P)[:, None, None]
+    i_h = nl.arange(H)[None, :, None]
+    i_w = nl.arange(W)[None, None, :]
+    t = nl.load(x)
+    m = nl.max(t, axis=[2, 4], mask=(nl.arange(P)[:, None, None, None, None] < 96))
+    nl.store(out[i_p, i_h, i_w], m[i_p, i_h, i_w], mask=(i_p < 96))
+    return out
+
+
+def test_masked_max_over_non_trailing_axes():
+    x = RNG.standard_normal((128, 4, 2, 3, 2), dtype=np.float32)
+    got = nki.jit(_masked_pool, mode="simulation")(x)
+    np.testing.assert_array_equal(got[:96], x.max(axis=(2, 4))[:96])

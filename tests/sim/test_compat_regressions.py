@@ -190,3 +190,51 @@ def test_dma_transpose_4_byte_dtypes_only_refused_with_hwdge():
     np.testing.assert_array_equal(nki.simulate(_transpose_int32)(x, False), x.T)
     with pytest.raises(NkiValidationError, match="dge_mode=hwdge supports 2-byte dtypes"):
         nki.simulate(_transpose_int32)(x, True)
+
+
+@nki.jit
+def _barrier_after_slow_core(x, slow_s):
+    import time
+
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    if pid == 1:
+        time.sleep(slow_s)  # a core that takes long to simulate before the barrier
+    t = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[pid:pid + 1, :])
+    nisa.dma_copy(dst=out[pid:pid + 1, :], src=t)
+    nisa.core_barrier(out, (0, 1))
+    return out
+
+
+@nki.jit
+def _barrier_on_one_core(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    if nl.program_id(0) == 0:
+        nisa.core_barrier(out, (0, 1))
+    return out
+
+
+@nki.jit
+def _barrier_vs_sendrecv(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[0:1, :])
+    if nl.program_id(0) == 0:
+        nisa.core_barrier(out, (0, 1))
+    else:
+        r = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.sendrecv(src=t, dst=r, send_to_rank=0, recv_from_rank=0, pipe_id=0)
+    return out
+
+
+def test_core_barrier_waits_for_a_slow_peer_and_detects_missing_or_blocked_ones(monkeypatch):
+    from nkieval.sim.isa import collectives
+
+    monkeypatch.setattr(collectives, "_DEADLOCK_GRACE_S", 0.5)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(nki.simulate(_barrier_after_slow_core[2], target="trn2")(x, 1.0), x)
+    with pytest.raises(NkiValidationError, match="core 1 finished the kernel without arriving"):
+        nki.simulate(_barrier_on_one_core[2], target="trn2")(x)
+    with pytest.raises(NkiValidationError, match="deadlock"):
+        nki.simulate(_barrier_vs_sendrecv[2], target="trn2")(x)

@@ -64,6 +64,12 @@ class Launch:
     barrier: threading.Barrier | None = None
     mailboxes: dict[Any, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # LNC-2 pair state for sendrecv / core_barrier (nkieval.sim.isa.collectives)
+    finished: set[int] = field(default_factory=set)  # programs that returned or raised
+    waiting: set[int] = field(default_factory=set)  # programs blocked waiting for their peer
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    barrier_count: int = 0
+    barrier_gen: int = 0
     shared_allocs: list[Any] = field(default_factory=list)
 
 

@@ -134,6 +134,8 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
             errors[i] = e
         finally:
             set_current(old)
+            with launch.lock:
+                launch.finished.add(i)
 
     contexts = [ctx0] + [SimContext(launch, i, pt) for i, pt in enumerate(points) if i > 0]
     if lnc == 2 and not grid:

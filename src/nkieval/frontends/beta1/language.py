@@ -434,8 +434,17 @@ def _reduction(name: str) -> Any:
             if len(boxes) != 1:
                 raise Beta1Unsupported(f"nl.{name} over non-trailing axes with a non-rectangular mask is not "
                                        "implemented by nkieval")
-            if boxes[0] is not None:
-                raise Beta1Unsupported(f"nl.{name} over non-trailing axes with a mask is not implemented by nkieval")
+            box = boxes[0]
+            if box is not None:
+                # reduce the masked box (free axes permuted last, as below) into the full kept-shape result
+                r = f(wrap(xv._index(box)), axes, dtype=dtype, keepdims=True)
+                kept = tuple(1 if d in axes else n for d, n in enumerate(xv.shape))
+                out = new_tile(kept, r.dtype, SBUF, name)
+                instr("tensor_copy")(sub(out, tuple(slice(0, 1) if d in axes else b for d, b in enumerate(box))), r)
+                if keepdims:
+                    return out
+                shape = tuple(n for d, n in enumerate(kept) if d not in axes)
+                return wrap(out.reshape(shape if len(shape) >= 2 else (*shape, 1)))
             mask = None
         if 0 not in axes and axes != tuple(range(nd - len(axes), nd)):
             # Beta 1 reduced any free axes: permute them last (a free-dim view), reduce, restore the order

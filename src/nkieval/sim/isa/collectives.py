@@ -2,15 +2,17 @@
 
 The runner executes an LNC-2 launch as two threads sharing a ``Launch`` (its ``barrier`` and
 ``mailboxes``). ``sendrecv`` posts the sent tile in a per-(pipe, from, to) mailbox and waits
-for its peer's; ``core_barrier`` waits on the launch barrier. A peer that never arrives (it
-failed, or took a different path — undefined on hardware) ends the wait with a validation
-error after ``PEER_TIMEOUT_S`` instead of hanging.
+for its peer's; ``core_barrier`` waits until both cores have arrived. A peer that never arrives
+(it finished or failed without arriving, or is itself blocked waiting for something else —
+undefined on hardware) ends the wait with a validation error as soon as that is known; a peer that
+is merely slow to simulate is waited for (up to ``PEER_TIMEOUT_S``, a safety net).
 """
 
 from __future__ import annotations
 
 import queue
-import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,7 +30,47 @@ from nkieval.sim.isa.core import (
 from nkieval.sim.isa.enums import dma_engine as DmaEngine
 from nkieval.sim.isa.vector import write_state
 
-PEER_TIMEOUT_S = 10.0
+PEER_TIMEOUT_S = 900.0  # safety net only: a finished or deadlocked peer is detected within seconds
+_POLL_S = 0.2
+_DEADLOCK_GRACE_S = 5.0  # both cores blocked this long on different things: a deadlock
+_NOTHING = object()
+
+
+def _wait_for_peer(ctx: Any, poll: Callable[[float], Any], what: str) -> Any:
+    """Call ``poll(timeout)`` until it returns something other than ``_NOTHING``; fail once the peer core
+    finished without arriving, or both cores stay blocked (deadlock), or after ``PEER_TIMEOUT_S``."""
+    launch, me = ctx.launch, ctx.program_id
+    peer = 1 - me
+    start = time.monotonic()
+    both_since: float | None = None
+    with launch.lock:
+        launch.waiting.add(me)
+    try:
+        while True:
+            got = poll(_POLL_S)
+            if got is not _NOTHING:
+                return got
+            now = time.monotonic()
+            with launch.lock:
+                peer_done, peer_waiting = peer in launch.finished, peer in launch.waiting
+            if peer_done:
+                got = poll(0.0)
+                if got is not _NOTHING:
+                    return got
+                if both_since is not None:  # the peer gave up on the same deadlock first
+                    raise NkiValidationError(f"core {me} {what}: core {peer} was blocked waiting too (mismatched "
+                                             "sendrecv / core_barrier calls between cores: a deadlock)", rule="kernel")
+                raise NkiValidationError(f"core {me} {what}: core {peer} finished the kernel without arriving "
+                                         "(divergent control flow between cores)", rule="kernel")
+            both_since = (both_since or now) if peer_waiting else None
+            if both_since is not None and now - both_since > _DEADLOCK_GRACE_S:
+                raise NkiValidationError(f"core {me} {what}: core {peer} is blocked waiting too (mismatched "
+                                         "sendrecv / core_barrier calls between cores: a deadlock)", rule="kernel")
+            if now - start > PEER_TIMEOUT_S:
+                raise NkiValidationError(f"core {me} {what}: no peer after {PEER_TIMEOUT_S:g} s", rule="kernel")
+    finally:
+        with launch.lock:
+            launch.waiting.discard(me)
 
 
 def _require_lnc2(ctx: Any, what: str) -> None:
@@ -83,11 +125,15 @@ def sendrecv(ctx: Any, src: Any, dst: Any, send_to_rank: Any, recv_from_rank: An
                                  rule="argument") from None
     me = ctx.program_id
     _mailbox(ctx, (pipe, me, to)).put(np.array(src.data, copy=True))
-    try:
-        got = _mailbox(ctx, (pipe, frm, me)).get(timeout=PEER_TIMEOUT_S)
-    except queue.Empty:
-        raise NkiValidationError(f"core {me} waited {PEER_TIMEOUT_S:g} s on pipe {pipe} for a tile from core {frm} "
-                                 "that never sent one (mismatched sendrecv calls)", rule="kernel") from None
+    box = _mailbox(ctx, (pipe, frm, me))
+
+    def take(timeout: float) -> Any:
+        try:
+            return box.get(timeout=timeout) if timeout > 0 else box.get_nowait()
+        except queue.Empty:
+            return _NOTHING
+
+    got = _wait_for_peer(ctx, take, f"waited on pipe {pipe} for a tile from core {frm} that never sent one")
     if got.shape != dst.shape or got.dtype != dst.data.dtype:
         raise NkiValidationError(f"core {frm} sent {list(got.shape)} {got.dtype} but dst is {list(dst.shape)} "
                                  f"{dst.dtype}", operand="dst", rule="shape-mismatch")
@@ -113,10 +159,20 @@ def core_barrier(ctx: Any, data: Any, cores: Any, engine: Any = None, name: str 
         raise NkiValidationError(f"cores must be (0, 1), got {cores!r}", operand="cores", rule="argument")
     eng = resolve_engine(engine, "gpsimd", ("gpsimd", "vector", "scalar", "tensor", "sync"), "core_barrier")
     _require_lnc2(ctx, "core_barrier")
-    barrier: threading.Barrier = ctx.launch.barrier
-    try:
-        barrier.wait(timeout=PEER_TIMEOUT_S)
-    except threading.BrokenBarrierError:
-        raise NkiValidationError(f"core {ctx.program_id} waited {PEER_TIMEOUT_S:g} s at core_barrier for its peer, "
-                                 "which never arrived (divergent control flow between cores)", rule="kernel") from None
+    launch = ctx.launch
+    with launch.cond:
+        gen = launch.barrier_gen
+        launch.barrier_count += 1
+        if launch.barrier_count == 2:
+            launch.barrier_count = 0
+            launch.barrier_gen += 1
+            launch.cond.notify_all()
+
+    def passed(timeout: float) -> Any:
+        with launch.cond:
+            if launch.barrier_gen == gen and timeout > 0:
+                launch.cond.wait(timeout)
+            return True if launch.barrier_gen != gen else _NOTHING
+
+    _wait_for_peer(ctx, passed, "waited at core_barrier for its peer")
     record(ctx, "core_barrier", eng, [data.access("data", "r")], cores=list(cs))
