@@ -165,15 +165,35 @@ def _replaced_banks(x):
 
 @nki.jit
 def _nine_auto_banks(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
-    return tiles
+    for t in tiles:  # all nine written before any is read: nine banks live at once
+        nisa.memset(dst=t, value=0.0)
+    acc = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    for t in tiles:
+        nisa.tensor_copy(dst=acc, src=t[:, 0:x.shape[1]])
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+@nki.jit
+def _nine_declared_banks_used_in_turn(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
+    acc = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    for t in tiles:  # declared up front, but each live only while used: fits, as the compiler allocates
+        nisa.memset(dst=t, value=1.0)
+        nisa.tensor_copy(dst=acc, src=t[:, 0:x.shape[1]])
+    nisa.dma_copy(dst=out, src=acc)
+    return out
 
 
 def test_explicitly_placed_tiles_count_once_per_address():
     x = np.arange(128 * 4, dtype=np.float32).reshape(128, 4)
     np.testing.assert_array_equal(nki.simulate(_replaced_banks)(x), x)
-    with pytest.raises(NkiValidationError, match="live PSUM allocations need 18432 bytes"):
+    with pytest.raises(NkiValidationError, match=r"tiles live at once need 18432 bytes per partition of PSUM"):
         nki.simulate(_nine_auto_banks)(x)
+    np.testing.assert_array_equal(nki.simulate(_nine_declared_banks_used_in_turn)(x), np.ones_like(x))
 
 
 @nki.jit

@@ -109,13 +109,21 @@ def k_out_of_bounds_indirect(a):
 
 
 def k_sbuf_capacity(a):
+    # Both tiles are live at once (written, then both read): capacity is judged by live range.
     big1 = nl.ndarray((128, 32768), dtype=nl.float32, buffer=nl.sbuf, name="big1")
     big2 = nl.ndarray((128, 32768), dtype=nl.float32, buffer=nl.sbuf, name="big2")
-    return big1, big2
+    nisa.memset(dst=big1, value=0.0)
+    nisa.memset(dst=big2, value=0.0)
+    nisa.tensor_tensor(dst=big1, data1=big1, data2=big2, op=nl.add)
 
 
 def k_psum_capacity(a):
-    return [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum, name=f"acc{i}") for i in range(9)]
+    accs = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum, name=f"acc{i}") for i in range(9)]
+    for t in accs:
+        nisa.memset(dst=t, value=0.0)
+    s = sbuf((128, 512))
+    for t in accs:
+        nisa.tensor_copy(dst=s, src=t)
 
 
 def k_indexing(a):
@@ -199,11 +207,13 @@ CASES = [
     ("out-of-bounds", "indirect_index", k_out_of_bounds_indirect, np.zeros((256, 64), np.float32), "trn2", None,
      "error", "dma_copy: indirect src index 256 at row 1 is out of bounds for 256 rows"),
     ("sbuf-capacity", "two_128k_tiles_trn2", k_sbuf_capacity, F32, "trn2", None, "error",
-     "ndarray: live SBUF allocations need 262144 bytes per partition, exceeding the 229376-byte SBUF partition; "
-     "2 live: big1[128, 32768] float32 131072 B @ test_validation.py:"),
+     "kernel: tiles live at once need 262144 bytes per partition of SBUF, exceeding the 229376-byte SBUF partition "
+     "(live ranges, first to last access, at instruction 1); 2 live: big1[128, 32768] float32 131072 B "
+     "@ test_validation.py:"),
     ("psum-capacity", "nine_banks", k_psum_capacity, F32, "trn2", None, "error",
-     "ndarray: live PSUM allocations need 18432 bytes per partition, exceeding the 16384-byte PSUM partition; "
-     "9 live: acc0[128, 512] float32 2048 B @ test_validation.py:"),
+     "kernel: tiles live at once need 18432 bytes per partition of PSUM, exceeding the 16384-byte PSUM partition "
+     "(live ranges, first to last access, at instruction 8); 9 live: acc0[128, 512] float32 2048 B "
+     "@ test_validation.py:"),
     ("indexing", "reshape_partition", k_indexing, F32, "trn2", None, "error",
      "reshape of an on-chip tensor cannot change the partition dimension (128 -> 64)"),
     ("argument", "reduce_axis0", k_argument, F32, "trn2", None, "error",

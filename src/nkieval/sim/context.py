@@ -84,10 +84,11 @@ class SimContext:
         self.program_id = program_id
         self.grid_index = grid_index
         t = launch.target
+        defer = launch.options.record_trace  # capacity is then judged by live range after the run
         self.sbuf = OnChipAllocator("sbuf", t.sbuf_bytes_per_partition, t.sbuf_alloc_alignment_bytes,
-                                    launch.options.capacity_check, self._on_alloc_event)
+                                    launch.options.capacity_check, self._on_alloc_event, defer=defer)
         self.psum = OnChipAllocator("psum", t.psum_bytes_per_partition, t.psum_alloc_granularity_bytes,
-                                    launch.options.capacity_check, self._on_alloc_event)
+                                    launch.options.capacity_check, self._on_alloc_event, defer=defer)
         self.shared_count = 0
         self.loc: tuple[str | None, int | None, str | None] = (None, None, None)
         self.loops: list[list[Any]] = []
@@ -106,7 +107,8 @@ class SimContext:
                 tr.allocations[a.id] = AllocationRecord(
                     id=a.id, buffer=a.buffer.kind, name=a.name, shape=tuple(a.shape), dtype=a.dtype.name,
                     address=start, partition_offset=a.partition_offset, bytes_per_partition=size,
-                    site=a.site, program=self.program_id, alloc_seq=tr.next_seq())
+                    site=a.site, program=self.program_id, alloc_seq=tr.next_seq(),
+                    fixed_address=a.fixed_address)
                 tr.peak_sbuf_bytes = max(tr.peak_sbuf_bytes, self.sbuf.peak_bytes)
                 tr.peak_psum_bytes = max(tr.peak_psum_bytes, self.psum.peak_bytes)
         else:

@@ -42,9 +42,9 @@ RULES: dict[str, Rule] = {
              "Instructions and modes are gated by generation (trn1=v2, trn2=v3, trn3=v4)."),
         Rule("out-of-bounds", "access outside a tensor or its storage",
              "Indices and access patterns must stay inside the tensor."),
-        Rule("sbuf-capacity", "live SBUF allocations exceed the per-partition SBUF size",
+        Rule("sbuf-capacity", "tiles live at once (first to last access) exceed the per-partition SBUF size",
              "SBUF is 192/224/256 KiB per partition on v2/v3/v4; the compiler would have to spill or fail."),
-        Rule("psum-capacity", "live PSUM allocations exceed the 16 KiB (8 banks) per partition",
+        Rule("psum-capacity", "tiles live at once (first to last access) exceed the 16 KiB (8 banks) per partition",
              "PSUM has 8 banks of 2 KiB per partition."),
         Rule("indexing", "illegal indexing or view",
              "On-chip tensors keep the partition dim first and stay at least 2-D; views must be expressible as access patterns."),
@@ -84,10 +84,12 @@ EXAMPLES: dict[str, str] = {
     "psum-alignment": "ndarray: PSUM address 1024 is not aligned to a 2048-byte bank",
     "generation": "dma_transpose: not available on trn1 (NeuronCore-v2); needs trn2 (NeuronCore-v3) or later",
     "out-of-bounds": "dma_copy: indirect src index 256 at row 1 is out of bounds for 256 rows",
-    "sbuf-capacity": "ndarray: live SBUF allocations need 262144 bytes per partition, exceeding the 229376-byte "
-                     "SBUF partition; 2 live: big1[128, 32768] float32 131072 B @ kernel.py:3, …",
-    "psum-capacity": "ndarray: live PSUM allocations need 18432 bytes per partition, exceeding the 16384-byte PSUM "
-                     "partition; 9 live: acc0[128, 512] float32 2048 B @ kernel.py:4, …",
+    "sbuf-capacity": "kernel: tiles live at once need 262144 bytes per partition of SBUF, exceeding the "
+                     "229376-byte SBUF partition (live ranges, first to last access, at instruction 1); 2 live: "
+                     "big1[128, 32768] float32 131072 B @ kernel.py:3, …",
+    "psum-capacity": "kernel: tiles live at once need 18432 bytes per partition of PSUM, exceeding the 16384-byte "
+                     "PSUM partition (live ranges, first to last access, at instruction 8); 9 live: acc0[128, 512] "
+                     "float32 2048 B @ kernel.py:4, …",
     "indexing": "reshape of an on-chip tensor cannot change the partition dimension (128 -> 64)",
     "argument": "tensor_reduce: cannot reduce along the partition dimension (axis 0); use nc_transpose, a ones "
                 "matmul or tensor_partition_reduce",

@@ -72,6 +72,7 @@ class Allocation:
     partition_offset: int = 0
     written: bool = False
     is_kernel_arg: bool = False
+    fixed_address: bool = False
     # PSUM only: which elements hold a matmul result (accumulation-group state), and which
     # were last written by a non-matmul instruction (memset/copy) — accumulation onto those is UB.
     mm_written: np.ndarray | None = None
@@ -126,7 +127,11 @@ class OnChipAllocator:
     (kernels that manage addresses themselves re-create tiles over the same banks).
     """
 
-    def __init__(self, kind: str, capacity: int, alignment: int, mode: str, on_event=None) -> None:
+    def __init__(self, kind: str, capacity: int, alignment: int, mode: str, on_event=None,
+                 defer: bool = False) -> None:
+        # defer: judge first-fit tiles after the run by live range (nkieval.sim.capacity), as the
+        # compiler allocates; only explicitly placed tiles are checked here.
+        self.defer = defer
         self.kind = kind
         self.capacity = capacity
         self.alignment = alignment
@@ -178,7 +183,8 @@ class OnChipAllocator:
                 self.peak_live = sorted(self.live.values(), key=lambda b: -(b.end - b.start))
             alloc.address = start
             alloc.partition_offset = p0
-        if total > self.capacity and self.mode != "off":
+            alloc.fixed_address = address is not None
+        if total > self.capacity and self.mode != "off" and not (self.defer and address is None):
             blocks = sorted(self.live.values(), key=lambda b: -(b.end - b.start))
             listing = ", ".join(
                 f"{b.name or 'tensor'}{list(b.shape)} {b.dtype} {b.end - b.start} B"

@@ -11,6 +11,7 @@ import numpy as np
 
 from nkieval.hardware import Target, get_target
 from nkieval.sim import dtypes as dt
+from nkieval.sim.capacity import check_capacity
 from nkieval.sim.context import Launch, SimContext, set_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import SHARED_HBM
@@ -153,6 +154,9 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
     for e in errors:
         if e is not None:
             raise e
+    if opts.record_trace:
+        check_capacity(trace, {"sbuf": tgt.sbuf_bytes_per_partition, "psum": tgt.psum_bytes_per_partition},
+                       opts.capacity_check)
     outputs = _output(results[0])
     for t, arr, torch_obj in links:
         if t.alloc.written:

@@ -87,6 +87,7 @@ class AllocationRecord:
     alloc_seq: int
     free_seq: int | None = None
     kernel_arg: bool = False
+    fixed_address: bool = False  # placed at an explicit ``address=``
 
 
 @dataclass

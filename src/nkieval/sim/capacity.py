@@ -1,0 +1,124 @@
+"""SBUF/PSUM capacity judged by live range, as the compiler allocates.
+
+The compiler gives a tile on-chip memory from its first access to its last, not from the line
+that declares it to the moment Python drops it. So a kernel that declares its scratch tiles up
+front is legal when the tiles' *live ranges* fit. After a run, this module sweeps the trace:
+every on-chip allocation is live over ``[first access, last access]`` (tiles that are never
+accessed take no space), its footprint is its per-partition bytes on its partitions, and the
+peak over time of the per-partition sum is compared with the target's size. Tiles placed at an
+explicit ``address=`` occupy their fixed range: tiles re-created over the same range count once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.trace import AllocationRecord, Trace
+
+
+@dataclass(frozen=True)
+class CapacityPeak:
+    buffer: str
+    program: int
+    peak_bytes: int
+    capacity: int
+    at_seq: int
+    live: tuple[AllocationRecord, ...]
+
+    @property
+    def exceeded(self) -> bool:
+        return self.peak_bytes > self.capacity
+
+    def message(self) -> str:
+        kind = self.buffer.upper()
+        blocks = sorted(self.live, key=lambda a: -a.bytes_per_partition)
+        listing = ", ".join(
+            f"{a.name or 'tensor'}{list(a.shape)} {a.dtype} {a.bytes_per_partition} B" + (f" @ {a.site}" if a.site else "")
+            for a in blocks[:6])
+        more = f" and {len(blocks) - 6} more" if len(blocks) > 6 else ""
+        prog = f" in program {self.program}" if self.program else ""
+        return (f"tiles live at once{prog} need {self.peak_bytes} bytes per partition of {kind}, exceeding the "
+                f"{self.capacity}-byte {kind} partition (live ranges, first to last access, at instruction "
+                f"{self.at_seq}); {len(blocks)} live: {listing}{more}")
+
+
+def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityPeak]:
+    """Peak live bytes per partition for each (on-chip buffer, program) in the trace."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for rec in trace.records:
+        seq = rec.seq
+        for op in rec.operands:
+            if op.buffer == "hbm":
+                continue
+            a = op.alloc
+            if a not in first:
+                first[a] = seq
+            last[a] = seq
+    groups: dict[tuple[str, int], list[AllocationRecord]] = {}
+    for a in trace.allocations.values():
+        if a.buffer in capacities and a.id in first:
+            groups.setdefault((a.buffer, a.program), []).append(a)
+    peaks: list[CapacityPeak] = []
+    for (buf, prog), allocs in sorted(groups.items()):
+        # Tiles at one explicit address range are one block live over the union of their ranges.
+        blocks: dict[object, list] = {}
+        for a in allocs:
+            key = ("fixed", a.partition_offset, a.shape[0] if a.shape else 1, a.address, a.bytes_per_partition) \
+                if a.fixed_address else ("auto", a.id)
+            b = blocks.get(key)
+            if b is None:
+                blocks[key] = [first[a.id], last[a.id], a]
+            else:
+                b[0] = min(b[0], first[a.id])
+                b[1] = max(b[1], last[a.id])
+        events: list[tuple[int, int, int]] = []  # (seq, +1 start / -1 end after, index)
+        items = list(blocks.values())
+        for i, (lo, hi, _a) in enumerate(items):
+            events.append((lo, 0, i))
+            events.append((hi + 1, -1, i))
+        events.sort(key=lambda e: (e[0], e[1]))
+        usage = np.zeros(128, dtype=np.int64)
+        live: set[int] = set()
+        best, best_seq, best_live = 0, 0, ()
+        for seq, kind, i in events:
+            a = items[i][2]
+            p0 = a.partition_offset
+            p1 = p0 + (a.shape[0] if a.shape else 1)
+            if kind == -1:
+                usage[p0:p1] -= a.bytes_per_partition
+                live.discard(i)
+            else:
+                usage[p0:p1] += a.bytes_per_partition
+                live.add(i)
+                total = int(usage.max())
+                if total > best:
+                    best, best_seq, best_live = total, seq, tuple(items[j][2] for j in live)
+        peaks.append(CapacityPeak(buf, prog, best, capacities[buf], best_seq, best_live))
+    return peaks
+
+
+def check_capacity(trace: Trace, capacities: dict[str, int], mode: str) -> list[CapacityPeak]:
+    """Record live-range peaks on the trace and raise (``mode="error"``) or warn when one is exceeded."""
+    peaks = live_range_peaks(trace, capacities)
+    for kind in ("sbuf", "psum"):
+        vals = [p.peak_bytes for p in peaks if p.buffer == kind]
+        setattr(trace, f"peak_{kind}_bytes", max(vals) if vals else 0)
+    over = [p for p in peaks if p.exceeded]
+    if over and mode != "off":
+        p = over[0]
+        if mode == "error":
+            raise NkiValidationError(p.message(), instruction="kernel", rule=f"{p.buffer}-capacity")
+        import warnings
+
+        from nkieval.sim.errors import NkiSimulatorWarning
+
+        for p in over:
+            w = NkiSimulatorWarning(p.message(), rule=f"{p.buffer}-capacity", instruction="kernel")
+            trace.warnings.append({"rule": w.rule, "instruction": "kernel", "location": None, "message": str(w),
+                                   "program": p.program})
+            warnings.warn(w, stacklevel=3)
+    return peaks
