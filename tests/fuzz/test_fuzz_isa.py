@@ -28,3 +28,21 @@ def test_outcomes_cover_success_and_rejection() -> None:
     if not OUTCOMES:
         return  # run on its own: nothing to inspect
     assert OUTCOMES["ok"] > 0 and sum(v for k, v in OUTCOMES.items() if k != "ok") > 0, OUTCOMES
+
+
+def test_dma_compute_rejects_none_oob_mode_cleanly():
+    """Found by the fuzzer: oob_mode=None reached int() inside dma_compute."""
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+    import numpy as np
+    import pytest
+
+    from nkieval.sim.errors import NkiValidationError
+
+    def k(a):
+        t = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_compute(dst=t, srcs=[t], reduce_op=nl.add, oob_mode=None)
+
+    with pytest.raises(NkiValidationError, match="oob_mode must be one of"):
+        nki.simulate(k, target="trn1")(np.zeros((1, 1), np.float32))

@@ -109,7 +109,7 @@ def sendrecv(ctx: Any, src: Any, dst: Any, send_to_rank: Any, recv_from_rank: An
     to, frm = _rank(send_to_rank, "send_to_rank"), _rank(recv_from_rank, "recv_from_rank")
     try:
         eng = DmaEngine(int(getattr(dma_engine, "value", dma_engine)))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise NkiValidationError(f"dma_engine must be nisa.dma_engine.dma or .gpsimd_dma, got {dma_engine!r}",
                                  operand="dma_engine", rule="argument") from None
     if eng == DmaEngine.gpsimd_dma and free_size(src) > ctx.target.sendrecv_gpsimd_dma_max_elems:

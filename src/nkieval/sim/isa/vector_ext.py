@@ -23,6 +23,7 @@ from nkieval.sim.isa.core import (
     check_free_limit,
     check_partitions,
     check_same_free,
+    enum_value,
     free_size,
     instruction,
     note_write,
@@ -52,7 +53,7 @@ def reduce_cmd_of(x: Any, allowed: tuple[int, ...], instruction_name: str) -> in
     """Normalise a ``reduce_cmd`` argument and check it is one this instruction supports."""
     try:
         cmd = int(getattr(x, "value", x))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         cmd = -1
     if cmd not in allowed:
         names = ", ".join(ReduceCmd(c).name for c in allowed)
@@ -321,7 +322,7 @@ def dma_compute(ctx: Any, dst: Any, srcs: Any, reduce_op: Any, scales: Any = Non
         if len(sc) != len(srcs) or any(s != 1.0 for s in sc):
             raise NkiValidationError(f"scales must be {len(srcs)} values, all 1.0, got {sc}", operand="scales",
                                      rule="argument")
-    oob = int(getattr(oob_mode, "value", oob_mode))
+    oob = enum_value(oob_mode, OobMode, "oob_mode")
     for role, t in (("dst", dst), *((f"srcs[{i}]", s) for i, s in enumerate(srcs))):
         check_buffer(t, role, ("hbm", "sbuf"), "DMA cannot access PSUM")
         if t.is_on_chip:
