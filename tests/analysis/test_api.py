@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -60,23 +59,6 @@ def test_migration_fidelity_bad_input() -> None:
         migration_fidelity(s, "x = 1", select=["MIG999"])
     (f,) = migration_fidelity(s, "def (:")
     assert f.rule == "NKI000"
-
-
-def test_speed_under_50ms_per_file() -> None:
-    """The review calls these per candidate; budget 50 ms per file (median of several files)."""
-    files = sorted((FIX / "nki").glob("NKI0*.pysrc")) + sorted((FIX / "good").glob("*.pysrc"))
-    cu = (FIX / "cuda" / "row_softmax.cu").read_text()
-    analyze_nki(files[0].read_text())  # warm imports
-    parse_cuda(cu)
-    times = []
-    for p in files:
-        src = p.read_text()
-        t0 = time.perf_counter()
-        analyze_nki(src)
-        migration_fidelity(parse_cuda(cu), src)
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    assert times[len(times) // 2] < 0.05, f"median {times[len(times) // 2] * 1e3:.1f} ms"
 
 
 def test_cli_lint_text_json_and_exit_codes() -> None:
