@@ -17,6 +17,7 @@ starts ``python -I -m nkieval.review.child`` (a fresh interpreter each time, ~0.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -137,6 +138,12 @@ class _Zygote:
             self.p.wait(5)
         except Exception:
             pass
+        for f in (self.p.stdin, self.p.stdout):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass
 
 
 _ZYGOTE: _Zygote | None = None
@@ -156,6 +163,10 @@ def shutdown() -> None:
     if _ZYGOTE is not None:
         _ZYGOTE.close()
         _ZYGOTE = None
+
+
+# The zygote is a child process holding pipes: stop it when the harness exits, so no orphan is left.
+atexit.register(shutdown)
 
 
 class _Proc:
