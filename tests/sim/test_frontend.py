@@ -268,3 +268,23 @@ def test_pytest_plugin_option_and_fixture(tmp_path):
     res = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "fixture", "test_user.py"],
                tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@nki.jit
+def _double_in_place(x):
+    t = nl.load(x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+    nl.store(x, t)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+def test_torch_bf16_outputs_and_in_place_inputs():
+    import torch
+
+    a = (torch.arange(128 * 4, dtype=torch.float32).reshape(128, 4) / 7).to(torch.bfloat16)
+    out = nki.simulate(add_kernel)(a, a)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16
+    assert torch.equal(out, a + a)
+    x = torch.arange(128 * 4, dtype=torch.float32).reshape(128, 4)
+    nki.simulate(_double_in_place)(x)
+    assert torch.equal(x, 2 * torch.arange(128 * 4, dtype=torch.float32).reshape(128, 4))
