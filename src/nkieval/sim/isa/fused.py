@@ -25,6 +25,23 @@ from nkieval.sim.isa.core import (
     write,
 )
 from nkieval.sim.ops import as_op
+from nkieval.sim.tensor import NkiTensor
+
+
+def _two_input_checks(ctx: Any, name: str, dst: NkiTensor, inputs: tuple[tuple[str, NkiTensor], ...],
+                      op0: Any, op1: Any) -> tuple[Any, Any]:
+    """The shared validation of the two-tensor-input Vector instructions; returns (op0, op1) as Ops."""
+    o0 = as_op(op0, name, "op0")
+    o1 = as_op(op1, name, "op1")
+    for o, role in ((o0, "op0"), (o1, "op1")):
+        check_arith_op(o, role)
+        check_op_available(ctx, o, name, role)
+    pairs = [("dst", dst), *inputs]
+    check_engine_operands(ctx, pairs)
+    check_not_both_psum(*inputs)
+    check_same_free(pairs)
+    check_free_limit(ctx, inputs[0][1], inputs[0][0])
+    return o0, o1
 
 
 @instruction("scalar_tensor_tensor", "vector")
@@ -34,16 +51,7 @@ def scalar_tensor_tensor(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any,
     dst = tensor_arg(dst, "dst")
     data = tensor_arg(data, "data")
     operand1 = tensor_arg(operand1, "operand1")
-    o0 = as_op(op0, "scalar_tensor_tensor", "op0")
-    o1 = as_op(op1, "scalar_tensor_tensor", "op1")
-    for o, role in ((o0, "op0"), (o1, "op1")):
-        check_arith_op(o, role)
-        check_op_available(ctx, o, "scalar_tensor_tensor", role)
-    pairs = [("dst", dst), ("data", data), ("operand1", operand1)]
-    check_engine_operands(ctx, pairs)
-    check_not_both_psum(("data", data), ("operand1", operand1))
-    check_same_free(pairs)
-    check_free_limit(ctx, data, "data")
+    o0, o1 = _two_input_checks(ctx, "scalar_tensor_tensor", dst, (("data", data), ("operand1", operand1)), op0, op1)
     p = data.shape[0]
     s = scalar_or_vector(ctx, operand0, "operand0", p)
     x = read(data).reshape(p, -1)
@@ -67,16 +75,7 @@ def tensor_tensor_scan(ctx: Any, dst: Any, data0: Any, data1: Any, initial: Any,
     dst = tensor_arg(dst, "dst")
     data0 = tensor_arg(data0, "data0")
     data1 = tensor_arg(data1, "data1")
-    o0 = as_op(op0, "tensor_tensor_scan", "op0")
-    o1 = as_op(op1, "tensor_tensor_scan", "op1")
-    for o, role in ((o0, "op0"), (o1, "op1")):
-        check_arith_op(o, role)
-        check_op_available(ctx, o, "tensor_tensor_scan", role)
-    pairs = [("dst", dst), ("data0", data0), ("data1", data1)]
-    check_engine_operands(ctx, pairs)
-    check_not_both_psum(("data0", data0), ("data1", data1))
-    check_same_free(pairs)
-    check_free_limit(ctx, data0, "data0")
+    o0, o1 = _two_input_checks(ctx, "tensor_tensor_scan", dst, (("data0", data0), ("data1", data1)), op0, op1)
     p = data0.shape[0]
     a = read(data0).reshape(p, -1)
     b = read(data1).reshape(p, -1)
