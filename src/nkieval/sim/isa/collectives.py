@@ -23,12 +23,12 @@ from nkieval.sim.isa.core import (
     check_partitions,
     free_size,
     instruction,
+    mark_written,
     record,
     resolve_engine,
     tensor_arg,
 )
 from nkieval.sim.isa.enums import dma_engine as DmaEngine
-from nkieval.sim.isa.vector import write_state
 
 PEER_TIMEOUT_S = 900.0  # safety net only: a finished or deadlocked peer is detected within seconds
 _POLL_S = 0.2
@@ -138,7 +138,7 @@ def sendrecv(ctx: Any, src: Any, dst: Any, send_to_rank: Any, recv_from_rank: An
         raise NkiValidationError(f"core {frm} sent {list(got.shape)} {got.dtype} but dst is {list(dst.shape)} "
                                  f"{dst.dtype}", operand="dst", rule="shape-mismatch")
     dst.data[...] = got
-    write_state(dst)
+    mark_written(dst, matmul=False)
     record(ctx, "sendrecv", "gpsimd" if eng == DmaEngine.gpsimd_dma else "dma",
            [dst.access("dst", "w"), src.access("src", "r")], send_to=to, recv_from=frm, pipe_id=pipe,
            dma_engine=eng.name)

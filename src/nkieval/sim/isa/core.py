@@ -319,8 +319,7 @@ def mark_written(t: NkiTensor, *, matmul: bool) -> None:
     a = t.alloc
     a.written = True
     if a.f32 is not None:
-        a.f32 = None
-        a.f32_elems = 0
+        drop_f32(a)
     if a.mm_written is not None:
         flag_view(t, a.mm_written)[...] = matmul
         flag_view(t, a.other_written)[...] = not matmul

@@ -22,12 +22,12 @@ from nkieval.sim.isa.core import (
     check_same_free,
     free_size,
     instruction,
+    mark_written,
     read,
     record,
     tensor_arg,
     write,
 )
-from nkieval.sim.isa.vector import write_state
 from nkieval.sim.tensor import NkiTensor
 
 
@@ -38,7 +38,7 @@ def _flat(t: NkiTensor) -> np.ndarray:
 def _store_exact(dst: NkiTensor, vals: np.ndarray) -> None:
     """Bit-exact store of values already in ``dst``'s storage dtype (gathers never cast)."""
     dst.data[...] = vals.reshape(dst.shape)
-    write_state(dst)
+    mark_written(dst, matmul=False)
 
 
 def _int_arg(x: Any, role: str) -> int:

@@ -22,7 +22,6 @@ from nkieval.sim.isa.core import (
     free_size,
     instruction,
     int_value,
-    mark_written,
     read,
     read_bits,
     read_exact,
@@ -36,20 +35,11 @@ from nkieval.sim.isa.core import (
 )
 from nkieval.sim.ops import ARITH, BITVEC, REDUCIBLE, Op, as_op
 
-__all__ = ["apply_binary", "check_op_available", "write_state"]
+__all__ = ["check_op_available"]
 
 _INT32 = (dt.int32, dt.uint32)
 _INT32_NAMES = frozenset(d.name for d in _INT32)
 _BITVEC_BINARY = BITVEC - {"invert"}
-
-
-def apply_binary(op: Op, a: np.ndarray, b: Any) -> np.ndarray:
-    return op.binary(a, b)
-
-
-def write_state(dst: Any) -> None:
-    """Mark ``dst`` written by a non-matmul instruction (kept for modules that store bits themselves)."""
-    mark_written(dst, matmul=False)
 
 
 def _check_int_operands(op: Op, pairs: list[tuple[str, Any]]) -> None:
@@ -297,10 +287,6 @@ def tensor_reduce(ctx: Any, dst: Any, op: Any, data: Any, axis: Any, negate: boo
         write(ctx, dst, np.asarray(vals).reshape(dst.shape))
     record(ctx, "tensor_reduce", "vector", [dst.access("dst", "w"), data.access("data", "r")], op=o.name,
            axis=list(axes), negate=bool(negate))
-
-
-def free_size_of(t: Any) -> int:
-    return free_size(t)
 
 
 @instruction("reciprocal", "vector")
