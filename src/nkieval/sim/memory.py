@@ -140,7 +140,6 @@ class OnChipAllocator:
         self.usage = np.zeros(128, dtype=np.int64)  # live bytes per partition of first-fit blocks
         self.fixed: dict[int, LiveBlock] = {}  # live blocks at explicit addresses (counted as a union)
         self.peak_bytes = 0
-        self.peak_live: list[LiveBlock] = []
         self._on_event = on_event
         self._lock = threading.Lock()
 
@@ -178,9 +177,7 @@ class OnChipAllocator:
             else:
                 self.fixed[alloc.id] = block
             total = self._total()
-            if total > self.peak_bytes:
-                self.peak_bytes = total
-                self.peak_live = sorted(self.live.values(), key=lambda b: -(b.end - b.start))
+            self.peak_bytes = max(self.peak_bytes, total)
             alloc.address = start
             alloc.partition_offset = p0
             alloc.fixed_address = address is not None
