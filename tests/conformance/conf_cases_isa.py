@@ -470,6 +470,18 @@ def k_registers(x):
     return ret(out)
 
 
+def k_register_alloc_tensor(x):  # register_alloc(t): initialised from a one-element tensor (library MoE TKG)
+    t = load(x, nl.int32)
+    r = nisa.register_alloc(t[0, 0])
+    out = tile((1, 1), nl.int32)
+    nisa.register_store(out, r)
+    return ret(out)
+
+
+def _register_alloc_2x2(x):
+    nisa.register_alloc(load(x, nl.int32))
+
+
 def k_sendrecv(x):
     me = nl.program_id(0)
     a = tile((4, 8))
@@ -656,6 +668,8 @@ CASES: list[Case] = [
     Case("nisa.topk", k_topk, (TOPK_SRC,), lambda s: ref_topk(s, 42, 8)),
     # --- registers & collectives ---
     Case("nisa.register_alloc", k_registers, (np.array([[5]], np.int32),), lambda x: x),
+    Case("nisa.register_alloc", k_register_alloc_tensor, (np.array([[7, 1]], np.int32),), lambda x: x[:, :1],
+         id="from-tensor"),
     Case("nisa.register_move", k_registers, (np.array([[-7]], np.int32),), lambda x: x),
     Case("nisa.register_load", k_registers, (np.array([[123456]], np.int32),), lambda x: x),
     Case("nisa.register_store", k_registers, (np.array([[0]], np.int32),), lambda x: x),
@@ -830,6 +844,8 @@ ILLEGAL: list[Illegal] = [
     Illegal("nisa.sequence_bounds", _seq_bounds_two_partitions, (np.concatenate([SEG, SEG]),), "shape-mismatch"),
     Illegal("nisa.topk", _topk_small_n, (TOPK_SRC,), "instruction-limit"),
     Illegal("nisa.register_alloc", _register_int, (X,), "argument"),
+    Illegal("nisa.register_alloc", _register_alloc_2x2, (np.ones((2, 2), np.int32),), "shape-mismatch",
+            id="tensor-not-one-element"),
     Illegal("nisa.register_store", _register_uninit, (X,), "uninitialized"),
     Illegal("nisa.sendrecv", _sendrecv_lnc1, (X,), "kernel"),
     Illegal("nisa.sendrecv", _sendrecv_lnc1, (X,), "generation", target="trn1", id="trn1"),

@@ -231,6 +231,314 @@ CASES: list[Case] = [
 ]
 
 
+# ---- NkiScalar (nisa.scalar_load / scalar_store, NKI 0.7+): dynamic offsets and loop bounds ----------
+# int32 only: nkieval has no nl.int64 tensors, so the int64 scalars the documentation also allows cannot be
+# loaded (docs/simulator.md).
+I32 = np.array([[3]], np.int32)
+
+
+def _scalar(i, dtype=None):
+    t = tile((1, 1), dtype or i.dtype)
+    nisa.dma_copy(dst=t, src=i)
+    return nisa.scalar_load(t)
+
+
+def k_scalar_arith(i):
+    s = _scalar(i)
+    r = tile((1, 1), nl.int32)
+    nisa.scalar_store(r, -(s * 4 + 1) + 2 * s - (10 - s))
+    return ret(r)
+
+
+def k_scalar_wrap(i):  # int32 never widens: 100000 * 100000 wraps
+    s = _scalar(i)
+    r = tile((1, 1), nl.int32)
+    nisa.scalar_store(r, s * s)
+    return ret(r)
+
+
+def k_scalar_offset_hbm(x, i):  # row 2*i+1 of x via .ap(scalar_offset=, indirect_dim=0)
+    s = _scalar(i)
+    t = tile((1, x.shape[1]))
+    nisa.dma_copy(dst=t, src=x.ap([[x.shape[1], 1], [1, x.shape[1]]], offset=0, scalar_offset=s * 2 + 1,
+                                  indirect_dim=0))
+    return ret(t)
+
+
+def k_scalar_offset_dim1(x, i):  # scalar_offset on indirect_dim=1 of a 3-D tensor scales by the last dim
+    s = _scalar(i)
+    t = tile((x.shape[0], x.shape[2]))
+    nisa.dma_copy(dst=t, src=x.ap([[x.shape[1] * x.shape[2], x.shape[0]], [1, x.shape[2]]], offset=0,
+                                  scalar_offset=s, indirect_dim=1))
+    return ret(t)
+
+
+def k_scalar_offset_sbuf(x, i):  # free-dim offset into an SBUF tile (int32 scalar)
+    s = _scalar(i)
+    src = load(x)
+    t = tile((x.shape[0], 2))
+    nisa.tensor_copy(dst=t, src=src.ap([[x.shape[1], x.shape[0]], [1, 2]], offset=0, scalar_offset=s,
+                                       indirect_dim=1))
+    return ret(t)
+
+
+def k_scalar_select(x, i):
+    return ret(_copy_row(load(x).select(1, _scalar(i))))
+
+
+def _copy_row(v):
+    t = tile(v.shape)
+    nisa.tensor_copy(dst=t, src=v)
+    return t
+
+
+def k_scalar_fori(x, n):  # out[r] = x[r] for r < n (runtime trip count), else 0
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    z = tile((1, x.shape[1]))
+    nisa.memset(dst=z, value=0.0)
+    for r in range(x.shape[0]):
+        nisa.dma_copy(dst=out[r:r + 1], src=z)
+    hi = _scalar(n)
+
+    def body(r):
+        row = tile((1, x.shape[1]))
+        nisa.dma_copy(dst=row, src=x.ap([[x.shape[1], 1], [1, x.shape[1]]], offset=0, scalar_offset=r,
+                                        indirect_dim=0))
+        nisa.dma_copy(dst=out.ap([[x.shape[1], 1], [1, x.shape[1]]], offset=0, scalar_offset=r, indirect_dim=0),
+                      src=row)
+
+    nl.fori_loop(0, hi - 1, body)
+    return out
+
+
+def _fori_ref(x, n):
+    o = np.zeros_like(x)
+    o[:int(n[0, 0]) - 1] = x[:int(n[0, 0]) - 1]
+    return o
+
+
+def k_ds_runtime(x, i):  # nl.ds with a runtime start ([1, 1] uint32 SBUF tensor): a sliding window
+    t = load(x)
+    v = t[:, nl.ds(load(i), 3)]
+    return v.is_indirect(), ret(_copy_row(v))
+
+
+def k_ds_runtime_hbm(x, i):  # on HBM dim 0 with an NkiScalar start
+    v = x[nl.ds(_scalar(i) + 1, 2), :]
+    t = tile(v.shape)
+    nisa.dma_copy(dst=t, src=v)
+    return ret(t)
+
+
+def k_ds_runtime_register(x, i):
+    r = nisa.register_alloc()
+    nisa.register_load(r, load(i))
+    v = load(x)[:, nl.ds(r, 2)]
+    return ret(_copy_row(v))
+
+
+X4 = randn(3, 4, 5)
+CASES += [
+    Case("nl.ds", k_ds_runtime, (X, np.array([[6]], np.uint32)), lambda x, i: (True, x[:, 6:9]), id="runtime-start"),
+    Case("nl.ds", k_ds_runtime_hbm, (ROWS, I32), lambda x, i: x[4:6], id="runtime-nkiscalar"),
+    Case("nl.ds", k_ds_runtime_register, (X, I32), lambda x, i: x[:, 3:5], id="runtime-register"),
+    Case("nisa.scalar_load", k_scalar_arith, (I32,), lambda i: np.array([[-(3 * 4 + 1) + 6 - 7]], np.int32)),
+    Case("nisa.scalar_store", k_scalar_wrap, (np.array([[100000]], np.int32),),
+         lambda i: np.array([[1410065408]], np.int32), id="int32-wraps"),
+    Case("tensor.ap", k_scalar_offset_hbm, (ROWS, I32), lambda x, i: x[7:8], id="nkiscalar-offset"),
+    Case("tensor.ap", k_scalar_offset_dim1, (X4, np.array([[2]], np.int32)), lambda x, i: x[:, 2, :],
+         id="nkiscalar-indirect-dim1"),
+    Case("tensor.ap", k_scalar_offset_sbuf, (X, I32), lambda x, i: x[:, 3:5], id="nkiscalar-sbuf"),
+    Case("tensor.select", k_scalar_select, (X, I32), lambda x, i: x[:, 3:4], id="nkiscalar"),
+    Case("nl.fori_loop", k_scalar_fori, (ROWS, np.array([[6]], np.int32)), _fori_ref, id="nkiscalar-bound"),
+]
+
+
+def _sl_unsigned(i):
+    _scalar(i, nl.uint32)
+
+
+def _sl_float(i):
+    _scalar(i, nl.float32)
+
+
+def _sl_shape(x):
+    nisa.scalar_load(load(x))
+
+
+def _ss_int(i):
+    nisa.scalar_store(tile((1, 1), nl.int32), 3)
+
+
+def _sc_python_int(i):
+    range(_scalar(i))
+
+
+def _sc_if(i):
+    if _scalar(i):
+        pass
+
+
+def _sc_compare_used(i):
+    s = _scalar(i)
+    nisa.scalar_store(tile((1, 1), nl.int32), s < 4)
+
+
+def _sc_div(i):
+    _ = _scalar(i) // 2
+
+
+def _sc_offset_oob(x, i):
+    s = _scalar(i)
+    nisa.dma_copy(dst=tile((1, x.shape[1])), src=x.ap([[x.shape[1], 1], [1, x.shape[1]]], offset=0,
+                                                       scalar_offset=s, indirect_dim=0))
+
+
+def _sc_bad_indirect_dim(x, i):
+    x.ap([[x.shape[1], 1], [1, x.shape[1]]], offset=0, scalar_offset=_scalar(i), indirect_dim=2)
+
+
+def _ds_partition(x, i):
+    load(x)[nl.ds(load(i), 2), :]
+
+
+def _ds_oob(x, i):
+    load(x)[:, nl.ds(load(i), 3)]
+
+
+def _ds_runtime_size(x, i):
+    nl.ds(0, load(i))
+
+
+def _ds_twice(x, i):
+    ix = load(i)
+    load(x)[:, nl.ds(ix, 4)][:, nl.ds(ix, 1)]
+
+
+ILLEGAL_SCALAR: list[Illegal] = [
+    Illegal("nl.ds", _ds_partition, (X, I32), "indexing", id="runtime-partition"),
+    Illegal("nl.ds", _ds_oob, (X, np.array([[8]], np.int32)), "out-of-bounds", id="runtime-window"),
+    Illegal("nl.ds", _ds_runtime_size, (X, I32), "argument", id="runtime-size"),
+    Illegal("nl.ds", _ds_twice, (X, np.array([[0]], np.int32)), "indexing", id="runtime-twice"),
+    Illegal("nisa.scalar_load", _sl_unsigned, (np.array([[1]], np.uint32),), "dtype", id="unsigned"),
+    Illegal("nisa.scalar_load", _sl_float, (np.array([[1]], np.float32),), "dtype", id="float"),
+    Illegal("nisa.scalar_load", _sl_shape, (ROWS,), "shape-mismatch", id="not-1x1"),
+    Illegal("nisa.scalar_store", _ss_int, (I32,), "argument", id="python-int"),
+    Illegal("nisa.scalar_load", _sc_python_int, (I32,), "argument", id="as-python-int"),
+    Illegal("nisa.scalar_load", _sc_if, (I32,), "argument", id="as-condition"),
+    Illegal("nisa.scalar_load", _sc_compare_used, (I32,), "argument", id="comparison-used"),
+    Illegal("nisa.scalar_load", _sc_div, (I32,), "argument", id="floordiv"),
+    Illegal("tensor.ap", _sc_offset_oob, (ROWS, np.array([[12]], np.int32)), "out-of-bounds", id="nkiscalar-oob"),
+    Illegal("tensor.ap", _sc_bad_indirect_dim, (ROWS, I32), "argument", id="indirect-dim"),
+]
+
+# ---- tile / block grids (NKI 0.7+: nl.tiles, nl.blocks, nl.alloc_tiles, nl.alloc_blocks) ---------------
+G = randn(70, 90)  # a 3 x 4 grid of (32, 24) tiles; the last row and column are clamped remainders
+
+
+def k_tiles_copy(x):  # every tile through SBUF, in tile coordinates
+    src = nl.tiles(x, tile_shape=(32, 24))
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    dst = nl.tiles(out, tile_shape=(32, 24))
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            t = tile(src[i, j].element_shape)
+            nisa.dma_copy(dst=t, src=src[i, j].data)
+            nisa.dma_copy(dst=dst[i, j].data, src=t)
+    return out
+
+
+def k_tiles_queries(x):
+    g = nl.tiles(x, tile_shape=(32, 24))
+    row = g[1, :]
+    last = g[-1, -1]
+    return (g.shape, g[1, 2].element_shape, row.shape, row.element_shape, last.element_shape, last.is_remainder,
+            g[0, 0].is_remainder, g.index_step_elements, g[0, 1:3].data.shape)
+
+
+def k_tiles_3d(x):  # a leading untiled dim is indexed one slab at a time
+    g = nl.tiles(x, tile_shape=(4, 5))
+    t = tile(g[1, 0, 1].element_shape)
+    nisa.dma_copy(dst=t, src=g[1, 0, 1].data)
+    return g.shape, ret(t)
+
+
+def k_blocks_copy(x):  # blocks of 2 x 2 tiles, then the tiles inside each block
+    src = nl.blocks(x, tile_shape=(32, 24), block_shape=(2, 2))
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    dst = nl.blocks(out, tile_shape=(32, 24), block_shape=(2, 2))
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            st, dt_ = nl.tiles(src[i, j]), nl.tiles(dst[i, j])
+            for a in range(st.shape[0]):
+                for b in range(st.shape[1]):
+                    t = tile(st[a, b].element_shape)
+                    nisa.dma_copy(dst=t, src=st[a, b].data)
+                    nisa.dma_copy(dst=dt_[a, b].data, src=t)
+    return out
+
+
+def k_blocks_queries(x):
+    g = nl.blocks(x, tile_shape=(32, 24), block_shape=(2, 2))
+    return g.shape, g.block_shape, g.index_step_elements, g[1, 1].element_shape, g[1, 1].is_remainder
+
+
+def k_alloc_tiles(x):  # HBM: compact logical extent; SBUF: one row of tiles along the partitions
+    sb = nl.alloc_tiles(tile_shape=(32, 24), element_shape=(32, 90), buffer=nl.sbuf, dtype=nl.float32)
+    nisa.dma_copy(dst=sb.data, src=x[0:32, :])
+    out = nl.alloc_tiles(tile_shape=(32, 24), element_shape=(32, 90), buffer=nl.shared_hbm, dtype=nl.float32)
+    for j in range(sb.shape[1]):
+        nisa.dma_copy(dst=out[0, j].data, src=sb[0, j].data)
+    return out.data
+
+
+def k_alloc_blocks(x):
+    sb = nl.alloc_blocks(tile_shape=(32, 24), block_shape=(1, 2), element_shape=(32, 90), buffer=nl.sbuf,
+                         dtype=nl.float32)
+    for j in range(sb.shape[1]):
+        nisa.dma_copy(dst=sb[0, j].data, src=nl.blocks(x[0:32, :], tile_shape=(32, 24), block_shape=(1, 2))[0, j].data)
+    return ret(sb.data), sb.shape
+
+
+CASES += [
+    Case("nl.tiles", k_tiles_copy, (G,), lambda x: x),
+    Case("nl.tiles", k_tiles_queries, (G,), lambda x: ((3, 4), (32, 24), (4,), (32, 90), (6, 18), True, False,
+                                                        (32, 24), (32, 48)), id="queries"),
+    Case("nl.tiles", k_tiles_3d, (randn(3, 8, 10),), lambda x: ((3, 2, 2), x[1, 0:4, 5:10]), id="slab"),
+    Case("nl.blocks", k_blocks_copy, (G,), lambda x: x),
+    Case("nl.blocks", k_blocks_queries, (G,), lambda x: ((2, 2), (2, 2), (64, 48), (6, 42), True), id="queries"),
+    Case("nl.alloc_tiles", k_alloc_tiles, (G,), lambda x: x[0:32]),
+    Case("nl.alloc_blocks", k_alloc_blocks, (G,), lambda x: (x[0:32], (1, 2))),
+]
+
+
+def _grid(make: Any) -> Any:
+    def kernel(x):
+        make(x)
+
+    return kernel
+
+
+ILLEGAL_GRID: list[Illegal] = [
+    Illegal("nl.tiles", _grid(lambda x: nl.tiles(x, tile_shape=(32,))), (G,), "argument", id="rank-1-tile"),
+    Illegal("nl.tiles", _grid(lambda x: nl.tiles(x, tile_shape=[32, 24])), (G,), "argument", id="list-shape"),
+    Illegal("nl.tiles", _grid(lambda x: nl.tiles(x, tile_shape=(2, 32, 24))), (G,), "argument", id="rank"),
+    Illegal("nl.tiles", _grid(lambda x: nl.tiles(x, tile_shape=(0, 24))), (G,), "argument", id="zero"),
+    Illegal("nl.tiles", _grid(lambda x: nl.tiles(x, tile_shape=(32, 24))[3, 0]), (G,), "out-of-bounds"),
+    Illegal("nl.tiles", _grid(lambda x: nl.tiles(x, tile_shape=(32, 24))[0, 0, 0]), (G,), "indexing",
+            id="too-many-indices"),
+    Illegal("nl.tiles", _grid(lambda x: nl.tiles(x)), (G,), "argument", id="no-tile-shape"),
+    Illegal("nl.blocks", _grid(lambda x: nl.blocks(x, tile_shape=(32, 24), block_shape=(2,))), (G,), "argument",
+            id="block-rank"),
+    Illegal("nl.alloc_tiles", _grid(lambda x: nl.alloc_tiles(tile_shape=(128, 64), element_shape=(256, 64),
+                                                             buffer=nl.sbuf, dtype=nl.float32)), (G,),
+            "unsupported", id="multi-row-sbuf"),
+    Illegal("nl.alloc_blocks", _grid(lambda x: nl.alloc_blocks(tile_shape=(16, 8), block_shape=(1, 1),
+                                                               element_shape=(2, 16, 8), buffer=nl.psum,
+                                                               dtype=nl.float32)), (G,), "unsupported",
+            id="untiled-on-chip"),
+]
+
 # ---- static view methods: a view of an SBUF tile, copied out by the Vector engine ----------------------
 def _view_kernel(make: Any) -> Any:
     def kernel(x):
@@ -369,13 +677,6 @@ def _gather_flattened(x):
     nl.gather_flattened(t, t)
 
 
-def _layout(name: str) -> Any:
-    def kernel(x):
-        getattr(nl, name)((128, 64), nl.float32)
-
-    return kernel
-
-
 def _bad_view(make: Any) -> Any:
     def kernel(x):
         make(load(x))
@@ -425,7 +726,6 @@ ILLEGAL: list[Illegal] = [
     Illegal("nl.rand", _rand_int, (X,), "dtype"),
     Illegal("nl.random_seed", _seed_scalar, (X,), "argument"),
     Illegal("nl.gather_flattened", _gather_flattened, (X,), "argument"),
-    Illegal("nl.alloc_tiles", _layout("alloc_tiles"), (X,), "unsupported", target="trn3"),
-    Illegal("nl.alloc_blocks", _layout("alloc_blocks"), (X,), "unsupported", target="trn3"),
-    Illegal("nl.blocks", _layout("blocks"), (X,), "unsupported", target="trn3"),
 ]
+ILLEGAL += ILLEGAL_SCALAR
+ILLEGAL += ILLEGAL_GRID

@@ -8,6 +8,7 @@ case tables, so the listing cannot drift from either. Run as a script to print i
 
 from __future__ import annotations
 
+import enum
 import os
 import sys
 from collections import defaultdict
@@ -51,6 +52,52 @@ def tensor_methods() -> list[str]:
                   if not n.startswith("_") and callable(v) and n not in _TENSOR_INTERNAL)
 
 
+def beta1_api_names() -> dict[str, list[str]]:
+    """Public callables of ``neuronxcc.nki.language`` / ``.isa`` (the Beta-1 front end), less what it refuses
+    on purpose (``BETA1_REFUSED``), plus the ``nki.compiler`` direct allocators and ``nt.mutable_tensor``."""
+    import neuronxcc.nki.isa as b1isa  # type: ignore[import-not-found]
+    import neuronxcc.nki.language as b1nl  # type: ignore[import-not-found]
+
+    def calls(mod: Any, extra: tuple[str, ...] = ()) -> list[str]:
+        out = []
+        for n in mod.__all__:
+            obj = getattr(mod, n)
+            if isinstance(obj, DType | Buffer) or f"{mod.__name__.split('.')[-1]}.{n}" in BETA1_REFUSED:
+                continue
+            if (callable(obj) and not (isinstance(obj, type) and issubclass(obj, enum.Enum))) or n in extra:
+                out.append(n)
+        return sorted(out)
+
+    isa = [n for n in calls(b1isa) if not isinstance(getattr(b1isa, n), type)]
+    return {"nl": calls(b1nl, ("tile_size",)), "nisa": isa,
+            "ncc": ["psum.alloc", "psum.mod_alloc", "sbuf.alloc", "sbuf.mod_alloc"], "nt": ["mutable_tensor"]}
+
+
+#: Beta-1 names the front end refuses on purpose (with an error saying why), so no legal case is expected
+BETA1_REFUSED = {"isa.builtin_custom_op"}
+
+
+def beta1_coverage() -> dict[str, Any]:
+    from conf_cases_beta1 import CASES as B1_CASES
+    from conf_cases_beta1 import ILLEGAL as B1_ILLEGAL
+
+    names = beta1_api_names()
+    table: dict[str, dict[str, dict[str, Any]]] = {
+        ns: {n: {"legal": 0, "illegal": 0, "frontends": {"beta1"}} for n in lst} for ns, lst in names.items()}
+    unknown: set[str] = set()
+    counts: dict[str, int] = defaultdict(int)
+    for kind, cases in (("legal", B1_CASES), ("illegal", B1_ILLEGAL)):
+        for c in cases:
+            ns, _, name = c.api.partition(".")
+            entry = table.get(ns, {}).get(name)
+            if entry is None:
+                unknown.add(c.api)
+                continue
+            entry[kind] += 1
+            counts[kind] += 1
+    return {**table, "unknown": sorted(unknown), "counts": dict(counts)}
+
+
 def coverage() -> dict[str, Any]:
     from conf_cases_isa import CASES as ISA_CASES
     from conf_cases_isa import ILLEGAL as ISA_ILLEGAL
@@ -78,9 +125,10 @@ def coverage() -> dict[str, Any]:
     return {**table, "unknown": sorted(unknown), "counts": dict(counts)}
 
 
-def format_listing(cov: dict[str, Any]) -> str:
-    lines = []
-    for ns in ("nisa", "nl", "tensor"):
+def format_listing(cov: dict[str, Any], namespaces: tuple[str, ...] = ("nisa", "nl", "tensor"),
+                   title: str = "") -> str:
+    lines = [title] if title else []
+    for ns in namespaces:
         entries = cov[ns]
         done = [n for n, e in entries.items() if e["legal"]]
         lines.append(f"{ns}: {len(done)}/{len(entries)} API names have legal cases")
@@ -95,3 +143,5 @@ def format_listing(cov: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     print(format_listing(coverage()))
+    print()
+    print(format_listing(beta1_coverage(), ("nisa", "nl", "ncc", "nt"), "Beta 1 (neuronxcc.nki):"))

@@ -5,17 +5,19 @@ is not importable in this checkout are skipped (the Beta-1 front end is optional
 from __future__ import annotations
 
 import pytest
+from conf_cases_beta1 import CASES as B1_CASES
+from conf_cases_beta1 import ILLEGAL as B1_ILLEGAL
 from conf_cases_isa import CASES as ISA_CASES
 from conf_cases_isa import ILLEGAL as ISA_ILLEGAL
 from conf_cases_language import CASES as NL_CASES
 from conf_cases_language import ILLEGAL as NL_ILLEGAL
 from conf_cases_views import CASES as VIEW_CASES
 from conf_cases_views import ILLEGAL as VIEW_ILLEGAL
-from conf_coverage import coverage, format_listing
+from conf_coverage import beta1_coverage, coverage, format_listing
 from conf_kit import Case, Illegal, compare, expect_rule, frontend_available, run
 
-CASES = ISA_CASES + NL_CASES + VIEW_CASES
-ILLEGAL = ISA_ILLEGAL + NL_ILLEGAL + VIEW_ILLEGAL
+CASES = ISA_CASES + NL_CASES + VIEW_CASES + B1_CASES
+ILLEGAL = ISA_ILLEGAL + NL_ILLEGAL + VIEW_ILLEGAL + B1_ILLEGAL
 
 
 def _skip_unavailable(case: Case | Illegal) -> None:
@@ -23,7 +25,11 @@ def _skip_unavailable(case: Case | Illegal) -> None:
         pytest.skip(f"front end {case.frontend} is not importable in this checkout")
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def _id(c: Case | Illegal) -> str:
+    return f"beta1:{c.name}" if c.frontend == "beta1" else c.name
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_legal(case: Case) -> None:
     _skip_unavailable(case)
     out = run(case)
@@ -35,7 +41,7 @@ def test_legal(case: Case) -> None:
     assert case.check is not None or case.expect is not None, f"{case.name} checks nothing"
 
 
-@pytest.mark.parametrize("case", ILLEGAL, ids=[c.name for c in ILLEGAL])
+@pytest.mark.parametrize("case", ILLEGAL, ids=[_id(c) for c in ILLEGAL])
 def test_illegal(case: Illegal) -> None:
     _skip_unavailable(case)
     expect_rule(case)
@@ -53,3 +59,15 @@ def test_table_names_exist() -> None:
     """A case for an API name that does not exist is a typo in the table, not coverage."""
     cov = coverage()
     assert not cov["unknown"], f"conformance cases name unknown APIs: {cov['unknown']}"
+
+
+def test_every_beta1_instruction_has_a_legal_case() -> None:
+    """The Beta-1 listing: every neuronxcc.nki.isa instruction (not refused on purpose) has a legal case, and
+    every neuronxcc.nki.language API too."""
+    if not frontend_available("beta1"):
+        pytest.skip("the Beta-1 front end is not importable in this checkout")
+    cov = beta1_coverage()
+    print(format_listing(cov, ("nisa", "nl", "ncc", "nt"), "Beta 1 (neuronxcc.nki):"))
+    missing = [f"{ns}.{n}" for ns in ("nisa", "nl", "ncc", "nt") for n, c in cov[ns].items() if not c["legal"]]
+    assert not missing, f"Beta-1 APIs without a legal conformance case: {missing}"
+    assert not cov["unknown"], f"Beta-1 conformance cases name unknown APIs: {cov['unknown']}"

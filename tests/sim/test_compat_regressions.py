@@ -258,3 +258,143 @@ def test_core_barrier_waits_for_a_slow_peer_and_detects_missing_or_blocked_ones(
         nki.simulate(_barrier_on_one_core[2], target="trn2")(x)
     with pytest.raises(NkiValidationError, match="deadlock"):
         nki.simulate(_barrier_vs_sendrecv[2], target="trn2")(x)
+
+
+@nki.jit
+def _sharded_rows(x):
+    """Rows split over the LNC programs; with fewer rows than programs a shard is empty (nl.ds(off, 0))."""
+    n_prog = nl.num_programs(0)
+    me = nl.program_id(0)
+    rows = x.shape[0]
+    per = rows // n_prog
+    mine = rows - me * per if me == n_prog - 1 else per
+    shard_in = x[nl.ds(me * per, mine)]
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    shard_out = out[nl.ds(me * per, mine)]
+    for r in range(mine):  # zero iterations on an empty shard
+        t = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=shard_in[r:r + 1])
+        nisa.dma_copy(dst=shard_out[r:r + 1], src=t)
+    return out
+
+
+def test_empty_hbm_shard_is_a_view_but_not_an_operand():
+    x = np.arange(12, dtype=np.float32).reshape(1, 12)
+    out = nki.simulate(_sharded_rows[2])(x)  # program 0 gets 0 rows, program 1 gets the row
+    np.testing.assert_array_equal(out, x)
+
+    @nki.jit
+    def empty_operand(x):
+        t = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[0:0])
+
+    with pytest.raises(NkiValidationError, match="no elements") as e:
+        nki.simulate(empty_operand)(x)
+    assert e.value.rule == "indexing"
+
+    @nki.jit
+    def empty_on_chip(x):
+        t = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        t[:, 3:3]
+
+    with pytest.raises(NkiValidationError, match="empty slice"):
+        nki.simulate(empty_on_chip)(x)
+
+
+def test_lnc_namespace_has_the_lnc_instructions():
+    import nki.lnc
+
+    assert nki.lnc.core_barrier is nisa.core_barrier and nki.lnc.sendrecv is nisa.sendrecv
+
+    @nki.jit
+    def barrier_on_sbuf(x):  # the documented rule holds under the new name too: data lives in shared HBM
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nki.lnc.core_barrier(data=t, cores=(0, 1))
+
+    with pytest.raises(NkiValidationError, match="shared_hbm") as e:
+        nki.simulate(barrier_on_sbuf[2])(np.ones((2, 2), np.float32))
+    assert e.value.rule == "buffer"
+
+
+@nki.jit
+def _scatter_rows_into_reshaped_cache(cache, new, idx, pos):
+    """Write new rows into a [B, S, D] cache through a reshaped [B*S, D] (vector_offset) and a flat [B*S*D]
+    (scalar_offset) view: the index scales by the stride of indirect_dim of the reshaped view."""
+    b, s, d = cache.shape
+    out = nl.ndarray(cache.shape, dtype=cache.dtype, buffer=nl.shared_hbm)
+    whole = nl.ndarray((b, s * d), dtype=cache.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=whole, src=cache.reshape((b, s * d)))
+    nisa.dma_copy(dst=out.reshape((b, s * d)), src=whole)
+    rows = nl.ndarray((b, d), dtype=cache.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=rows, src=new)
+    ix = nl.ndarray((b, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ix, src=idx)
+    nisa.dma_copy(dst=out.reshape((b * s, d)).ap(pattern=[[1, b], [1, d]], offset=0, vector_offset=ix,
+                                                 indirect_dim=0), src=rows)
+    p = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=p, src=pos)
+    one = nl.ndarray((1, 2), dtype=cache.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=one, value=-1.0)
+    nisa.dma_copy(dst=out.reshape((b * s * d,)).ap(pattern=[[2, 1], [1, 2]], offset=0, scalar_offset=p,
+                                                   indirect_dim=0), src=one)
+    return out
+
+
+def test_ap_offsets_scale_by_the_reshaped_views_stride():
+    cache = np.zeros((3, 5, 4), np.float32)
+    new = np.arange(12, dtype=np.float32).reshape(3, 4) + 1
+    idx = np.array([[2], [7], [14]], np.int32)  # global rows of the [15, 4] view
+    out = nki.simulate(_scatter_rows_into_reshaped_cache)(cache, new, idx, np.array([[1]], np.int32))
+    want = cache.reshape(15, 4).copy()
+    want[idx[:, 0]] = new
+    want = want.reshape(-1)
+    want[1:3] = -1.0  # scalar_offset 1 on a 1-D view moves one element, not one [5, 4] slab
+    np.testing.assert_array_equal(out.reshape(-1), want)
+
+
+@nki.jit
+def _write_row_at_runtime_offset(x, pos, skip):
+    """Write a row of -1 at row `pos` of a copy of x; an invalid (negative) pos is meant to be dropped by the
+    DMA's oob_mode.skip, so the view made from it must not fail when it is made."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    p = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=p, src=pos)
+    row = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=row, value=-1.0)
+    view = out.ap(pattern=[[x.shape[1], 1], [1, x.shape[1]]], offset=0, scalar_offset=p, indirect_dim=0)
+    nisa.dma_copy(dst=view, src=row, oob_mode=nisa.oob_mode.skip if skip else nisa.oob_mode.error)
+    return out
+
+
+def test_runtime_scalar_offset_out_of_bounds_follows_oob_mode():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ok = nki.simulate(_write_row_at_runtime_offset)(x, np.array([[1]], np.int32), True)
+    want = x.copy()
+    want[1] = -1.0
+    np.testing.assert_array_equal(ok, want)
+    skipped = nki.simulate(_write_row_at_runtime_offset)(x, np.array([[-1000]], np.int32), True)
+    np.testing.assert_array_equal(skipped, x)
+    with pytest.raises(NkiValidationError, match="outside storage") as e:
+        nki.simulate(_write_row_at_runtime_offset)(x, np.array([[-1000]], np.int32), False)
+    assert e.value.rule == "out-of-bounds"
+
+
+@nki.jit
+def _peer_fails_before_sendrecv(x):
+    me = nl.program_id(0)
+    a = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=a, value=1.0)
+    if me == 1:
+        x[x.shape[0]]  # core 1 stops here with its own error
+    b = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.sendrecv(src=a, dst=b, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+
+
+def test_lnc2_reports_the_failing_cores_error_not_its_peers_wait():
+    with pytest.raises(NkiValidationError) as e:
+        nki.simulate(_peer_fails_before_sendrecv[2])(np.zeros((2, 2), np.float32))
+    assert e.value.rule == "out-of-bounds", str(e.value)

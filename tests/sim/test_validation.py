@@ -168,7 +168,7 @@ def k_uninitialized(a):
 
 
 def k_unsupported(a):
-    nl.alloc_tiles((128, 64), nl.float32)
+    nl.alloc_tiles(tile_shape=(128, 64), element_shape=(256, 64), buffer=nl.sbuf, dtype=nl.float32)
 
 
 # (rule, case id, kernel, input, target, options, "error"|"warning", exact message before " [rule …]")
@@ -236,7 +236,9 @@ CASES = [
     ("uninitialized", "read_before_write", k_uninitialized, F32, "trn2", None, "warning",
      "tensor_copy: reads SBUF tensor 't"),
     ("unsupported", "nki07_layouts", k_unsupported, F32, "trn3", None, "error",
-     "alloc_tiles: nl.alloc_tiles (NKI 0.7 tiled/blocked layouts) is not supported by nkieval yet"),
+     "alloc_tiles: element_shape (256, 64) spans 2 tiles of 128 along the partition dimension; the documented "
+     "'dense rank-two capacity layout' that stacks them in SBUF/PSUM is not specified precisely enough to "
+     "simulate"),
 ]
 
 
@@ -262,7 +264,8 @@ def test_rule(rule, case, kernel, arg, target, options, kind, message):
 
 
 # Rules raised outside the ISA/simulator core, with the test that shows their message.
-TESTED_ELSEWHERE = {"loop-dependency": "Beta-1 front end (affine_range write conflicts): tests/frontends"}
+TESTED_ELSEWHERE = {"loop-dependency": "Beta-1 front end (affine_range write conflicts): tests/frontends",
+                    "instruction-budget": "SimOptions.max_instructions: tests/sim/test_max_instructions.py"}
 
 
 def test_every_rule_has_a_case():

@@ -49,21 +49,34 @@ def test_judge_applies_the_three_expectations() -> None:
         _rec("t/solution@trn1", "expert", verdict="fail", levels={"correctness": 2, "numerics": 4}),
         _rec("t/baseline@trn2", "baseline", time_s=2e-5, solution_time_s=1e-5),
         _rec("t/baseline@trn1", "baseline", time_s=1e-5, solution_time_s=1e-5),
-        _rec("t/flawed:a@trn2", "flawed", criterion="hardware", levels={"hardware": 2}),
-        _rec("t/flawed:b@trn2", "flawed", criterion="numerics", levels={"numerics": 4}),
+        _rec("t/flawed:a@trn2", "flawed", criterion="hardware", levels={"hardware": 2},
+             evidence=["Partitions"], feedback={"hardware": ["drive 1.0 of 128 partitions"]}),
+        _rec("t/flawed:b@trn2", "flawed", criterion="numerics", levels={"numerics": 4},
+             evidence=["bf16"], feedback={"numerics": ["rounded to bf16"]}),
         _rec("t/flawed:c@trn2", "flawed", criterion="correctness", levels={"correctness": 1},
              evidence=["unwritten"], feedback={"correctness": ["3 of 9 elements unwritten (NaN)"]}),
         _rec("t/flawed:d@trn2", "flawed", criterion="correctness", levels={"correctness": 1},
              evidence=["hard-coded"], feedback={"correctness": ["values differ"]}),
+        # marked down, but the words are only in an `also` criterion: not caught for its reason
+        _rec("t/flawed:e@trn2", "flawed", criterion="hardware", levels={"hardware": 1}, also=["migration"],
+             evidence=["partitions"], feedback={"hardware": ["HBM reads 2x"], "migration": ["1/128 partitions"]}),
+        # marked down, but the task declares no evidence words
+        _rec("t/flawed:f@trn2", "flawed", criterion="hardware", levels={"hardware": 1},
+             feedback={"hardware": ["drive 1.0 of 128 partitions"]}),
+        # evidence declared, but no feedback recorded (an old or cut record)
+        _rec("t/flawed:g@trn2", "flawed", criterion="hardware", levels={"hardware": 1}, evidence=["partitions"]),
     ]
     m = suite.judge(recs)
     ok = {o.key: o.ok for o in m.outcomes}
     assert ok == {"t/solution@trn2": True, "t/solution@trn1": False, "t/baseline@trn2": True,
                   "t/baseline@trn1": False, "t/flawed:a@trn2": True, "t/flawed:b@trn2": False,
-                  "t/flawed:c@trn2": True, "t/flawed:d@trn2": False}
+                  "t/flawed:c@trn2": True, "t/flawed:d@trn2": False, "t/flawed:e@trn2": False,
+                  "t/flawed:f@trn2": False, "t/flawed:g@trn2": False}
+    detail = {o.key: o.detail for o in m.outcomes}
+    assert "names the flaw" in detail["t/flawed:e@trn2"] and "no evidence words" in detail["t/flawed:f@trn2"]
     s = m.summary()
-    assert s["expert_pass"] == [1, 2] and s["baseline_ok"] == [1, 2] and s["flawed_caught"] == [2, 4]
-    assert len(s["misses"]) == 4 and not m.ok
+    assert s["expert_pass"] == [1, 2] and s["baseline_ok"] == [1, 2] and s["flawed_caught"] == [2, 7]
+    assert len(s["misses"]) == 7 and not m.ok
     text = suite.format_matrix(m)
     assert "misses:" in text and "t/flawed:b@trn2" in text
 
@@ -71,8 +84,10 @@ def test_judge_applies_the_three_expectations() -> None:
 def test_flaw_is_judged_against_the_experts_level() -> None:
     """A flawed candidate scoring what the expert scores in its criterion is not caught, even below 4."""
     recs = [_rec("t/solution@trn2", "expert", levels={"correctness": 4, "numerics": 4, "migration": 3}),
-            _rec("t/flawed:a@trn2", "flawed", criterion="migration", levels={"migration": 3}),
-            _rec("t/flawed:b@trn2", "flawed", criterion="migration", levels={"migration": 2})]
+            _rec("t/flawed:a@trn2", "flawed", criterion="migration", levels={"migration": 3},
+                 evidence=["literal port"], feedback={"migration": ["literal port: 1/128 partitions"]}),
+            _rec("t/flawed:b@trn2", "flawed", criterion="migration", levels={"migration": 2},
+                 evidence=["literal port"], feedback={"migration": ["literal port: 1/128 partitions"]})]
     ok = {o.key: o.ok for o in suite.judge(recs).outcomes}
     assert ok["t/flawed:a@trn2"] is False and ok["t/flawed:b@trn2"] is True
 
@@ -110,8 +125,10 @@ def test_cli_run_and_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
     def fake(entry: suite.SuiteEntry, seed: int = 0) -> dict:
         lv = {"correctness": 4, "numerics": 4, "hardware": 4 if entry.role != "flawed" else 1, "performance": 4}
+        fb = {entry.criterion: [f"names {entry.evidence[0]}"]} if entry.criterion else {}
         return _rec(entry.key, entry.role, fingerprint=entry.fingerprint(), criterion=entry.criterion, levels=lv,
-                    time_s=2e-5 if entry.role == "baseline" else 1e-5, solution_time_s=1e-5)
+                    time_s=2e-5 if entry.role == "baseline" else 1e-5, solution_time_s=1e-5,
+                    evidence=list(entry.evidence), feedback=fb)
 
     monkeypatch.setattr(suite, "run_entry", fake)
     out = tmp_path / "r.jsonl"
@@ -131,3 +148,29 @@ def test_a_real_review_entry(tmp_path: Path) -> None:
     assert rec["levels"]["correctness"] < 4 and rec["failing_cases"], rec
     (o,) = suite.judge(recs).outcomes
     assert o.ok, o.detail
+
+
+def test_names_flaw_matches_any_word_case_insensitively() -> None:
+    lines = ["hidden-0/normal: 44000 of 300000 elements of y were never written (NaN) | every output element written"]
+    assert suite.names_flaw(["Never Written"], lines)
+    assert suite.names_flaw(["bf16", "never written"], lines)
+    assert not suite.names_flaw(["bf16"], lines)
+    assert not suite.names_flaw([], lines) and not suite.names_flaw(["", " "], lines)
+    assert not suite.names_flaw(["never written"], [])
+
+
+def test_every_flawed_candidate_declares_evidence_words() -> None:
+    """Every built-in flaw names the words its criterion's feedback must contain (how the suite knows
+    the review caught it for its reason, not just lowered a level); the words are specific."""
+    from nkieval.tasks.loader import builtin_ids
+
+    generic = {"differ", "wrong", "error", "incorrect", "expected", "fail", "slow"}
+    missing, vague = [], []
+    for tid in builtin_ids():
+        for fl in load_task(tid).flawed:
+            words = [w.strip().lower() for w in fl.evidence if w.strip()]
+            if not words:
+                missing.append(f"{tid}/{fl.file}")
+            vague += [f"{tid}/{fl.file}: {w!r}" for w in words if w in generic or len(w) < 3]
+    assert not missing, missing
+    assert not vague, vague

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from .bounds import RULES, gamma, prob_coeff
 from .formats import FORMATS, Format, UnknownDtypeError, get_format, round_to
-from .gates import check, check_stochastic_rounding, default_recipe, k_scaling_slope
+from .gates import PreparedCheck, check, check_stochastic_rounding, default_recipe, k_scaling_slope
 from .inputs import FAMILIES, generate, is_random_family, matmul_inputs
 from .oracle import OPS, OpSpec, UnknownOpError, evaluate, generic_op, get_op
 from .platforms import (
@@ -87,6 +87,7 @@ __all__ = [
     "Metrics",
     "OpSpec",
     "PrecisionRecipe",
+    "PreparedCheck",
     "RecipeError",
     "UnknownDtypeError",
     "UnknownOpError",

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ from .verdict import Finding, GateResult, Metrics, Verdict, WorstElement, explai
 __all__ = [
     "SPECIAL_VALUE_TABLE",
     "Z_P99_LIMIT",
+    "PreparedCheck",
     "SpecialValueRule",
     "check",
     "check_stochastic_rounding",
@@ -86,22 +88,67 @@ def _ratio(e: np.ndarray, tau: np.ndarray, mask: np.ndarray | None) -> np.ndarra
     return r
 
 
-def _grid_counts(x: np.ndarray, out: Format) -> dict[str, int]:
-    """How many of the (finite) values ``x`` each coarser grid candidate holds exactly."""
-    res = {}
+def _grid_held(x: np.ndarray, out: Format) -> dict[str, np.ndarray]:
+    """Per coarser grid candidate, which of the values ``x`` it holds exactly (fp32 values whose
+    narrow cast round-trips, as :func:`~.formats.representable`). The fp8 grids are tested only
+    where bf16 (and fp16, when it is a candidate) already hold the value: every fp8 value is a
+    bf16 and an fp16 value, so elsewhere the answer is already no."""
+    res: dict[str, np.ndarray] = {}
     with np.errstate(over="ignore", invalid="ignore"):
         x32 = x.astype(np.float32)
         in32 = x32 == x
+    sub: np.ndarray | None = None
     for c in _GRID_CANDIDATES:
         cf = FORMATS[c]
         if cf.p >= out.p:
             continue
-        # representable(x, cf) (formats.py): fp32 values whose narrow cast round-trips
-        with np.errstate(over="ignore", invalid="ignore"):
-            ok = x32.astype(cf.storage).astype(np.float32) == x32
-        ok &= in32
-        res[c] = int(np.count_nonzero(ok))
+        if c.startswith("fp8") and sub is not None:
+            ok = np.zeros(x32.shape, dtype=bool)
+            idx = np.flatnonzero(sub)
+            if idx.size:
+                v = x32[idx]
+                with np.errstate(over="ignore", invalid="ignore"):
+                    ok[idx] = v.astype(cf.storage).astype(np.float32) == v
+        elif c == "bf16":
+            # bf16 is fp32 with the low 16 significand bits zero (same exponent range, subnormals
+            # and inf included): the round trip holds exactly those values (NaN fails in32)
+            ok = (x32.view(np.uint32) & np.uint32(0xFFFF)) == 0
+            ok &= in32
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                ok = x32.astype(cf.storage).astype(np.float32) == x32
+            ok &= in32
+            if c in ("fp16", "bf16"):
+                sub = ok.copy() if sub is None else sub & ok
+        res[c] = ok
     return res
+
+
+def _grid_counts(x: np.ndarray, out: Format) -> dict[str, int]:
+    """How many of the (finite) values ``x`` each coarser grid candidate holds exactly."""
+    return {c: int(np.count_nonzero(ok)) for c, ok in _grid_held(x, out).items()}
+
+
+def _top_k(score: np.ndarray, k: int) -> np.ndarray:
+    """Indices (ascending) of the ``k`` largest scores, ties to the lowest index.
+
+    Exact: the ``k``-th largest of a strided subsample is at most the ``k``-th largest of
+    all, so every element of the top ``k`` passes the first filter; the rest is a partition
+    of the (few) survivors."""
+    n = score.size
+    if n <= k:
+        return np.arange(n)
+    step = max(1, n // (256 * k))
+    smp = score[::step]
+    thr = np.partition(smp, smp.size - k)[smp.size - k] if smp.size > k else smp.min()
+    cand = np.flatnonzero(score >= thr)
+    if cand.size > k:
+        vals = score[cand]
+        kth = np.partition(vals, vals.size - k)[vals.size - k]
+        above = cand[vals > kth]
+        tied = cand[vals == kth][: k - above.size]
+        cand = np.sort(np.concatenate([above, tied]))
+    return cand
 
 
 # --------------------------------------------------------------------------- recipe helpers
@@ -218,6 +265,128 @@ SPECIAL_VALUE_TABLE: tuple[SpecialValueRule, ...] = (
 )
 
 
+# --------------------------------------------------------------------------- prepared blocks
+
+
+def _ratio_pre(e: np.ndarray, tau: np.ndarray, bad: np.ndarray | None, mask: np.ndarray | None) -> np.ndarray:
+    """:func:`_ratio` with the ``tau``-only part (where ``tau`` is not positive) precomputed."""
+    r = e / tau
+    if bad is not None:
+        r[bad] = np.where(e[bad] > 0, np.inf, 0.0)
+    if mask is not None:
+        r[~mask] = 0.0
+    return r
+
+
+@dataclass
+class _Block:
+    """One block of output elements with everything the gates derive from the oracle and the
+    bounds alone (nothing here depends on the kernel's output), so a :class:`PreparedCheck`
+    can keep it and judge many outputs against it."""
+
+    e0: int
+    y: np.ndarray
+    scale: np.ndarray | None
+    bb: BoundsBlock
+    y_out: np.ndarray
+    exp_nan: np.ndarray
+    exp_inf: np.ndarray
+    exp_sp: np.ndarray
+    exp_special: bool
+    valid: np.ndarray
+    all_valid: bool
+    n_contract: int
+    nan_expected: int
+    inf_expected: int
+    ay: np.ndarray
+    y_zero: bool
+    ulp_y: np.ndarray
+    sum_y2: float
+    det_bad: np.ndarray | None
+    prb_bad: np.ndarray | None
+    exact_any: bool
+    exact_nz: np.ndarray | None
+    exact_nz_any: bool
+    sig_fin: np.ndarray | None
+    sig_fin_all: bool
+    sg_all: np.ndarray | None
+    sig_sum2: float
+    sig_max: float
+    zeros_ratio: float
+    grid_y: dict[str, np.ndarray]
+    grid_y_n: dict[str, int]
+    #: G7 witness (generic path, provisional magnitudes): compared, non-exact elements whose
+    #: |y| exceeds the bound under the inflated witness magnitude; None elsewhere
+    witness: np.ndarray | None = None
+
+    def nbytes(self) -> int:
+        seen: set[int] = set()
+        total = 0
+
+        def add(a: Any) -> None:
+            nonlocal total
+            if isinstance(a, np.ndarray) and id(a) not in seen:
+                seen.add(id(a))
+                total += a.nbytes
+
+        for v in vars(self).values():
+            add(v)
+        for v in vars(self.bb).values():
+            add(v)
+        for v in (*self.bb.terms.values(), *self.grid_y.values()):
+            add(v)
+        return total
+
+
+def _make_block(e0: int, ob: OracleBlock, bb: BoundsBlock, recipe: PrecisionRecipe, statistical: bool,
+                witness_bb: BoundsBlock | None = None) -> _Block:
+    out = recipe.out_format
+    y = ob.y
+    n = y.size
+    with np.errstate(all="ignore"):
+        y_out = round_to(y, out, overflow=recipe.overflow)
+        exp_nan, exp_inf = np.isnan(y_out), np.isinf(y_out)
+        exp_sp = exp_nan | exp_inf
+        if bb.contract is None:
+            valid = np.ones(n, dtype=bool)
+            n_contract = 0
+        else:
+            valid = ~bb.contract
+            n_contract = int(bb.contract.sum())
+        ay = np.abs(y)
+        det_bad = ~(bb.tau_det > 0)
+        prb_bad = ~(bb.tau_prb > 0)
+        exact_nz = None if bb.exact is None else bb.exact & (y_out != 0)
+        sig = bb.sigma
+        sig_fin = None if sig is None else np.isfinite(sig)
+        sig_fin_all = sig_fin is not None and bool(sig_fin.all())
+        sg_all = np.maximum(sig, np.finfo(np.float64).tiny) if sig_fin_all else None
+        tau_gate = bb.tau_prb if statistical else bb.tau_det
+        zeros_ratio = float(_ratio(ay, tau_gate, None).max()) if n else 0.0
+        grid_y = _grid_held(y_out, out) if out.kind == "float" and out.p > 8 else {}
+        witness = None
+        if witness_bb is not None:
+            m = np.isfinite(y_out)
+            if witness_bb.contract is not None:
+                m &= ~witness_bb.contract
+            if witness_bb.exact is not None:
+                m &= ~witness_bb.exact
+            tau_w = witness_bb.tau_prb if statistical else witness_bb.tau_det
+            witness = m & (ay > tau_w)
+        return _Block(
+            e0=e0, y=y, scale=ob.scale, bb=bb, y_out=y_out, exp_nan=exp_nan, exp_inf=exp_inf, exp_sp=exp_sp,
+            exp_special=bool(exp_sp.any()), valid=valid, all_valid=bool(valid.all()), n_contract=n_contract,
+            nan_expected=int((exp_nan & valid).sum()), inf_expected=int((exp_inf & valid).sum()), ay=ay,
+            y_zero=bool((ay == 0).any() or np.isnan(ay).any()),
+            ulp_y=ulp_key(y_out, out), sum_y2=float(np.sum(y * y)),
+            det_bad=det_bad if det_bad.any() else None, prb_bad=prb_bad if prb_bad.any() else None,
+            exact_any=bool(bb.exact is not None and bb.exact.any()), exact_nz=exact_nz,
+            exact_nz_any=bool(exact_nz is not None and exact_nz.any()), sig_fin=sig_fin, sig_fin_all=sig_fin_all,
+            sg_all=sg_all, sig_sum2=float(np.sum(sg_all * sg_all)) if sg_all is not None else 0.0,
+            sig_max=float(sg_all.max()) if sg_all is not None and n else 0.0, zeros_ratio=zeros_ratio,
+            grid_y=grid_y, grid_y_n={c: int(np.count_nonzero(v)) for c, v in grid_y.items()}, witness=witness)
+
+
 # --------------------------------------------------------------------------- streaming stats
 
 
@@ -288,9 +457,7 @@ class _Stream:
     def _push_worst(self, score: np.ndarray, base: int, rec: Callable[[int], dict[str, Any]]) -> None:
         if score.size == 0:
             return
-        k = min(self.worst_k, score.size)
-        cand = np.argpartition(-score, k - 1)[:k] if score.size > k else np.arange(score.size)
-        for j in cand:
+        for j in _top_k(score, min(self.worst_k, score.size)):
             s = float(score[j])
             if not s > 0 and not math.isinf(s):
                 continue
@@ -300,32 +467,32 @@ class _Stream:
             elif item[:2] > self.heap[0][:2]:
                 heapq.heapreplace(self.heap, item)
 
-    def update(self, e0: int, ob: OracleBlock, bb: BoundsBlock, got: np.ndarray, ref: np.ndarray | None,
-               out: Format) -> None:
+    def update(self, blk: _Block, got: np.ndarray, ref: np.ndarray | None, out: Format) -> None:
         r = self.recipe
-        y = ob.y
+        e0, y, bb = blk.e0, blk.y, blk.bb
         nblk = y.size
         self.n += nblk
-        valid = np.ones(nblk, dtype=bool) if bb.contract is None else ~bb.contract
+        valid = blk.valid
         if bb.contract is not None:
-            self.n_contract += int(bb.contract.sum())
+            self.n_contract += blk.n_contract
             if bb.contract_reason:
                 self.contract_reasons.add(bb.contract_reason)
-        y_out = round_to(y, out, overflow=r.overflow)
-        with np.errstate(invalid="ignore"):
-            exp_nan, got_nan = np.isnan(y_out), np.isnan(got)
-            exp_inf, got_inf = np.isinf(y_out), np.isinf(got)
-            fin = ~(exp_nan | exp_inf | got_nan | got_inf)
+        y_out = blk.y_out
+        unexplained: np.ndarray | None = None
+        fin: np.ndarray | None = None  # None: every element finite on both sides
+        self.nan_expected += blk.nan_expected
+        self.inf_expected += blk.inf_expected
+        if blk.exp_special or not np.isfinite(got).all():
+            exp_nan, exp_inf = blk.exp_nan, blk.exp_inf
+            got_nan, got_inf = np.isnan(got), np.isinf(got)
+            fin = ~(blk.exp_sp | got_nan | got_inf)
             sp_match = (exp_nan & got_nan) | (exp_inf & got_inf & (y_out == got))
-        sp_bad = ~fin & ~sp_match & valid
-        self.nan_expected += int((exp_nan & valid).sum())
-        self.nan_got += int((got_nan & valid).sum())
-        self.inf_expected += int((exp_inf & valid).sum())
-        self.inf_got += int((got_inf & valid).sum())
-        unexplained = sp_bad
-        if sp_bad.any():
-            expl = np.zeros(nblk, dtype=bool)
-            with np.errstate(invalid="ignore"):
+            sp_bad = ~fin & ~sp_match & valid
+            self.nan_got += int((got_nan & valid).sum())
+            self.inf_got += int((got_inf & valid).sum())
+            if sp_bad.any():
+                unexplained = sp_bad
+                expl = np.zeros(nblk, dtype=bool)
                 for rule in SPECIAL_VALUE_TABLE:
                     if rule.applies is None or (rule.platforms and r.platform not in rule.platforms):
                         continue
@@ -333,46 +500,62 @@ class _Stream:
                     if hit.any():
                         self.explained_by[rule.id] = self.explained_by.get(rule.id, 0) + int(hit.sum())
                         expl |= hit
-            self.explained += int(expl.sum())
-            unexplained = sp_bad & ~expl
-            self.nan_produced += int((unexplained & got_nan & ~exp_nan).sum())
-            self.nan_swallowed += int((unexplained & exp_nan & ~got_nan).sum())
-            self.inf_mismatch += int((unexplained & ~(got_nan & ~exp_nan) & ~(exp_nan & ~got_nan)).sum())
-            if self.first_special < 0 and unexplained.any():
-                self.first_special = e0 + int(np.argmax(unexplained))
-        cmp_ = fin & valid
-        all_cmp = bool(cmp_.all())
-        ex = np.zeros(nblk, dtype=bool) if bb.exact is None else (bb.exact & cmp_)
-        ne = cmp_ & ~ex
-        all_ne = all_cmp and (bb.exact is None or not ex.any())
-        self.n_compared += int(np.count_nonzero(cmp_))
-        self.n_exact += int(np.count_nonzero(ex))
-        with np.errstate(invalid="ignore", over="ignore"):
-            e = got - y
-            np.abs(e, out=e)
+                self.explained += int(expl.sum())
+                unexplained = sp_bad & ~expl
+                self.nan_produced += int((unexplained & got_nan & ~exp_nan).sum())
+                self.nan_swallowed += int((unexplained & exp_nan & ~got_nan).sum())
+                self.inf_mismatch += int((unexplained & ~(got_nan & ~exp_nan) & ~(exp_nan & ~got_nan)).sum())
+                if self.first_special < 0 and unexplained.any():
+                    self.first_special = e0 + int(np.argmax(unexplained))
+        if fin is None:
+            cmp_ = valid
+            all_cmp = blk.all_valid
+        else:
+            cmp_ = fin & valid
+            all_cmp = bool(cmp_.all())
+        exact = bb.exact
+        if exact is None or not blk.exact_any:
+            ex_any = False
+            ex = None
+        else:
+            ex = exact if all_cmp else exact & cmp_
+            ex_any = bool(ex.any())
+        all_ne = all_cmp and not ex_any
+        if all_ne:
+            ne = cmp_
+        else:
+            ne = cmp_ & ~ex if ex is not None else cmp_
+        self.n_compared += nblk if all_cmp else int(np.count_nonzero(cmp_))
+        if ex_any:
+            self.n_exact += int(np.count_nonzero(ex))
+        diff = got - y
+        e = np.abs(diff)
         if not all_cmp:
             e[~cmp_] = 0.0
         # exact elements: bitwise (value) equality with fl_out(y), or either neighbour
-        exact_bad = np.zeros(nblk, dtype=bool)
-        if ex.any():
+        exact_bad = None
+        n_exact_bad = 0
+        if ex_any:
+            assert ex is not None
             ok = got == y_out
             if out.kind == "float":  # flush-to-zero equivalence for subnormal results
-                ok |= (np.abs(y) < out.tiny) & (got == 0)
+                ok |= (blk.ay < out.tiny) & (got == 0)
             if bb.allowed_lo is not None:
-                with np.errstate(invalid="ignore"):
-                    ok |= (got == bb.allowed_lo) | (got == bb.allowed_hi)
+                ok |= (got == bb.allowed_lo) | (got == bb.allowed_hi)
             if r.rounding == "sr" and out.kind == "float":
                 lo, hi = _fl_out_neighbours(np.where(ex, y, 0.0), r)
                 ok |= (got == lo) | (got == hi)
             exact_bad = ex & ~ok
-            if exact_bad.any():
-                self.exact_bad += int(exact_bad.sum())
+            n_exact_bad = int(np.count_nonzero(exact_bad))
+            if n_exact_bad:
+                self.exact_bad += n_exact_bad
                 d = np.abs(ulp_key(got[exact_bad], out) - ulp_key(y_out[exact_bad], out))
                 self.exact_bad_maxulp = max(self.exact_bad_maxulp, int(d.max()))
-        r_det = _ratio(e, bb.tau_det, None if all_ne else ne)
-        r_prb = _ratio(e, bb.tau_prb, None if all_ne else ne)
-        n_exact_bad = int(np.count_nonzero(exact_bad)) if ex.any() else 0
-        if n_exact_bad:
+            else:
+                exact_bad = None
+        r_det = _ratio_pre(e, bb.tau_det, blk.det_bad, None if all_ne else ne)
+        r_prb = _ratio_pre(e, bb.tau_prb, blk.prb_bad, None if all_ne else ne)
+        if exact_bad is not None:
             r_det[exact_bad] = np.inf
             r_prb[exact_bad] = np.inf
         if nblk:
@@ -383,22 +566,22 @@ class _Stream:
         self.exceed_prb += int(np.count_nonzero(over_prb)) - n_exact_bad
         tau_gate = bb.tau_prb if self.statistical else bb.tau_det
         # plain metrics
-        if cmp_.any():
+        if nblk and (all_cmp or cmp_.any()):
             j = int(np.argmax(e))
             if e[j] > self.max_abs or self.max_abs_idx < 0:
                 self.max_abs, self.max_abs_idx = float(e[j]), e0 + j
-                self.max_abs_allowed = 0.0 if ex[j] else float(tau_gate[j])
+                self.max_abs_allowed = 0.0 if (ex is not None and ex[j]) else float(tau_gate[j])
             # e/|y| on compared elements (inf where y = 0 < e), 0 elsewhere: outside cmp_ e is
             # 0 and 0/|y| is 0 or NaN, as is 0/0 inside, so NaN -> 0 is exactly the old where-chain
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rel = e / np.abs(y)
-            rel[np.isnan(rel)] = 0.0
+            rel = e / blk.ay
+            if blk.y_zero or not all_cmp:  # 0/0 only where y = 0 (or e was zeroed outside cmp_)
+                rel[np.isnan(rel)] = 0.0
             j = int(np.argmax(rel))
             if rel[j] > self.max_rel or self.max_rel_idx < 0:
                 self.max_rel, self.max_rel_idx = float(rel[j]), e0 + j
             gc, yoc = (got, y_out) if all_cmp else (got[cmp_], y_out[cmp_])
             d = ulp_key(gc, out)
-            d -= ulp_key(yoc, out)
+            d -= blk.ulp_y if all_cmp else blk.ulp_y[cmp_]
             np.abs(d, out=d)
             if d.size:
                 self.max_ulp = max(self.max_ulp, int(d.max()))
@@ -409,32 +592,45 @@ class _Stream:
                 bucket[small] = d[small]
                 np.minimum(bucket, 39, out=bucket)
                 self.ulp_hist += np.bincount(bucket, minlength=40)[:40]
-            ec, yc = (e, y) if all_cmp else (e[cmp_], y[cmp_])
+            ec = e if all_cmp else e[cmp_]
             self.sum_e2 += float(np.sum(ec * ec))
-            self.sum_y2 += float(np.sum(yc * yc))
+            if all_cmp:
+                self.sum_y2 += blk.sum_y2
+            else:
+                yc = y[cmp_]
+                self.sum_y2 += float(np.sum(yc * yc))
             self.cr += int(np.count_nonzero(gc == yoc))
         # z-score (expected error of a correct kernel under the declared recipe)
         sig = bb.sigma
-        zm = ne if sig is None else ne & np.isfinite(sig)
-        if sig is not None and zm.any():
-            all_z = bool(zm.all())
-            sg = np.maximum(sig if all_z else sig[zm], np.finfo(np.float64).tiny)
-            z = (e if all_z else e[zm]) / sg
-            self.z_max = max(self.z_max, float(z.max()))
-            self.z_over += int(np.sum(z > Z_P99_LIMIT))
-            self.z_sum2 += float(np.sum(z * z))
-            self.z_n += int(z.size)
-            self.z_hist += np.bincount(_z_bins(z), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
-            s = ((got - y) if all_z else (got[zm] - y[zm])) / sg
-            self.s_sum += float(s.sum())
-            self.s_sum2 += float(np.sum(s * s))
-            self.sig_sum2 += float(np.sum(sg * sg))
-            self.sig_max = max(self.sig_max, float(sg.max()))
-            if self.has_ref:
-                self.s_hist += np.bincount(np.searchsorted(_S_EDGES, s), minlength=len(_S_EDGES) + 1)
+        if sig is not None and nblk:
+            all_z = all_ne and blk.sig_fin_all
+            zm = None if all_z else (ne if blk.sig_fin_all else ne & blk.sig_fin)
+            if all_z or zm.any():  # type: ignore[union-attr]
+                if all_z:
+                    sg = blk.sg_all
+                    z = e / sg
+                    s = diff / sg
+                    self.sig_sum2 += blk.sig_sum2
+                    self.sig_max = max(self.sig_max, blk.sig_max)
+                else:
+                    sg = np.maximum(sig[zm], np.finfo(np.float64).tiny)
+                    z = e[zm] / sg
+                    s = diff[zm] / sg
+                    self.sig_sum2 += float(np.sum(sg * sg))
+                    self.sig_max = max(self.sig_max, float(sg.max()))
+                self.z_max = max(self.z_max, float(z.max()))
+                self.z_over += int(np.count_nonzero(z > Z_P99_LIMIT))
+                self.z_sum2 += float(np.sum(z * z))
+                self.z_n += int(z.size)
+                self.z_hist += np.bincount(_z_bins(z), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
+                self.s_sum += float(s.sum())
+                self.s_sum2 += float(np.sum(s * s))
+                if self.has_ref:
+                    self.s_hist += np.bincount(np.searchsorted(_S_EDGES, s), minlength=len(_S_EDGES) + 1)
         # reference implementation in the same recipe
         if ref is not None:
-            rf = cmp_ & np.isfinite(ref) & (np.isfinite(sig) if sig is not None else True)
+            fin_m = np.ones(nblk, dtype=bool) if fin is None else fin
+            rf = fin_m & valid & np.isfinite(ref) & (blk.sig_fin if sig is not None else True)
             if rf.any():
                 er = np.abs(ref[rf] - y[rf])
                 self.ref_n += int(rf.sum())
@@ -448,45 +644,60 @@ class _Stream:
                     self.s_hist_ref += np.bincount(np.searchsorted(_S_EDGES, (ref[rf] - y[rf]) / sgr),
                                                    minlength=len(_S_EDGES) + 1)
         # would an all-zeros output pass?
-        if ne.any():
-            ay_ne = np.abs(y) if all_ne else np.abs(y[ne])
-            zr = _ratio(ay_ne, tau_gate if all_ne else tau_gate[ne], None)
-            self.zeros_ratio = max(self.zeros_ratio, float(zr.max()))
-        if (ex & (y_out != 0)).any() or (exp_nan | exp_inf).any():
+        if nblk:
+            if all_ne:
+                self.zeros_ratio = max(self.zeros_ratio, blk.zeros_ratio)
+            elif ne.any():
+                zr = _ratio(blk.ay[ne], tau_gate[ne], None)
+                self.zeros_ratio = max(self.zeros_ratio, float(zr.max()))
+        if blk.exp_special or (ex_any and (blk.exact_nz_any if all_cmp else bool((blk.exact_nz & cmp_).any()))):
             self.zeros_fail = True
         # output-grid fingerprint (silent downcast of the output)
         if out.kind == "float" and out.p > 8 and self.grid_total < _GRID_SAMPLE:
-            nz = cmp_ & (got != 0)
-            if nz.any():
-                self.grid_total += int(np.count_nonzero(nz))
-                all_nz = bool(nz.all())
+            nz = got != 0
+            if not all_cmp:
+                nz &= cmp_
+            n_nz = int(np.count_nonzero(nz))
+            if n_nz:
+                self.grid_total += n_nz
+                all_nz = n_nz == nblk
                 for c, n in _grid_counts(got if all_nz else got[nz], out).items():
                     self.grid_got[c] = self.grid_got.get(c, 0) + n
-                for c, n in _grid_counts(y_out if all_nz else y_out[nz], out).items():
+                for c, held in blk.grid_y.items():
+                    n = blk.grid_y_n[c] if all_nz else int(np.count_nonzero(held & nz))
                     self.grid_exp[c] = self.grid_exp.get(c, 0) + n
         # mismatches (for counts and location patterns)
-        mism = unexplained | exact_bad | over_det
+        mism = over_det
         if self.statistical:
             mism |= over_prb
-        if mism.any():
-            self.mismatch_n += int(np.count_nonzero(mism))
+        if unexplained is not None:
+            mism |= unexplained
+        if exact_bad is not None:
+            mism |= exact_bad
+        n_mism = int(np.count_nonzero(mism))
+        if n_mism:
+            self.mismatch_n += n_mism
             if sum(len(a) for a in self.mismatch_idx) < _MISMATCH_CAP:
                 self.mismatch_idx.append(np.flatnonzero(mism)[:_MISMATCH_CAP] + e0)
         # worst elements
-        score = np.where(unexplained, np.inf, r_prb if self.statistical else r_det)
+        r_gate = r_prb if self.statistical else r_det
+        score = r_gate if unexplained is None else np.where(unexplained, np.inf, r_gate)
         terms = bb.terms
+        scale = blk.scale
 
         def rec(j: int) -> dict[str, Any]:
             dom = ""
             if terms:
                 vals = {k: float(np.asarray(v)[j]) if np.ndim(v) else float(v) for k, v in terms.items()}
-                dom = max(vals, key=vals.get)
+                dom = max(vals, key=vals.get)  # type: ignore[arg-type]
+            exj = ex is not None and bool(ex[j])
             return {
-                "got": float(got[j]), "expected": float(y[j]), "error": float(abs(got[j] - y[j])) if fin[j] else math.nan,
-                "bound": 0.0 if ex[j] else float(tau_gate[j]), "bound_det": 0.0 if ex[j] else float(bb.tau_det[j]),
-                "scale": None if ob.scale is None else float(ob.scale[j]),
+                "got": float(got[j]), "expected": float(y[j]),
+                "error": float(abs(got[j] - y[j])) if (fin is None or fin[j]) else math.nan,
+                "bound": 0.0 if exj else float(tau_gate[j]), "bound_det": 0.0 if exj else float(bb.tau_det[j]),
+                "scale": None if scale is None else float(scale[j]),
                 "z": None if sig is None or not ne[j] else float(e[j] / max(sig[j], 1e-300)),
-                "dominant": "bitwise (exact in every order)" if ex[j] else dom,
+                "dominant": "bitwise (exact in every order)" if exj else dom,
             }
 
         self._push_worst(score, e0, rec)
@@ -636,148 +847,219 @@ def check(
         UnknownOpError, RecipeError, UnknownDtypeError, ValueError: malformed *requests*
             (unknown op, bad recipe, wrong number or names of inputs, mismatched operand
             shapes), which are the caller's bug, not the kernel's.
+
+    ``check(actual, inputs, op, recipe, ...)`` is ``PreparedCheck(inputs, op, recipe,
+    keep_blocks=False, ...).check(actual, ...)``: to judge many outputs of the same inputs,
+    build one :class:`PreparedCheck` and call its ``check`` for each.
     """
     params = dict(op_params)
     spec = _resolve_op(op, params)
-    arrays = _normalise_inputs(inputs, spec, params)
-    actual = np.asarray(actual)
     if recipe is None:
-        recipe = default_recipe([a for a in arrays if a is not None], actual)
-    elif isinstance(recipe, Mapping):
-        recipe = PrecisionRecipe.from_dict(recipe)
-    notes: list[str] = []
-    arrays, rnotes = round_inputs(arrays, spec, recipe)
-    notes += rnotes
-    prep = spec.prepare(arrays, {**spec.defaults, **params}, recipe)
-    shape = tuple(prep.out_shape)
-    statistical = bool(input_family) and is_random_family(input_family)
-    if input_family and not statistical:
-        notes.append(f"input family '{input_family}' is structured, so only the hard bound (G2) and exactness gate "
-                     "decide; the probabilistic and z-score gates are reported, not enforced")
-    elif not input_family:
-        notes.append("no input family declared: the probabilistic bound and z-score gates were reported, not enforced")
+        arrays = _normalise_inputs(inputs, spec, dict(params))
+        recipe = default_recipe([a for a in arrays if a is not None], np.asarray(actual))
+    pc = PreparedCheck(inputs, spec, recipe, input_family=input_family, block_elems=block_elems,
+                       keep_blocks=False, **params)
+    return pc.check(actual, reference=reference, worst_k=worst_k, diagnose=diagnose)
 
-    # G0: shape and dtype
-    if actual.shape != shape:
-        if actual.size == int(np.prod(shape)) and tuple(d for d in actual.shape if d != 1) == tuple(d for d in shape if d != 1):
-            actual = actual.reshape(shape)
-        else:
-            return _g0_fail(actual, f"output shape {actual.shape} differs from the expected {shape}", spec, recipe,
-                            shape, input_family)
-    out = recipe.out_format
-    try:
-        have = format_of(actual)
-    except ValueError:
-        return _g0_fail(actual, f"output dtype {actual.dtype} is not a numeric format", spec, recipe, shape, input_family)
-    if out.kind == "float" and have.kind == "float" and (have.p < out.p or have.max < out.max):
-        return _g0_fail(actual, f"output is stored as {have.name} but the recipe declares {out.name}: the storage "
-                        "dtype cannot hold the declared precision", spec, recipe, shape, input_family)
-    if out.kind == "float" and have.kind == "int":
-        return _g0_fail(actual, f"output is an integer array ({have.name}) but the recipe declares {out.name}",
-                        spec, recipe, shape, input_family)
-    if recipe.k is not None and spec.kind in ("contraction", "scan") and prep.k is not None and recipe.k != prep.k:
-        return _g0_fail(actual, f"the recipe declares K = {recipe.k} but the inputs contract over K = {prep.k}",
-                        spec, recipe, shape, input_family)
 
-    # context for the bound rules
-    op_fmts: list[Format | None] = []
-    eps_in = 0.0
-    all_exact = True
-    comp = recipe.compute_format
-    for i, a in enumerate(arrays):
-        if a is None:
-            continue
-        try:
-            f = format_of(a)
-        except ValueError:
-            f = None
-        op_fmts.append(f)
-        if comp is not None and i < max(spec.n_data, 1) and f is not None and f.kind == "float" and comp.kind == "float":
-            if f.p > comp.p and not exact_in(comp, a):
-                eps_in += comp.u
-                all_exact = False
-    ctx = RuleContext(recipe=recipe, facts=prep.facts, operand_formats=tuple(op_fmts), eps_in=eps_in,
-                      operands_exact_in_compute=all_exact, activation=spec.name if spec.kind == "unary" else None)
-    rule = RULES[spec.kind]
+class PreparedCheck:
+    """The part of a check that depends only on the inputs, the op and the recipe.
 
-    actual_flat = actual.reshape(-1)
-    ref_flat = None
-    if reference is not None:
-        reference = np.asarray(reference)
-        if reference.size != actual.size:
-            raise ValueError(f"reference has {reference.size} elements, the output has {actual.size}")
-        ref_flat = reference.reshape(-1)
-    rows_per_block = max(1, block_elems // max(prep.row_len, prep.work_per_row, 1))
+    The float64 oracle, the per-element bounds and every statistic derived from them alone
+    (rounded oracle, special-value masks, ULP keys, bound masks, grid membership, the G7
+    witness) are computed once; :meth:`check` then judges any number of outputs of the
+    same computation against them, with exactly the gates and results of :func:`check`.
+    A review harness uses it to judge many candidate kernels on the same inputs.
 
-    def run_stream() -> _Stream:
-        stream = _Stream(recipe=recipe, statistical=statistical, out_shape=shape, worst_k=worst_k,
-                         has_ref=reference is not None)
-        for r0 in range(0, prep.n_rows, rows_per_block):
-            r1 = min(prep.n_rows, r0 + rows_per_block)
-            with np.errstate(all="ignore"):  # NaN/Inf elements are masked by the gates
+    ``keep_blocks=True`` keeps every block in memory (:meth:`nbytes` says how much, about
+    100 bytes per output element); ``False`` streams blocks as :func:`check` does
+    (bounded memory, the oracle is evaluated again on each call). The generic path's
+    provisional blocks are always kept (its oracle is held whole anyway). Thread-safe:
+    blocks are built under a lock; :meth:`check` never changes what is kept except by
+    building it.
+    """
+
+    def __init__(self, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray] | np.ndarray,
+                 op: str | OpSpec | Callable[..., np.ndarray], recipe: PrecisionRecipe | Mapping[str, Any], *,
+                 input_family: str | None = None, block_elems: int = 1 << 18, keep_blocks: bool = True,
+                 **op_params: Any) -> None:
+        params = dict(op_params)
+        spec = _resolve_op(op, params)
+        arrays = _normalise_inputs(inputs, spec, params)
+        if isinstance(recipe, Mapping):
+            recipe = PrecisionRecipe.from_dict(recipe)
+        notes: list[str] = []
+        arrays, rnotes = round_inputs(arrays, spec, recipe)
+        notes += rnotes
+        prep = spec.prepare(arrays, {**spec.defaults, **params}, recipe)
+        statistical = bool(input_family) and is_random_family(input_family)
+        if input_family and not statistical:
+            notes.append(f"input family '{input_family}' is structured, so only the hard bound (G2) and exactness "
+                         "gate decide; the probabilistic and z-score gates are reported, not enforced")
+        elif not input_family:
+            notes.append("no input family declared: the probabilistic bound and z-score gates were reported, "
+                         "not enforced")
+        # context for the bound rules
+        op_fmts: list[Format | None] = []
+        eps_in = 0.0
+        all_exact = True
+        comp = recipe.compute_format
+        for i, a in enumerate(arrays):
+            if a is None:
+                continue
+            try:
+                f = format_of(a)
+            except ValueError:
+                f = None
+            op_fmts.append(f)
+            if comp is not None and i < max(spec.n_data, 1) and f is not None and f.kind == "float" and comp.kind == "float":
+                if f.p > comp.p and not exact_in(comp, a):
+                    eps_in += comp.u
+                    all_exact = False
+        self.spec, self.arrays, self.params, self.recipe, self.prep = spec, arrays, params, recipe, prep
+        self.shape: tuple[int, ...] = tuple(prep.out_shape)
+        self.input_family, self.statistical = input_family, statistical
+        self.ctx = RuleContext(recipe=recipe, facts=prep.facts, operand_formats=tuple(op_fmts), eps_in=eps_in,
+                               operands_exact_in_compute=all_exact, activation=spec.name if spec.kind == "unary" else None)
+        self.rule = RULES[spec.kind]
+        self.rows_per_block = max(1, block_elems // max(prep.row_len, prep.work_per_row, 1))
+        self.keep_blocks = keep_blocks
+        self._notes = tuple(notes)
+        #: generic path: magnitudes are provisional until ``prep.refine()`` (see gates docs)
+        self.refinable = prep.refine is not None
+        self._kept: list[list[_Block] | None] = [None, None]
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ blocks
+
+    def _generate(self, phase: int) -> Iterator[_Block]:
+        prep = self.prep
+        witness = phase == 0 and self.refinable
+        for r0 in range(0, prep.n_rows, self.rows_per_block):
+            r1 = min(prep.n_rows, r0 + self.rows_per_block)
+            with self._lock, np.errstate(all="ignore"):  # NaN/Inf elements are masked by the gates
                 ob = prep.evaluate(r0, r1)
-                bb = rule(ob, ctx)
-            e0 = r0 * prep.row_len
-            e1 = e0 + ob.y.size
-            got = actual_flat[e0:e1].astype(np.float64)
-            ref = None if ref_flat is None else ref_flat[e0:e1].astype(np.float64)
-            with np.errstate(all="ignore"):
-                stream.update(e0, ob, bb, got, ref, out)
-        return stream
+                bb = self.rule(ob, self.ctx)
+                wb = None
+                if witness and prep.witness_scale is not None:
+                    wob = OracleBlock(y=ob.y, scale=prep.witness_scale(r0, r1), sumsq=ob.sumsq, k=ob.k, aux=ob.aux,
+                                      subnormal_scale=ob.subnormal_scale)
+                    wb = self.rule(wob, self.ctx)
+            yield _make_block(r0 * prep.row_len, ob, bb, self.recipe, self.statistical, wb)
 
-    stream = run_stream()
-    if prep.refine is not None:
-        # Provisional magnitudes (generic path): they are lower bounds of the final ones, so a
-        # pass under them is a pass under the final bounds (G2/G3 are monotone in S). Accept it
-        # when G7 is settled too; anything else is judged again with the complete estimate.
-        early = (_decide(stream, spec, recipe, prep, shape, input_family, statistical, list(notes)).status == "pass"
-                 and _g7_witness(prep, rule, ctx, statistical, actual_flat, rows_per_block, stream))
-        if early:
-            notes.append("generic path: every element passes with the first "
-                         f"{prep.facts.get('early_draws', 'few')} perturbation draws' lower bound of S, so the "
-                         "remaining draws were skipped; the margin is an upper bound of the full estimate's")
-        else:
-            prep.refine()
-            stream = run_stream()
+    def _blocks(self, phase: int) -> Sequence[_Block] | Iterator[_Block]:
+        """Phase 0: the magnitudes as prepared (provisional on the generic path); phase 1: refined."""
+        with self._lock:
+            if phase == 1 and self.prep.refine is not None:
+                self._blocks(0)  # keep the provisional blocks: refine() replaces the magnitudes
+                self.prep.refine()
+            if self.keep_blocks or (phase == 0 and self.refinable):
+                if self._kept[phase] is None:
+                    self._kept[phase] = list(self._generate(phase))
+                return self._kept[phase]  # type: ignore[return-value]
+        return self._generate(phase)
 
-    verdict = _decide(stream, spec, recipe, prep, shape, input_family, statistical, notes)
-    if diagnose and verdict.status == "fail":
-        from .diagnose import diagnose as _diagnose
+    def materialise(self) -> PreparedCheck:
+        """Build every kept block now (the first :meth:`check` would otherwise)."""
+        self._blocks(0)
+        return self
 
-        findings = _diagnose(verdict=verdict, spec=spec, arrays=arrays, params={**spec.defaults, **params},
-                             recipe=recipe, prep=prep, actual=actual, ctx=ctx, stream_where=verdict.metrics.mismatch_where)
-        if findings:
-            verdict = _rebuild(verdict, findings=tuple(findings), statistical=statistical)
-    return verdict
+    def nbytes(self) -> int:
+        """Bytes held by the kept blocks (the prepared inputs not counted)."""
+        with self._lock:
+            return sum(b.nbytes() for kept in self._kept if kept for b in kept)
 
+    # ------------------------------------------------------------------ judging
 
-def _g7_witness(prep: Prepared, rule: Callable[[OracleBlock, RuleContext], BoundsBlock], ctx: RuleContext,
-                statistical: bool, actual_flat: np.ndarray, rows_per_block: int, stream: _Stream) -> bool:
-    """Whether G7 ("an all-zeros output would pass") is certainly not triggered under the
-    complete magnitude estimate: some compared element has ``|y|`` above its bound computed
-    with ``prep.witness_scale`` (an inflated magnitude, see :func:`~.oracle.generic_op`), or
-    G7 cannot trigger for reasons independent of ``S``."""
-    if stream.zeros_fail or stream.n_compared == 0 or prep.witness_scale is None:
-        return True
-    out = ctx.recipe.out_format
-    for r0 in range(0, prep.n_rows, rows_per_block):
-        r1 = min(prep.n_rows, r0 + rows_per_block)
-        with np.errstate(all="ignore"):
-            ob = prep.evaluate(r0, r1)
-            wb = OracleBlock(y=ob.y, scale=prep.witness_scale(r0, r1), sumsq=ob.sumsq, k=ob.k, aux=ob.aux,
-                             subnormal_scale=ob.subnormal_scale)
-            bb = rule(wb, ctx)
-            e0 = r0 * prep.row_len
-            got = actual_flat[e0:e0 + ob.y.size].astype(np.float64)
-            m = np.isfinite(round_to(ob.y, out, overflow=ctx.recipe.overflow)) & np.isfinite(got)
-            if bb.contract is not None:
-                m &= ~bb.contract
-            if bb.exact is not None:
-                m &= ~bb.exact
-            tau = bb.tau_prb if statistical else bb.tau_det
-            if (m & (np.abs(ob.y) > tau)).any():
+    def check(self, actual: np.ndarray, *, reference: np.ndarray | None = None, worst_k: int = 10,
+              diagnose: bool = True) -> Verdict:
+        """Judge one output (see :func:`check`, whose arguments these are)."""
+        spec, recipe, prep, shape = self.spec, self.recipe, self.prep, self.shape
+        input_family, statistical = self.input_family, self.statistical
+        notes = list(self._notes)
+        actual = np.asarray(actual)
+        # G0: shape and dtype
+        if actual.shape != shape:
+            if actual.size == int(np.prod(shape)) and tuple(d for d in actual.shape if d != 1) == tuple(d for d in shape if d != 1):
+                actual = actual.reshape(shape)
+            else:
+                return _g0_fail(actual, f"output shape {actual.shape} differs from the expected {shape}", spec, recipe,
+                                shape, input_family)
+        out = recipe.out_format
+        try:
+            have = format_of(actual)
+        except ValueError:
+            return _g0_fail(actual, f"output dtype {actual.dtype} is not a numeric format", spec, recipe, shape,
+                            input_family)
+        if out.kind == "float" and have.kind == "float" and (have.p < out.p or have.max < out.max):
+            return _g0_fail(actual, f"output is stored as {have.name} but the recipe declares {out.name}: the storage "
+                            "dtype cannot hold the declared precision", spec, recipe, shape, input_family)
+        if out.kind == "float" and have.kind == "int":
+            return _g0_fail(actual, f"output is an integer array ({have.name}) but the recipe declares {out.name}",
+                            spec, recipe, shape, input_family)
+        if recipe.k is not None and spec.kind in ("contraction", "scan") and prep.k is not None and recipe.k != prep.k:
+            return _g0_fail(actual, f"the recipe declares K = {recipe.k} but the inputs contract over K = {prep.k}",
+                            spec, recipe, shape, input_family)
+
+        actual_flat = actual.reshape(-1)
+        ref_flat = None
+        if reference is not None:
+            reference = np.asarray(reference)
+            if reference.size != actual.size:
+                raise ValueError(f"reference has {reference.size} elements, the output has {actual.size}")
+            ref_flat = reference.reshape(-1)
+
+        def run_stream(phase: int) -> _Stream:
+            stream = _Stream(recipe=recipe, statistical=statistical, out_shape=shape, worst_k=worst_k,
+                             has_ref=reference is not None)
+            for blk in self._blocks(phase):
+                e1 = blk.e0 + blk.y.size
+                got = actual_flat[blk.e0:e1].astype(np.float64)
+                ref = None if ref_flat is None else ref_flat[blk.e0:e1].astype(np.float64)
+                with np.errstate(all="ignore"):
+                    stream.update(blk, got, ref, out)
+            return stream
+
+        stream = run_stream(0)
+        if self.refinable:
+            # Provisional magnitudes (generic path): they are lower bounds of the final ones, so a
+            # pass under them is a pass under the final bounds (G2/G3 are monotone in S). Accept it
+            # when G7 is settled too; anything else is judged again with the complete estimate.
+            early = (_decide(stream, spec, recipe, prep, shape, input_family, statistical, list(notes)).status == "pass"
+                     and self._g7_witness(actual_flat, stream))
+            if early:
+                notes.append("generic path: every element passes with the first "
+                             f"{prep.facts.get('early_draws', 'few')} perturbation draws' lower bound of S, so the "
+                             "remaining draws were skipped; the margin is an upper bound of the full estimate's")
+            else:
+                stream = run_stream(1)
+
+        verdict = _decide(stream, spec, recipe, prep, shape, input_family, statistical, notes)
+        if diagnose and verdict.status == "fail":
+            from .diagnose import diagnose as _diagnose
+
+            with self._lock:  # diagnosis evaluates the oracle on a sample of rows
+                findings = _diagnose(verdict=verdict, spec=spec, arrays=self.arrays,
+                                     params={**spec.defaults, **self.params}, recipe=recipe, prep=prep, actual=actual,
+                                     ctx=self.ctx, stream_where=verdict.metrics.mismatch_where)
+            if findings:
+                verdict = _rebuild(verdict, findings=tuple(findings), statistical=statistical)
+        return verdict
+
+    def _g7_witness(self, actual_flat: np.ndarray, stream: _Stream) -> bool:
+        """Whether G7 ("an all-zeros output would pass") is certainly not triggered under the
+        complete magnitude estimate: some compared element has ``|y|`` above its bound computed
+        with ``prep.witness_scale`` (an inflated magnitude, see :func:`~.oracle.generic_op`), or
+        G7 cannot trigger for reasons independent of ``S``."""
+        if stream.zeros_fail or stream.n_compared == 0 or not self.refinable:
+            return True
+        for blk in self._blocks(0):
+            if blk.witness is None:
                 return True
-    return False
+            got = actual_flat[blk.e0:blk.e0 + blk.y.size].astype(np.float64)
+            if (blk.witness & np.isfinite(got)).any():
+                return True
+        return False
 
 
 def _rebuild(v: Verdict, *, findings: tuple[Finding, ...], statistical: bool) -> Verdict:

@@ -22,6 +22,7 @@ program-order upper bound.
 
 from __future__ import annotations
 
+import gc
 from array import array
 from bisect import bisect_right
 from collections import Counter
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Literal
 
-from nkieval.perf.costs import cost_of, itemsize
+from nkieval.perf.costs import cost_of
 from nkieval.perf.dma import DmaPlan, plan_dma
 from nkieval.perf.params import PerfParams
 from nkieval.perf.rotation import RotationPlan, plan_rotation
@@ -99,13 +100,17 @@ class Schedule:
         return len(self.start)
 
 
-def _box(o: OperandAccess, isz: int) -> tuple[int, int, int, int, int]:
+def _box(o: OperandAccess) -> tuple[int, int, int, int, int]:
     """(pitch, r0, r1, c0, c1): rows × byte columns an operand touches (pitch -1: partitions)."""
     if o.buffer != "hbm":
         return -1, o.partition_start, o.partition_start + max(1, o.partitions), o.addr_lo, o.addr_hi
     pat = o.pattern
     lo, hi = o.addr_lo, o.addr_hi
     if len(pat) >= 2 and pat[0][1] > 1:
+        ne = 1
+        for d in o.shape:
+            ne *= d
+        isz = max(1, o.nbytes // ne) if ne else 1
         pitch = pat[0][0] * isz
         rows = pat[0][1]
         if pitch > 0:
@@ -125,6 +130,15 @@ def _flat(e: list) -> tuple[int, int]:
 
 _DEAD = -2  # pitch of an entry a later write fully covered
 
+# entry fields: box, last write (end, latency, engine, record), last read (end, record), allocation, insertion
+# order, and the wait reason a reader of the write gets ("dep:<engine>")
+_P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX, _ALLOC, _SEQ, _WLABEL = range(14)
+
+_UNWRITTEN = ()  # marker: an allocation nothing writes (no dependencies through it)
+_INDEX_MIN = 16  # live entries before a table gets a grid index (below it a linear scan is faster)
+_QUERY_MAX_CELLS = 64  # a query box covering more grid cells scans the table instead
+_ENTRY_MAX_CELLS = 16  # an entry covering more cells goes to the table's "wide" list
+
 
 def _overlaps(e: list, pitch: int, r0: int, r1: int, c0: int, c1: int) -> bool:
     if e[0] == _DEAD:
@@ -135,6 +149,129 @@ def _overlaps(e: list, pitch: int, r0: int, r1: int, c0: int, c1: int) -> bool:
     a0, a1 = _flat(e)
     b0, b1 = (r0 * pitch + c0, (r1 - 1) * pitch + c1) if pitch > 0 else (c0, c1)
     return a0 < b1 and b0 < a1
+
+
+def _pow2_shift(sizes: list[int]) -> int:
+    """log2 of the smallest power of two >= the median of ``sizes`` (a grid cell side)."""
+    sizes.sort()
+    return max(0, sizes[len(sizes) // 2] - 1).bit_length()
+
+
+class _RangeTable:
+    """The byte-range entries of one buffer (or HBM tensor), in insertion order, with a grid index.
+
+    ``ents`` holds every entry (dead ones until the next compaction). Once a table has
+    ``_INDEX_MIN`` live entries that all share one row pitch, each entry is also filed in the
+    cells of a 2-D grid (rows × byte columns, power-of-two cells sized like the typical entry) so a
+    lookup visits only the cells its box covers; entries covering many cells sit in ``wide``. The
+    lookup returns the same entries, in the same order, as a scan of ``ents`` would.
+    """
+
+    __slots__ = ("cs", "dead", "ents", "grid", "mixed", "pitch", "rs", "wide")
+
+    def __init__(self) -> None:
+        self.ents: list[list] = []
+        self.grid: dict[tuple[int, int], list[list]] | None = None
+        self.wide: list[list] = []
+        self.pitch: int | None = None  # row pitch shared by every live entry
+        self.mixed = False  # entries with different pitches: linear scans only
+        self.dead = 0
+        self.rs = self.cs = 0
+
+    def scan(self, pitch: int, r0: int, r1: int, c0: int, c1: int) -> list[list]:
+        """Live entries overlapping the box, in insertion order (linear scan)."""
+        hits = []
+        for e in self.ents:
+            ep = e[0]
+            if ep == pitch:
+                if e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]:
+                    hits.append(e)
+            elif ep != _DEAD and _overlaps(e, pitch, r0, r1, c0, c1):
+                hits.append(e)
+        return hits
+
+    def lookup(self, pitch: int, r0: int, r1: int, c0: int, c1: int) -> list[list]:
+        """Live entries overlapping the box, in insertion order."""
+        grid = self.grid
+        if grid is None or pitch != self.pitch or r1 <= r0 or c1 <= c0:
+            return self.scan(pitch, r0, r1, c0, c1)
+        rs, cs = self.rs, self.cs
+        rb0, rb1 = r0 >> rs, (r1 - 1) >> rs
+        cb0, cb1 = c0 >> cs, (c1 - 1) >> cs
+        if (rb1 - rb0 + 1) * (cb1 - cb0 + 1) > _QUERY_MAX_CELLS:
+            return self.scan(pitch, r0, r1, c0, c1)
+        found: dict[int, list] = {}
+        get = grid.get
+        for rb in range(rb0, rb1 + 1):
+            for cb in range(cb0, cb1 + 1):
+                cell = get((rb, cb))
+                if cell:
+                    for e in cell:
+                        if e[0] == pitch and e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]:
+                            found[e[12]] = e
+        for e in self.wide:
+            if e[0] == pitch and e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]:
+                found[e[12]] = e
+        if len(found) > 1:
+            return [found[k] for k in sorted(found)]
+        return list(found.values())
+
+    def added(self) -> None:
+        """Account for the entry just appended to ``ents``: pitch tracking, grid filing, index build."""
+        e = self.ents[-1]
+        if self.pitch != e[0]:
+            if self.pitch is None:
+                self.pitch = e[0]
+            else:
+                self.mixed = True
+                self.grid = None
+        if self.grid is not None:
+            self._file(e)
+        elif not self.mixed and len(self.ents) - self.dead >= _INDEX_MIN:
+            self.rebuild()
+
+    def _file(self, e: list) -> None:
+        rs, cs = self.rs, self.cs
+        rb0, rb1 = e[1] >> rs, (e[2] - 1) >> rs
+        cb0, cb1 = e[3] >> cs, (e[4] - 1) >> cs
+        if rb1 < rb0 or cb1 < cb0 or (rb1 - rb0 + 1) * (cb1 - cb0 + 1) > _ENTRY_MAX_CELLS:
+            self.wide.append(e)
+            return
+        grid = self.grid
+        for rb in range(rb0, rb1 + 1):
+            for cb in range(cb0, cb1 + 1):
+                cell = grid.get((rb, cb))
+                if cell is None:
+                    grid[(rb, cb)] = [e]
+                else:
+                    cell.append(e)
+
+    def rebuild(self) -> None:
+        """Drop dead entries; (re)build the grid when the live entries share a pitch and are many."""
+        live = [e for e in self.ents if e[0] != _DEAD] if self.dead else self.ents
+        self.ents = live
+        self.dead = 0
+        self.grid = None
+        self.wide = []
+        pitches = {e[0] for e in live}
+        self.mixed = len(pitches) > 1
+        self.pitch = next(iter(pitches)) if len(pitches) == 1 else None
+        if self.mixed or len(live) < _INDEX_MIN:
+            return
+        self.rs = _pow2_shift([e[2] - e[1] for e in live])
+        self.cs = _pow2_shift([e[4] - e[3] for e in live])
+        self.grid = {}
+        for e in live:
+            self._file(e)
+
+    def clear(self) -> None:
+        """Every entry is dead: forget them all."""
+        self.ents.clear()
+        self.grid = None
+        self.wide = []
+        self.pitch = None
+        self.mixed = False
+        self.dead = 0
 
 
 class DmaPool:
@@ -184,10 +321,6 @@ class DmaPool:
         return t
 
 
-# entry fields
-_P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX, _ALLOC = range(12)
-
-
 _OPERAND_SIGNATURE = attrgetter("role", "mode", "buffer", "dtype", "shape", "pattern", "nbytes", "contiguous_bytes",
                                 "partitions")
 
@@ -222,6 +355,18 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, Counter]:
 
 def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = None) -> Schedule:
     """Schedule every record of ``trace`` on ``params``' target (see module docstring)."""
+    # The scheduler allocates many small lists and no reference cycles; with a large trace alive, the
+    # cyclic collector's full passes over it would dominate the run time, so it is paused meanwhile.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _schedule(trace, params, policy)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -> Schedule:
     pol = policy or SchedulePolicy()
     p = params
     mode = pol.mode
@@ -247,11 +392,6 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
                 buf_of[prev] = (prev, pa.partition_offset, pa.address)
             ra = allocs[a]
             buf_of[a] = (buf_of[prev][0], ra.partition_offset, ra.address)
-    written: set[int] = set()
-    for r in records:
-        for o in r.operands:
-            if "w" in o.mode:
-                written.add(o.alloc)
     static, unmodelled = _static_costs(records, p)
     sem = float(p.cross_engine_sem_ns)
     dma_fixed = float(p.dma_fixed_ns)
@@ -272,75 +412,104 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
     perf_mode: dict[int, str] = {}
     issue_busy: dict[str, float] = {}
 
-    eng_free: dict[str, float] = {}
-    eng_last: dict[str, int] = {}
+    tstate: dict[str, list] = {}  # track or port -> [free at (ns), last record on it]
     queue_of: dict[tuple[int, str | None, int | None], str] = {}
     queue_count = [0] * cores
     pools = [DmaPool() for _ in range(cores)]
     dma_slot: dict[int, float] = {}
-    port_free: dict[str, float] = {}
-    table: dict[object, list[list]] = {}
-    compact_at: dict[int, int] = {}
-    last_end: dict[int, tuple[float, int]] = {}
     global_end = 0.0
     global_last = -1
     prefixes = [("" if c == 0 else f"nc{c}/") for c in range(cores)]
-    dep_label = {e: "dep:" + e for e in (*COMPUTE_ENGINES, "dma", "")}
+    dep_label = {e: "dep:" + e for e in (*COMPUTE_ENGINES, "dma")}
+    # Byte-range tables. Only allocations something writes can carry a dependency. ``logical``: each
+    # written allocation -> (its table, partition base, address base): its own table (bases 0), or the
+    # table of the rotating buffer it reuses with offsets relative to the allocation. ``physical``:
+    # one table per core and on-chip buffer; HBM tensors keep their own table.
+    written: set[int] = set()
+    for r in records:
+        for o in r.operands:
+            if "w" in o.mode:
+                written.add(o.alloc)
+    tab_of: dict[int, tuple[_RangeTable, int, int] | None] = dict.fromkeys(written)  # None: not created yet
+    if logical:
+        shared: dict[int, _RangeTable] = {}
+        for a, (key, pb, ab) in buf_of.items():
+            if a in written:
+                tab = shared.get(key)
+                if tab is None:
+                    tab = shared[key] = _RangeTable()
+                tab_of[a] = (tab, pb, ab)
+    phys_tabs = [{"sbuf": _RangeTable(), "psum": _RangeTable()} for _ in range(cores)]
+    # Trn1 shared ports, per core and engine: the SBUF port (Vector/GpSimd) always, the PSUM port
+    # (Vector/Scalar) when the instruction touches PSUM
+    sbuf_port: dict[tuple[int, str], str] = {}
+    psum_port: dict[tuple[int, str], str] = {}
+    for c, pre in enumerate(prefixes):
+        for e in COMPUTE_ENGINES:
+            if port_vg and e in ("vector", "gpsimd"):
+                sbuf_port[(c, e)] = pre + "port:sbuf_vg"
+            if port_vs and e in ("vector", "scalar"):
+                psum_port[(c, e)] = pre + "port:psum_vs"
+    any_ports = bool(sbuf_port or psum_port)
+    seq = 0  # insertion order of table entries
+    tab_get = tab_of.get
 
     for i in range(n):
         rec = records[i]
         core = rec.program % cores if cores > 1 else 0
-        pre = prefixes[core]
         eng = rec.engine
-        is_dma = eng == "dma"
         # ---- dependencies -------------------------------------------------------------
         t_dep = 0.0
         d_pred = -1
         d_reason: str | None = None
         acc = []
-        onchip_allocs = []
+        has_psum = False
         for o in rec.operands:
-            a = o.alloc
-            if o.buffer != "hbm":
-                onchip_allocs.append(a)
-                if a not in written:
+            buf = o.buffer
+            if buf != "hbm":
+                if buf == "psum":
+                    has_psum = True
+                ti = tab_get(o.alloc, _UNWRITTEN)
+                if ti is _UNWRITTEN:
                     continue
+                if ti is None:
+                    ti = tab_of[o.alloc] = (_RangeTable(), 0, 0)
                 pitch = -1
-                r0 = o.partition_start
-                c0 = o.addr_lo
-                c1 = o.addr_hi
                 if logical:
-                    bo = buf_of.get(a)
-                    if bo is None:
-                        key = a
-                    else:
-                        key = bo[0]
-                        r0 -= bo[1]
-                        c0 -= bo[2]
-                        c1 -= bo[2]
+                    tab, pb, ab = ti
+                    r0 = o.partition_start - pb
+                    c0 = o.addr_lo - ab
+                    c1 = o.addr_hi - ab
                 else:
-                    key = (core, o.buffer)
+                    tab = phys_tabs[core][buf]
+                    r0 = o.partition_start
+                    c0 = o.addr_lo
+                    c1 = o.addr_hi
                 r1 = r0 + (o.partitions or 1)
             else:
-                if a not in written:
+                ti = tab_get(o.alloc, _UNWRITTEN)
+                if ti is _UNWRITTEN:
                     continue
-                key = a
-                pitch, r0, r1, c0, c1 = _box(o, itemsize(o))
-            ents = table.get(key)
-            if ents is None:
-                ents = table[key] = []
+                if ti is None:
+                    ti = tab_of[o.alloc] = (_RangeTable(), 0, 0)
+                tab = ti[0]
+                pitch, r0, r1, c0, c1 = _box(o)
             m = o.mode
             isw = "w" in m
             isr = "r" in m
-            hits = []
-            for e in ents:
-                ep = e[0]
-                if ep == pitch:
-                    if not (e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]):
-                        continue
-                elif ep == _DEAD or not _overlaps(e, pitch, r0, r1, c0, c1):
-                    continue
-                hits.append(e)
+            a = o.alloc
+            if tab.grid is None:
+                hits = []
+                for e in tab.ents:
+                    ep = e[0]
+                    if ep == pitch:
+                        if e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]:
+                            hits.append(e)
+                    elif ep != _DEAD and _overlaps(e, pitch, r0, r1, c0, c1):
+                        hits.append(e)
+            else:
+                hits = tab.lookup(pitch, r0, r1, c0, c1)
+            for e in hits:
                 widx = e[8]
                 if widx >= 0:
                     if isr:
@@ -351,54 +520,62 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
                         elif eng != "tensor":
                             t += e[6]
                         if t > t_dep:
-                            t_dep, d_pred, d_reason = t, widx, dep_label.get(weng) or "dep:" + weng
+                            t_dep, d_pred, d_reason = t, widx, e[13]
                     if isw and e[5] > t_dep:
                         t_dep, d_pred = e[5], widx
-                        d_reason = "capacity" if e[11] != a and logical else (dep_label.get(e[7]) or "dep:" + e[7])
+                        d_reason = "capacity" if e[11] != a and logical else e[13]
                 if isw and e[9] > t_dep:
                     t_dep, d_pred, d_reason = e[9], e[10], ("capacity" if e[11] != a and logical else "war")
-            acc.append((ents, pitch, r0, r1, c0, c1, isr, isw, hits, a))
+            acc.append((tab, pitch, r0, r1, c0, c1, isr, isw, hits, a))
         if serial and global_end > t_dep:
             t_dep, d_pred, d_reason = global_end, global_last, "program_order"
         # ---- issue ----------------------------------------------------------------------
         sc = static[i]
-        if is_dma:
+        if eng == "dma":
             plan = sc
             dma_plans[i] = plan
+            pre = prefixes[core]
             qk = (core, rec.file, rec.line)
             tr = queue_of.get(qk)
             if tr is None:
                 tr = f"{pre}dma:q{queue_count[core] % n_queues}"
                 queue_count[core] += 1
                 queue_of[qk] = tr
-            prev_free = eng_free.get(tr, 0.0)
+            ts = tstate.get(tr)
+            if ts is None:
+                ts = tstate[tr] = [0.0, -1]
+            prev_free = ts[0]
             # trigger: when the dependencies are met (pipelined queue) or also the queue's previous
             # transfer is done (unpipelined: each DMA pays its fixed latency after its predecessor)
             t0 = 0.0 if dma_pipelined else prev_free
             why: str | None = None
-            pr = eng_last.get(tr, -1)
+            pr = ts[1]
             if t_dep > t0:
                 t0, why, pr = t_dep, d_reason, d_pred
-            if plan.issue_engine is not None:
-                itr = pre + plan.issue_engine
-                ti = eng_free.get(itr, 0.0)
-                if ti > t0:
-                    t0, why, pr = ti, "issue:" + plan.issue_engine, eng_last.get(itr, -1)
-                eng_free[itr] = t0 + plan.issue_ns
-                issue_busy[itr] = issue_busy.get(itr, 0.0) + plan.issue_ns
-                t0 += plan.issue_ns
+            issue_engine = plan.issue_engine
+            if issue_engine is not None:
+                itr = pre + issue_engine
+                its = tstate.get(itr)
+                if its is None:
+                    its = tstate[itr] = [0.0, -1]
+                if its[0] > t0:
+                    t0, why, pr = its[0], "issue:" + issue_engine, its[1]
+                issue_ns = plan.issue_ns
+                its[0] = t0 + issue_ns
+                issue_busy[itr] = issue_busy.get(itr, 0.0) + issue_ns
+                t0 += issue_ns
             # the fixed (semaphore-to-start) latency runs from the trigger; the queue is FIFO, so the
             # transfer itself starts no earlier than its predecessor on the queue is done
             xs = t0 + dma_fixed
             if xs <= prev_free:
                 xs = prev_free
-                pr = eng_last.get(tr, -1)
+                pr = ts[1]
             if t0 < prev_free:
                 t0 = prev_free
             svc = plan.service_ns
-            pool = pools[core]
-            slot = pool.reserve(xs, svc * plan.engines / n_dma)
-            done = slot + svc * plan.engines / n_dma
+            share = svc * plan.engines / n_dma
+            slot = pools[core].reserve(xs, share)
+            done = slot + share
             if done < xs + svc:
                 done = xs + svc
             dma_slot[i] = slot
@@ -407,40 +584,41 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
                 why = "dma_engines"
             o_cost = en - st
             lat = sem
-            weng_out = "dma"
         else:
             o_cost, lat, pmode, _ok = sc
             if pmode:
                 perf_mode[i] = pmode
-            tr = pre + eng
-            t0 = eng_free.get(tr, 0.0)
-            prev_free = t0
+            tr = eng if core == 0 else prefixes[core] + eng
+            ts = tstate.get(tr)
+            if ts is None:
+                ts = tstate[tr] = [0.0, -1]
+            t0 = prev_free = ts[0]
             why = None
-            pr = eng_last.get(tr, -1)
+            pr = ts[1]
             if t_dep > t0:
                 t0, why, pr = t_dep, d_reason, d_pred
-            ports = None
-            if port_vg and (eng == "vector" or eng == "gpsimd"):
-                ports = [pre + "port:sbuf_vg"]
-            if port_vs and (eng == "vector" or eng == "scalar"):
-                for o in rec.operands:
-                    if o.buffer == "psum":
-                        ports = (ports or []) + [pre + "port:psum_vs"]
-                        break
-            if ports:
-                for pk in ports:
-                    pf = port_free.get(pk, 0.0)
-                    if pf > t0:
-                        t0, why, pr = pf, "port", eng_last.get(pk, -1)
-            st = t0
-            en = t0 + o_cost
-            if ports:
-                for pk in ports:
-                    port_free[pk] = en
-                    eng_last[pk] = i
-            weng_out = eng
-        eng_free[tr] = en
-        eng_last[tr] = i
+            if any_ports:
+                p_sb = sbuf_port.get((core, eng))
+                p_ps = psum_port.get((core, eng)) if has_psum else None
+                pstates = []
+                for pk in (p_sb, p_ps):
+                    if pk is not None:
+                        ps = tstate.get(pk)
+                        if ps is None:
+                            ps = tstate[pk] = [0.0, -1]
+                        pstates.append(ps)
+                        if ps[0] > t0:
+                            t0, why, pr = ps[0], "port", ps[1]
+                st = t0
+                en = t0 + o_cost
+                for ps in pstates:
+                    ps[0] = en
+                    ps[1] = i
+            else:
+                st = t0
+                en = t0 + o_cost
+        ts[0] = en
+        ts[1] = i
         start[i] = st
         end[i] = en
         occ_a[i] = o_cost
@@ -453,31 +631,45 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
         if en > global_end:
             global_end, global_last = en, i
         # ---- update byte-range tables ------------------------------------------------
-        for ents, pitch, r0, r1, c0, c1, isr, isw, hits, a in acc:
+        for tab, pitch, r0, r1, c0, c1, isr, isw, hits, a in acc:
             if isw:
                 if hits:
-                    # entries the write fully covers are dead: mark them, compact the list now and then
+                    # entries the write fully covers are dead
+                    k = 0
                     for e in hits:
                         if e[0] == pitch and r0 <= e[1] and e[2] <= r1 and c0 <= e[3] and e[4] <= c1:
                             e[0] = _DEAD
-                            e[1] = e[2] = 0
-                    if len(hits) == len(ents) and hits[-1][0] == _DEAD and all(e[0] == _DEAD for e in hits):
-                        ents.clear()
-                    elif len(ents) >= 32 and len(ents) >= compact_at.get(id(ents), 32):
-                        ents[:] = [e for e in ents if e[0] != _DEAD]
-                        compact_at[id(ents)] = max(32, 2 * len(ents))
-                ents.append([pitch, r0, r1, c0, c1, en, lat, weng_out, i, (en if isr else 0.0), (i if isr else -1), a])
+                            k += 1
+                    if k:
+                        k += tab.dead
+                        if k >= len(tab.ents):
+                            tab.clear()
+                        elif k >= 16 and 2 * k >= len(tab.ents):
+                            tab.dead = k
+                            tab.rebuild()
+                        else:
+                            tab.dead = k
+                lbl = dep_label.get(eng) or "dep:" + eng
+                e = [pitch, r0, r1, c0, c1, en, lat, eng, i, (en if isr else 0.0), (i if isr else -1), a, seq, lbl]
             elif hits:
                 for e in hits:
                     if en > e[9]:
                         e[9] = en
                         e[10] = i
+                continue
             else:
-                ents.append([pitch, r0, r1, c0, c1, 0.0, 0.0, "", -1, en, i, a])
-        for a in onchip_allocs:
-            le = last_end.get(a)
-            if le is None or en > le[0]:
-                last_end[a] = (en, i)
+                e = [pitch, r0, r1, c0, c1, 0.0, 0.0, "", -1, en, i, a, seq, ""]
+            seq += 1
+            ents = tab.ents
+            ents.append(e)
+            tp = tab.pitch
+            if tp != pitch:
+                if tp is None:
+                    tab.pitch = pitch
+                else:
+                    tab.added()
+            elif tab.grid is not None or len(ents) >= _INDEX_MIN + tab.dead:
+                tab.added()
     return Schedule(trace=trace, params=p, policy=pol, cores=cores, track=track, start=start, end=end, occ=occ_a,
                     wait=wait, reason=reason, pred=pred, dma=dma_plans, dma_slot=dma_slot,
                     issue_busy=issue_busy, perf_mode=perf_mode, unmodelled=unmodelled, rotation=rot)

@@ -48,12 +48,15 @@ def numerics_operands(task: Task, inputs: Mapping[str, np.ndarray]) -> list[np.n
     return out
 
 
-def numerics_verdict(task: Task, actual: np.ndarray, inputs: Mapping[str, np.ndarray], family: str,
-                     random_family: bool, oracle: Callable[..., Any] | None,
-                     dims: Mapping[str, int]) -> tuple[dict[str, Any] | None, str | None]:
-    """Run ``nkieval.numerics.check`` on one output; the verdict as a dict, or why not."""
-    check, why = _import("nkieval.numerics:check")
-    if check is None:
+def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, random_family: bool,
+                     oracle: Callable[..., Any] | None, dims: Mapping[str, int], *, keep_blocks: bool = False
+                     ) -> tuple[Any | None, str | None]:
+    """``nkieval.numerics.PreparedCheck`` for one case's inputs (candidate-independent), or why not.
+
+    ``keep_blocks=True`` keeps the oracle and bounds in memory for judging many outputs.
+    """
+    prepared, why = _import("nkieval.numerics:PreparedCheck")
+    if prepared is None:
         return None, why
     params = {k: v for k, v in task.numerics.op_params.items() if k != "operands"}
     params.update({k: v for k, v in task.params.items() if k not in params})
@@ -65,16 +68,42 @@ def numerics_verdict(task: Task, actual: np.ndarray, inputs: Mapping[str, np.nda
             k = task.numerics.k
             kk = int(dims[k]) if isinstance(k, str) else k
             args = [inputs[t.name] for t in task.inputs]
-            v = check(actual, args, lambda *a: oracle(*a, **task.params), task.numerics.recipe, input_family=fam,
-                      k=kk, multilinear=bool(task.numerics.op_params.get("multilinear", False)), worst_k=3)
+            pc = prepared(args, lambda *a: oracle(*a, **task.params), task.numerics.recipe, input_family=fam,
+                          keep_blocks=keep_blocks, k=kk,
+                          multilinear=bool(task.numerics.op_params.get("multilinear", False)))
         else:
-            v = check(actual, numerics_operands(task, inputs), task.numerics.op, task.numerics.recipe,
-                      input_family=fam, worst_k=3, **params)
+            pc = prepared(numerics_operands(task, inputs), task.numerics.op, task.numerics.recipe,
+                          input_family=fam, keep_blocks=keep_blocks, **params)
+        if keep_blocks:
+            pc.materialise()
+    except Exception as e:  # a numerics bug must not crash the review; it is reported instead
+        return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
+    return pc, None
+
+
+def numerics_judge(prepared: Any, actual: np.ndarray, *, diagnose: bool = True
+                   ) -> tuple[dict[str, Any] | None, str | None]:
+    """Judge one output with a :func:`numerics_prepare` result; the verdict as a dict, or why not.
+
+    ``diagnose=False`` skips naming likely causes of a failure (the verdict is the same).
+    """
+    try:
+        v = prepared.check(actual, worst_k=3, diagnose=diagnose)
     except Exception as e:  # a numerics bug must not crash the review; it is reported instead
         return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
     d = v.to_dict()
     d["explanation"] = getattr(v, "explanation", "")
     return d, None
+
+
+def numerics_verdict(task: Task, actual: np.ndarray, inputs: Mapping[str, np.ndarray], family: str,
+                     random_family: bool, oracle: Callable[..., Any] | None,
+                     dims: Mapping[str, int]) -> tuple[dict[str, Any] | None, str | None]:
+    """Run ``nkieval.numerics.check`` on one output; the verdict as a dict, or why not."""
+    pc, why = numerics_prepare(task, inputs, family, random_family, oracle, dims)
+    if pc is None:
+        return None, why
+    return numerics_judge(pc, actual)
 
 
 def perf_estimate(trace: Any, target: str) -> tuple[dict[str, Any] | None, str | None]:

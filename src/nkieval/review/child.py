@@ -159,6 +159,7 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
         from nkieval import frontends
         from nkieval.review import npzio
         from nkieval.sim.errors import NkiValidationError
+        from nkieval.sim.options import SimOptions
         from nkieval.sim.runner import run_kernel
 
         frontends.install(force=True)
@@ -190,7 +191,10 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
             arrays = npzio.load(job / case["inputs"])
             args = [arrays[name] for name in case["input_names"]]
             cap = _Capture(fn)
-            result = run_kernel(cap, args, dict(case["params"]), target=spec["target"], lnc=lnc)
+            # the simulator stops a runaway kernel at the limit (rule instruction-budget) instead of
+            # letting it run to the wall-clock timeout
+            opts = SimOptions.from_env(max_instructions=int(spec["max_instructions"]))
+            result = run_kernel(cap, args, dict(case["params"]), target=spec["target"], lnc=lnc, options=opts)
             sim_s = time.perf_counter() - t0
             problem = _check_outputs(cap.raw, case["n_outputs"], args)
             if problem is not None:
@@ -212,7 +216,7 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
                        "written_checked": masks is not None,
                        "warnings": result.trace.warnings[:50]}
         except NkiValidationError as e:
-            res = _error("rule-violation", e, candidate)
+            res = _error("instruction-limit" if e.rule == "instruction-budget" else "rule-violation", e, candidate)
         except MemoryError as e:
             res = _error("memory-limit", e, candidate)
         except RecursionError as e:

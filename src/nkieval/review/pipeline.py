@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.review import adapters
+from nkieval.review import adapters, npzio
+from nkieval.review.cache import CASE_CACHE, MAX_KEPT_ELEMENTS, CaseData, new_case_data, task_fingerprint
 from nkieval.review.compare import compare_outputs
 from nkieval.review.evidence import HardwareEvidence, trace_evidence
 from nkieval.review.integrity import scan
@@ -31,6 +32,10 @@ from nkieval.review.sandbox import CaseJob, CaseRun, Isolation, SandboxLimits, r
 from nkieval.review.scoring import Evidence, score_all
 from nkieval.tasks import Task, load_reference, load_task, reference_outputs
 from nkieval.tasks.inputs import derive_seed, generate_inputs, is_random
+
+#: Failing cases per review whose numerics failure is diagnosed (likely causes named); the
+#: rubric's feedback cites at most this many (scoring.score_numerics).
+DIAGNOSED_FAILURES = 3
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,21 @@ def _cases(task: Task, base_seed: int, families: tuple[str, ...], shapes: str) -
 def _inputs(task: Task, case: _Case) -> dict[str, np.ndarray]:
     specs = [(t.name, t.concrete(case.dims), t.dtype, t.family) for t in task.inputs]
     return generate_inputs(specs, case.family, case.seed, case.label)
+
+
+def _case_data(task: Task, c: _Case, fingerprint: str | None) -> tuple[CaseData, tuple[Any, ...] | None]:
+    """The case's candidate-independent data: from the cross-review cache when ``fingerprint`` is set."""
+    key = None
+    if fingerprint is not None:
+        key = (fingerprint, c.label, tuple(sorted(c.dims.items())), c.family, c.seed)
+        hit = CASE_CACHE.get(key)
+        if hit is not None:
+            return hit, key
+    inp = _inputs(task, c)
+    data = new_case_data(inp, npzio.dumps(inp))
+    if key is not None:
+        CASE_CACHE.put(key, data)
+    return data, key
 
 
 def _load_source(candidate: str | Path) -> tuple[str, str]:
@@ -126,13 +146,18 @@ def _limits(task: Task) -> SandboxLimits:
 def review(task: Task | str | Path, candidate: str | Path, *, target: str | None = None, seed: int | None = None,
            rubric: Rubric | str = DEFAULT_RUBRIC, families: tuple[str, ...] | None = None, shapes: str = "all",
            isolation: Isolation = "forkserver", limits: SandboxLimits | None = None,
-           progress: Callable[[str], None] | None = None, compare_references: bool = True) -> Review:
+           progress: Callable[[str], None] | None = None, compare_references: bool = True,
+           cache: bool | None = None) -> Review:
     """Review one candidate kernel (a path or its source text) against a task.
 
     ``seed`` None draws a fresh secret seed (recorded in the report); ``families`` restricts the
     input families (default: the task's); ``shapes="public"`` skips hidden shapes (for authors'
     quick checks, never for scoring); ``compare_references=False`` skips running the baseline and
     expert solution (no relative hardware/performance evidence).
+
+    ``cache`` (default: on when ``seed`` is given) keeps each case's inputs, reference outputs
+    and prepared numerics check in the harness process for the next review of the same task,
+    shape, family and seed (:mod:`nkieval.review.cache`); the report is the same either way.
     """
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
@@ -144,15 +169,39 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     fams = tuple(families) if families else task.families
     cases = _cases(task, base_seed, fams, shapes)
     integrity = scan(source)
+    use_cache = (seed is not None) if cache is None else bool(cache)
 
-    inputs = [_inputs(task, c) for c in cases]
-    jobs = [CaseJob(c.label, inp, dict(task.params), len(task.outputs), c.want_trace) for c, inp in zip(cases, inputs)]
+    # Static analysis needs only the source: it runs in a harness thread while the sandbox simulates.
+    analysis_box: dict[str, Any] = {}
+
+    def run_analysis() -> None:
+        ta = time.perf_counter()
+        try:
+            analysis_box["nki"] = adapters.nki_findings(source, target)
+            analysis_box["mig"] = ((None, None) if task.cuda_file is None else
+                                   adapters.migration_findings(task.cuda_file.read_text(), source, target=target))
+        except BaseException as e:  # re-raised in the caller's thread
+            analysis_box["error"] = e
+        analysis_box["s"] = time.perf_counter() - ta
+
+    analysis_thread = threading.Thread(target=run_analysis, name="nkieval-analysis", daemon=True)
+    analysis_thread.start()
+
+    fingerprint = task_fingerprint(task) if use_cache else None
+    data_keys = [_case_data(task, c, fingerprint) for c in cases]
+    inputs = [d.inputs for d, _ in data_keys]
+    jobs = [CaseJob(c.label, d.inputs, dict(task.params), len(task.outputs), c.want_trace, npz=d.npz)
+            for c, (d, _) in zip(cases, data_keys)]
     timings["inputs_s"] = time.perf_counter() - t0
     ref_fn = load_reference(task)
     oracle = _oracle(task)
     num_ok, num_reason = adapters.numerics_available()
     index = {c.label: i for i, c in enumerate(cases)}
     judged: dict[int, tuple[CaseResult, float, float, str | None]] = {}
+    # Naming likely causes (numerics diagnosis) costs more than the verdict; feedback cites the
+    # first failing cases only, so only those are diagnosed (cases are judged in order).
+    diagnose_left = [DIAGNOSED_FAILURES]
+    trace_futures: dict[int, Any] = {}
 
     def judge(i: int, run: CaseRun) -> tuple[CaseResult, float, float, str | None]:
         """Reference, correctness and numerics of one case (harness side; the candidate never sees them)."""
@@ -165,14 +214,27 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
         reason = None
         t_num = 0.0
         if run.status == "ok":
-            ref = reference_outputs(task, ref_fn, inp)
+            data, key = data_keys[i]
+            ref = data.get_reference(lambda: reference_outputs(task, ref_fn, inp))
             cr.mismatch = compare_outputs(run.outputs, ref, task.outputs, task.rtol, task.atol, run.unwritten)
             cr.correct = cr.mismatch is None
             if num_ok and (cr.mismatch is None or cr.mismatch["kind"] in ("mismatch", "unwritten", "nonfinite")):
                 tn = time.perf_counter()
-                cr.numerics, reason = adapters.numerics_verdict(task, run.outputs[0], inp, c.family,
-                                                                is_random(c.family), oracle, c.dims)
+                keep = key is not None and ref[0].size <= MAX_KEPT_ELEMENTS
+                pc, reason = data.get_prepared(lambda: adapters.numerics_prepare(
+                    task, inp, c.family, is_random(c.family), oracle, c.dims, keep_blocks=keep))
+                if pc is not None:
+                    diag = diagnose_left[0] > 0
+                    cr.numerics, reason = adapters.numerics_judge(pc, run.outputs[0], diagnose=diag)
+                    if cr.numerics is not None and cr.numerics.get("status") == "fail":
+                        if diag:
+                            diagnose_left[0] -= 1
+                        else:
+                            cr.numerics["diagnosis"] = (f"skipped: the likely causes are named for the first "
+                                                        f"{DIAGNOSED_FAILURES} failing cases only")
                 t_num = time.perf_counter() - tn
+            if key is not None:
+                CASE_CACHE.update(key, data)  # its size grew by the reference and the prepared check
         else:
             cr.correct = False
         return cr, t_num, time.perf_counter() - ta - t_num, reason
@@ -194,6 +256,9 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
             i = index.get(r.label)
             if i is not None and i not in futures:
                 futures[i] = pool.submit(judge, i, r)
+                if cases[i].want_trace and r.status == "ok" and r.trace_json and i not in trace_futures:
+                    # the evidence trace: parse it and estimate while the child runs the next case
+                    trace_futures[i] = pool.submit(_trace_facts, task, r, target, cases[i].dims)
             if progress:
                 progress(r.label)
 
@@ -238,7 +303,11 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     if traced:
         c, r = max(traced, key=lambda cr: _evidence_key(task, cr[0]))
         hw_case = next(x for x in results if x.case == c.label)
-        hw, perf_c, perf_reason = _trace_facts(task, r, target, c.dims)
+        i_tr = index.get(c.label)
+        if i_tr in trace_futures and runs[i_tr] is r:
+            hw, perf_c, perf_reason = trace_futures[i_tr].result()
+        else:
+            hw, perf_c, perf_reason = _trace_facts(task, r, target, c.dims)
         if compare_references:
             hw_sol, perf_s = _reference_kernel_evidence(task, task.solution_file, target, c.dims, isolation)
             hw_base, perf_b = _reference_kernel_evidence(task, task.baseline_file, target, c.dims, isolation)
@@ -249,11 +318,13 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     timings["evidence_s"] = time.perf_counter() - t3
 
     t4 = time.perf_counter()
-    analysis, analysis_reason = adapters.nki_findings(source, target)
-    migration = migration_reason = None
-    if task.cuda_file is not None:
-        migration, migration_reason = adapters.migration_findings(task.cuda_file.read_text(), source, target=target)
-    timings["analysis_s"] = time.perf_counter() - t4
+    analysis_thread.join()
+    if "error" in analysis_box:
+        raise analysis_box["error"]
+    analysis, analysis_reason = analysis_box["nki"]
+    migration, migration_reason = analysis_box["mig"]
+    timings["analysis_s"] = analysis_box["s"]
+    timings["analysis_wait_s"] = time.perf_counter() - t4
 
     ev = Evidence(task=task, rubric=rub, target=target, cases=results, integrity=integrity, hw=hw, hw_case=hw_case,
                   hw_solution=hw_sol, hw_baseline=hw_base, perf=perf, perf_reason=perf_reason,

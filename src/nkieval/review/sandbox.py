@@ -63,6 +63,8 @@ class CaseJob:
     params: dict[str, Any]
     n_outputs: int
     want_trace: bool = True
+    #: ``npzio.dumps(inputs)`` when the caller already has it (the review's case cache)
+    npz: bytes | None = None
 
 
 @dataclass
@@ -243,7 +245,7 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
             "cases": [],
         }
         for k, c in enumerate(cases):
-            (job / f"in_{k}.npz").write_bytes(npzio.dumps(c.inputs))
+            (job / f"in_{k}.npz").write_bytes(c.npz if c.npz is not None else npzio.dumps(c.inputs))
             spec["cases"].append({"inputs": f"in_{k}.npz", "input_names": list(c.inputs), "params": c.params,
                                   "n_outputs": c.n_outputs, "want_trace": c.want_trace})
         (job / "job.json").write_text(json.dumps(spec))

@@ -8,8 +8,11 @@ questions an expert reviewer of *nkieval* would ask, task by task and target by 
 * is every baseline correct and *slower than the expert* in the performance model on every
   target the task declares (otherwise the baseline is no speed reference, or the expert is
   not expert)?
-* is every flawed candidate caught in the rubric criterion its task metadata names (the
-  review's detection rate)?
+* is every flawed candidate caught in the rubric criterion its task metadata names, for the
+  reason its metadata names (the review's detection rate)? Caught means: that criterion scores
+  below the expert's level on it, *and* one of that criterion's feedback lines contains one of
+  the flaw's ``evidence`` words (:func:`names_flaw`), so a candidate marked down for some other
+  reason is not counted.
 
 Each (task, candidate, target) review is an *entry*; a run appends one JSON line per entry to
 a results file and skips entries already there with the same fingerprint (hash of the task
@@ -37,7 +40,8 @@ from nkieval.tasks.loader import BUILTIN_ROOT, builtin_ids, load_task
 from nkieval.tasks.schema import Task, TaskError
 
 ROLES = ("expert", "baseline", "flawed")
-RECORD_VERSION = 1
+#: 2: ``feedback`` holds only the findings (severity above info) of the flaw's criterion and ``also``.
+RECORD_VERSION = 2
 #: Results live in the user's cache (stable across runs, so they resume; never inside a checkout).
 DEFAULT_RESULTS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nkieval" / "suite-results.jsonl"
 
@@ -120,8 +124,7 @@ def _task_entries(task: Task, roles: Sequence[str], all_targets: bool) -> list[S
             out.append(SuiteEntry(role="flawed", candidate=f"flawed:{Path(fl.file).stem}",
                                   path=str((task.directory / fl.file).resolve()), target=task.default_target,
                                   criterion=fl.criterion, flaw=fl.flaw, also=tuple(fl.also),
-                                  evidence=tuple(getattr(fl, "evidence", ()) or ()),
-                                  families=tuple(getattr(fl, "families", ()) or ()), **base))
+                                  evidence=tuple(fl.evidence), families=tuple(fl.families), **base))
     return out
 
 
@@ -158,10 +161,25 @@ def run_entry(entry: SuiteEntry, seed: int = 0) -> dict[str, Any]:
         cases=len(r.cases), failing_cases=failing[:8], seed=r.seed,
         elapsed_s=round(time.perf_counter() - t0, 3),
     )
-    if entry.role == "flawed":  # the lines that must name the flaw: its criterion and the `also` ones
-        rec["feedback"] = {c.id: [f"{f.observed} | {f.expected} | {f.suggestion}" for f in c.feedback]
+    if entry.role == "flawed":  # the findings that must name the flaw (its criterion), and the `also` ones
+        rec["feedback"] = {c.id: [feedback_text(f) for f in c.feedback if f.severity != "info"]
                            for c in r.criteria if c.id in (entry.criterion, *entry.also)}
     return rec
+
+
+def feedback_text(f: Any) -> str:
+    """The text of one review feedback line that evidence words are matched against."""
+    return f"{f.observed} | {f.expected} | {f.suggestion}"
+
+
+def names_flaw(evidence: Iterable[str], lines: Iterable[str]) -> bool:
+    """Whether a feedback line names the flaw: contains one of its ``evidence`` words (case-insensitive).
+
+    The one test of "the review said why" used by the suite's judge and tests/suite; no
+    evidence words never match (a flaw that declares none cannot be shown to be named).
+    """
+    words = [w.lower() for w in evidence if w.strip()]
+    return any(w in t.lower() for t in lines for w in words)
 
 
 def load_records(path: Path) -> dict[str, dict[str, Any]]:
@@ -373,12 +391,12 @@ def _judge_one(r: dict[str, Any], experts: dict[tuple[str, str], dict[str, Any]]
         return False, f"{crit} not assessed: {(r.get('summaries') or {}).get(crit)}"
     if lv >= ref:
         return False, f"not caught: {crit} level {lv} (expert {ref}); flaw: {r.get('flaw')}"
-    words = [w.lower() for w in r.get("evidence") or []]
-    if words and "feedback" in r:
-        texts = [t.lower() for lines in r["feedback"].values() for t in lines]
-        if not any(w in t for w in words for t in texts):
-            return False, (f"{crit} {lv} < {ref} but no feedback line names the flaw (none of {words}); "
-                           f"flaw: {r.get('flaw')}")
+    words = list(r.get("evidence") or [])
+    if not words:
+        return False, f"{crit} {lv} < {ref} but the task declares no evidence words for the flaw; flaw: {r.get('flaw')}"
+    if not names_flaw(words, (r.get("feedback") or {}).get(crit) or []):
+        return False, (f"{crit} {lv} < {ref} but no {crit} feedback line names the flaw (none of {words}); "
+                       f"flaw: {r.get('flaw')}")
     return True, f"{crit} {lv} < {ref}: {(r.get('summaries') or {}).get(crit)}"
 
 
@@ -482,5 +500,5 @@ def report_cmd(results: str, as_json: bool) -> None:
     click.echo(json.dumps(m.summary(), indent=2) if as_json else format_matrix(m))
 
 
-__all__ = ["ROLES", "SuiteEntry", "SuiteMatrix", "format_matrix", "judge", "load_records", "plan", "run_entries",
-           "run_entry", "run_suite", "suite_group"]
+__all__ = ["ROLES", "SuiteEntry", "SuiteMatrix", "feedback_text", "format_matrix", "judge", "load_records",
+           "names_flaw", "plan", "run_entries", "run_entry", "run_suite", "suite_group"]

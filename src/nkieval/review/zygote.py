@@ -17,6 +17,37 @@ import os
 import sys
 
 
+def _warm_up() -> None:
+    """Pay once, here, for what every forked child would otherwise pay on its first case: lazy
+    imports (``numpy.random``, ~50 ms), the target TOMLs, the simulator's first-call caches.
+    Runs a three-instruction kernel of its own; never fails the zygote's start."""
+    try:
+        import numpy as np
+        import numpy.random
+
+        import nkieval.frontends.nki.isa as nisa
+        import nkieval.frontends.nki.language as nl
+        from nkieval.hardware import targets
+        from nkieval.sim.options import SimOptions
+        from nkieval.sim.runner import run_kernel
+
+        targets.all_targets()
+
+        def kernel(a):  # type: ignore[no-untyped-def]
+            t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=a)
+            nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add)
+            out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=out, src=t)
+            return out
+
+        res = run_kernel(kernel, [np.ones((4, 8), np.float32)], {}, target="trn2",
+                         options=SimOptions.from_env(max_instructions=100))
+        res.trace.to_json()
+    except Exception:  # a warm-up only: the children import and run everything themselves anyway
+        pass
+
+
 def _serve() -> None:
     import ml_dtypes  # noqa: F401  (preload)
     import numpy  # noqa: F401
@@ -24,6 +55,7 @@ def _serve() -> None:
     import nkieval.frontends.nki
     import nkieval.review.child as child
     import nkieval.sim.runner  # noqa: F401
+    _warm_up()
 
     out = sys.stdout
     out.write(json.dumps({"ready": True}) + "\n")

@@ -71,6 +71,7 @@ class Launch:
     barrier_count: int = 0
     barrier_gen: int = 0
     shared_allocs: list[Any] = field(default_factory=list)
+    n_instructions: int = 0  # issued so far (SimOptions.max_instructions)
 
 
 class SimContext:

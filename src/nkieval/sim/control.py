@@ -26,11 +26,21 @@ MAX_WHILE_ITERATIONS = 1 << 20
 
 
 def _bound(x: Any, role: str, api: str) -> int:
+    from nkieval.sim.isa.scalars import NkiScalar
+
     if isinstance(x, VirtualRegister):
+        return x.get(role)
+    if isinstance(x, NkiScalar):
+        if api == "dynamic_range":
+            raise NkiValidationError(f"{role}: nl.dynamic_range takes ints or VirtualRegisters; NkiScalar bounds "
+                                     "belong to nl.fori_loop", instruction=api, operand=role, rule="argument")
+        if x.bits > 32:
+            raise NkiValidationError(f"{role} is an {x.dtype} NkiScalar; a loop bound must be 32-bit (the trip-count "
+                                     "comparison has no 64-bit form)", instruction=api, operand=role, rule="dtype")
         return x.get(role)
     if isinstance(x, int | np.integer) and not isinstance(x, bool):
         return int(x)
-    raise NkiValidationError(f"{role} must be an int or a VirtualRegister, got {type(x).__name__}",
+    raise NkiValidationError(f"{role} must be an int, a VirtualRegister or an NkiScalar, got {type(x).__name__}",
                              instruction=api, operand=role, rule="argument")
 
 
@@ -78,8 +88,13 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[VirtualRegister], Any]
         raise NkiValidationError("body_fun must be callable", instruction="fori_loop", operand="body_fun",
                                  rule="argument")
     r = range(_bound(lower, "lower", "fori_loop"), _bound(upper, "upper", "fori_loop"), _step(step, "fori_loop"))
+    from nkieval.sim.isa.scalars import NkiScalar
+
+    # The body gets an NkiScalar when a bound is one (and no bound is a register), else a register.
+    as_scalar = any(isinstance(b, NkiScalar) for b in (lower, upper)) and \
+        not any(isinstance(b, VirtualRegister) for b in (lower, upper))
     for reg in _iterate(ctx, r, frozen=False):
-        body_fun(reg)
+        body_fun(NkiScalar(reg.get(), "int32") if as_scalar else reg)
 
 
 def while_loop(init: Any, body_fun: Callable[[VirtualRegister], Any]) -> None:

@@ -63,6 +63,10 @@ RULES: dict[str, Rule] = {
         Rule("unsupported", "API that nkieval does not model yet",
              "The documentation does not define its semantics well enough to simulate; nkieval refuses the call "
              "instead of guessing. This is a gap in nkieval, not a fault of the kernel."),
+        Rule("instruction-budget", "the kernel issued more instructions than the run allows",
+             "A harness bounds a run with SimOptions.max_instructions (the review pipeline sets it from the task's "
+             "limits) so a kernel that loops without bound stops at once with this verdict, not at a wall-clock "
+             "timeout."),
         Rule("loop-dependency", "iterations of a parallel (affine_range) loop write the same element",
              "Beta-1 affine_range iterations may run in any order; only associative PSUM accumulation is allowed."),
     )
@@ -103,8 +107,9 @@ EXAMPLES: dict[str, str] = {
               "allocated with buffer=nl.shared_hbm",
     "uninitialized": "tensor_copy: reads SBUF tensor 't2'[128, 64] before anything wrote it (garbage on hardware; "
                      "NaN / 4 sentinels in the simulator)",
-    "unsupported": "alloc_tiles: nl.alloc_tiles (NKI 0.7 tiled/blocked layouts) is not supported by nkieval yet: the "
-                   "documentation it follows does not define its semantics",
+    "unsupported": "alloc_tiles: element_shape (256, 64) spans 2 tiles of 128 along the partition dimension; the "
+                   "documented 'dense rank-two capacity layout' that stacks them in SBUF/PSUM is not specified "
+                   "precisely enough to simulate",
 }
 #: How each non-plain-error rule is reported (default: an error).
 REPORTED_AS: dict[str, str] = {
@@ -113,6 +118,7 @@ REPORTED_AS: dict[str, str] = {
     "uninitialized": "warning, once per allocation (reads see NaN / 4 sentinels)",
     "sbuf-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',
     "psum-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',
+    "instruction-budget": "error, only when `SimOptions(max_instructions=N)` is set (default: no limit)",
     "unsupported": "error (`NkiUnsupportedError`, also a `NotImplementedError`, so compatibility reports blame "
                    "nkieval, not the kernel)",
 }

@@ -60,6 +60,15 @@ class IndirectAccess:
         return offs
 
 
+@dataclass
+class OutOfBoundsView:
+    """An ``.ap(scalar_offset=...)`` view whose run-time start puts it outside the storage. The DMA that
+    uses it checks at run time: ``oob_mode.skip`` drops the transfer, ``error`` (the default) raises.
+    Any other use raises ``out-of-bounds``."""
+
+    message: str
+
+
 def _pattern(pattern: Any) -> tuple[tuple[int, int], ...]:
     try:
         pat = tuple((int(p[0]), int(p[1])) for p in pattern)
@@ -74,9 +83,16 @@ def _pattern(pattern: Any) -> tuple[tuple[int, int], ...]:
     return pat
 
 
-def _scalar_value(x: Any) -> int:
+def _scalar_value(x: Any, on_chip: bool = False) -> int:
+    from nkieval.sim.isa.scalars import NkiScalar
     from nkieval.sim.tensor import NkiTensor
 
+    if isinstance(x, NkiScalar):
+        if on_chip and x.bits > 32:
+            raise NkiValidationError(f"scalar_offset on an SBUF/PSUM operand must be an int32 NkiScalar, got "
+                                     f"{x.dtype} (64-bit offsets address HBM only)", instruction="ap",
+                                     operand="scalar_offset", rule="dtype")
+        return x.get("scalar_offset")
     if isinstance(x, NkiTensor):
         if x.size != 1:
             raise NkiValidationError(f"scalar_offset tensor must be [1, 1], got {list(x.shape)}",
@@ -103,8 +119,22 @@ def make_ap(t: NkiTensor, pattern: Any, offset: int = 0, scalar_offset: Any = No
     pat = _pattern(pattern)
     base_shape = a.shape
     off = t.offset if offset is None else int(offset)
+
+    def row_elems(dim: int) -> int:
+        """Elements one step of the base tensor's dim ``dim`` moves: the stride of the tensor ``.ap`` is
+        called on (for a reshaped HBM view, its own shape, not the allocation's: the DMA scales an
+        index by the stride of indirect_dim)."""
+        if t.data.dtype.itemsize == flat.dtype.itemsize:
+            return int(t.strides[dim])
+        return int(math.prod(base_shape[dim + 1:]))
+
+    if scalar_offset is not None or vector_offset is not None:
+        if isinstance(indirect_dim, bool) or not isinstance(indirect_dim, int | np.integer) \
+                or not 0 <= int(indirect_dim) < t.ndim:
+            raise NkiValidationError(f"indirect_dim {indirect_dim!r} is not a dimension of the {t.ndim}-D "
+                                     "base tensor", instruction="ap", operand="indirect_dim", rule="argument")
     if scalar_offset is not None:
-        off += _scalar_value(scalar_offset) * int(math.prod(base_shape[indirect_dim + 1:]))
+        off += _scalar_value(scalar_offset, a.buffer.on_chip) * row_elems(int(indirect_dim))
     if a.buffer.on_chip:
         row = int(math.prod(base_shape[1:])) * (a.storage.dtype.itemsize // flat.dtype.itemsize or 1)
         if len(pat) < 2 and vector_offset is None:
@@ -121,7 +151,7 @@ def make_ap(t: NkiTensor, pattern: Any, offset: int = 0, scalar_offset: Any = No
         if not isinstance(vector_offset, NkiTensor) or not vector_offset.is_on_chip:
             raise NkiValidationError("vector_offset must be an on-chip [P, 1] index tensor", instruction="ap",
                                      rule="argument")
-        ind = IndirectAccess(flat, base_shape, pat, off, vector_offset, indirect_dim)
+        ind = IndirectAccess(flat, tuple(t.shape), pat, off, vector_offset, indirect_dim, row_stride=row_elems(0))
         # The data view is the first row's pattern; DMA resolves rows through `_ap_base`.
         shape = tuple(c for _, c in pat)
         view = np.zeros(shape, dtype=flat.dtype)
@@ -131,9 +161,15 @@ def make_ap(t: NkiTensor, pattern: Any, offset: int = 0, scalar_offset: Any = No
     lo = off + sum((c - 1) * s for s, c in pat if s < 0)
     hi = off + sum((c - 1) * s for s, c in pat if s > 0)
     if lo < 0 or hi >= n:
-        raise NkiValidationError(
-            f"access pattern {[list(p) for p in pat]} with offset {off} reaches elements [{lo}, {hi}] outside "
-            f"storage of {n} elements", instruction="ap", operand=a.name or None, rule="out-of-bounds")
+        msg = (f"access pattern {[list(p) for p in pat]} with offset {off} reaches elements [{lo}, {hi}] outside "
+               f"storage of {n} elements")
+        if scalar_offset is not None and not a.buffer.on_chip:
+            # a run-time start: DMA checks it when it runs (oob_mode), so the view itself is legal
+            out = NkiTensor(np.zeros(tuple(c for _, c in pat), dtype=flat.dtype), a, d)
+            out._ap_base = OutOfBoundsView(msg + " (run-time scalar_offset)")
+            _mark_indirect()
+            return out
+        raise NkiValidationError(msg, instruction="ap", operand=a.name or None, rule="out-of-bounds")
     isz = flat.dtype.itemsize
     view = np.lib.stride_tricks.as_strided(flat[off:], shape=tuple(c for _, c in pat),
                                            strides=tuple(s * isz for s, _ in pat))
@@ -201,10 +237,15 @@ def _runtime_index(x: Any, what: str) -> int:
         from nkieval.sim.isa.core import read_bits
 
         return int(read_bits(x).reshape(-1)[0])
+    from nkieval.sim.isa.scalars import NkiScalar
+
+    if isinstance(x, NkiScalar):
+        return x.get("index")
     get = getattr(x, "get", None)
     if callable(get) and hasattr(x, "frozen"):  # VirtualRegister
         return int(get("index"))
-    raise NkiValidationError(f"index must be an int, a [1, 1] tensor or a register, got {type(x).__name__}",
+    raise NkiValidationError(f"index must be an int, a [1, 1] tensor, a register or an NkiScalar, got "
+                             f"{type(x).__name__}",
                              instruction=what, operand="index", rule="argument")
 
 
@@ -398,6 +439,10 @@ def indirect_call(ctx: Any, name: str, engine: str, fn: Any, args: tuple[Any, ..
             if not isinstance(v, NkiTensor) or v._ap_base is None:
                 continue
             ind = v._ap_base
+            if isinstance(ind, OutOfBoundsView):
+                if name not in DMA_INDIRECT:
+                    raise NkiValidationError(f"{role}: {ind.message}", operand=role, rule="out-of-bounds")
+                continue
             if isinstance(ind, IndirectAccess):
                 if name not in DMA_INDIRECT:
                     raise NkiValidationError(

@@ -283,10 +283,15 @@ __all__ = [
 
 # load_transpose2d, shared_constant, rand, random_seed and the refused names live in language_extra.
 from nkieval.sim.language_extra import (  # noqa: E402, F401, I001
-    __all__ as _extra_all, alloc_blocks, alloc_tiles, blocks, gather_flattened, load_transpose2d, rand,
-    random_seed, shared_constant,
+    __all__ as _extra_all, gather_flattened, load_transpose2d, rand, random_seed, shared_constant,
 )
 __all__ += _extra_all
+
+# NKI 0.7 tile/block grids (nl.tiles, nl.blocks, nl.alloc_tiles, nl.alloc_blocks) live in nkieval.sim.grids.
+from nkieval.sim.grids import (  # noqa: E402, F401, I001
+    __all__ as _grid_all, NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles, blocks, tiles,
+)
+__all__ += _grid_all
 
 # Device-side control flow (fori_loop, while_loop, dynamic_range, no_reorder) lives in nkieval.sim.control.
 from nkieval.sim.control import __all__ as _control_all, dynamic_range, fori_loop, no_reorder, while_loop  # noqa: E402, F401, I001

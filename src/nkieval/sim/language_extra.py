@@ -1,6 +1,6 @@
 """More value-returning ``nl.*`` calls of the current API: ``load_transpose2d``, ``shared_constant``,
-``rand`` / ``random_seed``, and the names the simulator refuses with a clear error
-(``gather_flattened``, removed in NKI 0.2; the NKI 0.7 tiled/blocked layout APIs).
+``rand`` / ``random_seed``, and ``gather_flattened`` (removed in NKI 0.2), which the simulator refuses with a
+clear error. The NKI 0.7 tile/block grids live in :mod:`nkieval.sim.grids`.
 
 Semantics follow ``shared/research/nki-api.md`` §3.1–3.2 and §6.2; each call lowers onto
 ``nisa`` instructions so the trace shows what the hardware would run.
@@ -15,8 +15,8 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim import isa as _isa
-from nkieval.sim.context import current, location_str
-from nkieval.sim.errors import NkiUnsupportedError, NkiValidationError
+from nkieval.sim.context import current
+from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import SHARED_HBM
 from nkieval.sim.ops import OPS
 from nkieval.sim.tensor import NkiTensor, allocate, as_buffer
@@ -108,20 +108,5 @@ def gather_flattened(data: Any, indices: Any, axis: int = 0, dtype: Any = None) 
                              instruction="gather_flattened", rule="argument")
 
 
-def _layout_api(name: str) -> Any:
-    def f(*args: Any, **kwargs: Any) -> Any:
-        raise NkiUnsupportedError(f"nl.{name} (NKI 0.7 tiled/blocked layouts) is not supported by nkieval yet: the "
-                                  "documentation it follows does not define its semantics", instruction=name,
-                                  location=location_str())
-
-    f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"NKI 0.7 ``nl.{name}``: not modelled yet (raises ``NkiUnsupportedError``)."
-    return f
-
-
-alloc_tiles = _layout_api("alloc_tiles")
-alloc_blocks = _layout_api("alloc_blocks")
-blocks = _layout_api("blocks")
-
-__all__ = ["alloc_blocks", "alloc_tiles", "blocks", "gather_flattened", "load_transpose2d", "rand", "random_seed",
+__all__ = ["gather_flattened", "load_transpose2d", "rand", "random_seed",
            "shared_constant"]

@@ -23,6 +23,10 @@ class SimOptions:
             (``nl.divide`` …): ``"warn"`` (default), ``"error"`` or ``"allow"``.
         record_trace: record every instruction (needed by the performance model).
         fill_uninitialized: fill fresh allocations with NaN (floats) / 4 (ints).
+        max_instructions: stop the run with an ``instruction-budget`` error once the kernel
+            issues more instructions than this (all programs of the launch together); None
+            (default) means no limit. A runaway kernel then fails at once with a specific
+            verdict instead of running to a wall-clock timeout.
     """
 
     precise_fp: bool = True
@@ -31,8 +35,14 @@ class SimOptions:
     simulator_only: Literal["warn", "error", "allow"] = "warn"
     record_trace: bool = True
     fill_uninitialized: bool = True
+    max_instructions: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_instructions is not None and (isinstance(self.max_instructions, bool)
+                                                  or not isinstance(self.max_instructions, int)
+                                                  or self.max_instructions < 1):
+            raise ValueError(f"SimOptions.max_instructions must be a positive int or None, but got "
+                             f"{self.max_instructions!r}")
         for name, allowed in (
             ("fp8_overflow", ("saturate", "ieee")),
             ("capacity_check", ("error", "warn", "off")),

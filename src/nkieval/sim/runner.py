@@ -89,11 +89,12 @@ def _param_names(fn: Callable[..., Any]) -> list[str]:
 
 def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
                target: str | int | Target | None = None, options: SimOptions | None = None, lnc: int = 1,
-               grid: tuple[int, ...] = ()) -> RunResult:
+               grid: tuple[int, ...] = (), concurrent: bool = False) -> RunResult:
     """Run ``fn`` on the simulator.
 
     ``lnc`` (1 or 2) runs that many programs concurrently (threads, as the reference simulator
-    does); ``grid`` (Beta-1 SPMD) runs one program per grid point, in order. Arguments that are
+    does); ``grid`` (Beta-1 SPMD) runs one program per grid point, in order, or all at once in threads
+    with ``concurrent`` (for collectives across programs, Beta-1 ``nl.all_reduce``). Arguments that are
     NumPy arrays (or torch tensors) become shared-HBM tensors; inputs the kernel writes are
     updated in place; returned HBM tensors come back as NumPy arrays.
     """
@@ -139,8 +140,8 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
                 launch.finished.add(i)
 
     contexts = [ctx0] + [SimContext(launch, i, pt) for i, pt in enumerate(points) if i > 0]
-    if lnc == 2 and not grid:
-        launch.barrier = threading.Barrier(2)
+    if (lnc == 2 and not grid) or (concurrent and len(points) > 1):
+        launch.barrier = threading.Barrier(len(points))
         threads = [threading.Thread(target=run_program, args=(i, c), name=f"nki-lnc{i}") for i, c in enumerate(contexts)]
         for th in threads:
             th.start()
@@ -151,9 +152,9 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
             run_program(i, c)
             if errors[i] is not None:
                 break
-    for e in errors:
-        if e is not None:
-            raise e
+    # A core that stopped waiting because its peer ended (with its own error) is not the cause: report the peer's.
+    for e in sorted((e for e in errors if e is not None), key=lambda e: bool(getattr(e, "peer_consequence", False))):
+        raise e
     if opts.record_trace:
         check_capacity(trace, {"sbuf": tgt.sbuf_bytes_per_partition, "psum": tgt.psum_bytes_per_partition},
                        opts.capacity_check)

@@ -22,17 +22,36 @@ from nkieval.sim.trace import OperandAccess
 
 @dataclass(frozen=True)
 class DynSlice:
-    """``nl.ds(start, size)``: the slice ``start:start+size`` (start may be a loop index)."""
+    """``nl.ds(start, size)``: the slice ``start:start+size`` (start may be a loop index).
+
+    ``runtime`` holds a start known only on device (a ``[1, 1]`` integer tensor, a register or an
+    ``NkiScalar``, NKI 0.7+); ``start`` is then 0 and the window is placed when the view is made."""
 
     start: int
     size: int
     step: int = 1
+    runtime: Any = None
 
     def to_slice(self) -> slice:
         return slice(int(self.start), int(self.start) + int(self.size) * self.step, self.step)
 
 
-def ds(start: int, size: int, step: int = 1) -> DynSlice:
+def _is_runtime_index(x: Any) -> bool:
+    from nkieval.sim.isa.registers import VirtualRegister
+    from nkieval.sim.isa.scalars import NkiScalar
+
+    return isinstance(x, NkiTensor | VirtualRegister | NkiScalar)
+
+
+def ds(start: Any, size: int, step: int = 1) -> DynSlice:
+    if type(start) is int and type(size) is int and type(step) is int:  # the common, compile-time case
+        return DynSlice(start, size, step)
+    if _is_runtime_index(size):
+        raise NkiValidationError(f"nl.ds size must be a compile-time int (the access pattern needs a static element "
+                                 f"count), got {type(size).__name__}", instruction="ds", operand="size",
+                                 rule="argument")
+    if _is_runtime_index(start):
+        return DynSlice(0, int(size), int(step), runtime=start)
     return DynSlice(int(start), int(size), int(step))
 
 
@@ -180,7 +199,7 @@ class NkiTensor:
 
     # ``_dyn`` (set only on views made by a runtime-index select) is deliberately left unset by
     # __init__; read it with getattr(t, "_dyn", None).
-    __slots__ = ("_acc", "_ap_base", "_dyn", "_off", "_subs", "alloc", "data", "dtype")
+    __slots__ = ("_acc", "_ap_base", "_dyn", "_dyn_ds", "_off", "_subs", "alloc", "data", "dtype")
     __array_priority__ = 1000  # make numpy defer to our operators (Beta-1 front end overloads them)
 
     def __init__(self, data: np.ndarray, alloc: Allocation, dtype: dt.DType) -> None:
@@ -264,6 +283,9 @@ class NkiTensor:
 
     # -- indexing ---------------------------------------------------------------
     def __getitem__(self, key: Any) -> NkiTensor:
+        if isinstance(key, DynSlice | tuple) and any(
+                isinstance(k, DynSlice) and k.runtime is not None for k in (key if isinstance(key, tuple) else (key,))):
+            return self._runtime_window(key)
         return self._index(key)
 
     def _oob(self, dim: int, lo: int, hi: int) -> NkiValidationError:
@@ -271,6 +293,45 @@ class NkiTensor:
         return NkiValidationError(
             f"Out-of-bound access for tensor `{nm}` on dimension {dim}: index range [{lo}, {hi}] exceed "
             f"dimension size of {self.shape[dim]}", operand=nm, rule="out-of-bounds")
+
+    def _runtime_window(self, key: Any) -> NkiTensor:
+        """``t[..., nl.ds(runtime_start, size), ...]``: the window placed at the start read now (on device:
+        at run time). Like a runtime ``select``: once per view, never on an on-chip partition dim."""
+        from nkieval.sim.indirect import _runtime_index
+
+        keys = key if isinstance(key, tuple) else (key,)
+        if any(k is Ellipsis for k in keys):
+            raise NkiValidationError("nl.ds with a runtime start cannot be combined with ...", instruction="ds",
+                                     rule="indexing")
+        if getattr(self, "_dyn", None) is not None or self._ap_base is not None:
+            raise NkiValidationError("a view can take a runtime index only once (and not an indirect view)",
+                                     instruction="ds", operand="start", rule="indexing")
+        dims = [d for d, k in enumerate(keys) if isinstance(k, DynSlice) and k.runtime is not None]
+        if len(dims) > 1:
+            raise NkiValidationError("only one nl.ds with a runtime start per index expression", instruction="ds",
+                                     operand="start", rule="indexing")
+        d = dims[0]
+        k = keys[d]
+        if self.is_on_chip and d == 0:
+            raise NkiValidationError("nl.ds with a runtime start on the partition dimension of an on-chip tensor is "
+                                     "not allowed", instruction="ds", operand="start", rule="indexing")
+        if d >= self.ndim:
+            raise NkiValidationError(f"too many indices ({len(keys)}) for tensor of rank {self.ndim}",
+                                     rule="indexing")
+        i = _runtime_index(k.runtime, "ds")
+        n = self.shape[d]
+        last = i + (k.size - 1) * k.step
+        if k.size <= 0 or k.step <= 0 or i < 0 or last >= n:
+            nm = self.alloc.name or "tensor"
+            raise NkiValidationError(f"runtime window nl.ds({i}, {k.size}) covers [{i}, {last}], outside dimension "
+                                     f"{d} of size {n} of `{nm}`", instruction="ds", operand="start",
+                                     rule="out-of-bounds")
+        fixed = list(keys)
+        fixed[d] = slice(i, i + k.size * k.step, k.step)
+        out = self._index(tuple(fixed))
+        out._dyn = d
+        out._dyn_ds = True
+        return out
 
     def _index(self, key: Any) -> NkiTensor:
         # Fast path: keys made of plain ints, int slices and nl.ds with int fields (what kernels
@@ -344,7 +405,9 @@ class NkiTensor:
                         stop += n
                     if start < 0 or stop > n or start > stop:
                         raise self._oob(dim, start, stop - 1)
-                    if start == stop:
+                    if start == stop and on_chip:
+                        # HBM views may be empty (a shard with no rows, as in nl.ds(off, 0)); an
+                        # instruction refuses them as operands (nkieval.sim.isa.core.tensor_arg).
                         raise NkiValidationError(f"empty slice {start}:{stop} on dimension {dim}",
                                                  operand=self.alloc.name or None, rule="indexing")
                     norm.append(slice(start, stop, step))
@@ -557,8 +620,9 @@ class NkiTensor:
         return [[s, n] for s, n in zip(self.strides, self.shape)]
 
     def is_indirect(self) -> bool:
-        """Whether the view is resolved at run time (vector_select, .ap(vector_offset=), .indirect())."""
-        return self._ap_base is not None
+        """Whether the view is resolved at run time (vector_select, .ap(vector_offset=), .indirect(), and a window
+        ``nl.ds(runtime_start, size)``)."""
+        return self._ap_base is not None or getattr(self, "_dyn_ds", False)
 
     def vector_select(self, dim: int, offsets: Any) -> NkiTensor:
         """Rows ``self[offsets[r]]`` (dim 0 of an HBM tensor), gathered or scattered by DMA at run time."""
@@ -665,7 +729,7 @@ def _key_signature(key: Any) -> tuple[Any, ...] | None:
                 return None
         elif tk is DynSlice:
             a, n, c = k.start, k.size, k.step
-            if type(a) is int and type(n) is int and type(c) is int:
+            if k.runtime is None and type(a) is int and type(n) is int and type(c) is int:
                 sig.append((a, a + n * c, c))
             else:
                 return None

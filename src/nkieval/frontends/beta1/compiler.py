@@ -1,20 +1,31 @@
 """Beta-1 ``nki.compiler``: direct-allocation helpers used as ``buffer=`` and compiler directives.
 
-``ncc.sbuf.mod_alloc(base_addr=..., num_free_tiles=(2,))`` places the blocks of a tensor at
-fixed addresses (block ``i`` at physical tile ``i % n``). nkieval accepts these allocators and
-checks their arguments, but allocates each logical block separately (no aliasing between
-blocks that share a physical tile), so a kernel whose correctness *depends* on that aliasing,
-or that overlaps live blocks by mistake, is not caught here (see docs/beta1.md).
+``ncc.sbuf.mod_alloc(base_addr=..., num_free_tiles=(2,))`` places the logical blocks of a tensor
+at fixed physical tiles (block ``i`` at tile ``i % 2``); ``ncc.sbuf.alloc(func)`` asks
+``func(block_index, pdim_size, fdim_bytes)`` for each block's ``(start_partition, byte_addr)``
+(PSUM: ``(bank, start_partition, byte_addr)``). Blocks, and tensors, placed at the same
+location share one physical tile (see :func:`nkieval.frontends.beta1.language.ndarray`): a
+write through one is seen through the other, as on the hardware.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import PSUM, SBUF, Buffer
+
+
+def _modulo(base: int, tiles: tuple[int, ...], scale: int, idx: tuple[int, ...]) -> int:
+    """``base + scale * linear(idx mod tiles)``, as the documented reference allocation function computes it
+    (``tiles`` empty: one physical tile for every block; entries beyond the block dimensions are ignored)."""
+    shape = tuple(int(n) for n in tiles) or (1,) * len(idx)
+    mod = [i % n for i, n in zip(idx, shape)]
+    lin = sum(i * math.prod(shape[d + 1:]) for d, i in enumerate(mod))
+    return base + lin * scale
 
 
 class Allocator:
@@ -28,6 +39,33 @@ class Allocator:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"nki.compiler.{self.buffer.kind}.{self.kind}({args})"
+
+    @property
+    def direct(self) -> bool:
+        """Placed by the kernel (alloc / mod_alloc), not by the compiler."""
+        return self.kind in ("alloc", "mod_alloc")
+
+    def place(self, idx: tuple[int, ...], pdim_size: int, fdim_bytes: int) -> tuple[int, int, int]:
+        """(bank, start_partition, byte_addr) of logical block ``idx`` (bank 0 for SBUF)."""
+        p = self.params
+        if self.kind == "mod_alloc":
+            part = _modulo(int(p.get("base_partition", 0) or 0), p.get("num_par_tiles", ()), pdim_size, idx)
+            addr = _modulo(int(p.get("base_addr", 0) or 0), p.get("num_free_tiles", ()), fdim_bytes, idx)
+            bank = _modulo(int(p.get("base_bank", 0) or 0), p.get("num_bank_tiles", ()), 1, idx) \
+                if self.buffer is PSUM else 0
+            return bank, part, addr
+        got = p["func"](idx, pdim_size, fdim_bytes)
+        try:
+            loc = tuple(int(v) for v in got)
+        except (TypeError, ValueError):
+            loc = (got,)
+        if self.buffer is PSUM and len(loc) == 3:
+            return loc[0], loc[1], loc[2]
+        if len(loc) != 2:
+            raise NkiValidationError(f"{self!r}: the allocation function must return (start_partition, byte_addr)"
+                                     f"{' or (bank, start_partition, byte_addr)' if self.buffer is PSUM else ''}, "
+                                     f"got {loc}", instruction="ndarray", rule="argument")
+        return 0, loc[0], loc[1]
 
     def check(self, shape: tuple[int, ...], pdim: int) -> None:
         p = self.params

@@ -29,11 +29,38 @@ def _arr(x: Any) -> np.ndarray:
     if isinstance(x, int | np.integer):
         return np.asarray(int(x), dtype=np.int64)
     if hasattr(x, "alloc"):  # a tensor value inside an index expression: a runtime (dynamic) index
-        raise Beta1Unsupported("index expressions with tensor (runtime) values are not implemented by nkieval; "
-                               "only an [P, 1] index tile on the first dimension of an HBM tensor is")
+        raise Beta1Unsupported("this index expression with tensor (runtime) values is not implemented by nkieval; "
+                               "supported: an [P, 1] index tile on the first dimension of an HBM tensor, and "
+                               "tile[0, i] + grid (a runtime offset added to an nl.arange/nl.mgrid expression)")
     raise NkiValidationError(
         f"index expressions combine nl.arange/nl.mgrid values, loop indices and integers, not "
         f"{type(x).__name__}", rule="indexing")
+
+
+class DynIndex:
+    """``tile[0, i] + nl.arange(n)[None, :]``: an index whose base is a value read from an on-chip [1, 1]
+    tile at run time (Beta 1's dynamic offsets for ``tensor_copy_dynamic_src/dst``) plus a static grid.
+    The view it selects is an access pattern with ``scalar_offset=tile`` on that dimension."""
+
+    __slots__ = ("tile", "values")
+
+    def __init__(self, tile: Any, values: Any = 0) -> None:
+        self.tile = tile
+        self.values = np.asarray(values, dtype=np.int64)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape
+
+    def __add__(self, o: Any) -> DynIndex:
+        if isinstance(o, DynIndex):
+            raise NkiValidationError("an index can hold only one runtime (tensor) offset", rule="indexing")
+        return DynIndex(self.tile, self.values + _arr(o))
+
+    __radd__ = __add__
+
+    def __bool__(self) -> bool:
+        raise NkiValidationError("dynamic control-flow depending on tensor value is not supported", rule="indexing")
 
 
 class IndexExpr:
@@ -78,7 +105,11 @@ class IndexExpr:
                                  rule="indexing")
 
     # arithmetic: affine combinations (and // % which the compiler rejects unless they fold away)
-    def _bin(self, other: Any, fn: Callable[[Any, Any], Any], reverse: bool = False) -> IndexExpr:
+    def _bin(self, other: Any, fn: Callable[[Any, Any], Any], reverse: bool = False) -> Any:
+        if hasattr(other, "alloc") and fn is operator.add:
+            return DynIndex(other, self.values)  # runtime offset + static grid (tensor_copy_dynamic_*)
+        if isinstance(other, DynIndex) and fn is operator.add:
+            return DynIndex(other.tile, other.values + self.values)
         a, b = self.values, _arr(other)
         return IndexExpr(fn(b, a) if reverse else fn(a, b))
 

@@ -78,10 +78,33 @@ def _elementwise(api: str, main: Any, dtype: Any, mask: Any, run: Callable[..., 
     main = tile(main, "data", api)
     full = tuple(shape or main.shape)
     out = new_tile(full, dtype if dtype is not None else main.dtype, buffer, api)
-    for box in boxes_for(mask, full, api):
+    boxes = boxes_for(mask, full, api)
+    for box in boxes:
         rest = [restrict(o, box, full) if isinstance(o, B1Tensor | Access) else o for o in others]
         run(sub(out, box), restrict(main, box, full), *rest)
-    return out
+    return ops.masked(out, boxes)
+
+
+def _rows(box: tuple[slice, ...] | None) -> Any:
+    """The partition part of a mask box (all partitions for no mask)."""
+    return slice(None) if box is None else box[0]
+
+
+def _cut(x: Any, box: tuple[slice, ...] | None) -> Any:
+    """Operand ``x`` (a [P, ...] tile) cut to the partitions of ``box``."""
+    if x is None or ops.is_scalar(x) or box is None:
+        return x
+    return wrap(x._index((box[0],)))
+
+
+def _per_row(api: str, out: B1Tensor, data: Any, mask: Any, run: Callable[..., None]) -> B1Tensor:
+    """A row-wise instruction (output ``[P, k]``): per mask box of ``data``, ``run(out[rows], data[box], box)``
+    — masked-out partitions are not computed, masked-out columns are not read."""
+    boxes = boxes_for(mask, tuple(data.shape), api)
+    for box in boxes:
+        o = out if box is None else wrap(out._index((box[0],)))
+        run(o, data if box is None else wrap(data._index(box)), box)
+    return ops.masked(out, [None if b is None else (b[0], slice(0, out.shape[1])) for b in boxes])
 
 
 def _same_partitions_operand(x: Any) -> Any:
@@ -95,13 +118,10 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     """``stationary.T @ moving`` into a new PSUM tile; ``psum += nisa.nc_matmul(...)`` accumulates."""
     s = ops.to_sbuf(_view(tile(stationary, "stationary", "nc_matmul")), "nc_matmul")
     m = ops.to_sbuf(_view(tile(moving, "moving", "nc_matmul")), "nc_matmul")
-    if mask is not None:
-        boxes = boxes_for(mask, (int(np.prod(s.shape[1:])), int(np.prod(m.shape[1:]))), "nc_matmul")
-        if boxes != [None]:
-            raise Beta1Unsupported("nisa.nc_matmul with mask= is not implemented by nkieval (mask the operands)")
     kw = {"is_stationary_onezero": is_stationary_onezero, "is_moving_onezero": is_moving_onezero,
           "is_transpose": is_transpose, "tile_position": tile_position, "tile_size": tile_size}
-    return ops.pending_tile(PendingMatmul(wrap(s), wrap(m), kw))
+    # mask= selects result rows/columns: only those are computed (and accumulated) in PSUM
+    return ops.pending_tile(PendingMatmul(wrap(s), wrap(m), kw), mask, "nc_matmul")
 
 
 def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
@@ -113,9 +133,12 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     p, f = d.shape[0], int(np.prod(d.shape[1:]))
     out_dt = dtype if dtype is not None else d.dtype
     out = new_tile((f, p), out_dt, SBUF if use_vector else PSUM, "nc_transpose")
-    instr("nc_transpose")(out, d, engine=engine)
-    del mask
-    return out
+    # mask= selects elements of the [f, p] result: box (r, c) of it is the transpose of data[c, r]
+    boxes = boxes_for(mask, (f, p), "nc_transpose")
+    d2 = d if d.ndim == 2 else wrap(d.reshape((p, f)))
+    for box in boxes:
+        instr("nc_transpose")(sub(out, box), d2 if box is None else wrap(d2._index((box[1], box[0]))), engine=engine)
+    return ops.masked(out, boxes)
 
 
 # -- Scalar engine ---------------------------------------------------------------------------------------
@@ -222,8 +245,11 @@ def tensor_reduce(op: Any, data: Any, axis: Any, *, mask: Any = None, dtype: Any
 def tensor_partition_reduce(op: Any, data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
     d = _view(tile(data, "data", "tensor_partition_reduce"))
     out = new_tile((1, *d.shape[1:]), dtype if dtype is not None else d.dtype, SBUF, "tensor_partition_reduce")
-    instr("tensor_partition_reduce")(out, _op(op), d)
-    return out
+    boxes = boxes_for(mask, tuple(d.shape), "tensor_partition_reduce")
+    for box in boxes:  # masked: only the partitions and columns in the box are reduced
+        o = out if box is None else wrap(out._index((slice(0, 1), *box[1:])))
+        instr("tensor_partition_reduce")(o, _op(op), d if box is None else wrap(d._index(box)))
+    return ops.masked(out, [None if b is None else (slice(0, 1), *b[1:]) for b in boxes])
 
 
 def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any, reverse0: bool = False,
@@ -249,46 +275,48 @@ def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any 
     v = value
     if out.dtype.is_int and isinstance(v, float) and float(v).is_integer():
         v = int(v)
-    for box in boxes_for(mask, tuple(out.shape), "memset"):
+    boxes = boxes_for(mask, tuple(out.shape), "memset")
+    for box in boxes:
         instr("memset")(sub(out, box), v, engine=engine)
-    return out
+    return ops.masked(out, boxes)
 
 
 def bn_stats(data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
     d = _view(tile(data, "data", "bn_stats"))
     out = new_tile((d.shape[0], 6), dtype if dtype is not None else dt.float32, SBUF, "bn_stats")
-    instr("bn_stats")(out, d)
-    return out
+    return _per_row("bn_stats", out, d, mask, lambda o, x, box: instr("bn_stats")(o, x))
 
 
 def bn_aggr(data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
     d = _view(tile(data, "data", "bn_aggr"))
     out = new_tile((d.shape[0], 2), dtype if dtype is not None else dt.float32, SBUF, "bn_aggr")
-    instr("bn_aggr")(out, d)
-    return out
+    return _per_row("bn_aggr", out, d, mask, lambda o, x, box: instr("bn_aggr")(o, x))
 
 
 def max8(*, src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
     s = _view(tile(src, "src", "max8"))
     out = new_tile((s.shape[0], 8), dtype if dtype is not None else s.dtype, SBUF, "max8")
-    instr("max8")(out, s)
-    return out
+    return _per_row("max8", out, s, mask, lambda o, x, box: instr("max8")(o, x))
 
 
 def nc_find_index8(*, data: Any, vals: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
     d = _view(tile(data, "data", "nc_find_index8"))
+    v = _view(tile(vals, "vals", "nc_find_index8"))
     out = new_tile((d.shape[0], 8), dtype if dtype is not None else dt.uint32, SBUF, "nc_find_index8")
-    instr("nc_find_index8")(out, d, _view(tile(vals, "vals", "nc_find_index8")))
-    return out
+    return _per_row("nc_find_index8", out, d, mask, lambda o, x, box: instr("nc_find_index8")(o, x, _cut(v, box)))
 
 
 def nc_match_replace8(*, data: Any, vals: Any, imm: float, dst_idx: Any = None, mask: Any = None, dtype: Any = None,
                       **kwargs: Any) -> B1Tensor:
     d = _view(tile(data, "data", "nc_match_replace8"))
+    v = _view(tile(vals, "vals", "nc_match_replace8"))
+    di = _view(dst_idx) if dst_idx is not None else None
     out = new_tile(d.shape, dtype if dtype is not None else d.dtype, SBUF, "nc_match_replace8")
-    instr("nc_match_replace8")(out, d, _view(tile(vals, "vals", "nc_match_replace8")), imm,
-                               dst_idx=_view(dst_idx) if dst_idx is not None else None)
-    return out
+    boxes = boxes_for(mask, tuple(d.shape), "nc_match_replace8")
+    for box in boxes:
+        instr("nc_match_replace8")(sub(out, box), d if box is None else wrap(d._index(box)), _cut(v, box), imm,
+                                   dst_idx=_cut(di, box))
+    return ops.masked(out, boxes)
 
 
 def iota(expr: Any, dtype: Any, *, mask: Any = None, **kwargs: Any) -> B1Tensor:
@@ -331,10 +359,14 @@ def affine_select(pred: Any, on_true_tile: Any, on_false_value: Any, *, mask: An
                                  operand="pred", rule="argument")
     base, coefs = form
     out = new_tile(shape, dtype if dtype is not None else t.dtype, SBUF, "affine_select")
-    pattern = [[c, n] for c, n in zip(coefs[1:], shape[1:])]
-    instr("affine_select")(out, pattern, coefs[0], t, float(on_false_value), cmp_op=OPS[pred.cmp], offset=base)
-    del mask
-    return out
+    boxes = boxes_for(mask, shape, "affine_select")
+    for box in boxes:  # masked: the instruction runs on the box, its affine offset moved to the box's corner
+        b0 = base if box is None else base + sum(c * (b.start or 0) for c, b in zip(coefs, box))
+        o = sub(out, box)
+        pattern = [[c, n] for c, n in zip(coefs[1:], o.shape[1:])]
+        instr("affine_select")(o, pattern, coefs[0], t if box is None else wrap(t._index(box)),
+                               float(on_false_value), cmp_op=OPS[pred.cmp], offset=b0)
+    return ops.masked(out, boxes)
 
 
 def range_select(*, on_true_tile: Any, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any,
@@ -344,10 +376,14 @@ def range_select(*, on_true_tile: Any, comp_op0: Any, comp_op1: Any, bound0: Any
     t = _view(tile(on_true_tile, "on_true_tile", "range_select"))
     out = new_tile(t.shape, dtype if dtype is not None else t.dtype, SBUF, "range_select")
     op = _op(reduce_op)
-    instr("range_select")(out, t, comp_op0, comp_op1, _view(bound0), _view(bound1), reduce_cmd=reduce_cmd,
-                          reduce_res=_view(reduce_res), reduce_op=op, range_start=range_start,
-                          on_false_value=on_false_value)
-    return out
+    b0, b1, rr = _view(bound0), _view(bound1), _view(reduce_res)
+    boxes = boxes_for(mask, tuple(t.shape), "range_select")
+    for box in boxes:  # masked: the column index of the box's first element is range_start + its offset
+        start = range_start + (0 if box is None else (box[-1].start or 0))
+        instr("range_select")(sub(out, box), t if box is None else wrap(t._index(box)), comp_op0, comp_op1,
+                              _cut(b0, box), _cut(b1, box), reduce_cmd=reduce_cmd, reduce_res=_cut(rr, box),
+                              reduce_op=op, range_start=start, on_false_value=on_false_value)
+    return ops.masked(out, boxes)
 
 
 def select_reduce(*, dst: Any, predicate: Any, on_true: Any, on_false: Any, reduce_res: Any = None,
@@ -355,10 +391,16 @@ def select_reduce(*, dst: Any, predicate: Any, on_true: Any, on_false: Any, redu
                   mask: Any = None, dtype: Any = None, **kwargs: Any) -> None:
     op = _op(reduce_op)
     d = _view(dst)
-    instr("select_reduce")(d, _view(predicate), _view(on_true), _view(on_false) if not ops.is_scalar(on_false)
-                           else on_false, reduce_res=_view(reduce_res), reduce_cmd=reduce_cmd, reduce_op=op,
-                           reverse_pred=reverse_pred)
-    state.note_write(d, what="select_reduce")
+    full = tuple(d.shape)
+    pred, on_t = _view(predicate), _view(on_true)
+    on_f = _view(on_false) if not ops.is_scalar(on_false) else on_false
+    rr = _view(reduce_res)
+    for box in boxes_for(mask, full, "select_reduce"):
+        dd = sub(wrap(d), box)
+        instr("select_reduce")(dd, restrict(wrap(pred), box, full), restrict(wrap(on_t), box, full),
+                               restrict(wrap(on_f), box, full) if not ops.is_scalar(on_f) else on_f,
+                               reduce_res=_cut(rr, box), reduce_cmd=reduce_cmd, reduce_op=op, reverse_pred=reverse_pred)
+        state.note_write(dd, what="select_reduce")
 
 
 def tensor_copy_predicated(*, src: Any, dst: Any, predicate: Any, reverse_pred: bool = False, mask: Any = None,
@@ -367,16 +409,24 @@ def tensor_copy_predicated(*, src: Any, dst: Any, predicate: Any, reverse_pred: 
     pred = _view(predicate)
     if pred.dtype == dt.bool_:  # Beta-1 comparisons give bool tiles (stored as uint8)
         pred = wrap(pred.view(dt.uint8))
-    instr("tensor_copy_predicated")(d, _view(src) if not ops.is_scalar(src) else src, pred,
-                                    reverse_pred=reverse_pred)
-    state.note_write(d, what="tensor_copy_predicated")
+    src_v = _view(src) if not ops.is_scalar(src) else src
+    full = tuple(d.shape)
+    for box in boxes_for(mask, full, "tensor_copy_predicated"):
+        dd = sub(wrap(d), box)
+        instr("tensor_copy_predicated")(dd, restrict(wrap(src_v), box, full) if not ops.is_scalar(src_v) else src_v,
+                                        restrict(pred, box, full), reverse_pred=reverse_pred)
+        state.note_write(dd, what="tensor_copy_predicated")
 
 
 def nc_stream_shuffle(src: Any, dst: Any, shuffle_mask: Any, *, dtype: Any = None, mask: Any = None,
                       **kwargs: Any) -> None:
     d = _view(dst)
-    instr("nc_stream_shuffle")(d, _view(src), shuffle_mask)
-    state.note_write(d, what="nc_stream_shuffle")
+    sv = _view(src)
+    full = tuple(d.shape)
+    for box in boxes_for(mask, full, "nc_stream_shuffle"):  # masked: the shuffle runs on the box's sub-tiles
+        dd = sub(wrap(d), box)
+        instr("nc_stream_shuffle")(dd, restrict(wrap(sv), box, full), shuffle_mask)
+        state.note_write(dd, what="nc_stream_shuffle")
 
 
 def sequence_bounds(*, segment_ids: Any, dtype: Any = None) -> B1Tensor:
@@ -391,9 +441,13 @@ def local_gather(src_buffer: Any, index: Any, num_elem_per_idx: int = 1, num_val
                  mask: Any = None) -> B1Tensor:
     s = _view(tile(src_buffer, "src_buffer", "local_gather"))
     i = _view(tile(index, "index", "local_gather"))
-    n_idx = int(num_valid_indices) if num_valid_indices is not None else int(np.prod(i.shape[1:]))
+    # the index tile holds, per 16-partition group, 16 x (free size) indices
+    n_idx = int(num_valid_indices) if num_valid_indices is not None else 16 * int(np.prod(i.shape[1:]))
     n = n_idx * int(num_elem_per_idx)
     out = new_tile((s.shape[0], n), s.dtype, SBUF, "local_gather")
+    if boxes_for(mask, tuple(out.shape), "local_gather") != [None]:
+        raise Beta1Unsupported("nisa.local_gather with a mask that selects part of the result is not implemented by "
+                               "nkieval (the gather works on whole 16-partition groups); mask the consumer instead")
     instr("local_gather")(out, s, i, num_elem_per_idx=num_elem_per_idx, num_valid_indices=num_valid_indices)
     return out
 
@@ -423,8 +477,16 @@ def dma_transpose(src: Any, *, axes: Any = None, mask: Any = None, dtype: Any = 
     nd = s.ndim
     perm = tuple(axes) if axes is not None else tuple(reversed(range(nd)))
     out = new_tile(tuple(s.shape[i] for i in perm), s.dtype, SBUF, "dma_transpose")
-    instr("dma_transpose")(out, s, axes=axes)
-    return out
+    boxes = boxes_for(mask, tuple(out.shape), "dma_transpose")
+    for box in boxes:  # masked: box of the result <- the source box with its axes un-permuted
+        if box is None:
+            instr("dma_transpose")(out, s, axes=axes)
+            continue
+        src_box = [slice(None)] * nd
+        for k, ax in enumerate(perm):
+            src_box[ax] = box[k]
+        instr("dma_transpose")(sub(out, box), wrap(s._index(tuple(src_box))), axes=axes)
+    return ops.masked(out, boxes)
 
 
 def get_nc_version() -> nc_version:
@@ -443,8 +505,36 @@ def _unsupported(name: str, why: str = "") -> Any:
     return f
 
 
-tensor_copy_dynamic_src = _unsupported("tensor_copy_dynamic_src", "removed in NKI 0.4")
-tensor_copy_dynamic_dst = _unsupported("tensor_copy_dynamic_dst", "removed in NKI 0.4")
+def _dynamic_view(x: Any, role: str, api: str) -> Any:
+    if not (isinstance(x, Access) and x.scalar is not None):
+        raise NkiValidationError(f"operand '{role}' of '{api}' must be a tile indexed with a dynamic offset, e.g. "
+                                 "t[i_p, offsets[0, j] + i_f]", instruction=api, operand=role, rule="indexing")
+    return x
+
+
+def tensor_copy_dynamic_src(src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
+                            **kwargs: Any) -> B1Tensor:
+    """Copy of ``src`` (an on-chip tile at a runtime offset within each partition, ``t[i_p, offs[0, j] + i_f]``)
+    into a new SBUF tile (Beta 1 up to NKI 0.3; the current API writes ``tensor_copy`` of ``.ap(scalar_offset=)``)."""
+    _dynamic_view(src, "src", "tensor_copy_dynamic_src")
+    return tensor_copy(src, mask=mask, dtype=dtype, engine=engine)
+
+
+def tensor_copy_dynamic_dst(*, dst: Any, src: Any, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
+                            **kwargs: Any) -> None:
+    """Copy ``src`` into ``dst``, an on-chip tile at a runtime offset within each partition."""
+    _dynamic_view(dst, "dst", "tensor_copy_dynamic_dst")
+    s = tile(src, "src", "tensor_copy_dynamic_dst")
+    full = tuple(dst.shape)
+    if tuple(s.shape) != full and int(np.prod(s.shape)) != int(np.prod(full)):
+        raise NkiValidationError(f"tensor_copy_dynamic_dst: src{list(s.shape)} and dst{list(full)} must have the same "
+                                 "partitions and elements per partition", instruction="tensor_copy_dynamic_dst",
+                                 rule="shape-mismatch")
+    for box in boxes_for(mask, full, "tensor_copy_dynamic_dst"):
+        d = dst.view(box)
+        instr("tensor_copy")(d, restrict(s, box, full), engine=engine)
+        state.note_write(d, what="tensor_copy_dynamic_dst")
+
 builtin_custom_op = _unsupported("builtin_custom_op", "custom ucode libraries need hardware")
 
 NkiValidationError = NkiValidationError

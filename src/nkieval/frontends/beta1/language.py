@@ -7,6 +7,8 @@ lowers onto the simulator's instructions through :mod:`nkieval.frontends.beta1.o
 from __future__ import annotations
 
 import builtins
+import dis
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,6 +38,7 @@ from nkieval.frontends.beta1.ops import (
 from nkieval.frontends.beta1.tensor import Access, B1Tensor, wrap
 from nkieval.sim import dtypes as dt
 from nkieval.sim import language as sim_nl
+from nkieval.sim import language_extra as _lang_extra
 from nkieval.sim.context import current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, Buffer
@@ -115,6 +118,8 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
     if len(plain) < 2 and pdim == 0:
         plain = (1, *plain) if plain else (1, 1)
     ops.check_partitions((plain[pdim],), "ndarray")
+    if allocator is not None and getattr(allocator, "direct", False):
+        return _placed(plain, pdim, dtype, buf, allocator, name)
     storage_shape = (plain[pdim], *plain[:pdim], *plain[pdim + 1:])
     t = allocate(storage_shape, dtype, buf, name, instruction="ndarray")
     state.note_allocation(t)
@@ -122,6 +127,45 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
         return wrap(t)
     order = [*range(1, pdim + 1), 0, *range(pdim + 1, len(plain))]
     return B1Tensor(t.data.transpose(order), t.alloc, t.dtype, pdim)
+
+
+def _placed(plain: tuple[int, ...], pdim: int, dtype: Any, buf: Buffer, allocator: Any, name: str) -> B1Tensor:
+    """A tensor whose logical blocks sit where ``ncc.*.alloc`` / ``mod_alloc`` put them: blocks (and tensors)
+    at the same location share one physical tile, so writes through one are seen through the other."""
+    st = state.state()
+    d = dt.to_dtype(dtype)
+    tile_shape = (plain[pdim], *plain[pdim + 1:])
+    fbytes = int(np.prod(tile_shape[1:])) * d.itemsize
+    ctx = current()
+    bank_bytes = int(getattr(ctx.target, "psum_bank_bytes", 2048))
+    tiles: dict[tuple[int, ...], B1Tensor] = {}
+    for idx in np.ndindex(*plain[:pdim]):
+        bank, part, addr = allocator.place(tuple(int(i) for i in idx), tile_shape[0], fbytes)
+        key = (buf.kind, bank, part, addr)
+        t = st.placed.get(key) if st is not None else None
+        if t is not None and (t.shape[0] != tile_shape[0] or t.alloc.row_bytes != fbytes
+                              or t.dtype.itemsize != d.itemsize):
+            t = None  # a different tile at this address: a fresh allocation (no partial-overlap aliasing)
+        if t is None:
+            free = addr + (bank * bank_bytes if buf is PSUM else 0)
+            t = allocate(tile_shape, d, buf, name, address=(part, free), instruction="ndarray")
+            state.note_allocation(t)
+            if st is not None:
+                st.placed[key] = t
+                st.direct.add(t.alloc.id)
+        elif t.dtype != d:
+            t = t.view(d)
+        tiles[tuple(int(i) for i in idx)] = wrap(t)
+    if pdim == 0:
+        return wrap(tiles[()])
+    first = next(iter(tiles.values()))
+    # the logical tensor's own data is a zero-stride stand-in with the logical shape; block access goes
+    # through `blocks` (B1Tensor.__getitem__), so every block reads and writes its physical tile
+    data = np.lib.stride_tricks.as_strided(first.data, shape=plain,
+                                           strides=(0,) * pdim + first.data.strides)
+    out = B1Tensor(data, first.alloc, first.dtype, pdim)
+    out.blocks = tiles
+    return out
 
 
 def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str, api: str) -> B1Tensor:
@@ -157,16 +201,13 @@ def empty_like(a: Any, dtype: Any = None, *, buffer: Any = None, name: str = "",
 
 
 def shared_constant(constant: Any, dtype: Any = None, **kwargs: Any) -> B1Tensor:
-    """A constant (array or .npy path) placed in shared HBM."""
-    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
-    d = dt.to_dtype(dtype if dtype is not None else arr.dtype)
-    return wrap(allocate(arr.shape, d, SHARED_HBM, "shared_constant", instruction="shared_constant", fill=arr))
+    """A constant (array or .npy path) placed in shared HBM, initialised before the kernel runs."""
+    return wrap(_lang_extra.shared_constant(constant, dtype))
 
 
 def shared_identity_matrix(n: int, dtype: Any = dt.uint8, **kwargs: Any) -> B1Tensor:
-    """An [n, n] identity matrix in shared HBM."""
-    return wrap(allocate((int(n), int(n)), dtype, SHARED_HBM, "identity", instruction="shared_identity_matrix",
-                         fill=np.eye(int(n))))
+    """An [n, n] identity matrix in shared HBM (a constant the compiler de-duplicates)."""
+    return wrap(_lang_extra.shared_constant(np.eye(int(n)), dtype))
 
 
 def static_cast(input_data: Any, dtype: Any) -> Any:
@@ -335,21 +376,36 @@ def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **kwa
     x, y = tile(x, "x", "matmul"), tile(y, "y", "matmul")
     xv = ops.to_sbuf(x.view() if isinstance(x, Access) else x, "matmul")
     yv = ops.to_sbuf(y.view() if isinstance(y, Access) else y, "matmul")
-    if mask is not None:
-        raise Beta1Unsupported("nl.matmul with mask= is not implemented by nkieval (mask the operands instead)")
     stationary = xv
     if not transpose_x:
         pt = lc("transpose")(xv)
         stationary = new_tile(pt.shape, xv.dtype, SBUF, "matmul")
         instr("tensor_copy")(stationary, pt)
-    return ops.pending_tile(PendingMatmul(wrap(stationary), wrap(yv)))
+    # mask= selects result rows/columns of the [M, N] PSUM tile: only those are computed
+    return ops.pending_tile(PendingMatmul(wrap(stationary), wrap(yv)), mask, "matmul")
 
 
 def transpose(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> B1Tensor:
+    """``x.T`` (Tensor engine, a PSUM tile); ``mask=`` selects elements of the result."""
     x = tile(x, "x", "transpose")
-    if mask is not None:
-        raise Beta1Unsupported("nl.transpose with mask= is not implemented by nkieval")
-    return wrap(lc("transpose")(x.view() if isinstance(x, Access) else x, dtype))
+    xv = x.view() if isinstance(x, Access) else x
+    if mask is None:
+        return wrap(lc("transpose")(xv, dtype))
+    if xv.ndim != 2:
+        raise NkiValidationError(f"nl.transpose needs a 2-D tile, got {list(xv.shape)}", instruction="transpose",
+                                 rule="argument")
+    full = (xv.shape[1], xv.shape[0])
+    out: B1Tensor | None = None
+    boxes = boxes_for(mask, full, "transpose")
+    for box in boxes:
+        src = xv if box is None else wrap(xv._index((box[1], box[0])))
+        r = lc("transpose")(src, dtype)
+        if out is None:
+            out = new_tile(full, r.dtype, r.buffer, "transpose")
+        instr("tensor_copy")(sub(out, box), r)
+    if out is None:
+        out = new_tile(full, dtype if dtype is not None else xv.dtype, PSUM, "transpose")
+    return ops.masked(out, boxes)
 
 
 # -- element-wise math ----------------------------------------------------------------------------
@@ -389,7 +445,9 @@ def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None
     full = ops.elementwise_shape([cond, x, y], "where")
     out_dt = dt.to_dtype(dtype) if dtype is not None else ops.result_dtype("where", [o for o in (x, y)], None)
     out = new_tile(full, out_dt, SBUF, "where")
-    for box in boxes_for(mask, full, "where"):
+    boxes = boxes_for(mask, full, "where")
+    ops.masked(out, boxes)
+    for box in boxes:
         o = sub(out, box)
         c, xv, yv = (restrict(v, box, full) for v in (cond, x, y))
         shp = tuple(o.shape)
@@ -403,7 +461,9 @@ def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None
                 ops.copy_into(o, xv, "where")
             continue
         pred = ops._broadcast(wrap(pred), shp, "where")
-        if pred.dtype not in (dt.uint8, dt.uint16, dt.uint32, dt.bool_):
+        if pred.dtype == dt.bool_:  # Beta-1 comparisons give bool tiles (stored as uint8)
+            pred = wrap(pred.view(dt.uint8))
+        if pred.dtype not in (dt.uint8, dt.uint16, dt.uint32):
             p8 = new_tile(shp, dt.uint8, SBUF, "where")
             instr("tensor_copy")(p8, pred)
             pred = p8
@@ -496,9 +556,17 @@ def var(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
 def softmax(x: Any, axis: Any, *, dtype: Any = None, compute_dtype: Any = None, mask: Any = None,
             **kwargs: Any) -> B1Tensor:
     x = tile(x, "x", "softmax")
-    if mask is not None:
-        raise Beta1Unsupported("nl.softmax with mask= is not implemented by nkieval")
-    return wrap(lc("softmax")(x.view() if isinstance(x, Access) else x, axis, dtype=dtype))
+    xv = x.view() if isinstance(x, Access) else x
+    if mask is None:
+        return wrap(lc("softmax")(xv, axis, dtype=dtype))
+    # masked: each mask box is normalised over its own elements (out-of-mask elements are not read)
+    full = tuple(xv.shape)
+    out = new_tile(full, dtype if dtype is not None else xv.dtype, SBUF, "softmax")
+    boxes = boxes_for(mask, full, "softmax")
+    for box in boxes:
+        r = lc("softmax")(xv if box is None else wrap(xv._index(box)), axis, dtype=out.dtype)
+        instr("tensor_copy")(sub(out, box), r)
+    return ops.masked(out, boxes)
 
 
 def rms_norm(x: Any, w: Any, axis: Any, n: Any, epsilon: float = 1e-6, *, dtype: Any = None,
@@ -506,8 +574,17 @@ def rms_norm(x: Any, w: Any, axis: Any, n: Any, epsilon: float = 1e-6, *, dtype:
     x, w = tile(x, "x", "rms_norm"), tile(w, "w", "rms_norm")
     xv = x.view() if isinstance(x, Access) else x
     wv = w.view() if isinstance(w, Access) else w
-    out = lc("rms_norm")(xv, wv, axis, n, epsilon=epsilon, compute_dtype=compute_dtype)
-    return wrap(out) if dtype is None else ops.copy(wrap(out), dtype=dtype)
+    if mask is None:
+        out = lc("rms_norm")(xv, wv, axis, n, epsilon=epsilon, compute_dtype=compute_dtype)
+        return wrap(out) if dtype is None else ops.copy(wrap(out), dtype=dtype)
+    full = tuple(xv.shape)
+    res = new_tile(full, dtype if dtype is not None else xv.dtype, SBUF, "rms_norm")
+    boxes = boxes_for(mask, full, "rms_norm")
+    for box in boxes:  # masked: each box is normalised over its own elements (with the given n)
+        r = lc("rms_norm")(restrict(xv, box, full), restrict(wv, box, full), axis, n, epsilon=epsilon,
+                           compute_dtype=compute_dtype)
+        instr("tensor_copy")(sub(res, box), r)
+    return ops.masked(res, boxes)
 
 
 def broadcast_to(src: Any, *, shape: Any, **kwargs: Any) -> B1Tensor:
@@ -530,8 +607,10 @@ def gather_flattened(data: Any, indices: Any, *, mask: Any = None, dtype: Any = 
     dv = d.view() if isinstance(d, Access) else d
     iv = i.view() if isinstance(i, Access) else i
     out = new_tile(iv.shape, dtype if dtype is not None else dv.dtype, SBUF, "gather_flattened")
-    instr("nc_n_gather")(out, dv, iv)
-    return out
+    boxes = boxes_for(mask, tuple(iv.shape), "gather_flattened")
+    for box in boxes:  # masked: only the indices in the box are gathered (from the box's partitions)
+        instr("nc_n_gather")(sub(out, box), dv if box is None else wrap(dv._index((box[0],))), sub(wrap(iv), box))
+    return ops.masked(out, boxes)
 
 
 def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> None:
@@ -541,30 +620,133 @@ def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> Non
     if isinstance(x, NkiTensor):
         ops.flush(x)
         vals = np.asarray(x.data).astype(np.float32) if x.dtype.is_float else np.asarray(x.data)
+        if mask is not None:  # masked: only the selected elements are printed (NaN elsewhere)
+            m = np.zeros(vals.shape, dtype=bool)
+            for box in boxes_for(mask, tuple(vals.shape), "device_print"):
+                m[box if box is not None else ...] = True
+            vals = np.where(m, vals.astype(np.float64), np.nan)
     else:
         vals = x
     builtins.print(prefix, vals)
 
 
-def _unsupported(name: str, why: str = "") -> Any:
-    def f(*args: Any, **kwargs: Any) -> Any:
-        raise Beta1Unsupported(f"nl.{name} is not implemented by nkieval" + (f" ({why})" if why else ""))
-
-    f.__name__ = name
-    return f
+class NeedsConcurrentGrid(Exception):
+    """Raised by ``nl.all_reduce`` in a grid whose programs run one after the other; the Beta-1 launcher
+    re-runs the grid with all programs at once (threads), where the all-reduce is a rendezvous."""
 
 
-all_reduce = _unsupported("all_reduce", "collective across SPMD programs")
+_ALL_REDUCE_WAIT_S = 900.0
+
+
+def all_reduce(x: Any, op: Any, program_axes: Any, *, dtype: Any = None, mask: Any = None,
+               parallel_reduce: bool = True, asynchronous: bool = False, **kwargs: Any) -> B1Tensor:
+    """Reduce ``x`` with ``op`` over the SPMD programs that differ only along ``program_axes`` of the launch grid;
+    every program of a group gets the same reduced tile (reduced in program order). All programs of the group
+    must call it (a barrier: they run concurrently for this)."""
+    from nkieval.sim.ops import as_op
+
+    o = as_op(op, "all_reduce")
+    xt = tile(x, "x", "all_reduce")
+    xv = ops.to_sbuf(xt.view() if isinstance(xt, Access) else xt, "all_reduce")
+    full = tuple(xv.shape)
+    out_dt = dt.to_dtype(dtype) if dtype is not None else xv.dtype
+    ctx = current()
+    launch = ctx.launch
+    grid = tuple(launch.grid) or (launch.num_programs,)
+    axes = (int(program_axes),) if isinstance(program_axes, int | np.integer) else tuple(int(a) for a in program_axes)
+    for a in axes:
+        if not 0 <= a < len(grid):
+            raise NkiValidationError(f"all_reduce program axis {a} is not an axis of the launch grid {list(grid)}",
+                                     instruction="all_reduce", operand="program_axes", rule="argument")
+    me = tuple(ctx.grid_index) if launch.grid else (ctx.program_id,)
+    members = [p for p in np.ndindex(*grid) if builtins.all(p[d] == me[d] for d in range(len(grid)) if d not in axes)]
+    if len(members) > 1 and launch.barrier is None:
+        raise NeedsConcurrentGrid("nl.all_reduce needs the SPMD programs to run concurrently")
+    # each program contributes a snapshot of its (masked) tile; snapshots are never written again
+    snap = new_tile(full, dt.float32 if out_dt.is_float else out_dt, SBUF, "all_reduce")
+    boxes = boxes_for(mask, full, "all_reduce")
+    for box in boxes:
+        instr("tensor_copy")(sub(snap, box), restrict(xv, box, full))
+    seq = _next_all_reduce_seq(ctx)
+    key = ("beta1.all_reduce", seq, tuple(sorted(members)))
+    with launch.cond:
+        box_of = launch.mailboxes.setdefault(key, {})
+        box_of[me] = snap
+        launch.cond.notify_all()
+    gathered = _wait_for_group(launch, key, members, me)
+    out = new_tile(full, out_dt, SBUF, "all_reduce")
+    acc = new_tile(full, snap.dtype, SBUF, "all_reduce")
+    for box in boxes:
+        a = sub(acc, box)
+        instr("tensor_copy")(a, sub(gathered[members[0]], box))
+        for p in members[1:]:
+            instr("tensor_tensor")(a, a, sub(gathered[p], box), o)
+        instr("tensor_copy")(sub(out, box), a)
+    del parallel_reduce, asynchronous
+    return out
+
+
+def _next_all_reduce_seq(ctx: Any) -> int:
+    n = getattr(ctx, "_b1_all_reduce_seq", 0)
+    ctx._b1_all_reduce_seq = n + 1
+    return n
+
+
+def _wait_for_group(launch: Any, key: Any, members: list[tuple[int, ...]], me: tuple[int, ...]) -> dict[Any, Any]:
+    import time
+
+    grid = tuple(launch.grid) or (launch.num_programs,)
+    flat = {p: i for i, p in enumerate(np.ndindex(*grid))}
+    deadline = time.monotonic() + _ALL_REDUCE_WAIT_S
+    with launch.cond:
+        while True:
+            got = launch.mailboxes.get(key, {})
+            if len(got) == len(members):
+                return dict(got)
+            missing = [p for p in members if p not in got]
+            gone = [p for p in missing if flat[p] in launch.finished]
+            if gone:
+                raise NkiValidationError(
+                    f"nl.all_reduce: program {list(gone[0])} of the group {[list(m) for m in members]} ended without "
+                    f"calling this all_reduce (program {list(me)} waits for it); every program of the group must call "
+                    "nl.all_reduce the same number of times", instruction="all_reduce", rule="kernel")
+            if time.monotonic() > deadline:
+                raise NkiValidationError(f"nl.all_reduce: programs {[list(m) for m in missing]} did not arrive within "
+                                         f"{_ALL_REDUCE_WAIT_S:.0f} s", instruction="all_reduce", rule="kernel")
+            launch.cond.wait(0.05)
 
 
 def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
-    """``dst[...] = nl.loop_reduce(x, op, loop_indices)``: reduce ``x`` into ``dst`` over the iterations of the
-    loops in ``loop_indices`` (``dst = op(dst, x)`` each iteration; ``dst`` keeps its own dtype)."""
+    """Reduce ``x`` over the iterations of the loops in ``loop_indices`` into the destination, which is also the
+    right-hand input of ``op`` (``dst = op(dst, x)`` each iteration; ``dst`` keeps its own dtype).
+
+    ``dst[...] = nl.loop_reduce(...)`` names the destination; in the documented ``b = nl.loop_reduce(a, ...)``
+    form the destination is the tile ``b`` holds before the assignment (read from the caller's frame), updated
+    in place and returned."""
     from nkieval.sim.ops import as_op
 
-    if mask is not None:
-        raise Beta1Unsupported("nl.loop_reduce with mask= is not implemented by nkieval (mask the operands)")
-    return ops.LoopReduce(ops.tile(x, "x", "loop_reduce"), as_op(op, "loop_reduce").name)
+    name = as_op(op, "loop_reduce").name
+    xt = ops.tile(x, "x", "loop_reduce")
+    dst = _assignment_target(sys._getframe(1))
+    if isinstance(dst, NkiTensor) and dst.is_on_chip:
+        full = tuple(dst.shape)
+        for box in boxes_for(mask, full, "loop_reduce"):
+            ops.iop(name, sub(wrap(dst), box), restrict(xt, box, full))
+        return dst
+    return ops.LoopReduce(xt, name, mask)
+
+
+def _assignment_target(frame: Any) -> Any:
+    """The current value of the local that the call at ``frame``'s current instruction is assigned to, if the
+    statement is ``name = call(...)`` (else None)."""
+    code = frame.f_code
+    for ins in dis.get_instructions(code):
+        if ins.offset <= frame.f_lasti or ins.opname in ("CACHE", "PRECALL", "EXTENDED_ARG"):
+            continue
+        if ins.opname in ("STORE_FAST", "STORE_NAME", "STORE_DEREF"):
+            return frame.f_locals.get(ins.argval)
+        return None
+    return None
 
 
 def rand(shape: Any, dtype: Any = dt.float32, **kwargs: Any) -> B1Tensor:
@@ -586,8 +768,31 @@ def random_seed(seed: Any, *, mask: Any = None, **kwargs: Any) -> None:
         seed = t
     instr("set_rng_seed")(tile(seed, "seed", "random_seed"))
 
-gemm_grid = _unsupported("gemm_grid")
-gemm_stationary_grid = _unsupported("gemm_stationary_grid")
+class TileDef:
+    """A Beta-1 tile definition: the largest tile an engine operand may be (``pmax`` partitions × ``fmax``)."""
+
+    __slots__ = ("fmax", "name", "pmax")
+
+    def __init__(self, name: str, pmax: int, fmax: int) -> None:
+        self.name, self.pmax, self.fmax = name, pmax, fmax
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.pmax, self.fmax)
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}() = [{self.pmax}, {self.fmax}]"
+
+
+def gemm_grid() -> TileDef:
+    """Tile definition of a Tensor-engine matmul result (the same as its moving operand):
+    ``[tile_size.pmax, tile_size.gemm_moving_fmax]``."""
+    return TileDef("gemm_grid", int(tile_size.pmax), int(tile_size.gemm_moving_fmax))
+
+
+def gemm_stationary_grid() -> TileDef:
+    """Tile definition of a Tensor-engine stationary operand: ``[tile_size.pmax, tile_size.gemm_stationary_fmax]``."""
+    return TileDef("gemm_stationary_grid", int(tile_size.pmax), int(tile_size.gemm_stationary_fmax))
 
 
 def is_sbuf(b: Any) -> bool:
@@ -609,7 +814,7 @@ __all__ = sorted(
      "num_programs", "program_ndim", "affine_range", "sequential_range", "static_range", "load", "store",
      "load_transpose2d", "copy", "atomic_rmw", "matmul", "transpose", "where", "sum", "max", "min", "prod", "mean",
      "all", "var", "softmax", "rms_norm", "broadcast_to", "expand_dims", "dropout", "gather_flattened",
-     "device_print", "all_reduce", "loop_reduce", "rand", "random_seed", "is_sbuf", "is_psum", "is_hbm",
+     "device_print", "all_reduce", "loop_reduce", "gemm_grid", "gemm_stationary_grid", "rand", "random_seed", "is_sbuf", "is_psum", "is_hbm",
      "float32", "float16", "bfloat16", "tfloat32", "float8_e4m3", "float8_e5m2", "int8", "int16", "int32", "uint8",
      "uint16", "uint32", "bool_", *[n for n in _B1_BINARY if n in BINARY], *[n for n in _B1_UNARY if n in UNARY]}
 )

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.frontends.beta1.index import grid_dims
+from nkieval.frontends.beta1.language import NeedsConcurrentGrid
 from nkieval.frontends.beta1.tensor import wrap
 from nkieval.sim.context import maybe_current
 from nkieval.sim.errors import NkiValidationError
@@ -57,7 +58,47 @@ class _Entry:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         a = [wrap(x) if isinstance(x, NkiTensor) else x for x in args]
         k = {n: wrap(x) if isinstance(x, NkiTensor) else x for n, x in kwargs.items()}
-        return self.fn(*a, **k)
+        result = self.fn(*a, **k)
+        names = list(self.fn.__code__.co_varnames[: self.fn.__code__.co_argcount])
+        params = {**dict(zip(names, a)), **k}
+        check_parameters(self.fn, params, result)
+        return result
+
+
+def _is_mutable(annotation: Any) -> bool:
+    if isinstance(annotation, str):  # `from __future__ import annotations`
+        return "mutable_tensor" in annotation
+    return getattr(annotation, "name", None) == "mutable_tensor"
+
+
+def _returned(result: Any) -> list[Any]:
+    if isinstance(result, tuple | list):
+        return [x for r in result for x in _returned(r)]
+    if isinstance(result, dict):
+        return [x for r in result.values() for x in _returned(r)]
+    return [result]
+
+
+def check_parameters(fn: Callable[..., Any], params: dict[str, Any], result: Any) -> None:
+    """Beta-1 parameter mutability: inputs are immutable unless annotated ``nt.mutable_tensor``, and a mutable
+    parameter must be returned. Kernels that return nothing are the older Beta-1 style whose outputs are
+    parameters (``simulate_kernel(k, a, b, out)``): their parameters may be written."""
+    ann = getattr(fn, "__annotations__", {}) or {}
+    returned = {id(x.alloc) for x in _returned(result) if isinstance(x, NkiTensor)}
+    for name, t in params.items():
+        if not isinstance(t, NkiTensor) or t.is_on_chip:
+            continue
+        mutable = _is_mutable(ann.get(name))
+        if mutable and id(t.alloc) not in returned:
+            raise NkiValidationError(
+                f"Mutable kernel parameter not returned by 'return' statement: '{name}' is annotated "
+                "nt.mutable_tensor; return it with the outputs (return out, " + name + ")", instruction="kernel",
+                operand=name, rule="kernel")
+        if not mutable and result is not None and t.alloc.written:
+            raise NkiValidationError(
+                f"Cannot update immutable parameter '{name}': kernel parameters are immutable unless annotated "
+                f"nt.mutable_tensor (def kernel({name}: nt.mutable_tensor, ...)), or write a copy",
+                instruction="kernel", operand=name, rule="kernel")
 
 
 class LatencyResult:
@@ -170,7 +211,13 @@ class Kernel:
         # Beta 1's compiler freed tiles after their last use; our tiles live until Python drops them, so
         # over-capacity is a warning here rather than an error.
         options = self.options.get("sim_options") or SimOptions.from_env(capacity_check="warn")
-        result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid)
+        try:
+            result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid)
+        except NeedsConcurrentGrid:
+            # nl.all_reduce across programs: run every program at once (threads), the all-reduce a rendezvous.
+            # Nothing was written back to the inputs by the aborted run (write-back happens after success).
+            result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
+                                concurrent=True)
         _LAST.result = result
         return result
 

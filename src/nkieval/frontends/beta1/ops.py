@@ -12,7 +12,9 @@ adds only what Beta 1 had on top:
   free-dim broadcasts are zero-stride views; partition broadcasts go through the Tensor
   engine like ``nl.broadcast_to``);
 * matmul results that are not written until used, so ``psum += nl.matmul(...)`` accumulates
-  in place in PSUM (:class:`PendingMatmul`);
+  in place in PSUM (:class:`PendingMatmul`), with the accumulation-group flags the Beta-1
+  compiler set (:func:`_accumulate_flag`);
+* masked results assigned into a larger tile write only the mask's elements (:func:`masked`);
 * the affine_range write-conflict check on every Beta-1 write (:mod:`.state`).
 """
 
@@ -30,6 +32,7 @@ from nkieval.frontends.beta1.index import mask_array, mask_boxes
 from nkieval.frontends.beta1.tensor import OPERATORS, Access, B1Tensor, wrap
 from nkieval.sim import dtypes as dt
 from nkieval.sim import isa as sim_isa
+from nkieval.sim.context import maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import flag_view
 from nkieval.sim.memory import PSUM, SBUF, Buffer
@@ -68,16 +71,33 @@ class PendingMatmul:
     stationary: B1Tensor
     moving: B1Tensor
     kwargs: dict[str, Any] = field(default_factory=dict)
+    boxes: list[tuple[slice, ...] | None] = field(default_factory=lambda: [None])  # mask boxes of the [M, N] result
 
     def run(self, dst: NkiTensor, accumulate: bool | None) -> None:
-        instr("nc_matmul")(dst, self.stationary, self.moving, accumulate=accumulate, **self.kwargs)
+        for box in self.boxes:
+            if box is None:
+                instr("nc_matmul")(dst, self.stationary, self.moving, accumulate=accumulate, **self.kwargs)
+                continue
+            # masked: only the result rows/columns in the box are computed, from the matching operand columns
+            rows, cols = box
+            d = dst if dst.ndim == 2 else dst.reshape((dst.shape[0], -1))
+            st = self.stationary.reshape((self.stationary.shape[0], -1))
+            mv = self.moving.reshape((self.moving.shape[0], -1))
+            instr("nc_matmul")(d[rows, cols], st[:, rows], mv[:, cols], accumulate=accumulate, **self.kwargs)
 
 
-def pending_tile(p: PendingMatmul) -> B1Tensor:
+def pending_tile(p: PendingMatmul, mask: Any = None, api: str = "matmul") -> B1Tensor:
+    if p.stationary.shape[0] != p.moving.shape[0]:
+        raise NkiValidationError(
+            f"number of partitions (dimension 0 size of a tile) mismatch in parameters (stationary"
+            f"{list(p.stationary.shape)}, moving{list(p.moving.shape)}) of '{api}': both operands hold the contraction "
+            "dimension on the partitions", instruction=api, rule="partition-mismatch")
     m = int(np.prod(p.stationary.shape[1:]))
     n = int(np.prod(p.moving.shape[1:]))
-    t = new_tile((m, n), dt.float32, PSUM, "matmul")
+    p.boxes = boxes_for(mask, (m, n), api)
+    t = new_tile((m, n), dt.float32, PSUM, api)
     t.pending = p
+    masked(t, p.boxes)
     return t
 
 
@@ -170,6 +190,14 @@ def boxes_for(mask: Any, shape: tuple[int, ...], api: str) -> list[tuple[slice, 
 
 def sub(t: B1Tensor, box: tuple[slice, ...] | None) -> B1Tensor:
     return t if box is None else wrap(t._index(box))
+
+
+def masked(out: B1Tensor, boxes: list[tuple[slice, ...] | None]) -> B1Tensor:
+    """Remember that only ``boxes`` of a masked result hold values: ``t[...] = result`` copies just those
+    (Beta 1 wrote a masked instruction straight into the assignment's destination)."""
+    if boxes != [None]:
+        out.boxes = list(boxes)
+    return out
 
 
 # -- dtypes ----------------------------------------------------------------------------------------
@@ -265,9 +293,10 @@ def binary(name: str, x: Any, y: Any, dtype: Any = None, mask: Any = None, api: 
     x, y = tile(x, "x", api), tile(y, "y", api)
     full = elementwise_shape([x, y], api)
     out = new_tile(full, result_dtype(name, [x, y], dtype), SBUF, api)
-    for box in boxes_for(mask, full, api):
+    boxes = boxes_for(mask, full, api)
+    for box in boxes:
         binary_into(sub(out, box), name, restrict(x, box, full), restrict(y, box, full), api)
-    return out
+    return masked(out, boxes)
 
 
 def unary(name: str, x: Any, dtype: Any = None, mask: Any = None) -> B1Tensor:
@@ -278,10 +307,11 @@ def unary(name: str, x: Any, dtype: Any = None, mask: Any = None) -> B1Tensor:
         return wrap(lc("unary")(name, x, dtype))
     full = tuple(x.shape)
     out = new_tile(full, dt.to_dtype(dtype) if dtype is not None else x.dtype, SBUF, name)
-    for box in boxes_for(mask, full, name):
+    boxes = boxes_for(mask, full, name)
+    for box in boxes:
         r = lc("unary")(name, restrict(x, box, full), out.dtype)
         instr("tensor_copy")(sub(out, box), r)
-    return out
+    return masked(out, boxes)
 
 
 def copy_into(dst: B1Tensor, src: Any, api: str) -> None:
@@ -334,25 +364,75 @@ class LoopReduce:
 
     x: Any
     op: str
+    mask: Any = None
 
 
 def assign(dst: Any, value: Any) -> None:
     """``t[key] = value``."""
     d = dst.view() if isinstance(dst, Access) else dst
     if isinstance(value, LoopReduce):
-        iop(value.op, dst, value.x)
+        if value.mask is None:
+            iop(value.op, dst, value.x)
+            return
+        full = tuple(d.shape)
+        for box in boxes_for(value.mask, full, "loop_reduce"):  # masked: only the box is reduced into
+            iop(value.op, sub(wrap(d), box), restrict(value.x, box, full))
         return
     if isinstance(value, B1Tensor) and value.pending is not None and d.buffer.kind == "psum":
         value.pending.run(d, accumulate=False)
+        _note_group(d)
         state.note_write(d, what="matmul")
         return
     v = value.view() if isinstance(value, Access) else value
     if isinstance(v, NkiTensor) and same_region(d, v):
         return
+    if isinstance(v, B1Tensor) and v.boxes is not None and tuple(v.shape) == tuple(d.shape):
+        flush(v)
+        for box in v.boxes:  # a masked result: only the elements inside its mask are assigned
+            dd = sub(wrap(d), box)
+            copy_into(dd, sub(v, box), "assign")
+            state.note_write(dd, what="assign")
+        return
     if not (is_scalar(v) or isinstance(v, NkiTensor)):
         raise NkiValidationError(f"cannot assign a {type(v).__name__} to a tensor", rule="argument")
     copy_into(d, v, "assign")
     state.note_write(d, what="assign")
+
+
+def _accumulate_flag(d: NkiTensor) -> bool | None:
+    """The accumulate flag the Beta-1 compiler gives ``psum += matmul``: the first matmul of an accumulation
+    group overwrites, the others add. A group is the run of ``+=`` into a PSUM region until the region's
+    result is read by another instruction; so ``+=`` into a region that no group has written yet, or whose
+    result was consumed since, starts a new group (and needs no ``nl.zeros`` first). Into a zeroed region
+    the PE array's own rule applies (``None``)."""
+    st = state.state()
+    ctx = maybe_current()
+    if st is None or ctx is None or not ctx.options.record_trace:
+        return None if _zero_initialised(d) else True
+    acc = d.access("dst", "rw")
+    since = st.groups.get(_region(acc))
+    if since is None:
+        return None if _zero_initialised(d) else False
+    for rec in ctx.trace.records[since:]:
+        if rec.opcode == "nc_matmul":
+            continue
+        for op in rec.operands:
+            if (op.alloc == acc.alloc and "r" in op.mode and op.addr_lo < acc.addr_hi and acc.addr_lo < op.addr_hi
+                    and op.partition_start < acc.partition_start + acc.partitions
+                    and acc.partition_start < op.partition_start + op.partitions):
+                return False  # the previous group's result was read: a new group starts
+    return True
+
+
+def _region(acc: Any) -> tuple[int, int, int, int, int]:
+    return (acc.alloc, acc.partition_start, acc.partitions, acc.addr_lo, acc.addr_hi)
+
+
+def _note_group(d: NkiTensor) -> None:
+    st = state.state()
+    ctx = maybe_current()
+    if st is not None and ctx is not None and ctx.options.record_trace:
+        st.groups[_region(d.access("dst", "rw"))] = len(ctx.trace.records)
 
 
 def _zero_initialised(d: NkiTensor) -> bool:
@@ -368,9 +448,8 @@ def iop(name: str, target: Any, other: Any) -> Any:
     d = target.view() if isinstance(target, Access) else target
     flush(d)
     if name == "add" and isinstance(other, B1Tensor) and other.pending is not None and d.buffer.kind == "psum":
-        # First accumulation into a zeroed (or matmul-written) bank lets the PE array decide
-        # overwrite vs accumulate (accumulate=None); into anything else it must add (True).
-        other.pending.run(d, accumulate=None if _zero_initialised(d) else True)
+        other.pending.run(d, accumulate=_accumulate_flag(d))
+        _note_group(d)
         return target
     o = other.view() if isinstance(other, Access) else other
     if isinstance(o, NkiTensor):
@@ -388,9 +467,10 @@ def copy(x: Any, dtype: Any = None, mask: Any = None, api: str = "copy") -> B1Te
     x = tile(x, "src", api)
     full = tuple(x.shape)
     out = new_tile(full, dt.to_dtype(dtype) if dtype is not None else x.dtype, SBUF, api)
-    for box in boxes_for(mask, full, api):
+    boxes = boxes_for(mask, full, api)
+    for box in boxes:
         instr("tensor_copy")(sub(out, box), restrict(x, box, full))
-    return out
+    return masked(out, boxes)
 
 
 def broadcast_to(x: Any, shape: Any) -> B1Tensor:

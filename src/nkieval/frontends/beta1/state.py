@@ -38,6 +38,12 @@ class ProgramState:
     loops: list[AffineLoop] = field(default_factory=list)
     # alloc id -> uids of the affine loops that were running when it was allocated
     born_in: dict[int, frozenset[int]] = field(default_factory=dict)
+    # nki.compiler direct allocation: (buffer, bank, partition, byte address) -> physical tile placed there
+    placed: dict[tuple[str, int, int, int], NkiTensor] = field(default_factory=dict)
+    direct: set[int] = field(default_factory=set)  # alloc ids placed by the kernel: it owns their hazards
+    # PSUM region (alloc, partitions, byte range) -> trace length after the last matmul that `psum += ...` /
+    # `psum[...] = matmul` wrote there (the running accumulation group)
+    groups: dict[tuple[int, int, int, int, int], int] = field(default_factory=dict)
 
 
 _STATES: weakref.WeakKeyDictionary[SimContext, ProgramState] = weakref.WeakKeyDictionary()
@@ -79,6 +85,8 @@ def note_write(dst: NkiTensor, *, accumulate: bool = False, what: str = "write")
     """Check a write against the running affine loops; ``accumulate`` writes are exempt."""
     st = state()
     if st is None or not st.loops or accumulate or dst._ap_base is not None:
+        return
+    if dst.alloc.id in st.direct:
         return
     born = st.born_in.get(dst.alloc.id, frozenset())
     for loop in st.loops:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.frontends.beta1.errors import Beta1Unsupported
-from nkieval.frontends.beta1.index import IndexExpr, affine_form, broadcast_shape
+from nkieval.frontends.beta1.index import DynIndex, IndexExpr, affine_form, broadcast_shape
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.tensor import DynSlice, NkiTensor
 
@@ -102,12 +102,14 @@ for _d, _op in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"), ("true
 class B1Tensor(TileOps, NkiTensor):
     """A Beta-1 tensor view. ``pdim`` is the logical position of the partition dim (block dims first)."""
 
-    __slots__ = ("pdim", "pending")
+    __slots__ = ("blocks", "boxes", "pdim", "pending")
 
     def __init__(self, data: np.ndarray, alloc: Any, dtype: Any, pdim: int = 0) -> None:
         NkiTensor.__init__(self, data, alloc, dtype)
         self.pdim = pdim
         self.pending: Any = None  # a matmul not yet written (see ops.PendingMatmul)
+        self.boxes: Any = None  # a masked result: the mask boxes that hold values (see ops.assign)
+        self.blocks: dict[tuple[int, ...], B1Tensor] | None = None  # direct allocation: block -> physical tile
 
     def __repr__(self) -> str:
         nm = self.alloc.name or f"t{self.alloc.id}"
@@ -135,9 +137,33 @@ class B1Tensor(TileOps, NkiTensor):
     def __getitem__(self, key: Any) -> Any:
         OPERATORS["flush"](self)
         keys = _expand(key, self.ndim)
+        if self.blocks is not None:
+            return self._block(keys)
         if any(_is_advanced(k) for k in keys):
             return Access(self, keys)
         return self._basic(keys)
+
+    def _block(self, keys: tuple[Any, ...]) -> Any:
+        """``t[b0, b1, ...]`` (then tile indices) of a directly allocated tensor: the block's physical tile."""
+        nb = self.pdim
+        name = self.alloc.name or "tensor"
+        idx = []
+        for d, k in enumerate(keys[:nb]):
+            if not isinstance(k, int | np.integer):
+                raise Beta1Unsupported(
+                    f"indexing the block dimensions of '{name}' (placed by nki.compiler alloc/mod_alloc) with "
+                    f"{type(k).__name__} is not implemented by nkieval; index each block with an integer (t[b])")
+            n = self.shape[d]
+            i = int(k) + (n if int(k) < 0 else 0)
+            if not 0 <= i < n:
+                raise _oob(name, d, int(k), int(k), n)
+            idx.append(i)
+        if len(idx) < nb:
+            raise Beta1Unsupported(f"'{name}' is placed by nki.compiler alloc/mod_alloc: index every block "
+                                   "dimension with an integer (t[b]) before using it")
+        t = self.blocks[tuple(idx)]
+        rest = keys[nb:]
+        return t[rest] if rest else t
 
     def _basic(self, keys: tuple[Any, ...]) -> B1Tensor:
         if self.pdim == 0 or not self.is_on_chip:
@@ -213,7 +239,7 @@ def _expand(key: Any, ndim: int) -> tuple[Any, ...]:
 
 
 def _is_advanced(k: Any) -> bool:
-    return isinstance(k, IndexExpr | NkiTensor | Access)
+    return isinstance(k, IndexExpr | NkiTensor | Access | DynIndex)
 
 
 class Access(TileOps):
@@ -223,7 +249,7 @@ class Access(TileOps):
     or an index tile (dynamic partition index into HBM).
     """
 
-    __slots__ = ("dyn", "items", "shape", "tensor")
+    __slots__ = ("dyn", "items", "scalar", "shape", "tensor")
 
     def __init__(self, tensor: B1Tensor, keys: tuple[Any, ...]) -> None:
         name = tensor.alloc.name or "tensor"
@@ -238,8 +264,26 @@ class Access(TileOps):
         self.tensor = tensor
         items: list[Any] = []
         self.dyn: int | None = None
+        self.scalar: tuple[int, Any] | None = None  # (dim, [1, 1] tile): a runtime offset on that dim
         arrays = []
         for d, k in enumerate(keys):
+            if isinstance(k, NkiTensor | Access) and tensor.is_on_chip and d != tensor.pdim:
+                k = DynIndex(k, 0)  # t[i_p, offs[0, j], i_z]: a runtime offset on a free dim
+            if isinstance(k, DynIndex):
+                if not tensor.is_on_chip or d == tensor.pdim or self.scalar is not None:
+                    raise Beta1Unsupported(
+                        f"a runtime (tensor) offset is supported on one free dimension of an on-chip tile "
+                        f"(tensor_copy_dynamic_src/dst); indexing '{name}'{list(tensor.shape)} on dimension {d} in "
+                        f"{tensor.buffer} is not implemented by nkieval")
+                off = k.tile.view() if isinstance(k.tile, Access) else k.tile
+                if int(np.prod(off.shape)) != 1 or not off.is_on_chip:
+                    raise NkiValidationError(
+                        f"a dynamic offset must be a single value in SBUF (a [1, 1] tile), got "
+                        f"{list(off.shape)} in {off.buffer}", operand=name, rule="indexing")
+                self.scalar = (d, off)
+                items.append(k.values)
+                arrays.append(k.values)
+                continue
             if isinstance(k, IndexExpr):
                 if (k.ndim < 2 and tensor.ndim > 1) or k.ndim < 1:
                     raise NkiValidationError(
@@ -268,6 +312,14 @@ class Access(TileOps):
                     raise NkiValidationError(f"unsupported index {k!r}", operand=name, rule="indexing") from None
         self.items = items
         self.shape = broadcast_shape(arrays) if arrays else ()
+
+    def _scalar_base(self) -> tuple[int, int] | None:
+        """(dim, value) of the runtime offset, read now (the simulation is eager, like the hardware's register read)."""
+        if self.scalar is None:
+            return None
+        d, off = self.scalar
+        OPERATORS["flush"](off)
+        return d, int(np.asarray(off.data, dtype=np.float64).reshape(-1)[0])
 
     @property
     def dtype(self) -> Any:
@@ -301,12 +353,15 @@ class Access(TileOps):
         shape = self.shape
         sub = tuple(np.empty(shape, dtype=np.int8)[box].shape) if box is not None else shape
         vals: list[np.ndarray | None] = []
+        base = self._scalar_base()
         for d, it in enumerate(self.items):
             if isinstance(it, np.ndarray):
                 v = np.broadcast_to(it, shape)
                 if box is not None:
                     v = v[box]
                 lo, hi = int(v.min()), int(v.max())
+                if base is not None and base[0] == d:
+                    lo, hi = lo + base[1], hi + base[1]
                 if lo < 0 or hi >= t.shape[d]:
                     raise _oob(name, d, lo, hi, t.shape[d])
                 vals.append(v)
@@ -333,6 +388,8 @@ class Access(TileOps):
             _check_partition_axis(t, forms, sub, name)
         if self.dyn is not None:
             return _indirect_view(t, self.items[self.dyn], forms, sub, box, name)
+        if self.scalar is not None:
+            return _scalar_offset_view(t, self.scalar, forms, sub)
         data = t.data
         start = data[tuple(slice(b, b + 1) for b, _ in forms)] if data.ndim else data
         strides = tuple(int(sum(data.strides[d] * forms[d][1][k] for d in range(t.ndim))) for k in range(len(sub)))
@@ -362,6 +419,23 @@ def _check_partition_axis(t: B1Tensor, forms: list[tuple[int, list[int]]], shape
             raise NkiValidationError(
                 f"dimension {d} of '{name}' varies along the partition axis; every partition must use the same "
                 "free-dimension access pattern", operand=name, rule="indexing")
+
+
+def _scalar_offset_view(t: B1Tensor, scalar: tuple[int, Any], forms: list[tuple[int, list[int]]],
+                        shape: tuple[int, ...]) -> B1Tensor:
+    """``sbuf[i_p, offs[0, j] + i_f]``: the affine view shifted by a runtime value along one dimension
+    (an access pattern with ``scalar_offset``, as the current API's ``tensor_copy`` + ``.ap`` writes it)."""
+    d, off = scalar
+    st = t.strides
+    offset = t.offset + sum(st[k] * forms[k][0] for k in range(t.ndim))
+    pattern = [[int(sum(st[k] * forms[k][1][j] for k in range(t.ndim))), shape[j]] for j in range(len(shape))]
+    if pattern[0][1] == 1:
+        pattern[0][0] = int(np.prod(t.alloc.shape[1:]))
+    if st[d] == int(np.prod(t.alloc.shape[d + 1:])):
+        return wrap(t.ap(pattern, offset=offset, scalar_offset=off, indirect_dim=d))
+    # a permuted / strided view: make_ap would scale the offset by the storage row, so add it ourselves
+    val = int(np.asarray(off.data, dtype=np.float64).reshape(-1)[0])
+    return wrap(t.ap(pattern, offset=offset + val * st[d]))
 
 
 def _indirect_view(t: B1Tensor, index: Any, forms: list[tuple[int, list[int]]], shape: tuple[int, ...],

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from nkieval.frontends.nki import isa, language, typing
+from nkieval.frontends.nki import isa, language, lnc, typing
 from nkieval.sim.context import maybe_current
 from nkieval.sim.dtypes import DType as dtype
 from nkieval.sim.errors import NkiValidationError
@@ -116,4 +116,4 @@ def benchmark(*args: Any, **kwargs: Any) -> Any:
 
 NkiValidationError = NkiValidationError
 
-__all__ = ["Kernel", "NkiValidationError", "dtype", "isa", "jit", "language", "last_result", "simulate", "typing"]
+__all__ = ["Kernel", "NkiValidationError", "dtype", "isa", "jit", "language", "last_result", "lnc", "simulate", "typing"]

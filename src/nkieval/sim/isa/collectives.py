@@ -60,8 +60,10 @@ def _wait_for_peer(ctx: Any, poll: Callable[[float], Any], what: str) -> Any:
                 if both_since is not None:  # the peer gave up on the same deadlock first
                     raise NkiValidationError(f"core {me} {what}: core {peer} was blocked waiting too (mismatched "
                                              "sendrecv / core_barrier calls between cores: a deadlock)", rule="kernel")
-                raise NkiValidationError(f"core {me} {what}: core {peer} finished the kernel without arriving "
-                                         "(divergent control flow between cores)", rule="kernel")
+                e = NkiValidationError(f"core {me} {what}: core {peer} finished the kernel without arriving "
+                                       "(divergent control flow between cores)", rule="kernel")
+                e.peer_consequence = True  # type: ignore[attr-defined]  # the runner reports the peer's own error
+                raise e
             both_since = (both_since or now) if peer_waiting else None
             if both_since is not None and now - both_since > _DEADLOCK_GRACE_S:
                 raise NkiValidationError(f"core {me} {what}: core {peer} is blocked waiting too (mismatched "

@@ -93,6 +93,9 @@ def _loc(ctx: SimContext) -> str | None:
 def tensor_arg(t: Any, role: str) -> NkiTensor:
     if not isinstance(t, NkiTensor):
         raise NkiValidationError(f"{role} must be an NKI tensor, got {type(t).__name__}", operand=role, rule="argument")
+    if t.data.size == 0:
+        raise NkiValidationError(f"{role} {list(t.shape)} has no elements (an empty HBM slice cannot be an "
+                                 "instruction operand)", operand=role, rule="indexing")
     return t
 
 
@@ -395,6 +398,14 @@ def as2d(values: np.ndarray, p: int) -> np.ndarray:
 
 # -- trace ------------------------------------------------------------------------------
 def record(ctx: SimContext, opcode: str, engine: str, accesses: list[OperandAccess], **attrs: Any) -> None:
+    limit = ctx.options.max_instructions
+    if limit is not None:
+        launch = ctx.launch
+        launch.n_instructions += 1
+        if launch.n_instructions > limit:
+            raise NkiValidationError(f"the kernel issued more than {limit} instructions (SimOptions.max_instructions); "
+                                     "a kernel this long is almost certainly looping without bound or over-tiled",
+                                     instruction=opcode, rule="instruction-budget")
     if not ctx.options.record_trace:
         return
     file, line, func = getattr(ctx, "loc", (None, None, None))

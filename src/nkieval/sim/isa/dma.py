@@ -92,6 +92,14 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
             raise NkiValidationError(f"hwdge DMA is triggered by the sync or scalar engine, not {eng}",
                                      operand="engine", rule="argument")
     src_ind, dst_ind = src._ap_base, dst._ap_base
+    from nkieval.sim.indirect import OutOfBoundsView
+
+    for role, ind in (("src", src_ind), ("dst", dst_ind)):
+        if isinstance(ind, OutOfBoundsView):  # a run-time scalar_offset put the view outside the tensor
+            if oob != OobMode.skip:
+                raise NkiValidationError(f"{role}: {ind.message}", operand=role, rule="out-of-bounds")
+            record(ctx, "dma_copy", "dma", [src.access("src", "r")] if role == "dst" else [], skipped_oob=role)
+            return
     if src_ind is not None and dst_ind is not None:
         raise NkiValidationError("src and dst cannot both be indirect", rule="argument")
     if src.size != dst.size:

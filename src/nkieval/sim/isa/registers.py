@@ -104,10 +104,16 @@ def _one_element(ctx: Any, t: NkiTensor, role: str) -> None:
 
 @instruction("register_alloc", "sync")
 def register_alloc(ctx: Any, x: Any = None) -> VirtualRegister:
-    """A new register, uninitialised (``None``) or holding the immediate integer ``x``."""
+    """A new register, uninitialised (``None``), holding the immediate integer ``x``, or loaded from the one
+    element of a tensor ``x`` (SBUF or HBM, as ``register_load``)."""
+    if isinstance(x, NkiTensor):
+        _count(ctx)
+        r = VirtualRegister()
+        _load_into(ctx, r, x, "x")
+        return r
     if x is not None and (isinstance(x, bool) or not isinstance(x, int | np.integer)):
-        raise NkiValidationError(f"register_alloc takes None or an int, got {type(x).__name__}", operand="x",
-                                 rule="argument")
+        raise NkiValidationError(f"register_alloc takes None, an int or a one-element tensor, got "
+                                 f"{type(x).__name__}", operand="x", rule="argument")
     _count(ctx)
     return VirtualRegister(x)
 
@@ -131,18 +137,22 @@ def register_load(ctx: Any, dst: Any, src: Any) -> None:
     """Load the single (≤32-bit) element of ``src`` (SBUF or HBM) into register ``dst``."""
     d = _register(dst, "dst")
     _writable(d, "dst")
-    t = tensor_arg(src, "src")
-    _one_element(ctx, t, "src")
+    _load_into(ctx, d, src, "src")
+
+
+def _load_into(ctx: Any, d: VirtualRegister, src: Any, role: str) -> None:
+    t = tensor_arg(src, role)
+    _one_element(ctx, t, role)
     raw = np.asarray(t.data).reshape(-1)[:1]
     if t.dtype == dt.float32:
         f = float(raw[0])
         if not np.isfinite(f):
-            raise NkiValidationError(f"src holds {f}, which cannot be used as a register value", operand="src",
+            raise NkiValidationError(f"{role} holds {f}, which cannot be used as a register value", operand=role,
                                      rule="argument")
         d.value = int(f) if f.is_integer() else f
     else:
         d.value = _wrap32(int(raw.astype(np.int64)[0]))
-    record(ctx, "register_load", "sync", [t.access("src", "r")])
+    record(ctx, "register_load", "sync", [t.access(role, "r")])
 
 
 @instruction("register_store", "sync")

@@ -327,6 +327,11 @@ def dma_compute(ctx: Any, dst: Any, srcs: Any, reduce_op: Any, scales: Any = Non
         check_buffer(t, role, ("hbm", "sbuf"), "DMA cannot access PSUM")
         if t.is_on_chip:
             check_partitions(ctx, t, role)
+    from nkieval.sim.indirect import OutOfBoundsView
+
+    for role, t in (("dst", dst), *((f"srcs[{i}]", s) for i, s in enumerate(srcs))):
+        if isinstance(t._ap_base, OutOfBoundsView):
+            raise NkiValidationError(f"{role}: {t._ap_base.message}", operand=role, rule="out-of-bounds")
     indirect = [i for i, s in enumerate(srcs) if s._ap_base is not None]
     accesses = [dst.access("dst", "w")]
     if dst._ap_base is not None or indirect:

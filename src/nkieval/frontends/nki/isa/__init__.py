@@ -15,6 +15,8 @@ from nkieval.sim.isa.enums import (
     oob_mode,
     reduce_cmd,
 )
+from nkieval.sim.isa.registers import VirtualRegister
+from nkieval.sim.isa.scalars import NkiScalar
 
 from . import constants  # ``nki.isa.constants`` (``from nki.isa.constants import oob_mode``)
 
@@ -39,6 +41,6 @@ def get_nc_sub_version() -> int:
     return 0
 
 
-__all__ = [*sorted(_INSTRUCTIONS), "NkiValidationError", "constants", "dge_mode", "dma_engine", "engine", "get_nc_sub_version",
+__all__ = [*sorted(_INSTRUCTIONS), "NkiScalar", "NkiValidationError", "VirtualRegister", "constants", "dge_mode", "dma_engine", "engine", "get_nc_sub_version",
            "get_nc_version", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd"]
 del _isa

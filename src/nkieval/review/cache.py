@@ -1,0 +1,155 @@
+"""Harness-side data of a review case that does not depend on the candidate, kept across reviews.
+
+A case's inputs, the task's reference outputs on them and the numerics standard's prepared
+check (float64 oracle, per-element bounds and every statistic derived from them alone) are a
+function of the task and the case only: the task's ``task.toml`` and ``reference.py``, the
+shape, the input family and the case seed. An RL loop reviews thousands of candidates of
+one task with the same seed, so recomputing them for every candidate is most of a review's
+cost. :class:`CaseCache` keeps them in the harness process, keyed by a content hash of those
+files plus the case; a bounded LRU (bytes) evicts the least recently used cases.
+
+Nothing here ever reaches candidate code: sandboxed children fork from the zygote (a clean
+process that never holds this cache) and receive only their inputs, as ``.npz`` bytes. Cached
+arrays are made read-only, so no harness code can change them in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nkieval.tasks import Task
+
+#: Default bound on the cache's memory (MiB); ``NKIEVAL_REVIEW_CACHE_MB`` overrides it (0 disables).
+DEFAULT_MAX_MB = 1024
+#: Outputs larger than this (elements) keep no prepared blocks (the oracle is streamed each time).
+MAX_KEPT_ELEMENTS = 1 << 23
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a)
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def task_fingerprint(task: Task) -> str:
+    """Content hash of what fixes a task's cases: ``task.toml`` and ``reference.py``."""
+    h = hashlib.sha256()
+    for p in (task.directory / "task.toml", task.reference_file):
+        h.update(str(p.name).encode())
+        h.update(b"\0")
+        try:
+            h.update(p.read_bytes())
+        except OSError:
+            h.update(repr(task).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@dataclass
+class CaseData:
+    """One case's candidate-independent data. ``inputs`` and ``npz`` are set at creation; the
+    reference outputs and the prepared numerics check are built on first use (under ``lock``)."""
+
+    inputs: dict[str, np.ndarray]
+    npz: bytes
+    reference: list[np.ndarray] | None = None
+    prepared: Any = None
+    prepared_reason: str | None = None
+    prepared_done: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def get_reference(self, compute: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
+        with self.lock:
+            if self.reference is None:
+                self.reference = [_readonly(r) for r in compute()]
+            return self.reference
+
+    def get_prepared(self, compute: Callable[[], tuple[Any, str | None]]) -> tuple[Any, str | None]:
+        with self.lock:
+            if not self.prepared_done:
+                self.prepared, self.prepared_reason = compute()
+                self.prepared_done = True
+            return self.prepared, self.prepared_reason
+
+    def nbytes(self) -> int:
+        n = len(self.npz) + sum(a.nbytes for a in self.inputs.values())
+        n += sum(r.nbytes for r in self.reference or [])
+        if self.prepared is not None and hasattr(self.prepared, "nbytes"):
+            n += int(self.prepared.nbytes())
+        return n
+
+
+def new_case_data(inputs: dict[str, np.ndarray], npz: bytes) -> CaseData:
+    return CaseData({k: _readonly(v) for k, v in inputs.items()}, npz)
+
+
+class CaseCache:
+    """Bounded LRU of :class:`CaseData` by key; sizes are re-read when an entry is touched."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = int(max_bytes)
+        self._d: OrderedDict[Hashable, tuple[CaseData, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = self.evictions = 0
+
+    def get(self, key: Hashable) -> CaseData | None:
+        with self._lock:
+            hit = self._d.get(key)
+            if hit is None:
+                self.misses += 1
+                return None
+            self._d.move_to_end(key)
+            self.hits += 1
+            return hit[0]
+
+    def put(self, key: Hashable, data: CaseData) -> None:
+        self.update(key, data)
+
+    def update(self, key: Hashable, data: CaseData) -> None:
+        """(Re)insert ``key`` with its current size, then evict the least recently used beyond the bound."""
+        if self.max_bytes <= 0:
+            return
+        size = data.nbytes()
+        with self._lock:
+            self._d[key] = (data, size)
+            self._d.move_to_end(key)
+            total = sum(s for _, s in self._d.values())
+            while total > self.max_bytes and len(self._d) > 1:
+                _, (_, s) = self._d.popitem(last=False)
+                total -= s
+                self.evictions += 1
+            if total > self.max_bytes:  # a single entry above the bound is not kept
+                self._d.pop(key, None)
+                self.evictions += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+            self.hits = self.misses = self.evictions = 0
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"entries": len(self._d), "bytes": sum(s for _, s in self._d.values()), "hits": self.hits,
+                    "misses": self.misses, "evictions": self.evictions, "max_bytes": self.max_bytes}
+
+
+def _default_max_bytes() -> int:
+    try:
+        mb = float(os.environ.get("NKIEVAL_REVIEW_CACHE_MB", DEFAULT_MAX_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_MB
+    return int(mb * (1 << 20))
+
+
+#: The process-wide cache the pipeline uses (``review(..., cache=True)``).
+CASE_CACHE = CaseCache(_default_max_bytes())

@@ -1,0 +1,149 @@
+"""Beta-1 features beyond the conformance table: all_reduce rendezvous errors, parameter mutability texts,
+dynamic-offset bounds, direct-allocation aliasing and masked assignment."""
+
+import neuronxcc.nki as nki
+import neuronxcc.nki.compiler as ncc
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+import neuronxcc.nki.typing as nt
+import numpy as np
+import pytest
+
+from nkieval.sim.errors import NkiValidationError
+
+RNG = np.random.default_rng(11)
+
+
+def test_all_reduce_needs_every_program_of_the_group():
+    @nki.jit(mode="simulation")
+    def kern(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        i = nl.program_id(0)
+        t = nl.load(x[i])
+        if i != 2:  # program 2 never joins
+            t = nl.all_reduce(t, op=np.add, program_axes=0)
+        nl.store(out[i], t)
+        return out
+
+    with pytest.raises(NkiValidationError, match=r"program \[2\] .* ended without calling this all_reduce"):
+        kern[3](np.zeros((3, 4, 8), np.float32))
+
+
+def test_all_reduce_groups_follow_the_other_grid_axes_and_inputs_are_untouched():
+    @nki.jit(mode="simulation")
+    def kern(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        i, j = nl.program_id(0), nl.program_id(1)
+        r = nl.all_reduce(nl.load(x[i, j]), op=np.maximum, program_axes=(0,))
+        nl.store(out[i, j], r)
+        return out
+
+    x = RNG.standard_normal((3, 2, 4, 8)).astype(np.float32)
+    before = x.copy()
+    np.testing.assert_array_equal(kern[3, 2](x), np.broadcast_to(x.max(0, keepdims=True), x.shape))
+    np.testing.assert_array_equal(x, before)  # the sequential attempt wrote nothing back
+
+
+def test_all_reduce_single_program_is_identity_with_dtype():
+    @nki.jit(mode="simulation")
+    def kern(x):
+        out = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        nl.store(out, nl.all_reduce(nl.load(x), op=np.add, program_axes=0, dtype=nl.bfloat16))
+        return out
+
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_array_equal(kern(x).astype(np.float32), x.astype(nl.bfloat16.storage).astype(np.float32))
+
+
+def test_mutability_errors_use_the_documented_texts():
+    def writes_input(a):
+        nl.store(a, nl.load(a) + 1.0)
+        return a
+
+    def forgets_mutable(a: nt.mutable_tensor):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a))
+        return out
+
+    x = np.zeros((4, 8), np.float32)
+    with pytest.raises(NkiValidationError, match="Cannot update immutable parameter 'a'"):
+        nki.simulate_kernel(writes_input, x)
+    assert not x.any()  # the refused write was not written back
+    with pytest.raises(NkiValidationError, match="Mutable kernel parameter not returned by 'return' statement"):
+        nki.simulate_kernel(forgets_mutable, x)
+
+
+def test_dynamic_offset_out_of_bounds_is_reported():
+    def kern(src, offs):
+        s, o = nl.load(src), nl.load(offs)
+        ix, iy = nl.mgrid[0:8, 0:4]
+        out = nl.ndarray((8, 4), dtype=src.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nisa.tensor_copy_dynamic_src(s[ix, o[0, 0] + iy]))
+        return out
+
+    src = RNG.standard_normal((8, 16)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate_kernel(kern, src, np.array([[12]], np.int32)), src[:, 12:16])
+    with pytest.raises(NkiValidationError, match=r"Out-of-bound access .* index range \[13, 16\]"):
+        nki.simulate_kernel(kern, src, np.array([[13]], np.int32))
+
+
+def test_direct_allocation_aliasing_is_visible_and_loop_safe():
+    def kern(x):
+        out = nl.ndarray((3, 8, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((3, nl.par_dim(8), 16), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+        for b in nl.affine_range(3):  # one physical tile for all blocks: each iteration writes then reads it
+            t[b] = nl.load(x) * float(b + 1)
+            nl.store(out[b], t[b])
+        return out
+
+    x = RNG.standard_normal((8, 16)).astype(np.float32)
+    np.testing.assert_allclose(nki.simulate_kernel(kern, x), np.stack([x, 2 * x, 3 * x]), rtol=1e-6)
+
+    def stale(x):
+        out = nl.ndarray((8, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((2, nl.par_dim(8), 16), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+        t[0] = nl.load(x)
+        t[1] = nl.load(x) * 5.0  # same physical tile (no num_free_tiles): overwrites block 0
+        nl.store(out, t[0])
+        return out
+
+    np.testing.assert_allclose(nki.simulate_kernel(stale, x), 5 * x, rtol=1e-6)
+
+
+def test_masked_result_assigned_into_a_larger_tile_writes_only_the_mask():
+    def kern(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(x.shape[0])[:, None]
+        i_f = nl.arange(x.shape[1])[None, :]
+        z = nl.full(x.shape, 7.0, nl.float32)
+        z[i_p, i_f] = nl.matmul(nl.load(x), nl.load(x), transpose_x=True, mask=(i_p < 3))
+        nl.store(out, z)
+        return out
+
+    x = RNG.standard_normal((8, 8)).astype(np.float32)
+    want = np.full((8, 8), 7.0, np.float32)
+    want[:3] = (x.T @ x)[:3]
+    np.testing.assert_allclose(nki.simulate_kernel(kern, x), want, rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_grid_is_the_documented_tile_definition():
+    assert nl.gemm_grid().shape == (nl.tile_size.pmax, nl.tile_size.gemm_moving_fmax)
+    assert nl.gemm_stationary_grid().shape == (nl.tile_size.pmax, nl.tile_size.gemm_stationary_fmax)
+
+
+def test_psum_accumulation_group_restarts_after_its_result_is_read():
+    """`psum += matmul` without nl.zeros: the first matmul of a group overwrites (the Beta-1 compiler set the
+    flag); once the result is read, the next `+=` into the same tile starts a new group."""
+    def kern(a, b):
+        out = nl.ndarray((2, 16, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        ps = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.psum)  # never zeroed, reused for both groups
+        for g in nl.sequential_range(2):
+            for k in nl.affine_range(2):
+                ps += nisa.nc_matmul(nl.load(a[g, k]), nl.load(b[g, k]))
+            nl.store(out[g], nl.copy(ps))
+        return out
+
+    a = RNG.standard_normal((2, 2, 32, 16)).astype(np.float32)
+    b = RNG.standard_normal((2, 2, 32, 8)).astype(np.float32)
+    want = np.stack([sum(a[g, k].T @ b[g, k] for k in range(2)) for g in range(2)])
+    np.testing.assert_allclose(nki.simulate_kernel(kern, a, b), want, rtol=1e-5, atol=1e-5)

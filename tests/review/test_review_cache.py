@@ -1,0 +1,73 @@
+"""The cross-review case cache: same reports with and without it, keyed by content, bounded."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from nkieval.review import review
+from nkieval.review.cache import CASE_CACHE, CaseCache, new_case_data, task_fingerprint
+from nkieval.tasks import BUILTIN_ROOT, load_task
+
+TASK = "vector_add"
+
+
+def _report(r) -> str:
+    """The report without wall-clock measurements (review timings, per-case simulation time)."""
+    d = r.to_dict()
+    d.pop("timings", None)
+    for c in d["cases"]:
+        c.pop("sim_s", None)
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def test_cached_review_equals_uncached_and_hits():
+    task = load_task(TASK)
+    cand = BUILTIN_ROOT / TASK / "flawed" / task.flawed[0].file.split("/")[-1]
+    CASE_CACHE.clear()
+    cold = review(task, cand, seed=11)
+    after_cold = CASE_CACHE.stats()
+    assert after_cold["misses"] == len(cold.cases) and after_cold["entries"] == len(cold.cases)
+    warm = review(task, cand, seed=11)
+    assert CASE_CACHE.stats()["hits"] == after_cold["hits"] + len(warm.cases)
+    plain = review(task, cand, seed=11, cache=False)
+    assert _report(cold) == _report(warm) == _report(plain)
+    other = review(task, task.solution_file, seed=11)  # another candidate reuses the same cases
+    assert CASE_CACHE.stats()["hits"] == after_cold["hits"] + 2 * len(warm.cases)
+    assert _report(other) == _report(review(task, task.solution_file, seed=11, cache=False))
+
+
+def test_fresh_secret_seed_is_not_cached():
+    CASE_CACHE.clear()
+    review(TASK, BUILTIN_ROOT / TASK / "solution_nki.py")
+    assert CASE_CACHE.stats()["entries"] == 0
+
+
+def test_fingerprint_follows_reference_and_task_content(tmp_path):
+    src = BUILTIN_ROOT / TASK
+    d = tmp_path / TASK
+    shutil.copytree(src, d)
+    fp0 = task_fingerprint(load_task(d))
+    assert fp0 == task_fingerprint(load_task(src))  # content, not location
+    (d / "reference.py").write_text((d / "reference.py").read_text() + "\n# changed\n")
+    fp1 = task_fingerprint(load_task(d))
+    (d / "task.toml").write_text((d / "task.toml").read_text().replace("rtol", "rtol", 1) + "\n# changed\n")
+    fp2 = task_fingerprint(load_task(d))
+    assert len({fp0, fp1, fp2}) == 3
+
+
+def test_lru_is_bounded_by_bytes_and_arrays_are_read_only():
+    entries = [new_case_data({"a": np.zeros(1000, np.float32)}, b"x" * 1000) for _ in range(5)]
+    size = entries[0].nbytes()
+    cache = CaseCache(max_bytes=3 * size)
+    for i, e in enumerate(entries):
+        cache.put(i, e)
+    assert cache.stats()["entries"] == 3 and cache.stats()["evictions"] == 2
+    assert cache.get(0) is None and cache.get(4) is entries[4]
+    cache.get(2)  # most recently used now: survives the next insertion
+    cache.put(5, new_case_data({"a": np.zeros(1000, np.float32)}, b"x" * 1000))
+    assert cache.get(2) is entries[2] and cache.get(3) is None
+    with pytest.raises(ValueError):
+        entries[0].inputs["a"][0] = 1.0
+    assert CaseCache(max_bytes=0).get(1) is None
