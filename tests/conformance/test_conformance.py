@@ -13,7 +13,7 @@ from conf_cases_language import CASES as NL_CASES
 from conf_cases_language import ILLEGAL as NL_ILLEGAL
 from conf_cases_views import CASES as VIEW_CASES
 from conf_cases_views import ILLEGAL as VIEW_ILLEGAL
-from conf_coverage import beta1_coverage, coverage, format_listing
+from conf_coverage import REFUSED, beta1_coverage, coverage, format_listing
 from conf_kit import Case, Illegal, compare, expect_rule, frontend_available, run
 
 CASES = ISA_CASES + NL_CASES + VIEW_CASES + B1_CASES
@@ -50,9 +50,28 @@ def test_illegal(case: Illegal) -> None:
 def test_every_instruction_has_a_legal_and_an_illegal_case() -> None:
     """The generated coverage listing: every nki.isa instruction must have conformance cases."""
     cov = coverage()
-    print(format_listing(cov))
+    print(format_listing(cov, refused=REFUSED))
     missing = [n for n, c in cov["nisa"].items() if not c["legal"]]
     assert not missing, f"nki.isa instructions without a conformance case: {missing}"
+
+
+def test_every_language_call_has_a_legal_case() -> None:
+    """Every nki.language call (less the types and the names refused on purpose) and every tensor method."""
+    cov = coverage()
+    missing = [f"{ns}.{n}" for ns in ("nl", "tensor") for n, c in cov[ns].items()
+               if not c["legal"] and f"{ns}.{n}" not in REFUSED]
+    assert not missing, f"nki.language APIs without a legal conformance case: {missing}"
+
+
+def test_refused_names_have_an_illegal_case() -> None:
+    """A name refused on purpose must be shown to refuse with its rule (an illegal case), not just skipped."""
+    from conf_cases_isa import ILLEGAL as ISA_ILLEGAL
+    from conf_cases_language import ILLEGAL as NL_ILLEGAL
+    from conf_cases_views import ILLEGAL as VIEW_ILLEGAL
+    from conf_coverage import REFUSED
+
+    refused_apis = {c.api for c in ISA_ILLEGAL + NL_ILLEGAL + VIEW_ILLEGAL}
+    assert REFUSED <= refused_apis, sorted(REFUSED - refused_apis)
 
 
 def test_table_names_exist() -> None:

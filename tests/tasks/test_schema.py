@@ -98,3 +98,27 @@ def test_input_families_generate_storage_dtypes(family):
     assert x.shape == (4, 5) and x.dtype.name == "bfloat16"
     y = generate("x", (4, 5), "bfloat16", family, 1)
     assert (x.astype("float32") == y.astype("float32")).all()
+
+
+def test_reference_variants_are_loaded_and_checked(tmp_path):
+    from nkieval.tasks import load_reference_variants
+
+    d = _copy(tmp_path)
+    ref = d / "reference.py"
+    base = ref.read_text()
+    ref.write_text(base + "\n\nVARIANTS = {'swapped': {'cause': 'computes a - b', 'action': 'add',\n"
+                   "                         'fn': lambda a, b: a - b}}\n")
+    t = load_task(d)
+    (v,) = load_reference_variants(t)
+    assert (v.id, v.cause, v.action) == ("swapped", "computes a - b", "add")
+    assert check_task(d).ok
+
+    ref.write_text(base + "\n\nVARIANTS = {'bad': {'cause': 'x', 'fn': lambda a, b: a}}\n")
+    with pytest.raises(TaskError, match=r"VARIANTS\['bad'\] lacks \['action'\]") as ei:
+        load_reference_variants(load_task(d))
+    assert ei.value.rule == "reference-variants"
+    assert any("VARIANTS['bad']" in e for e in check_task(d).errors)
+
+    ref.write_text(base + "\n\nVARIANTS = {'short': {'cause': 'x', 'action': 'y', 'fn': lambda a, b: a[:1]}}\n")
+    errs = check_task(d).errors
+    assert any("VARIANTS['short'] returns shape" in e for e in errs), errs

@@ -55,7 +55,7 @@ from .bounds import RULES, gamma, prob_coeff
 from .formats import FORMATS, Format, UnknownDtypeError, get_format, round_to
 from .gates import PreparedCheck, check, check_stochastic_rounding, default_recipe, k_scaling_slope
 from .inputs import FAMILIES, generate, is_random_family, matmul_inputs
-from .oracle import OPS, OpSpec, UnknownOpError, evaluate, generic_op, get_op
+from .oracle import OPS, OpSpec, UnknownOpError, Variant, evaluate, generic_op, get_op
 from .platforms import (
     ATTRIBUTION_TABLE,
     PRESETS,
@@ -91,6 +91,7 @@ __all__ = [
     "RecipeError",
     "UnknownDtypeError",
     "UnknownOpError",
+    "Variant",
     "Verdict",
     "WorstElement",
     "attribute_discrepancy",

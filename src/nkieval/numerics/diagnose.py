@@ -666,6 +666,18 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
             if sc is not None:
                 findings.append((0.01 + sc, Finding(c.id, c.cause, f"re-running the op that way reproduces the "
                                                     f"kernel's output (residual {sc:.2g} of the error)", c.action)))
+    # 2b. the op's own known wrong formulas (declared with the reference function)
+    for var in spec.variants:
+        try:
+            kw = {k: v for k, v in params.items() if k not in ("k", "multilinear")}
+            full = np.asarray(var.fn(*[np.asarray(a, dtype=np.float64) for a in arrays], **kw), dtype=np.float64)
+            v = _fl(full.reshape(-1)[e0:e0 + ob.y.size], s)
+        except (ValueError, TypeError, FloatingPointError, IndexError, ArithmeticError):
+            continue
+        sc = _match(s, np.asarray(v, dtype=np.float64).ravel())
+        if sc is not None:
+            findings.append((0.01 + sc, Finding(var.id, var.cause, f"evaluating that formula reproduces the "
+                                                f"kernel's output (residual {sc:.2g} of the error)", var.action)))
     # 3. precision fingerprint (redundant once a defect model reproduces the output closely)
     if not any(sc < 0.11 for sc, _ in findings):
         for sc, f in _fingerprint(s, ob, ctx, tau_of):

@@ -209,12 +209,14 @@ def _resolve_op(op: Any, params: dict[str, Any]) -> OpSpec:
     if isinstance(op, OpSpec):
         return op
     if callable(op) and not isinstance(op, str):
-        return generic_op(op, k=params.pop("k", None), multilinear=params.pop("multilinear", True))
+        return generic_op(op, k=params.pop("k", None), multilinear=params.pop("multilinear", True),
+                          variants=params.pop("variants", ()))
     if op == "generic":
         fn = params.pop("fn", None)
         if fn is None:
             raise ValueError("op='generic' needs fn=<float64 reference function>")
-        return generic_op(fn, k=params.pop("k", None), multilinear=params.pop("multilinear", True))
+        return generic_op(fn, k=params.pop("k", None), multilinear=params.pop("multilinear", True),
+                          variants=params.pop("variants", ()))
     return get_op(op)
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "OracleBlock",
     "Prepared",
     "UnknownOpError",
+    "Variant",
     "evaluate",
     "generic_op",
     "get_op",
@@ -92,6 +93,21 @@ class Prepared:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A known wrong formula for a reference op: diagnosis names it when it reproduces the output.
+
+    ``fn`` takes the same operands (float64) and params as the reference function. Task authors
+    declare the mistakes a kernel author typically makes for *their* op (the tanh GELU where the
+    exact one is specified, a missing scale, ...), which the built-in defect models cannot know.
+    """
+
+    id: str
+    cause: str
+    action: str
+    fn: Callable[..., np.ndarray]
+
+
+@dataclass(frozen=True)
 class OpSpec:
     """One op class of the standard.
 
@@ -117,6 +133,8 @@ class OpSpec:
     doc: str = ""
     confusables: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    #: known wrong formulas of a reference (generic) op, tried by diagnosis
+    variants: tuple[Variant, ...] = ()
 
 
 OPS: dict[str, OpSpec] = {}
@@ -899,7 +917,7 @@ GENERIC_WITNESS_FACTOR = 16.0
 
 
 def generic_op(fn: Callable[..., np.ndarray], *, k: int | None = None, multilinear: bool = True,
-               name: str = "generic", early: bool = True) -> OpSpec:
+               name: str = "generic", early: bool = True, variants: Sequence[Variant] = ()) -> OpSpec:
     """Wrap a float64 reference function whose op class is unknown.
 
     The bound needs a magnitude scale ``S`` per output. For ``multilinear=True`` (sums of
@@ -928,6 +946,8 @@ def generic_op(fn: Callable[..., np.ndarray], *, k: int | None = None, multiline
     an F(12, 4) variate above 341, p ≈ 2e-5; lattice cases such as two equal terms, where a
     draw cancels exactly with probability ½, give ``Σ d_r² = 0``, which is never a witness).
     Otherwise the remaining draws are taken.
+
+    ``variants`` are known wrong formulas (:class:`Variant`) that diagnosis tries on a failure.
     """
 
     def prepare(inputs: list[np.ndarray], params: dict[str, Any], recipe: PrecisionRecipe) -> Prepared:
@@ -995,7 +1015,8 @@ def generic_op(fn: Callable[..., np.ndarray], *, k: int | None = None, multiline
         return prep
 
     spec = OpSpec(name=name, kind="generic", input_names=(), prepare=prepare, n_required=0, n_data=99,
-                  doc=f"reference function {getattr(fn, '__name__', 'fn')} with declared K")
+                  doc=f"reference function {getattr(fn, '__name__', 'fn')} with declared K",
+                  variants=tuple(variants))
     return spec
 
 

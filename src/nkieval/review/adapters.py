@@ -9,7 +9,7 @@ signatures without the pipeline noticing anywhere else.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,11 +49,13 @@ def numerics_operands(task: Task, inputs: Mapping[str, np.ndarray]) -> list[np.n
 
 
 def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, random_family: bool,
-                     oracle: Callable[..., Any] | None, dims: Mapping[str, int], *, keep_blocks: bool = False
-                     ) -> tuple[Any | None, str | None]:
+                     oracle: Callable[..., Any] | None, dims: Mapping[str, int], *, keep_blocks: bool = False,
+                     variants: Sequence[Any] = ()) -> tuple[Any | None, str | None]:
     """``nkieval.numerics.PreparedCheck`` for one case's inputs (candidate-independent), or why not.
 
     ``keep_blocks=True`` keeps the oracle and bounds in memory for judging many outputs.
+    ``variants`` (reference.py's known wrong formulas, ``tasks.load_reference_variants``) are
+    tried by the diagnosis of a failing output of a ``reference`` op.
     """
     prepared, why = _import("nkieval.numerics:PreparedCheck")
     if prepared is None:
@@ -68,9 +70,12 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
             k = task.numerics.k
             kk = int(dims[k]) if isinstance(k, str) else k
             args = [inputs[t.name] for t in task.inputs]
+            variant_cls, _ = _import("nkieval.numerics:Variant")
+            vs = [variant_cls(v.id, v.cause, v.action, lambda *a, _f=v.fn: _f(*a, **task.params))
+                  for v in variants] if variant_cls is not None else []
             pc = prepared(args, lambda *a: oracle(*a, **task.params), task.numerics.recipe, input_family=fam,
                           keep_blocks=keep_blocks, k=kk,
-                          multilinear=bool(task.numerics.op_params.get("multilinear", False)))
+                          multilinear=bool(task.numerics.op_params.get("multilinear", False)), variants=vs)
         else:
             pc = prepared(numerics_operands(task, inputs), task.numerics.op, task.numerics.recipe,
                           input_family=fam, keep_blocks=keep_blocks, **params)

@@ -30,7 +30,7 @@ from nkieval.review.model import CaseResult, Review
 from nkieval.review.rubric import DEFAULT_RUBRIC, Rubric, load_rubric
 from nkieval.review.sandbox import CaseJob, CaseRun, Isolation, SandboxLimits, run_candidate
 from nkieval.review.scoring import Evidence, score_all
-from nkieval.tasks import Task, load_reference, load_task, reference_outputs
+from nkieval.tasks import Task, load_reference, load_reference_variants, load_task, reference_outputs
 from nkieval.tasks.inputs import derive_seed, generate_inputs, is_random
 
 #: Failing cases per review whose numerics failure is diagnosed (likely causes named); the
@@ -195,6 +195,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     timings["inputs_s"] = time.perf_counter() - t0
     ref_fn = load_reference(task)
     oracle = _oracle(task)
+    variants = load_reference_variants(task)
     num_ok, num_reason = adapters.numerics_available()
     index = {c.label: i for i, c in enumerate(cases)}
     judged: dict[int, tuple[CaseResult, float, float, str | None]] = {}
@@ -222,7 +223,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
                 tn = time.perf_counter()
                 keep = key is not None and ref[0].size <= MAX_KEPT_ELEMENTS
                 pc, reason = data.get_prepared(lambda: adapters.numerics_prepare(
-                    task, inp, c.family, is_random(c.family), oracle, c.dims, keep_blocks=keep))
+                    task, inp, c.family, is_random(c.family), oracle, c.dims, keep_blocks=keep, variants=variants))
                 if pc is not None:
                     diag = diagnose_left[0] > 0
                     cr.numerics, reason = adapters.numerics_judge(pc, run.outputs[0], diagnose=diag)

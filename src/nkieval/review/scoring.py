@@ -187,7 +187,10 @@ def _precision_hint(w: dict[str, Any]) -> str:
         return ""
     if not (math.isfinite(got) and math.isfinite(exp)) or exp == 0 or got == exp:
         return ""
-    bits = -math.log2(abs(got - exp) / abs(exp))
+    rel = abs(got - exp) / abs(exp)
+    if rel >= 0.5:  # not a precision problem: the value itself is wrong (e.g. 0 where a tiny value is due)
+        return f"; worst relative error {rel:.3g}"
+    bits = -math.log2(rel)
     if 6.5 <= bits <= 10.5:
         fmt = "bf16 (8 significand bits): an intermediate or the output is probably rounded to bf16"
     elif 10.5 < bits <= 12.5:

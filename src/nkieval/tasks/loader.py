@@ -87,6 +87,45 @@ def load_reference(task: Task) -> Callable[..., Any]:
     return fn
 
 
+@dataclass(frozen=True)
+class ReferenceVariant:
+    """A known wrong formula declared in reference.py's ``VARIANTS`` (what a flawed kernel may compute).
+
+    ``fn`` takes the reference's arguments and returns the op's output (float64); the numerics
+    diagnosis names ``cause`` when evaluating it reproduces a failing output.
+    """
+
+    id: str
+    cause: str
+    action: str
+    fn: Callable[..., Any]
+
+
+def load_reference_variants(task: Task) -> list[ReferenceVariant]:
+    """reference.py's optional ``VARIANTS = {id: {"cause": str, "action": str, "fn": callable}}``."""
+    ns = runpy.run_path(str(task.reference_file), run_name=f"nkieval_task_{task.id}_reference")
+    raw = ns.get("VARIANTS", {})
+    where = f"{task.reference_file.name}:VARIANTS"
+    if not isinstance(raw, dict):
+        raise TaskError(f"VARIANTS must be a dict of id -> {{cause, action, fn}}, not {type(raw).__name__}",
+                        where=where, rule="reference-variants")
+    out = []
+    for vid, d in raw.items():
+        if not isinstance(vid, str) or not isinstance(d, dict):
+            raise TaskError(f"VARIANTS[{vid!r}] must map a string id to a dict with cause, action and fn",
+                            where=where, rule="reference-variants")
+        missing = [k for k in ("cause", "action", "fn") if k not in d]
+        unknown = sorted(set(d) - {"cause", "action", "fn"})
+        if missing or unknown:
+            raise TaskError(f"VARIANTS[{vid!r}] " + (f"lacks {missing}" if missing else f"has unknown keys {unknown}"),
+                            where=where, rule="reference-variants")
+        if not isinstance(d["cause"], str) or not isinstance(d["action"], str) or not callable(d["fn"]):
+            raise TaskError(f"VARIANTS[{vid!r}]: cause and action must be strings and fn a function", where=where,
+                            rule="reference-variants")
+        out.append(ReferenceVariant(vid, d["cause"], d["action"], d["fn"]))
+    return out
+
+
 def _check_reference_signature(task: Task) -> None:
     fn = load_reference(task)
     sig = inspect.signature(fn)
@@ -166,6 +205,11 @@ def check_task(path: str | Path, *, run_reference: bool = True) -> CheckReport:
     if not run_reference:
         return rep
     fn = load_reference(task)
+    try:
+        variants = load_reference_variants(task)
+    except TaskError as e:
+        rep.errors.append(str(e))
+        variants = []
     for case in task.shapes:
         specs = [(t.name, t.concrete(case.dims), t.dtype, t.family) for t in task.inputs]
         ins = generate_inputs(specs, task.families[0], 0, case.label)
@@ -188,4 +232,14 @@ def check_task(path: str | Path, *, run_reference: bool = True) -> CheckReport:
                 rep.errors.append(f"reference output {spec.name} has dtype {o.dtype}, the signature says {spec.dtype}")
             if not np.array_equal(np.asarray(o, np.float64), np.asarray(o2, np.float64), equal_nan=True):
                 rep.errors.append(f"reference output {spec.name} is not deterministic on {case.label}")
+        for var in variants:
+            try:
+                vo = np.asarray(var.fn(*[ins[t.name] for t in task.inputs], **task.params))
+            except Exception as e:  # the task author's code: report, don't crash
+                rep.errors.append(f"reference.py:VARIANTS[{var.id!r}] raised on {case.label}: {type(e).__name__}: {e}")
+                continue
+            want = task.outputs[0].concrete(case.dims)
+            if tuple(vo.shape) != want:
+                rep.errors.append(f"reference.py:VARIANTS[{var.id!r}] returns shape {tuple(vo.shape)} on {case.label}; "
+                                  f"the first output is {want}")
     return rep

@@ -21,5 +21,21 @@ def oracle(x_t, w, bias):
     return gelu(z)
 
 
+def gelu_apprx_tanh_oracle(x_t, w, bias):
+    """The tanh-approximation GELU (``nl.gelu_apprx_tanh``): what the flaw computes instead."""
+    z = x_t.astype(np.float64).T @ w.astype(np.float64) + bias.astype(np.float64)[None, :]
+    return 0.5 * z * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
+
+
+# Known wrong formulas: the review's numerics diagnosis names one when it reproduces the output.
+VARIANTS = {
+    "gelu_apprx_tanh": {
+        "cause": "computes the tanh-approximation GELU (gelu_apprx_tanh) instead of the exact erf GELU",
+        "action": "use the exact GELU (nl.gelu / erf), as the task and the CUDA kernel specify",
+        "fn": gelu_apprx_tanh_oracle,
+    },
+}
+
+
 def reference(x_t, w, bias):
     return oracle(x_t, w, bias).astype(np.float32)

@@ -1,0 +1,72 @@
+"""Diagnosis names a reference op's declared wrong formula (``Variant``) when it reproduces the output."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from nkieval.numerics import PrecisionRecipe, Variant, check, generic_op
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _z(x_t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return x_t.astype(np.float64).T @ w.astype(np.float64)
+
+
+def gelu_exact(x_t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    z = _z(x_t, w)
+    return 0.5 * z * (1.0 + _ERF(z / math.sqrt(2.0)))
+
+
+def gelu_tanh(x_t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    z = _z(x_t, w)
+    return 0.5 * z * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
+
+
+def gelu_sigmoid(x_t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    z = _z(x_t, w)
+    return z / (1.0 + np.exp(-1.702 * z))
+
+
+TANH = Variant("gelu_apprx_tanh", "computes the tanh-approximation GELU instead of the exact erf GELU",
+               "use the exact (erf) GELU", gelu_tanh)
+SIGMOID = Variant("gelu_sigmoid", "computes the sigmoid-approximation GELU", "use the exact (erf) GELU",
+                  gelu_sigmoid)
+RECIPE = PrecisionRecipe(inputs=("bf16", "bf16"), accumulate="fp32", output="fp32")
+
+
+def _inputs(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x_t = rng.standard_normal((64, 96)).astype(ml_dtypes.bfloat16)
+    w = (rng.standard_normal((64, 80)) / 8).astype(ml_dtypes.bfloat16)
+    return x_t, w
+
+
+def test_declared_variant_is_named_as_the_cause() -> None:
+    x_t, w = _inputs()
+    got = gelu_tanh(x_t, w).astype(np.float32)
+    op = generic_op(gelu_exact, k=64, multilinear=False, variants=(SIGMOID, TANH))
+    v = check(got, [x_t, w], op, RECIPE, input_family="normal")
+    assert v.status == "fail"
+    assert v.findings and v.findings[0].id == "gelu_apprx_tanh", [f.id for f in v.findings]
+    assert "tanh" in v.findings[0].cause
+    assert "gelu_sigmoid" not in [f.id for f in v.findings]
+
+
+def test_variant_not_named_when_it_does_not_explain_the_output() -> None:
+    x_t, w = _inputs(1)
+    got = (gelu_exact(x_t, w) * 1.01).astype(np.float32)  # a wrong scale, not the tanh formula
+    op = generic_op(gelu_exact, k=64, multilinear=False, variants=(TANH,))
+    v = check(got, [x_t, w], op, RECIPE, input_family="normal")
+    assert v.status == "fail"
+    assert "gelu_apprx_tanh" not in [f.id for f in v.findings]
+
+
+def test_passing_output_is_not_diagnosed() -> None:
+    x_t, w = _inputs(2)
+    got = gelu_exact(x_t, w).astype(np.float32)
+    op = generic_op(gelu_exact, k=64, multilinear=False, variants=(TANH,))
+    assert check(got, [x_t, w], op, RECIPE, input_family="normal").status == "pass"
