@@ -19,3 +19,21 @@ def test_exact_or_unusable_values_give_no_hint():
     assert _precision_hint({"got": 1.0, "expected": 1.0}) == ""
     assert _precision_hint({"got": float("nan"), "expected": 1.0}) == ""
     assert _precision_hint({"expected": 1.0}) == ""
+
+
+def test_correctness_line_names_a_reproduced_cause_only():
+    from nkieval.review.model import CaseResult
+    from nkieval.review.scoring import _reproduced_cause
+
+    def case(findings):
+        c = CaseResult("public-0/normal", {"n": 4}, False, "normal", 1, "ok")
+        c.numerics = {"findings": findings}
+        return c
+
+    hit = {"id": "bias_after_gelu", "cause": "adds the bias after the GELU", "action": "add it first",
+           "evidence": "evaluating that formula reproduces the kernel's output (residual 1e-06 of the error)"}
+    guess = {"id": "tf32_inputs", "cause": "TF32 operands", "action": "",
+             "evidence": "the errors are 3σ (RMS) under the declared recipe but 0.9σ under 'tf32'"}
+    assert _reproduced_cause(case([hit, guess])) == hit
+    assert _reproduced_cause(case([guess, hit])) is None  # a fingerprint guess ranked first is not a named cause
+    assert _reproduced_cause(case([])) is None

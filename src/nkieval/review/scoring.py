@@ -87,6 +87,16 @@ _EXPECT = {
 }
 
 
+def _reproduced_cause(c: CaseResult) -> dict[str, Any] | None:
+    """The numerics diagnosis's top finding when a defect model re-ran the op that way and reproduced
+    the output (a named cause with evidence, not a guess from the error's shape)."""
+    findings = (c.numerics or {}).get("findings") or []
+    top = findings[0] if findings else None
+    if isinstance(top, dict) and top.get("cause") and "reproduces the kernel's output" in str(top.get("evidence")):
+        return top
+    return None
+
+
 def _case_feedback(c: CaseResult, task: Task) -> Feedback:
     ev = _case_ev(c)
     if c.status == "ok" and c.mismatch:
@@ -106,7 +116,13 @@ def _case_feedback(c: CaseResult, task: Task) -> Feedback:
                    f"(|err| {m['abs_error']:.3g} > allowed {m['allowed']:.3g}); rows {m.get('rows_affected', '')}")
         else:
             obs = f"{_shape(c)}: output {m['output']} has {kind} {m['got']}, expected {m['expected']}"
-        return Feedback("correctness", "error", obs, _EXPECT[kind], _SUGGEST[kind], ev)
+        sug = _SUGGEST[kind]
+        cause = _reproduced_cause(c)
+        if cause is not None:
+            obs += f"; likely cause: {cause['cause']} ({cause['evidence']})"
+            sug = cause.get("action") or sug
+            ev["finding"] = cause.get("id")
+        return Feedback("correctness", "error", obs, _EXPECT[kind], sug, ev)
     e = c.error
     ev.update({k: v for k, v in e.items() if k in ("rule", "instruction", "location", "error_type")})
     if c.status == "rule-violation":
