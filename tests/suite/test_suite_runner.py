@@ -81,6 +81,65 @@ def test_judge_applies_the_three_expectations() -> None:
     assert "misses:" in text and "t/flawed:b@trn2" in text
 
 
+def test_judge_checks_the_stated_roofline_fraction() -> None:
+    """An expert below its task's expert_roofline_fraction on a target is a miss, named as such."""
+    recs = [
+        _rec("t/solution@trn2", "expert", expert_roofline_fraction=0.3, percent_of_roofline=35.0),
+        _rec("t/solution@trn1", "expert", expert_roofline_fraction=0.3, percent_of_roofline=29.9),
+        _rec("t/solution@trn3", "expert", expert_roofline_fraction=0.3),  # no estimate: cannot be shown
+        _rec("u/solution@trn2", "expert", percent_of_roofline=5.0),  # states none: not judged on it
+        _rec("v/solution@trn2", "expert", expert_roofline_fraction=0.5, percent_of_roofline=10.0,
+             verdict="fail", levels={"correctness": 2, "numerics": 4}),
+    ]
+    m = suite.judge(recs)
+    by = {o.key: o for o in m.outcomes}
+    assert {k: o.ok for k, o in by.items()} == {"t/solution@trn2": True, "t/solution@trn1": False,
+                                                 "t/solution@trn3": False, "u/solution@trn2": True,
+                                                 "v/solution@trn2": False}
+    assert {k: o.roofline_ok for k, o in by.items()} == {"t/solution@trn2": True, "t/solution@trn1": False,
+                                                          "t/solution@trn3": False, "u/solution@trn2": None,
+                                                          "v/solution@trn2": False}
+    assert "29.9% of roofline is below the stated expert_roofline_fraction 0.3" in by["t/solution@trn1"].detail
+    assert "no roofline estimate" in by["t/solution@trn3"].detail
+    assert "correctness=2" in by["v/solution@trn2"].detail and "below the stated" in by["v/solution@trn2"].detail
+    s = m.summary()
+    assert s["expert_pass"] == [4, 5] and s["expert_roofline_met"] == [1, 4]
+    assert len(s["misses"]) == 3
+    text = suite.format_matrix(m)
+    assert "trn1:ROOF" in text and "trn3:ROOF" in text and "expert at stated roofline fraction 1/4" in text
+    assert "t/solution@trn1: " in text and "30% (stated 30%)" in text
+    # exactly at the stated fraction is enough
+    (o,) = suite.judge([_rec("t/solution@trn2", "expert", expert_roofline_fraction=0.25,
+                             percent_of_roofline=25.0)]).outcomes
+    assert o.ok and o.roofline_ok
+
+
+def test_expert_entries_and_records_carry_the_stated_fraction(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nkieval.review import pipeline
+
+    t = load_task("relu")
+    entries = suite.plan(tasks="relu")
+    assert t.perf.expert_roofline_fraction is not None
+    assert {e.expert_roofline_fraction for e in entries if e.role == "expert"} == {t.perf.expert_roofline_fraction}
+    assert {e.expert_roofline_fraction for e in entries if e.role != "expert"} == {None}
+
+    def boom(*a: object, **k: object) -> None:
+        raise RuntimeError("no review here")
+
+    monkeypatch.setattr(pipeline, "review", boom)
+    rec = suite.run_entry(next(e for e in entries if e.role == "expert"))
+    assert rec["v"] == suite.RECORD_VERSION >= 3 and rec["verdict"] == "infra-error"
+    assert rec["expert_roofline_fraction"] == t.perf.expert_roofline_fraction
+
+
+def test_records_of_an_older_format_are_run_again(tmp_path: Path) -> None:
+    """Records without the stated fraction (version 2) are not reused: the judge could not check them."""
+    out = tmp_path / "r.jsonl"
+    old = _rec("t/solution@trn2", "expert", v=2, percent_of_roofline=50.0)
+    out.write_text(json.dumps(old) + "\n" + json.dumps(_rec("t/solution@trn1", "expert")) + "\n")
+    assert list(suite.load_records(out)) == ["t/solution@trn1"]
+
+
 def test_flaw_is_judged_against_the_experts_level() -> None:
     """A flawed candidate scoring what the expert scores in its criterion is not caught, even below 4."""
     recs = [_rec("t/solution@trn2", "expert", levels={"correctness": 4, "numerics": 4, "migration": 3}),

@@ -122,3 +122,52 @@ def test_reference_variants_are_loaded_and_checked(tmp_path):
     ref.write_text(base + "\n\nVARIANTS = {'short': {'cause': 'x', 'action': 'y', 'fn': lambda a, b: a[:1]}}\n")
     errs = check_task(d).errors
     assert any("VARIANTS['short'] returns shape" in e for e in errs), errs
+
+
+def _set_perf(d: Path, fraction: str, note: str) -> None:
+    """Replace the copied task's [perf] fraction and note lines."""
+    p = d / "task.toml"
+    lines = p.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("expert_roofline_fraction ="):
+            lines[i] = f"expert_roofline_fraction = {fraction}"
+        elif line.startswith("note ="):
+            lines[i] = f"note = {note}"
+    p.write_text("\n".join(lines) + "\n")
+
+
+def test_low_roofline_fraction_needs_a_perf_note(tmp_path):
+    """A stated expert roofline fraction below 0.3 must say why in [perf] note (rule perf-note)."""
+    from nkieval.tasks.schema import LOW_ROOFLINE_FRACTION
+
+    d = _copy(tmp_path)
+    _set_perf(d, "0.2", '"  "')
+    with pytest.raises(TaskError) as ei:
+        load_task(d)
+    assert ei.value.rule == "perf-note" and ei.value.where == "task.toml:perf.note"
+    assert "task.toml" in str(ei.value) and "perf-note" in str(ei.value) and "0.2" in str(ei.value)
+    assert not check_task(d).ok
+    _set_perf(d, "0.2", '"Vector-bound: four passes per element."')
+    assert load_task(d).perf.expert_roofline_fraction == 0.2
+    _set_perf(d, str(LOW_ROOFLINE_FRACTION), '""')  # at the threshold no reason is needed
+    assert load_task(d).perf.note == ""
+
+
+@pytest.mark.parametrize("fraction", ["0", "-0.1", "1.5"])
+def test_roofline_fraction_must_be_a_fraction(tmp_path, fraction):
+    d = _copy(tmp_path)
+    _set_perf(d, fraction, '"why"')
+    with pytest.raises(TaskError) as ei:
+        load_task(d)
+    assert ei.value.rule == "value" and ei.value.where == "task.toml:perf.expert_roofline_fraction"
+
+
+@pytest.mark.parametrize("tid", builtin_ids())
+def test_builtin_low_roofline_fractions_give_a_reason(tid):
+    """Every built-in task states its expert's roofline fraction; below 0.3 the note names the bottleneck."""
+    from nkieval.tasks.schema import LOW_ROOFLINE_FRACTION
+
+    perf = load_task(tid).perf
+    assert perf.expert_roofline_fraction is not None
+    if perf.expert_roofline_fraction < LOW_ROOFLINE_FRACTION:
+        assert len(perf.note) >= 80, perf.note

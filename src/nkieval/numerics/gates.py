@@ -71,7 +71,7 @@ def _z_bins(z: np.ndarray) -> np.ndarray:
     np.clip(t, -1.0, len(_Z_EDGES) - 2.0, out=t)  # same bins as clipping the integer b = t + 1
     b = t.astype(np.int64)
     b += 1
-    b[z <= 0] = 0
+    # z <= 0 needs no fix-up: max(z, 1e-300) makes t = -5920 there, clipped to -1, so b = 0 already
     return b
 
 
@@ -88,14 +88,53 @@ def _ratio(e: np.ndarray, tau: np.ndarray, mask: np.ndarray | None) -> np.ndarra
     return r
 
 
+def _fp16_mask_table() -> np.ndarray:
+    """Per fp32 biased exponent, the bits of ``|x|`` that must be zero for fp16 to hold ``x``:
+    the low 13 mantissa bits for fp16 normals (2^-14 .. 2^15), more for fp16 subnormals
+    (2^-24 .. 2^-15, multiples of 2^-24), the whole mantissa for zero and inf (exponent
+    fields 0 and 255: only ±0 and ±inf pass; fp32 subnormals and NaN fail), and the exponent
+    field itself elsewhere (always nonzero there, so nothing passes: out of fp16's range)."""
+    t = np.full(256, 0x7FFFFFFF, dtype=np.uint32)
+    t[0] = t[255] = 0x7FFFFF
+    for e in range(113, 143):
+        t[e] = 0x1FFF
+    for e in range(103, 113):
+        t[e] = (1 << (13 + 113 - e)) - 1
+    return t
+
+
+_FP16_MASK = _fp16_mask_table()
+
+
+def _fp16_held(x32: np.ndarray) -> np.ndarray:
+    """``x32.astype(float16).astype(float32) == x32`` from the bits alone (the same for every
+    one of the 2^32 fp32 values, checked exhaustively), without the two conversions."""
+    u = x32.view(np.uint32) & np.uint32(0x7FFFFFFF)
+    return (u & _FP16_MASK.take((u >> np.uint32(23)).astype(np.intp))) == 0
+
+
+def _ulp_key32(x32: np.ndarray) -> np.ndarray:
+    """:func:`~.formats.ulp_key` of float32 values for an fp32 format (the same int64 keys for
+    every one of the 2^32 bit patterns, checked exhaustively): sign-magnitude to two's
+    complement in int32 (``(m ^ s) - s`` negates ``m`` where the sign ``s`` is -1), then widened.
+    About ten times faster than the masked negation, on every output block."""
+    b = x32.view(np.int32)
+    s = b >> 31
+    k = b & np.int32(0x7FFFFFFF)
+    k ^= s
+    k -= s
+    return k.astype(np.int64)
+
+
 def _grid_held(x: np.ndarray, out: Format) -> dict[str, np.ndarray]:
     """Per coarser grid candidate, which of the values ``x`` it holds exactly (fp32 values whose
     narrow cast round-trips, as :func:`~.formats.representable`). The fp8 grids are tested only
     where bf16 (and fp16, when it is a candidate) already hold the value: every fp8 value is a
-    bf16 and an fp16 value, so elsewhere the answer is already no."""
+    bf16 and an fp16 value, so elsewhere the answer is already no. ``x`` may be float32 already
+    (the kernel's own output), which skips the cast; the answer is the same."""
     res: dict[str, np.ndarray] = {}
     with np.errstate(over="ignore", invalid="ignore"):
-        x32 = x.astype(np.float32)
+        x32 = x.astype(np.float32, copy=False)
         in32 = x32 == x
     sub: np.ndarray | None = None
     for c in _GRID_CANDIDATES:
@@ -115,8 +154,11 @@ def _grid_held(x: np.ndarray, out: Format) -> dict[str, np.ndarray]:
             ok = (x32.view(np.uint32) & np.uint32(0xFFFF)) == 0
             ok &= in32
         else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                ok = x32.astype(cf.storage).astype(np.float32) == x32
+            if cf.storage == np.float16:
+                ok = _fp16_held(x32)
+            else:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    ok = x32.astype(cf.storage).astype(np.float32) == x32
             ok &= in32
             if c in ("fp16", "bf16"):
                 sub = ok.copy() if sub is None else sub & ok
@@ -469,7 +511,12 @@ class _Stream:
             elif item[:2] > self.heap[0][:2]:
                 heapq.heapreplace(self.heap, item)
 
-    def update(self, blk: _Block, got: np.ndarray, ref: np.ndarray | None, out: Format) -> None:
+    def update(self, blk: _Block, got: np.ndarray, ref: np.ndarray | None, out: Format,
+               raw: np.ndarray | None = None) -> None:
+        """Fold one block in. ``got`` is the block of the output in float64; ``raw``, when given,
+        the same elements in the output's own dtype if that is ``out``'s storage type: the ULP
+        keys and grid membership are read off it directly (the float64 round trip is exact, so
+        the results are the same, without two conversions)."""
         r = self.recipe
         e0, y, bb = blk.e0, blk.y, blk.bb
         nblk = y.size
@@ -582,18 +629,27 @@ class _Stream:
             if rel[j] > self.max_rel or self.max_rel_idx < 0:
                 self.max_rel, self.max_rel_idx = float(rel[j]), e0 + j
             gc, yoc = (got, y_out) if all_cmp else (got[cmp_], y_out[cmp_])
-            d = ulp_key(gc, out)
+            if raw is not None and raw.dtype == np.float32 and out.name == "fp32":
+                d = _ulp_key32(raw if all_cmp else raw[cmp_])
+            elif raw is not None:
+                d = ulp_key(raw if all_cmp else raw[cmp_], out)
+            else:
+                d = ulp_key(gc, out)
             d -= blk.ulp_y if all_cmp else blk.ulp_y[cmp_]
             np.abs(d, out=d)
             if d.size:
-                self.max_ulp = max(self.max_ulp, int(d.max()))
-                # bucket: d for d <= 2, else ceil(log2 d) + 1 (= bit length of d - 1, plus 1)
-                bucket = np.frexp(np.maximum(d, 2) - 1)[1].astype(np.int64)
-                bucket += 1
-                small = d <= 2
-                bucket[small] = d[small]
-                np.minimum(bucket, 39, out=bucket)
-                self.ulp_hist += np.bincount(bucket, minlength=40)[:40]
+                dmax = int(d.max())
+                self.max_ulp = max(self.max_ulp, dmax)
+                if dmax <= 2:  # every bucket is d itself
+                    self.ulp_hist += np.bincount(d, minlength=40)[:40]
+                else:
+                    # bucket: d for d <= 2, else ceil(log2 d) + 1 (= bit length of d - 1, plus 1)
+                    bucket = np.frexp(np.maximum(d, 2) - 1)[1].astype(np.int64)
+                    bucket += 1
+                    small = d <= 2
+                    bucket[small] = d[small]
+                    np.minimum(bucket, 39, out=bucket)
+                    self.ulp_hist += np.bincount(bucket, minlength=40)[:40]
             ec = e if all_cmp else e[cmp_]
             self.sum_e2 += float(np.sum(ec * ec))
             if all_cmp:
@@ -656,14 +712,15 @@ class _Stream:
             self.zeros_fail = True
         # output-grid fingerprint (silent downcast of the output)
         if out.kind == "float" and out.p > 8 and self.grid_total < _GRID_SAMPLE:
-            nz = got != 0
+            gv = got if raw is None else raw
+            nz = gv != 0
             if not all_cmp:
                 nz &= cmp_
             n_nz = int(np.count_nonzero(nz))
             if n_nz:
                 self.grid_total += n_nz
                 all_nz = n_nz == nblk
-                for c, n in _grid_counts(got if all_nz else got[nz], out).items():
+                for c, n in _grid_counts(gv if all_nz else gv[nz], out).items():
                     self.grid_got[c] = self.grid_got.get(c, 0) + n
                 for c, held in blk.grid_y.items():
                     n = blk.grid_y_n[c] if all_nz else int(np.count_nonzero(held & nz))
@@ -760,6 +817,20 @@ def _bhattacharyya(h1: np.ndarray, h2: np.ndarray) -> float:
     return float(np.sum(np.sqrt(p * q)))
 
 
+def _few(v: np.ndarray) -> np.ndarray | None:
+    """``np.unique(v)`` when it has at most two values (every value is the min or the max), else
+    None: the pattern tests below only ever ask whether there are at most two, and which. Two
+    reductions and one comparison instead of a sort or hash of every index."""
+    if v.size == 0:
+        return np.unique(v)
+    lo, hi = v.min(), v.max()
+    if lo == hi:
+        return np.array([lo], dtype=v.dtype)
+    if np.all((v == lo) | (v == hi)):
+        return np.array([lo, hi], dtype=v.dtype)
+    return None
+
+
 def _where(indices: list[np.ndarray], total_mismatch: int, shape: tuple[int, ...], n: int) -> str:
     """Describe where mismatches sit: a few rows/columns, a diagonal, a 128-periodic pattern,
     the last tile, or spread out."""
@@ -772,19 +843,18 @@ def _where(indices: list[np.ndarray], total_mismatch: int, shape: tuple[int, ...
     parts = []
     if len(shape) >= 2:
         rows, cols = sub[-2], sub[-1]
-        ur, uc = np.unique(rows), np.unique(cols)
+        ur, uc = _few(rows), _few(cols)
         nr, nc = shape[-2], shape[-1]
-        diag = np.unique(cols - rows)
-        if uc.size <= 2 and nr > 1 and total_mismatch >= min(nr, 4) and uc.size < nc:
+        if uc is not None and nr > 1 and total_mismatch >= min(nr, 4) and uc.size < nc:
             parts.append(f"confined to column(s) {', '.join(map(str, uc[:2]))}")
-        elif ur.size <= 2 and nc > 1 and total_mismatch >= min(nc, 4) and ur.size < nr:
+        elif ur is not None and nc > 1 and total_mismatch >= min(nc, 4) and ur.size < nr:
             parts.append(f"confined to row(s) {', '.join(map(str, ur[:2]))}")
-        elif diag.size <= 2 and total_mismatch >= 4:
+        elif total_mismatch >= 4 and (diag := _few(cols - rows)) is not None:
             parts.append(f"along the diagonal(s) col−row = {', '.join(map(str, diag[:2]))}")
         for name, v, size in (("columns", cols, nc), ("rows", rows, nr)):
             if size > 128 and v.size >= 4:
-                res = np.unique(v % 128)
-                if res.size <= 2 and np.unique(v).size >= 2:
+                res = _few(v % 128)
+                if res is not None and v.min() != v.max():
                     parts.append(f"periodic in the {name} with period 128 (residue {res[0]}): a tile-edge pattern")
                     break
                 if v.min() >= (size // 128) * 128 and size % 128:
@@ -793,7 +863,7 @@ def _where(indices: list[np.ndarray], total_mismatch: int, shape: tuple[int, ...
     else:
         v = sub[-1]
         size = shape[-1]
-        if size > 128 and v.size >= 2 and np.unique(v % 128).size <= 2:
+        if size > 128 and v.size >= 2 and _few(v % 128) is not None:
             parts.append("periodic with period 128: a tile-edge pattern")
     if not parts:
         frac = 100.0 * total_mismatch / max(n, 1)
@@ -961,9 +1031,14 @@ class PreparedCheck:
                 return self._kept[phase]  # type: ignore[return-value]
         return self._generate(phase)
 
-    def materialise(self) -> PreparedCheck:
-        """Build every kept block now (the first :meth:`check` would otherwise)."""
+    def materialise(self, refined: bool = False) -> PreparedCheck:
+        """Build every kept block now (the first :meth:`check` would otherwise). ``refined=True``
+        also completes the generic path's magnitude estimate and keeps the refined blocks, which
+        the first check of an output that does not pass early would otherwise build; checks
+        return the same verdicts either way."""
         self._blocks(0)
+        if refined and self.refinable and self.keep_blocks:
+            self._blocks(1)
         return self
 
     def nbytes(self) -> int:
@@ -1004,6 +1079,9 @@ class PreparedCheck:
                             spec, recipe, shape, input_family)
 
         actual_flat = actual.reshape(-1)
+        # the output already in out's storage type (a float kernel output, e.g. fp32 for an fp32
+        # recipe): ULP keys and grid tests read it without converting
+        same_storage = out.kind == "float" and out.name not in ("tf32", "fp64") and actual.dtype == np.dtype(out.storage)
         ref_flat = None
         if reference is not None:
             reference = np.asarray(reference)
@@ -1016,10 +1094,11 @@ class PreparedCheck:
                              has_ref=reference is not None)
             for blk in self._blocks(phase):
                 e1 = blk.e0 + blk.y.size
-                got = actual_flat[blk.e0:e1].astype(np.float64)
+                raw = actual_flat[blk.e0:e1]
+                got = raw.astype(np.float64)
                 ref = None if ref_flat is None else ref_flat[blk.e0:e1].astype(np.float64)
                 with np.errstate(all="ignore"):
-                    stream.update(blk, got, ref, out)
+                    stream.update(blk, got, ref, out, raw if same_storage else None)
             return stream
 
         stream = run_stream(0)
@@ -1038,14 +1117,30 @@ class PreparedCheck:
 
         verdict = _decide(stream, spec, recipe, prep, shape, input_family, statistical, notes)
         if diagnose and verdict.status == "fail":
-            from .diagnose import diagnose as _diagnose
+            verdict = self._diagnosed(verdict, actual)
+        return verdict
 
-            with self._lock:  # diagnosis evaluates the oracle on a sample of rows
-                findings = _diagnose(verdict=verdict, spec=spec, arrays=self.arrays,
-                                     params={**spec.defaults, **self.params}, recipe=recipe, prep=prep, actual=actual,
-                                     ctx=self.ctx, stream_where=verdict.metrics.mismatch_where)
-            if findings:
-                verdict = _rebuild(verdict, findings=tuple(findings), statistical=statistical)
+    def diagnose(self, actual: np.ndarray, verdict: Verdict) -> Verdict:
+        """What ``check(actual, diagnose=True)`` returns, given ``verdict = check(actual,
+        diagnose=False)``: the likely causes of a failure added (the costly part), as a separate
+        step, so a caller can judge many outputs first and name causes for some of them only."""
+        if verdict.status != "fail" or verdict.deciding_gate == "G0":  # check never diagnoses a G0 failure
+            return verdict
+        actual = np.asarray(actual)
+        if actual.shape != self.shape:
+            actual = actual.reshape(self.shape)  # check accepted it, so only unit axes differ
+        return self._diagnosed(verdict, actual)
+
+    def _diagnosed(self, verdict: Verdict, actual: np.ndarray) -> Verdict:
+        from .diagnose import diagnose as _diagnose
+
+        spec = self.spec
+        with self._lock:  # diagnosis evaluates the oracle on a sample of rows
+            findings = _diagnose(verdict=verdict, spec=spec, arrays=self.arrays,
+                                 params={**spec.defaults, **self.params}, recipe=self.recipe, prep=self.prep,
+                                 actual=actual, ctx=self.ctx, stream_where=verdict.metrics.mismatch_where)
+        if findings:
+            verdict = _rebuild(verdict, findings=tuple(findings), statistical=self.statistical)
         return verdict
 
     def _g7_witness(self, actual_flat: np.ndarray, stream: _Stream) -> bool:

@@ -12,9 +12,11 @@ lower bound and a bottleneck class.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from nkieval.perf.costs import matmul_flops, pe_peak_flops_per_ns
 from nkieval.perf.dma import effective_bw
@@ -53,91 +55,180 @@ def _base_engine(track: str) -> str:
     return "dma" if t.startswith("dma:") else t
 
 
+def _seq_sum(x: np.ndarray) -> float | int:
+    """``x[0] + x[1] + ...`` added left to right (as a Python loop would; 0 for none)."""
+    return float(np.cumsum(x)[-1]) if len(x) else 0
+
+
+def _union_length(st: np.ndarray, en: np.ndarray) -> float:
+    """:func:`merged_length` of the intervals ``(st[k], en[k])``, with the same float operations."""
+    n = len(st)
+    if not n:
+        return 0.0
+    order = np.lexsort((en, st))
+    st = st[order]
+    run = np.maximum.accumulate(en[order])  # the end of the merged interval so far
+    brk = np.flatnonzero(st[1:] > run[:-1]) + 1  # where a new merged interval begins
+    first = np.concatenate(([0], brk))
+    last = np.concatenate((brk - 1, [n - 1]))
+    return _seq_sum(run[last] - st[first]) + 0.0
+
+
+def _groups(key: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(key, positions in increasing order) per distinct key, keys in order of first occurrence."""
+    if not len(key):
+        return []
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    cut = np.flatnonzero(ks[1:] != ks[:-1]) + 1
+    parts = np.split(order, cut)
+    parts.sort(key=lambda ix: ix[0])
+    return [(int(key[ix[0]]), ix) for ix in parts]
+
+
+def _f64(a: Any) -> np.ndarray:
+    return np.frombuffer(a, dtype=np.float64) if len(a) else np.zeros(0)
+
+
 def compute_metrics(s: Schedule) -> dict[str, Any]:
-    """Every metric of the estimate, as a flat dict (Explorer names) plus tables."""
+    """Every metric of the estimate, as a flat dict (Explorer names) plus tables.
+
+    Per-record quantities that depend only on the record's cost signature (opcode, FLOPs, bytes per
+    memory) are worked out once per signature (``Schedule.signature``); sums of floats are formed in
+    record order, as a loop over the records would.
+    """
     p = s.params
     recs = s.trace.records
     n = len(recs)
     total = s.total_time
     tsec = total * 1e-9
     cores = s.cores
-    busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    instr_time: Counter = Counter()
-    instr_count: Counter = Counter()
-    op_count: Counter = Counter()
-    op_time: Counter = Counter()
-    op_busy: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    hw_flops = adj_flops = tr_flops = 0.0
-    hbm_r = hbm_w = sbuf_r = sbuf_w = psum_r = psum_w = psum_to_sbuf = 0
-    dma_bytes = dma_desc = 0
-    dma_intervals: list[tuple[float, float]] = []
-    perf_modes: Counter = Counter()
-    hbm_touch_r: Counter = Counter()
-    hbm_touch_w: Counter = Counter()
-    start, end, occ, track = s.start, s.end, s.occ, s.track
-    for i in range(n):
-        rec = recs[i]
-        eng = _base_engine(track[i])
-        st, en = start[i], end[i]
-        op_count[(eng, rec.opcode)] += 1
-        instr_count[eng] += 1
-        if eng == "dma":
-            pl = s.dma[i]
-            dma_intervals.append((st, en))
-            dma_bytes += pl.bytes
-            dma_desc += pl.descriptors
-            hbm_r += pl.hbm_read
-            hbm_w += pl.hbm_write
-            sbuf_r += pl.sbuf_read
-            sbuf_w += pl.sbuf_write
-            op_time[(eng, rec.opcode)] += en - st
-            for o in rec.operands:
-                if o.buffer == "hbm":
-                    (hbm_touch_w if "w" in o.mode else hbm_touch_r)[o.alloc] += o.nbytes
-            continue
-        d = occ[i]
-        busy[track[i]].append((st, st + d))
-        instr_time[eng] += d
-        op_time[(eng, rec.opcode)] += d
-        op_busy[(eng, rec.opcode)].append((st, st + d))
-        if i in s.perf_mode:
-            perf_modes[s.perf_mode[i]] += 1
-        if eng == "tensor":
-            raw, adj, is_t = matmul_flops(rec, p)
-            hw_flops += raw
-            adj_flops += adj
-            if is_t:
-                tr_flops += raw
-        reads_psum = False
-        writes_sbuf = False
+    start, end, occ, track = _f64(s.start), _f64(s.end), _f64(s.occ), s.track
+    # tracks and their engines, in order of first use
+    tracks = list(dict.fromkeys(track))
+    t_ix = {t: k for k, t in enumerate(tracks)}
+    tid = np.fromiter(map(t_ix.__getitem__, track), np.int64, n)
+    engines = list(dict.fromkeys(_base_engine(t) for t in tracks))
+    e_ix = {e: k for k, e in enumerate(engines)}
+    eid = np.array([e_ix[_base_engine(t)] for t in tracks], np.int64)[tid] if n else np.zeros(0, np.int64)
+    dma_e = e_ix.get("dma", -1)
+    is_dma = eid == dma_e
+    # cost signatures: per signature, its opcode and what its records add to the totals
+    sig = np.frombuffer(s.signature, dtype=np.int64) if len(s.signature) == n and n else np.arange(n)
+    present = np.zeros(n, bool)
+    present[sig] = True
+    reps = np.flatnonzero(present)
+    remap = np.zeros(n, np.int64)
+    remap[reps] = np.arange(len(reps))
+    sid = remap[sig]
+    opcodes: dict[str, int] = {}
+    op_of_sig = []
+    flops_of_sig = []  # (raw, adjusted, is_transpose) of a Tensor-engine record
+    bytes_of_sig = []  # (psum read, psum write, sbuf read, sbuf write, psum->sbuf) of a compute record
+    hbm_of_sig: list[list[tuple[int, bool, int]]] = []  # HBM operands of a DMA record: (position, write, bytes)
+    for r in reps.tolist():
+        rec = recs[r]
+        op_of_sig.append(opcodes.setdefault(rec.opcode, len(opcodes)))
+        flops_of_sig.append(matmul_flops(rec, p) if engines[eid[r]] == "tensor" else (0.0, 0.0, False))
+        pr = pw = sr = sw = 0
         for o in rec.operands:
             if o.buffer == "psum":
                 if "r" in o.mode:
-                    psum_r += o.nbytes
-                    reads_psum = True
+                    pr += o.nbytes
                 if "w" in o.mode:
-                    psum_w += o.nbytes
+                    pw += o.nbytes
             elif o.buffer == "sbuf":
                 if "r" in o.mode:
-                    sbuf_r += o.nbytes
+                    sr += o.nbytes
                 if "w" in o.mode:
-                    sbuf_w += o.nbytes
-                    writes_sbuf = True
-        if reads_psum and writes_sbuf:
-            psum_to_sbuf += sum(o.nbytes for o in rec.operands if o.buffer == "sbuf" and "w" in o.mode)
+                    sw += o.nbytes
+        reads_psum = any(o.buffer == "psum" and "r" in o.mode for o in rec.operands)
+        writes_sbuf = any(o.buffer == "sbuf" and "w" in o.mode for o in rec.operands)
+        p2s = (sum(o.nbytes for o in rec.operands if o.buffer == "sbuf" and "w" in o.mode)
+               if reads_psum and writes_sbuf else 0)
+        bytes_of_sig.append((pr, pw, sr, sw, p2s))
+        hbm_of_sig.append([(j, "w" in o.mode, o.nbytes) for j, o in enumerate(rec.operands) if o.buffer == "hbm"])
+    n_ops = len(opcodes)
+    op_names = list(opcodes)
+    pair = eid * n_ops + np.asarray(op_of_sig, np.int64)[sid] if n else np.zeros(0, np.int64)
+    # (engine, opcode): instruction count and time (DMA: end - start), active time of compute opcodes
+    op_count: Counter = Counter()
+    op_time: Counter = Counter()
+    op_active: dict[tuple[str, str], float] = {}
+    comp_end = start + occ
+    for k, ix in _groups(pair):
+        key = (engines[k // n_ops], op_names[k % n_ops])
+        op_count[key] = len(ix)
+        if k // n_ops == dma_e:
+            op_time[key] = _seq_sum(end[ix] - start[ix])
+        else:
+            op_time[key] = _seq_sum(occ[ix])
+            op_active[key] = _union_length(start[ix], comp_end[ix])
+    instr_count: Counter = Counter()
+    instr_time: Counter = Counter()
+    for k, ix in _groups(eid):
+        instr_count[engines[k]] = len(ix)
+        if k != dma_e:
+            instr_time[engines[k]] = _seq_sum(occ[ix])
     for tr, t in s.issue_busy.items():
         instr_time[_base_engine(tr)] += t
+    # busy time per compute track (order of first use)
+    busy_len: dict[str, float] = {}
+    comp = ~is_dma
+    for k, ix in _groups(tid[comp]):
+        ix = np.flatnonzero(comp)[ix]
+        busy_len[tracks[k]] = _union_length(start[ix], comp_end[ix])
+    # FLOPs of Tensor-engine records, bytes of compute records, DMA plans (per signature x records)
+    hw_flops = adj_flops = tr_flops = 0.0
+    if "tensor" in e_ix:
+        ts = sid[eid == e_ix["tensor"]]
+        fl = np.array(flops_of_sig, dtype=np.float64).reshape(-1, 3)
+        raw, adj, is_t = fl[ts, 0], fl[ts, 1], fl[ts, 2] != 0
+        hw_flops = 0.0 + _seq_sum(raw)
+        adj_flops = 0.0 + _seq_sum(adj)
+        tr_flops = 0.0 + _seq_sum(raw[is_t])
+    per_sig_comp = np.bincount(sid[comp], minlength=len(reps)).tolist()
+    psum_r = psum_w = sbuf_r = sbuf_w = psum_to_sbuf = 0
+    for c, (pr, pw, sr, sw, p2s) in zip(per_sig_comp, bytes_of_sig):
+        if c:
+            psum_r += c * pr
+            psum_w += c * pw
+            sbuf_r += c * sr
+            sbuf_w += c * sw
+            psum_to_sbuf += c * p2s
+    dma_ix = np.flatnonzero(is_dma)
+    per_sig_dma = np.bincount(sid[dma_ix], minlength=len(reps)).tolist()
+    hbm_r = hbm_w = dma_bytes = dma_desc = 0
+    for c, r in zip(per_sig_dma, reps.tolist()):
+        if c:
+            pl = s.dma[r]
+            dma_bytes += c * pl.bytes
+            dma_desc += c * pl.descriptors
+            hbm_r += c * pl.hbm_read
+            hbm_w += c * pl.hbm_write
+            sbuf_r += c * pl.sbuf_read
+            sbuf_w += c * pl.sbuf_write
+    hbm_touch_r: dict[int, int] = {}
+    hbm_touch_w: dict[int, int] = {}
+    for i, k in zip(dma_ix.tolist(), sid[dma_ix].tolist()):
+        hl = hbm_of_sig[k]
+        if hl:
+            ops = recs[i].operands
+            for j, w, nb in hl:
+                d = hbm_touch_w if w else hbm_touch_r
+                a = ops[j].alloc
+                d[a] = d.get(a, 0) + nb
+    perf_modes = Counter(s.perf_mode.values())
     m: dict[str, Any] = {}
     m["total_time"] = tsec
     m["total_time_ns"] = total
     m["neuroncore_cycle_count"] = round(total * p.base_clock_ghz)
-    all_busy = [iv for ivs in busy.values() for iv in ivs] + dma_intervals
-    act = merged_length(all_busy)
+    act = _union_length(start, np.where(is_dma, end, comp_end))
     m["total_active_time"] = act * 1e-9
     m["total_active_time_percent"] = 100.0 * act / total if total else 0.0
     util: dict[str, float] = {}
     for eng in COMPUTE_ENGINES:
-        b = sum(merged_length(ivs) for tr, ivs in busy.items() if _base_engine(tr) == eng)
+        b = sum(v for tr, v in busy_len.items() if _base_engine(tr) == eng)
         b += sum(t for tr, t in s.issue_busy.items() if _base_engine(tr) == eng)
         frac = b / (total * cores) if total else 0.0
         util[eng] = frac
@@ -145,7 +236,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
         m[f"{eng}_active_time_percent"] = 100.0 * frac
         m[f"{eng}_instruction_time"] = instr_time[eng] * 1e-9
         m[f"{eng}_instruction_count"] = instr_count[eng]
-    dma_active = merged_length(dma_intervals)
+    dma_active = _union_length(start[dma_ix], end[dma_ix])
     util["dma"] = dma_active / total if total else 0.0
     m["matmul_instruction_count"] = op_count[("tensor", "nc_matmul")]
     m["activate_instruction_count"] = sum(c for (e, o), c in op_count.items() if o.startswith("activation"))
@@ -174,7 +265,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["dma_active_time"] = dma_active * 1e-9
     m["dma_active_time_percent"] = 100.0 * util["dma"]
     m["dma_packet_time"] = sum(pl.service_ns * pl.engines for pl in s.dma.values()) * 1e-9
-    n_dma = len(dma_intervals)
+    n_dma = len(dma_ix)
     m["dma_transfer_count"] = n_dma
     m["dma_transfer_total_bytes"] = dma_bytes
     m["dma_transfer_average_bytes"] = dma_bytes / n_dma if n_dma else 0.0
@@ -220,7 +311,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     # tables
     m["opcode_summary"] = [
         {"engine": e, "opcode": o, "instruction_count": c, "instruction_time_ns": op_time[(e, o)],
-         "active_time_ns": merged_length(op_busy[(e, o)]) if e != "dma" else op_time[(e, o)]}
+         "active_time_ns": op_active[(e, o)] if e != "dma" else op_time[(e, o)]}
         for (e, o), c in sorted(op_count.items(), key=lambda kv: -op_time[kv[0]])
     ]
     m["utilization"] = util
@@ -229,15 +320,23 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
 
 def stall_breakdown(s: Schedule) -> dict[str, dict[str, float]]:
     """Per track: busy ns, and idle ns before each instruction grouped by what it waited on."""
-    out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for i in range(len(s)):
-        tr = s.track[i]
-        d = out[tr]
-        d["busy"] += s.occ[i]
-        w = s.wait[i]
-        if w > 0:
-            d[_reason_label(s.reason[i])] += w
-    return {k: dict(v) for k, v in out.items()}
+    track, reason, wait = s.track, s.reason, s.wait
+    n = len(track)
+    tracks = list(dict.fromkeys(track))
+    t_ix = {t: k for k, t in enumerate(tracks)}
+    occ = _f64(s.occ)
+    waiting = _f64(wait) > 0
+    labels: dict[str | None, str] = {}
+    out: dict[str, dict[str, float]] = {}
+    for k, ix in _groups(np.fromiter(map(t_ix.__getitem__, track), np.int64, n)):
+        d = out[tracks[k]] = {"busy": 0.0 + _seq_sum(occ[ix])}
+        for i in ix[waiting[ix]].tolist():
+            r = reason[i]
+            lbl = labels.get(r)
+            if lbl is None:
+                lbl = labels[r] = _reason_label(r)
+            d[lbl] = d.get(lbl, 0.0) + wait[i]
+    return out
 
 
 def _reason_label(r: str | None) -> str:
@@ -256,23 +355,30 @@ def critical_path(s: Schedule) -> dict[str, Any]:
     n = len(s)
     if not n:
         return {"length": 0, "share": {}, "records": []}
-    i = max(range(n), key=lambda k: s.end[k])
-    total = s.end[i]
+    start, end, pred, track = s.start, s.end, s.pred, s.track
+    i = int(np.argmax(_f64(end)))  # the first of the latest-ending records
+    total = end[i]
     share: Counter = Counter()
     path: list[int] = []
     seen = set()
+    base: dict[str, str] = {}
     while i >= 0 and i not in seen:
         seen.add(i)
         path.append(i)
-        share[_base_engine(s.track[i])] += s.end[i] - s.start[i]
-        j = s.pred[i]
+        tr = track[i]
+        eng = base.get(tr)
+        if eng is None:
+            eng = base[tr] = _base_engine(tr)
+        st = start[i]
+        share[eng] += end[i] - st
+        j = pred[i]
         if j >= 0:
-            gap = s.start[i] - s.end[j]
+            gap = st - end[j]
             if gap > 0:
                 share["latency"] += gap
         else:
-            if s.start[i] > 0:
-                share["latency"] += s.start[i]
+            if st > 0:
+                share["latency"] += st
         i = j
     path.reverse()
     return {"length": len(path), "share": {k: v / total for k, v in share.items()} if total else {},

@@ -12,8 +12,12 @@ what limits pipelining. Demand beyond capacity is reported as a spill estimate.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
+from operator import attrgetter
+
+import numpy as np
 
 from nkieval.sim.trace import AllocationRecord, Trace
 
@@ -34,21 +38,33 @@ class RotationPlan:
     """Per-site buffer counts and, per allocation, the earlier allocation whose buffer it reuses."""
 
     sites: list[SiteRotation] = field(default_factory=list)
-    reuse_of: dict[int, int] = field(default_factory=dict)  # alloc id -> alloc id it must wait for
+    # alloc id -> alloc id it must wait for; per site in allocation order (a reused instance comes first)
+    reuse_of: dict[int, int] = field(default_factory=dict)
     demand_bytes: dict[str, int] = field(default_factory=dict)  # buffer -> bytes per partition
     capacity_bytes: dict[str, int] = field(default_factory=dict)
     excess_bytes: dict[str, int] = field(default_factory=dict)  # bytes per partition beyond capacity
 
 
+_ALLOC_SEQ = attrgetter("alloc_seq")
+_BYTES_PER_PARTITION = attrgetter("bytes_per_partition")
+
+
 def _max_live(allocs: list[AllocationRecord], end_seq: int) -> int:
-    # (seq, +1) for an allocation, (seq, -1) for a free: the natural tuple order puts a free before
-    # an allocation at the same sequence number.
-    events = [(a.alloc_seq, 1) for a in allocs]
-    events += [(a.free_seq if a.free_seq is not None else end_seq + 1, -1) for a in allocs]
-    events.sort()
-    live = best = 0
-    for _, d in events:
-        live += d
+    """Most allocations alive at once: frees at a sequence number count before allocations at it.
+
+    The live count peaks right after an allocation: after the k-th allocation (in sequence order) it
+    is k minus the frees at or before that allocation's sequence number.
+    """
+    n = len(allocs)
+    if n >= 64:
+        al = np.sort(np.fromiter([a.alloc_seq for a in allocs], np.int64, n))
+        fr = np.sort(np.fromiter([end_seq + 1 if a.free_seq is None else a.free_seq for a in allocs], np.int64, n))
+        return max(0, int((np.arange(1, n + 1) - np.searchsorted(fr, al, side="right")).max()))
+    al = sorted([a.alloc_seq for a in allocs])
+    fr = sorted([end_seq + 1 if a.free_seq is None else a.free_seq for a in allocs])
+    best = 0
+    for k, s in enumerate(al, 1):
+        live = k - bisect_right(fr, s)
         if live > best:
             best = live
     return best
@@ -70,7 +86,7 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> Rotatio
     per_prog: dict[tuple[int, str], list[list]] = defaultdict(list)  # [size, need, depth, key]
     for key, allocs in groups.items():
         prog, buf, _site = key
-        size = max(a.bytes_per_partition for a in allocs)
+        size = max(map(_BYTES_PER_PARTITION, allocs))
         if len(allocs) == 1:
             singles[(prog, buf)] += size
             continue
@@ -96,8 +112,8 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> Rotatio
         if cap and demand > cap:
             plan.excess_bytes[buf] = max(plan.excess_bytes.get(buf, 0), demand - cap)
         for size, need, k, key in items:
-            allocs = sorted(groups[key], key=lambda a: a.alloc_seq)
+            allocs = sorted(groups[key], key=_ALLOC_SEQ)
             plan.sites.append(SiteRotation(key[2], buf, prog, size, len(allocs), need, k))
-            for j in range(k, len(allocs)):
-                plan.reuse_of[allocs[j].id] = allocs[j - k].id
+            ids = [a.id for a in allocs]
+            plan.reuse_of.update(zip(ids[k:], ids))  # instance j reuses instance j - k
     return plan

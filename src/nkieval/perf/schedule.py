@@ -27,14 +27,13 @@ from array import array
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Literal
 
 from nkieval.perf.costs import cost_of
 from nkieval.perf.dma import DmaPlan, plan_dma
 from nkieval.perf.params import PerfParams
 from nkieval.perf.rotation import RotationPlan, plan_rotation
-from nkieval.sim.trace import OperandAccess, Trace
+from nkieval.sim.trace import OperandAccess, Trace, TraceRecord
 
 ScheduleMode = Literal["compiler", "physical", "serial"]
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
@@ -91,6 +90,9 @@ class Schedule:
     perf_mode: dict[int, str] = field(default_factory=dict)
     unmodelled: Counter = field(default_factory=Counter)
     rotation: RotationPlan | None = None
+    # per record: the first record with the same cost signature (opcode, engine, attributes, operand roles,
+    # modes, buffers, dtypes, shapes, patterns and sizes): records of one signature cost the same
+    signature: array = field(default_factory=lambda: array("q"))
 
     @property
     def total_time(self) -> float:
@@ -131,11 +133,11 @@ def _flat(e: list) -> tuple[int, int]:
 _DEAD = -2  # pitch of an entry a later write fully covered
 
 # entry fields: box, last write (end, latency, engine, record), last read (end, record), allocation, insertion
-# order, and the wait reason a reader of the write gets ("dep:<engine>")
-_P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX, _ALLOC, _SEQ, _WLABEL = range(14)
+# order, the wait reason a reader of the write gets ("dep:<engine>"), and the box as one tuple (its key)
+_P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX, _ALLOC, _SEQ, _WLABEL, _BOX = range(15)
 
-_UNWRITTEN = ()  # marker: an allocation nothing writes (no dependencies through it)
 _INDEX_MIN = 16  # live entries before a table gets a grid index (below it a linear scan is faster)
+_MISSES_BEFORE_INDEX = 4  # lookups that ``exact`` could not answer before a large table gets its grid
 _QUERY_MAX_CELLS = 64  # a query box covering more grid cells scans the table instead
 _ENTRY_MAX_CELLS = 16  # an entry covering more cells goes to the table's "wide" list
 
@@ -158,28 +160,37 @@ def _pow2_shift(sizes: list[int]) -> int:
 
 
 class _RangeTable:
-    """The byte-range entries of one buffer (or HBM tensor), in insertion order, with a grid index.
+    """The byte-range entries of one buffer (or HBM tensor), in insertion order, with two indexes.
 
-    ``ents`` holds every entry (dead ones until the next compaction). Once a table has
-    ``_INDEX_MIN`` live entries that all share one row pitch, each entry is also filed in the
-    cells of a 2-D grid (rows × byte columns, power-of-two cells sized like the typical entry) so a
-    lookup visits only the cells its box covers; entries covering many cells sit in ``wide``. The
-    lookup returns the same entries, in the same order, as a scan of ``ents`` would.
+    ``ents`` holds every entry (dead ones until the next compaction). While no two live entries
+    overlap, ``exact`` maps each live entry's box to it: a query for exactly that box then hits that
+    entry and nothing else (whatever overlaps the query would overlap the entry). Once a table with
+    ``_INDEX_MIN`` live entries that all share one row pitch has had ``_MISSES_BEFORE_INDEX`` lookups
+    that ``exact`` could not answer (since its last compaction), each entry is also filed in the cells of a 2-D grid (rows × byte columns, power-of-two cells sized
+    like the typical entry) so a lookup visits only the cells its box covers; entries covering many
+    cells sit in ``wide``. Every lookup returns the same entries, in the same order, as a scan of
+    ``ents`` would.
     """
 
-    __slots__ = ("cs", "dead", "ents", "grid", "mixed", "pitch", "rs", "wide")
+    __slots__ = ("cs", "dead", "ents", "exact", "found", "fresh_i", "grid", "misses", "mixed", "pitch", "rs", "wide")
 
     def __init__(self) -> None:
         self.ents: list[list] = []
         self.grid: dict[tuple[int, int], list[list]] | None = None
         self.wide: list[list] = []
+        self.exact: dict[tuple, list] | None = {}  # box -> live entry while live entries are disjoint
         self.pitch: int | None = None  # row pitch shared by every live entry
         self.mixed = False  # entries with different pitches: linear scans only
         self.dead = 0
         self.rs = self.cs = 0
+        self.fresh_i = -1  # the record that last added an entry
+        self.misses = 0  # lookups through scan or grid since the last rebuild
+        self.found: dict[tuple, list] | None = None  # box -> its hits, while no entry is added or killed
 
     def scan(self, pitch: int, r0: int, r1: int, c0: int, c1: int) -> list[list]:
         """Live entries overlapping the box, in insertion order (linear scan)."""
+        if pitch == self.pitch and not self.mixed:
+            return [e for e in self.ents if e[0] == pitch and e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]]
         hits = []
         for e in self.ents:
             ep = e[0]
@@ -191,8 +202,13 @@ class _RangeTable:
         return hits
 
     def lookup(self, pitch: int, r0: int, r1: int, c0: int, c1: int) -> list[list]:
-        """Live entries overlapping the box, in insertion order."""
+        """Live entries overlapping the box, in insertion order (through the grid when there is one)."""
         grid = self.grid
+        self.misses += 1
+        if (grid is None and self.misses >= _MISSES_BEFORE_INDEX and not self.mixed
+                and len(self.ents) - self.dead >= _INDEX_MIN):
+            self.rebuild(True)
+            grid = self.grid
         if grid is None or pitch != self.pitch or r1 <= r0 or c1 <= c0:
             return self.scan(pitch, r0, r1, c0, c1)
         rs, cs = self.rs, self.cs
@@ -217,7 +233,7 @@ class _RangeTable:
         return list(found.values())
 
     def added(self) -> None:
-        """Account for the entry just appended to ``ents``: pitch tracking, grid filing, index build."""
+        """Account for the entry just appended to ``ents``: pitch tracking, grid filing."""
         e = self.ents[-1]
         if self.pitch != e[0]:
             if self.pitch is None:
@@ -227,8 +243,6 @@ class _RangeTable:
                 self.grid = None
         if self.grid is not None:
             self._file(e)
-        elif not self.mixed and len(self.ents) - self.dead >= _INDEX_MIN:
-            self.rebuild()
 
     def _file(self, e: list) -> None:
         rs, cs = self.rs, self.cs
@@ -246,17 +260,18 @@ class _RangeTable:
                 else:
                     cell.append(e)
 
-    def rebuild(self) -> None:
-        """Drop dead entries; (re)build the grid when the live entries share a pitch and are many."""
+    def rebuild(self, index: bool) -> None:
+        """Drop dead entries; (re)build the grid if ``index`` and the live entries share a pitch and are many."""
         live = [e for e in self.ents if e[0] != _DEAD] if self.dead else self.ents
         self.ents = live
         self.dead = 0
+        self.misses = 0
         self.grid = None
         self.wide = []
         pitches = {e[0] for e in live}
         self.mixed = len(pitches) > 1
         self.pitch = next(iter(pitches)) if len(pitches) == 1 else None
-        if self.mixed or len(live) < _INDEX_MIN:
+        if not index or self.mixed or len(live) < _INDEX_MIN:
             return
         self.rs = _pow2_shift([e[2] - e[1] for e in live])
         self.cs = _pow2_shift([e[4] - e[3] for e in live])
@@ -269,6 +284,8 @@ class _RangeTable:
         self.ents.clear()
         self.grid = None
         self.wide = []
+        self.exact = {}
+        self.found = None
         self.pitch = None
         self.mixed = False
         self.dead = 0
@@ -315,42 +332,120 @@ class DmaPool:
             starts.insert(j, t)
             ends.insert(j, e)
         if len(starts) > self.keep:
-            cut = self.keep // 2
-            self.floor = ends[cut - 1]
-            del starts[:cut], ends[:cut]
+            self.trim()
         return t
 
+    def trim(self) -> None:
+        """Forget the older half of the intervals (nothing is booked before the new floor)."""
+        cut = self.keep // 2
+        self.floor = self.ends[cut - 1]
+        del self.starts[:cut], self.ends[:cut]
 
-_OPERAND_SIGNATURE = attrgetter("role", "mode", "buffer", "dtype", "shape", "pattern", "nbytes", "contiguous_bytes",
-                                "partitions")
+
+def _same_shape(q: TraceRecord, rec: TraceRecord) -> bool:
+    """``rec`` has ``q``'s opcode, engine, source file, attributes and operand shape signature."""
+    if not (q.opcode == rec.opcode and q.engine == rec.engine and q.file == rec.file and q.attrs == rec.attrs):
+        return False
+    qo, ro = q.operands, rec.operands
+    if len(qo) != len(ro):
+        return False
+    for x, y in zip(qo, ro):
+        if not (x.shape == y.shape and x.mode == y.mode and x.role == y.role and x.buffer == y.buffer
+                and x.dtype == y.dtype and x.pattern == y.pattern and x.nbytes == y.nbytes
+                and x.contiguous_bytes == y.contiguous_bytes and x.partitions == y.partitions):
+            return False
+    return True
 
 
-def _static_costs(records: list, p: PerfParams) -> tuple[list, Counter]:
-    """Per record: a DmaPlan or (occ, lat, mode, has_rule); memoised on the record's shape signature."""
-    memo: dict[tuple, object] = {}
-    out: list = [None] * len(records)
-    unmodelled: Counter = Counter()
-    sig = _OPERAND_SIGNATURE
+def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, set[int]]:
+    """Per record: a DmaPlan or (occ, lat, mode, has_rule), and the first record with its signature; the
+    opcodes costed by the fallback rule; the allocations some record writes.
+
+    Costs are memoised on the record's shape signature: opcode, engine, attributes (lists as tuples)
+    and, per operand, everything a cost rule reads (role, mode, buffer, dtype, shape, pattern, nbytes,
+    contiguous bytes, partitions). Most records repeat the signature of an earlier record from the
+    same source line, so that record's cost is tried first (a comparison, no key to build).
+    """
+    memo: dict[tuple, tuple[object, int]] = {}  # signature -> (cost, first record with it)
     get = memo.get
+    out: list = [None] * len(records)
+    first: list[int] = [0] * len(records)
+    unmodelled: Counter = Counter()
+    written: set[int] = set()
+    add_written = written.add
+    recent: dict[int | None, list] = {}  # source line -> [(record, cost, first)], the two latest signatures
+    list_at: dict[tuple, tuple[int, ...]] = {}  # attribute names -> positions that held a list
     for i, rec in enumerate(records):
-        attrs = rec.attrs
-        key = (rec.opcode, rec.engine, tuple(map(sig, rec.operands)), tuple(attrs.items()) if attrs else ())
-        try:
-            c = get(key)
-        except TypeError:  # list-valued attributes: make them hashable
-            key = (*key[:3], tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
-            c = get(key)
+        ops = rec.operands
+        c = None
+        rl = recent.get(rec.line)
+        if rl is not None:
+            q = rl[0][0]
+            # the inline test of _same_shape for the latest signature (noting the written allocations)
+            if q.opcode == rec.opcode and q.engine == rec.engine and q.file == rec.file and q.attrs == rec.attrs:
+                qo = q.operands
+                if len(qo) == len(ops):
+                    for x, y in zip(qo, ops):
+                        m = y.mode
+                        if not (x.shape == y.shape and x.mode == m and x.role == y.role and x.buffer == y.buffer
+                                and x.dtype == y.dtype and x.pattern == y.pattern and x.nbytes == y.nbytes
+                                and x.contiguous_bytes == y.contiguous_bytes and x.partitions == y.partitions):
+                            break
+                        if "w" in m:
+                            add_written(y.alloc)
+                    else:
+                        _, c, f = rl[0]
+            if c is None and len(rl) > 1 and _same_shape(rl[1][0], rec):
+                _, c, f = rl[1]
+                rl.reverse()
+                for o in ops:
+                    if "w" in o.mode:
+                        add_written(o.alloc)
         if c is None:
-            if rec.engine == "dma":
-                c = plan_dma(rec, p)
+            for o in ops:
+                if "w" in o.mode:
+                    add_written(o.alloc)
+            attrs = rec.attrs
+            names = tuple(attrs)
+            values = tuple(attrs.values())
+            pos = list_at.get(names)
+            if pos:
+                vl = list(values)
+                for j in pos:
+                    v = vl[j]
+                    if type(v) is list:
+                        vl[j] = tuple(v)
+                values = tuple(vl)
+            sig = [(o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions)
+                   for o in ops]
+            key = (rec.opcode, rec.engine, names, values, *sig)
+            try:
+                cf = get(key)
+            except TypeError:  # list-valued attributes: make them hashable, and remember where they were
+                list_at[names] = (*(pos or ()), *(j for j, v in enumerate(values) if isinstance(v, list)))
+                values = tuple(tuple(v) if isinstance(v, list) else v for v in values)
+                key = (rec.opcode, rec.engine, names, values, *sig)
+                cf = get(key)
+            if cf is None:
+                if rec.engine == "dma":
+                    c = plan_dma(rec, p)
+                else:
+                    cost, ok = cost_of(rec, p)
+                    c = (cost.occ, cost.lat, cost.mode, ok)
+                f = i
+                memo[key] = (c, f)
             else:
-                cost, ok = cost_of(rec, p)
-                c = (cost.occ, cost.lat, cost.mode, ok)
-            memo[key] = c
+                c, f = cf
+            if rl is None:
+                recent[rec.line] = [(rec, c, f)]
+            else:
+                rl.insert(0, (rec, c, f))
+                del rl[2:]
         if type(c) is tuple and not c[3]:
             unmodelled[rec.opcode] += 1
         out[i] = c
-    return out, unmodelled
+        first[i] = f
+    return out, array("q", first), unmodelled, written
 
 
 def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = None) -> Schedule:
@@ -380,19 +475,17 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     # compiler mode: an allocation that reuses an earlier one's rotating buffer is tracked in that
     # buffer's byte-range table (offsets relative to the allocation), so a new instance's write to a
     # slice waits only for the readers of the same slice of the instance it replaces
-    buf_of: dict[int, tuple[int, int, int]] = {}  # alloc -> (buffer key, partition base, address base)
+    first_of: dict[int, int] = {}  # rotating instance -> the first instance of its buffer
+    firsts: set[int] = set()
     if logical:
         rot = plan_rotation(trace, depth, {"sbuf": int(p.sbuf_usable_bytes_per_partition),
                                            "psum": int(p.psum_bytes_per_partition)})
-        allocs = trace.allocations
-        for a in sorted(rot.reuse_of, key=lambda x: allocs[x].alloc_seq):
-            prev = rot.reuse_of[a]
-            if prev not in buf_of:
-                pa = allocs[prev]
-                buf_of[prev] = (prev, pa.partition_offset, pa.address)
-            ra = allocs[a]
-            buf_of[a] = (buf_of[prev][0], ra.partition_offset, ra.address)
-    static, unmodelled = _static_costs(records, p)
+        # per site, an instance comes after the one it reuses
+        get_first = first_of.get
+        for a, prev in rot.reuse_of.items():
+            first_of[a] = get_first(prev, prev)
+        firsts = set(rot.reuse_of.values()) - first_of.keys()
+    static, signature, unmodelled, written = _static_costs(records, p)
     sem = float(p.cross_engine_sem_ns)
     dma_fixed = float(p.dma_fixed_ns)
     dma_pipelined = bool(p.dma_queue_pipelined)
@@ -401,11 +494,12 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     port_vg = bool(p.sbuf_port_shared_vector_gpsimd)
     port_vs = bool(p.psum_port_shared_vector_scalar)
 
-    start = array("d", bytes(8 * n))
-    end = array("d", bytes(8 * n))
-    occ_a = array("d", bytes(8 * n))
-    wait = array("d", bytes(8 * n))
-    pred = array("q", [-1]) * n
+    # per-record results, in lists while scheduling (cheaper to fill), arrays in the Schedule
+    start: list[float] = [0.0] * n
+    end: list[float] = [0.0] * n
+    occ_a: list[float] = [0.0] * n
+    wait: list[float] = [0.0] * n
+    pred: list[int] = [-1] * n
     reason: list[str | None] = [None] * n
     track: list[str] = [""] * n
     dma_plans: dict[int, DmaPlan] = {}
@@ -413,7 +507,7 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     issue_busy: dict[str, float] = {}
 
     tstate: dict[str, list] = {}  # track or port -> [free at (ns), last record on it]
-    queue_of: dict[tuple[int, str | None, int | None], str] = {}
+    queue_of: dict[tuple[int, str | None, int | None], tuple[str, list]] = {}  # DMA queue -> (track, state)
     queue_count = [0] * cores
     pools = [DmaPool() for _ in range(cores)]
     dma_slot: dict[int, float] = {}
@@ -421,24 +515,29 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     global_last = -1
     prefixes = [("" if c == 0 else f"nc{c}/") for c in range(cores)]
     dep_label = {e: "dep:" + e for e in (*COMPUTE_ENGINES, "dma")}
+    lbl_dma = dep_label["dma"]
     # Byte-range tables. Only allocations something writes can carry a dependency. ``logical``: each
     # written allocation -> (its table, partition base, address base): its own table (bases 0), or the
     # table of the rotating buffer it reuses with offsets relative to the allocation. ``physical``:
-    # one table per core and on-chip buffer; HBM tensors keep their own table.
-    written: set[int] = set()
-    for r in records:
-        for o in r.operands:
-            if "w" in o.mode:
-                written.add(o.alloc)
-    tab_of: dict[int, tuple[_RangeTable, int, int] | None] = dict.fromkeys(written)  # None: not created yet
+    # one table per core and on-chip buffer (table None here); HBM tensors keep their own table.
+    tab_of: dict[int, tuple[_RangeTable | None, int, int]] = {}
     if logical:
-        shared: dict[int, _RangeTable] = {}
-        for a, (key, pb, ab) in buf_of.items():
-            if a in written:
-                tab = shared.get(key)
-                if tab is None:
-                    tab = shared[key] = _RangeTable()
-                tab_of[a] = (tab, pb, ab)
+        shared: dict[int, _RangeTable] = {}  # first instance -> the buffer's table
+        allocs = trace.allocations
+        for a in written:
+            key = first_of.get(a)
+            if key is None:
+                if a not in firsts:
+                    tab_of[a] = (_RangeTable(), 0, 0)
+                    continue
+                key = a
+            tab = shared.get(key)
+            if tab is None:
+                tab = shared[key] = _RangeTable()
+            ra = allocs[a]
+            tab_of[a] = (tab, ra.partition_offset, ra.address)
+    else:
+        tab_of = dict.fromkeys(written, (None, 0, 0))
     phys_tabs = [{"sbuf": _RangeTable(), "psum": _RangeTable()} for _ in range(cores)]
     # Trn1 shared ports, per core and engine: the SBUF port (Vector/GpSimd) always, the PSUM port
     # (Vector/Scalar) when the instruction touches PSUM
@@ -451,64 +550,74 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
             if port_vs and e in ("vector", "scalar"):
                 psum_port[(c, e)] = pre + "port:psum_vs"
     any_ports = bool(sbuf_port or psum_port)
+    # per core: compute engine -> (track, state, port states without / with PSUM, dependency label);
+    # issue engine -> (track, state)
+    eng_of: list[dict[str, tuple[str, list, tuple, tuple, str]]] = [{} for _ in range(cores)]
+    issuer_of: list[dict[str, tuple[str, list]]] = [{} for _ in range(cores)]
     seq = 0  # insertion order of table entries
     tab_get = tab_of.get
+    index_min = _INDEX_MIN
+    core = 0
+    phys = phys_tabs[0]
+    pool = pools[0]
 
     for i in range(n):
         rec = records[i]
-        core = rec.program % cores if cores > 1 else 0
+        if cores > 1:
+            core = rec.program % cores
+            phys = phys_tabs[core]
+            pool = pools[core]
         eng = rec.engine
         # ---- dependencies -------------------------------------------------------------
         t_dep = 0.0
         d_pred = -1
         d_reason: str | None = None
         acc = []
-        has_psum = False
         for o in rec.operands:
+            a = o.alloc
+            ti = tab_get(a)
+            if ti is None:
+                continue
             buf = o.buffer
-            if buf != "hbm":
-                if buf == "psum":
-                    has_psum = True
-                ti = tab_get(o.alloc, _UNWRITTEN)
-                if ti is _UNWRITTEN:
-                    continue
-                if ti is None:
-                    ti = tab_of[o.alloc] = (_RangeTable(), 0, 0)
-                pitch = -1
-                if logical:
-                    tab, pb, ab = ti
-                    r0 = o.partition_start - pb
-                    c0 = o.addr_lo - ab
-                    c1 = o.addr_hi - ab
-                else:
-                    tab = phys_tabs[core][buf]
-                    r0 = o.partition_start
-                    c0 = o.addr_lo
-                    c1 = o.addr_hi
-                r1 = r0 + (o.partitions or 1)
-            else:
-                ti = tab_get(o.alloc, _UNWRITTEN)
-                if ti is _UNWRITTEN:
-                    continue
-                if ti is None:
-                    ti = tab_of[o.alloc] = (_RangeTable(), 0, 0)
+            if buf == "hbm":
                 tab = ti[0]
-                pitch, r0, r1, c0, c1 = _box(o)
+                if tab is None:
+                    tab = _RangeTable()
+                    tab_of[a] = (tab, 0, 0)
+                bk = _box(o)
+                pitch, r0, r1, c0, c1 = bk
+            else:
+                tab, pb, ab = ti
+                if tab is None:
+                    tab = phys[buf]
+                pitch = -1
+                r0 = o.partition_start - pb
+                r1 = r0 + (o.partitions or 1)
+                c0 = o.addr_lo - ab
+                c1 = o.addr_hi - ab
+                bk = (-1, r0, r1, c0, c1)
             m = o.mode
             isw = "w" in m
             isr = "r" in m
-            a = o.alloc
-            if tab.grid is None:
-                hits = []
-                for e in tab.ents:
-                    ep = e[0]
-                    if ep == pitch:
-                        if e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]:
-                            hits.append(e)
-                    elif ep != _DEAD and _overlaps(e, pitch, r0, r1, c0, c1):
-                        hits.append(e)
+            ex = tab.exact
+            one = ex.get(bk) if ex is not None else None
+            if one is not None:
+                hits = (one,)  # the only live entry that overlaps its own box (live entries are disjoint)
             else:
-                hits = tab.lookup(pitch, r0, r1, c0, c1)
+                found = tab.found
+                hits = found.get(bk) if found is not None else None
+                if hits is None:
+                    if (tab.grid is None and tab.pitch == pitch and not tab.mixed
+                            and len(tab.ents) - tab.dead < index_min):
+                        # one pitch (not mixed): every live entry has it
+                        hits = [e for e in tab.ents if e[0] == pitch and e[1] < r1 and r0 < e[2] and e[3] < c1
+                                and c0 < e[4]]
+                    else:
+                        hits = tab.lookup(pitch, r0, r1, c0, c1)
+                    if found is None:
+                        tab.found = {bk: hits}
+                    else:
+                        found[bk] = hits
             for e in hits:
                 widx = e[8]
                 if widx >= 0:
@@ -526,7 +635,7 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                         d_reason = "capacity" if e[11] != a and logical else e[13]
                 if isw and e[9] > t_dep:
                     t_dep, d_pred, d_reason = e[9], e[10], ("capacity" if e[11] != a and logical else "war")
-            acc.append((tab, pitch, r0, r1, c0, c1, isr, isw, hits, a))
+            acc.append((tab, bk, isr, isw, hits, a, one))
         if serial and global_end > t_dep:
             t_dep, d_pred, d_reason = global_end, global_last, "program_order"
         # ---- issue ----------------------------------------------------------------------
@@ -534,16 +643,16 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
         if eng == "dma":
             plan = sc
             dma_plans[i] = plan
-            pre = prefixes[core]
             qk = (core, rec.file, rec.line)
-            tr = queue_of.get(qk)
-            if tr is None:
-                tr = f"{pre}dma:q{queue_count[core] % n_queues}"
+            q = queue_of.get(qk)
+            if q is None:
+                tr = f"{prefixes[core]}dma:q{queue_count[core] % n_queues}"
                 queue_count[core] += 1
-                queue_of[qk] = tr
-            ts = tstate.get(tr)
-            if ts is None:
-                ts = tstate[tr] = [0.0, -1]
+                ts = tstate.get(tr)
+                if ts is None:
+                    ts = tstate[tr] = [0.0, -1]
+                q = queue_of[qk] = (tr, ts)
+            tr, ts = q
             prev_free = ts[0]
             # trigger: when the dependencies are met (pipelined queue) or also the queue's previous
             # transfer is done (unpipelined: each DMA pays its fixed latency after its predecessor)
@@ -554,10 +663,14 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                 t0, why, pr = t_dep, d_reason, d_pred
             issue_engine = plan.issue_engine
             if issue_engine is not None:
-                itr = pre + issue_engine
-                its = tstate.get(itr)
-                if its is None:
-                    its = tstate[itr] = [0.0, -1]
+                iq = issuer_of[core].get(issue_engine)
+                if iq is None:
+                    itr = prefixes[core] + issue_engine
+                    its = tstate.get(itr)
+                    if its is None:
+                        its = tstate[itr] = [0.0, -1]
+                    iq = issuer_of[core][issue_engine] = (itr, its)
+                itr, its = iq
                 if its[0] > t0:
                     t0, why, pr = its[0], "issue:" + issue_engine, its[1]
                 issue_ns = plan.issue_ns
@@ -574,7 +687,20 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                 t0 = prev_free
             svc = plan.service_ns
             share = svc * plan.engines / n_dma
-            slot = pools[core].reserve(xs, share)
+            ends = pool.ends
+            slot = xs if xs > pool.floor else pool.floor
+            if share > 0 and ends and slot < ends[-1]:
+                slot = pool.reserve(xs, share)
+            elif share > 0:  # after every booked interval: DmaPool.reserve's append / extend, inline
+                done = slot + share
+                if ends and ends[-1] >= slot - 1e-9:
+                    if done > ends[-1]:
+                        ends[-1] = done
+                else:
+                    pool.starts.append(slot)
+                    ends.append(done)
+                    if len(ends) > pool.keep:
+                        pool.trim()
             done = slot + share
             if done < xs + svc:
                 done = xs + svc
@@ -584,31 +710,44 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                 why = "dma_engines"
             o_cost = en - st
             lat = sem
+            lbl = lbl_dma
         else:
             o_cost, lat, pmode, _ok = sc
             if pmode:
                 perf_mode[i] = pmode
-            tr = eng if core == 0 else prefixes[core] + eng
-            ts = tstate.get(tr)
-            if ts is None:
-                ts = tstate[tr] = [0.0, -1]
+            eq = eng_of[core].get(eng)
+            if eq is None:
+                tr = eng if core == 0 else prefixes[core] + eng
+                ts = tstate.get(tr)
+                if ts is None:
+                    ts = tstate[tr] = [0.0, -1]
+                ports = []
+                for pk in (sbuf_port.get((core, eng)), psum_port.get((core, eng))):
+                    if pk is not None:
+                        ps = tstate.get(pk)
+                        if ps is None:
+                            ps = tstate[pk] = [0.0, -1]
+                        ports.append(ps)
+                with_psum = tuple(ports)
+                plain = with_psum[:1] if sbuf_port.get((core, eng)) is not None else ()
+                eq = eng_of[core][eng] = (tr, ts, plain, plain if len(plain) == len(with_psum) else with_psum,
+                                          dep_label.get(eng) or "dep:" + eng)
+            tr, ts, ports_plain, ports_psum, lbl = eq
             t0 = prev_free = ts[0]
             why = None
             pr = ts[1]
             if t_dep > t0:
                 t0, why, pr = t_dep, d_reason, d_pred
             if any_ports:
-                p_sb = sbuf_port.get((core, eng))
-                p_ps = psum_port.get((core, eng)) if has_psum else None
-                pstates = []
-                for pk in (p_sb, p_ps):
-                    if pk is not None:
-                        ps = tstate.get(pk)
-                        if ps is None:
-                            ps = tstate[pk] = [0.0, -1]
-                        pstates.append(ps)
-                        if ps[0] > t0:
-                            t0, why, pr = ps[0], "port", ps[1]
+                pstates = ports_plain
+                if ports_psum is not ports_plain:
+                    for o in rec.operands:
+                        if o.buffer == "psum":
+                            pstates = ports_psum
+                            break
+                for ps in pstates:
+                    if ps[0] > t0:
+                        t0, why, pr = ps[0], "port", ps[1]
                 st = t0
                 en = t0 + o_cost
                 for ps in pstates:
@@ -631,36 +770,79 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
         if en > global_end:
             global_end, global_last = en, i
         # ---- update byte-range tables ------------------------------------------------
-        for tab, pitch, r0, r1, c0, c1, isr, isw, hits, a in acc:
+        # Every hit was found before this record's updates: one that a write of this record killed (or
+        # rewrote in place: seq >= seq0) counts as dead for the later operands, as does an entry added
+        # by this record, which they did not see.
+        seq0 = seq
+        for tab, bk, isr, isw, hits, a, one in acc:
             if isw:
+                if one is not None and one[12] < seq0 and one[0] != _DEAD and one is tab.ents[-1]:
+                    # the write replaces the table's last entry, same box: rewrite it in place (the same
+                    # live entries in the same order as killing it and appending a new one)
+                    one[5] = en
+                    one[6] = lat
+                    one[7] = eng
+                    one[8] = i
+                    one[9] = en if isr else 0.0
+                    one[10] = i if isr else -1
+                    one[11] = a
+                    one[12] = seq
+                    one[13] = lbl
+                    seq += 1
+                    tab.fresh_i = i
+                    continue
+                pitch, r0, r1, c0, c1 = bk
+                ex = tab.exact
                 if hits:
-                    # entries the write fully covers are dead
+                    # entries the write fully covers are dead; one it only overlaps ends the disjointness
                     k = 0
                     for e in hits:
+                        if e[12] >= seq0 or e[0] == _DEAD:
+                            continue
                         if e[0] == pitch and r0 <= e[1] and e[2] <= r1 and c0 <= e[3] and e[4] <= c1:
                             e[0] = _DEAD
                             k += 1
+                            if ex is not None and ex.get(e[14]) is e:
+                                del ex[e[14]]
+                        else:
+                            ex = tab.exact = None
                     if k:
+                        tab.found = None
                         k += tab.dead
                         if k >= len(tab.ents):
                             tab.clear()
+                            ex = tab.exact
                         elif k >= 16 and 2 * k >= len(tab.ents):
                             tab.dead = k
-                            tab.rebuild()
+                            tab.rebuild(tab.misses >= _MISSES_BEFORE_INDEX)
                         else:
                             tab.dead = k
-                lbl = dep_label.get(eng) or "dep:" + eng
-                e = [pitch, r0, r1, c0, c1, en, lat, eng, i, (en if isr else 0.0), (i if isr else -1), a, seq, lbl]
+                e = [pitch, r0, r1, c0, c1, en, lat, eng, i, (en if isr else 0.0), (i if isr else -1), a, seq, lbl,
+                     bk]
             elif hits:
                 for e in hits:
-                    if en > e[9]:
+                    if en > e[9] and e[12] < seq0:
                         e[9] = en
                         e[10] = i
                 continue
             else:
-                e = [pitch, r0, r1, c0, c1, 0.0, 0.0, "", -1, en, i, a, seq, ""]
+                pitch, r0, r1, c0, c1 = bk
+                ex = tab.exact
+                e = [pitch, r0, r1, c0, c1, 0.0, 0.0, "", -1, en, i, a, seq, "", bk]
             seq += 1
             ents = tab.ents
+            if ex is not None:
+                if tab.fresh_i == i:  # another entry of this record: the table stays disjoint if they are
+                    for f in reversed(ents):
+                        if f[12] < seq0:
+                            break
+                        if _overlaps(f, pitch, r0, r1, c0, c1):
+                            ex = tab.exact = None
+                            break
+                if ex is not None and r0 < r1 and c0 < c1:
+                    ex[bk] = e
+            tab.fresh_i = i
+            tab.found = None
             ents.append(e)
             tp = tab.pitch
             if tp != pitch:
@@ -668,8 +850,9 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                     tab.pitch = pitch
                 else:
                     tab.added()
-            elif tab.grid is not None or len(ents) >= _INDEX_MIN + tab.dead:
-                tab.added()
-    return Schedule(trace=trace, params=p, policy=pol, cores=cores, track=track, start=start, end=end, occ=occ_a,
-                    wait=wait, reason=reason, pred=pred, dma=dma_plans, dma_slot=dma_slot,
-                    issue_busy=issue_busy, perf_mode=perf_mode, unmodelled=unmodelled, rotation=rot)
+            elif tab.grid is not None:
+                tab._file(e)
+    return Schedule(trace=trace, params=p, policy=pol, cores=cores, track=track, start=array("d", start),
+                    end=array("d", end), occ=array("d", occ_a), wait=array("d", wait), pred=array("q", pred),
+                    reason=reason, dma=dma_plans, dma_slot=dma_slot, issue_busy=issue_busy, perf_mode=perf_mode,
+                    unmodelled=unmodelled, rotation=rot, signature=signature)

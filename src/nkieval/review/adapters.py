@@ -53,7 +53,9 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
                      variants: Sequence[Any] = ()) -> tuple[Any | None, str | None]:
     """``nkieval.numerics.PreparedCheck`` for one case's inputs (candidate-independent), or why not.
 
-    ``keep_blocks=True`` keeps the oracle and bounds in memory for judging many outputs.
+    ``keep_blocks=True`` keeps the oracle and bounds in memory for judging many outputs, the
+    generic path's refined magnitudes included (built here, once, rather than by the first
+    failing output's check: they depend on the inputs only).
     ``variants`` (reference.py's known wrong formulas, ``tasks.load_reference_variants``) are
     tried by the diagnosis of a failing output of a ``reference`` op.
     """
@@ -80,7 +82,7 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
             pc = prepared(numerics_operands(task, inputs), task.numerics.op, task.numerics.recipe,
                           input_family=fam, keep_blocks=keep_blocks, **params)
         if keep_blocks:
-            pc.materialise()
+            pc.materialise(refined=True)
     except Exception as e:  # a numerics bug must not crash the review; it is reported instead
         return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
     return pc, None
@@ -96,9 +98,31 @@ def numerics_judge(prepared: Any, actual: np.ndarray, *, diagnose: bool = True
         v = prepared.check(actual, worst_k=3, diagnose=diagnose)
     except Exception as e:  # a numerics bug must not crash the review; it is reported instead
         return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
-    d = v.to_dict()
-    d["explanation"] = getattr(v, "explanation", "")
-    return d, None
+    return numerics_dict(v), None
+
+
+def numerics_check(prepared: Any, actual: np.ndarray) -> tuple[Any | None, str | None]:
+    """The verdict object for one output without naming likely causes (see :func:`numerics_diagnose`)."""
+    try:
+        return prepared.check(actual, worst_k=3, diagnose=False), None
+    except Exception as e:  # a numerics bug must not crash the review; it is reported instead
+        return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
+
+
+def numerics_diagnose(prepared: Any, actual: np.ndarray, verdict: Any) -> tuple[Any | None, str | None]:
+    """``verdict`` (from :func:`numerics_check`) with the likely causes of a failure named: the
+    same as ``numerics_judge(..., diagnose=True)`` in two steps, or why not."""
+    try:
+        return prepared.diagnose(actual, verdict), None
+    except Exception as e:
+        return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
+
+
+def numerics_dict(verdict: Any) -> dict[str, Any]:
+    """A verdict as the report stores it."""
+    d = verdict.to_dict()
+    d["explanation"] = getattr(verdict, "explanation", "")
+    return d
 
 
 def numerics_verdict(task: Task, actual: np.ndarray, inputs: Mapping[str, np.ndarray], family: str,

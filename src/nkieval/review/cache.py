@@ -9,7 +9,8 @@ cost. :class:`CaseCache` keeps them in the harness process, keyed by a content h
 files plus the case; a bounded LRU (bytes) evicts the least recently used cases.
 
 Nothing here ever reaches candidate code: sandboxed children fork from the zygote (a clean
-process that never holds this cache) and receive only their inputs, as ``.npz`` bytes. Cached
+process that never holds this cache) and receive only their inputs, as inert array-file bytes
+(:mod:`nkieval.review.npzio`). Cached
 arrays are made read-only, so no harness code can change them in place.
 """
 
@@ -57,11 +58,12 @@ def task_fingerprint(task: Task) -> str:
 
 @dataclass
 class CaseData:
-    """One case's candidate-independent data. ``inputs`` and ``npz`` are set at creation; the
-    reference outputs and the prepared numerics check are built on first use (under ``lock``)."""
+    """One case's candidate-independent data. ``inputs`` and ``packed`` (the inputs as the
+    sandbox's array-file bytes) are set at creation; the reference outputs and the prepared
+    numerics check are built on first use (under ``lock``)."""
 
     inputs: dict[str, np.ndarray]
-    npz: bytes
+    packed: bytes
     reference: list[np.ndarray] | None = None
     prepared: Any = None
     prepared_reason: str | None = None
@@ -82,15 +84,15 @@ class CaseData:
             return self.prepared, self.prepared_reason
 
     def nbytes(self) -> int:
-        n = len(self.npz) + sum(a.nbytes for a in self.inputs.values())
+        n = len(self.packed) + sum(a.nbytes for a in self.inputs.values())
         n += sum(r.nbytes for r in self.reference or [])
         if self.prepared is not None and hasattr(self.prepared, "nbytes"):
             n += int(self.prepared.nbytes())
         return n
 
 
-def new_case_data(inputs: dict[str, np.ndarray], npz: bytes) -> CaseData:
-    return CaseData({k: _readonly(v) for k, v in inputs.items()}, npz)
+def new_case_data(inputs: dict[str, np.ndarray], packed: bytes) -> CaseData:
+    return CaseData({k: _readonly(v) for k, v in inputs.items()}, packed)
 
 
 class CaseCache:

@@ -6,9 +6,20 @@ directory holds only the candidate's source and the inputs. Every result goes ba
 files written atomically (write to a temporary name, then rename), so garbage on stdout, a
 crash, ``os._exit`` or a kill leaves either a complete result file or none.
 
-Files in JOB_DIR: ``job.json`` (what to run), ``in_<k>.npz`` (inputs of case k). Written here:
-``started_<k>`` (the parent times case k from this marker), ``res_<k>.json``, ``out_<k>.npz``,
-``trace_<k>.json``, and ``stdout.txt``/``stderr.txt`` (the candidate's prints).
+Files in JOB_DIR: ``job.json`` (what to run), ``in_<k>.arr`` (inputs of case k, :mod:`npzio`
+format), ``notify`` (a FIFO the parent reads). Written here: ``started_<k>`` (the parent times
+case k from this marker), ``res_<k>.json``, ``out_<k>.arr``, ``trace_<k>.json``, and
+``stdout.txt``/``stderr.txt`` (the candidate's prints). After each marker or result file the
+child writes a line to ``notify`` (``s<k>``, ``r<k>``) so the parent wakes at once and knows
+which file to look at instead of polling the directory. The line is only a hint (the parent
+then reads the file, and looks at every file on its own now and then), so a candidate that
+writes there too can only cause a spurious look.
+
+Timings in ``res_<k>.json`` (seconds, this process's clock): ``load_s`` (reading the inputs),
+``sim_s`` (``run_kernel`` alone: from inputs loaded to outputs returned, the only part the
+benchmark counts as simulation), ``post_s`` (checking, unwritten masks, writing outputs and
+the trace), ``wall_s`` (all three), and on the first case a child runs, ``setup_s`` (from the
+process's entry to its first case: redirection, limits, importing the candidate).
 """
 
 from __future__ import annotations
@@ -124,37 +135,82 @@ def _unwritten_masks(trace: Any, raw: Any) -> dict[str, Any] | None:
     Read off the trace's HBM write accesses (byte offset and element pattern of each DMA
     destination), so the harness can tell "never written" from "computed NaN" (e.g. exp
     overflow) although both read back as NaN. None if a write's geometry cannot be replayed.
+    Each write marks its elements through a strided view of the mask (no index arrays).
     """
     import numpy as np
+    from numpy.lib.stride_tricks import as_strided
 
     vals = list(raw) if isinstance(raw, tuple | list) else [raw]
     ids = {v.alloc.id: i for i, v in enumerate(vals)}
     written = [np.zeros(v.alloc.storage.size, dtype=bool) for v in vals]
+    isz = [v.alloc.storage.dtype.itemsize for v in vals]
     for rec in trace.records:
         for o in rec.operands:
-            if o.buffer != "hbm" or "w" not in o.mode or o.alloc not in ids:
+            if o.buffer != "hbm" or "w" not in o.mode:
                 continue
-            i = ids[o.alloc]
-            isz = vals[i].alloc.storage.dtype.itemsize
-            if any(s < 0 for s, _ in o.pattern) or o.addr_lo % isz:
+            i = ids.get(o.alloc)
+            if i is None:
+                continue
+            if o.addr_lo % isz[i]:
                 return None
-            idx = np.array([o.addr_lo // isz], dtype=np.int64)
+            start = o.addr_lo // isz[i]
+            counts = []
+            strides = []
+            last = start
+            empty = False
             for stride, n in o.pattern:
-                idx = (idx[:, None] + stride * np.arange(n, dtype=np.int64)[None, :]).reshape(-1)
-            if idx.size and (idx.min() < 0 or idx.max() >= written[i].size):
+                if stride < 0:
+                    return None
+                if n <= 0:
+                    empty = True
+                counts.append(n)
+                strides.append(stride)
+                last += stride * (n - 1)
+            if empty:
+                continue
+            w = written[i]
+            if start < 0 or last >= w.size:
                 return None
-            written[i][idx] = True
+            if not counts:
+                w[start] = True
+                continue
+            as_strided(w[start:], shape=tuple(counts), strides=tuple(strides), writeable=True)[...] = True
     return {f"unwritten{i}": ~w.reshape(vals[i].alloc.storage.shape) for i, w in enumerate(written) if not w.all()}
+
+
+def _open_notify(job: Path) -> int | None:
+    """The write end of the parent's wake-up FIFO (None if there is none: the parent then polls)."""
+    try:
+        return os.open(job / "notify", os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+
+
+def _notify(fd: int | None, what: str) -> None:
+    """Tell the parent which file just appeared: ``s<k>`` (started_k), ``r<k>`` (res_k)."""
+    if fd is not None:
+        try:
+            os.write(fd, f"{what}\n".encode())
+        except OSError:  # full (the parent is behind: it will look anyway) or gone
+            pass
 
 
 def run_cases(job_dir: str, case_ids: list[int]) -> None:
     """Entry point in the sandboxed process."""
+    t_entry = time.perf_counter()
     job = Path(job_dir)
     spec = json.loads((job / "job.json").read_text())
     os.chdir(job)
     _redirect_output(job)
     _limit_resources(spec["memory_mb"], spec["cpu_s"])
+    note = _open_notify(job)
     candidate = str((job / spec["candidate"]).resolve())
+
+    def fail_all(kind: str, e: BaseException) -> None:
+        for k in case_ids:
+            _atomic_write(job / f"res_{k}.json", json.dumps(_error(kind, e, candidate)).encode())
+            _notify(note, f"r{k}")
+
     try:
         from nkieval import frontends
         from nkieval.review import npzio
@@ -165,8 +221,7 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
         frontends.install(force=True)
         import numpy as np
     except BaseException as e:  # infrastructure: the harness's own imports failed
-        for k in case_ids:
-            _atomic_write(job / f"res_{k}.json", json.dumps(_error("infra-error", e, candidate)).encode())
+        fail_all("infra-error", e)
         return
     try:
         fn = _load_candidate(candidate, spec["kernel"])
@@ -175,27 +230,30 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
         if not callable(fn) or not hasattr(fn, "__code__"):
             raise TypeError(f"`{spec['kernel']}` is not a function")
     except MemoryError as e:
-        for k in case_ids:
-            _atomic_write(job / f"res_{k}.json", json.dumps(_error("memory-limit", e, candidate)).encode())
+        fail_all("memory-limit", e)
         return
     except BaseException as e:
-        for k in case_ids:
-            _atomic_write(job / f"res_{k}.json", json.dumps(_error("import-error", e, candidate)).encode())
+        fail_all("import-error", e)
         return
 
+    setup_s: float | None = time.perf_counter() - t_entry
     for k in case_ids:
         case = spec["cases"][k]
         _atomic_write(job / f"started_{k}", b"")
+        _notify(note, f"s{k}")
         t0 = time.perf_counter()
+        t_loaded = t_sim = None
         try:
-            arrays = npzio.load(job / case["inputs"])
+            arrays = npzio.load(job / case["inputs"], mapped=True)
             args = [arrays[name] for name in case["input_names"]]
             cap = _Capture(fn)
             # the simulator stops a runaway kernel at the limit (rule instruction-budget) instead of
             # letting it run to the wall-clock timeout
             opts = SimOptions.from_env(max_instructions=int(spec["max_instructions"]))
+            t_loaded = time.perf_counter()
             result = run_kernel(cap, args, dict(case["params"]), target=spec["target"], lnc=lnc, options=opts)
-            sim_s = time.perf_counter() - t0
+            t_sim = time.perf_counter()
+            sim_s = t_sim - t_loaded
             problem = _check_outputs(cap.raw, case["n_outputs"], args)
             if problem is not None:
                 res: dict[str, Any] = {"status": "bad-output", "message": problem, "sim_s": sim_s}
@@ -208,10 +266,9 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
                 masks = _unwritten_masks(result.trace, cap.raw)
                 arrs = {f"out{i}": np.asarray(o) for i, o in enumerate(outs)}
                 arrs.update(masks or {})
-                buf = npzio.dumps(arrs)
-                _atomic_write(job / f"out_{k}.npz", buf)
+                npzio.dump(job / f"out_{k}.arr", arrs)
                 if case["want_trace"]:
-                    _atomic_write(job / f"trace_{k}.json", result.trace.to_json().encode())
+                    _atomic_write(job / f"trace_{k}.json", result.trace.to_compact().encode())
                 res = {"status": "ok", "sim_s": sim_s, "n_instructions": len(result.trace),
                        "written_checked": masks is not None,
                        "warnings": result.trace.warnings[:50]}
@@ -223,9 +280,20 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
             res = _error("exception", e, candidate)
         except BaseException as e:  # SystemExit, KeyboardInterrupt and anything else the candidate raises
             res = _error("exception", e, candidate)
-        res.setdefault("sim_s", time.perf_counter() - t0)
-        res["wall_s"] = time.perf_counter() - t0
+        t_end = time.perf_counter()
+        if t_loaded is None:  # failed while reading the inputs
+            t_loaded = t_end
+        if t_sim is None:  # the kernel raised: it simulated until then
+            t_sim = t_end
+        res.setdefault("sim_s", t_sim - t_loaded)
+        res["load_s"] = t_loaded - t0
+        res["post_s"] = t_end - t_sim
+        res["wall_s"] = t_end - t0
+        if setup_s is not None:
+            res["setup_s"] = setup_s
+            setup_s = None
         _atomic_write(job / f"res_{k}.json", json.dumps(res, default=str).encode())
+        _notify(note, f"r{k}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,10 +11,12 @@ or rubric raises.
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,16 +133,150 @@ def _trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int]
     from nkieval.hardware import get_target
     from nkieval.sim.trace import Trace
 
-    trace = Trace.from_json(run.trace_json or "")
+    trace = Trace.from_compact(run.trace_json or "")
     rd, wr = task.compulsory_bytes(dims)
     hw = trace_evidence(trace, target=get_target(target), compulsory_read=rd, compulsory_write=wr)
     perf, why = adapters.perf_estimate(trace, target)
     return hw, perf, why
 
 
+# What a review loads from the task's reference.py (the reference, the oracle, the known wrong
+# formulas), kept per content fingerprint when the case cache is on: reference.py is trusted,
+# its functions pure, and running it again per review only costs time.
+_TASK_CODE: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None, list[Any]]] = {}
+_TASK_CODE_LOCK = threading.Lock()
+
+
+def _task_code(task: Task, fingerprint: str | None) -> tuple[Callable[..., Any], Callable[..., Any] | None, list[Any]]:
+    if fingerprint is not None:
+        with _TASK_CODE_LOCK:
+            hit = _TASK_CODE.get(fingerprint)
+        if hit is not None:
+            return hit
+    code = (load_reference(task), _oracle(task), load_reference_variants(task))
+    if fingerprint is not None:
+        with _TASK_CODE_LOCK:
+            _TASK_CODE[fingerprint] = code
+    return code
+
+
+_RUBRICS: dict[tuple[str, int, int], Rubric] = {}
+
+
+def _rubric(rubric: Rubric | str) -> Rubric:
+    """``load_rubric``, parsed once per file version (rubrics are frozen and only read)."""
+    if isinstance(rubric, Rubric):
+        return rubric
+    from importlib import resources
+
+    p = Path(rubric)
+    f: Any = p if p.suffix == ".toml" and p.is_file() else resources.files("nkieval.review").joinpath(
+        "rubrics", f"{rubric}.toml")
+    try:
+        st = os.stat(f)
+    except (OSError, TypeError):  # not a plain file (zipped package): no caching
+        return load_rubric(rubric)
+    key = (str(f), st.st_mtime_ns, st.st_size)
+    hit = _RUBRICS.get(key)
+    if hit is None:
+        hit = _RUBRICS[key] = load_rubric(rubric)
+    return hit
+
+
 def _limits(task: Task) -> SandboxLimits:
     return SandboxLimits(timeout_s=task.limits.timeout_s, memory_mb=task.limits.memory_mb,
                          max_instructions=task.limits.max_instructions)
+
+
+_HELP = True
+_MALLOC_TUNED: list[bool] = []
+
+
+def _tune_malloc() -> None:
+    """Keep freed heap memory in the harness process instead of handing it back to the kernel.
+
+    Judging an output allocates a dozen block-sized float64 temporaries (2 MiB each at the
+    default block) and frees them; glibc's default trims or unmaps that memory right away, so
+    the next block touches fresh pages again: about 5 000 page faults per 300 000-element
+    output, half of its judging time on the development machine. Raising the mmap threshold
+    to 32 MiB (glibc's own dynamic maximum) and the trim threshold to 256 MiB keeps up to that
+    much freed memory for reuse. Process-wide, glibc only, done once at the first review;
+    ``NKIEVAL_REVIEW_MALLOPT=0`` leaves the allocator alone."""
+    if _MALLOC_TUNED:
+        return
+    _MALLOC_TUNED.append(True)
+    if os.environ.get("NKIEVAL_REVIEW_MALLOPT", "1") == "0":
+        return
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+        m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
+        mallopt(m_mmap_threshold, 32 << 20)
+        mallopt(m_trim_threshold, 256 << 20)
+    except (OSError, AttributeError):
+        pass
+
+
+class _Work:
+    """The harness's own work for one review, in submission order, done by one worker thread
+    while the sandboxed child runs and, once the child is gone and its core free, by the
+    calling thread too (:meth:`help`). Every item is independent of the others except through
+    per-case locks, so two threads may take them in any order."""
+
+    def __init__(self) -> None:
+        from collections import deque
+
+        self._q: deque[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = deque()
+        self._cv = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="nkieval-review", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        f: Future[Any] = Future()
+        with self._cv:
+            self._q.append((f, fn, args))
+            self._cv.notify()
+        return f
+
+    def _take(self, block: bool) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None:
+        with self._cv:
+            while not self._q:
+                if self._closed or not block:
+                    return None
+                self._cv.wait()
+            return self._q.popleft()
+
+    @staticmethod
+    def _run(item: tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]) -> None:
+        f, fn, args = item
+        if not f.set_running_or_notify_cancel():
+            return
+        try:
+            f.set_result(fn(*args))
+        except BaseException as e:  # handed to whoever waits on the future
+            f.set_exception(e)
+
+    def _loop(self) -> None:
+        while (item := self._take(block=True)) is not None:
+            self._run(item)
+
+    def help(self) -> None:
+        """Run queued items in this thread until the queue is empty (items queued meanwhile too)."""
+        while (item := self._take(block=False)) is not None:
+            self._run(item)
+
+    def close(self) -> None:
+        """Stop the worker once the queue is empty, and wait for it."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        self._thread.join()
 
 
 def review(task: Task | str | Path, candidate: str | Path, *, target: str | None = None, seed: int | None = None,
@@ -160,9 +296,10 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     shape, family and seed (:mod:`nkieval.review.cache`); the report is the same either way.
     """
     t0 = time.perf_counter()
+    _tune_malloc()
     timings: dict[str, float] = {}
     task = task if isinstance(task, Task) else load_task(task)
-    rub = rubric if isinstance(rubric, Rubric) else load_rubric(rubric)
+    rub = _rubric(rubric)
     target = target or task.default_target
     source, name = _load_source(candidate)
     base_seed = secrets.randbits(63) if seed is None else int(seed)
@@ -171,10 +308,129 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     integrity = scan(source)
     use_cache = (seed is not None) if cache is None else bool(cache)
 
-    # Static analysis needs only the source: it runs in a harness thread while the sandbox simulates.
+    fingerprint = task_fingerprint(task) if use_cache else None
+    data_keys = [_case_data(task, c, fingerprint) for c in cases]
+    inputs = [d.inputs for d, _ in data_keys]
+    jobs = [CaseJob(c.label, d.inputs, dict(task.params), len(task.outputs), c.want_trace, packed=d.packed)
+            for c, (d, _) in zip(cases, data_keys)]
+    timings["inputs_s"] = time.perf_counter() - t0
+    ref_fn, oracle, variants = _task_code(task, fingerprint)
+    num_ok, num_reason = adapters.numerics_available()
+    index = {c.label: i for i, c in enumerate(cases)}
+    stat_lock = threading.Lock()
+    acc = {"numerics_s": 0.0, "diagnosis_s": 0.0, "reference_and_compare_s": 0.0, "trace_parse_s": 0.0,
+           "prefetch_s": 0.0}
+
+    def add(key: str, seconds: float) -> None:
+        with stat_lock:
+            acc[key] += seconds
+
+    def prepared(i: int, ref: list[np.ndarray]) -> tuple[Any, str | None]:
+        c, inp = cases[i], inputs[i]
+        data, key = data_keys[i]
+        keep = key is not None and ref[0].size <= MAX_KEPT_ELEMENTS
+        return data.get_prepared(lambda: adapters.numerics_prepare(
+            task, inp, c.family, is_random(c.family), oracle, c.dims, keep_blocks=keep, variants=variants))
+
+    def prefetch(i: int) -> None:
+        """The case's reference outputs and prepared numerics check (candidate-independent; cached)."""
+        ta = time.perf_counter()
+        data, key = data_keys[i]
+        ref = data.get_reference(lambda: reference_outputs(task, ref_fn, inputs[i]))
+        if num_ok:
+            prepared(i, ref)
+        if key is not None:
+            CASE_CACHE.update(key, data)  # its size grew by the reference and the prepared check
+        add("prefetch_s", time.perf_counter() - ta)
+
+    # Per case: (CaseResult, the numerics verdict object or None, the output it judged, reason).
+    # Naming likely causes of a numerics failure (diagnosis) costs more than the verdict; the
+    # feedback cites the first DIAGNOSED_FAILURES failing cases (in case order) only, so only
+    # those are diagnosed: verdicts first, then diagnoses as soon as it is known which cases
+    # are the first failing ones (every earlier case judged).
+    judged: dict[int, tuple[CaseResult, Any, Any, str | None]] = {}
+    diagnosed: dict[int, Future[Any]] = {}
+    judge_lock = threading.Lock()
+
+    def failing(i: int) -> bool:
+        v = judged[i][1]
+        return v is not None and v.status == "fail"
+
+    def schedule_diagnoses(work: _Work) -> None:
+        with judge_lock:
+            n = 0
+            for j in range(len(cases)):
+                if j not in judged:
+                    return
+                if failing(j):
+                    n += 1
+                    if j not in diagnosed:
+                        diagnosed[j] = work.submit(diagnose, j, work)
+                    if n >= DIAGNOSED_FAILURES:
+                        return
+
+    def diagnose(i: int, work: _Work) -> Any:
+        ta = time.perf_counter()
+        cr, v, actual, _ = judged[i]
+        data, _key = data_keys[i]
+        pc, _ = data.get_prepared(lambda: (None, None))
+        dv, why = adapters.numerics_diagnose(pc, actual, v)
+        d = None if dv is None else adapters.numerics_dict(dv)
+        add("diagnosis_s", time.perf_counter() - ta)
+        if dv is None:
+            # as a one-step check that raised: no numerics for this case, and the next failing
+            # case takes its place among the diagnosed ones
+            with judge_lock:
+                judged[i] = (cr, None, None, why)
+            schedule_diagnoses(work)
+        return d
+
+    def judge(i: int, run: CaseRun, work: _Work) -> None:
+        """Reference, correctness and numerics verdict of one case (harness side; the candidate never sees them)."""
+        c, inp = cases[i], inputs[i]
+        ta = time.perf_counter()
+        cr = CaseResult(c.label, c.dims, c.hidden, c.family, c.seed, run.status, error=dict(run.error),
+                        instructions=run.n_instructions, sim_s=run.sim_s)
+        if run.warnings:
+            cr.error["warnings"] = run.warnings
+        reason = None
+        verdict = None
+        t_num = 0.0
+        if run.status == "ok":
+            data, key = data_keys[i]
+            ref = data.get_reference(lambda: reference_outputs(task, ref_fn, inp))
+            cr.mismatch = compare_outputs(run.outputs, ref, task.outputs, task.rtol, task.atol, run.unwritten)
+            cr.correct = cr.mismatch is None
+            if num_ok and (cr.mismatch is None or cr.mismatch["kind"] in ("mismatch", "unwritten", "nonfinite")):
+                tn = time.perf_counter()
+                pc, reason = prepared(i, ref)
+                if pc is not None:
+                    verdict, reason = adapters.numerics_check(pc, run.outputs[0])
+                    if verdict is not None:
+                        # the report's form, here in the worker (a diagnosis replaces it)
+                        cr.numerics = adapters.numerics_dict(verdict)
+                t_num = time.perf_counter() - tn
+            if key is not None:
+                CASE_CACHE.update(key, data)  # its size grew by the reference and the prepared check
+        else:
+            cr.correct = False
+        add("numerics_s", t_num)
+        add("reference_and_compare_s", time.perf_counter() - ta - t_num)
+        with judge_lock:
+            judged[i] = (cr, verdict, run.outputs[0] if verdict is not None else None, reason)
+        schedule_diagnoses(work)
+
+    def trace_facts(i: int, r: CaseRun) -> tuple[HardwareEvidence, dict[str, Any] | None, str | None]:
+        ta = time.perf_counter()
+        try:
+            return _trace_facts(task, r, target, cases[i].dims)
+        finally:
+            add("trace_parse_s", time.perf_counter() - ta)
+
     analysis_box: dict[str, Any] = {}
 
     def run_analysis() -> None:
+        """Static analysis needs only the source: it runs in the harness worker while the sandbox simulates."""
         ta = time.perf_counter()
         try:
             analysis_box["nki"] = adapters.nki_findings(source, target)
@@ -184,149 +440,145 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
             analysis_box["error"] = e
         analysis_box["s"] = time.perf_counter() - ta
 
-    analysis_thread = threading.Thread(target=run_analysis, name="nkieval-analysis", daemon=True)
-    analysis_thread.start()
+    # One harness worker thread does everything that does not need the child: static analysis
+    # first (it needs only the source), then, on a cold cache, each case's reference outputs and
+    # prepared numerics check (candidate-independent, kept for the next review), then each case's
+    # judgement as its result arrives, the diagnoses and the evidence trace's parse. It starts
+    # when the child is running, so it never delays the child's start, and while the child
+    # runs it is the only harness thread with work (the other core is the child's). Once the
+    # child has exited, this thread joins in on what is left.
+    work = _Work()
+    futures: dict[int, Future[None]] = {}
+    trace_futures: dict[int, Future[tuple[HardwareEvidence, dict[str, Any] | None, str | None]]] = {}
+    analysis_future: list[Future[None]] = []
 
-    fingerprint = task_fingerprint(task) if use_cache else None
-    data_keys = [_case_data(task, c, fingerprint) for c in cases]
-    inputs = [d.inputs for d, _ in data_keys]
-    jobs = [CaseJob(c.label, d.inputs, dict(task.params), len(task.outputs), c.want_trace, npz=d.npz)
-            for c, (d, _) in zip(cases, data_keys)]
-    timings["inputs_s"] = time.perf_counter() - t0
-    ref_fn = load_reference(task)
-    oracle = _oracle(task)
-    variants = load_reference_variants(task)
-    num_ok, num_reason = adapters.numerics_available()
-    index = {c.label: i for i, c in enumerate(cases)}
-    judged: dict[int, tuple[CaseResult, float, float, str | None]] = {}
-    # Naming likely causes (numerics diagnosis) costs more than the verdict; feedback cites the
-    # first failing cases only, so only those are diagnosed (cases are judged in order).
-    diagnose_left = [DIAGNOSED_FAILURES]
-    trace_futures: dict[int, Any] = {}
+    def start_worker() -> None:
+        if not analysis_future:
+            analysis_future.append(work.submit(run_analysis))
+            if not integrity and use_cache:
+                for i, (d, _key) in enumerate(data_keys):
+                    if d.reference is None or (num_ok and not d.prepared_done):
+                        work.submit(prefetch, i)
 
-    def judge(i: int, run: CaseRun) -> tuple[CaseResult, float, float, str | None]:
-        """Reference, correctness and numerics of one case (harness side; the candidate never sees them)."""
-        c, inp = cases[i], inputs[i]
-        ta = time.perf_counter()
-        cr = CaseResult(c.label, c.dims, c.hidden, c.family, c.seed, run.status, error=dict(run.error),
-                        instructions=run.n_instructions, sim_s=run.sim_s)
-        if run.warnings:
-            cr.error["warnings"] = run.warnings
-        reason = None
-        t_num = 0.0
-        if run.status == "ok":
-            data, key = data_keys[i]
-            ref = data.get_reference(lambda: reference_outputs(task, ref_fn, inp))
-            cr.mismatch = compare_outputs(run.outputs, ref, task.outputs, task.rtol, task.atol, run.unwritten)
-            cr.correct = cr.mismatch is None
-            if num_ok and (cr.mismatch is None or cr.mismatch["kind"] in ("mismatch", "unwritten", "nonfinite")):
-                tn = time.perf_counter()
-                keep = key is not None and ref[0].size <= MAX_KEPT_ELEMENTS
-                pc, reason = data.get_prepared(lambda: adapters.numerics_prepare(
-                    task, inp, c.family, is_random(c.family), oracle, c.dims, keep_blocks=keep, variants=variants))
-                if pc is not None:
-                    diag = diagnose_left[0] > 0
-                    cr.numerics, reason = adapters.numerics_judge(pc, run.outputs[0], diagnose=diag)
-                    if cr.numerics is not None and cr.numerics.get("status") == "fail":
-                        if diag:
-                            diagnose_left[0] -= 1
-                        else:
-                            cr.numerics["diagnosis"] = (f"skipped: the likely causes are named for the first "
-                                                        f"{DIAGNOSED_FAILURES} failing cases only")
-                t_num = time.perf_counter() - tn
-            if key is not None:
-                CASE_CACHE.update(key, data)  # its size grew by the reference and the prepared check
-        else:
-            cr.correct = False
-        return cr, t_num, time.perf_counter() - ta - t_num, reason
+    def on_case(r: CaseRun) -> None:
+        i = index.get(r.label)
+        if i is not None and i not in futures:
+            futures[i] = work.submit(judge, i, r, work)
+            if cases[i].want_trace and r.status == "ok" and r.trace_json and i not in trace_futures:
+                # the evidence trace: parse it and estimate while the child runs the next case
+                trace_futures[i] = work.submit(trace_facts, i, r)
+        if progress:
+            progress(r.label)
 
+    sandbox_stats: dict[str, float] = {}
     t1 = time.perf_counter()
-    if integrity:
-        runs = [CaseRun(c.label, "not-run", error={"message": "not run: the integrity scan rejected the source"})
-                for c in cases]
-    else:
-        # Judge each case as soon as its result arrives, in a harness thread, while the sandboxed
-        # child simulates the next one: the two are independent, so running them one after the
-        # other only adds up their times.
-        from concurrent.futures import Future, ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nkieval-judge")
-        futures: dict[int, Future[tuple[CaseResult, float, float, str | None]]] = {}
-
-        def on_case(r: CaseRun) -> None:
-            i = index.get(r.label)
-            if i is not None and i not in futures:
-                futures[i] = pool.submit(judge, i, r)
-                if cases[i].want_trace and r.status == "ok" and r.trace_json and i not in trace_futures:
-                    # the evidence trace: parse it and estimate while the child runs the next case
-                    trace_futures[i] = pool.submit(_trace_facts, task, r, target, cases[i].dims)
-            if progress:
-                progress(r.label)
-
-        try:
+    timings["setup_s"] = t1 - t0 - timings["inputs_s"]
+    try:
+        if integrity:
+            start_worker()
+            runs = [CaseRun(c.label, "not-run", error={"message": "not run: the integrity scan rejected the source"})
+                    for c in cases]
+            for i, r in enumerate(runs):
+                futures[i] = work.submit(judge, i, r, work)
+        else:
+            # Judge each case as soon as its result arrives, in the worker, while the sandboxed
+            # child simulates the next one: the two are independent, so running them one after the
+            # other only adds up their times.
             runs = run_candidate(source, task.kernel, jobs, target=target, limits=limits or _limits(task),
-                                 isolation=isolation, on_case=on_case)
-            for i, f in futures.items():
-                judged[i] = f.result()
-        finally:
-            pool.shutdown(wait=True)
-    timings["sandbox_s"] = time.perf_counter() - t1
+                                 isolation=isolation, on_case=on_case, on_start=start_worker, stats=sandbox_stats)
+            start_worker()  # (only if the sandbox never started a child)
+        t_run = time.perf_counter()
+        timings["sandbox_run_s"] = t_run - t1
+
+        # The evidence case (chosen before the results were known) and the reference kernels'
+        # evidence on its shape: the main thread runs the baseline's and the expert's sandboxes
+        # (cached after the first review) while the worker is still judging.
+        t3 = time.perf_counter()
+        traced = [(c, r) for c, r in zip(cases, runs) if r.status == "ok" and r.trace_json]
+        if not traced:
+            # The case chosen for evidence did not run to completion: trace the largest case that did.
+            ok = [(c, inp) for c, inp, r in zip(cases, inputs, runs) if r.status == "ok"]
+            if ok:
+                c, inp = max(ok, key=lambda ci: _evidence_key(task, ci[0]))
+                again = run_candidate(source, task.kernel, [CaseJob(c.label, inp, dict(task.params),
+                                                                    len(task.outputs))],
+                                      target=target, limits=limits or _limits(task), isolation=isolation)
+                if again[0].status == "ok" and again[0].trace_json:
+                    traced = [(c, again[0])]
+        hw_sol = hw_base = None
+        perf_s = perf_b = None
+        ev_case: tuple[_Case, CaseRun] | None = None
+        if traced:
+            ev_case = max(traced, key=lambda cr: _evidence_key(task, cr[0]))
+            if compare_references:
+                dims = ev_case[0].dims
+                hw_sol, perf_s = _reference_kernel_evidence(task, task.solution_file, target, dims, isolation)
+                hw_base, perf_b = _reference_kernel_evidence(task, task.baseline_file, target, dims, isolation)
+        timings["reference_kernels_s"] = time.perf_counter() - t3
+
+        # The child is gone: its core is free, so this thread works through the queue too.
+        t4 = time.perf_counter()
+        while True:
+            if _HELP:
+                work.help()
+            pending = [f for f in (*futures.values(), *list(diagnosed.values()), *trace_futures.values(),
+                                   *analysis_future) if not f.done()]
+            if not pending:
+                break
+            wait(pending, return_when=FIRST_COMPLETED)  # (what finishes may queue more: diagnoses)
+        for f in futures.values():
+            f.result()  # re-raises a judge's exception here
+        hw = None
+        perf: dict[str, Any] | None = None
+        perf_reason: str | None = None
+        if ev_case is not None:
+            c, r = ev_case
+            i_tr = index.get(c.label)
+            if i_tr is not None and i_tr in trace_futures and runs[i_tr] is r:
+                hw, perf_c, perf_reason = trace_futures[i_tr].result()
+            else:
+                hw, perf_c, perf_reason = trace_facts(index.get(c.label, 0), r)
+            if perf_c is not None:
+                perf = {"candidate": perf_c, "baseline": perf_b, "solution": perf_s}
+        analysis_future[0].result()
+        timings["worker_wait_s"] = time.perf_counter() - t4
+    finally:
+        work.close()
     timings["simulation_s"] = sum(r.sim_s for r in runs)
+    timings["child_load_s"] = sum(r.load_s for r in runs)
+    timings["child_post_s"] = sum(r.post_s for r in runs)
+    timings["child_setup_s"] = sum(r.setup_s for r in runs)
+    timings.update({f"sandbox_{k}": v for k, v in sandbox_stats.items()})
+    timings["sandbox_s"] = time.perf_counter() - t1
 
     t2 = time.perf_counter()
     results: list[CaseResult] = []
-    t_num = t_ref = 0.0
-    for i, run in enumerate(runs):
-        cr, tn, tr, reason = judged[i] if i in judged else judge(i, run)
-        t_num += tn
-        t_ref += tr
+    n_failing = 0
+    for i in range(len(runs)):
+        cr, verdict, _actual, reason = judged[i]
+        if verdict is None:
+            cr.numerics = None  # none, or a diagnosis raised (reported as the reason)
+        elif verdict.status == "fail":
+            n_failing += 1
+            if n_failing <= DIAGNOSED_FAILURES:
+                cr.numerics = diagnosed[i].result()
+            else:
+                assert cr.numerics is not None
+                cr.numerics["diagnosis"] = (f"skipped: the likely causes are named for the first "
+                                            f"{DIAGNOSED_FAILURES} failing cases only")
         num_reason = num_reason or reason
         results.append(cr)
-    timings["numerics_s"] = t_num
-    timings["reference_and_compare_s"] = t_ref
+    hw_case = next(x for x in results if x.case == ev_case[0].label) if ev_case is not None else None
+    timings.update(acc)
     timings["judge_after_sandbox_s"] = time.perf_counter() - t2
 
-    t3 = time.perf_counter()
-    traced = [(c, r) for c, r in zip(cases, runs) if r.status == "ok" and r.trace_json]
-    if not traced:
-        # The case chosen for evidence did not run to completion: trace the largest case that did.
-        ok = [(c, inp) for c, inp, r in zip(cases, inputs, runs) if r.status == "ok"]
-        if ok:
-            c, inp = max(ok, key=lambda ci: _evidence_key(task, ci[0]))
-            again = run_candidate(source, task.kernel, [CaseJob(c.label, inp, dict(task.params), len(task.outputs))],
-                                  target=target, limits=limits or _limits(task), isolation=isolation)
-            if again[0].status == "ok" and again[0].trace_json:
-                traced = [(c, again[0])]
-    hw = hw_sol = hw_base = None
-    hw_case = None
-    perf: dict[str, Any] | None = None
-    perf_reason: str | None = None
-    if traced:
-        c, r = max(traced, key=lambda cr: _evidence_key(task, cr[0]))
-        hw_case = next(x for x in results if x.case == c.label)
-        i_tr = index.get(c.label)
-        if i_tr in trace_futures and runs[i_tr] is r:
-            hw, perf_c, perf_reason = trace_futures[i_tr].result()
-        else:
-            hw, perf_c, perf_reason = _trace_facts(task, r, target, c.dims)
-        if compare_references:
-            hw_sol, perf_s = _reference_kernel_evidence(task, task.solution_file, target, c.dims, isolation)
-            hw_base, perf_b = _reference_kernel_evidence(task, task.baseline_file, target, c.dims, isolation)
-        else:
-            perf_s = perf_b = None
-        if perf_c is not None:
-            perf = {"candidate": perf_c, "baseline": perf_b, "solution": perf_s}
-    timings["evidence_s"] = time.perf_counter() - t3
-
-    t4 = time.perf_counter()
-    analysis_thread.join()
     if "error" in analysis_box:
         raise analysis_box["error"]
     analysis, analysis_reason = analysis_box["nki"]
     migration, migration_reason = analysis_box["mig"]
     timings["analysis_s"] = analysis_box["s"]
-    timings["analysis_wait_s"] = time.perf_counter() - t4
 
+    t5 = time.perf_counter()
     ev = Evidence(task=task, rubric=rub, target=target, cases=results, integrity=integrity, hw=hw, hw_case=hw_case,
                   hw_solution=hw_sol, hw_baseline=hw_base, perf=perf, perf_reason=perf_reason,
                   numerics_reason=None if num_ok else num_reason, analysis=analysis, analysis_reason=analysis_reason,
@@ -336,6 +588,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     wsum = sum(c.weight for c in assessed)
     score = 100.0 * sum(c.weight * c.level / 4 for c in assessed) / wsum if wsum else 0.0
     not_assessed = [f"{c.id}: {c.summary}" for c in crits if c.verdict == "not-assessed"]
+    timings["scoring_s"] = time.perf_counter() - t5
     timings["total_s"] = time.perf_counter() - t0
     return Review(
         task=task.id, task_title=task.title, candidate=name, candidate_sha256=hashlib.sha256(source.encode()).hexdigest(),
@@ -374,7 +627,16 @@ def _overall(crits: list[Any], cases: list[CaseResult], integrity: list[Any]) ->
     return "fail"
 
 
+_VERSIONS: dict[str, str] = {}
+
+
 def _versions() -> dict[str, str]:
+    if not _VERSIONS:
+        _VERSIONS.update(_read_versions())
+    return dict(_VERSIONS)
+
+
+def _read_versions() -> dict[str, str]:
     import platform
     from importlib.metadata import PackageNotFoundError, version
 

@@ -64,12 +64,13 @@ class CaseJob:
     n_outputs: int
     want_trace: bool = True
     #: ``npzio.dumps(inputs)`` when the caller already has it (the review's case cache)
-    npz: bytes | None = None
+    packed: bytes | None = None
 
 
 @dataclass
 class CaseRun:
-    """What came back from one case: status, outputs (arrays), trace JSON text, timings, error facts."""
+    """What came back from one case: status, outputs (arrays), the trace (``Trace.to_compact`` text,
+    evidence case only), timings, error facts."""
 
     label: str
     status: str
@@ -82,6 +83,12 @@ class CaseRun:
     warnings: list[dict[str, Any]] = field(default_factory=list)
     #: per output, the mask of elements no instruction wrote (None: all written); None when unknown
     unwritten: list[np.ndarray | None] | None = None
+    #: child-side seconds around the simulation: reading the inputs, and everything after
+    #: ``run_kernel`` returned (checks, unwritten masks, writing outputs and the trace)
+    load_s: float = 0.0
+    post_s: float = 0.0
+    #: the child's start-up before its first case (only on that case's run)
+    setup_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -94,13 +101,26 @@ class SandboxLimits:
 
 
 class _Zygote:
-    """Handle on a running ``nkieval.review.zygote`` process (one request at a time)."""
+    """Handle on a running ``nkieval.review.zygote`` process (one request at a time).
+
+    Its stdout is read through the raw file descriptor with our own line buffer, so ``select``
+    on that descriptor is exact (a buffered reader could hold a complete message that ``select``
+    never reports). Exit messages name their pid; only those of children still watched are
+    kept (a child handed back without waiting, see :meth:`forget`, is reaped by the zygote and
+    its exit ignored here)."""
 
     def __init__(self) -> None:
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
+        env.update(_malloc_env())
         self.p = subprocess.Popen([sys.executable, "-I", "-m", "nkieval.review.zygote"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0)
+        assert self.p.stdout is not None
+        self.fd = self.p.stdout.fileno()
+        self._buf = b""
+        self._pid_msg: dict[str, Any] | None = None
+        self.watched: set[int] = set()
+        self.exits: dict[int, int] = {}
         ready = self._read(timeout=60)
         if not ready or not ready.get("ready"):
             self.close()
@@ -109,30 +129,70 @@ class _Zygote:
     def alive(self) -> bool:
         return self.p.poll() is None
 
+    def _line(self) -> dict[str, Any] | None:
+        if b"\n" not in self._buf:
+            return None
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
     def _read(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next message, waiting up to ``timeout`` seconds for it."""
         import select
 
-        assert self.p.stdout is not None
-        r, _, _ = select.select([self.p.stdout], [], [], timeout)
-        if not r:
-            return None
-        line = self.p.stdout.readline()
-        if not line:
-            raise RuntimeError("the sandbox zygote exited")
-        return json.loads(line)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            r, _, _ = select.select([self.fd], [], [], wait)
+            if not r:
+                return None
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise RuntimeError("the sandbox zygote exited")
+            self._buf += chunk
+        return self._line()
+
+    def _file(self, msg: dict[str, Any]) -> None:
+        if "exit" in msg:
+            pid = int(msg.get("pid", -1))
+            if pid in self.watched:
+                self.exits[pid] = int(msg["exit"])
+        elif "pid" in msg:
+            self._pid_msg = msg
+
+    def pump(self) -> None:
+        """File every complete message already buffered (``select`` would not report them)."""
+        while (msg := self._line()) is not None:
+            self._file(msg)
 
     def fork(self, job_dir: Path, case_ids: list[int]) -> int:
         assert self.p.stdin is not None
-        self.p.stdin.write(json.dumps({"job": str(job_dir), "cases": case_ids}) + "\n")
+        self.p.stdin.write((json.dumps({"job": str(job_dir), "cases": case_ids}) + "\n").encode())
         self.p.stdin.flush()
-        msg = self._read(timeout=30)
-        if not msg or "pid" not in msg:
-            raise RuntimeError("the sandbox zygote did not fork")
-        return int(msg["pid"])
+        deadline = time.monotonic() + 30
+        self._pid_msg = None
+        while self._pid_msg is None:
+            msg = self._read(timeout=max(0.0, deadline - time.monotonic()))
+            if msg is None:
+                raise RuntimeError("the sandbox zygote did not fork")
+            self._file(msg)
+        pid = int(self._pid_msg["pid"])
+        self.watched.add(pid)
+        return pid
 
-    def poll_exit(self) -> int | None:
-        msg = self._read(timeout=0)
-        return None if msg is None else int(msg["exit"])
+    def poll_exit(self, pid: int, timeout: float = 0.0) -> int | None:
+        """``pid``'s exit status, waiting up to ``timeout`` seconds for it."""
+        deadline = time.monotonic() + timeout
+        self.pump()
+        while pid not in self.exits:
+            msg = self._read(timeout=max(0.0, deadline - time.monotonic()))
+            if msg is None:
+                return None
+            self._file(msg)
+        return self.exits[pid]
+
+    def forget(self, pid: int) -> None:
+        self.watched.discard(pid)
+        self.exits.pop(pid, None)
 
     def close(self) -> None:
         try:
@@ -146,6 +206,15 @@ class _Zygote:
                     f.close()
                 except OSError:
                     pass
+
+
+def _malloc_env() -> dict[str, str]:
+    """glibc malloc settings for the sandboxed children (the same reasoning as the harness's,
+    see ``pipeline._tune_malloc``: the simulator's large temporaries are reused instead of
+    faulted in again); ``NKIEVAL_REVIEW_MALLOPT=0`` leaves the defaults."""
+    if os.environ.get("NKIEVAL_REVIEW_MALLOPT", "1") == "0":
+        return {}
+    return {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 
 _ZYGOTE: _Zygote | None = None
@@ -172,14 +241,16 @@ atexit.register(shutdown)
 
 
 class _Proc:
-    """A started child (forked by the zygote, or a fresh subprocess) with a uniform poll/kill."""
+    """A started child (forked by the zygote, or a fresh subprocess) with a uniform poll/wait/kill."""
 
     def __init__(self, isolation: Isolation, job_dir: Path, case_ids: list[int]) -> None:
         self.isolation = isolation
         self.code: int | None = None
+        self.exit_fd: int | None = None  # readable when the child may have exited
         if isolation == "forkserver":
             self.z = _zygote()
             self.pid = self.z.fork(job_dir, case_ids)
+            self.exit_fd = self.z.fd
         else:
             env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
             env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
@@ -187,24 +258,54 @@ class _Proc:
                                        *map(str, case_ids)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=job_dir)
             self.pid = self.p.pid
+            try:
+                self.exit_fd = os.pidfd_open(self.pid)  # type: ignore[attr-defined,unused-ignore]
+            except (AttributeError, OSError):
+                self.exit_fd = None  # no pidfd (old kernel, other OS): the wait loop polls
 
-    def exitcode(self) -> int | None:
+    def exitcode(self, timeout: float = 0.0) -> int | None:
+        """The exit status, waiting up to ``timeout`` seconds for it."""
         if self.code is None:
-            self.code = self.z.poll_exit() if self.isolation == "forkserver" else self.p.poll()
+            if self.isolation == "forkserver":
+                self.code = self.z.poll_exit(self.pid, timeout)
+            else:
+                try:
+                    self.code = self.p.wait(timeout) if timeout > 0 else self.p.poll()
+                except subprocess.TimeoutExpired:
+                    self.code = None
         return self.code
 
-    def kill(self) -> None:
+    def ready(self) -> bool:
+        """Whether an exit status can be read without waiting (forkserver: one is buffered)."""
+        if self.isolation != "forkserver":
+            return False
+        self.z.pump()
+        return self.pid in self.z.exits
+
+    def signal_kill(self) -> None:
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError, OSError):
             pass
-        deadline = time.monotonic() + 10
-        while self.exitcode() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
 
-    def join(self) -> None:
-        if self.isolation != "forkserver":
+    def kill(self) -> None:
+        self.signal_kill()
+        self.exitcode(timeout=10)
+
+    def close(self, wait: bool = True) -> None:
+        """Release the child. Forkserver children are reaped by the zygote: with ``wait=False``
+        a child that has not reported its exit yet is killed and left to it (its exit status
+        will not be asked for)."""
+        if self.isolation == "forkserver":
+            if self.code is None and not wait:
+                self.signal_kill()
+            self.z.forget(self.pid)
+            return
+        if self.exitcode() is None:
             self.p.wait(5)
+        if self.exit_fd is not None:
+            os.close(self.exit_fd)
+            self.exit_fd = None
 
 
 class _NullLock:
@@ -231,11 +332,79 @@ def _exit_description(code: int | None) -> str:
     return f"exited with code {code}"
 
 
+class _Janitor:
+    """Removes finished job directories in a background thread, off the review's path (a few
+    milliseconds of unlinking per review); whatever is left at exit is removed then."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self._q: queue.SimpleQueue[Path] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def remove(self, job: Path) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="nkieval-review-janitor", daemon=True)
+                self._thread.start()
+        self._q.put(job)
+
+    def _loop(self) -> None:
+        while True:
+            shutil.rmtree(self._q.get(), ignore_errors=True)
+
+    def drain(self) -> None:
+        import queue
+
+        while True:
+            try:
+                shutil.rmtree(self._q.get_nowait(), ignore_errors=True)
+            except queue.Empty:
+                return
+
+
+_JANITOR = _Janitor()
+atexit.register(_JANITOR.drain)
+
+
+def _job_root(nbytes: int) -> str | None:
+    """Where job directories go: a RAM-backed tmpfs (``/dev/shm``) when it has room for this job
+    with a wide margin (container defaults can be as small as 64 MiB), else the default temp dir.
+    ``NKIEVAL_REVIEW_TMPDIR`` overrides."""
+    forced = os.environ.get("NKIEVAL_REVIEW_TMPDIR")
+    if forced:
+        return forced
+    shm = "/dev/shm"
+    try:
+        st = os.statvfs(shm)
+        if os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize > 4 * nbytes + (512 << 20):
+            return shm
+    except OSError:
+        pass
+    return None
+
+
 def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target: str,
                   limits: SandboxLimits = SandboxLimits(), isolation: Isolation = "forkserver",
-                  on_case: Callable[[CaseRun], None] | None = None, keep_dir: bool = False) -> list[CaseRun]:
-    """Run ``source`` (a candidate .py text) on every case in a sandboxed child; never raises for candidate faults."""
-    job = Path(tempfile.mkdtemp(prefix="nkieval-review-"))
+                  on_case: Callable[[CaseRun], None] | None = None, keep_dir: bool = False,
+                  on_start: Callable[[], None] | None = None, stats: dict[str, float] | None = None
+                  ) -> list[CaseRun]:
+    """Run ``source`` (a candidate .py text) on every case in a sandboxed child; never raises for candidate faults.
+
+    ``on_case`` is called with each case's result as it arrives; ``on_start`` once, as soon as
+    the first child is running (a caller starts its own work there, so that it does not slow
+    the child's start). ``stats``, when given, gets this side's seconds added under
+    ``prepare_s`` (job directory and input files), ``fork_s`` (asking for the child),
+    ``collect_s`` (reading results back), ``exit_s`` (waiting for the child to end after its
+    last result) and ``cleanup_s`` (removing the job directory).
+    """
+    st = stats if stats is not None else {}
+    for key in ("prepare_s", "fork_s", "collect_s", "exit_s", "cleanup_s"):
+        st.setdefault(key, 0.0)
+    t_prep = time.perf_counter()
+    nbytes = sum(sum(a.nbytes for a in c.inputs.values()) for c in cases)
+    job = Path(tempfile.mkdtemp(prefix="nkieval-review-", dir=_job_root(nbytes)))
     try:
         (job / "candidate.py").write_text(source)
         spec = {
@@ -245,23 +414,100 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
             "cases": [],
         }
         for k, c in enumerate(cases):
-            (job / f"in_{k}.npz").write_bytes(c.npz if c.npz is not None else npzio.dumps(c.inputs))
-            spec["cases"].append({"inputs": f"in_{k}.npz", "input_names": list(c.inputs), "params": c.params,
+            if c.packed is not None:
+                (job / f"in_{k}.arr").write_bytes(c.packed)
+            else:
+                npzio.dump(job / f"in_{k}.arr", c.inputs)
+            spec["cases"].append({"inputs": f"in_{k}.arr", "input_names": list(c.inputs), "params": c.params,
                                   "n_outputs": c.n_outputs, "want_trace": c.want_trace})
         (job / "job.json").write_text(json.dumps(spec))
+        st["prepare_s"] += time.perf_counter() - t_prep
         results: dict[int, CaseRun] = {}
         remaining = list(range(len(cases)))
-        with _ZYGOTE_LOCK if isolation == "forkserver" else _NULL_LOCK:
-            while remaining:
-                _run_batch(job, cases, remaining, results, limits, isolation, on_case)
+        wake = _Wake(job)
+        pending_start = [on_start]
+
+        def started() -> None:
+            cb, pending_start[0] = pending_start[0], None
+            if cb is not None:
+                cb()
+
+        try:
+            with _ZYGOTE_LOCK if isolation == "forkserver" else _NULL_LOCK:
+                while remaining:
+                    _run_batch(job, cases, remaining, results, limits, isolation, on_case, wake, started, st)
+        finally:
+            wake.close()
         return [results[k] for k in range(len(cases))]
     finally:
         if not keep_dir:
-            shutil.rmtree(job, ignore_errors=True)
+            t_clean = time.perf_counter()
+            _JANITOR.remove(job)
+            st["cleanup_s"] += time.perf_counter() - t_clean
+
+
+class _Wake:
+    """The parent's end of the job's ``notify`` FIFO: the child writes ``s<k>`` / ``r<k>`` after
+    writing case k's start marker / result file, so the parent sleeps in ``select`` until
+    something happened (or a deadline) and then looks only at the files named, instead of
+    polling the directory. The lines are hints, never trusted: a named file is still checked,
+    and every file is looked at again at least every :data:`_RESCAN_S` seconds, so a hint that
+    is lost or forged (the candidate runs in the process that writes them) costs at most that
+    delay. Opened read-write, so the FIFO never reports end-of-file when a child closes its end
+    (that would make ``select`` spin). Without a FIFO (mkfifo unsupported) the wait loop polls
+    every few milliseconds, as before."""
+
+    def __init__(self, job: Path) -> None:
+        self.fd: int | None = None
+        self._tail = b""
+        try:
+            os.mkfifo(job / "notify", 0o600)
+            self.fd = os.open(job / "notify", os.O_RDWR | os.O_NONBLOCK)
+        except (AttributeError, OSError):
+            self.fd = None
+
+    def drain(self) -> set[str] | None:
+        """The hints received since the last call (None: no FIFO, so look at everything)."""
+        if self.fd is None:
+            return None
+        data = self._tail
+        try:
+            while chunk := os.read(self.fd, 65536):
+                data += chunk
+        except (BlockingIOError, InterruptedError):
+            pass
+        lines = data.split(b"\n")
+        self._tail = lines.pop()[-64:]  # an unfinished line (bounded: the writer may be hostile)
+        return {ln.decode("ascii", "replace") for ln in lines[-4096:]}
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+#: the longest a result can wait to be noticed when its hint went missing
+_RESCAN_S = 0.05
+
+
+def _wait(wake: _Wake, proc: _Proc, timeout: float) -> None:
+    """Sleep until the child notifies, its exit status arrives, or ``timeout`` seconds pass."""
+    import select
+
+    if proc.ready():
+        return
+    fds = [fd for fd in (wake.fd, proc.exit_fd) if fd is not None]
+    if wake.fd is None or proc.exit_fd is None:
+        timeout = min(timeout, 0.005)  # something can only be seen by looking: poll
+    try:
+        select.select(fds, [], [], max(0.0, timeout))
+    except InterruptedError:
+        pass
 
 
 def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], results: dict[int, CaseRun],
-               limits: SandboxLimits, isolation: Isolation, on_case: Callable[[CaseRun], None] | None) -> None:
+               limits: SandboxLimits, isolation: Isolation, on_case: Callable[[CaseRun], None] | None,
+               wake: _Wake, started: Callable[[], None], st: dict[str, float]) -> None:
     """Start one child for ``remaining``; return when it finishes or a case fails hard (removing what is done)."""
 
     def finish(k: int, run: CaseRun) -> None:
@@ -270,29 +516,43 @@ def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], result
         if on_case is not None:
             on_case(run)
 
+    def collect(k: int) -> CaseRun:
+        t = time.perf_counter()
+        run = _collect(job, k, cases[k])
+        st["collect_s"] += time.perf_counter() - t
+        return run
+
+    wake.drain()
+    t_fork = time.perf_counter()
     proc = _Proc(isolation, job, list(remaining))
+    st["fork_s"] += time.perf_counter() - t_fork
     t_start = time.monotonic()
     current: int | None = None
     started_at = t_start
-    sleep = 0.002
+    rescan_at = t_start + _RESCAN_S
     try:
+        started()
         while True:
+            hints = wake.drain()
+            if hints is None or time.monotonic() >= rescan_at:
+                hints = None  # look at every file
+                rescan_at = time.monotonic() + _RESCAN_S
             for k in list(remaining):
-                if (job / f"res_{k}.json").exists():
-                    finish(k, _collect(job, k, cases[k]))
+                if (hints is None or f"r{k}" in hints) and (job / f"res_{k}.json").exists():
+                    finish(k, collect(k))
                     if current == k:
                         current = None
             if not remaining:
                 return
             k0 = remaining[0]
-            if current != k0 and (job / f"started_{k0}").exists():
+            if current != k0 and (hints is None or f"s{k0}" in hints) and (job / f"started_{k0}").exists():
                 current, started_at = k0, time.monotonic()
             code = proc.exitcode()
             if code is not None:
-                # Give the file system a moment: a result may have landed just before exit.
+                # A result may have landed just before exit.
                 for k in list(remaining):
                     if (job / f"res_{k}.json").exists():
-                        finish(k, _collect(job, k, cases[k]))
+                        finish(k, collect(k))
                 if not remaining:
                     return
                 k0 = remaining[0]
@@ -325,13 +585,22 @@ def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], result
                         "message": f"the candidate did not start a case within {limits.startup_s + limits.timeout_s:g}"
                                    " s (hang at import?)", **_tails(job)}))
                 return
-            time.sleep(sleep)
-            sleep = min(sleep * 1.5, 0.005)
+            deadline = (started_at + limits.timeout_s if current is not None
+                        else t_start + limits.startup_s + limits.timeout_s)
+            _wait(wake, proc, min(deadline, rescan_at) - now + 0.001)
     finally:
+        t_exit = time.perf_counter()
         if proc.exitcode() is None:
-            proc.kill()
-        else:
-            proc.join()
+            if remaining:  # stopped early (an exception here): make sure it is gone
+                proc.kill()
+            elif isolation == "forkserver":
+                # every result is in and the child is on its way out: do not wait for it (the
+                # zygote reaps it); a kill makes sure it is gone even if it lingers
+                proc.close(wait=False)
+            elif proc.exitcode(timeout=0.5) is None:
+                proc.kill()
+        proc.close()
+        st["exit_s"] += time.perf_counter() - t_exit
 
 
 def _tails(job: Path, n: int = 400) -> dict[str, str]:
@@ -355,14 +624,20 @@ def _mask(m: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
 
 def _collect(job: Path, k: int, case: CaseJob) -> CaseRun:
     try:
-        res = json.loads((job / f"res_{k}.json").read_text())
+        res = json.loads((job / f"res_{k}.json").read_bytes())
         if not isinstance(res, dict) or not isinstance(res.get("status"), str):
             raise ValueError("malformed result")
     except (ValueError, OSError) as e:
         return CaseRun(case.label, "crash", error={"message": f"unreadable result file: {e}"})
     status = res["status"] if res["status"] in STATUSES else "crash"
-    run = CaseRun(case.label, status, sim_s=float(res.get("sim_s", 0.0)), wall_s=float(res.get("wall_s", 0.0)),
-                  n_instructions=res.get("n_instructions"), warnings=list(res.get("warnings", []))[:50])
+
+    def num(key: str) -> float:
+        v = res.get(key, 0.0)
+        return float(v) if isinstance(v, int | float) else 0.0
+
+    run = CaseRun(case.label, status, sim_s=num("sim_s"), wall_s=num("wall_s"),
+                  n_instructions=res.get("n_instructions"), warnings=list(res.get("warnings", []))[:50],
+                  load_s=num("load_s"), post_s=num("post_s"), setup_s=num("setup_s"))
     if status != "ok":
         run.error = {k: v for k, v in res.items() if k in ("error_type", "message", "frames", "rule", "instruction",
                                                            "operand", "location")}
@@ -370,7 +645,7 @@ def _collect(job: Path, k: int, case: CaseJob) -> CaseRun:
         return run
     expected = sum(a.nbytes for a in case.inputs.values()) * 10 + (1 << 20)
     try:
-        arrays = npzio.load(job / f"out_{k}.npz", max_bytes=max(expected, 64 << 20))
+        arrays = npzio.load(job / f"out_{k}.arr", max_bytes=max(expected, 64 << 20))
         run.outputs = [arrays[f"out{i}"] for i in range(case.n_outputs)]
         if res.get("written_checked"):
             run.unwritten = [_mask(arrays.get(f"unwritten{i}"), o.shape) for i, o in enumerate(run.outputs)]

@@ -1,6 +1,6 @@
 """The built-in suite runner: every expert, baseline and flawed candidate through the review.
 
-Why a runner and not a test: the suite is how nkieval measures itself. One run answers three
+Why a runner and not a test: the suite is how nkieval measures itself. One run answers four
 questions an expert reviewer of *nkieval* would ask, task by task and target by target:
 
 * does every expert solution pass the review (Correctness and Numerical standard on every
@@ -8,6 +8,10 @@ questions an expert reviewer of *nkieval* would ask, task by task and target by 
 * is every baseline correct and *slower than the expert* in the performance model on every
   target the task declares (otherwise the baseline is no speed reference, or the expert is
   not expert)?
+* does every expert reach the fraction of the performance model's roofline its task states
+  (``[perf] expert_roofline_fraction``) on every target? A stated fraction is a claim about
+  the expert; the suite checks it like the others, so a slower expert or a changed model shows
+  up as a miss instead of a stale number in ``task.toml``.
 * is every flawed candidate caught in the rubric criterion its task metadata names, for the
   reason its metadata names (the review's detection rate)? Caught means: that criterion scores
   below the expert's level on it, *and* one of that criterion's feedback lines contains one of
@@ -41,7 +45,8 @@ from nkieval.tasks.schema import Task, TaskError
 
 ROLES = ("expert", "baseline", "flawed")
 #: 2: ``feedback`` holds only the findings (severity above info) of the flaw's criterion and ``also``.
-RECORD_VERSION = 2
+#: 3: expert records carry the task's ``expert_roofline_fraction`` (the judge checks it).
+RECORD_VERSION = 3
 #: Results live in the user's cache (stable across runs, so they resume; never inside a checkout).
 DEFAULT_RESULTS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nkieval" / "suite-results.jsonl"
 
@@ -62,6 +67,7 @@ class SuiteEntry:
     also: tuple[str, ...] = ()  # flawed only: other criteria that may also mark it down
     evidence: tuple[str, ...] = ()  # flawed only: words the feedback must contain (any one)
     families: tuple[str, ...] = ()  # flawed only: the input families that expose the flaw (empty: all)
+    expert_roofline_fraction: float | None = None  # expert only: the fraction of roofline the task states
 
     @property
     def key(self) -> str:
@@ -114,7 +120,8 @@ def _task_entries(task: Task, roles: Sequence[str], all_targets: bool) -> list[S
     base = dict(task=task.id, level=task.level, task_dir=str(task.directory))
     out: list[SuiteEntry] = []
     if "expert" in roles and task.solution_file:
-        out += [SuiteEntry(role="expert", candidate="solution", path=str(task.solution_file), target=t, **base)
+        out += [SuiteEntry(role="expert", candidate="solution", path=str(task.solution_file), target=t,
+                           expert_roofline_fraction=task.perf.expert_roofline_fraction, **base)
                 for t in targets]
     if "baseline" in roles and task.baseline_file:
         out += [SuiteEntry(role="baseline", candidate="baseline", path=str(task.baseline_file), target=t, **base)
@@ -283,6 +290,8 @@ class Outcome:
     target: str
     ok: bool
     detail: str
+    #: experts only: whether the stated roofline fraction is met (None: the task states none).
+    roofline_ok: bool | None = None
 
 
 @dataclass
@@ -305,7 +314,9 @@ class SuiteMatrix:
         return not self.misses
 
     def summary(self) -> dict[str, Any]:
-        ex, nex = self._rate("expert")
+        ex = sum(_passes(r)[0] for r in self.records if r.get("role") == "expert")
+        nex = sum(o.role == "expert" for o in self.outcomes)
+        stated = [o for o in self.outcomes if o.role == "expert" and o.roofline_ok is not None]
         ba, nba = self._rate("baseline")
         fl, nfl = self._rate("flawed")
         roof = sorted(float(r["percent_of_roofline"]) for r in self.records
@@ -317,7 +328,8 @@ class SuiteMatrix:
             levels[lv] = levels.get(lv, 0) + 1
         return {
             "tasks": len(tasks), "tasks_per_level": dict(sorted(levels.items())),
-            "expert_pass": [ex, nex], "baseline_ok": [ba, nba], "flawed_caught": [fl, nfl],
+            "expert_pass": [ex, nex], "expert_roofline_met": [sum(bool(o.roofline_ok) for o in stated), len(stated)],
+            "baseline_ok": [ba, nba], "flawed_caught": [fl, nfl],
             "flawed_caught_rate": fl / nfl if nfl else None,
             "expert_percent_of_roofline": _quantiles(roof),
             "review_seconds": round(sum(float(r.get("elapsed_s") or 0) for r in self.records), 1),
@@ -341,7 +353,14 @@ def judge(records: Iterable[dict[str, Any]]) -> SuiteMatrix:
     m = SuiteMatrix(records=recs)
     for r in recs:
         ok, detail = _judge_one(r, experts)
-        m.outcomes.append(Outcome(r["key"], r["task"], int(r.get("level") or 0), r["role"], r["target"], ok, detail))
+        roof_ok = None
+        if r["role"] == "expert":
+            roof_ok, why = _meets_roofline(r)
+            if roof_ok is not None:
+                detail += f"; {why}"
+                ok = ok and roof_ok
+        m.outcomes.append(Outcome(r["key"], r["task"], int(r.get("level") or 0), r["role"], r["target"], ok, detail,
+                                  roofline_ok=roof_ok))
     return m
 
 
@@ -356,6 +375,20 @@ def _passes(r: dict[str, Any]) -> tuple[bool, str]:
     if lv.get("numerics") is not None and lv["numerics"] < 3:
         return False, f"numerics level {lv['numerics']}: {(r.get('summaries') or {}).get('numerics')}"
     return True, f"score {r.get('score')}"
+
+
+def _meets_roofline(r: dict[str, Any]) -> tuple[bool | None, str]:
+    """Whether an expert record reaches its task's stated roofline fraction (None: none stated)."""
+    want = r.get("expert_roofline_fraction")
+    if not isinstance(want, int | float):
+        return None, ""
+    roof = r.get("percent_of_roofline")
+    if not isinstance(roof, int | float):
+        return False, f"no roofline estimate; the task states expert_roofline_fraction {want:g}"
+    if roof < 100.0 * want:
+        return False, (f"{roof:.1f}% of roofline is below the stated expert_roofline_fraction {want:g} "
+                       f"({100.0 * want:.0f}%)")
+    return True, f"stated fraction {want:g} met"
 
 
 def _judge_one(r: dict[str, Any], experts: dict[tuple[str, str], dict[str, Any]]) -> tuple[bool, str]:
@@ -406,7 +439,8 @@ def format_matrix(m: SuiteMatrix) -> str:
     for o in m.outcomes:
         by_task.setdefault(o.task, []).append(o)
     recs = {r["key"]: r for r in m.records}
-    lines = [f"{'task':<28} {'L':>1}  {'expert':<16} {'baseline (expert speedup)':<28} {'flawed caught':<14} roofline"]
+    lines = [f"{'task':<28} {'L':>1}  {'expert':<16} {'baseline (expert speedup)':<28} {'flawed caught':<14} "
+             "roofline (lowest target)"]
     for tid in sorted(by_task, key=lambda t: (by_task[t][0].level, t)):
         os_ = by_task[tid]
         lv = os_[0].level
@@ -424,12 +458,18 @@ def format_matrix(m: SuiteMatrix) -> str:
                     sp = f"{b / s:.1f}x" if isinstance(b, int | float) and isinstance(s, int | float) and s else "?"
                     parts.append(f"{o.target}:{sp}" + ("" if o.ok else "!"))
                 else:
+                    if o.role == "expert" and o.roofline_ok is False and _passes(recs.get(o.key, {}))[0]:
+                        mark = "ROOF"  # passes the review but misses its stated roofline fraction
                     parts.append(f"{o.target}:{mark}")
             return " ".join(parts)
 
         fl = [o for o in os_ if o.role == "flawed"]
-        roofs = [recs[o.key].get("percent_of_roofline") for o in os_ if o.role == "expert"]
-        roof = next((f"{x:.0f}%" for x in roofs if isinstance(x, int | float)), "-")
+        ex_recs = [recs[o.key] for o in os_ if o.role == "expert"]
+        roofs = [x for x in (r.get("percent_of_roofline") for r in ex_recs) if isinstance(x, int | float)]
+        stated = next((x for x in (r.get("expert_roofline_fraction") for r in ex_recs)
+                       if isinstance(x, int | float)), None)
+        roof = (f"{min(roofs):.0f}%" if roofs else "-") + (f" (stated {100 * stated:.0f}%)" if stated is not None
+                                                           else "")
         ex_ok = all(o.ok for o in os_ if o.role == "expert")
         ex_cell = "ok" if ex_ok and any(o.role == "expert" for o in os_) else cell("expert")
         lines.append(f"{tid:<28} {lv:>1}  {ex_cell:<16} {cell('baseline'):<28} "
@@ -437,7 +477,8 @@ def format_matrix(m: SuiteMatrix) -> str:
     s = m.summary()
     lines.append("")
     lines.append(f"tasks {s['tasks']} (per level {s['tasks_per_level']}); expert pass {s['expert_pass'][0]}/"
-                 f"{s['expert_pass'][1]}; baseline correct and slower {s['baseline_ok'][0]}/{s['baseline_ok'][1]}; "
+                 f"{s['expert_pass'][1]}; expert at stated roofline fraction {s['expert_roofline_met'][0]}/"
+                 f"{s['expert_roofline_met'][1]}; baseline correct and slower {s['baseline_ok'][0]}/{s['baseline_ok'][1]}; "
                  f"flawed caught {s['flawed_caught'][0]}/{s['flawed_caught'][1]}"
                  + (f" ({100 * s['flawed_caught_rate']:.1f}%)" if s["flawed_caught_rate"] is not None else ""))
     if s["expert_percent_of_roofline"]:

@@ -21,10 +21,11 @@ Schema (version ``TRACE_SCHEMA_VERSION``; documented in docs/trace.md):
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
 TRACE_SCHEMA_VERSION = "1.0"
@@ -90,6 +91,59 @@ class AllocationRecord:
     fixed_address: bool = False  # placed at an explicit ``address=``
 
 
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _copy(v: Any) -> Any:
+    """What ``dataclasses.asdict`` makes of a field value (lists, tuples and dicts rebuilt, other
+    values deep-copied), without its per-value dispatch: atoms are returned as they are."""
+    if isinstance(v, _ATOMS):
+        return v
+    if isinstance(v, list):
+        return [_copy(x) for x in v]
+    if isinstance(v, tuple) and not hasattr(v, "_fields"):
+        return tuple(_copy(x) for x in v)
+    if isinstance(v, dict):
+        return {_copy(k): _copy(x) for k, x in v.items()}
+    return asdict(v) if is_dataclass(v) and not isinstance(v, type) else copy.deepcopy(v)
+
+
+_OPERAND_FIELDS = tuple(f.name for f in fields(OperandAccess))
+_RECORD_FIELDS = tuple(f.name for f in fields(TraceRecord))
+_ALLOC_FIELDS = tuple(f.name for f in fields(AllocationRecord))
+
+
+def _operand_dict(o: OperandAccess) -> dict[str, Any]:
+    return {f: _copy(getattr(o, f)) for f in _OPERAND_FIELDS}
+
+
+def _record_dict(r: TraceRecord) -> dict[str, Any]:
+    d = {f: _copy(getattr(r, f)) for f in _RECORD_FIELDS if f != "operands"}
+    d["operands"] = [_operand_dict(o) for o in r.operands]
+    return {f: d[f] for f in _RECORD_FIELDS}  # asdict's key order
+
+
+def _allocation_dict(a: AllocationRecord) -> dict[str, Any]:
+    return {f: _copy(getattr(a, f)) for f in _ALLOC_FIELDS}
+
+
+def _record_view(r: TraceRecord) -> dict[str, Any]:
+    """``_record_dict`` without copies, for serialising only (JSON never changes what it reads)."""
+    d = {f: getattr(r, f) for f in _RECORD_FIELDS}
+    d["operands"] = [{f: getattr(o, f) for f in _OPERAND_FIELDS} for o in r.operands]
+    return d
+
+
+def _json_default(v: Any) -> Any:
+    """A dataclass inside ``attrs`` serialises as ``asdict`` would have made it; nothing else extra."""
+    if is_dataclass(v) and not isinstance(v, type):
+        return asdict(v)
+    raise TypeError(f"Object of type {type(v).__name__} is not JSON serializable")
+
+
+_COMPACT_SCHEMA = "nkieval.trace.compact"
+
+
 @dataclass
 class Trace:
     """All records of one kernel run (all programs), plus allocations and warnings."""
@@ -143,13 +197,24 @@ class Trace:
             "num_programs": self.num_programs,
             "peak_sbuf_bytes": self.peak_sbuf_bytes,
             "peak_psum_bytes": self.peak_psum_bytes,
-            "allocations": [asdict(a) for a in self.allocations.values()],
-            "records": [asdict(r) for r in self.records],
+            "allocations": [_allocation_dict(a) for a in self.allocations.values()],
+            "records": [_record_dict(r) for r in self.records],
             "warnings": self.warnings,
         }
 
+    def _header(self) -> dict[str, Any]:
+        return {"schema": "nkieval.trace", "version": TRACE_SCHEMA_VERSION, "target": self.target,
+                "kernel": self.kernel, "num_programs": self.num_programs, "peak_sbuf_bytes": self.peak_sbuf_bytes,
+                "peak_psum_bytes": self.peak_psum_bytes}
+
     def to_json(self, path: str | None = None, **kw: Any) -> str:
-        text = json.dumps(self.to_dict(), **kw)
+        # json.dumps(self.to_dict()) without copying the records first (the text is the same)
+        doc = self._header()
+        doc["allocations"] = [{f: getattr(a, f) for f in _ALLOC_FIELDS} for a in self.allocations.values()]
+        doc["records"] = [_record_view(r) for r in self.records]
+        doc["warnings"] = self.warnings
+        kw.setdefault("default", _json_default)
+        text = json.dumps(doc, **kw)
         if path:
             with open(path, "w") as fh:
                 fh.write(text)
@@ -180,3 +245,55 @@ class Trace:
     @classmethod
     def from_json(cls, text: str) -> Trace:
         return cls.from_dict(json.loads(text))
+
+    # ------------------------------------------------------------ compact wire form
+    # The review sandbox ships one trace per review from the candidate's process to the harness.
+    # The compact form is the same content with every record and operand as a JSON array in
+    # field order instead of an object: about half the text, and rebuilt positionally. It is a
+    # transport format (same major version only), not the documented export: use to_json for that.
+    # Trace.from_compact(t.to_compact()) equals Trace.from_json(t.to_json()).
+
+    def to_compact(self) -> str:
+        doc = self._header()
+        doc["schema"] = _COMPACT_SCHEMA
+        doc["fields"] = [list(_ALLOC_FIELDS), list(_RECORD_FIELDS), list(_OPERAND_FIELDS)]
+        doc["allocations"] = [[getattr(a, f) for f in _ALLOC_FIELDS] for a in self.allocations.values()]
+        iops = _RECORD_FIELDS.index("operands")
+        recs = doc["records"] = []
+        for r in self.records:
+            row = [getattr(r, f) for f in _RECORD_FIELDS]
+            row[iops] = [[getattr(o, f) for f in _OPERAND_FIELDS] for o in r.operands]
+            recs.append(row)
+        doc["warnings"] = self.warnings
+        return json.dumps(doc, separators=(",", ":"), default=_json_default)
+
+    @classmethod
+    def from_compact(cls, text: str) -> Trace:
+        d = json.loads(text)
+        if not isinstance(d, dict) or d.get("schema") != _COMPACT_SCHEMA:
+            raise ValueError(f"not a compact nkieval trace (missing schema {_COMPACT_SCHEMA!r})")
+        if str(d.get("version", "")) != TRACE_SCHEMA_VERSION:
+            raise ValueError(f"compact trace version {d.get('version')} is not {TRACE_SCHEMA_VERSION}")
+        if d.get("fields") != [list(_ALLOC_FIELDS), list(_RECORD_FIELDS), list(_OPERAND_FIELDS)]:
+            raise ValueError("compact trace fields differ from this version's records")
+        t = cls(target=d["target"], num_programs=d.get("num_programs", 1), kernel=d.get("kernel"),
+                peak_sbuf_bytes=d.get("peak_sbuf_bytes", 0), peak_psum_bytes=d.get("peak_psum_bytes", 0))
+        ishape = _ALLOC_FIELDS.index("shape")
+        for a in d["allocations"]:
+            a[ishape] = tuple(a[ishape])
+            rec = AllocationRecord(*a)
+            t.allocations[rec.id] = rec
+        oshape, opat = _OPERAND_FIELDS.index("shape"), _OPERAND_FIELDS.index("pattern")
+        iops, iloops = _RECORD_FIELDS.index("operands"), _RECORD_FIELDS.index("loops")
+        out = t.records
+        for row in d["records"]:
+            ops = []
+            for o in row[iops]:
+                o[oshape] = tuple(o[oshape])
+                o[opat] = tuple(tuple(p) for p in o[opat])
+                ops.append(OperandAccess(*o))
+            row[iops] = ops
+            row[iloops] = tuple(tuple(x) for x in row[iloops])
+            out.append(TraceRecord(*row))
+        t.warnings = list(d.get("warnings", []))
+        return t

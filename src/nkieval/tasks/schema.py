@@ -109,6 +109,10 @@ class Limits:
     max_instructions: int = 200_000
 
 
+#: A stated expert roofline fraction below this needs a ``[perf] note`` giving the reason (rule perf-note).
+LOW_ROOFLINE_FRACTION = 0.3
+
+
 @dataclass(frozen=True)
 class PerfSpec:
     """Performance expectations: the bound class and the fraction of roofline the expert reaches."""
@@ -383,9 +387,16 @@ def parse_task(data: Mapping[str, Any], directory: Path) -> Task:
     flops = _opt(perf_t, "flops", str, None, f"{W}:perf")
     if flops is not None:
         _check_expr(flops, symbols, f"{W}:perf.flops")
-    perf = PerfSpec(bound=bound, expert_roofline_fraction=_opt(perf_t, "expert_roofline_fraction", float, None,
-                                                               f"{W}:perf"),
-                    flops=flops, note=_opt(perf_t, "note", str, "", f"{W}:perf"))
+    frac = _opt(perf_t, "expert_roofline_fraction", float, None, f"{W}:perf")
+    note = _opt(perf_t, "note", str, "", f"{W}:perf")
+    if frac is not None and not 0.0 < frac <= 1.0:
+        raise TaskError(f"perf.expert_roofline_fraction must be in (0, 1], got {frac}",
+                        where=f"{W}:perf.expert_roofline_fraction", rule="value")
+    if frac is not None and frac < LOW_ROOFLINE_FRACTION and not note.strip():
+        raise TaskError(f"expert_roofline_fraction {frac:g} is below {LOW_ROOFLINE_FRACTION:g}: [perf] note must "
+                        "say what bounds the expert below that (the engine or latency the performance model "
+                        "reports)", where=f"{W}:perf.note", rule="perf-note")
+    perf = PerfSpec(bound=bound, expert_roofline_fraction=frac, flops=flops, note=note)
 
     lim_t = _opt(data, "limits", dict, {}, W)
     _check_keys(lim_t, ("timeout_s", "memory_mb", "max_instructions"), f"{W}:limits")

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 
-def oracle(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps=1e-6):
+def _decode(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps, rope_on_k=True):
     f = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
     xd = f(x)
     b, _ = xd.shape
@@ -18,7 +18,9 @@ def oracle(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps=1e-6):
         sw = np.concatenate([z[..., half:], z[..., :half]], axis=-1)
         return z * f(cos)[:, None, :] + sw * f(sin)[:, None, :]
 
-    q, k = rope(q), rope(k)
+    q = rope(q)
+    if rope_on_k:
+        k = rope(k)
     kk = np.concatenate([f(k_cache), k[:, None]], axis=1)   # [B, S+1, H, Dh]
     vv = np.concatenate([f(v_cache), v[:, None]], axis=1)
     sc = np.einsum("bhd,bshd->bhs", q, kk) / math.sqrt(dh)
@@ -27,6 +29,25 @@ def oracle(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps=1e-6):
     p /= p.sum(axis=2, keepdims=True)
     attn = np.einsum("bhs,bshd->bhd", p, vv).reshape(b, h * dh)
     return xd + attn @ f(wo)
+
+
+def oracle(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps=1e-6):
+    return _decode(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps)
+
+
+def no_rope_on_k_oracle(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps=1e-6):
+    """The decode step with the rotary embedding applied to q only: the new key is scored unrotated."""
+    return _decode(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps, rope_on_k=False)
+
+
+# Known wrong formulas: the review's numerics diagnosis names one when it reproduces the output.
+VARIANTS = {
+    "no_rope_on_k": {
+        "cause": "applies the rotary embedding to q only: the new key is cached and scored unrotated",
+        "action": "rotate the new key with the same cos/sin as the query before scoring and caching it",
+        "fn": no_rope_on_k_oracle,
+    },
+}
 
 
 def reference(x, gamma, wq, wk, wv, cos, sin, k_cache, v_cache, wo, eps=1e-6):

@@ -5,11 +5,11 @@ import math
 import numpy as np
 
 
-def _grads(q, k, v, o, do, lse):
+def _grads(q, k, v, o, do, lse, delta_term=True):
     qd, kd, vd, od, dd = (np.asarray(a, dtype=np.float64) for a in (q, k, v, o, do))
     scale = 1.0 / math.sqrt(qd.shape[1])
     p = np.exp(scale * (qd @ kd.T) - np.asarray(lse, dtype=np.float64)[:, None])
-    di = (dd * od).sum(axis=1, keepdims=True)
+    di = (dd * od).sum(axis=1, keepdims=True) if delta_term else 0.0
     dv = p.T @ dd
     ds = p * (dd @ vd.T - di)
     return scale * (ds @ kd), scale * (ds.T @ qd), dv
@@ -18,6 +18,21 @@ def _grads(q, k, v, o, do, lse):
 def oracle(q, k, v, o, do, lse):
     """float64 dq (the numerics standard judges the first output)."""
     return _grads(q, k, v, o, do, lse)[0]
+
+
+def no_delta_term_oracle(q, k, v, o, do, lse):
+    """dq with dS = P * dP: the Di = rowsum(dO * O) term is not subtracted."""
+    return _grads(q, k, v, o, do, lse, delta_term=False)[0]
+
+
+# Known wrong formulas: the review's numerics diagnosis names one when it reproduces dq.
+VARIANTS = {
+    "no_delta_term": {
+        "cause": "drops the Di = rowsum(dO * O) term: dS = P * dP instead of P * (dP - Di)",
+        "action": "compute Di = rowsum(dO * O) per query and subtract it from dP before multiplying by P",
+        "fn": no_delta_term_oracle,
+    },
+}
 
 
 def reference(q, k, v, o, do, lse):

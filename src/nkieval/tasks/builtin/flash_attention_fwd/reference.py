@@ -4,20 +4,50 @@ import math
 
 import numpy as np
 
+KEY_BLOCK = 512   # keys per online-softmax step (one fp32 PSUM bank of scores)
 
-def _attn(q_t, k_t, v):
-    qd, kd, vd = (np.asarray(a, dtype=np.float64) for a in (q_t, k_t, v))
+
+def _scores(q_t, k_t):
+    qd, kd = (np.asarray(a, dtype=np.float64) for a in (q_t, k_t))
     d, s = qd.shape
     sc = qd.T @ kd / math.sqrt(d)
-    sc = np.where(np.tril(np.ones((s, s), dtype=bool)), sc, -np.inf)
+    return np.where(np.tril(np.ones((s, s), dtype=bool)), sc, -np.inf)
+
+
+def _attn(q_t, k_t, v):
+    sc = _scores(q_t, k_t)
     m = sc.max(axis=1, keepdims=True)
     e = np.exp(sc - m)
     tot = e.sum(axis=1, keepdims=True)
-    return (e / tot) @ vd, (m + np.log(tot))[:, 0]
+    return (e / tot) @ np.asarray(v, dtype=np.float64), (m + np.log(tot))[:, 0]
 
 
 def oracle(q_t, k_t, v):
     return _attn(q_t, k_t, v)[0]
+
+
+def no_rescale_oracle(q_t, k_t, v):
+    """Online softmax over KEY_BLOCK-key blocks in which each block's exponentials use the running max
+    after that block, and the earlier sum and output are never rescaled when that max grows."""
+    sc = _scores(q_t, k_t)
+    e = np.empty_like(sc)
+    m = np.full((sc.shape[0], 1), -np.inf)
+    for c0 in range(0, sc.shape[1], KEY_BLOCK):
+        blk = sc[:, c0:c0 + KEY_BLOCK]
+        m = np.maximum(m, blk.max(axis=1, keepdims=True))  # the running max after this block
+        e[:, c0:c0 + KEY_BLOCK] = np.exp(blk - m)          # earlier blocks keep their smaller max
+    return (e / e.sum(axis=1, keepdims=True)) @ np.asarray(v, dtype=np.float64)
+
+
+# Known wrong formulas: the review's numerics diagnosis names one when it reproduces `out`.
+VARIANTS = {
+    "no_rescale": {
+        "cause": "online softmax that never rescales the running output and sum when the running max grows",
+        "action": "multiply the running sum and output by exp(m_old - m_new) before adding a block whose max "
+                  "is larger",
+        "fn": no_rescale_oracle,
+    },
+}
 
 
 def reference(q_t, k_t, v):

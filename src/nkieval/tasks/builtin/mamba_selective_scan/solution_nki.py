@@ -7,6 +7,11 @@ broadcast to all partitions by a stride-0 DMA; the Vector engine's scan computes
 h_t = dA_t * h_{t-1} + dBx_t for every channel at once, seeded with the state carried from the
 previous chunk; c[n, :] * h is accumulated into y. The skip term d_skip * x is one fused
 instruction at the end. No per-time-step instructions at all.
+
+Every step is a full [channels, chunk] pass, so the kernel is bound by the engines, not by
+HBM: the passes are split so that no engine idles while another works. The Vector engine runs
+the scan and the delta * x * b product, GpSimd runs delta * x and the c * h accumulation into
+y (tensor_tensor with engine=gpsimd), and the Scalar engine the exponentials.
 """
 
 import nki
@@ -40,7 +45,8 @@ def mamba_selective_scan(x, delta, a, b, c, d_skip):
             dt = nl.ndarray((p, tw_max), dtype=nl.float32, buffer=nl.sbuf)
             nisa.dma_copy(dst=dt[0:cw, 0:tw], src=delta[c0:c0 + cw, t0:t0 + tw])
             dx = nl.ndarray((p, tw_max), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_tensor(dst=dx[0:cw, 0:tw], data1=dt[0:cw, 0:tw], data2=xt[0:cw, 0:tw], op=nl.multiply)
+            nisa.tensor_tensor(dst=dx[0:cw, 0:tw], data1=dt[0:cw, 0:tw], data2=xt[0:cw, 0:tw], op=nl.multiply,
+                               engine=nisa.engine.gpsimd)
             yt = nl.ndarray((p, tw_max), dtype=nl.float32, buffer=nl.sbuf)
             for s in range(n):
                 da = nl.ndarray((p, tw_max), dtype=nl.float32, buffer=nl.sbuf)
@@ -56,10 +62,13 @@ def mamba_selective_scan(x, delta, a, b, c, d_skip):
                 cc = nl.ndarray((p, tw_max), dtype=nl.float32, buffer=nl.sbuf)
                 nisa.dma_copy(dst=cc[0:cw, 0:tw], src=c[s:s + 1, t0:t0 + tw].broadcast(0, cw))
                 if s == 0:
-                    nisa.tensor_tensor(dst=yt[0:cw, 0:tw], data1=h[0:cw, 0:tw], data2=cc[0:cw, 0:tw], op=nl.multiply)
+                    nisa.tensor_tensor(dst=yt[0:cw, 0:tw], data1=h[0:cw, 0:tw], data2=cc[0:cw, 0:tw], op=nl.multiply,
+                                       engine=nisa.engine.gpsimd)
                 else:
-                    nisa.tensor_tensor(dst=h[0:cw, 0:tw], data1=h[0:cw, 0:tw], data2=cc[0:cw, 0:tw], op=nl.multiply)
-                    nisa.tensor_tensor(dst=yt[0:cw, 0:tw], data1=yt[0:cw, 0:tw], data2=h[0:cw, 0:tw], op=nl.add)
+                    nisa.tensor_tensor(dst=h[0:cw, 0:tw], data1=h[0:cw, 0:tw], data2=cc[0:cw, 0:tw], op=nl.multiply,
+                                       engine=nisa.engine.gpsimd)
+                    nisa.tensor_tensor(dst=yt[0:cw, 0:tw], data1=yt[0:cw, 0:tw], data2=h[0:cw, 0:tw], op=nl.add,
+                                       engine=nisa.engine.gpsimd)
             nisa.scalar_tensor_tensor(dst=yt[0:cw, 0:tw], data=xt[0:cw, 0:tw], op0=nl.multiply, operand0=ds[0:cw],
                                       op1=nl.add, operand1=yt[0:cw, 0:tw])
             nisa.dma_copy(dst=y[c0:c0 + cw, t0:t0 + tw], src=yt[0:cw, 0:tw])

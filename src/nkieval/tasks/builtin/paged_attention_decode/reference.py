@@ -21,5 +21,22 @@ def oracle(q, k_pages, v_pages, block_table):
     return out
 
 
+def ignores_block_table_oracle(q, k_pages, v_pages, block_table):
+    """Attention over pool pages 0 .. MP-1 for every sequence (a contiguous cache), not its block table."""
+    b, mp = np.shape(block_table)
+    return oracle(q, k_pages, v_pages, np.broadcast_to(np.arange(mp), (b, mp)))
+
+
+# Known wrong formulas: the review's numerics diagnosis names one when it reproduces the output.
+VARIANTS = {
+    "ignores_block_table": {
+        "cause": "reads pages 0..MP-1 of the pool for every sequence (assumes a contiguous cache) instead of "
+                 "following the block table",
+        "action": "load page block_table[b, j] of the pool for the j-th page of sequence b (an indirect DMA)",
+        "fn": ignores_block_table_oracle,
+    },
+}
+
+
 def reference(q, k_pages, v_pages, block_table):
     return oracle(q, k_pages, v_pages, block_table).astype(np.float32)
