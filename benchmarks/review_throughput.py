@@ -1,14 +1,26 @@
 """Reviews per minute over the built-in tasks, and the pipeline's own overhead share, cold and warm.
 
-Overhead = everything but simulation (sandbox start and transfer, input generation, reference,
-numerics, evidence, static analysis, scoring) as a share of each review's wall time. Judging and
-static analysis run in harness threads while the sandboxed child simulates, so the wall-time
-share hides work that overlaps; the harness CPU time per review (this process, all threads) is
-printed next to it, since an RL loop running one review per core pays that CPU in full.
+Definitions (the same as docs/review.md, "Overhead measurement"):
+
+* **simulation** (``simulation_s``): the sandboxed child's time inside ``run_kernel``, from
+  the case's inputs loaded to the outputs returned, summed over the review's cases. Nothing
+  else counts as simulation: not the child's start, not reading its inputs, not checking,
+  masking and writing its outputs or the trace (those are ``child_setup_s``, ``child_load_s``
+  and ``child_post_s``, and they are overhead).
+* **overhead**: everything else, as a share of each review's wall time (``total_s``):
+  ``1 - simulation / total``, summed over reviews. It includes the sandbox (job directory,
+  input files, fork, collecting results), the child's own work around ``run_kernel``, input
+  generation, reference outputs, correctness, numerics, diagnosis, evidence, performance
+  estimate, static analysis and scoring.
+
+Judging, diagnosis, evidence parsing and static analysis run in a harness worker thread while
+the sandboxed child simulates, so the wall-time share hides work that overlaps; the harness
+CPU time per review (this process, all threads) is printed next to it, since an RL loop
+running one review per core pays that CPU in full.
 
 * cold: the first candidate of a task, nothing cached: the case cache (inputs, reference
-  outputs, the numerics oracle and bounds) and the baseline's and expert solution's trace
-  evidence are cleared before it, so it pays for all of them;
+  outputs, the numerics oracle and bounds), the task's reference code and the baseline's and
+  expert solution's trace evidence are cleared before it, so it pays for all of them;
 * warm: every later candidate of the task with the same seed, the steady state of an RL loop
   that reviews many candidates of one task (``review(..., seed=S)`` caches per case).
 
@@ -29,11 +41,24 @@ from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE
 from nkieval.tasks import builtin_tasks
 
+# "where the time goes": the review's wall time, split into what happens one after the other
+# (the critical path), then the worker thread's items, which overlap the child
+_PATH = [
+    ("before the sandbox", ["inputs_s", "setup_s"]),
+    ("sandbox, harness side", ["sandbox_prepare_s", "sandbox_fork_s", "sandbox_collect_s", "sandbox_exit_s",
+                               "sandbox_cleanup_s"]),
+    ("sandboxed child", ["child_setup_s", "child_load_s", "simulation_s", "child_post_s"]),
+    ("after the child", ["reference_kernels_s", "worker_wait_s", "judge_after_sandbox_s", "scoring_s"]),
+]
+_WORKER = ["analysis_s", "prefetch_s", "numerics_s", "diagnosis_s", "reference_and_compare_s", "trace_parse_s"]
+
 
 def _clear_caches() -> None:
     CASE_CACHE.clear()
     with _pipeline._REF_LOCK:
         _pipeline._REF_CACHE.clear()
+    with _pipeline._TASK_CODE_LOCK:
+        _pipeline._TASK_CODE.clear()
 
 
 def _summary(name: str, rows: list[tuple], wall: float) -> None:
@@ -46,6 +71,29 @@ def _summary(name: str, rows: list[tuple], wall: float) -> None:
     print(f"{name:<5} {n:4d} reviews  {60 * n / wall:7.1f} reviews/minute  overhead {1 - sim / tot:6.1%}  "
           f"mean review {tot / n:6.3f} s  simulation {sim / n:6.3f} s  harness CPU {cpu / n:6.3f} s "
           f"({cpu / sim:5.2f}x simulation)")
+
+
+def _stages(kind: str, st: dict[str, float], n: int) -> None:
+    tot = st.get("total_s", 0.0)
+    if not tot:
+        return
+    print(f"where the time goes, {kind} ({n} reviews; sums, and share of the reviews' wall time):")
+    print(f"  {'total_s':<26} {tot:8.3f} s  {1:6.1%}")
+    path = 0.0
+    for group, keys in _PATH:
+        g = sum(st.get(k, 0.0) for k in keys)
+        path += g
+        print(f"  {group}: {g:.3f} s ({g / tot:.1%})")
+        for k in keys:
+            v = st.get(k, 0.0)
+            print(f"    {k:<24} {v:8.3f} s  {v / tot:6.1%}")
+    rest = tot - path
+    print(f"  the rest (sandbox wait loop and wake-ups, thread hand-offs; collecting overlaps the child's next case, "
+          f"so this can be below zero): {rest:.3f} s ({rest / tot:.1%})")
+    print("  harness worker (overlaps the child; wall time in the worker and, after the child, the main thread):")
+    for k in _WORKER:
+        v = st.get(k, 0.0)
+        print(f"    {k:<24} {v:8.3f} s  {v / tot:6.1%}")
 
 
 def main() -> None:
@@ -75,24 +123,22 @@ def main() -> None:
                 r = review(t, f, seed=1)
                 cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                 walls[kind] += wall
-                tot, sim = r.timings["total_s"], r.timings["simulation_s"]
+                tm = r.timings
+                tot, sim = tm["total_s"], tm["simulation_s"]
                 rows.append((kind, t.id, f.name, tot, sim, cpu, r.verdict))
-                for k, v in r.timings.items():
+                for k, v in tm.items():
                     stages[kind][k] = stages[kind].get(k, 0.0) + v
+                child = tm.get("child_setup_s", 0.0) + tm.get("child_load_s", 0.0) + tm.get("child_post_s", 0.0)
                 print(f"{kind} {t.id:<16} {f.name:<24} {r.verdict:<10} {tot:6.3f} s  simulation {sim:6.3f} s  "
-                      f"overhead {1 - sim / tot:6.1%}  harness CPU {cpu:6.3f} s")
+                      f"overhead {1 - sim / tot:6.1%}  harness CPU {cpu:6.3f} s  child around sim {child:6.3f} s  "
+                      f"tail {tm.get('worker_wait_s', 0.0):6.3f} s")
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
     _summary("warm", [r for r in rows if r[0] == "warm"], walls["warm"])
     _summary("all", rows, walls["cold"] + walls["warm"])
     print("(target: overhead <= 20% of review time)")
     for kind in ("cold", "warm"):
-        tot = stages[kind].get("total_s", 0.0)
-        if not tot:
-            continue
-        print(f"where the time goes, {kind} (sums over reviews; judging and analysis overlap the sandbox run):")
-        for k, v in sorted(stages[kind].items(), key=lambda kv: -kv[1]):
-            print(f"  {k:<26} {v:8.3f} s  {v / tot:6.1%}")
+        _stages(kind, stages[kind], sum(1 for r in rows if r[0] == kind))
     print(f"case cache: {CASE_CACHE.stats()}")
 
 

@@ -1,8 +1,9 @@
 """The optimised scheduler reproduces, bit for bit, the schedules of the straightforward version.
 
 The pinned values (record count, total time, start of the last record, SHA-1 of every per-record
-output) were computed with the scheduler before its optimisation (linear scans of the byte-range
-tables, no grid index); a change of any start, end, wait, reason, predecessor or track fails here.
+output) were computed with the scheduler before its optimisations (linear scans of the byte-range
+tables, no grid index, exact-box index, cached lookups or in-place rewrites); a change of any start,
+end, wait, reason, predecessor or track fails here.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def test_schedule_matches_the_pinned_pre_optimisation_result(name: str) -> None:
 
 def _with_index(monkeypatch: pytest.MonkeyPatch, on: bool, trace, target: str, policy: SchedulePolicy) -> str:
     monkeypatch.setattr(sched_mod, "_INDEX_MIN", 4 if on else 10**9)
+    monkeypatch.setattr(sched_mod, "_MISSES_BEFORE_INDEX", 1)
     return digest(schedule(trace, load_params(get_target(target)), policy))
 
 
@@ -71,15 +73,18 @@ def test_grid_index_gives_the_same_schedule_as_linear_scans(seed: int, mode: str
     trace = overlaps(target, seed, n=150)
     pol = SchedulePolicy(mode=mode)
     with pytest.MonkeyPatch.context() as mp:
-        calls = []
-        real = sched_mod._RangeTable.lookup
+        grids = []
+        real = sched_mod._RangeTable.rebuild
 
-        def counting(self, *a):
-            calls.append(1)
-            return real(self, *a)
+        def counting(self, index):
+            real(self, index)
+            if self.grid is not None:
+                grids.append(1)
 
-        mp.setattr(sched_mod._RangeTable, "lookup", counting)
+        mp.setattr(sched_mod._RangeTable, "rebuild", counting)
         indexed = _with_index(mp, True, trace, target, pol)
-        assert calls, "the grid index was never consulted"
+        assert grids, "no grid index was built"
+        grids.clear()
         linear = _with_index(mp, False, trace, target, pol)
+        assert not grids
     assert indexed == linear

@@ -33,7 +33,7 @@ from nkieval.perf.costs import cost_of
 from nkieval.perf.dma import DmaPlan, plan_dma
 from nkieval.perf.params import PerfParams
 from nkieval.perf.rotation import RotationPlan, plan_rotation
-from nkieval.sim.trace import OperandAccess, Trace, TraceRecord
+from nkieval.sim.trace import OperandAccess, Trace
 
 ScheduleMode = Literal["compiler", "physical", "serial"]
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
@@ -138,6 +138,12 @@ _P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX, _ALLOC, _SEQ, 
 
 _INDEX_MIN = 16  # live entries before a table gets a grid index (below it a linear scan is faster)
 _MISSES_BEFORE_INDEX = 4  # lookups that ``exact`` could not answer before a large table gets its grid
+# The shortcuts below return what a scan of the live entries would; the switches exist for the tests
+# that check exactly that (each off gives the same schedule).
+_EXACT_INDEX = True  # tables keep ``exact`` (box -> entry) while their live entries are disjoint
+_CACHE_LOOKUPS = True  # tables remember a looked-up box's hits until an entry is added or killed
+_REWRITE_IN_PLACE = True  # a write replacing the table's last entry (same box) reuses it
+_FOUND_MAX = 4096  # boxes a table remembers the hits of (between two changes of its entries)
 _QUERY_MAX_CELLS = 64  # a query box covering more grid cells scans the table instead
 _ENTRY_MAX_CELLS = 16  # an entry covering more cells goes to the table's "wide" list
 
@@ -160,16 +166,17 @@ def _pow2_shift(sizes: list[int]) -> int:
 
 
 class _RangeTable:
-    """The byte-range entries of one buffer (or HBM tensor), in insertion order, with two indexes.
+    """The byte-range entries of one buffer (or HBM tensor), in insertion order, with indexes.
 
     ``ents`` holds every entry (dead ones until the next compaction). While no two live entries
     overlap, ``exact`` maps each live entry's box to it: a query for exactly that box then hits that
-    entry and nothing else (whatever overlaps the query would overlap the entry). Once a table with
-    ``_INDEX_MIN`` live entries that all share one row pitch has had ``_MISSES_BEFORE_INDEX`` lookups
-    that ``exact`` could not answer (since its last compaction), each entry is also filed in the cells of a 2-D grid (rows × byte columns, power-of-two cells sized
-    like the typical entry) so a lookup visits only the cells its box covers; entries covering many
-    cells sit in ``wide``. Every lookup returns the same entries, in the same order, as a scan of
-    ``ents`` would.
+    entry and nothing else (whatever overlaps the query would overlap the entry). ``found`` remembers
+    the hits of other queries until an entry is added or killed. Once a table with ``_INDEX_MIN``
+    live entries that all share one row pitch has had ``_MISSES_BEFORE_INDEX`` lookups that neither
+    could answer (since its last compaction), each entry is also filed in the cells of a 2-D grid
+    (rows × byte columns, power-of-two cells sized like the typical entry) so a lookup visits only
+    the cells its box covers; entries covering many cells sit in ``wide``. Every lookup returns the
+    same entries, in the same order, as a scan of ``ents`` would.
     """
 
     __slots__ = ("cs", "dead", "ents", "exact", "found", "fresh_i", "grid", "misses", "mixed", "pitch", "rs", "wide")
@@ -178,7 +185,7 @@ class _RangeTable:
         self.ents: list[list] = []
         self.grid: dict[tuple[int, int], list[list]] | None = None
         self.wide: list[list] = []
-        self.exact: dict[tuple, list] | None = {}  # box -> live entry while live entries are disjoint
+        self.exact: dict[tuple, list] | None = {} if _EXACT_INDEX else None  # box -> live entry (disjoint)
         self.pitch: int | None = None  # row pitch shared by every live entry
         self.mixed = False  # entries with different pitches: linear scans only
         self.dead = 0
@@ -284,7 +291,7 @@ class _RangeTable:
         self.ents.clear()
         self.grid = None
         self.wide = []
-        self.exact = {}
+        self.exact = {} if _EXACT_INDEX else None
         self.found = None
         self.pitch = None
         self.mixed = False
@@ -342,29 +349,14 @@ class DmaPool:
         del self.starts[:cut], self.ends[:cut]
 
 
-def _same_shape(q: TraceRecord, rec: TraceRecord) -> bool:
-    """``rec`` has ``q``'s opcode, engine, source file, attributes and operand shape signature."""
-    if not (q.opcode == rec.opcode and q.engine == rec.engine and q.file == rec.file and q.attrs == rec.attrs):
-        return False
-    qo, ro = q.operands, rec.operands
-    if len(qo) != len(ro):
-        return False
-    for x, y in zip(qo, ro):
-        if not (x.shape == y.shape and x.mode == y.mode and x.role == y.role and x.buffer == y.buffer
-                and x.dtype == y.dtype and x.pattern == y.pattern and x.nbytes == y.nbytes
-                and x.contiguous_bytes == y.contiguous_bytes and x.partitions == y.partitions):
-            return False
-    return True
-
-
 def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, set[int]]:
     """Per record: a DmaPlan or (occ, lat, mode, has_rule), and the first record with its signature; the
     opcodes costed by the fallback rule; the allocations some record writes.
 
-    Costs are memoised on the record's shape signature: opcode, engine, attributes (lists as tuples)
-    and, per operand, everything a cost rule reads (role, mode, buffer, dtype, shape, pattern, nbytes,
-    contiguous bytes, partitions). Most records repeat the signature of an earlier record from the
-    same source line, so that record's cost is tried first (a comparison, no key to build).
+    Costs are memoised on the record's signature: opcode, engine, attributes (lists as tuples) and, per
+    operand, everything a cost rule reads (role, mode, buffer, dtype, shape, pattern, nbytes,
+    contiguous bytes, partitions). Most records repeat the signature of a recent record from the same
+    source line, so the two latest signatures of each line are compared first (no key to hash).
     """
     memo: dict[tuple, tuple[object, int]] = {}  # signature -> (cost, first record with it)
     get = memo.get
@@ -373,58 +365,50 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, s
     unmodelled: Counter = Counter()
     written: set[int] = set()
     add_written = written.add
-    recent: dict[int | None, list] = {}  # source line -> [(record, cost, first)], the two latest signatures
+    # source line -> its two latest signatures: [operand signatures, attributes, opcode, engine, file, cost, first]
+    recent: dict[int | None, list[list]] = {}
     list_at: dict[tuple, tuple[int, ...]] = {}  # attribute names -> positions that held a list
     for i, rec in enumerate(records):
-        ops = rec.operands
-        c = None
+        sig = []
+        for o in rec.operands:
+            m = o.mode
+            if "w" in m:
+                add_written(o.alloc)
+            sig.append((o.role, m, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions))
+        attrs = rec.attrs
+        opcode = rec.opcode
         rl = recent.get(rec.line)
+        v = None
         if rl is not None:
-            q = rl[0][0]
-            # the inline test of _same_shape for the latest signature (noting the written allocations)
-            if q.opcode == rec.opcode and q.engine == rec.engine and q.file == rec.file and q.attrs == rec.attrs:
-                qo = q.operands
-                if len(qo) == len(ops):
-                    for x, y in zip(qo, ops):
-                        m = y.mode
-                        if not (x.shape == y.shape and x.mode == m and x.role == y.role and x.buffer == y.buffer
-                                and x.dtype == y.dtype and x.pattern == y.pattern and x.nbytes == y.nbytes
-                                and x.contiguous_bytes == y.contiguous_bytes and x.partitions == y.partitions):
-                            break
-                        if "w" in m:
-                            add_written(y.alloc)
+            v = rl[0]
+            if not (v[0] == sig and v[1] == attrs and v[2] == opcode and v[3] == rec.engine and v[4] == rec.file):
+                v = rl[1] if len(rl) > 1 else None
+                if v is not None:
+                    if v[0] == sig and v[1] == attrs and v[2] == opcode and v[3] == rec.engine and v[4] == rec.file:
+                        rl.reverse()
                     else:
-                        _, c, f = rl[0]
-            if c is None and len(rl) > 1 and _same_shape(rl[1][0], rec):
-                _, c, f = rl[1]
-                rl.reverse()
-                for o in ops:
-                    if "w" in o.mode:
-                        add_written(o.alloc)
-        if c is None:
-            for o in ops:
-                if "w" in o.mode:
-                    add_written(o.alloc)
-            attrs = rec.attrs
+                        v = None
+        if v is not None:
+            c = v[5]
+            f = v[6]
+        else:
             names = tuple(attrs)
             values = tuple(attrs.values())
             pos = list_at.get(names)
             if pos:
                 vl = list(values)
                 for j in pos:
-                    v = vl[j]
-                    if type(v) is list:
-                        vl[j] = tuple(v)
+                    x = vl[j]
+                    if type(x) is list:
+                        vl[j] = tuple(x)
                 values = tuple(vl)
-            sig = [(o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions)
-                   for o in ops]
-            key = (rec.opcode, rec.engine, names, values, *sig)
+            key = (opcode, rec.engine, names, values, *sig)
             try:
                 cf = get(key)
             except TypeError:  # list-valued attributes: make them hashable, and remember where they were
-                list_at[names] = (*(pos or ()), *(j for j, v in enumerate(values) if isinstance(v, list)))
-                values = tuple(tuple(v) if isinstance(v, list) else v for v in values)
-                key = (rec.opcode, rec.engine, names, values, *sig)
+                list_at[names] = (*(pos or ()), *(j for j, x in enumerate(values) if isinstance(x, list)))
+                values = tuple(tuple(x) if isinstance(x, list) else x for x in values)
+                key = (opcode, rec.engine, names, values, *sig)
                 cf = get(key)
             if cf is None:
                 if rec.engine == "dma":
@@ -436,13 +420,14 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, s
                 memo[key] = (c, f)
             else:
                 c, f = cf
+            v = [sig, attrs, opcode, rec.engine, rec.file, c, f]
             if rl is None:
-                recent[rec.line] = [(rec, c, f)]
+                recent[rec.line] = [v]
             else:
-                rl.insert(0, (rec, c, f))
+                rl.insert(0, v)
                 del rl[2:]
         if type(c) is tuple and not c[3]:
-            unmodelled[rec.opcode] += 1
+            unmodelled[opcode] += 1
         out[i] = c
         first[i] = f
     return out, array("q", first), unmodelled, written
@@ -494,12 +479,14 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     port_vg = bool(p.sbuf_port_shared_vector_gpsimd)
     port_vs = bool(p.psum_port_shared_vector_scalar)
 
-    # per-record results, in lists while scheduling (cheaper to fill), arrays in the Schedule
-    start: list[float] = [0.0] * n
-    end: list[float] = [0.0] * n
-    occ_a: list[float] = [0.0] * n
-    wait: list[float] = [0.0] * n
-    pred: list[int] = [-1] * n
+    start = array("d", bytes(8 * n))
+    end = array("d", bytes(8 * n))
+    occ_a = array("d", bytes(8 * n))
+    wait = array("d", bytes(8 * n))
+    pred = array("q", [-1]) * n
+    # the loop stores through memoryviews (cheaper per item than the arrays' own item assignment)
+    views = [memoryview(x) for x in (start, end, occ_a, wait, pred)]
+    v_start, v_end, v_occ, v_wait, v_pred = views
     reason: list[str | None] = [None] * n
     track: list[str] = [""] * n
     dma_plans: dict[int, DmaPlan] = {}
@@ -557,6 +544,8 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     seq = 0  # insertion order of table entries
     tab_get = tab_of.get
     index_min = _INDEX_MIN
+    cache_lookups = _CACHE_LOOKUPS
+    in_place = _REWRITE_IN_PLACE
     core = 0
     phys = phys_tabs[0]
     pool = pools[0]
@@ -603,6 +592,9 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
             one = ex.get(bk) if ex is not None else None
             if one is not None:
                 hits = (one,)  # the only live entry that overlaps its own box (live entries are disjoint)
+                if one[8] < 0 and not isw:  # a read of a box only read so far: no dependency
+                    acc.append((tab, bk, isr, isw, hits, a, one))
+                    continue
             else:
                 found = tab.found
                 hits = found.get(bk) if found is not None else None
@@ -614,26 +606,27 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                                 and c0 < e[4]]
                     else:
                         hits = tab.lookup(pitch, r0, r1, c0, c1)
-                    if found is None:
+                    if found is not None:
+                        if len(found) < _FOUND_MAX:
+                            found[bk] = hits
+                    elif cache_lookups:
                         tab.found = {bk: hits}
-                    else:
-                        found[bk] = hits
             for e in hits:
                 widx = e[8]
                 if widx >= 0:
                     if isr:
-                        weng = e[7]
+                        # RAW: the write's end plus its result latency (plus a semaphore hop across engines)
                         t = e[5]
-                        if weng != eng:
+                        if e[7] != eng:
                             t += e[6] + sem
                         elif eng != "tensor":
                             t += e[6]
                         if t > t_dep:
                             t_dep, d_pred, d_reason = t, widx, e[13]
-                    if isw and e[5] > t_dep:
+                    if isw and e[5] > t_dep:  # WAW
                         t_dep, d_pred = e[5], widx
                         d_reason = "capacity" if e[11] != a and logical else e[13]
-                if isw and e[9] > t_dep:
+                if isw and e[9] > t_dep:  # WAR
                     t_dep, d_pred, d_reason = e[9], e[10], ("capacity" if e[11] != a and logical else "war")
             acc.append((tab, bk, isr, isw, hits, a, one))
         if serial and global_end > t_dep:
@@ -758,14 +751,14 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                 en = t0 + o_cost
         ts[0] = en
         ts[1] = i
-        start[i] = st
-        end[i] = en
-        occ_a[i] = o_cost
+        v_start[i] = st
+        v_end[i] = en
+        v_occ[i] = o_cost
         w = st - prev_free
         if w > 0:
-            wait[i] = w
+            v_wait[i] = w
             reason[i] = why
-        pred[i] = pr
+        v_pred[i] = pr
         track[i] = tr
         if en > global_end:
             global_end, global_last = en, i
@@ -776,7 +769,7 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
         seq0 = seq
         for tab, bk, isr, isw, hits, a, one in acc:
             if isw:
-                if one is not None and one[12] < seq0 and one[0] != _DEAD and one is tab.ents[-1]:
+                if one is not None and in_place and one[12] < seq0 and one[0] != _DEAD and one is tab.ents[-1]:
                     # the write replaces the table's last entry, same box: rewrite it in place (the same
                     # live entries in the same order as killing it and appending a new one)
                     one[5] = en
@@ -852,7 +845,8 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                     tab.added()
             elif tab.grid is not None:
                 tab._file(e)
-    return Schedule(trace=trace, params=p, policy=pol, cores=cores, track=track, start=array("d", start),
-                    end=array("d", end), occ=array("d", occ_a), wait=array("d", wait), pred=array("q", pred),
-                    reason=reason, dma=dma_plans, dma_slot=dma_slot, issue_busy=issue_busy, perf_mode=perf_mode,
-                    unmodelled=unmodelled, rotation=rot, signature=signature)
+    for v in views:
+        v.release()
+    return Schedule(trace=trace, params=p, policy=pol, cores=cores, track=track, start=start, end=end, occ=occ_a,
+                    wait=wait, pred=pred, reason=reason, dma=dma_plans, dma_slot=dma_slot, issue_busy=issue_busy,
+                    perf_mode=perf_mode, unmodelled=unmodelled, rotation=rot, signature=signature)

@@ -135,7 +135,9 @@ def _unwritten_masks(trace: Any, raw: Any) -> dict[str, Any] | None:
     Read off the trace's HBM write accesses (byte offset and element pattern of each DMA
     destination), so the harness can tell "never written" from "computed NaN" (e.g. exp
     overflow) although both read back as NaN. None if a write's geometry cannot be replayed.
-    Each write marks its elements through a strided view of the mask (no index arrays).
+    Writes are grouped by output and pattern: one index computation per group (a kernel that
+    writes one element per instruction issues thousands of writes of the same pattern), and
+    a strided view of the mask for a group of one.
     """
     import numpy as np
     from numpy.lib.stride_tricks import as_strided
@@ -144,6 +146,7 @@ def _unwritten_masks(trace: Any, raw: Any) -> dict[str, Any] | None:
     ids = {v.alloc.id: i for i, v in enumerate(vals)}
     written = [np.zeros(v.alloc.storage.size, dtype=bool) for v in vals]
     isz = [v.alloc.storage.dtype.itemsize for v in vals]
+    groups: dict[tuple[int, tuple[tuple[int, int], ...]], list[int]] = {}
     for rec in trace.records:
         for o in rec.operands:
             if o.buffer != "hbm" or "w" not in o.mode:
@@ -153,28 +156,40 @@ def _unwritten_masks(trace: Any, raw: Any) -> dict[str, Any] | None:
                 continue
             if o.addr_lo % isz[i]:
                 return None
-            start = o.addr_lo // isz[i]
-            counts = []
-            strides = []
-            last = start
-            empty = False
-            for stride, n in o.pattern:
-                if stride < 0:
-                    return None
-                if n <= 0:
-                    empty = True
-                counts.append(n)
-                strides.append(stride)
-                last += stride * (n - 1)
-            if empty:
-                continue
-            w = written[i]
-            if start < 0 or last >= w.size:
-                return None
-            if not counts:
-                w[start] = True
-                continue
-            as_strided(w[start:], shape=tuple(counts), strides=tuple(strides), writeable=True)[...] = True
+            key = (i, o.pattern)
+            try:
+                starts = groups.get(key)
+            except TypeError:  # a pattern of lists (not what the simulator records, but replayable)
+                key = (i, tuple(tuple(p) for p in o.pattern))
+                starts = groups.get(key)
+            if starts is None:
+                starts = groups[key] = []
+            starts.append(o.addr_lo // isz[i])
+    for (i, pattern), starts in groups.items():
+        if any(stride < 0 for stride, _ in pattern):
+            return None
+        if any(n <= 0 for _, n in pattern):
+            continue  # writes nothing
+        w = written[i]
+        last = sum(stride * (n - 1) for stride, n in pattern)
+        if min(starts) < 0 or max(starts) + last >= w.size:
+            return None
+        counts = tuple(n for _, n in pattern)
+        strides = tuple(stride for stride, _ in pattern)
+        if len(starts) <= 4 or not counts:
+            for start in starts:
+                if counts:
+                    as_strided(w[start:], shape=counts, strides=strides, writeable=True)[...] = True
+                else:
+                    w[start] = True
+            continue
+        offs = np.zeros(1, dtype=np.int64)
+        for stride, n in pattern:
+            offs = (offs[:, None] + stride * np.arange(n, dtype=np.int64)[None, :]).reshape(-1)
+        st = np.asarray(starts, dtype=np.int64)
+        step = max(1, (1 << 22) // offs.size)  # at most ~4M indices at a time
+        for j in range(0, st.size, step):
+            w[(st[j:j + step, None] + offs[None, :]).reshape(-1)] = True
     return {f"unwritten{i}": ~w.reshape(vals[i].alloc.storage.shape) for i, w in enumerate(written) if not w.all()}
 
 

@@ -67,7 +67,7 @@ def _pack(arrays: dict[str, np.ndarray]) -> tuple[bytes, list[np.ndarray]]:
     contiguous = []
     offset = 0
     for name, a in arrays.items():
-        a = np.ascontiguousarray(a)
+        a = np.asarray(a, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
         toc.append({"name": str(name), "dtype": _dtype_name(a.dtype), "shape": [int(s) for s in a.shape],
@@ -151,7 +151,7 @@ def loads(data: bytes | bytearray | memoryview, name: str = "array file") -> dic
             count *= s
         if nb != count * d.itemsize or off < toc_end or off + nb > n or off % _ALIGN:
             raise ArrayFileError(f"{where} does not fit the file (shape {shape}, {nb} bytes at {off})")
-        out[e["name"]] = np.frombuffer(buf, dtype=d, count=count, offset=off).reshape(shape)
+        out[e["name"]] = np.frombuffer(buf, dtype=d, count=count, offset=off).reshape(tuple(shape))
     return out
 
 

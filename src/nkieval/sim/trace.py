@@ -26,6 +26,7 @@ import json
 import threading
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from operator import attrgetter
 from typing import Any
 
 TRACE_SCHEMA_VERSION = "1.0"
@@ -142,6 +143,12 @@ def _json_default(v: Any) -> Any:
 
 
 _COMPACT_SCHEMA = "nkieval.trace.compact"
+#: a compact record: these fields, then the indices of file and function in the string table,
+#: then the operands (each the tuple of _OPERAND_FIELDS)
+_COMPACT_RECORD_FIELDS = tuple(f for f in _RECORD_FIELDS if f not in ("operands", "file", "function"))
+_ALLOC_GET = attrgetter(*_ALLOC_FIELDS)
+_COMPACT_RECORD_GET = attrgetter(*_COMPACT_RECORD_FIELDS)
+_OPERAND_GET = attrgetter(*_OPERAND_FIELDS)
 
 
 @dataclass
@@ -256,14 +263,24 @@ class Trace:
     def to_compact(self) -> str:
         doc = self._header()
         doc["schema"] = _COMPACT_SCHEMA
-        doc["fields"] = [list(_ALLOC_FIELDS), list(_RECORD_FIELDS), list(_OPERAND_FIELDS)]
-        doc["allocations"] = [[getattr(a, f) for f in _ALLOC_FIELDS] for a in self.allocations.values()]
-        iops = _RECORD_FIELDS.index("operands")
+        doc["fields"] = [list(_ALLOC_FIELDS), list(_COMPACT_RECORD_FIELDS), list(_OPERAND_FIELDS)]
+        get_alloc, get_rec, get_op = _ALLOC_GET, _COMPACT_RECORD_GET, _OPERAND_GET
+        # source files and functions repeat on every record: sent once, referred to by index
+        strings: dict[str | None, int] = {}
+        doc["allocations"] = [get_alloc(a) for a in self.allocations.values()]
         recs = doc["records"] = []
+        append = recs.append
         for r in self.records:
-            row = [getattr(r, f) for f in _RECORD_FIELDS]
-            row[iops] = [[getattr(o, f) for f in _OPERAND_FIELDS] for o in r.operands]
-            recs.append(row)
+            row = get_rec(r)  # the fields but operands, file and function, in _COMPACT_RECORD_FIELDS order
+            f, fn = r.file, r.function
+            fi = strings.get(f)
+            if fi is None:
+                fi = strings[f] = len(strings)
+            gi = strings.get(fn)
+            if gi is None:
+                gi = strings[fn] = len(strings)
+            append((*row, fi, gi, [get_op(o) for o in r.operands]))
+        doc["strings"] = list(strings)
         doc["warnings"] = self.warnings
         return json.dumps(doc, separators=(",", ":"), default=_json_default)
 
@@ -274,7 +291,7 @@ class Trace:
             raise ValueError(f"not a compact nkieval trace (missing schema {_COMPACT_SCHEMA!r})")
         if str(d.get("version", "")) != TRACE_SCHEMA_VERSION:
             raise ValueError(f"compact trace version {d.get('version')} is not {TRACE_SCHEMA_VERSION}")
-        if d.get("fields") != [list(_ALLOC_FIELDS), list(_RECORD_FIELDS), list(_OPERAND_FIELDS)]:
+        if d.get("fields") != [list(_ALLOC_FIELDS), list(_COMPACT_RECORD_FIELDS), list(_OPERAND_FIELDS)]:
             raise ValueError("compact trace fields differ from this version's records")
         t = cls(target=d["target"], num_programs=d.get("num_programs", 1), kernel=d.get("kernel"),
                 peak_sbuf_bytes=d.get("peak_sbuf_bytes", 0), peak_psum_bytes=d.get("peak_psum_bytes", 0))
@@ -283,17 +300,19 @@ class Trace:
             a[ishape] = tuple(a[ishape])
             rec = AllocationRecord(*a)
             t.allocations[rec.id] = rec
+        strings = d["strings"]
         oshape, opat = _OPERAND_FIELDS.index("shape"), _OPERAND_FIELDS.index("pattern")
-        iops, iloops = _RECORD_FIELDS.index("operands"), _RECORD_FIELDS.index("loops")
+        iloops = _COMPACT_RECORD_FIELDS.index("loops")
+        n = len(_COMPACT_RECORD_FIELDS)
         out = t.records
         for row in d["records"]:
             ops = []
-            for o in row[iops]:
+            for o in row[n + 2]:
                 o[oshape] = tuple(o[oshape])
                 o[opat] = tuple(tuple(p) for p in o[opat])
                 ops.append(OperandAccess(*o))
-            row[iops] = ops
-            row[iloops] = tuple(tuple(x) for x in row[iloops])
-            out.append(TraceRecord(*row))
+            kw = dict(zip(_COMPACT_RECORD_FIELDS, row))
+            kw["loops"] = tuple(tuple(x) for x in row[iloops])
+            out.append(TraceRecord(operands=ops, file=strings[row[n]], function=strings[row[n + 1]], **kw))
         t.warnings = list(d.get("warnings", []))
         return t

@@ -1,0 +1,255 @@
+"""The review pipeline's fast paths give exactly what the straightforward code gave.
+
+Array files, the compact trace, the vectorised unwritten-element masks, the numerics
+shortcuts (bit tests instead of casts, the two-step diagnosis), the wake-up hints of the
+sandbox and the pre-forked zygote child: each is checked against the plain computation, or
+against a hostile candidate, here.
+"""
+
+import dataclasses
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from nkieval.numerics import PreparedCheck
+from nkieval.numerics.formats import get_format, ulp_key
+from nkieval.numerics.gates import _few, _fp16_held, _ulp_key32
+from nkieval.review import npzio, review
+from nkieval.review.child import _Capture, _load_candidate, _unwritten_masks
+from nkieval.review.sandbox import CaseJob, run_candidate
+from nkieval.sim.runner import run_kernel
+from nkieval.sim.trace import Trace
+from nkieval.tasks import BUILTIN_ROOT, load_task
+
+GOOD = (BUILTIN_ROOT / "vector_add" / "solution_nki.py").read_text()
+HEAD = "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n\n"
+
+
+# --------------------------------------------------------------------------- array files
+
+
+def _arrays():
+    rng = np.random.default_rng(0)
+    return {
+        "f32": rng.standard_normal((3, 5)).astype(np.float32),
+        "bf16": rng.standard_normal(7).astype(ml_dtypes.bfloat16),
+        "fp8": rng.standard_normal((2, 2)).astype(ml_dtypes.float8_e4m3fn),
+        "i64": np.arange(4, dtype=np.int64),
+        "mask": np.array([[True, False], [False, True]]),
+        "empty": np.zeros((0, 3), np.float32),
+        "scalar": np.array(2.5),
+        "strided": np.arange(20, dtype=np.int32).reshape(4, 5)[:, ::2],
+        "big_endian": np.arange(3, dtype=">f4"),
+    }
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_array_file_round_trip(tmp_path, mapped):
+    arrs = _arrays()
+    p = tmp_path / "a.arr"
+    npzio.dump(p, arrs)
+    assert p.read_bytes() == npzio.dumps(arrs)
+    back = npzio.load(p, mapped=mapped)
+    assert list(back) == list(arrs)
+    for k, a in arrs.items():
+        assert back[k].shape == a.shape and np.array_equal(back[k].astype(np.float64), a.astype(np.float64)), k
+        assert back[k].dtype == a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else back[k].dtype == a.dtype
+        assert back[k].flags.writeable
+    back["f32"][0, 0] = 99.0  # writable, and (mapped) private: the file is unchanged
+    assert npzio.load(p)["f32"][0, 0] == arrs["f32"][0, 0]
+
+
+def _file(toc: list[dict], data: bytes, start: int = 128) -> bytes:
+    body = json.dumps(toc).encode()
+    head = npzio.MAGIC + len(body).to_bytes(8, "little") + body
+    return head + b"\0" * (start - len(head)) + data
+
+
+def test_array_file_refuses_what_the_harness_did_not_write(tmp_path):
+    good = npzio.dumps({"a": np.ones(4, np.float32)})
+    entry = {"name": "a", "dtype": "<f4", "shape": [4], "offset": 128, "nbytes": 16}
+    data = np.ones(4, np.float32).tobytes()
+    assert np.array_equal(npzio.loads(_file([entry], data))["a"], np.ones(4, np.float32))
+    bad = {
+        "magic": b"PK\x03\x04" + good[4:],
+        "truncated": good[:-60],  # into the data (the last 48 bytes are padding)
+        "short": good[:10],
+        "object": _file([dict(entry, dtype="|O")], data),
+        "structured": _file([dict(entry, dtype=[["x", "<f4"]])], data),
+        "outside": _file([dict(entry, offset=1 << 40)], data),
+        "inside the table": _file([dict(entry, offset=0)], data),
+        "lies about size": _file([dict(entry, nbytes=8)], data),
+        "negative shape": _file([dict(entry, shape=[-4], nbytes=-16)], data),
+        "not a table": _file({"a": 1}, data),  # type: ignore[arg-type]
+    }
+    for name, blob in bad.items():
+        p = tmp_path / f"{name.replace(' ', '_')}.arr"
+        p.write_bytes(blob)
+        with pytest.raises(npzio.ArrayFileError):
+            npzio.load(p)
+    p = tmp_path / "ok.arr"
+    p.write_bytes(good)
+    with pytest.raises(npzio.ArrayFileError):
+        npzio.load(p, max_bytes=len(good) - 1)
+    with pytest.raises(TypeError):
+        npzio.dumps({"o": np.array([object()])})
+
+
+# --------------------------------------------------------------------------- traces and masks
+
+
+def _run(task_id: str, rel: str, case_index: int = 0):
+    from nkieval import frontends
+    from nkieval.review.pipeline import _cases, _inputs
+
+    frontends.install(force=True)
+    task = load_task(task_id)
+    case = _cases(task, 3, task.families, "all")[case_index]
+    fn = _load_candidate(str(BUILTIN_ROOT / task_id / rel), task.kernel)
+    cap = _Capture(getattr(fn, "fn", fn))
+    res = run_kernel(cap, list(_inputs(task, case).values()), dict(task.params), target=task.default_target)
+    return res, cap
+
+
+def test_trace_writers_match_asdict_and_compact_round_trips():
+    res, _ = _run("causal_attention", "solution_nki.py")
+    tr = res.trace
+    plain = {"allocations": [dataclasses.asdict(a) for a in tr.allocations.values()],
+             "records": [dataclasses.asdict(r) for r in tr.records]}
+    d = tr.to_dict()
+    assert d["records"] == plain["records"] and d["allocations"] == plain["allocations"]
+    assert tr.to_json() == json.dumps({**d, **plain})
+    back = Trace.from_compact(tr.to_compact())
+    assert back.to_dict() == Trace.from_json(tr.to_json()).to_dict()
+    assert back.records == Trace.from_json(tr.to_json()).records
+    with pytest.raises(ValueError):
+        Trace.from_compact(tr.to_json())
+
+
+def _masks_by_index(trace, raw):
+    """The replay as it was: one index array per write."""
+    vals = list(raw) if isinstance(raw, tuple | list) else [raw]
+    ids = {v.alloc.id: i for i, v in enumerate(vals)}
+    written = [np.zeros(v.alloc.storage.size, dtype=bool) for v in vals]
+    for rec in trace.records:
+        for o in rec.operands:
+            if o.buffer != "hbm" or "w" not in o.mode or o.alloc not in ids:
+                continue
+            i = ids[o.alloc]
+            isz = vals[i].alloc.storage.dtype.itemsize
+            if any(s < 0 for s, _ in o.pattern) or o.addr_lo % isz:
+                return None
+            idx = np.array([o.addr_lo // isz], dtype=np.int64)
+            for stride, n in o.pattern:
+                idx = (idx[:, None] + stride * np.arange(n, dtype=np.int64)[None, :]).reshape(-1)
+            if idx.size and (idx.min() < 0 or idx.max() >= written[i].size):
+                return None
+            written[i][idx] = True
+    return {f"unwritten{i}": ~w.reshape(vals[i].alloc.storage.shape) for i, w in enumerate(written) if not w.all()}
+
+
+@pytest.mark.parametrize("task_id,rel,case_index", [
+    ("vector_add", "flawed/skips_tail.py", 2),  # leaves the ragged tail unwritten
+    ("vector_add", "flawed/thread_port.py", 4),  # thousands of one-pattern writes (grouped)
+    ("gemm_bf16", "flawed/drops_k_tail.py", 2),
+    ("rmsnorm", "solution_nki.py", 0),
+])
+def test_unwritten_masks_match_the_per_write_replay(task_id, rel, case_index):
+    res, cap = _run(task_id, rel, case_index)
+    got, want = _unwritten_masks(res.trace, cap.raw), _masks_by_index(res.trace, cap.raw)
+    assert (got is None) == (want is None)
+    assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in got)
+    if rel.endswith("skips_tail.py"):
+        assert got and next(iter(got.values())).any()
+
+
+# --------------------------------------------------------------------------- numerics shortcuts
+
+
+def _edge_f32() -> np.ndarray:
+    rng = np.random.default_rng(1)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504, 65520, 65536, 2.0**-24, 2.0**-25, 3 * 2.0**-24,
+                        2.0**-14, 2.0**-15 + 2.0**-24, 1e-40, -1e-40, 3.4e38, 1 + 2.0**-10, 1 + 2.0**-11],
+                       dtype=np.float32)
+    bits = rng.integers(0, 2**32, size=1 << 16, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    halves = rng.standard_normal(1 << 12).astype(np.float16).astype(np.float32)
+    return np.concatenate([special, -special, bits, halves, rng.standard_normal(1 << 12).astype(np.float32)])
+
+
+def test_fp16_bit_test_and_ulp_keys_equal_the_casts():
+    x = _edge_f32()
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert np.array_equal(_fp16_held(x), x.astype(np.float16).astype(np.float32) == x)
+    assert np.array_equal(_ulp_key32(x), ulp_key(x, get_format("fp32")))
+
+
+@pytest.mark.parametrize("v", [[3], [4, 4, 9], [9, 4, 4, 9], [1, 2, 3], [5, 1, 5, 1, 2], []])
+def test_few_is_unique_when_at_most_two(v):
+    a = np.array(v, dtype=np.intp)
+    u = np.unique(a)
+    got = _few(a)
+    assert (got is None) == (u.size > 2)
+    if got is not None:
+        assert got.tolist() == u.tolist()
+
+
+def test_diagnosis_in_two_steps_equals_one():
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((64, 96)), rng.standard_normal((96, 40))
+    recipe = {"inputs": ["fp32", "fp32"], "accumulate": "fp32", "output": "fp32"}
+    pc = PreparedCheck([a.astype(np.float32), b.astype(np.float32)], "matmul", recipe, input_family="normal")
+    bad = (a @ b).astype(np.float32)
+    bad[:, -1] = 0.0  # a dropped column
+    one = pc.check(bad, worst_k=3, diagnose=True)
+    first = pc.check(bad, worst_k=3, diagnose=False)
+    assert one.status == first.status == "fail"
+    assert pc.diagnose(bad, first).to_dict() == one.to_dict()
+    good = (a @ b).astype(np.float32)
+    v = pc.check(good, worst_k=3, diagnose=False)
+    assert pc.diagnose(good, v) is v
+
+
+def test_only_the_first_failing_cases_are_diagnosed():
+    task = load_task("gemm_bf16")
+    r = review(task, BUILTIN_ROOT / "gemm_bf16" / "flawed" / "bf16_output.py", seed=4)
+    failing = [c for c in r.cases if c.numerics and c.numerics["status"] == "fail"]
+    assert len(failing) > 3
+    assert all("skipped" not in str(c.numerics.get("diagnosis", "")) for c in failing[:3])
+    assert all(str(c.numerics.get("diagnosis", "")).startswith("skipped") for c in failing[3:])
+    assert {"numerics_s", "diagnosis_s", "child_load_s", "child_post_s", "sandbox_fork_s"} <= set(r.timings)
+    assert r.timings["simulation_s"] > 0 and r.timings["child_post_s"] > 0
+
+
+# --------------------------------------------------------------------------- sandbox
+
+
+def _cases(n=2):
+    return [CaseJob(f"c{i}", {"a": np.full(300, i, np.float32), "b": np.ones(300, np.float32)}, {}, 1)
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("hostile", [
+    # forged wake-up hints: results are still read from the files, and only theirs
+    "import os\nfd = os.open('notify', os.O_WRONLY | os.O_NONBLOCK)\nos.write(fd, b'r0\\nr1\\ns1\\nr9\\n' * 100)\n",
+    # hints stolen (the FIFO drained by the candidate): the parent's periodic look finds the results
+    "import os\nfd = os.open('notify', os.O_RDONLY | os.O_NONBLOCK)\n"
+    "import threading\n"
+    "def _steal():\n    while True:\n        try:\n            os.read(fd, 4096)\n        except OSError:\n"
+    "            pass\n"
+    "threading.Thread(target=_steal, daemon=True).start()\n",
+])
+def test_wake_up_hints_are_only_hints(hostile):
+    runs = run_candidate(hostile + GOOD, "vector_add", _cases(3), target="trn2")
+    assert [r.status for r in runs] == ["ok", "ok", "ok"]
+    assert [float(r.outputs[0][0]) for r in runs] == [1.0, 2.0, 3.0]
+
+
+def test_each_run_starts_from_a_clean_process():
+    """The zygote forks the next child ahead of time; it must still be untouched by earlier runs."""
+    dirty = ("import numpy\nnumpy.__dict__['_nkieval_left_behind'] = 1\n" + GOOD)
+    check = ("import numpy\nassert '_nkieval_left_behind' not in numpy.__dict__, 'state leaked'\n" + GOOD)
+    for src in (dirty, check, dirty, check):
+        runs = run_candidate(src, "vector_add", _cases(1), target="trn2")
+        assert runs[0].status == "ok", runs[0].error
