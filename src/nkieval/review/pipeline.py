@@ -188,7 +188,6 @@ def _limits(task: Task) -> SandboxLimits:
                          max_instructions=task.limits.max_instructions)
 
 
-_HELP = True
 _MALLOC_TUNED: list[bool] = []
 
 
@@ -519,8 +518,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
         # The child is gone: its core is free, so this thread works through the queue too.
         t4 = time.perf_counter()
         while True:
-            if _HELP:
-                work.help()
+            work.help()
             pending = [f for f in (*futures.values(), *list(diagnosed.values()), *trace_futures.values(),
                                    *analysis_future) if not f.done()]
             if not pending:

@@ -119,9 +119,9 @@ def _operand_dict(o: OperandAccess) -> dict[str, Any]:
 
 
 def _record_dict(r: TraceRecord) -> dict[str, Any]:
-    d = {f: _copy(getattr(r, f)) for f in _RECORD_FIELDS if f != "operands"}
+    d = {f: None if f == "operands" else _copy(getattr(r, f)) for f in _RECORD_FIELDS}  # asdict's key order
     d["operands"] = [_operand_dict(o) for o in r.operands]
-    return {f: d[f] for f in _RECORD_FIELDS}  # asdict's key order
+    return d
 
 
 def _allocation_dict(a: AllocationRecord) -> dict[str, Any]:
@@ -256,8 +256,9 @@ class Trace:
     # ------------------------------------------------------------ compact wire form
     # The review sandbox ships one trace per review from the candidate's process to the harness.
     # The compact form is the same content with every record and operand as a JSON array in
-    # field order instead of an object: about half the text, and rebuilt positionally. It is a
-    # transport format (same major version only), not the documented export: use to_json for that.
+    # field order instead of an object, and source files and functions in a string table: a third
+    # to two fifths of to_json's text, rebuilt positionally. It is a transport format (this exact
+    # version and field list only), not the documented export: use to_json for that.
     # Trace.from_compact(t.to_compact()) equals Trace.from_json(t.to_json()).
 
     def to_compact(self) -> str:
