@@ -67,11 +67,11 @@ def main() -> None:
 
     t_plain = best(plain)
     t_sched = best(lambda: schedule(tr, p))
-    t_est = best(lambda: estimate(tr), reps=1)
+    t_est = best(lambda: estimate(tr))
     print(f"trace: {n} instructions")
     print(f"plain loop over records/operands: {n / t_plain:12,.0f} instr/s")
     print(f"schedule():                       {n / t_sched:12,.0f} instr/s  ({t_sched / t_plain:.1f}x the plain loop)")
-    print(f"estimate() (schedule + metrics):  {n / t_est:12,.0f} instr/s")
+    print(f"estimate() (schedule + metrics):  {n / t_est:12,.0f} instr/s  ({t_est / t_plain:.1f}x the plain loop)")
     for k in (a.iters // 4, a.iters):
         small = build(k).trace
         tracemalloc.start()

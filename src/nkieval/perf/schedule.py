@@ -592,9 +592,6 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
             one = ex.get(bk) if ex is not None else None
             if one is not None:
                 hits = (one,)  # the only live entry that overlaps its own box (live entries are disjoint)
-                if one[8] < 0 and not isw:  # a read of a box only read so far: no dependency
-                    acc.append((tab, bk, isr, isw, hits, a, one))
-                    continue
             else:
                 found = tab.found
                 hits = found.get(bk) if found is not None else None
