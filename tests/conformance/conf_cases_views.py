@@ -232,8 +232,7 @@ CASES: list[Case] = [
 
 
 # ---- NkiScalar (nisa.scalar_load / scalar_store, NKI 0.7+): dynamic offsets and loop bounds ----------
-# int32 only: nkieval has no nl.int64 tensors, so the int64 scalars the documentation also allows cannot be
-# loaded (docs/simulator.md).
+# int32 rows here; nl.int64 tensors and int64 scalars have their own section below.
 I32 = np.array([[3]], np.int32)
 
 
@@ -430,6 +429,156 @@ ILLEGAL_SCALAR: list[Illegal] = [
     Illegal("nisa.scalar_load", _sc_div, (I32,), "argument", id="floordiv"),
     Illegal("tensor.ap", _sc_offset_oob, (ROWS, np.array([[12]], np.int32)), "out-of-bounds", id="nkiscalar-oob"),
     Illegal("tensor.ap", _sc_bad_indirect_dim, (ROWS, I32), "argument", id="indirect-dim"),
+]
+
+# ---- nl.int64 (current API): DMA moves it, scalar_load / scalar_store read and write it, nothing computes on it
+# Documented: scalar_load "accepts nl.int64, and the value is not truncated"; an int64 scalar "can be written back
+# with nki.isa.scalar_store(), and can be passed as scalar_offset to address an HBM tensor"; at 64 bits "only
+# addition, subtraction and multiplication are available"; comparisons are "Rejected at compile time"; it "cannot
+# bound an nki.language.fori_loop()"; "on an SBUF or PSUM operand the offset must be nl.int32"; a 32-bit scalar
+# "cannot be stored into an nl.int64 tile, nor a 64-bit scalar into an nl.int32 one".
+BIG = np.array([[(1 << 40) + 7]], np.int64)  # needs more than 32 bits
+I64 = np.array([[3]], np.int64)
+WIDE = np.array([[(1 << 62) - 1, -(1 << 62), 1 << 33], [-1, 0, 5 - (1 << 40)]], np.int64)
+
+
+def k_int64_dma(x):  # HBM -> SBUF -> HBM, bit-exact
+    return ret(load(x))
+
+
+def k_int64_scalar_arith(i):  # only + - * (binary and unary minus) at 64 bits; never truncated
+    s = _scalar(i)
+    r = tile((1, 1), nl.int64)
+    nisa.scalar_store(r, -(s * 3) + s - 2 * (s - 5))
+    return ret(r)
+
+
+def k_int64_scalar_hbm(i):  # scalar_load / scalar_store straight from and to an HBM tensor
+    s = nisa.scalar_load(i)
+    o = nl.ndarray((1, 1), dtype=nl.int64, buffer=nl.shared_hbm)
+    nisa.scalar_store(o, s * s)
+    return o
+
+
+def k_int64_offset_hbm(x, i):  # an int64 scalar (holding 2**40 + 7) addresses an HBM row after int64 arithmetic
+    s = _scalar(i) - (1 << 40)
+    t = tile((1, x.shape[1]))
+    nisa.dma_copy(dst=t, src=x.ap([[x.shape[1], 1], [1, x.shape[1]]], offset=0, scalar_offset=s - 3,
+                                  indirect_dim=0))
+    return ret(t)
+
+
+def k_int64_ds_hbm(x, i):  # an int64 scalar as the runtime start of an HBM window
+    v = x[nl.ds(_scalar(i) - (1 << 40), 2), :]
+    t = tile(v.shape)
+    nisa.dma_copy(dst=t, src=v)
+    return ret(t)
+
+
+CASES += [
+    Case("nisa.dma_copy", k_int64_dma, (WIDE,), lambda x: x, id="int64"),
+    Case("nl.ds", k_int64_ds_hbm, (ROWS, BIG), lambda x, i: x[7:9], id="int64-runtime-hbm"),
+    Case("nisa.scalar_load", k_int64_scalar_arith, (BIG,),
+         lambda i: -(i * 3) + i - 2 * (i - 5), id="int64-arith"),
+    Case("nisa.scalar_store", k_int64_scalar_hbm, (BIG,), lambda i: i * i, id="int64-hbm"),
+    Case("tensor.ap", k_int64_offset_hbm, (ROWS, BIG), lambda x, i: x[4:5], id="int64-offset-hbm"),
+]
+
+
+def _i64_compare(i):
+    _ = _scalar(i) < 4
+
+
+def _i64_equal(i):
+    _ = _scalar(i) == 3
+
+
+def _i64_fori(i):
+    nl.fori_loop(0, _scalar(i), lambda r: None)
+
+
+def _i64_offset_sbuf(x, i):
+    src = load(x)
+    nisa.tensor_copy(dst=tile((x.shape[0], 2)), src=src.ap([[x.shape[1], x.shape[0]], [1, 2]], offset=0,
+                                                           scalar_offset=_scalar(i), indirect_dim=1))
+
+
+def _i64_store_into_int32(i):
+    nisa.scalar_store(tile((1, 1), nl.int32), _scalar(i))
+
+
+def _i32_store_into_int64(i):
+    nisa.scalar_store(tile((1, 1), nl.int64), _scalar(i))
+
+
+def _i64_mixed(i, j):
+    _ = _scalar(i) + _scalar(j)
+
+
+def _i64_div(i):
+    _ = _scalar(i) // 2
+
+
+def _i64_tensor_copy(x):
+    nisa.tensor_copy(dst=tile(x.shape, nl.int64), src=load(x))
+
+
+def _i64_memset(x):
+    nisa.memset(dst=tile((1, 1), nl.int64), value=0)
+
+
+def _i64_tensor_scalar(x):
+    t = load(x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1)
+
+
+def _i64_dma_cast(x):
+    nisa.dma_copy(dst=tile(x.shape, nl.int32), src=x)
+
+
+def _i64_numpy_dtype(x):
+    nl.ndarray((1, 1), dtype=np.int64, buffer=nl.sbuf)
+
+
+def _i64_runtime_index(x, i):
+    load(x)[:, nl.ds(load(i), 2)]
+
+
+def _i64_tensor_offset(x, i):
+    x.ap([[x.shape[1], 1], [1, x.shape[1]]], offset=0, scalar_offset=load(i), indirect_dim=0)
+
+
+def _i64_select_sbuf(x, i):
+    load(x).select(1, _scalar(i))
+
+
+def _i64_ds_sbuf(x, i):
+    load(x)[:, nl.ds(_scalar(i), 2)]
+
+
+def _i64_register(i):
+    nisa.register_load(nisa.register_alloc(0), load(i))
+
+
+ILLEGAL_INT64: list[Illegal] = [
+    Illegal("nisa.scalar_load", _i64_compare, (I64,), "dtype", id="int64-compare"),
+    Illegal("nisa.scalar_load", _i64_equal, (I64,), "dtype", id="int64-equal"),
+    Illegal("nisa.scalar_load", _i64_div, (I64,), "argument", id="int64-floordiv"),
+    Illegal("nisa.scalar_load", _i64_mixed, (I64, I32), "dtype", id="int64-plus-int32"),
+    Illegal("nl.fori_loop", _i64_fori, (I64,), "dtype", id="int64-bound"),
+    Illegal("tensor.ap", _i64_offset_sbuf, (X, I64), "dtype", id="int64-offset-sbuf"),
+    Illegal("tensor.ap", _i64_tensor_offset, (ROWS, I64), "dtype", id="int64-tensor-offset"),
+    Illegal("nl.ds", _i64_runtime_index, (X, I64), "dtype", id="int64-runtime-start"),
+    Illegal("nl.ds", _i64_ds_sbuf, (X, I64), "dtype", id="int64-scalar-sbuf"),
+    Illegal("tensor.select", _i64_select_sbuf, (X, I64), "dtype", id="int64-scalar-sbuf"),
+    Illegal("nisa.scalar_store", _i64_store_into_int32, (I64,), "dtype", id="int64-into-int32"),
+    Illegal("nisa.scalar_store", _i32_store_into_int64, (I32,), "dtype", id="int32-into-int64"),
+    Illegal("nisa.tensor_copy", _i64_tensor_copy, (WIDE,), "dtype", id="int64"),
+    Illegal("nisa.memset", _i64_memset, (WIDE,), "dtype", id="int64"),
+    Illegal("nisa.tensor_scalar", _i64_tensor_scalar, (WIDE,), "dtype", id="int64"),
+    Illegal("nisa.register_load", _i64_register, (I64,), "dtype", id="int64"),
+    Illegal("nisa.dma_copy", _i64_dma_cast, (WIDE,), "dtype", id="int64-cast"),
+    Illegal("nl.ndarray", _i64_numpy_dtype, (WIDE,), "dtype", id="numpy-int64"),
 ]
 
 # ---- tile / block grids (NKI 0.7+: nl.tiles, nl.blocks, nl.alloc_tiles, nl.alloc_blocks) ---------------
@@ -728,4 +877,5 @@ ILLEGAL: list[Illegal] = [
     Illegal("nl.gather_flattened", _gather_flattened, (X,), "argument"),
 ]
 ILLEGAL += ILLEGAL_SCALAR
+ILLEGAL += ILLEGAL_INT64
 ILLEGAL += ILLEGAL_GRID

@@ -135,7 +135,7 @@ def programs(draw: Any, max_steps: int = 4) -> Program:
 
 def materialize(spec: TensorSpec) -> NkiTensor:
     """Allocate a spec'd tensor (may itself raise NkiValidationError) and fill it with random host data."""
-    d = dt.to_dtype(spec.dtype)
+    d = next(x for x in dt.ALL_DTYPES if x.name == spec.dtype)  # by name, nl.int64 included
     t = allocate(spec.shape, d, {"sbuf": None, "psum": _psum(), "hbm": _hbm()}[spec.buffer], instruction="fuzz")
     rng = np.random.default_rng(spec.seed)
     if d.kind == "packed":

@@ -135,3 +135,27 @@ def test_grid_membership_matches_representable():
             assert FORMATS[c].p < FORMATS[out].p
             want = representable(vals, c) | (np.isinf(vals) & np.isinf(round_to(vals, c)))
             assert np.array_equal(ok, want), c
+
+
+def test_verdicts_are_kept_per_output_bytes():
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((32, 64)), rng.standard_normal((64, 24))
+    pc = PreparedCheck([a.astype(np.float32), b.astype(np.float32)], "matmul",
+                       {"inputs": ["fp32", "fp32"], "accumulate": "fp32", "output": "fp32"}, input_family="normal")
+    good = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float32)
+    v1 = pc.check(good, worst_k=3, diagnose=False)
+    assert pc.check(good.copy(), worst_k=3, diagnose=False) is v1  # same bytes: the kept verdict
+    assert pc.check(good, worst_k=4, diagnose=False) is not v1  # other arguments: judged again
+    bad = good.copy()
+    bad[3, 5] += 1.0
+    vb = pc.check(bad, worst_k=3, diagnose=False)
+    assert vb.status == "fail" and v1.status == "pass"
+    assert pc.diagnose(bad, vb) is pc.diagnose(bad.copy(), vb)
+    assert pc.diagnose(bad, vb).to_dict() == pc.check(bad, worst_k=3, diagnose=True).to_dict()
+    # bytes equal, dtype different: not the same output
+    z = pc.check(np.zeros((32, 24), np.float32), worst_k=3, diagnose=False)
+    assert pc.check(np.zeros((32, 24), np.int32), worst_k=3, diagnose=False) is not z
+    for i in range(20):  # bounded
+        pc.check(good + np.float32(i), worst_k=3, diagnose=False)
+    assert len(pc._memo) <= PreparedCheck._MEMO_SIZE
+    assert pc.check(good, worst_k=3, diagnose=False).to_dict() == v1.to_dict()

@@ -8,6 +8,7 @@ against a hostile candidate, here.
 
 import dataclasses
 import json
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 
 from nkieval.numerics import PreparedCheck
 from nkieval.numerics.formats import get_format, ulp_key
-from nkieval.numerics.gates import _few, _fp16_held, _ulp_key32
+from nkieval.numerics.gates import _few, _fp16_held, _grid_held, _narrow_held, _ulp_key32
 from nkieval.review import npzio, review
 from nkieval.review.child import _Capture, _load_candidate, _unwritten_masks
 from nkieval.review.sandbox import CaseJob, run_candidate
@@ -185,6 +186,51 @@ def test_fp16_bit_test_and_ulp_keys_equal_the_casts():
     assert np.array_equal(_ulp_key32(x), ulp_key(x, get_format("fp32")))
 
 
+def _edge_fp8() -> np.ndarray:
+    """Every fp8 value and its fp32 neighbours, values around each fp8 binade and the formats'
+    limits (e4m3fn's 448/464/480, e5m2's 57344/61440), plus random bit patterns."""
+    import ml_dtypes
+
+    vals = [np.arange(256, dtype=np.uint8).view(t).astype(np.float32)
+            for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)]
+    v = np.concatenate(vals)
+    v = v[np.isfinite(v) | np.isinf(v)]
+    u = v.view(np.uint32).astype(np.int64)
+    near = np.concatenate([u - 1, u + 1, u + (1 << 19), u + (1 << 20), u + (1 << 21)]) & 0xFFFFFFFF
+    lim = np.array([448, 464, 480, 57344, 61440, 2.0**-9, 2.0**-10, 2.0**-16, 2.0**-17, 1.5 * 2.0**-9,
+                    2.0**-6, 2.0**-14, 2.0**-15], dtype=np.float32)
+    return np.concatenate([_edge_f32(), v, -v, near.astype(np.uint32).view(np.float32), lim, -lim])
+
+
+def test_fp8_bit_tests_equal_the_casts():
+    # (also checked on all 2^32 fp32 bit patterns when written: no difference)
+    import ml_dtypes
+
+    x = _edge_fp8()
+    for name, t in (("fp8_e4m3fn", ml_dtypes.float8_e4m3fn), ("fp8_e5m2", ml_dtypes.float8_e5m2)):
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = x.astype(t).astype(np.float32) == x
+        assert np.array_equal(_narrow_held(x, name), want), name
+
+
+@pytest.mark.parametrize("mix", ["fp32", "fp16-grid", "mixed"])
+def test_grid_membership_sparse_and_dense_paths_equal_the_casts(mix):
+    import ml_dtypes
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(5000).astype(np.float32)
+    if mix == "fp16-grid":
+        x = x.astype(np.float16).astype(np.float32)
+    elif mix == "mixed":
+        x[::50] = x[::50].astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    x = np.concatenate([x, _edge_fp8()])
+    held = _grid_held(x, get_format("fp32"))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for c, t in (("fp16", np.float16), ("bf16", ml_dtypes.bfloat16), ("fp8_e5m2", ml_dtypes.float8_e5m2),
+                     ("fp8_e4m3fn", ml_dtypes.float8_e4m3fn)):
+            assert np.array_equal(held[c], x.astype(t).astype(np.float32) == x), (mix, c)
+
+
 @pytest.mark.parametrize("v", [[3], [4, 4, 9], [9, 4, 4, 9], [1, 2, 3], [5, 1, 5, 1, 2], []])
 def test_few_is_unique_when_at_most_two(v):
     a = np.array(v, dtype=np.intp)
@@ -211,6 +257,32 @@ def test_diagnosis_in_two_steps_equals_one():
     assert pc.diagnose(good, v) is v
 
 
+def test_diagnosis_hint_confirms_or_falls_back_to_the_full_search():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((64, 300)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((300, 40)).astype(ml_dtypes.bfloat16)
+    recipe = {"inputs": ["bf16", "bf16"], "accumulate": "fp32", "output": "fp32"}
+    pc = PreparedCheck([a, b], "matmul", recipe, input_family="normal")
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    bad = (a.astype(np.float64)[:, :256] @ b.astype(np.float64)[:256]).astype(np.float32)  # last K tile dropped
+    v = pc.check(bad, worst_k=3, diagnose=False)
+    full = pc.diagnose(bad, v)
+    top = full.findings[0].id
+    assert top == "dropped_last_k_tile"
+    hinted = pc.diagnose(bad, v, hint=top)
+    assert hinted.findings[0].id == top
+    assert hinted.findings[0] == full.findings[0]  # same cause, same evidence (residual)
+    # a hint that does not reproduce this output: the full search, the same findings
+    assert pc.diagnose(bad, v, hint="bf16_accumulation").to_dict() == full.to_dict()
+    assert pc.diagnose(bad, v, hint="not_a_model").to_dict() == full.to_dict()
+    # an output-grid cause is confirmed the same way
+    b16 = exact.astype(ml_dtypes.bfloat16).astype(np.float32)
+    v16 = pc.check(b16, worst_k=3, diagnose=False)
+    f16 = pc.diagnose(b16, v16)
+    assert f16.findings[0].id == "bf16_output"
+    assert pc.diagnose(b16, v16, hint="bf16_output").findings[0] == f16.findings[0]
+
+
 def test_only_the_first_failing_cases_are_diagnosed():
     task = load_task("gemm_bf16")
     r = review(task, BUILTIN_ROOT / "gemm_bf16" / "flawed" / "bf16_output.py", seed=4)
@@ -218,6 +290,8 @@ def test_only_the_first_failing_cases_are_diagnosed():
     assert len(failing) > 3
     assert all("skipped" not in str(c.numerics.get("diagnosis", "")) for c in failing[:3])
     assert all(str(c.numerics.get("diagnosis", "")).startswith("skipped") for c in failing[3:])
+    # the later ones confirmed the first one's cause instead of searching again
+    assert {c.numerics["findings"][0]["id"] for c in failing[:3]} == {"bf16_output"}
     assert {"numerics_s", "diagnosis_s", "child_load_s", "child_post_s", "sandbox_fork_s"} <= set(r.timings)
     assert r.timings["simulation_s"] > 0 and r.timings["child_post_s"] > 0
 
@@ -253,3 +327,16 @@ def test_each_run_starts_from_a_clean_process():
     for src in (dirty, check, dirty, check):
         runs = run_candidate(src, "vector_add", _cases(1), target="trn2")
         assert runs[0].status == "ok", runs[0].error
+
+
+def test_static_findings_equal_the_separate_adapters():
+    from nkieval.review import adapters
+
+    root = Path(__file__).resolve().parents[2] / "src" / "nkieval" / "tasks" / "builtin" / "gemm_bf16"
+    cuda = (root / "kernel.cu").read_text()
+    for path in [root / "solution_nki.py", *sorted((root / "flawed").glob("*.py"))]:
+        src = path.read_text()
+        nki, mig = adapters.static_findings(src, "trn2", cuda)
+        assert nki == adapters.nki_findings(src, "trn2")
+        assert mig == adapters.migration_findings(cuda, src, target="trn2")
+        assert adapters.static_findings(src, "trn2", None)[1] == (None, None)

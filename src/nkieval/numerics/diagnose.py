@@ -601,7 +601,7 @@ def diagnose(**kw: Any) -> list[Finding]:
 
 def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], params: dict[str, Any],
              recipe: PrecisionRecipe, prep: Prepared, actual: np.ndarray, ctx: RuleContext,
-             stream_where: str = "") -> list[Finding]:
+             stream_where: str = "", hint: str | None = None) -> list[Finding]:
     findings: list[tuple[float, Finding]] = []
     shape = verdict.shape
     m = verdict.metrics
@@ -631,8 +631,10 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
     s = _Sample(spec, arrays, _slice(spec, prep, arrays, r0, r1), params, recipe, ob.y, got, tau_of(bb),
                 (r0, r1), prep)
 
-    # 1. output grid (decisive for a silent output downcast when rounding explains the error)
-    if m.output_grid:
+    def grid_finding() -> tuple[float, Finding] | None:
+        """1. output grid (decisive for a silent output downcast when rounding explains the error)"""
+        if not m.output_grid:
+            return None
         hid = f"{m.output_grid}_output" if m.output_grid in ("bf16", "fp16") else "output_downcast"
         explains = False
         try:
@@ -645,39 +647,69 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
         ev = (f"every non-zero output is exactly representable in {m.output_grid}, while most correctly rounded "
               f"{recipe.output} results are not")
         if explains:
-            findings.append((0.0, Finding(hid, f"the output is rounded to {m.output_grid} where the recipe declares "
-                                          f"{recipe.output}", ev + f"; rounding the correct result to {m.output_grid} "
-                                          "explains the whole error",
-                                          f"write the {recipe.output} result, or declare output='{m.output_grid}'")))
-        else:
-            findings.append((0.8, Finding("output_grid", f"the output lies on the {m.output_grid} grid", ev + "; but "
-                                          "the errors are larger than that rounding alone makes",
-                                          "look for lower-precision accumulation or intermediates")))
-    # 2. defect models
-    if s.sliced is not None:
-        for c in (*CANDIDATES, *_activation_candidates(spec)):
-            try:
-                v = c.run(s)
-            except (ValueError, FloatingPointError, IndexError):
-                v = None
-            if v is None:
-                continue
-            sc = _match(s, np.asarray(v, dtype=np.float64).ravel())
-            if sc is not None:
-                findings.append((0.01 + sc, Finding(c.id, c.cause, f"re-running the op that way reproduces the "
-                                                    f"kernel's output (residual {sc:.2g} of the error)", c.action)))
-    # 2b. the op's own known wrong formulas (declared with the reference function)
-    for var in spec.variants:
+            return (0.0, Finding(hid, f"the output is rounded to {m.output_grid} where the recipe declares "
+                                 f"{recipe.output}", ev + f"; rounding the correct result to {m.output_grid} "
+                                 "explains the whole error",
+                                 f"write the {recipe.output} result, or declare output='{m.output_grid}'"))
+        return (0.8, Finding("output_grid", f"the output lies on the {m.output_grid} grid", ev + "; but "
+                             "the errors are larger than that rounding alone makes",
+                             "look for lower-precision accumulation or intermediates"))
+
+    def model_finding(c: Candidate) -> tuple[float, Finding] | None:
+        """2. a defect model"""
+        try:
+            v = c.run(s)
+        except (ValueError, FloatingPointError, IndexError):
+            v = None
+        if v is None:
+            return None
+        sc = _match(s, np.asarray(v, dtype=np.float64).ravel())
+        if sc is None:
+            return None
+        return (0.01 + sc, Finding(c.id, c.cause, f"re-running the op that way reproduces the "
+                                   f"kernel's output (residual {sc:.2g} of the error)", c.action))
+
+    def variant_finding(var: Any) -> tuple[float, Finding] | None:
+        """2b. one of the op's own known wrong formulas (declared with the reference function)"""
         try:
             kw = {k: v for k, v in params.items() if k not in ("k", "multilinear")}
             full = np.asarray(var.fn(*[np.asarray(a, dtype=np.float64) for a in arrays], **kw), dtype=np.float64)
             v = _fl(full.reshape(-1)[e0:e0 + ob.y.size], s)
         except (ValueError, TypeError, FloatingPointError, IndexError, ArithmeticError):
-            continue
+            return None
         sc = _match(s, np.asarray(v, dtype=np.float64).ravel())
-        if sc is not None:
-            findings.append((0.01 + sc, Finding(var.id, var.cause, f"evaluating that formula reproduces the "
-                                                f"kernel's output (residual {sc:.2g} of the error)", var.action)))
+        if sc is None:
+            return None
+        return (0.01 + sc, Finding(var.id, var.cause, f"evaluating that formula reproduces the "
+                                   f"kernel's output (residual {sc:.2g} of the error)", var.action))
+
+    models = (*CANDIDATES, *_activation_candidates(spec)) if s.sliced is not None else ()
+    confirmed = None
+    if hint is not None:
+        # The cause named for an earlier failing case of the same output, tried first: if it reproduces
+        # this output as closely as a decisive match must (score below 0.11), the search stops there.
+        tries: list[Callable[[], tuple[float, Finding] | None]] = [grid_finding]
+        tries += [lambda c=c: model_finding(c) for c in models if c.id == hint]
+        tries += [lambda v=v: variant_finding(v) for v in spec.variants if v.id == hint]
+        for t in tries:
+            got_f = t()
+            if got_f is not None and got_f[1].id == hint and got_f[0] < 0.11:
+                confirmed = got_f
+                break
+    if confirmed is not None:
+        findings.append(confirmed)
+    else:
+        g = grid_finding()
+        if g is not None:
+            findings.append(g)
+        for c in models:
+            f = model_finding(c)
+            if f is not None:
+                findings.append(f)
+        for var in spec.variants:
+            f = variant_finding(var)
+            if f is not None:
+                findings.append(f)
     # 3. precision fingerprint (redundant once a defect model reproduces the output closely)
     if not any(sc < 0.11 for sc, _ in findings):
         for sc, f in _fingerprint(s, ob, ctx, tau_of):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,6 +114,42 @@ def _fp16_held(x32: np.ndarray) -> np.ndarray:
     return (u & _FP16_MASK.take((u >> np.uint32(23)).astype(np.intp))) == 0
 
 
+def _narrow_mask_table(f: Format) -> tuple[np.ndarray, np.uint32, np.uint32]:
+    """For a float format no wider and no finer than fp32 (the fp8 grids): per fp32 biased exponent,
+    the bits of ``|x|`` that must be zero for ``f`` to hold ``x``, as :func:`_fp16_mask_table`
+    (normals: the fp32 mantissa bits below ``f``'s; subnormals: multiples of ``f.subnormal``;
+    exponent fields 0 and 255: zero, and inf where ``f`` has it), plus the largest finite
+    magnitude's bit pattern (e4m3fn's top binade stops short of a full mantissa) and inf's
+    pattern (0 where ``f`` has no inf)."""
+    t = np.full(256, 0x7FFFFFFF, dtype=np.uint32)
+    t[0] = 0x7FFFFF
+    low = 23 - (f.p - 1)  # fp32 mantissa bits f does not have
+    e_min = round(math.log2(f.tiny)) + 127
+    e_sub = round(math.log2(f.subnormal)) + 127
+    e_max = math.floor(math.log2(f.max)) + 127
+    for e in range(e_min, e_max + 1):
+        t[e] = (1 << low) - 1
+    for e in range(e_sub, e_min):
+        t[e] = (1 << (low + e_min - e)) - 1
+    inf = np.uint32(0x7F800000) if f.has_inf else np.uint32(0)
+    if f.has_inf:
+        t[255] = 0x7FFFFF
+    return t, np.float32(f.max).view(np.uint32), inf
+
+
+_NARROW_MASKS = {c: _narrow_mask_table(FORMATS[c]) for c in ("fp8_e5m2", "fp8_e4m3fn")}
+
+
+def _narrow_held(x32: np.ndarray, name: str) -> np.ndarray:
+    """``x32.astype(fmt).astype(float32) == x32`` for an fp8 format from the bits alone (the same
+    for every one of the 2^32 fp32 values, checked exhaustively), without the two conversions."""
+    t, top, inf = _NARROW_MASKS[name]
+    u = x32.view(np.uint32) & np.uint32(0x7FFFFFFF)
+    ok = (u & t.take((u >> np.uint32(23)).astype(np.intp))) == 0
+    ok &= (u <= top) | (u == inf) if inf else u <= top
+    return ok
+
+
 def _ulp_key32(x32: np.ndarray) -> np.ndarray:
     """:func:`~.formats.ulp_key` of float32 values for an fp32 format (the same int64 keys for
     every one of the 2^32 bit patterns, checked exhaustively): sign-magnitude to two's
@@ -126,12 +163,27 @@ def _ulp_key32(x32: np.ndarray) -> np.ndarray:
     return k.astype(np.int64)
 
 
+def _held_where(x32: np.ndarray, base: np.ndarray, test: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``test(x32) & base``, testing only where ``base`` holds when that is a small part of the
+    values (the common case: an fp32 output on no coarser grid)."""
+    idx = np.flatnonzero(base)
+    if idx.size * 8 >= base.size:
+        ok = test(x32)
+        ok &= base
+        return ok
+    ok = np.zeros(base.shape, dtype=bool)
+    if idx.size:
+        ok.reshape(-1)[idx] = test(x32.reshape(-1)[idx])
+    return ok
+
+
 def _grid_held(x: np.ndarray, out: Format) -> dict[str, np.ndarray]:
     """Per coarser grid candidate, which of the values ``x`` it holds exactly (fp32 values whose
-    narrow cast round-trips, as :func:`~.formats.representable`). The fp8 grids are tested only
-    where bf16 (and fp16, when it is a candidate) already hold the value: every fp8 value is a
-    bf16 and an fp16 value, so elsewhere the answer is already no. ``x`` may be float32 already
-    (the kernel's own output), which skips the cast; the answer is the same."""
+    narrow cast round-trips, as :func:`~.formats.representable`), by bit tests that give the same
+    answer. fp16 holds a value only where its low 13 fp32 significand bits are zero, and the fp8
+    grids only where fp16 holds it (every fp8 value is an fp16 value): each test runs on those
+    values only. ``x`` may be float32 already (the kernel's own output), which skips the cast;
+    the answer is the same."""
     res: dict[str, np.ndarray] = {}
     with np.errstate(over="ignore", invalid="ignore"):
         x32 = x.astype(np.float32, copy=False)
@@ -141,13 +193,8 @@ def _grid_held(x: np.ndarray, out: Format) -> dict[str, np.ndarray]:
         cf = FORMATS[c]
         if cf.p >= out.p:
             continue
-        if c.startswith("fp8") and sub is not None:
-            ok = np.zeros(x32.shape, dtype=bool)
-            idx = np.flatnonzero(sub)
-            if idx.size:
-                v = x32[idx]
-                with np.errstate(over="ignore", invalid="ignore"):
-                    ok[idx] = v.astype(cf.storage).astype(np.float32) == v
+        if c in _NARROW_MASKS:
+            ok = _held_where(x32, in32 if sub is None else sub, lambda v, c=c: _narrow_held(v, c))
         elif c == "bf16":
             # bf16 is fp32 with the low 16 significand bits zero (same exponent range, subnormals
             # and inf included): the round trip holds exactly those values (NaN fails in32)
@@ -155,11 +202,13 @@ def _grid_held(x: np.ndarray, out: Format) -> dict[str, np.ndarray]:
             ok &= in32
         else:
             if cf.storage == np.float16:
-                ok = _fp16_held(x32)
+                low = (x32.view(np.uint32) & np.uint32(0x1FFF)) == 0
+                low &= in32
+                ok = _held_where(x32, low, _fp16_held)
             else:
                 with np.errstate(over="ignore", invalid="ignore"):
                     ok = x32.astype(cf.storage).astype(np.float32) == x32
-            ok &= in32
+                ok &= in32
             if c in ("fp16", "bf16"):
                 sub = ok.copy() if sub is None else sub & ok
         res[c] = ok
@@ -647,7 +696,7 @@ class _Stream:
                     bucket = np.frexp(np.maximum(d, 2) - 1)[1].astype(np.int64)
                     bucket += 1
                     small = d <= 2
-                    bucket[small] = d[small]
+                    np.copyto(bucket, d, where=small)
                     np.minimum(bucket, 39, out=bucket)
                     self.ulp_hist += np.bincount(bucket, minlength=40)[:40]
             ec = e if all_cmp else e[cmp_]
@@ -1001,6 +1050,7 @@ class PreparedCheck:
         self.refinable = prep.refine is not None
         self._kept: list[list[_Block] | None] = [None, None]
         self._lock = threading.RLock()
+        self._memo: OrderedDict[tuple[Any, ...], Any] = OrderedDict()  # output key -> verdict (check)
 
     # ------------------------------------------------------------------ blocks
 
@@ -1050,7 +1100,48 @@ class PreparedCheck:
 
     def check(self, actual: np.ndarray, *, reference: np.ndarray | None = None, worst_k: int = 10,
               diagnose: bool = True) -> Verdict:
-        """Judge one output (see :func:`check`, whose arguments these are)."""
+        """Judge one output (see :func:`check`, whose arguments these are).
+
+        A verdict is a function of the output's bytes: the verdicts of the last few distinct
+        outputs are kept, keyed by a SHA-256 of the bytes (with dtype and shape), and an output
+        seen again gets its verdict back without being judged again. Candidates that compute the
+        same thing produce the same bits — every correctly rounded result of an exactly rounded
+        op, every kernel with the same accumulation order — so an RL loop meets them often.
+        Hashing costs about 0.6 ms per MB on a miss."""
+        key = None if reference is not None else self._output_key(actual, ("check", worst_k, diagnose))
+        if key is not None:
+            with self._lock:
+                hit = self._memo.get(key)
+                if hit is not None:
+                    self._memo.move_to_end(key)
+                    return hit
+        verdict = self._check(actual, reference=reference, worst_k=worst_k, diagnose=diagnose)
+        if key is not None:
+            self._remember(key, verdict)
+        return verdict
+
+    _MEMO_SIZE = 8
+
+    @staticmethod
+    def _output_key(actual: Any, what: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        import hashlib
+
+        a = np.asarray(actual)
+        if a.dtype.hasobject:
+            return None
+        a = np.ascontiguousarray(a)
+        raw = a.reshape(-1).view(np.uint8)  # (ml_dtypes arrays export no buffer of their own type)
+        return (*what, a.dtype.name, a.dtype.str, a.shape, hashlib.sha256(raw.data).digest())
+
+    def _remember(self, key: tuple[Any, ...], value: Any) -> None:
+        with self._lock:
+            self._memo[key] = value
+            self._memo.move_to_end(key)
+            while len(self._memo) > self._MEMO_SIZE:
+                self._memo.popitem(last=False)
+
+    def _check(self, actual: np.ndarray, *, reference: np.ndarray | None = None, worst_k: int = 10,
+               diagnose: bool = True) -> Verdict:
         spec, recipe, prep, shape = self.spec, self.recipe, self.prep, self.shape
         input_family, statistical = self.input_family, self.statistical
         notes = list(self._notes)
@@ -1120,25 +1211,42 @@ class PreparedCheck:
             verdict = self._diagnosed(verdict, actual)
         return verdict
 
-    def diagnose(self, actual: np.ndarray, verdict: Verdict) -> Verdict:
+    def diagnose(self, actual: np.ndarray, verdict: Verdict, *, hint: str | None = None) -> Verdict:
         """What ``check(actual, diagnose=True)`` returns, given ``verdict = check(actual,
         diagnose=False)``: the likely causes of a failure added (the costly part), as a separate
-        step, so a caller can judge many outputs first and name causes for some of them only."""
+        step, so a caller can judge many outputs first and name causes for some of them only.
+
+        ``hint``, a finding id (the cause named for another failing output of the same kernel), is
+        tried first: when that defect model, output grid or variant reproduces this output decisively
+        (the score a full search also treats as decisive), it is the finding and the other models are
+        not tried; otherwise the search is the full one."""
         if verdict.status != "fail" or verdict.deciding_gate == "G0":  # check never diagnoses a G0 failure
             return verdict
         actual = np.asarray(actual)
         if actual.shape != self.shape:
             actual = actual.reshape(self.shape)  # check accepted it, so only unit axes differ
-        return self._diagnosed(verdict, actual)
+        # kept like check's verdicts (the diagnosis is a function of the output, the verdict and the hint)
+        key = self._output_key(actual, ("diagnose", hint, id(verdict)))
+        if key is not None:
+            with self._lock:
+                hit = self._memo.get(key)
+                if hit is not None and hit[0] is verdict:
+                    self._memo.move_to_end(key)
+                    return hit[1]
+        out = self._diagnosed(verdict, actual, hint)
+        if key is not None:
+            self._remember(key, (verdict, out))
+        return out
 
-    def _diagnosed(self, verdict: Verdict, actual: np.ndarray) -> Verdict:
+    def _diagnosed(self, verdict: Verdict, actual: np.ndarray, hint: str | None = None) -> Verdict:
         from .diagnose import diagnose as _diagnose
 
         spec = self.spec
         with self._lock:  # diagnosis evaluates the oracle on a sample of rows
             findings = _diagnose(verdict=verdict, spec=spec, arrays=self.arrays,
                                  params={**spec.defaults, **self.params}, recipe=self.recipe, prep=self.prep,
-                                 actual=actual, ctx=self.ctx, stream_where=verdict.metrics.mismatch_where)
+                                 actual=actual, ctx=self.ctx, stream_where=verdict.metrics.mismatch_where,
+                                 hint=hint)
         if findings:
             verdict = _rebuild(verdict, findings=tuple(findings), statistical=self.statistical)
         return verdict

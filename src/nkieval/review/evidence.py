@@ -138,8 +138,8 @@ def trace_evidence(trace: Trace, *, target: Any, compulsory_read: int | None = N
     )
 
 
-_ITEMSIZE = {"float32": 4, "tfloat32": 4, "int32": 4, "uint32": 4, "bfloat16": 2, "float16": 2, "int16": 2,
-             "uint16": 2}
+_ITEMSIZE = {"int64": 8, "float32": 4, "tfloat32": 4, "int32": 4, "uint32": 4, "bfloat16": 2, "float16": 2,
+             "int16": 2, "uint16": 2}
 
 
 def _itemsize(dtype: str) -> int:

@@ -236,10 +236,14 @@ class _Work:
         self._thread = threading.Thread(target=self._loop, name="nkieval-review", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    def submit(self, fn: Callable[..., Any], *args: Any, first: bool = False) -> Future[Any]:
+        """Queue ``fn(*args)``; ``first`` puts it ahead of everything queued so far."""
         f: Future[Any] = Future()
         with self._cv:
-            self._q.append((f, fn, args))
+            if first:
+                self._q.appendleft((f, fn, args))
+            else:
+                self._q.append((f, fn, args))
             self._cv.notify()
         return f
 
@@ -346,10 +350,14 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     # Naming likely causes of a numerics failure (diagnosis) costs more than the verdict; the
     # feedback cites the first DIAGNOSED_FAILURES failing cases (in case order) only, so only
     # those are diagnosed: verdicts first, then diagnoses as soon as it is known which cases
-    # are the first failing ones (every earlier case judged).
+    # are the first failing ones (every earlier case judged). The first failing case (the lead)
+    # gets the full search; the others try the lead's top cause first (``hint``) and get the full
+    # search only if it does not reproduce their output decisively: one kernel's flaw usually
+    # explains all its failing cases, and that test is a fraction of the full search.
     judged: dict[int, tuple[CaseResult, Any, Any, str | None]] = {}
     diagnosed: dict[int, Future[Any]] = {}
     judge_lock = threading.Lock()
+    lead: dict[str, Any] = {"pending": None, "done": False, "hint": None}
 
     def failing(i: int) -> bool:
         v = judged[i][1]
@@ -364,7 +372,13 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
                 if failing(j):
                     n += 1
                     if j not in diagnosed:
-                        diagnosed[j] = work.submit(diagnose, j, work)
+                        if not lead["done"]:
+                            if lead["pending"] is not None:
+                                return  # the others wait for the lead's cause
+                            lead["pending"] = j
+                        # ahead of the queued judgements: a diagnosis is one long item, which
+                        # should run while the child still simulates, not alone after it
+                        diagnosed[j] = work.submit(diagnose, j, work, first=True)
                     if n >= DIAGNOSED_FAILURES:
                         return
 
@@ -373,15 +387,22 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
         cr, v, actual, _ = judged[i]
         data, _key = data_keys[i]
         pc, _ = data.get_prepared(lambda: (None, None))
-        dv, why = adapters.numerics_diagnose(pc, actual, v)
+        hint = lead["hint"] if lead["done"] else None
+        dv, why = adapters.numerics_diagnose(pc, actual, v, hint)
         d = None if dv is None else adapters.numerics_dict(dv)
         add("diagnosis_s", time.perf_counter() - ta)
-        if dv is None:
-            # as a one-step check that raised: no numerics for this case, and the next failing
-            # case takes its place among the diagnosed ones
-            with judge_lock:
+        with judge_lock:
+            if lead["pending"] == i:
+                lead["pending"] = None
+                if d is not None:
+                    lead["done"] = True
+                    top = (d.get("findings") or [None])[0]
+                    lead["hint"] = top.get("id") if isinstance(top, dict) else None
+            if dv is None:
+                # as a one-step check that raised: no numerics for this case, and the next failing
+                # case takes its place among the diagnosed ones
                 judged[i] = (cr, None, None, why)
-            schedule_diagnoses(work)
+        schedule_diagnoses(work)
         return d
 
     def judge(i: int, run: CaseRun, work: _Work) -> None:
@@ -432,9 +453,8 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
         """Static analysis needs only the source: it runs in the harness worker while the sandbox simulates."""
         ta = time.perf_counter()
         try:
-            analysis_box["nki"] = adapters.nki_findings(source, target)
-            analysis_box["mig"] = ((None, None) if task.cuda_file is None else
-                                   adapters.migration_findings(task.cuda_file.read_text(), source, target=target))
+            analysis_box["nki"], analysis_box["mig"] = adapters.static_findings(
+                source, target, None if task.cuda_file is None else task.cuda_file.read_text())
         except BaseException as e:  # re-raised in the caller's thread
             analysis_box["error"] = e
         analysis_box["s"] = time.perf_counter() - ta

@@ -108,6 +108,12 @@ uint8 = _d("uint8", np.uint8, "uint")
 uint16 = _d("uint16", np.uint16, "uint")
 uint32 = _d("uint32", np.uint32, "uint")
 bool_ = _d("bool", np.uint8, "bool")  # stored as uint8 on the device
+# 64-bit signed integer (current ``nki`` API only, ``nl.int64``): DMA moves it and ``nisa.scalar_load`` /
+# ``scalar_store`` read and write it ("Unlike the compute instructions, scalar_load accepts nl.int64"); no
+# compute instruction takes it (``nkieval.sim.isa.core.INT64_INSTRUCTIONS``). NumPy's int64 and the name
+# "int64" do not map to it (Beta 1 has no 64-bit type); only this object and int64 kernel arguments of the
+# current API do (:func:`argument_dtype`).
+int64 = _d("int64", np.int64, "int")
 # MX x4-packed types (v4): four fp8 codes in a 32-bit word / four fp4 codes in 16 bits, element 0 in the
 # least significant bits. Opaque to the engines except quantize_mx / nc_matmul_mx (nkieval.sim.isa.mx).
 float8_e4m3fn_x4 = _d("float8_e4m3fn_x4", np.uint32, "packed")
@@ -117,43 +123,58 @@ float4_e2m1fn_x4 = _d("float4_e2m1fn_x4", np.uint16, "packed")
 ALL_DTYPES: tuple[DType, ...] = (
     float32, tfloat32, bfloat16, float16, float8_e4m3, float8_e4m3fn, float8_e5m2,
     float8_e8m0fnu, int8, int16, int32, uint8, uint16, uint32, bool_,
-    float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4,
+    float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4, int64,
 )
+#: Dtypes that only data movement accepts (see ``int64`` above); never reached by NumPy dtypes or names.
+MOVE_ONLY_DTYPES = (int64,)
 PACKED_DTYPES = (float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4)
 FLOAT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_float)
 INT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_int)
 FP8_DTYPES = (float8_e4m3, float8_e4m3fn, float8_e5m2)
 #: Formats whose overflow policy matters (finite max below fp32's).
 NARROW_FLOAT_DTYPES = (bfloat16, float16, *FP8_DTYPES, float8_e8m0fnu)
-BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
+BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES if d not in MOVE_ONLY_DTYPES}
 BY_NAME.update({"bool_": bool_, "fp32": float32, "bf16": bfloat16, "fp16": float16, "tf32": tfloat32})
+_SINGLETONS: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 
 
 def _by_name(name: str) -> DType:
     """Unpickling a DType returns the module's singleton."""
-    return BY_NAME[name]
+    return _SINGLETONS[name]
 
 _BY_STORAGE: dict[np.dtype, DType] = {}
 for _dt in ALL_DTYPES:
-    if not _dt.tf32 and _dt.kind not in ("bool", "packed"):
+    if not _dt.tf32 and _dt.kind not in ("bool", "packed") and _dt not in MOVE_ONLY_DTYPES:
         _BY_STORAGE.setdefault(_dt.storage, _dt)
 _BY_STORAGE[np.dtype(np.bool_)] = bool_
 
 
 class UnknownDTypeError(NkiValidationError, TypeError):
-    """A dtype that NKI does not have (e.g. float64, int64)."""
+    """A dtype that NKI does not have (e.g. float64), or NumPy's int64 (write ``nl.int64``)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, rule="dtype")
 
 
+_INT64_SEEN = [False]
+
+
+def int64_seen() -> bool:
+    """Has this process made an ``nl.int64`` tensor? (Lets instructions skip the int64 operand scan until then.)"""
+    return _INT64_SEEN[0]
+
+
 def to_dtype(value: Any) -> DType:
     """Normalise a dtype-like (DType, numpy dtype/type, name) to a :class:`DType`."""
     if isinstance(value, DType):
+        if value is int64:
+            _INT64_SEEN[0] = True
         return value
     if isinstance(value, str):
         if value in BY_NAME:
             return BY_NAME[value]
+        if value == "int64":
+            raise UnknownDTypeError(_INT64_HINT)
         raise UnknownDTypeError(f"unknown NKI dtype {value!r}; known: {', '.join(sorted(BY_NAME))}")
     try:
         nd = np.dtype(value)
@@ -161,10 +182,25 @@ def to_dtype(value: Any) -> DType:
         raise UnknownDTypeError(f"not a dtype: {value!r}") from None
     if nd in _BY_STORAGE:
         return _BY_STORAGE[nd]
+    if nd == np.int64:
+        raise UnknownDTypeError(_INT64_HINT)
     raise UnknownDTypeError(
         f"dtype {nd} is not an NKI dtype (NKI has float32, bfloat16, float16, tfloat32, fp8 "
         "formats, int8/16/32, uint8/16/32 and bool)"
     )
+
+
+_INT64_HINT = ("dtype int64 is not accepted as a NumPy dtype or a name: NKI's 64-bit integer is nl.int64 (current "
+               "nki API only; Beta 1 has none), which DMA and nisa.scalar_load/scalar_store move but no compute "
+               "instruction takes; write nl.int64")
+
+
+def argument_dtype(array_dtype: Any, *, int64_ok: bool) -> DType:
+    """The dtype of a kernel argument (a host array). ``int64_ok`` (the current ``nki`` API) lets int64 arrays
+    become ``nl.int64`` HBM tensors; otherwise (Beta 1) they are refused as :func:`to_dtype` refuses them."""
+    if int64_ok and np.dtype(array_dtype) == np.int64:
+        return to_dtype(int64)
+    return to_dtype(array_dtype)
 
 
 def finfo_max(dt: DType) -> float:

@@ -83,6 +83,11 @@ def _pattern(pattern: Any) -> tuple[tuple[int, int], ...]:
     return pat
 
 
+_INT64_INDEX = ("an nl.int64 tensor cannot be a run-time index or offset directly: a 64-bit value reaches the "
+                "sequencer only through nisa.scalar_load (\"Unlike the compute instructions, scalar_load accepts "
+                "nl.int64\"); pass the loaded NkiScalar (64-bit offsets address HBM only)")
+
+
 def _scalar_value(x: Any, on_chip: bool = False) -> int:
     from nkieval.sim.isa.scalars import NkiScalar
     from nkieval.sim.tensor import NkiTensor
@@ -97,6 +102,8 @@ def _scalar_value(x: Any, on_chip: bool = False) -> int:
         if x.size != 1:
             raise NkiValidationError(f"scalar_offset tensor must be [1, 1], got {list(x.shape)}",
                                      instruction="ap", rule="argument")
+        if x.dtype.itemsize > 4 and x.dtype.is_int:
+            raise NkiValidationError(_INT64_INDEX, instruction="ap", operand="scalar_offset", rule="dtype")
         return int(np.asarray(x.data, dtype=np.float64).reshape(-1)[0])
     if hasattr(x, "value"):  # virtual register
         return int(x.value)
@@ -221,7 +228,7 @@ def vector_select(t: NkiTensor, dim: int, offsets: Any) -> NkiTensor:
     return out
 
 
-def _runtime_index(x: Any, what: str) -> int:
+def _runtime_index(x: Any, what: str, on_chip: bool = False) -> int:
     from nkieval.sim.tensor import NkiTensor
 
     if isinstance(x, NkiTensor):
@@ -231,6 +238,8 @@ def _runtime_index(x: Any, what: str) -> int:
         if not x.dtype.is_int:
             raise NkiValidationError(f"a runtime index tensor must have an integer dtype, got {x.dtype}",
                                      instruction=what, operand="index", rule="dtype")
+        if x.dtype.itemsize > 4:
+            raise NkiValidationError(_INT64_INDEX, instruction=what, operand="index", rule="dtype")
         if x.size != 1:
             raise NkiValidationError(f"a runtime index tensor must be [1, 1], got {list(x.shape)}",
                                      instruction=what, operand="index", rule="shape-mismatch")
@@ -240,6 +249,10 @@ def _runtime_index(x: Any, what: str) -> int:
     from nkieval.sim.isa.scalars import NkiScalar
 
     if isinstance(x, NkiScalar):
+        if on_chip and x.bits > 32:
+            raise NkiValidationError(f"a run-time index into an SBUF/PSUM tensor must be an int32 NkiScalar, got "
+                                     f"{x.dtype} (\"on an SBUF or PSUM operand the offset must be nl.int32\")",
+                                     instruction=what, operand="index", rule="dtype")
         return x.get("index")
     get = getattr(x, "get", None)
     if callable(get) and hasattr(x, "frozen"):  # VirtualRegister
@@ -269,7 +282,7 @@ def dynamic_select(t: NkiTensor, dim: int, index: Any) -> NkiTensor:
                                  operand="index", rule="indexing")
     if t._ap_base is not None:
         raise NkiValidationError("dynamic select of an indirect view", instruction="select", rule="indexing")
-    i = _runtime_index(index, "select")
+    i = _runtime_index(index, "select", t.is_on_chip)
     n = t.shape[d]
     if not 0 <= i < n:
         nm = t.alloc.name or "tensor"

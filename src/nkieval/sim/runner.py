@@ -45,7 +45,8 @@ def _to_numpy(x: Any) -> tuple[Any, Any]:
     return x, None
 
 
-def _wrap_args(args: Sequence[Any], names: Sequence[str]) -> tuple[list[Any], list[tuple[NkiTensor, np.ndarray, Any]]]:
+def _wrap_args(args: Sequence[Any], names: Sequence[str], int64_ok: bool = True
+               ) -> tuple[list[Any], list[tuple[NkiTensor, np.ndarray, Any]]]:
     wrapped: list[Any] = []
     links: list[tuple[NkiTensor, np.ndarray, Any]] = []
     for i, a in enumerate(args):
@@ -53,10 +54,10 @@ def _wrap_args(args: Sequence[Any], names: Sequence[str]) -> tuple[list[Any], li
         if isinstance(arr, np.ndarray):
             name = names[i] if i < len(names) else f"arg{i}"
             try:
-                dt.to_dtype(arr.dtype)
+                d = dt.argument_dtype(arr.dtype, int64_ok=int64_ok)
             except dt.UnknownDTypeError as e:
                 raise NkiValidationError(f"kernel argument '{name}': {e}", operand=name, rule="kernel") from None
-            t = wrap_hbm(arr, name, buffer=SHARED_HBM)
+            t = wrap_hbm(arr, name, dtype=d, buffer=SHARED_HBM)
             wrapped.append(t)
             links.append((t, arr, torch_obj))
         elif isinstance(arr, list):
@@ -89,14 +90,16 @@ def _param_names(fn: Callable[..., Any]) -> list[str]:
 
 def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
                target: str | int | Target | None = None, options: SimOptions | None = None, lnc: int = 1,
-               grid: tuple[int, ...] = (), concurrent: bool = False) -> RunResult:
+               grid: tuple[int, ...] = (), concurrent: bool = False, int64_args: bool = True) -> RunResult:
     """Run ``fn`` on the simulator.
 
     ``lnc`` (1 or 2) runs that many programs concurrently (threads, as the reference simulator
     does); ``grid`` (Beta-1 SPMD) runs one program per grid point, in order, or all at once in threads
     with ``concurrent`` (for collectives across programs, Beta-1 ``nl.all_reduce``). Arguments that are
     NumPy arrays (or torch tensors) become shared-HBM tensors; inputs the kernel writes are
-    updated in place; returned HBM tensors come back as NumPy arrays.
+    updated in place; returned HBM tensors come back as NumPy arrays. ``int64_args`` (the current ``nki`` API,
+    the default) lets int64 arrays become ``nl.int64`` tensors; the Beta-1 front end, which has no 64-bit type,
+    passes False.
     """
     tgt = target if isinstance(target, Target) else get_target(target)
     opts = options or SimOptions.from_env()
@@ -119,8 +122,8 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
     ctx0 = SimContext(launch, 0, points[0])
     prev = set_current(ctx0)
     try:
-        wrapped, links = _wrap_args(args, _param_names(fn))
-        kw_wrapped, kw_links = _wrap_args(list(kwargs.values()), list(kwargs.keys()))
+        wrapped, links = _wrap_args(args, _param_names(fn), int64_args)
+        kw_wrapped, kw_links = _wrap_args(list(kwargs.values()), list(kwargs.keys()), int64_args)
         kwargs = dict(zip(kwargs.keys(), kw_wrapped))
         links += kw_links
     finally:

@@ -318,7 +318,7 @@ class NkiTensor:
         if d >= self.ndim:
             raise NkiValidationError(f"too many indices ({len(keys)}) for tensor of rank {self.ndim}",
                                      rule="indexing")
-        i = _runtime_index(k.runtime, "ds")
+        i = _runtime_index(k.runtime, "ds", self.is_on_chip)
         n = self.shape[d]
         last = i + (k.size - 1) * k.step
         if k.size <= 0 or k.step <= 0 or i < 0 or last >= n:

@@ -13,7 +13,7 @@ from functools import cached_property
 from nkieval.analysis.cuda.summary import CudaSummary, KernelInfo
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.nki.helpers import DMA_LOADS, HBM_BUFFERS, MATMULS, dma_src, matmul_operands
-from nkieval.analysis.nki.model import CallSite, SourceModel, base_name
+from nkieval.analysis.nki.model import CallSite, SourceModel, base_name, walk
 
 EXP_OPS = {"nl.exp"}
 ACT_CALLS = {"nisa.activation", "nisa.activation_reduce", "nisa.activate2"}
@@ -42,7 +42,7 @@ class MigrationContext:
     def referenced(self) -> dict[str, int]:
         """Qualified names referenced anywhere (``nl.gelu`` as a call or as an ``op=``), first line."""
         out: dict[str, int] = {}
-        for node in ast.walk(self.nki.tree):
+        for node in walk(self.nki.tree):
             if isinstance(node, ast.Attribute):
                 qn = self.nki.qualname(node)
                 if qn and qn.split(".")[0] in ("nl", "nisa"):
@@ -63,14 +63,14 @@ class MigrationContext:
     def has_tail_handling(self) -> bool:
         """A ``min()`` clamp, a Beta 1 ``mask=``, or remainder arithmetic on a runtime size (not in an assert)."""
         for f in self.nki.nki_functions:
-            asserted = {id(n) for a in ast.walk(f.node) if isinstance(a, ast.Assert) for n in ast.walk(a)}
-            for node in ast.walk(f.node):
+            asserted = {id(n) for a in walk(f.node) if isinstance(a, ast.Assert) for n in walk(a)}
+            for node in walk(f.node):
                 if isinstance(node, ast.Call) and self.nki.qualname(node.func) == "min":
                     return True
                 if isinstance(node, ast.keyword) and node.arg == "mask":
                     return True
                 if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and id(node) not in asserted \
-                        and any(isinstance(n, ast.Name) and n.id in f.shape_names for n in ast.walk(node.left)):
+                        and any(isinstance(n, ast.Name) and n.id in f.shape_names for n in walk(node.left)):
                     return True
         return False
 

@@ -8,7 +8,7 @@ from nkieval.analysis.cuda.summary import CudaSummary
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.migration.context import MigrationContext
 from nkieval.analysis.nki.analyzer import UnknownRuleError, analyze_nki, run_rules
-from nkieval.analysis.nki.model import NkiSyntaxError, build_model
+from nkieval.analysis.nki.model import NkiSyntaxError, SourceModel, build_model
 from nkieval.hardware import Target, get_target
 
 
@@ -34,7 +34,38 @@ def migration_fidelity(summary: CudaSummary, nki_source: str, *, filename: str =
         model = build_model(nki_source, filename, tgt)
     except NkiSyntaxError:
         return analyze_nki(nki_source, filename, target=tgt, select=["NKI000"])
-    ctx = MigrationContext(cuda=summary, nki=model, nki_findings=run_rules(model, NKI_RULES))
+    return _mig_rules(summary, model, run_rules(model, NKI_RULES), ids)
+
+
+def analyze_port(summary: CudaSummary | None, nki_source: str, *, filename: str = "<kernel>",
+                 target: str | Target | None = None) -> tuple[list[Finding], list[Finding] | None]:
+    """Every NKI finding on ``nki_source`` and, when ``summary`` is given, every MIG finding.
+
+    The same results as :func:`analyze_nki` and :func:`migration_fidelity` with all rules, from one
+    model of the source: the MIG rules read the NKI findings, so a review that wants both pays for
+    the parse and the NKI rules once. MIG findings are None without a CUDA summary.
+    """
+    from nkieval.analysis.registry import MIG_RULES, NKI_RULES
+
+    if summary is not None and not isinstance(summary, CudaSummary):
+        raise TypeError(f"analyze_port: summary must be a CudaSummary (from parse_cuda) or None, got "
+                        f"{type(summary).__name__}")
+    if not isinstance(nki_source, str):
+        raise TypeError(f"analyze_port: nki_source must be str, got {type(nki_source).__name__}")
+    tgt = target if isinstance(target, Target) else get_target(target)
+    try:
+        model = build_model(nki_source, filename, tgt)
+    except NkiSyntaxError:
+        nki = analyze_nki(nki_source, filename, target=tgt)
+        return nki, (None if summary is None else [f for f in nki if f.rule == "NKI000"])
+    nki = run_rules(model, NKI_RULES)
+    return nki, (None if summary is None else _mig_rules(summary, model, nki, list(MIG_RULES)))
+
+
+def _mig_rules(summary: CudaSummary, model: SourceModel, nki_findings: list[Finding], ids: list[str]) -> list[Finding]:
+    from nkieval.analysis.registry import MIG_RULES
+
+    ctx = MigrationContext(cuda=summary, nki=model, nki_findings=nki_findings)
     findings: list[Finding] = []
     for rid in ids:
         findings.extend(MIG_RULES[rid].check(ctx))

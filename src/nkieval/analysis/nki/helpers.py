@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from nkieval.analysis.nki.model import CallSite, FunctionModel, base_name
+from nkieval.analysis.nki.model import CallSite, FunctionModel, base_name, walk
 
 DMA_LOADS = {"nisa.dma_copy", "nl.load", "nl.load_transpose2d", "nisa.dma_transpose"}
 DMA_ALL = DMA_LOADS | {"nl.store", "nisa.dma_compute"}
@@ -96,7 +96,7 @@ def tensor_params(f: FunctionModel) -> set[str]:
     for acc in f.accesses:
         if acc.name in params and acc.kind == "meta":
             out.add(acc.name)
-    for node in ast.walk(f.node):
+    for node in walk(f.node):
         if isinstance(node, ast.Subscript):
             b = base_name(node)
             if b in params:

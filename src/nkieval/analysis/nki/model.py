@@ -36,6 +36,33 @@ _CANON: dict[str, str] = {
     "scipy": "scipy",
 }
 
+def walk(node: ast.AST) -> list[ast.AST]:
+    """``walk(node)`` as a list, in the same order, computed once per node.
+
+    The rules ask many questions of the same subtrees (the module, each kernel function, each
+    loop body); walking them again for every question was most of the analysis time. The list is
+    kept on the node itself, so it lives exactly as long as the tree (the model is read-only).
+    """
+    nodes: list[ast.AST] | None = getattr(node, "_nkieval_walk", None)
+    if nodes is None:
+        nodes = [node]
+        i = 0
+        while i < len(nodes):  # breadth first, as ast.walk yields them
+            nodes.extend(_children(nodes[i]))
+            i += 1
+        node._nkieval_walk = nodes  # type: ignore[attr-defined]
+    return nodes
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes(node)`` as a list, computed once per node (every walk above it reads it)."""
+    ch: list[ast.AST] | None = getattr(node, "_nkieval_children", None)
+    if ch is None:
+        ch = list(ast.iter_child_nodes(node))
+        node._nkieval_children = ch  # type: ignore[attr-defined]
+    return ch
+
+
 _JIT_DECORATORS = {"nki.jit", "nki.baremetal", "nki.benchmark", "nki.profile", "nki.compiler.skip_middle_end_transformations"}
 ALLOC_FUNCS = {"nl.ndarray", "nl.zeros", "nl.ones", "nl.full", "nl.zeros_like", "nl.empty_like", "nl.rand",
                "nl.shared_identity_matrix"}
@@ -79,7 +106,7 @@ def names_in(node: ast.AST | None) -> set[str]:
     """Every identifier a (sub)expression reads."""
     if node is None:
         return set()
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for n in walk(node) if isinstance(n, ast.Name)}
 
 
 def base_name(node: ast.AST | None) -> str | None:
@@ -333,7 +360,7 @@ def build_model(source: str, filename: str, target: Target) -> SourceModel:
         raise NkiSyntaxError(f"{e.msg}", e.lineno or 0, (e.offset or 0)) from e
     aliases: dict[str, str] = {}
     imports: list[ImportRecord] = []
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 canon = canonical_module(a.name)
@@ -351,7 +378,7 @@ def build_model(source: str, filename: str, target: Target) -> SourceModel:
     model = SourceModel(source=source, filename=filename, tree=tree, target=target, aliases=aliases,
                         imports=imports, functions=[], module_consts={})
     model.module_consts = _int_constants(model, tree.body, None)
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             model.functions.append(_FunctionBuilder(model, node).build())  # type: ignore[arg-type]
     return model
@@ -362,11 +389,11 @@ def _int_constants(model: SourceModel, body: list[ast.stmt], func: FunctionModel
     counts: dict[str, int] = {}
     values: dict[str, int] = {}
     for stmt in body:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.For):
                 tgts = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in tgts:
-                    for n in ast.walk(t):
+                    for n in walk(t):
                         if isinstance(n, ast.Name):
                             counts[n.id] = counts.get(n.id, 0) + 1
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -424,7 +451,7 @@ class _FunctionBuilder:
             loop = self._loop(s)  # type: ignore[arg-type]
             self.f.loops.append(loop)
             self.loop_stack.append(loop)
-            for n in ast.walk(s.target):
+            for n in walk(s.target):
                 if isinstance(n, ast.Name):
                     self._event(n.id, "define", n)
             for b in s.body:
@@ -619,13 +646,13 @@ class _FunctionBuilder:
     def _shape_names(self) -> None:
         """Names whose value derives from a tensor's ``.shape`` (the kernel's runtime sizes)."""
         shape: set[str] = set()
-        assigns = [n for n in ast.walk(self.f.node) if isinstance(n, ast.Assign)]
+        assigns = [n for n in walk(self.f.node) if isinstance(n, ast.Assign)]
         changed = True
         while changed:
             changed = False
             for a in assigns:
                 src = a.value
-                derived = any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(src)) \
+                derived = any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in walk(src)) \
                     or bool(names_in(src) & shape)
                 if derived:
                     for n in names_in_targets(a.targets):
@@ -652,7 +679,7 @@ def names_in_targets(targets: list[ast.expr]) -> list[str]:
 def _dependent_names(loop: Loop) -> set[str]:
     """Loop variables and every name assigned in the body from something that depends on them."""
     dep = set(loop.targets)
-    stmts = [n for b in loop.node.body for n in ast.walk(b)]
+    stmts = [n for b in loop.node.body for n in walk(b)]
     changed = True
     while changed:
         changed = False

@@ -212,12 +212,13 @@ class Kernel:
         # over-capacity is a warning here rather than an error.
         options = self.options.get("sim_options") or SimOptions.from_env(capacity_check="warn")
         try:
-            result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid)
+            result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
+                                int64_args=False)  # Beta 1 has no 64-bit dtype
         except NeedsConcurrentGrid:
             # nl.all_reduce across programs: run every program at once (threads), the all-reduce a rendezvous.
             # Nothing was written back to the inputs by the aborted run (write-back happens after success).
             result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
-                                concurrent=True)
+                                concurrent=True, int64_args=False)
         _LAST.result = result
         return result
 

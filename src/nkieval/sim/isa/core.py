@@ -38,10 +38,37 @@ INSTRUCTIONS: dict[str, InstructionInfo] = {}
 _GEN_NAMES = {2: "trn1 (NeuronCore-v2)", 3: "trn2 (NeuronCore-v3)", 4: "trn3 (NeuronCore-v4)"}
 
 
+#: The instructions that take ``nl.int64`` tensors: the documented scalar_load / scalar_store ("Unlike the compute
+#: instructions, scalar_load accepts nl.int64") and DMA, which moves bytes (casting to or from int64 is refused
+#: there). Every other instruction refuses an int64 operand (rule ``dtype``).
+INT64_INSTRUCTIONS = frozenset({"dma_copy", "scalar_load", "scalar_store"})
+
+
+def _int64_operand(params: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """The role of the first int64 tensor among the arguments (one level into lists/tuples), or None."""
+    for role, a in (*zip(params, args), *kwargs.items()):
+        for x in (a if isinstance(a, list | tuple) else (a,)):
+            if isinstance(x, NkiTensor) and x.dtype is dt.int64:
+                return role
+    return None
+
+
+def _refuse_int64(name: str, role: str) -> NkiValidationError:
+    return NkiValidationError(
+        f"{role} is an nl.int64 tensor, which {name} does not take: no compute instruction accepts nl.int64 "
+        "(\"Unlike the compute instructions, scalar_load accepts nl.int64\"); only dma_copy (without a cast) and "
+        "nisa.scalar_load / scalar_store move 64-bit integers", operand=role, rule="dtype")
+
+
 def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register an ISA instruction. The decorated function receives the SimContext first."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        import inspect
+
+        params = tuple(inspect.signature(fn).parameters)[1:]
+        int64_ok = name in INT64_INSTRUCTIONS
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             ctx = current()
@@ -54,6 +81,10 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
                     f"{_GEN_NAMES[min_generation]} or later", instruction=name, rule="generation",
                     location=_loc(ctx))
             try:
+                if dt.int64_seen() and not int64_ok:
+                    role = _int64_operand(params, args, kwargs)
+                    if role is not None:
+                        raise _refuse_int64(name, role)
                 if ctx.__dict__.get("has_indirect"):  # set once the program makes an indirect view
                     from nkieval.sim.indirect import indirect_call
 
@@ -307,7 +338,9 @@ def read_bits(t: NkiTensor) -> np.ndarray:
 def write_bits(t: NkiTensor, values: np.ndarray) -> None:
     """Store int64 results as bit patterns truncated to ``t``'s width (no saturation), as bitvec ops do."""
     bits = 8 * t.data.dtype.itemsize
-    v = np.asarray(values).astype(np.int64) & ((1 << bits) - 1)
+    v = np.asarray(values).astype(np.int64)
+    if bits < 64:  # an int64 destination keeps all 64 bits
+        v = v & ((1 << bits) - 1)
     udt = np.dtype(f"u{t.data.dtype.itemsize}")
     t.data[...] = v.astype(udt).view(t.data.dtype).reshape(t.shape) if v.size == t.size else \
         np.broadcast_to(v.astype(udt).view(t.data.dtype), t.shape)

@@ -108,6 +108,10 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
     cast = src.dtype != dst.dtype
     if cast and (src.dtype.name.endswith("_x4") or dst.dtype.name.endswith("_x4")):
         raise NkiValidationError("DMA casting is not supported for packed x4 types", rule="dtype")
+    if cast and dt.int64 in (src.dtype, dst.dtype):
+        raise NkiValidationError(f"DMA cannot cast {src.dtype} -> {dst.dtype}: a DMA cast goes through fp32, so "
+                                 "nl.int64 moves only between int64 tensors (no compute instruction takes int64 "
+                                 "either; read a value with nisa.scalar_load)", operand="dst", rule="dtype")
     attrs: dict[str, Any] = {"cast": bool(cast), "dge_mode": int(mode), "indirect": bool(src_ind or dst_ind)}
     if src_ind is not None:
         offs, ok = _gather(ctx, src, oob, "src")

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.migration.context import MigrationContext
+from nkieval.analysis.nki.model import walk
 from nkieval.analysis.rule import make_rule
 
 
@@ -64,7 +65,7 @@ def check(ctx: MigrationContext) -> Iterator[Finding]:
 
 
 def _multiplied_by(ctx: MigrationContext, call: ast.Call, sizes: set[int]) -> bool:
-    for node in ast.walk(ctx.nki.tree):
+    for node in walk(ctx.nki.tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and call in (node.left, node.right):
             other = node.right if node.left is call else node.left
             v = ctx.nki.int_value(other)

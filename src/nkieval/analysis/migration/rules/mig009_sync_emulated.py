@@ -36,6 +36,7 @@ from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.migration.context import MigrationContext
+from nkieval.analysis.nki.model import walk
 from nkieval.analysis.rule import make_rule
 
 
@@ -51,7 +52,7 @@ def check(ctx: MigrationContext) -> Iterator[Finding]:
                 c.line, c.col, "remove it, and express reductions as one tensor_reduce per tile",
                 severity="info" if c.qn != "nisa.nc_stream_shuffle" else None)
     for f in ctx.nki.nki_functions:
-        for node in ast.walk(f.node):
+        for node in walk(f.node):
             if isinstance(node, ast.AugAssign) and (
                     (isinstance(node.op, ast.FloorDiv | ast.Div) and ctx.nki.int_value(node.value) == 2)
                     or (isinstance(node.op, ast.RShift) and ctx.nki.int_value(node.value) == 1)):

@@ -39,13 +39,13 @@ from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.nki.helpers import loop_label
-from nkieval.analysis.nki.model import FunctionModel, Loop, SourceModel, names_in
+from nkieval.analysis.nki.model import FunctionModel, Loop, SourceModel, names_in, walk
 from nkieval.analysis.rule import make_rule
 
 
 def _shape_dim(f: FunctionModel, e: ast.AST) -> bool:
     return bool(names_in(e) & f.shape_names) or any(
-        isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(e))
+        isinstance(n, ast.Attribute) and n.attr == "shape" for n in walk(e))
 
 
 def _division(model: SourceModel, f: FunctionModel, stop: ast.expr) -> tuple[str, ast.expr, int] | None:
@@ -78,7 +78,7 @@ def _division(model: SourceModel, f: FunctionModel, stop: ast.expr) -> tuple[str
 
 def _clamped(model: SourceModel, nodes: list[ast.AST]) -> bool:
     for root in nodes:
-        for n in ast.walk(root):
+        for n in walk(root):
             if isinstance(n, ast.Call) and model.qualname(n.func) in ("min", "builtins.min"):
                 return True
             if isinstance(n, ast.keyword) and n.arg == "mask":
@@ -88,7 +88,7 @@ def _clamped(model: SourceModel, nodes: list[ast.AST]) -> bool:
 
 def _remainder_handled(model: SourceModel, f: FunctionModel, x: ast.AST) -> bool:
     xs = names_in(x) or {"__shape__"}
-    for n in ast.walk(f.node):
+    for n in walk(f.node):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and (names_in(n.left) & xs or ast.dump(n.left) == ast.dump(x)):
             return True
     return _clamped(model, [f.node])
@@ -96,10 +96,10 @@ def _remainder_handled(model: SourceModel, f: FunctionModel, x: ast.AST) -> bool
 
 def _asserted(f: FunctionModel, x: ast.AST) -> bool:
     xs = names_in(x)
-    for n in ast.walk(f.node):
+    for n in walk(f.node):
         if isinstance(n, ast.Assert) and any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) and
                                             (names_in(m.left) & xs or ast.dump(m.left) == ast.dump(x))
-                                            for m in ast.walk(n.test)):
+                                            for m in walk(n.test)):
             return True
     return False
 

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.nki.helpers import tensor_params
-from nkieval.analysis.nki.model import META_ATTRS, FunctionModel, SourceModel
+from nkieval.analysis.nki.model import META_ATTRS, FunctionModel, SourceModel, walk
 from nkieval.analysis.rule import make_rule
 
 _STATIC_NL = {"nl.tile_size", "nl.program_id", "nl.num_programs", "nl.program_ndim", "nisa.get_nc_version",
@@ -67,7 +67,7 @@ def _tensors(f: FunctionModel) -> set[str]:
 def check(model: SourceModel) -> Iterator[Finding]:
     for f in model.nki_functions:
         tensors = _tensors(f)
-        for node in ast.walk(f.node):
+        for node in walk(f.node):
             test = node.test if isinstance(node, ast.If | ast.While | ast.IfExp) else None
             if test is not None:
                 hit = _tensor_refs(model, test, tensors)

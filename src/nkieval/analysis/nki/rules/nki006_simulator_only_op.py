@@ -32,7 +32,7 @@ import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import SourceModel
+from nkieval.analysis.nki.model import SourceModel, walk
 from nkieval.analysis.rule import make_rule
 
 _SIM_ONLY = {"nl.divide": "multiply by nisa.reciprocal(...) of the divisor",
@@ -41,7 +41,7 @@ _SIM_ONLY = {"nl.divide": "multiply by nisa.reciprocal(...) of the divisor",
 
 
 def check(model: SourceModel) -> Iterator[Finding]:
-    for node in ast.walk(model.tree):
+    for node in walk(model.tree):
         if isinstance(node, ast.Attribute):
             qn = model.qualname(node)
             if qn in _SIM_ONLY:

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.nki.helpers import MATMULS
-from nkieval.analysis.nki.model import FunctionModel, Loop, SourceModel, base_name, names_in
+from nkieval.analysis.nki.model import FunctionModel, Loop, SourceModel, base_name, names_in, walk
 from nkieval.analysis.rule import make_rule
 
 
@@ -65,7 +65,7 @@ def _matmul_dsts(f: FunctionModel, loop: Loop) -> set[str]:
                 b = base_name(d)
                 if b:
                     out.add(b)
-    for node in ast.walk(loop.node):  # Beta 1: acc += nl.matmul(...)
+    for node in walk(loop.node):  # Beta 1: acc += nl.matmul(...)
         if isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
             b = base_name(node.target)
             if b:

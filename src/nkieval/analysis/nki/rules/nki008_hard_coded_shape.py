@@ -38,7 +38,7 @@ from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.nki.helpers import HBM_BUFFERS, is_hbm_load
-from nkieval.analysis.nki.model import FunctionModel, SourceModel
+from nkieval.analysis.nki.model import FunctionModel, SourceModel, walk
 from nkieval.analysis.rule import make_rule
 
 
@@ -64,10 +64,10 @@ def check(model: SourceModel) -> Iterator[Finding]:
                         f"output `{a.name}` has the fixed shape {tuple(dims)}; any other input shape gets a "
                         f"wrongly sized result", a.line, a.call.col,
                         "derive the output shape from the inputs' .shape")
-        for node in ast.walk(f.node):
+        for node in walk(f.node):
             if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.Eq | ast.NotEq):
                 sides = [node.left, *node.comparators]
-                has_shape = any(isinstance(n, ast.Attribute) and n.attr == "shape" for s in sides for n in ast.walk(s))
+                has_shape = any(isinstance(n, ast.Attribute) and n.attr == "shape" for s in sides for n in walk(s))
                 if has_shape and any(_literal_sizes(model, f, s) for s in sides):
                     yield RULE.finding(
                         f"`{ast.unparse(node)}` pins the input to one literal shape", node.lineno,

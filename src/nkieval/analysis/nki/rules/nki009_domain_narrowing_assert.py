@@ -31,19 +31,19 @@ import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import SourceModel, names_in
+from nkieval.analysis.nki.model import SourceModel, names_in, walk
 from nkieval.analysis.rule import make_rule
 
 
 def check(model: SourceModel) -> Iterator[Finding]:
     for f in model.nki_functions:
-        for node in ast.walk(f.node):
+        for node in walk(f.node):
             if not isinstance(node, ast.Assert):
                 continue
-            for m in ast.walk(node.test):
+            for m in walk(node.test):
                 if isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod):
                     shapey = bool(names_in(m.left) & f.shape_names) or any(
-                        isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(m.left))
+                        isinstance(n, ast.Attribute) and n.attr == "shape" for n in walk(m.left))
                     t = model.int_value(m.right, f)
                     if shapey and t and t > 1:
                         yield RULE.finding(

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.nki.helpers import MATMULS, matmul_results
-from nkieval.analysis.nki.model import SourceModel, base_name
+from nkieval.analysis.nki.model import SourceModel, base_name, walk
 from nkieval.analysis.rule import make_rule
 
 
@@ -61,7 +61,7 @@ def check(model: SourceModel) -> Iterator[Finding]:
                 acc = set(c.assigned_to) & ops
                 if part and acc and not acc & results:
                     yield _finding(next(iter(acc)), next(iter(part)), c.line, c.col)
-        for node in ast.walk(f.node):
+        for node in walk(f.node):
             if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.value, ast.Name):
                 acc_name = base_name(node.target)
                 if node.value.id in results and acc_name not in results:

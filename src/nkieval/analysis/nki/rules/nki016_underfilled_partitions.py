@@ -34,17 +34,17 @@ import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import FunctionModel, SourceModel, names_in
+from nkieval.analysis.nki.model import FunctionModel, SourceModel, names_in, walk
 from nkieval.analysis.rule import make_rule
 
 
 def _tiling_steps(model: SourceModel, f: FunctionModel) -> set[int]:
     steps: set[int] = set()
     for loop in f.loops:
-        for n in ast.walk(loop.stop) if loop.stop is not None else ():
+        for n in walk(loop.stop) if loop.stop is not None else ():
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div | ast.FloorDiv):
                 shapey = bool(names_in(n.left) & f.shape_names) or any(
-                    isinstance(m, ast.Attribute) and m.attr == "shape" for m in ast.walk(n.left))
+                    isinstance(m, ast.Attribute) and m.attr == "shape" for m in walk(n.left))
                 v = model.int_value(n.right, f)
                 if shapey and v:
                     steps.add(v)

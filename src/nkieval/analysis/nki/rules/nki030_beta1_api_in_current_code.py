@@ -37,7 +37,7 @@ import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import SourceModel
+from nkieval.analysis.nki.model import SourceModel, walk
 from nkieval.analysis.rule import make_rule
 
 BETA1_ONLY: dict[str, str] = {
@@ -63,7 +63,7 @@ _VALUE_OK = {"nisa.get_nc_version", "nisa.get_nc_sub_version", "nisa.register_al
 def check(model: SourceModel) -> Iterator[Finding]:
     if model.api not in ("current", "mixed"):
         return
-    for node in ast.walk(model.tree):
+    for node in walk(model.tree):
         if isinstance(node, ast.Attribute):
             qn = model.qualname(node)
             if qn in BETA1_ONLY:

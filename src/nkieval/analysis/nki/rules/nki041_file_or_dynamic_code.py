@@ -30,7 +30,7 @@ import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import SourceModel
+from nkieval.analysis.nki.model import SourceModel, walk
 from nkieval.analysis.rule import make_rule
 
 _CALLS = {"open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint", "input",
@@ -42,7 +42,7 @@ _DUNDERS = {"__dict__", "__globals__", "__builtins__", "__code__", "__subclasses
 
 
 def check(model: SourceModel) -> Iterator[Finding]:
-    for node in ast.walk(model.tree):
+    for node in walk(model.tree):
         if isinstance(node, ast.Call):
             qn = model.qualname(node.func)
             if qn in _CALLS:

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.nki.helpers import tensor_params
-from nkieval.analysis.nki.model import META_ATTRS, SourceModel
+from nkieval.analysis.nki.model import META_ATTRS, SourceModel, walk
 from nkieval.analysis.rule import make_rule
 
 _HOST = {"np", "torch", "jax", "jnp", "cupy", "scipy"}
@@ -64,7 +64,7 @@ def _main_guard_lines(tree: ast.Module) -> set[int]:
     lines: set[int] = set()
     for stmt in tree.body:
         if isinstance(stmt, ast.If) and "__main__" in ast.unparse(stmt.test):
-            for n in ast.walk(stmt):
+            for n in walk(stmt):
                 if hasattr(n, "lineno"):
                     lines.add(n.lineno)
     return lines
@@ -88,7 +88,7 @@ def check(model: SourceModel) -> Iterator[Finding]:
                                    f"work, not NeuronCore instructions", c.line, c.col,
                                    "express the computation with nisa/nl instructions on SBUF tiles")
     guarded = _main_guard_lines(model.tree)
-    for node in ast.walk(model.tree):
+    for node in walk(model.tree):
         if not isinstance(node, ast.Call) or id(node) in nki_nodes or node.lineno in guarded:
             continue
         qn = model.qualname(node.func) or ""

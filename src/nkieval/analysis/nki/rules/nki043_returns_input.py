@@ -37,14 +37,14 @@ import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import SourceModel, base_name
+from nkieval.analysis.nki.model import SourceModel, base_name, walk
 from nkieval.analysis.rule import make_rule
 
 
 def check(model: SourceModel) -> Iterator[Finding]:
     for f in model.kernels:
         params = set(f.params)
-        for node in ast.walk(f.node):
+        for node in walk(f.node):
             if isinstance(node, ast.Return) and node.value is not None:
                 values = node.value.elts if isinstance(node.value, ast.Tuple | ast.List) else [node.value]
                 for v in values:

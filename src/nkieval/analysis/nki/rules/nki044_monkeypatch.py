@@ -29,7 +29,7 @@ import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import SourceModel
+from nkieval.analysis.nki.model import SourceModel, walk
 from nkieval.analysis.rule import make_rule
 
 
@@ -43,7 +43,7 @@ def _module_target(model: SourceModel, t: ast.AST) -> str | None:
 
 
 def check(model: SourceModel) -> Iterator[Finding]:
-    for node in ast.walk(model.tree):
+    for node in walk(model.tree):
         targets: list[ast.AST] = []
         if isinstance(node, ast.Assign):
             targets = list(node.targets)

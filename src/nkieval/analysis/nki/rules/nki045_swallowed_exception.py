@@ -34,14 +34,14 @@ import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import SourceModel
+from nkieval.analysis.nki.model import SourceModel, walk
 from nkieval.analysis.rule import make_rule
 
 
 def check(model: SourceModel) -> Iterator[Finding]:
-    for node in ast.walk(model.tree):
+    for node in walk(model.tree):
         if isinstance(node, ast.ExceptHandler):
-            if not any(isinstance(n, ast.Raise) for b in node.body for n in ast.walk(b)):
+            if not any(isinstance(n, ast.Raise) for b in node.body for n in walk(b)):
                 what = ast.unparse(node.type) if node.type is not None else "everything"
                 yield RULE.finding(f"`except {what}` swallows the error and carries on: a fallback that hides "
                                    f"failures", node.lineno, node.col_offset + 1,

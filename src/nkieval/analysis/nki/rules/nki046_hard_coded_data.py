@@ -30,7 +30,7 @@ import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import SourceModel
+from nkieval.analysis.nki.model import SourceModel, walk
 from nkieval.analysis.rule import make_rule
 
 THRESHOLD = 16
@@ -38,7 +38,7 @@ THRESHOLD = 16
 
 def _count(node: ast.AST) -> int:
     n = 0
-    for m in ast.walk(node):
+    for m in walk(node):
         if isinstance(m, ast.Constant) and isinstance(m.value, int | float) and not isinstance(m.value, bool):
             n += 1
     return n
@@ -46,9 +46,9 @@ def _count(node: ast.AST) -> int:
 
 def check(model: SourceModel) -> Iterator[Finding]:
     inner: set[int] = set()
-    for node in ast.walk(model.tree):
+    for node in walk(model.tree):
         if isinstance(node, ast.List | ast.Tuple | ast.Set) and id(node) not in inner:
-            for m in ast.walk(node):
+            for m in walk(node):
                 if m is not node:
                     inner.add(id(m))
             n = _count(node)
