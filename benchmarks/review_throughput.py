@@ -24,6 +24,11 @@ running one review per core pays that CPU in full.
 * warm: every later candidate of the task with the same seed, the steady state of an RL loop
   that reviews many candidates of one task (``review(..., seed=S)`` caches per case).
 
+``--repeat 1`` reviews each candidate once: its warm reviews are distinct candidates, the figure
+to quote for an RL loop. With ``--repeat 2`` the second round meets outputs already judged, whose
+verdicts the numerics keep (``PreparedCheck`` keeps the last few per case, keyed by the output's
+bytes), so it measures repeated candidates.
+
 A review with ``seed=None`` (a fresh secret seed each time) is always cold. The first review
 of the run also pays for the sandbox zygote's start; it is a warm-up, reported separately.
 

@@ -25,6 +25,12 @@ for f in findings + fidelity:
     print(f.rule, f.severity, f.line, f.message, "->", f.suggestion)
 ```
 
+`analyze_port(summary, source, filename=..., target=...)` returns both lists (the MIG list is None
+without a summary) from one model of the kernel: the MIG rules read the NKI findings, so a caller
+that wants both (the review does) parses the source and runs the NKI rules once. The model caches
+each subtree's `ast.walk` on the node (`nkieval.analysis.nki.model.walk`), since the rules ask many
+questions of the same function and loop bodies.
+
 Command line: `nkieval lint KERNEL.py [--cuda KERNEL.cu] [--format text|json] [--target trn2]`
 (exit status 1 when any finding is an error); `nkieval lint --list-rules`.
 
