@@ -70,3 +70,28 @@ def test_passing_output_is_not_diagnosed() -> None:
     got = gelu_exact(x_t, w).astype(np.float32)
     op = generic_op(gelu_exact, k=64, multilinear=False, variants=(TANH,))
     assert check(got, [x_t, w], op, RECIPE, input_family="normal").status == "pass"
+
+
+def test_variant_formula_is_evaluated_once_per_prepared_check() -> None:
+    from nkieval.numerics import PreparedCheck
+
+    calls = []
+
+    def counted(x_t: np.ndarray, w: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return gelu_tanh(x_t, w)
+
+    x_t, w = _inputs()
+    op = generic_op(gelu_exact, k=64, multilinear=False,
+                    variants=(Variant(TANH.id, TANH.cause, TANH.action, counted),))
+    pc = PreparedCheck([x_t, w], op, RECIPE, input_family="normal")
+    got = gelu_tanh(x_t, w).astype(np.float32)
+    other = (got * np.float32(1 + 2.0**-20)).astype(np.float32)  # another output, the same flaw
+    fresh = check(got, [x_t, w], op, RECIPE, input_family="normal")
+    n0 = len(calls)
+    v1 = pc.check(got)
+    v2 = pc.check(other)
+    assert len(calls) - n0 == 1
+    assert v1.findings[0].id == v2.findings[0].id == "gelu_apprx_tanh"
+    assert v1.to_dict() == fresh.to_dict()
+    assert pc.nbytes() >= got.size * 8  # the kept formula values are counted

@@ -340,3 +340,32 @@ def test_static_findings_equal_the_separate_adapters():
         assert nki == adapters.nki_findings(src, "trn2")
         assert mig == adapters.migration_findings(cuda, src, target="trn2")
         assert adapters.static_findings(src, "trn2", None)[1] == (None, None)
+
+
+def test_accumulation_emulations_run_only_when_nothing_closer_explains(monkeypatch):
+    from nkieval.numerics import diagnose as dg
+    from nkieval.numerics.platforms import emulate_matmul
+
+    calls = []
+    real = dg._emul_acc
+
+    def counted(s, **kw):
+        calls.append(kw)
+        return real(s, **kw)
+
+    monkeypatch.setattr(dg, "_emul_acc", counted)  # the models look it up when they run
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((48, 512)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((512, 32)).astype(ml_dtypes.bfloat16)
+    recipe = {"inputs": ["bf16", "bf16"], "accumulate": "fp32", "output": "fp32"}
+    pc = PreparedCheck([a, b], "matmul", recipe, input_family="normal")
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    b16 = exact.astype(ml_dtypes.bfloat16).astype(np.float32)  # explained by the output grid
+    v = pc.check(b16, diagnose=True)
+    assert v.findings[0].id == "bf16_output"
+    assert "bf16_accumulation" not in [f.id for f in v.findings]
+    assert calls == []
+    acc = emulate_matmul(a, b, order="sequential", acc="bf16", out="fp32").astype(np.float32)
+    v2 = pc.check(acc, diagnose=True)
+    assert v2.findings[0].id == "bf16_accumulation"  # nothing cheaper explains it: the emulation ran
+    assert calls

@@ -1051,6 +1051,9 @@ class PreparedCheck:
         self._kept: list[list[_Block] | None] = [None, None]
         self._lock = threading.RLock()
         self._memo: OrderedDict[tuple[Any, ...], Any] = OrderedDict()  # output key -> verdict (check)
+        # variant id -> its formula on the whole inputs (float64; None: it raised), built by the first
+        # diagnosis that needs it when blocks are kept: it depends on the inputs only
+        self._variant_outputs: dict[str, np.ndarray | None] = {}
 
     # ------------------------------------------------------------------ blocks
 
@@ -1092,9 +1095,10 @@ class PreparedCheck:
         return self
 
     def nbytes(self) -> int:
-        """Bytes held by the kept blocks (the prepared inputs not counted)."""
+        """Bytes held by the kept blocks and the variants' outputs (the prepared inputs not counted)."""
         with self._lock:
-            return sum(b.nbytes() for kept in self._kept if kept for b in kept)
+            return (sum(b.nbytes() for kept in self._kept if kept for b in kept)
+                    + sum(v.nbytes for v in self._variant_outputs.values() if v is not None))
 
     # ------------------------------------------------------------------ judging
 
@@ -1246,7 +1250,7 @@ class PreparedCheck:
             findings = _diagnose(verdict=verdict, spec=spec, arrays=self.arrays,
                                  params={**spec.defaults, **self.params}, recipe=self.recipe, prep=self.prep,
                                  actual=actual, ctx=self.ctx, stream_where=verdict.metrics.mismatch_where,
-                                 hint=hint)
+                                 hint=hint, variant_outputs=self._variant_outputs if self.keep_blocks else None)
         if findings:
             verdict = _rebuild(verdict, findings=tuple(findings), statistical=self.statistical)
         return verdict
