@@ -135,6 +135,10 @@ def _record_view(r: TraceRecord) -> dict[str, Any]:
     return d
 
 
+def _hashable(v: Any) -> Any:
+    return tuple(_hashable(x) for x in v) if isinstance(v, list | tuple) else v
+
+
 def _json_default(v: Any) -> Any:
     """A dataclass inside ``attrs`` serialises as ``asdict`` would have made it; nothing else extra."""
     if is_dataclass(v) and not isinstance(v, type):
@@ -149,6 +153,17 @@ _COMPACT_RECORD_FIELDS = tuple(f for f in _RECORD_FIELDS if f not in ("operands"
 _ALLOC_GET = attrgetter(*_ALLOC_FIELDS)
 _COMPACT_RECORD_GET = attrgetter(*_COMPACT_RECORD_FIELDS)
 _OPERAND_GET = attrgetter(*_OPERAND_FIELDS)
+#: layout 2 of the compact form: an operand is [kind, alloc, partition_start, addr_lo, addr_hi], its
+#: kind an index into a table of the other fields (most operands repeat a few kinds); a record is
+#: [seq, head, program, loops, line, file, function, operands], its head an index into a table of
+#: [opcode, engine, attrs]
+_OPERAND_WHERE = ("alloc", "partition_start", "addr_lo", "addr_hi")
+_OPERAND_KIND = tuple(f for f in _OPERAND_FIELDS if f not in _OPERAND_WHERE)
+_OPERAND_KIND_GET = attrgetter(*_OPERAND_KIND)
+_OPERAND_WHERE_GET = attrgetter(*_OPERAND_WHERE)
+_HEAD_FIELDS = ("opcode", "engine", "attrs")
+_ROW_FIELDS = ("seq", "program", "loops", "line")
+_ROW_GET = attrgetter(*_ROW_FIELDS)
 
 
 @dataclass
@@ -262,17 +277,24 @@ class Trace:
     # Trace.from_compact(t.to_compact()) equals Trace.from_json(t.to_json()).
 
     def to_compact(self) -> str:
+        """The trace as compact JSON (layout 2): source files and functions, operand kinds and record
+        heads (opcode, engine, attrs) sent once each and referred to by index. Kernels repeat a few
+        instructions on many tiles, so this is a fraction of :meth:`to_json`'s text and of its time."""
         doc = self._header()
         doc["schema"] = _COMPACT_SCHEMA
+        doc["layout"] = 2
         doc["fields"] = [list(_ALLOC_FIELDS), list(_COMPACT_RECORD_FIELDS), list(_OPERAND_FIELDS)]
-        get_alloc, get_rec, get_op = _ALLOC_GET, _COMPACT_RECORD_GET, _OPERAND_GET
-        # source files and functions repeat on every record: sent once, referred to by index
+        doc["layout_fields"] = [list(_HEAD_FIELDS), list(_ROW_FIELDS), list(_OPERAND_KIND), list(_OPERAND_WHERE)]
+        get_alloc, get_row, get_kind, get_where = _ALLOC_GET, _ROW_GET, _OPERAND_KIND_GET, _OPERAND_WHERE_GET
         strings: dict[str | None, int] = {}
+        kinds: dict[tuple[Any, ...], int] = {}
+        heads: dict[tuple[Any, ...], int] = {}
+        kind_rows: list[tuple[Any, ...]] = []
+        head_rows: list[list[Any]] = []
         doc["allocations"] = [get_alloc(a) for a in self.allocations.values()]
         recs = doc["records"] = []
         append = recs.append
         for r in self.records:
-            row = get_rec(r)  # the fields but operands, file and function, in _COMPACT_RECORD_FIELDS order
             f, fn = r.file, r.function
             fi = strings.get(f)
             if fi is None:
@@ -280,8 +302,35 @@ class Trace:
             gi = strings.get(fn)
             if gi is None:
                 gi = strings[fn] = len(strings)
-            append((*row, fi, gi, [get_op(o) for o in r.operands]))
+            attrs = r.attrs
+            try:
+                # (with the values' types: True == 1 == 1.0 must not share a head)
+                hk = (r.opcode, r.engine, *attrs.items(), *map(type, attrs.values()))
+                h = heads.get(hk)
+            except TypeError:  # an unhashable attribute value: this head is not shared
+                hk, h = None, None
+            if h is None:
+                h = len(head_rows)
+                head_rows.append([r.opcode, r.engine, attrs])
+                if hk is not None:
+                    heads[hk] = h
+            ops = []
+            for o in r.operands:
+                kk = get_kind(o)
+                try:
+                    k = kinds.get(kk)
+                except TypeError:  # (a list inside the shape or pattern)
+                    kk = tuple(_hashable(v) for v in kk)
+                    k = kinds.get(kk)
+                if k is None:
+                    k = kinds[kk] = len(kind_rows)
+                    kind_rows.append(get_kind(o))
+                ops.append((k, *get_where(o)))
+            seq, program, loops, line = get_row(r)
+            append((seq, h, program, loops, line, fi, gi, ops))
         doc["strings"] = list(strings)
+        doc["operand_kinds"] = kind_rows
+        doc["heads"] = head_rows
         doc["warnings"] = self.warnings
         return json.dumps(doc, separators=(",", ":"), default=_json_default)
 
@@ -302,6 +351,10 @@ class Trace:
             rec = AllocationRecord(*a)
             t.allocations[rec.id] = rec
         strings = d["strings"]
+        if d.get("layout") == 2:
+            t._read_layout2(d, strings)
+            t.warnings = list(d.get("warnings", []))
+            return t
         oshape, opat = _OPERAND_FIELDS.index("shape"), _OPERAND_FIELDS.index("pattern")
         iloops = _COMPACT_RECORD_FIELDS.index("loops")
         n = len(_COMPACT_RECORD_FIELDS)
@@ -317,3 +370,22 @@ class Trace:
             out.append(TraceRecord(operands=ops, file=strings[row[n]], function=strings[row[n + 1]], **kw))
         t.warnings = list(d.get("warnings", []))
         return t
+
+    def _read_layout2(self, d: dict[str, Any], strings: list[Any]) -> None:
+        if d.get("layout_fields") != [list(_HEAD_FIELDS), list(_ROW_FIELDS), list(_OPERAND_KIND), list(_OPERAND_WHERE)]:
+            raise ValueError("compact trace layout fields differ from this version's records")
+        ishape, ipat = _OPERAND_KIND.index("shape"), _OPERAND_KIND.index("pattern")
+        kinds = []
+        for k in d["operand_kinds"]:
+            k[ishape] = tuple(k[ishape])
+            k[ipat] = tuple(tuple(p) for p in k[ipat])
+            kinds.append(dict(zip(_OPERAND_KIND, k)))
+        heads = d["heads"]
+        out = self.records
+        for seq, h, program, loops, line, fi, gi, ops in d["records"]:
+            opcode, engine, attrs = heads[h]
+            operands = [OperandAccess(alloc=alloc, partition_start=ps, addr_lo=lo, addr_hi=hi, **kinds[k])
+                        for k, alloc, ps, lo, hi in ops]
+            out.append(TraceRecord(seq=seq, opcode=opcode, engine=engine, attrs=dict(attrs), program=program,
+                                   loops=tuple(tuple(x) for x in loops), line=line, file=strings[fi],
+                                   function=strings[gi], operands=operands))
