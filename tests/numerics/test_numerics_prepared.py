@@ -159,3 +159,11 @@ def test_verdicts_are_kept_per_output_bytes():
         pc.check(good + np.float32(i), worst_k=3, diagnose=False)
     assert len(pc._memo) <= PreparedCheck._MEMO_SIZE
     assert pc.check(good, worst_k=3, diagnose=False).to_dict() == v1.to_dict()
+
+
+def test_ulp_bucket_table_matches_the_bit_length_rule():
+    from nkieval.numerics.gates import _ULP_BUCKET
+
+    d = np.arange(_ULP_BUCKET.size, dtype=np.int64)
+    want = np.where(d <= 2, d, np.minimum(np.array([int(x - 1).bit_length() + 1 for x in d.tolist()]), 39))
+    assert np.array_equal(_ULP_BUCKET, want)

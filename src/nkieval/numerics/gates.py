@@ -61,6 +61,18 @@ _MISMATCH_CAP = 1 << 16
 _GRID_SAMPLE = 1 << 20  # elements enough to fingerprint the output grid
 
 
+def _ulp_bucket_table(n: int) -> np.ndarray:
+    """ULP-histogram bucket of each distance 0..n-1: d itself up to 2, then ceil(log2 d) + 1, at most 39."""
+    d = np.arange(n, dtype=np.int64)
+    b = np.frexp(np.maximum(d, 2) - 1)[1].astype(np.int64) + 1
+    b[:3] = d[:3]
+    return np.minimum(b, 39)
+
+
+_ULP_TABLE_N = 1 << 16
+_ULP_BUCKET = _ulp_bucket_table(_ULP_TABLE_N)
+
+
 def _z_bins(z: np.ndarray) -> np.ndarray:
     """Index into _Z_EDGES (0, then 10^-4 … 10^7 in 220 log steps) without a search."""
     t = np.maximum(z, 1e-300)
@@ -691,6 +703,11 @@ class _Stream:
                 self.max_ulp = max(self.max_ulp, dmax)
                 if dmax <= 2:  # every bucket is d itself
                     self.ulp_hist += np.bincount(d, minlength=40)[:40]
+                elif dmax < _ULP_TABLE_N:
+                    # count each distance once, then add the counts up per bucket (two passes, not six)
+                    counts = np.bincount(d)
+                    self.ulp_hist += np.bincount(_ULP_BUCKET[:counts.size], weights=counts,
+                                                 minlength=40)[:40].astype(np.int64)
                 else:
                     # bucket: d for d <= 2, else ceil(log2 d) + 1 (= bit length of d - 1, plus 1)
                     bucket = np.frexp(np.maximum(d, 2) - 1)[1].astype(np.int64)
