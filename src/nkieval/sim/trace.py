@@ -161,6 +161,10 @@ _OPERAND_WHERE = ("alloc", "partition_start", "addr_lo", "addr_hi")
 _OPERAND_KIND = tuple(f for f in _OPERAND_FIELDS if f not in _OPERAND_WHERE)
 _OPERAND_KIND_GET = attrgetter(*_OPERAND_KIND)
 _OPERAND_WHERE_GET = attrgetter(*_OPERAND_WHERE)
+_ALLOC_WHERE = ("id", "address", "partition_offset", "alloc_seq", "free_seq")
+_ALLOC_KIND = tuple(f for f in _ALLOC_FIELDS if f not in _ALLOC_WHERE)
+_ALLOC_KIND_GET = attrgetter(*_ALLOC_KIND)
+_ALLOC_WHERE_GET = attrgetter(*_ALLOC_WHERE)
 _HEAD_FIELDS = ("opcode", "engine", "attrs")
 _ROW_FIELDS = ("seq", "program", "loops", "line")
 _ROW_GET = attrgetter(*_ROW_FIELDS)
@@ -284,14 +288,32 @@ class Trace:
         doc["schema"] = _COMPACT_SCHEMA
         doc["layout"] = 2
         doc["fields"] = [list(_ALLOC_FIELDS), list(_COMPACT_RECORD_FIELDS), list(_OPERAND_FIELDS)]
-        doc["layout_fields"] = [list(_HEAD_FIELDS), list(_ROW_FIELDS), list(_OPERAND_KIND), list(_OPERAND_WHERE)]
-        get_alloc, get_row, get_kind, get_where = _ALLOC_GET, _ROW_GET, _OPERAND_KIND_GET, _OPERAND_WHERE_GET
+        doc["layout_fields"] = [list(_HEAD_FIELDS), list(_ROW_FIELDS), list(_OPERAND_KIND), list(_OPERAND_WHERE),
+                                 list(_ALLOC_KIND), list(_ALLOC_WHERE)]
+        get_row, get_kind, get_where = _ROW_GET, _OPERAND_KIND_GET, _OPERAND_WHERE_GET
         strings: dict[str | None, int] = {}
         kinds: dict[tuple[Any, ...], int] = {}
         heads: dict[tuple[Any, ...], int] = {}
         kind_rows: list[tuple[Any, ...]] = []
         head_rows: list[list[Any]] = []
-        doc["allocations"] = [get_alloc(a) for a in self.allocations.values()]
+        # allocations: [kind, id, address, partition_offset, alloc_seq, free_seq], the kind (buffer, name,
+        # shape, dtype, bytes per partition, site, program, flags) sent once (loops allocate alike)
+        akinds: dict[tuple[Any, ...], int] = {}
+        akind_rows: list[tuple[Any, ...]] = []
+        allocs = doc["allocations"] = []
+        get_akind, get_awhere = _ALLOC_KIND_GET, _ALLOC_WHERE_GET
+        for a in self.allocations.values():
+            ak = get_akind(a)
+            try:
+                j = akinds.get(ak)
+            except TypeError:  # (a list for the shape)
+                ak = tuple(_hashable(v) for v in ak)
+                j = akinds.get(ak)
+            if j is None:
+                j = akinds[ak] = len(akind_rows)
+                akind_rows.append(get_akind(a))
+            allocs.append((j, *get_awhere(a)))
+        doc["allocation_kinds"] = akind_rows
         recs = doc["records"] = []
         append = recs.append
         for r in self.records:
@@ -345,16 +367,16 @@ class Trace:
             raise ValueError("compact trace fields differ from this version's records")
         t = cls(target=d["target"], num_programs=d.get("num_programs", 1), kernel=d.get("kernel"),
                 peak_sbuf_bytes=d.get("peak_sbuf_bytes", 0), peak_psum_bytes=d.get("peak_psum_bytes", 0))
-        ishape = _ALLOC_FIELDS.index("shape")
-        for a in d["allocations"]:
-            a[ishape] = tuple(a[ishape])
-            rec = AllocationRecord(*a)
-            t.allocations[rec.id] = rec
         strings = d["strings"]
         if d.get("layout") == 2:
             t._read_layout2(d, strings)
             t.warnings = list(d.get("warnings", []))
             return t
+        ishape = _ALLOC_FIELDS.index("shape")
+        for a in d["allocations"]:
+            a[ishape] = tuple(a[ishape])
+            rec = AllocationRecord(*a)
+            t.allocations[rec.id] = rec
         oshape, opat = _OPERAND_FIELDS.index("shape"), _OPERAND_FIELDS.index("pattern")
         iloops = _COMPACT_RECORD_FIELDS.index("loops")
         n = len(_COMPACT_RECORD_FIELDS)
@@ -372,8 +394,17 @@ class Trace:
         return t
 
     def _read_layout2(self, d: dict[str, Any], strings: list[Any]) -> None:
-        if d.get("layout_fields") != [list(_HEAD_FIELDS), list(_ROW_FIELDS), list(_OPERAND_KIND), list(_OPERAND_WHERE)]:
+        if d.get("layout_fields") != [list(_HEAD_FIELDS), list(_ROW_FIELDS), list(_OPERAND_KIND), list(_OPERAND_WHERE),
+                                      list(_ALLOC_KIND), list(_ALLOC_WHERE)]:
             raise ValueError("compact trace layout fields differ from this version's records")
+        ashape = _ALLOC_KIND.index("shape")
+        akinds = []
+        for k in d["allocation_kinds"]:
+            k[ashape] = tuple(k[ashape])
+            akinds.append(dict(zip(_ALLOC_KIND, k)))
+        for j, *where in d["allocations"]:
+            rec = AllocationRecord(**akinds[j], **dict(zip(_ALLOC_WHERE, where)))
+            self.allocations[rec.id] = rec
         ishape, ipat = _OPERAND_KIND.index("shape"), _OPERAND_KIND.index("pattern")
         kinds = []
         for k in d["operand_kinds"]:
