@@ -394,3 +394,24 @@ def test_accumulation_emulations_run_only_when_nothing_closer_explains(monkeypat
     v2 = pc.check(acc, diagnose=True)
     assert v2.findings[0].id == "bf16_accumulation"  # nothing cheaper explains it: the emulation ran
     assert calls
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+def test_compare_fast_path_equals_the_full_checks(dtype):
+    # every element written and finite: the short path; without the mask the full path runs
+    from nkieval.review.compare import compare_outputs
+    from nkieval.sim.dtypes import to_dtype
+    from nkieval.tasks.schema import TensorSpec
+
+    rng = np.random.default_rng(9)
+    st = to_dtype(dtype).storage
+    spec = (TensorSpec("out", (40, 30), dtype),)
+    for trial in range(30):
+        r = (rng.standard_normal((40, 30)) * 10).astype(st)
+        g = (r.astype(np.float64) * (1 + rng.choice([0, 1e-6, 1e-3, 0.3]))).astype(st)
+        if trial % 3 == 0:
+            g[trial % 40, :] = 0
+        for tol in ((1e-5, 1e-6), (1e-2, 1e-3)):
+            fast = compare_outputs([g], [r], spec, *tol, [np.zeros(g.shape, bool)])
+            full = compare_outputs([g], [r], spec, *tol, None)
+            assert fast == full, (trial, tol)

@@ -31,11 +31,21 @@ def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[T
         want_dt = to_dtype(spec.dtype).storage
         if g.dtype != want_dt:
             return {"kind": "dtype", "output": spec.name, "got": str(g.dtype), "expected": spec.dtype}
+        known = unwritten is not None
+        mask = unwritten[i] if known and i < len(unwritten) else None
+        if known and (mask is None or not mask.any()) and np.isfinite(g).all() and np.isfinite(r).all():
+            # every element written and finite on both sides (the usual case): only the tolerance
+            # test is left, and it needs a fraction of the passes below (same result)
+            with np.errstate(over="ignore"):
+                err = np.abs(np.subtract(g, r, dtype=np.float64))
+                allowed = np.abs(r, dtype=np.float64)
+            allowed *= rtol
+            allowed += atol
+            if not (err > allowed).any():
+                continue
         g64 = np.asarray(g, dtype=np.float64)
         r64 = np.asarray(r, dtype=np.float64)
         nan = np.isnan(g64) & ~np.isnan(r64)
-        known = unwritten is not None
-        mask = unwritten[i] if known and i < len(unwritten) else None
         never = (mask if mask is not None else np.zeros(g.shape, dtype=bool)) if known else nan
         if never.any():
             idx = np.argwhere(never)
