@@ -668,13 +668,14 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
             v = c.run(s)
         except (ValueError, FloatingPointError, IndexError):
             v = None
-        if v is None:
-            return None
+        return None if v is None else reproduces(v, c.id, c.cause, c.action, "re-running the op that way")
+
+    def reproduces(v: np.ndarray, fid: str, cause: str, action: str, how: str) -> tuple[float, Finding] | None:
         sc = _match(s, np.asarray(v, dtype=np.float64).ravel())
         if sc is None:
             return None
-        return (0.01 + sc, Finding(c.id, c.cause, f"re-running the op that way reproduces the "
-                                   f"kernel's output (residual {sc:.2g} of the error)", c.action))
+        return (0.01 + sc, Finding(fid, cause, f"{how} reproduces the kernel's output (residual {sc:.2g} of the "
+                                   "error)", action))
 
     def variant_finding(var: Any) -> tuple[float, Finding] | None:
         """2b. one of the op's own known wrong formulas (declared with the reference function)"""
@@ -694,11 +695,7 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
             v = _fl(full.reshape(-1)[e0:e0 + ob.y.size], s)
         except (ValueError, TypeError, FloatingPointError, IndexError, ArithmeticError):
             return None
-        sc = _match(s, np.asarray(v, dtype=np.float64).ravel())
-        if sc is None:
-            return None
-        return (0.01 + sc, Finding(var.id, var.cause, f"evaluating that formula reproduces the "
-                                   f"kernel's output (residual {sc:.2g} of the error)", var.action))
+        return reproduces(v, var.id, var.cause, var.action, "evaluating that formula")
 
     models = (*CANDIDATES, *_activation_candidates(spec)) if s.sliced is not None else ()
     confirmed = None

@@ -139,6 +139,20 @@ def _hashable(v: Any) -> Any:
     return tuple(_hashable(x) for x in v) if isinstance(v, list | tuple) else v
 
 
+def _intern(index: dict[tuple[Any, ...], int], rows: list[tuple[Any, ...]], row: tuple[Any, ...]) -> int:
+    """The position of ``row`` in ``rows``, appended the first time (``index`` maps rows to positions)."""
+    try:
+        k = index.get(row)
+        key = row
+    except TypeError:  # (a list inside, e.g. a shape)
+        key = tuple(_hashable(v) for v in row)
+        k = index.get(key)
+    if k is None:
+        k = index[key] = len(rows)
+        rows.append(row)
+    return k
+
+
 def _json_default(v: Any) -> Any:
     """A dataclass inside ``attrs`` serialises as ``asdict`` would have made it; nothing else extra."""
     if is_dataclass(v) and not isinstance(v, type):
@@ -303,16 +317,7 @@ class Trace:
         allocs = doc["allocations"] = []
         get_akind, get_awhere = _ALLOC_KIND_GET, _ALLOC_WHERE_GET
         for a in self.allocations.values():
-            ak = get_akind(a)
-            try:
-                j = akinds.get(ak)
-            except TypeError:  # (a list for the shape)
-                ak = tuple(_hashable(v) for v in ak)
-                j = akinds.get(ak)
-            if j is None:
-                j = akinds[ak] = len(akind_rows)
-                akind_rows.append(get_akind(a))
-            allocs.append((j, *get_awhere(a)))
+            allocs.append((_intern(akinds, akind_rows, get_akind(a)), *get_awhere(a)))
         doc["allocation_kinds"] = akind_rows
         recs = doc["records"] = []
         append = recs.append
@@ -338,16 +343,7 @@ class Trace:
                     heads[hk] = h
             ops = []
             for o in r.operands:
-                kk = get_kind(o)
-                try:
-                    k = kinds.get(kk)
-                except TypeError:  # (a list inside the shape or pattern)
-                    kk = tuple(_hashable(v) for v in kk)
-                    k = kinds.get(kk)
-                if k is None:
-                    k = kinds[kk] = len(kind_rows)
-                    kind_rows.append(get_kind(o))
-                ops.append((k, *get_where(o)))
+                ops.append((_intern(kinds, kind_rows, get_kind(o)), *get_where(o)))
             seq, program, loops, line = get_row(r)
             append((seq, h, program, loops, line, fi, gi, ops))
         doc["strings"] = list(strings)
