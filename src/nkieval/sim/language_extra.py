@@ -46,7 +46,8 @@ def load_transpose2d(src: Any, dtype: Any = None) -> NkiTensor:
 def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
     """A constant (NumPy array, or a ``.npy`` path) placed in shared HBM.
 
-    Without ``dtype``, float64 data becomes float32 and int64 becomes int32 (NKI has no 64-bit types)."""
+    Without ``dtype``, float64 data becomes float32 and int64 becomes int32 (no compute instruction takes
+    ``nl.int64``, and NKI has no 64-bit float); ``dtype=nl.int64`` keeps 64-bit integers."""
     api = "shared_constant"
     if isinstance(constant, str | os.PathLike):
         try:
