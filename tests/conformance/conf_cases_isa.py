@@ -807,6 +807,10 @@ def _matmul_mx_bad_scale(x, y):
 ILLEGAL: list[Illegal] = [
     Illegal("nisa.activation", hbm_data(lambda d, x: nisa.activation(dst=d, op=nl.exp, data=x)), (X,), "buffer"),
     Illegal("nisa.activate2", k_activate2_prelu, (X,), "generation", target="trn2"),
+    Illegal("nisa.tensor_scalar", k1(lambda d, a: nisa.tensor_scalar(dst=d, data=a, op0=nl.prelu, operand0=2.5)), (X,),
+            id="activation-as-alu-op"),
+    Illegal("nisa.tensor_tensor", k1(lambda d, a: nisa.tensor_tensor(dst=d, data1=a, data2=a, op=nl.prelu)), (X,),
+            id="activation-as-alu-op"),
     Illegal("nisa.activate2", k1(lambda d, a: nisa.activate2(dst=d, op=nl.exp, data=a, imm0=1.0, imm1=1.0, op0=nl.add,
                                                               op1=nl.add)), (X,), "argument", target="trn3",
             id="op-pair"),

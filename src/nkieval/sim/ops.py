@@ -214,10 +214,16 @@ class Op:
         return self.name in UNARY and self.name not in BINARY
 
     def binary(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return _SAFE_BINARY[self.name](a, b)
+        fn = _SAFE_BINARY.get(self.name)
+        if fn is None:  # (nl.prelu: an activation function, no ALU form)
+            raise NkiValidationError(f"nl.{self.name} is not a binary ALU operator", rule="argument")
+        return fn(a, b)
 
     def unary(self, x: np.ndarray) -> np.ndarray:
-        return _SAFE_UNARY[self.name](x)
+        fn = _SAFE_UNARY.get(self.name)
+        if fn is None:
+            raise NkiValidationError(f"nl.{self.name} is not a unary ALU operator", rule="argument")
+        return fn(x)
 
 
 OPS: dict[str, Op] = {name: Op(name) for name in {*BINARY, *UNARY}}

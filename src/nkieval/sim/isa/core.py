@@ -20,7 +20,7 @@ import numpy as np
 from nkieval.sim import dtypes as dt
 from nkieval.sim.context import SimContext, current, maybe_current, user_frame
 from nkieval.sim.errors import NkiValidationError
-from nkieval.sim.ops import ARITH, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, Op
+from nkieval.sim.ops import ARITH, BINARY, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, UNARY, Op
 from nkieval.sim.tensor import NkiTensor
 from nkieval.sim.trace import OperandAccess, TraceRecord
 
@@ -215,6 +215,10 @@ def check_free_limit(ctx: SimContext, t: NkiTensor, role: str) -> None:
 
 def check_op_available(ctx: SimContext, op: Op, instruction_name: str, role: str = "op") -> None:
     """Generation gating of ALU operators, and the flag for operators that exist only in simulation."""
+    if op.name not in BINARY and op.name not in UNARY:
+        raise NkiValidationError(f"{role} nl.{op.name} is an activation function ({instruction_name} takes ALU "
+                                 "operators; nl.prelu works only as nisa.activate2's op)", operand=role,
+                                 rule="argument")
     if op.name in GEN4_ONLY and ctx.target.generation < 4:
         raise NkiValidationError(f"{role} {op.name} needs trn3 (NeuronCore-v4); target is {ctx.target.name}",
                                  operand=role, rule="generation")
