@@ -165,17 +165,9 @@ class _Zygote:
             self._file(msg)
 
     def fork(self, job_dir: Path, case_ids: list[int]) -> int:
-        self.request(job_dir, case_ids)
-        return self.await_pid()
-
-    def request(self, job_dir: Path, case_ids: list[int]) -> None:
-        """Hand the job to the standby child (it starts at once); :meth:`await_pid` reads its pid."""
         assert self.p.stdin is not None
         self.p.stdin.write((json.dumps({"job": str(job_dir), "cases": case_ids}) + "\n").encode())
         self.p.stdin.flush()
-
-    def await_pid(self) -> int:
-        """The pid of the child the last :meth:`request` started (the zygote's reply)."""
         deadline = time.monotonic() + 30
         self._pid_msg = None
         while self._pid_msg is None:
@@ -255,10 +247,9 @@ class _Proc:
         self.isolation = isolation
         self.code: int | None = None
         self.exit_fd: int | None = None  # readable when the child may have exited
-        self._pid: int | None = None
         if isolation == "forkserver":
             self.z = _zygote()
-            self.z.request(job_dir, case_ids)  # the child runs from here; its pid is read when first needed
+            self.pid = self.z.fork(job_dir, case_ids)
             self.exit_fd = self.z.fd
         else:
             env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
@@ -266,17 +257,11 @@ class _Proc:
             self.p = subprocess.Popen([sys.executable, "-I", "-m", "nkieval.review.child", str(job_dir),
                                        *map(str, case_ids)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=job_dir)
-            self._pid = self.p.pid
+            self.pid = self.p.pid
             try:
-                self.exit_fd = os.pidfd_open(self._pid)  # type: ignore[attr-defined,unused-ignore]
+                self.exit_fd = os.pidfd_open(self.pid)  # type: ignore[attr-defined,unused-ignore]
             except (AttributeError, OSError):
                 self.exit_fd = None  # no pidfd (old kernel, other OS): the wait loop polls
-
-    @property
-    def pid(self) -> int:
-        if self._pid is None:
-            self._pid = self.z.await_pid()
-        return self._pid
 
     def exitcode(self, timeout: float = 0.0) -> int | None:
         """The exit status, waiting up to ``timeout`` seconds for it."""
@@ -540,20 +525,13 @@ def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], result
     wake.drain()
     t_fork = time.perf_counter()
     proc = _Proc(isolation, job, list(remaining))
-    # the caller's own work starts while the zygote answers with the child's pid (a process round trip
-    # of a few milliseconds on a shared machine that nothing here needs to wait for)
-    t_started = time.perf_counter()
-    started()
-    t_after = time.perf_counter()
-    try:
-        proc.pid  # noqa: B018  (the zygote's reply: a pid to watch, or its failure, now)
-    finally:
-        st["fork_s"] += (t_started - t_fork) + (time.perf_counter() - t_after)
+    st["fork_s"] += time.perf_counter() - t_fork
     t_start = time.monotonic()
     current: int | None = None
     started_at = t_start
     rescan_at = t_start + _RESCAN_S
     try:
+        started()
         while True:
             hints = wake.drain()
             if hints is None or time.monotonic() >= rescan_at:
