@@ -415,3 +415,21 @@ def test_compare_fast_path_equals_the_full_checks(dtype):
             fast = compare_outputs([g], [r], spec, *tol, [np.zeros(g.shape, bool)])
             full = compare_outputs([g], [r], spec, *tol, None)
             assert fast == full, (trial, tol)
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"schema": "nkieval.trace.compact", "version": "1.0"}',
+                                  '{"schema": "nkieval.trace.compact", "version": "1.0", "fields": [], "target": "trn2"}',
+                                  '[1, 2]'])
+def test_unreadable_evidence_trace_is_not_assessed_not_a_harness_error(text, monkeypatch):
+    from nkieval.review import pipeline
+    from nkieval.review.sandbox import CaseRun
+
+    task = load_task("vector_add")
+    hw, perf, why = pipeline._trace_facts(task, CaseRun("c", "ok", trace_json=text), "trn2", {"N": 128})
+    assert hw is None and perf is None and "trace could not be read" in why
+    # and a review whose evidence trace is unreadable still ends with a report
+    real = pipeline._trace_facts
+    monkeypatch.setattr(pipeline, "_trace_facts", lambda t, r, *a: real(t, CaseRun(r.label, "ok", trace_json=text), *a))
+    r = review(task, BUILTIN_ROOT / "vector_add" / "solution_nki.py", seed=2)
+    assert "trace could not be read" in str(r.performance.get("not_assessed"))
+    assert all(c.correct for c in r.cases)

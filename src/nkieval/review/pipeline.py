@@ -128,12 +128,16 @@ def _reference_kernel_evidence(task: Task, path: Path | None, target: str, dims:
 
 
 def _trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int]
-                 ) -> tuple[HardwareEvidence, dict[str, Any] | None, str | None]:
-    """Hardware evidence and the performance estimate from one trace, parsed once."""
+                 ) -> tuple[HardwareEvidence | None, dict[str, Any] | None, str | None]:
+    """Hardware evidence and the performance estimate from one trace, parsed once. The trace comes
+    from the sandbox: one that cannot be read leaves both not assessed, with the reason."""
     from nkieval.hardware import get_target
     from nkieval.sim.trace import Trace
 
-    trace = Trace.from_compact(run.trace_json or "")
+    try:
+        trace = Trace.from_compact(run.trace_json or "")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as e:
+        return None, None, f"the kernel's instruction trace could not be read ({type(e).__name__}: {str(e)[:200]})"
     rd, wr = task.compulsory_bytes(dims)
     hw = trace_evidence(trace, target=get_target(target), compulsory_read=rd, compulsory_write=wr)
     perf, why = adapters.perf_estimate(trace, target)
@@ -440,7 +444,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
             judged[i] = (cr, verdict, run.outputs[0] if verdict is not None else None, reason)
         schedule_diagnoses(work)
 
-    def trace_facts(i: int, r: CaseRun) -> tuple[HardwareEvidence, dict[str, Any] | None, str | None]:
+    def trace_facts(i: int, r: CaseRun) -> tuple[HardwareEvidence | None, dict[str, Any] | None, str | None]:
         ta = time.perf_counter()
         try:
             return _trace_facts(task, r, target, cases[i].dims)
@@ -468,7 +472,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     # child has exited, this thread joins in on what is left.
     work = _Work()
     futures: dict[int, Future[None]] = {}
-    trace_futures: dict[int, Future[tuple[HardwareEvidence, dict[str, Any] | None, str | None]]] = {}
+    trace_futures: dict[int, Future[tuple[HardwareEvidence | None, dict[str, Any] | None, str | None]]] = {}
     analysis_future: list[Future[None]] = []
 
     def start_worker() -> None:
