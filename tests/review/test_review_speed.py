@@ -354,16 +354,19 @@ def test_each_run_starts_from_a_clean_process():
         assert runs[0].status == "ok", runs[0].error
 
 
-def test_static_findings_equal_the_separate_adapters():
+def test_static_findings_equal_the_separate_analyses():
+    from nkieval.analysis import analyze_nki, migration_fidelity, parse_cuda
     from nkieval.review import adapters
 
     root = Path(__file__).resolve().parents[2] / "src" / "nkieval" / "tasks" / "builtin" / "gemm_bf16"
     cuda = (root / "kernel.cu").read_text()
+    summary = parse_cuda(cuda)
     for path in [root / "solution_nki.py", *sorted((root / "flawed").glob("*.py"))]:
         src = path.read_text()
         nki, mig = adapters.static_findings(src, "trn2", cuda)
-        assert nki == adapters.nki_findings(src, "trn2")
-        assert mig == adapters.migration_findings(cuda, src, target="trn2")
+        assert nki == ([f.to_dict() for f in analyze_nki(src, "candidate.py", target="trn2")], None)
+        assert mig == ([f.to_dict() for f in migration_fidelity(summary, src, filename="candidate.py",
+                                                                target="trn2")], None)
         assert adapters.static_findings(src, "trn2", None)[1] == (None, None)
 
 

@@ -111,9 +111,8 @@ def numerics_check(prepared: Any, actual: np.ndarray) -> tuple[Any | None, str |
 
 def numerics_diagnose(prepared: Any, actual: np.ndarray, verdict: Any, hint: str | None = None
                       ) -> tuple[Any | None, str | None]:
-    """``verdict`` (from :func:`numerics_check`) with the likely causes of a failure named: the
-    same as ``numerics_judge(..., diagnose=True)`` in two steps, or why not. ``hint``: a finding id
-    to try first (``PreparedCheck.diagnose``)."""
+    """``verdict`` (from :func:`numerics_check`) with the likely causes of a failure named, or why
+    not. ``hint``: a finding id to try first (``PreparedCheck.diagnose``)."""
     try:
         return prepared.diagnose(actual, verdict, hint=hint), None
     except Exception as e:
@@ -162,16 +161,6 @@ def perf_estimate(trace: Any, target: str) -> tuple[dict[str, Any] | None, str |
     return keep, None
 
 
-def nki_findings(source: str, target: str) -> tuple[list[dict[str, Any]] | None, str | None]:
-    fn, why = _import("nkieval.analysis:analyze_nki", "nkieval.analysis.nki.analyzer:analyze_nki")
-    if fn is None:
-        return None, why
-    try:
-        return [f.to_dict() for f in fn(source, "candidate.py", target=target)], None
-    except Exception as e:
-        return None, f"nkieval.analysis raised {type(e).__name__}: {e}"
-
-
 _CUDA_CACHE: dict[str, Any] = {}
 
 
@@ -183,42 +172,34 @@ def _cuda_summary(parse: Callable[[str], Any], cuda_source: str) -> Any:
     return summary
 
 
-def migration_findings(cuda_source: str, nki_source: str, *, target: str | None = None
-                       ) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """Static CUDA -> NKI cross-check: ``migration_fidelity(parse_cuda(kernel.cu), candidate)``."""
-    parse, why = _import("nkieval.analysis:parse_cuda", "nkieval.analysis.cuda.parser:parse_cuda")
-    fid, why2 = _import("nkieval.analysis:migration_fidelity", "nkieval.analysis.migration.fidelity:migration_fidelity")
-    if parse is None or fid is None:
-        return None, why or why2
-    try:
-        found = fid(_cuda_summary(parse, cuda_source), nki_source, filename="candidate.py", target=target)
-        return [f.to_dict() for f in found], None
-    except Exception as e:
-        return None, f"nkieval.analysis.migration_fidelity raised {type(e).__name__}: {e}"
-
-
 Findings = tuple[list[dict[str, Any]] | None, str | None]
 
 
 def static_findings(source: str, target: str, cuda_source: str | None) -> tuple[Findings, Findings]:
-    """``(nki_findings(...), migration_findings(...) or (None, None) without a CUDA source)``.
+    """The NKI rules' findings on the candidate and the migration rules' findings against the task's
+    CUDA source (``(None, None)`` without one), each ``(findings, None)`` or ``(None, reason)``.
 
-    The same results, from one model of the candidate (``nkieval.analysis.analyze_port``) when
-    that exists: the migration rules read the NKI findings, so running the two separately parsed
-    the source and ran every NKI rule twice.
+    One model of the candidate serves both (``nkieval.analysis.analyze_port``): the migration
+    rules read the NKI findings, so running them separately would parse the source and run
+    every NKI rule twice.
     """
-    port, _ = _import("nkieval.analysis:analyze_port")
-    parse, _ = _import("nkieval.analysis:parse_cuda")
-    if port is None or (cuda_source is not None and parse is None):
-        return (nki_findings(source, target),
-                (None, None) if cuda_source is None else migration_findings(cuda_source, source, target=target))
-    try:
-        summary = None if cuda_source is None else _cuda_summary(parse, cuda_source)
-    except Exception as e:
-        return nki_findings(source, target), (None, f"nkieval.analysis.parse_cuda raised {type(e).__name__}: {e}")
+    port, why = _import("nkieval.analysis:analyze_port")
+    parse, why2 = _import("nkieval.analysis:parse_cuda")
+    if port is None or parse is None:
+        why = why or why2
+        return (None, why), ((None, None) if cuda_source is None else (None, why))
+    summary, mig_why = None, None
+    if cuda_source is not None:
+        try:
+            summary = _cuda_summary(parse, cuda_source)
+        except Exception as e:
+            mig_why = f"nkieval.analysis.parse_cuda raised {type(e).__name__}: {e}"
     try:
         nki, mig = port(summary, source, filename="candidate.py", target=target)
     except Exception as e:
         why = f"nkieval.analysis raised {type(e).__name__}: {e}"
         return (None, why), ((None, None) if cuda_source is None else (None, why))
-    return ([f.to_dict() for f in nki], None), ((None, None) if mig is None else ([f.to_dict() for f in mig], None))
+    nki_found: Findings = ([f.to_dict() for f in nki], None)
+    if cuda_source is None:
+        return nki_found, (None, None)
+    return nki_found, ((None, mig_why) if mig is None else ([f.to_dict() for f in mig], None))
