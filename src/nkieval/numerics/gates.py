@@ -61,16 +61,18 @@ _MISMATCH_CAP = 1 << 16
 _GRID_SAMPLE = 1 << 20  # elements enough to fingerprint the output grid
 
 
-def _ulp_bucket_table(n: int) -> np.ndarray:
-    """ULP-histogram bucket of each distance 0..n-1: d itself up to 2, then ceil(log2 d) + 1, at most 39."""
-    d = np.arange(n, dtype=np.int64)
-    b = np.frexp(np.maximum(d, 2) - 1)[1].astype(np.int64) + 1
-    b[:3] = d[:3]
-    return np.minimum(b, 39)
+def _ulp_buckets(d: np.ndarray) -> np.ndarray:
+    """ULP-histogram bucket of each distance ``d`` (int64, >= 0): d itself up to 2, then
+    ceil(log2 d) + 1 (the bit length of d - 1, plus 1), at most 39."""
+    b = np.frexp(np.maximum(d, 2) - 1)[1].astype(np.int64)
+    b += 1
+    np.copyto(b, d, where=d <= 2)
+    np.minimum(b, 39, out=b)
+    return b
 
 
 _ULP_TABLE_N = 1 << 16
-_ULP_BUCKET = _ulp_bucket_table(_ULP_TABLE_N)
+_ULP_BUCKET = _ulp_buckets(np.arange(_ULP_TABLE_N, dtype=np.int64))  # the bucket of every small distance
 
 
 def _z_bins(z: np.ndarray) -> np.ndarray:
@@ -101,38 +103,13 @@ def _ratio(e: np.ndarray, tau: np.ndarray, mask: np.ndarray | None) -> np.ndarra
     return r
 
 
-def _fp16_mask_table() -> np.ndarray:
-    """Per fp32 biased exponent, the bits of ``|x|`` that must be zero for fp16 to hold ``x``:
-    the low 13 mantissa bits for fp16 normals (2^-14 .. 2^15), more for fp16 subnormals
-    (2^-24 .. 2^-15, multiples of 2^-24), the whole mantissa for zero and inf (exponent
-    fields 0 and 255: only ±0 and ±inf pass; fp32 subnormals and NaN fail), and the exponent
-    field itself elsewhere (always nonzero there, so nothing passes: out of fp16's range)."""
-    t = np.full(256, 0x7FFFFFFF, dtype=np.uint32)
-    t[0] = t[255] = 0x7FFFFF
-    for e in range(113, 143):
-        t[e] = 0x1FFF
-    for e in range(103, 113):
-        t[e] = (1 << (13 + 113 - e)) - 1
-    return t
-
-
-_FP16_MASK = _fp16_mask_table()
-
-
-def _fp16_held(x32: np.ndarray) -> np.ndarray:
-    """``x32.astype(float16).astype(float32) == x32`` from the bits alone (the same for every
-    one of the 2^32 fp32 values, checked exhaustively), without the two conversions."""
-    u = x32.view(np.uint32) & np.uint32(0x7FFFFFFF)
-    return (u & _FP16_MASK.take((u >> np.uint32(23)).astype(np.intp))) == 0
-
-
 def _narrow_mask_table(f: Format) -> tuple[np.ndarray, np.uint32, np.uint32]:
-    """For a float format no wider and no finer than fp32 (the fp8 grids): per fp32 biased exponent,
-    the bits of ``|x|`` that must be zero for ``f`` to hold ``x``, as :func:`_fp16_mask_table`
-    (normals: the fp32 mantissa bits below ``f``'s; subnormals: multiples of ``f.subnormal``;
-    exponent fields 0 and 255: zero, and inf where ``f`` has it), plus the largest finite
-    magnitude's bit pattern (e4m3fn's top binade stops short of a full mantissa) and inf's
-    pattern (0 where ``f`` has no inf)."""
+    """For a float format no wider and no finer than fp32 (fp16, the fp8 grids): per fp32 biased
+    exponent, the bits of ``|x|`` that must be zero for ``f`` to hold ``x`` (normals: the fp32
+    mantissa bits below ``f``'s; subnormals: multiples of ``f.subnormal``; exponent fields 0 and
+    255: zero, and inf where ``f`` has it; every bit, exponent included, elsewhere: out of range),
+    plus the largest finite magnitude's bit pattern (e4m3fn's top binade stops short of a full
+    mantissa) and inf's pattern (0 where ``f`` has no inf)."""
     t = np.full(256, 0x7FFFFFFF, dtype=np.uint32)
     t[0] = 0x7FFFFF
     low = 23 - (f.p - 1)  # fp32 mantissa bits f does not have
@@ -150,6 +127,17 @@ def _narrow_mask_table(f: Format) -> tuple[np.ndarray, np.uint32, np.uint32]:
 
 
 _NARROW_MASKS = {c: _narrow_mask_table(FORMATS[c]) for c in ("fp8_e5m2", "fp8_e4m3fn")}
+# fp16: the low 13 mantissa bits for normals (2^-14 .. 2^15), more for subnormals (multiples of
+# 2^-24), only ±0 and ±inf in exponent fields 0 and 255. Its top binade is full (65504 has an
+# all-ones mantissa), so unlike e4m3fn it needs no test against the largest value.
+_FP16_MASK = _narrow_mask_table(FORMATS["fp16"])[0]
+
+
+def _fp16_held(x32: np.ndarray) -> np.ndarray:
+    """``x32.astype(float16).astype(float32) == x32`` from the bits alone (the same for every
+    one of the 2^32 fp32 values, checked exhaustively), without the two conversions."""
+    u = x32.view(np.uint32) & np.uint32(0x7FFFFFFF)
+    return (u & _FP16_MASK.take((u >> np.uint32(23)).astype(np.intp))) == 0
 
 
 def _narrow_held(x32: np.ndarray, name: str) -> np.ndarray:
@@ -701,21 +689,13 @@ class _Stream:
             if d.size:
                 dmax = int(d.max())
                 self.max_ulp = max(self.max_ulp, dmax)
-                if dmax <= 2:  # every bucket is d itself
-                    self.ulp_hist += np.bincount(d, minlength=40)[:40]
-                elif dmax < _ULP_TABLE_N:
+                if dmax < _ULP_TABLE_N:
                     # count each distance once, then add the counts up per bucket (two passes, not six)
                     counts = np.bincount(d)
                     self.ulp_hist += np.bincount(_ULP_BUCKET[:counts.size], weights=counts,
                                                  minlength=40)[:40].astype(np.int64)
                 else:
-                    # bucket: d for d <= 2, else ceil(log2 d) + 1 (= bit length of d - 1, plus 1)
-                    bucket = np.frexp(np.maximum(d, 2) - 1)[1].astype(np.int64)
-                    bucket += 1
-                    small = d <= 2
-                    np.copyto(bucket, d, where=small)
-                    np.minimum(bucket, 39, out=bucket)
-                    self.ulp_hist += np.bincount(bucket, minlength=40)[:40]
+                    self.ulp_hist += np.bincount(_ulp_buckets(d), minlength=40)[:40]
             ec = e if all_cmp else e[cmp_]
             self.sum_e2 += float(np.sum(ec * ec))
             if all_cmp:
