@@ -20,6 +20,7 @@ Why executable signatures: a reviewer needs "bf16 accumulation instead of fp32",
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -380,6 +381,11 @@ CANDIDATES: tuple[Candidate, ...] = (
 
 _UNSET: Any = object()
 
+#: A score below this (the output grid explaining the whole error, or a model reproducing the
+#: output with a residual under a tenth of the error) decides the diagnosis: the precision
+#: fingerprint and the costly emulations are not run, and a hint counts as confirmed.
+_DECISIVE = 0.11
+
 #: Defect models that emulate an accumulation order step by step (the costly ones).
 _COSTLY = frozenset({"bf16_accumulation", "bf16_psum"})
 
@@ -698,24 +704,19 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
         return reproduces(v, var.id, var.cause, var.action, "evaluating that formula")
 
     models = (*CANDIDATES, *_activation_candidates(spec)) if s.sliced is not None else ()
+    grid = grid_finding()
     confirmed = None
     if hint is not None:
-        # The cause named for an earlier failing case of the same output, tried first: if it reproduces
-        # this output as closely as a decisive match must (score below 0.11), the search stops there.
-        tries: list[Callable[[], tuple[float, Finding] | None]] = [grid_finding]
-        tries += [lambda c=c: model_finding(c) for c in models if c.id == hint]
-        tries += [lambda v=v: variant_finding(v) for v in spec.variants if v.id == hint]
-        for t in tries:
-            got_f = t()
-            if got_f is not None and got_f[1].id == hint and got_f[0] < 0.11:
-                confirmed = got_f
-                break
+        # The cause named for an earlier failing case of the same output, tried first (lazily, in
+        # the order of the full search): if it reproduces this output decisively, the search stops.
+        tries = itertools.chain((grid,), (model_finding(c) for c in models if c.id == hint),
+                                (variant_finding(v) for v in spec.variants if v.id == hint))
+        confirmed = next((f for f in tries if f is not None and f[1].id == hint and f[0] < _DECISIVE), None)
     if confirmed is not None:
         findings.append(confirmed)
     else:
-        g = grid_finding()
-        if g is not None:
-            findings.append(g)
+        if grid is not None:
+            findings.append(grid)
         # The accumulation-order emulations (one fp32/bf16 step per K element) cost more than all the
         # other models together; they run last, and, like the precision fingerprint below, not at all
         # once the output is explained closely (the output grid accounts for the whole error, or a
@@ -725,7 +726,7 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
         for k, c in enumerate(models):
             if c.id not in _COSTLY and (f := model_finding(c)) is not None:
                 found[k] = f
-        explained = any(sc < 0.11 for sc, _ in (*findings, *found.values()))
+        explained = any(sc < _DECISIVE for sc, _ in (*findings, *found.values()))
         if not explained:
             for k, c in enumerate(models):
                 if c.id in _COSTLY and (f := model_finding(c)) is not None:
@@ -736,7 +737,7 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
             if f is not None:
                 findings.append(f)
     # 3. precision fingerprint (redundant once a defect model reproduces the output closely)
-    if not any(sc < 0.11 for sc, _ in findings):
+    if not any(sc < _DECISIVE for sc, _ in findings):
         for sc, f in _fingerprint(s, ob, ctx, tau_of):
             findings.append((0.5 + sc, f))
     # 4. shape of the error
