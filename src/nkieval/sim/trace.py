@@ -164,9 +164,6 @@ _COMPACT_SCHEMA = "nkieval.trace.compact"
 #: a compact record: these fields, then the indices of file and function in the string table,
 #: then the operands (each the tuple of _OPERAND_FIELDS)
 _COMPACT_RECORD_FIELDS = tuple(f for f in _RECORD_FIELDS if f not in ("operands", "file", "function"))
-_ALLOC_GET = attrgetter(*_ALLOC_FIELDS)
-_COMPACT_RECORD_GET = attrgetter(*_COMPACT_RECORD_FIELDS)
-_OPERAND_GET = attrgetter(*_OPERAND_FIELDS)
 #: layout 2 of the compact form: an operand is [kind, alloc, partition_start, addr_lo, addr_hi], its
 #: kind an index into a table of the other fields (most operands repeat a few kinds); a record is
 #: [seq, head, program, loops, line, file, function, operands], its head an index into a table of
