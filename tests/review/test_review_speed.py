@@ -282,13 +282,18 @@ def test_diagnosis_in_two_steps_equals_one():
     assert pc.diagnose(good, v) is v
 
 
-def test_diagnosis_hint_confirms_or_falls_back_to_the_full_search():
-    rng = np.random.default_rng(3)
-    a = rng.standard_normal((64, 300)).astype(ml_dtypes.bfloat16)
-    b = rng.standard_normal((300, 40)).astype(ml_dtypes.bfloat16)
+def _bf16_matmul_check(seed, m, k, n):
+    """Random bf16 operands, the prepared check of their matmul (fp32 accumulation and output), the exact product."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
     recipe = {"inputs": ["bf16", "bf16"], "accumulate": "fp32", "output": "fp32"}
     pc = PreparedCheck([a, b], "matmul", recipe, input_family="normal")
-    exact = a.astype(np.float64) @ b.astype(np.float64)
+    return a, b, pc, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def test_diagnosis_hint_confirms_or_falls_back_to_the_full_search():
+    a, b, pc, exact = _bf16_matmul_check(3, 64, 300, 40)
     bad = (a.astype(np.float64)[:, :256] @ b.astype(np.float64)[:256]).astype(np.float32)  # last K tile dropped
     v = pc.check(bad, worst_k=3, diagnose=False)
     full = pc.diagnose(bad, v)
@@ -382,12 +387,7 @@ def test_accumulation_emulations_run_only_when_nothing_closer_explains(monkeypat
         return real(s, **kw)
 
     monkeypatch.setattr(dg, "_emul_acc", counted)  # the models look it up when they run
-    rng = np.random.default_rng(5)
-    a = rng.standard_normal((48, 512)).astype(ml_dtypes.bfloat16)
-    b = rng.standard_normal((512, 32)).astype(ml_dtypes.bfloat16)
-    recipe = {"inputs": ["bf16", "bf16"], "accumulate": "fp32", "output": "fp32"}
-    pc = PreparedCheck([a, b], "matmul", recipe, input_family="normal")
-    exact = a.astype(np.float64) @ b.astype(np.float64)
+    a, b, pc, exact = _bf16_matmul_check(5, 48, 512, 32)
     b16 = exact.astype(ml_dtypes.bfloat16).astype(np.float32)  # explained by the output grid
     v = pc.check(b16, diagnose=True)
     assert v.findings[0].id == "bf16_output"
