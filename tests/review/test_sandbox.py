@@ -74,3 +74,21 @@ def test_crash_in_one_case_does_not_hide_the_next():
 def test_subprocess_isolation_mode():
     runs = run_candidate(GOOD, "vector_add", _cases(1), target="trn2", isolation="subprocess")
     assert runs[0].status == "ok" and runs[0].trace_json
+
+
+def test_crash_and_hang_in_a_later_case_are_that_case_s():
+    # the child marks only its first case as started: later cases are timed from the previous result
+    body = ("    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)\n"
+            "    t = nl.ndarray((1, a.shape[0]), dtype=a.dtype, buffer=nl.sbuf)\n"
+            "    nisa.dma_copy(dst=t, src=a.reshape((1, a.shape[0])))\n"
+            "    nisa.dma_copy(dst=out.reshape((1, a.shape[0])), src=t)\n    return out\n")
+    crash = "import os\n" + HEAD + "@nki.jit\ndef vector_add(a, b):\n    if a.shape[0] == 7:\n        os._exit(1)\n" + body
+    hang = HEAD + "@nki.jit\ndef vector_add(a, b):\n    while a.shape[0] == 7:\n        pass\n" + body
+    cases = [CaseJob(f"c{n}", {"a": np.ones(n, np.float32), "b": np.ones(n, np.float32)}, {}, 1) for n in (9, 7, 5)]
+    runs = run_candidate(crash, "vector_add", cases, target="trn2")
+    assert [r.status for r in runs] == ["ok", "crash", "ok"]
+    assert "while running this case" in runs[1].error["message"]
+    t = time.monotonic()
+    runs = run_candidate(hang, "vector_add", cases, target="trn2", limits=SandboxLimits(timeout_s=1.0, startup_s=5))
+    assert [r.status for r in runs] == ["ok", "timeout", "not-run"]
+    assert 1.0 <= runs[1].wall_s < 5 and time.monotonic() - t < 10

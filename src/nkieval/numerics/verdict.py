@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from .recipe import PrecisionRecipe
@@ -136,16 +136,22 @@ class Metrics:
 
 
 def _json_safe(v: Any) -> Any:
+    """``v`` as plain JSON data: dataclasses as dicts of their fields (what ``asdict`` gives, in
+    the same walk, without its deep copies), tuples as lists, non-finite floats as strings."""
     if isinstance(v, float):
         if math.isnan(v):
             return "nan"
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
         return v
+    if isinstance(v, str | int | None):
+        return v
     if isinstance(v, tuple | list):
         return [_json_safe(x) for x in v]
     if isinstance(v, dict):
         return {str(k): _json_safe(x) for k, x in v.items()}
+    if hasattr(type(v), "__dataclass_fields__"):
+        return {f.name: _json_safe(getattr(v, f.name)) for f in fields(v)}
     return v
 
 
@@ -225,15 +231,15 @@ class Verdict:
             "status": self.status,
             "margin": self.margin,
             "deciding_gate": self.deciding_gate,
-            "gates": [asdict(g) for g in self.gates],
-            "worst": [asdict(w) for w in self.worst],
+            "gates": self.gates,
+            "worst": self.worst,
             "recipe": self.recipe.to_dict(),
             "op": self.op,
-            "shape": list(self.shape),
+            "shape": self.shape,
             "input_family": self.input_family,
-            "metrics": asdict(self.metrics),
-            "findings": [asdict(f) for f in self.findings],
-            "notes": list(self.notes),
+            "metrics": self.metrics,
+            "findings": self.findings,
+            "notes": self.notes,
             "explanation": self.explanation,
         }
         return _json_safe(d)

@@ -63,7 +63,8 @@ class CaseData:
     numerics check are built on first use (under ``lock``)."""
 
     inputs: dict[str, np.ndarray]
-    packed: bytes
+    packed: Any  # bytes, or a read-only view of ``sealed``'s pages
+    sealed: Any = None  # the packed bytes as a ``sandbox.SealedInput`` (None where unsupported)
     reference: list[np.ndarray] | None = None
     prepared: Any = None
     prepared_reason: str | None = None
@@ -91,8 +92,10 @@ class CaseData:
         return n
 
 
-def new_case_data(inputs: dict[str, np.ndarray], packed: bytes) -> CaseData:
-    return CaseData({k: _readonly(v) for k, v in inputs.items()}, packed)
+def new_case_data(inputs: dict[str, np.ndarray], packed: bytes, sealed: Any = None) -> CaseData:
+    """``sealed``: ``packed`` as a ``sandbox.SealedInput``; its read-only view then stands for
+    ``packed`` (one copy of the bytes)."""
+    return CaseData({k: _readonly(v) for k, v in inputs.items()}, packed if sealed is None else sealed.data, sealed)
 
 
 class CaseCache:

@@ -7,8 +7,9 @@ files written atomically (write to a temporary name, then rename), so garbage on
 crash, ``os._exit`` or a kill leaves either a complete result file or none.
 
 Files in JOB_DIR: ``job.json`` (what to run), ``in_<k>.arr`` (inputs of case k, :mod:`npzio`
-format), ``notify`` (a FIFO the parent reads). Written here: ``started_<k>`` (the parent times
-case k from this marker), ``res_<k>.json``, ``out_<k>.arr``, ``trace_<k>.json``, and
+format), ``notify`` (a FIFO the parent reads). Written here: ``started_<k>`` for the first case
+only (the import is done: the parent times that case from this marker, and each later case
+from the previous case's result), ``res_<k>.json``, ``out_<k>.arr``, ``trace_<k>.json``, and
 ``stdout.txt``/``stderr.txt`` (the candidate's prints). After each marker or result file the
 child writes a line to ``notify`` (``s<k>``, ``r<k>``) so the parent wakes at once and knows
 which file to look at instead of polling the directory. The line is only a hint (the parent
@@ -149,10 +150,8 @@ def _unwritten_masks(trace: Any, raw: Any) -> dict[str, Any] | None:
     groups: dict[tuple[int, tuple[tuple[int, int], ...]], list[int]] = {}
     for rec in trace.records:
         for o in rec.operands:
-            if o.buffer != "hbm" or "w" not in o.mode:
-                continue
-            i = ids.get(o.alloc)
-            if i is None:
+            i = ids.get(o.alloc)  # (most operands are on-chip tiles: one lookup turns them away)
+            if i is None or o.buffer != "hbm" or "w" not in o.mode:
                 continue
             if o.addr_lo % isz[i]:
                 return None
@@ -254,8 +253,9 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
     setup_s: float | None = time.perf_counter() - t_entry
     for k in case_ids:
         case = spec["cases"][k]
-        _atomic_write(job / f"started_{k}", b"")
-        _notify(note, f"s{k}")
+        if k == case_ids[0]:  # the parent times each later case from the previous one's result
+            _atomic_write(job / f"started_{k}", b"")
+            _notify(note, f"s{k}")
         t0 = time.perf_counter()
         t_loaded = t_sim = None
         try:

@@ -48,15 +48,16 @@ def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[T
         nan = np.isnan(g64) & ~np.isnan(r64)
         never = (mask if mask is not None else np.zeros(g.shape, dtype=bool)) if known else nan
         if never.any():
-            idx = np.argwhere(never)
-            return {"kind": "unwritten", "output": spec.name, "count": int(never.sum()), "total": int(g.size),
-                    "first_index": idx[0].tolist(), "last_index": idx[-1].tolist()}
+            first, last = _first_last(never)
+            return {"kind": "unwritten", "output": spec.name, "count": int(np.count_nonzero(never)),
+                    "total": int(g.size), "first_index": first, "last_index": last}
         bad_nf = nan | (np.isinf(g64) & np.isfinite(r64))
         if bad_nf.any():
-            idx = np.argwhere(bad_nf)
-            return {"kind": "nonfinite", "output": spec.name, "count": int(bad_nf.sum()), "total": int(g.size),
-                    "nan": int(nan.sum()), "inf": int((np.isinf(g64) & np.isfinite(r64)).sum()),
-                    "first_index": idx[0].tolist(), "last_index": idx[-1].tolist(), "rows_affected": _rows(bad_nf)}
+            first, last = _first_last(bad_nf)
+            return {"kind": "nonfinite", "output": spec.name, "count": int(np.count_nonzero(bad_nf)),
+                    "total": int(g.size), "nan": int(np.count_nonzero(nan)),
+                    "inf": int(np.count_nonzero(np.isinf(g64) & np.isfinite(r64))),
+                    "first_index": first, "last_index": last, "rows_affected": _rows(bad_nf)}
         with np.errstate(invalid="ignore", over="ignore"):
             err = np.abs(g64 - r64)
             allowed = atol + rtol * np.abs(r64)
@@ -71,6 +72,15 @@ def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[T
                     "abs_error": float(err[w]), "allowed": float(allowed[w]), "rtol": rtol, "atol": atol,
                     "rows_affected": _rows(bad)}
     return None
+
+
+def _first_last(mask: np.ndarray) -> tuple[list[int], list[int]]:
+    """The multi-indices of the first and the last True of ``mask`` (C order), as lists; what
+    ``np.argwhere(mask)[[0, -1]]`` gives without listing every True."""
+    flat = mask.reshape(-1)
+    i = int(np.argmax(flat))
+    j = flat.size - 1 - int(np.argmax(flat[::-1]))
+    return ([int(v) for v in np.unravel_index(i, mask.shape)], [int(v) for v in np.unravel_index(j, mask.shape)])
 
 
 def _rows(bad: np.ndarray) -> str:

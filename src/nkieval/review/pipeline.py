@@ -30,7 +30,7 @@ from nkieval.review.evidence import HardwareEvidence, trace_evidence
 from nkieval.review.integrity import scan
 from nkieval.review.model import CaseResult, Review
 from nkieval.review.rubric import DEFAULT_RUBRIC, Rubric, load_rubric
-from nkieval.review.sandbox import CaseJob, CaseRun, Isolation, SandboxLimits, run_candidate
+from nkieval.review.sandbox import CaseJob, CaseRun, Isolation, SandboxLimits, run_candidate, seal_input
 from nkieval.review.scoring import Evidence, score_all
 from nkieval.tasks import Task, load_reference, load_reference_variants, load_task, reference_outputs
 from nkieval.tasks.inputs import derive_seed, generate_inputs, is_random
@@ -85,7 +85,8 @@ def _case_data(task: Task, c: _Case, fingerprint: str | None) -> tuple[CaseData,
         if hit is not None:
             return hit, key
     inp = _inputs(task, c)
-    data = new_case_data(inp, npzio.dumps(inp))
+    packed = npzio.dumps(inp)
+    data = new_case_data(inp, packed, seal_input(packed))
     if key is not None:
         CASE_CACHE.put(key, data)
     return data, key
@@ -318,8 +319,8 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     fingerprint = task_fingerprint(task) if use_cache else None
     data_keys = [_case_data(task, c, fingerprint) for c in cases]
     inputs = [d.inputs for d, _ in data_keys]
-    jobs = [CaseJob(c.label, d.inputs, dict(task.params), len(task.outputs), c.want_trace, packed=d.packed)
-            for c, (d, _) in zip(cases, data_keys)]
+    jobs = [CaseJob(c.label, d.inputs, dict(task.params), len(task.outputs), c.want_trace, packed=d.packed,
+                    sealed=d.sealed) for c, (d, _) in zip(cases, data_keys)]
     timings["inputs_s"] = time.perf_counter() - t0
     ref_fn, oracle, variants = _task_code(task, fingerprint)
     num_ok, num_reason = adapters.numerics_available()

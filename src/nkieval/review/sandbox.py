@@ -54,6 +54,51 @@ STATUSES: dict[str, str] = {
 }
 
 
+class SealedInput:
+    """A case's input array-file bytes in a sealed memfd (Linux): written once, then sealed
+    against writes, growth and shrinking, so no process (a hostile child included) can change
+    them. One copy then serves every review of the case: the forked child maps it through
+    ``/proc/<harness pid>/fd/<n>`` (:attr:`path`) instead of the harness writing the same input
+    file into every job directory. ``data`` is a read-only view of the same pages (what a
+    job writes as a file when sealed inputs cannot be used). The descriptor is closed when the
+    object is collected; a job holds it while its child runs.
+
+    Raises ``OSError`` (or ``AttributeError`` where ``os.memfd_create`` does not exist): callers
+    use :func:`seal_input`, which returns None then."""
+
+    def __init__(self, data: bytes) -> None:
+        import fcntl
+        import mmap
+        import weakref
+
+        fd = os.memfd_create("nkieval-input", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            view = memoryview(data)
+            while view.nbytes:
+                view = view[os.write(fd, view):]
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+            self.data: Any = mmap.mmap(fd, len(data), prot=mmap.PROT_READ) if len(data) else b""
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.nbytes = len(data)
+        weakref.finalize(self, os.close, fd)
+
+    @property
+    def path(self) -> str:
+        return f"/proc/{os.getpid()}/fd/{self.fd}"
+
+
+def seal_input(data: bytes) -> SealedInput | None:
+    """:class:`SealedInput` of ``data``, or None where memfds or seals are not available."""
+    try:
+        return SealedInput(data)
+    except (AttributeError, OSError):
+        return None
+
+
 @dataclass
 class CaseJob:
     """One run of the candidate: its inputs and params (the child never sees anything else)."""
@@ -65,6 +110,8 @@ class CaseJob:
     want_trace: bool = True
     #: ``npzio.dumps(inputs)`` when the caller already has it (the review's case cache)
     packed: bytes | None = None
+    #: the same bytes sealed (:func:`seal_input`): the forked child maps them, no file is written
+    sealed: SealedInput | None = None
 
 
 @dataclass
@@ -100,6 +147,10 @@ class SandboxLimits:
     startup_s: float = 20.0
 
 
+#: what the zygote must read back from a sealed input for children to use sealed inputs
+_PROBE = b"nkieval sealed input probe"
+
+
 class _Zygote:
     """Handle on a running ``nkieval.review.zygote`` process (one request at a time).
 
@@ -113,8 +164,11 @@ class _Zygote:
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
         env.update(_malloc_env())
-        self.p = subprocess.Popen([sys.executable, "-I", "-m", "nkieval.review.zygote"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0)
+        # can a forked child read the harness's sealed inputs (through /proc)? the zygote tries
+        probe = seal_input(_PROBE)
+        argv = [sys.executable, "-I", "-m", "nkieval.review.zygote"] + ([probe.path] if probe is not None else [])
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  env=env, bufsize=0)
         assert self.p.stdout is not None
         self.fd = self.p.stdout.fileno()
         self._buf = b""
@@ -125,6 +179,8 @@ class _Zygote:
         if not ready or not ready.get("ready"):
             self.close()
             raise RuntimeError("the sandbox zygote did not start")
+        self.sealed_inputs = ready.get("probe") == _PROBE.decode()
+        del probe
 
     def alive(self) -> bool:
         return self.p.poll() is None
@@ -413,12 +469,16 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
             "max_instructions": limits.max_instructions,
             "cases": [],
         }
+        sealed_ok = isolation == "forkserver" and _zygote().sealed_inputs
         for k, c in enumerate(cases):
-            if c.packed is not None:
-                (job / f"in_{k}.arr").write_bytes(c.packed)
+            name = f"in_{k}.arr"
+            if sealed_ok and c.sealed is not None:
+                name = c.sealed.path  # (absolute: the child's job / name is this path)
+            elif c.packed is not None:
+                (job / name).write_bytes(c.packed)
             else:
-                npzio.dump(job / f"in_{k}.arr", c.inputs)
-            spec["cases"].append({"inputs": f"in_{k}.arr", "input_names": list(c.inputs), "params": c.params,
+                npzio.dump(job / name, c.inputs)
+            spec["cases"].append({"inputs": name, "input_names": list(c.inputs), "params": c.params,
                                   "n_outputs": c.n_outputs, "want_trace": c.want_trace})
         (job / "job.json").write_text(json.dumps(spec))
         st["prepare_s"] += time.perf_counter() - t_prep
@@ -537,6 +597,7 @@ def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], result
             if hints is None or time.monotonic() >= rescan_at:
                 hints = None  # look at every file
                 rescan_at = time.monotonic() + _RESCAN_S
+            n_done = len(results)
             for k in list(remaining):
                 if (hints is None or f"r{k}" in hints) and (job / f"res_{k}.json").exists():
                     finish(k, collect(k))
@@ -545,11 +606,16 @@ def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], result
             if not remaining:
                 return
             k0 = remaining[0]
-            if current != k0 and (hints is None or f"s{k0}" in hints) and (job / f"started_{k0}").exists():
-                current, started_at = k0, time.monotonic()
+            if current != k0:
+                # The child marks only its first case as started (its import is done then); after a
+                # result it goes straight on to its next case, which is timed from that result.
+                if len(results) > n_done or ((hints is None or f"s{k0}" in hints)
+                                             and (job / f"started_{k0}").exists()):
+                    current, started_at = k0, time.monotonic()
             code = proc.exitcode()
             if code is not None:
                 # A result may have landed just before exit.
+                n_done = len(results)
                 for k in list(remaining):
                     if (job / f"res_{k}.json").exists():
                         finish(k, collect(k))
@@ -557,7 +623,7 @@ def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], result
                     return
                 k0 = remaining[0]
                 desc = _exit_description(code)
-                if (job / f"started_{k0}").exists():
+                if current == k0 or len(results) > n_done or (job / f"started_{k0}").exists():
                     finish(k0, CaseRun(cases[k0].label, "crash", error={
                         "message": f"the candidate process {desc} while running this case, without reporting",
                         **_tails(job)}))
