@@ -92,3 +92,24 @@ def test_crash_and_hang_in_a_later_case_are_that_case_s():
     runs = run_candidate(hang, "vector_add", cases, target="trn2", limits=SandboxLimits(timeout_s=1.0, startup_s=5))
     assert [r.status for r in runs] == ["ok", "timeout", "not-run"]
     assert 1.0 <= runs[1].wall_s < 5 and time.monotonic() - t < 10
+
+
+def test_kept_output_files_are_overwritten_and_never_read_stale(tmp_path):
+    from nkieval.review import npzio
+    from nkieval.review.sandbox import _OUTPUTS
+
+    # in place: a shorter write cuts the file to its own length
+    p = tmp_path / "o.arr"
+    npzio.dump(p, {"out0": np.arange(1000, dtype=np.float32)}, in_place=True)
+    npzio.dump(p, {"out0": np.arange(3, dtype=np.float32)}, in_place=True)
+    assert p.stat().st_size == len(npzio.dumps({"out0": np.arange(3, dtype=np.float32)}))
+    assert np.array_equal(npzio.load(p)["out0"], np.arange(3, dtype=np.float32))
+    # forkserver runs write into kept files: a larger case, then a smaller one in the same slot
+    big = run_candidate(GOOD, "vector_add", _cases(1), target="trn2")
+    assert big[0].status == "ok" and (_OUTPUTS.dir / "out_0.arr").exists()
+    small = run_candidate(GOOD, "vector_add", [CaseJob("s", {"a": np.full(5, 3, np.float32),
+                                                              "b": np.ones(5, np.float32)}, {}, 1)], target="trn2")
+    assert np.array_equal(small[0].outputs[0], np.full(5, 4, np.float32))
+    # a case that fails leaves the previous run's file in the slot: it is not read
+    fails = run_candidate(HOSTILE["raises"][0], "vector_add", _cases(1), target="trn2")
+    assert fails[0].status == "exception" and not fails[0].outputs

@@ -281,7 +281,10 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
                 masks = _unwritten_masks(result.trace, cap.raw)
                 arrs = {f"out{i}": np.asarray(o) for i, o in enumerate(outs)}
                 arrs.update(masks or {})
-                npzio.dump(job / f"out_{k}.arr", arrs)
+                if "outputs" in case:  # a file kept from run to run: overwritten in place
+                    npzio.dump(job / case["outputs"], arrs, in_place=True)
+                else:
+                    npzio.dump(job / f"out_{k}.arr", arrs)
                 if case["want_trace"]:
                     _atomic_write(job / f"trace_{k}.json", result.trace.to_compact().encode())
                 res = {"status": "ok", "sim_s": sim_s, "n_instructions": len(result.trace),

@@ -103,21 +103,30 @@ def dumps(arrays: dict[str, np.ndarray]) -> bytes:
     return b"".join(_chunks(arrays))
 
 
-def dump(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
+def dump(path: str | Path, arrays: dict[str, np.ndarray], *, in_place: bool = False) -> None:
     """Write ``arrays`` to ``path`` atomically (a temporary name, then a rename), without
-    concatenating them in memory first."""
+    concatenating them in memory first.
+
+    ``in_place=True`` overwrites an existing file from its start and cuts it to the new length
+    instead (its pages are reused: much cheaper on tmpfs than a new file). Not atomic: only for
+    a reader that waits for a separate signal that the file is complete."""
     p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = p if in_place else p.with_name(p.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | (0 if in_place else os.O_TRUNC), 0o600)
     try:
+        total = 0
         for c in _chunks(arrays):
             view = memoryview(c)
+            total += view.nbytes
             while view.nbytes:
                 n = os.write(fd, view)
                 view = view[n:]
+        if in_place:
+            os.ftruncate(fd, total)
     finally:
         os.close(fd)
-    os.replace(tmp, p)
+    if not in_place:
+        os.replace(tmp, p)
 
 
 def loads(data: bytes | bytearray | memoryview, name: str = "array file") -> dict[str, np.ndarray]:

@@ -424,6 +424,42 @@ _JANITOR = _Janitor()
 atexit.register(_JANITOR.drain)
 
 
+class _OutputFiles:
+    """Case output files kept from one forkserver run to the next (those runs take turns, under
+    ``_ZYGOTE_LOCK``): the child overwrites case k's file in place instead of creating a new one
+    in its job directory, which on tmpfs costs about a fifth as much per megabyte (the pages are
+    there already, and nothing is freed afterwards). The harness still reads a case's outputs
+    only after that run's own result file for the case says ok, as before, and removes a file
+    above :data:`KEEP_BYTES` once read, so the pool stays small. Removed at exit."""
+
+    KEEP_BYTES = 32 << 20
+
+    def __init__(self) -> None:
+        self.dir: Path | None = None
+
+    def path(self, k: int, nbytes: int) -> Path:
+        if self.dir is None or not self.dir.is_dir():
+            self.dir = Path(tempfile.mkdtemp(prefix="nkieval-outputs-", dir=_job_root(nbytes)))
+        return self.dir / f"out_{k}.arr"
+
+    def read(self, path: Path) -> None:
+        """Called once ``path`` has been read: drop it if it is large."""
+        try:
+            if path.stat().st_size > self.KEEP_BYTES:
+                path.unlink()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+
+_OUTPUTS = _OutputFiles()
+atexit.register(_OUTPUTS.close)
+
+
 def _job_root(nbytes: int) -> str | None:
     """Where job directories go: a RAM-backed tmpfs (``/dev/shm``) when it has room for this job
     with a wide margin (container defaults can be as small as 64 MiB), else the default temp dir.
@@ -470,6 +506,7 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
             "cases": [],
         }
         sealed_ok = isolation == "forkserver" and _zygote().sealed_inputs
+        out_paths: dict[int, Path] = {}
         for k, c in enumerate(cases):
             name = f"in_{k}.arr"
             if sealed_ok and c.sealed is not None:
@@ -478,8 +515,12 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
                 (job / name).write_bytes(c.packed)
             else:
                 npzio.dump(job / name, c.inputs)
-            spec["cases"].append({"inputs": name, "input_names": list(c.inputs), "params": c.params,
-                                  "n_outputs": c.n_outputs, "want_trace": c.want_trace})
+            case = {"inputs": name, "input_names": list(c.inputs), "params": c.params, "n_outputs": c.n_outputs,
+                    "want_trace": c.want_trace}
+            if isolation == "forkserver":  # (runs take turns: the kept output files are this run's)
+                out_paths[k] = _OUTPUTS.path(k, nbytes)
+                case["outputs"] = str(out_paths[k])
+            spec["cases"].append(case)
         (job / "job.json").write_text(json.dumps(spec))
         st["prepare_s"] += time.perf_counter() - t_prep
         results: dict[int, CaseRun] = {}
@@ -495,7 +536,8 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
         try:
             with _ZYGOTE_LOCK if isolation == "forkserver" else _NULL_LOCK:
                 while remaining:
-                    _run_batch(job, cases, remaining, results, limits, isolation, on_case, wake, started, st)
+                    _run_batch(job, cases, remaining, results, limits, isolation, on_case, wake, started, st,
+                               out_paths)
         finally:
             wake.close()
         return [results[k] for k in range(len(cases))]
@@ -567,8 +609,9 @@ def _wait(wake: _Wake, proc: _Proc, timeout: float) -> None:
 
 def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], results: dict[int, CaseRun],
                limits: SandboxLimits, isolation: Isolation, on_case: Callable[[CaseRun], None] | None,
-               wake: _Wake, started: Callable[[], None], st: dict[str, float]) -> None:
-    """Start one child for ``remaining``; return when it finishes or a case fails hard (removing what is done)."""
+               wake: _Wake, started: Callable[[], None], st: dict[str, float], out_paths: dict[int, Path]) -> None:
+    """Start one child for ``remaining``; return when it finishes or a case fails hard (removing what is done).
+    ``out_paths``: where case k's outputs are written when not ``job/out_<k>.arr`` (kept output files)."""
 
     def finish(k: int, run: CaseRun) -> None:
         results[k] = run
@@ -578,7 +621,10 @@ def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], result
 
     def collect(k: int) -> CaseRun:
         t = time.perf_counter()
-        run = _collect(job, k, cases[k])
+        out = out_paths.get(k)
+        run = _collect(job, k, cases[k], out)
+        if out is not None:
+            _OUTPUTS.read(out)
         st["collect_s"] += time.perf_counter() - t
         return run
 
@@ -688,7 +734,7 @@ def _mask(m: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
     return m
 
 
-def _collect(job: Path, k: int, case: CaseJob) -> CaseRun:
+def _collect(job: Path, k: int, case: CaseJob, out: Path | None = None) -> CaseRun:
     try:
         res = json.loads((job / f"res_{k}.json").read_bytes())
         if not isinstance(res, dict) or not isinstance(res.get("status"), str):
@@ -711,7 +757,7 @@ def _collect(job: Path, k: int, case: CaseJob) -> CaseRun:
         return run
     expected = sum(a.nbytes for a in case.inputs.values()) * 10 + (1 << 20)
     try:
-        arrays = npzio.load(job / f"out_{k}.arr", max_bytes=max(expected, 64 << 20))
+        arrays = npzio.load(out or job / f"out_{k}.arr", max_bytes=max(expected, 64 << 20))
         run.outputs = [arrays[f"out{i}"] for i in range(case.n_outputs)]
         if res.get("written_checked"):
             run.unwritten = [_mask(arrays.get(f"unwritten{i}"), o.shape) for i, o in enumerate(run.outputs)]
