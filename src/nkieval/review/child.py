@@ -83,6 +83,7 @@ def _error(kind: str, exc: BaseException, candidate: str) -> dict[str, Any]:
 def _load_candidate(path: str, kernel: str) -> Any:
     import importlib.util
 
+    sys.dont_write_bytecode = True  # (a job directory is used once: caching its bytecode is wasted work)
     spec = importlib.util.spec_from_file_location("candidate", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
