@@ -86,3 +86,19 @@ def test_without_a_seal_the_input_file_is_written():
     runs = run_candidate(GOOD, "vector_add", [job], target="trn2")
     assert runs[0].status == "ok"
     assert np.array_equal(runs[0].outputs[0], np.arange(300, dtype=np.float32) + 1)
+
+
+def test_sealed_inputs_are_bounded_and_release_their_descriptors(monkeypatch):
+    from nkieval.review import sandbox
+
+    monkeypatch.setattr(sandbox, "MAX_SEALED_INPUTS", sandbox._SEALED_OPEN[0] + 2)
+    a, b = seal_input(b"a"), seal_input(b"b")
+    assert a is not None and b is not None
+    assert seal_input(b"c") is None  # over the bound: the caller writes a file instead
+    before = sandbox._SEALED_OPEN[0]
+    del a
+    import gc
+
+    gc.collect()
+    assert sandbox._SEALED_OPEN[0] == before - 1  # its descriptor closed with it
+    assert seal_input(b"d") is not None

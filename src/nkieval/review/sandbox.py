@@ -83,16 +83,33 @@ class SealedInput:
             os.close(fd)
             raise
         self.fd = fd
-        self.nbytes = len(data)
-        weakref.finalize(self, os.close, fd)
+        with _SEALED_LOCK:
+            _SEALED_OPEN[0] += 1
+        weakref.finalize(self, _close_sealed, fd)
 
     @property
     def path(self) -> str:
         return f"/proc/{os.getpid()}/fd/{self.fd}"
 
 
+#: at most this many sealed inputs open at once (each holds a file descriptor: a large case cache of
+#: small cases must not use up the process's descriptors); beyond it inputs are written as files
+MAX_SEALED_INPUTS = 256
+_SEALED_OPEN = [0]
+_SEALED_LOCK = threading.Lock()
+
+
+def _close_sealed(fd: int) -> None:
+    os.close(fd)
+    with _SEALED_LOCK:
+        _SEALED_OPEN[0] -= 1
+
+
 def seal_input(data: bytes) -> SealedInput | None:
-    """:class:`SealedInput` of ``data``, or None where memfds or seals are not available."""
+    """:class:`SealedInput` of ``data``, or None where memfds or seals are not available, or
+    :data:`MAX_SEALED_INPUTS` are open already."""
+    if _SEALED_OPEN[0] >= MAX_SEALED_INPUTS:
+        return None
     try:
         return SealedInput(data)
     except (AttributeError, OSError):
@@ -436,11 +453,13 @@ class _OutputFiles:
 
     def __init__(self) -> None:
         self.dir: Path | None = None
+        self._lock = threading.Lock()
 
     def path(self, k: int, nbytes: int) -> Path:
-        if self.dir is None or not self.dir.is_dir():
-            self.dir = Path(tempfile.mkdtemp(prefix="nkieval-outputs-", dir=_job_root(nbytes)))
-        return self.dir / f"out_{k}.arr"
+        with self._lock:
+            if self.dir is None or not self.dir.is_dir():
+                self.dir = Path(tempfile.mkdtemp(prefix="nkieval-outputs-", dir=_job_root(nbytes)))
+            return self.dir / f"out_{k}.arr"
 
     def read(self, path: Path) -> None:
         """Called once ``path`` has been read: drop it if it is large."""
