@@ -1,6 +1,6 @@
 """Scheduling throughput and memory of the performance model.
 
-    .venv/bin/python benchmarks/perf_speed.py [--iters 25000]
+    .venv/bin/python benchmarks/perf_speed.py [--iters 25000] [--reps 5]
 
 Prints instructions/s of ``schedule()`` and of the whole ``estimate()`` on a synthetic
 load→activation→vector→store trace, the ratio to a plain Python loop over the same trace
@@ -41,18 +41,22 @@ def build(n_iters: int) -> TraceBuilder:
     return b
 
 
-def best(fn, reps: int = 3) -> float:
-    t = float("inf")
+def best(fns: list, reps: int) -> list[float]:
+    """Least CPU time of each function over ``reps`` rounds, the functions interleaved within a round (so
+    that a load on the machine weighs on all of them alike)."""
+    ts = [float("inf")] * len(fns)
     for _ in range(reps):
-        t0 = time.process_time()
-        fn()
-        t = min(t, time.process_time() - t0)
-    return t
+        for k, fn in enumerate(fns):
+            t0 = time.process_time()
+            fn()
+            ts[k] = min(ts[k], time.process_time() - t0)
+    return ts
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=25_000)
+    ap.add_argument("--reps", type=int, default=5, help="rounds; each time is the least over the rounds")
     a = ap.parse_args()
     b = build(a.iters)
     tr = b.trace
@@ -65,9 +69,7 @@ def main() -> None:
             for o in r.operands:
                 s += o.nbytes
 
-    t_plain = best(plain)
-    t_sched = best(lambda: schedule(tr, p))
-    t_est = best(lambda: estimate(tr))
+    t_plain, t_sched, t_est = best([plain, lambda: schedule(tr, p), lambda: estimate(tr)], a.reps)
     print(f"trace: {n} instructions")
     print(f"plain loop over records/operands: {n / t_plain:12,.0f} instr/s")
     print(f"schedule():                       {n / t_sched:12,.0f} instr/s  ({t_sched / t_plain:.1f}x the plain loop)")

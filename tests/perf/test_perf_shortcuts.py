@@ -5,7 +5,11 @@
 * the cost memo (keyed by a record's signature, tried against the latest records of the same source
   line first) returns what the cost rules return for each record;
 * the per-signature, vectorised metrics equal the per-record reference (metrics_reference.py);
-* the rotation planner's live-instance count equals the event sweep it replaces.
+* the rotation planner's live-instance count equals the event sweep it replaces, and the buffer the
+  scheduler gives an instance (j mod depth) is the one its reuse chain leads to;
+* the per-signature operand information (modes, partitions, HBM row geometry) gives each record's own
+  values and the reference ``_box``; a read of an ``exact`` entry's box, taken on its fast path, gives
+  what the general hit handling gives (``_EXACT_READS`` off; writes of such a box likewise).
 """
 
 from __future__ import annotations
@@ -31,11 +35,11 @@ from nkieval.perf import schedule as sched_mod
 from nkieval.perf.costs import cost_of
 from nkieval.perf.dma import plan_dma
 from nkieval.perf.params import load_params
-from nkieval.perf.rotation import _max_live
+from nkieval.perf.rotation import _max_live, plan_rotation
 from nkieval.perf.schedule import SchedulePolicy, schedule
 from nkieval.sim.trace import AllocationRecord, Trace
 
-SHORTCUTS = ("_EXACT_INDEX", "_CACHE_LOOKUPS", "_REWRITE_IN_PLACE")
+SHORTCUTS = ("_EXACT_INDEX", "_CACHE_LOOKUPS", "_REWRITE_IN_PLACE", "_EXACT_READS")
 
 
 def _digest_with(trace: Trace, target: str, policy: SchedulePolicy, **switches: object) -> str:
@@ -165,17 +169,63 @@ def test_cost_memo_returns_each_records_own_cost(make, target: str) -> None:
     first_of_sig: dict[tuple, int] = {}
     want_unmodelled: Counter = Counter()
     for i, rec in enumerate(trace.records):
+        cost, opinfo, psum = static[i]
         if rec.engine == "dma":
-            assert static[i] == plan_dma(rec, p)
+            assert cost == plan_dma(rec, p)
         else:
-            cost, ok = cost_of(rec, p)
-            assert static[i] == (cost.occ, cost.lat, cost.mode, ok)
+            c, ok = cost_of(rec, p)
+            assert cost == (c.occ, c.lat, c.mode, ok)
             if not ok:
                 want_unmodelled[rec.opcode] += 1
+        # what the class says of each operand holds for this record's operands
+        assert psum == any(o.buffer == "psum" for o in rec.operands)
+        assert [x[:5] for x in opinfo] == [(j, "r" in o.mode, "w" in o.mode, o.buffer,
+                                            0 if o.buffer == "hbm" else o.partitions or 1)
+                                           for j, o in enumerate(rec.operands)]
+        for j, *_, nparts, hrows in opinfo:
+            o = rec.operands[j]
+            if not nparts:
+                assert _hbm_box(o, hrows) == sched_mod._box(o)
         # signature classes: the first record with each signature
         assert first[i] == first_of_sig.setdefault(_signature(rec), i)
     assert unmodelled == want_unmodelled
     assert written == {o.alloc for r in trace.records for o in r.operands if "w" in o.mode}
+
+
+def _hbm_box(o, hrows) -> tuple[int, int, int, int, int]:
+    """The scheduler loop's HBM box: from the class's row geometry (pitch, rows, (rows - 1) * pitch) and the
+    operand's byte range."""
+    lo, hi = o.addr_lo, o.addr_hi
+    if hrows is not None:
+        pitch, rows, skip = hrows
+        width = hi - lo - skip
+        r0, c0 = lo // pitch, lo % pitch
+        if 0 < width and c0 + width <= pitch:
+            return pitch, r0, r0 + rows, c0, c0 + width
+    return 0, 0, 1, lo, hi
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.tuples(st.integers(1, 64), st.integers(1, 300)), dtype=st.sampled_from(["float32", "bfloat16"]),
+       data=st.data())
+def test_hbm_row_geometry_gives_the_reference_box(shape: tuple[int, int], dtype: str, data) -> None:
+    """Per-class row geometry plus the record's byte range give ``_box`` for any rows × columns × stride
+    access of an HBM tensor (single rows, full rows, strided columns)."""
+    b = TraceBuilder("trn2")
+    h = b.alloc("hbm", shape, dtype)
+    r0 = data.draw(st.integers(0, shape[0] - 1))
+    r1 = data.draw(st.integers(r0 + 1, shape[0]))
+    stride = data.draw(st.sampled_from([1, 1, 2, 3]))
+    c0 = data.draw(st.integers(0, shape[1] - 1))
+    c1 = data.draw(st.integers(c0 + 1, shape[1]))
+    c1 = c0 + max(1, (c1 - c0) // stride) * stride
+    if c1 > shape[1]:
+        return
+    o = b.op(h, "src", "r", rows=(r0, r1), cols=(c0, c1), stride=stride)
+    sig = (o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions)
+    *_, nparts, hrows = sched_mod._operand_info(sig)
+    assert nparts == 0
+    assert _hbm_box(o, hrows) == sched_mod._box(o)
 
 
 # ---- metrics -----------------------------------------------------------------------------------------
@@ -243,4 +293,35 @@ def _max_live_sweep(allocs: list[AllocationRecord], end_seq: int) -> int:
 def test_max_live_equals_the_event_sweep(spans: list[tuple[int, int | None]]) -> None:
     allocs = [AllocationRecord(k, "sbuf", "t", (1,), "float32", 0, 0, 4, "s", 0, s, None if d is None else s + d)
               for k, (s, d) in enumerate(spans)]
-    assert _max_live(allocs, 60) == _max_live_sweep(allocs, 60)
+    assert _max_live([a.alloc_seq for a in allocs], [a.free_seq for a in allocs], 60) == _max_live_sweep(allocs, 60)
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=5), depth=st.integers(1, 3), seed=st.integers(0, 999))
+def test_buffer_of_an_instance_is_its_reuse_chains_first(sizes: list[int], depth: int, seed: int) -> None:
+    """The scheduler gives instance j of a site the buffer of instance j mod depth: the first instance of the
+    chain that ``reuse_of`` (instance j reuses instance j - depth) leads back to."""
+    rng = random.Random(seed)
+    b = TraceBuilder("trn2")
+    live: list = []
+    for _ in range(max(sizes)):
+        for s, n in enumerate(sizes):
+            if n:
+                t = b.alloc("sbuf", (128, 64 * (s + 1)), site=f"r.py:{s}")
+                b.rec("memset", "gpsimd", [b.op(t, "dst", "w")], line=s)
+                live.append(t)
+        sizes = [max(0, n - 1) for n in sizes]
+        while len(live) > rng.randint(0, 4):  # free some tiles: sites need 1.. buffers
+            live.pop(rng.randrange(len(live))).free_seq = len(b.trace.records)
+    plan = plan_rotation(b.trace, depth, {"sbuf": 10**9, "psum": 10**9})
+    reuse = plan.reuse_of
+    first: dict[int, int] = {}
+    for a, prev in reuse.items():  # per site in allocation order: a reused instance comes first
+        first[a] = first.get(prev, prev)
+    for site, inst in zip(plan.sites, plan.instances):
+        ids = [x[3] for x in inst]
+        assert [x[0] for x in inst] == sorted(x[0] for x in inst)
+        for j, a in enumerate(ids):
+            assert first.get(a, a) == ids[j % site.depth]
+            if j >= site.depth:
+                assert reuse[a] == ids[j - site.depth]

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import itemgetter
 
 import numpy as np
 
-from nkieval.sim.trace import AllocationRecord, Trace
+from nkieval.sim.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -35,36 +36,49 @@ class SiteRotation:
 
 @dataclass
 class RotationPlan:
-    """Per-site buffer counts and, per allocation, the earlier allocation whose buffer it reuses."""
+    """Per-site buffer counts and, per site, its instances in allocation order (instance ``j`` reuses the
+    buffer of instance ``j - depth``)."""
 
     sites: list[SiteRotation] = field(default_factory=list)
-    # alloc id -> alloc id it must wait for; per site in allocation order (a reused instance comes first)
-    reuse_of: dict[int, int] = field(default_factory=dict)
+    # per entry of ``sites``: (alloc_seq, free_seq, bytes per partition, alloc id, partition offset, address) of
+    # each instance, in allocation order
+    instances: list[list[tuple[int, int | None, int, int, int, int]]] = field(default_factory=list, repr=False)
     demand_bytes: dict[str, int] = field(default_factory=dict)  # buffer -> bytes per partition
     capacity_bytes: dict[str, int] = field(default_factory=dict)
     excess_bytes: dict[str, int] = field(default_factory=dict)  # bytes per partition beyond capacity
 
+    @property
+    def reuse_of(self) -> dict[int, int]:
+        """alloc id -> alloc id it must wait for (the instance ``depth`` before it at its site)."""
+        out: dict[int, int] = {}
+        for s, inst in zip(self.sites, self.instances):
+            ids = [i[3] for i in inst]
+            out.update(zip(ids[s.depth:], ids))
+        return out
 
-_ALLOC_SEQ = attrgetter("alloc_seq")
-_BYTES_PER_PARTITION = attrgetter("bytes_per_partition")
+
+_SEQ = itemgetter(0)
 
 
-def _max_live(allocs: list[AllocationRecord], end_seq: int) -> int:
+def _max_live(alloc_seqs: Sequence[int], free_seqs: Sequence[int | None], end_seq: int) -> int:
     """Most allocations alive at once: frees at a sequence number count before allocations at it.
 
-    The live count peaks right after an allocation: after the k-th allocation (in sequence order) it
-    is k minus the frees at or before that allocation's sequence number.
+    ``alloc_seqs[i]`` / ``free_seqs[i]``: where allocation ``i`` is allocated / freed (None: never, i.e. after
+    ``end_seq``). The live count peaks right after an allocation: after the k-th allocation (in sequence
+    order) it is k minus the frees at or before that allocation's sequence number.
     """
-    n = len(allocs)
+    n = len(alloc_seqs)
+    fr_list = [end_seq + 1 if f is None else f for f in free_seqs] if None in free_seqs else list(free_seqs)
     if n >= 64:
-        al = np.sort(np.fromiter([a.alloc_seq for a in allocs], np.int64, n))
-        fr = np.sort(np.fromiter([end_seq + 1 if a.free_seq is None else a.free_seq for a in allocs], np.int64, n))
+        # kind="stable": the sequence numbers come nearly sorted, which that sort handles in about linear time
+        al = np.sort(np.array(alloc_seqs, dtype=np.int64), kind="stable")
+        fr = np.sort(np.array(fr_list, dtype=np.int64), kind="stable")
         return max(0, int((np.arange(1, n + 1) - np.searchsorted(fr, al, side="right")).max()))
-    al = sorted([a.alloc_seq for a in allocs])
-    fr = sorted([end_seq + 1 if a.free_seq is None else a.free_seq for a in allocs])
+    al_s = sorted(alloc_seqs)
+    fr_list.sort()
     best = 0
-    for k, s in enumerate(al, 1):
-        live = k - bisect_right(fr, s)
+    for k, s in enumerate(al_s, 1):
+        live = k - bisect_right(fr_list, s)
         if live > best:
             best = live
     return best
@@ -72,7 +86,10 @@ def _max_live(allocs: list[AllocationRecord], end_seq: int) -> int:
 
 def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> RotationPlan:
     """Rotation depth per site for ``trace`` with at most ``depth`` buffers per site (≥ what the kernel needs)."""
-    groups: dict[tuple[int, str, str], list[AllocationRecord]] = defaultdict(list)
+    # per site: (alloc_seq, free_seq, bytes per partition, id, partition offset, address) of each instance, read
+    # in one pass over the allocation records (a trace can hold many of them: each is visited once, and makes
+    # one tuple)
+    groups: dict[tuple[int, str, str], list[tuple]] = defaultdict(list)
     singles: dict[tuple[int, str], int] = defaultdict(int)
     for a in trace.allocations.values():
         if a.buffer not in ("sbuf", "psum") or a.kernel_arg:
@@ -80,18 +97,20 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> Rotatio
         if a.site is None:
             singles[(a.program, a.buffer)] += a.bytes_per_partition
             continue
-        groups[(a.program, a.buffer, a.site)].append(a)
+        groups[(a.program, a.buffer, a.site)].append((a.alloc_seq, a.free_seq, a.bytes_per_partition, a.id,
+                                                      a.partition_offset, a.address))
     plan = RotationPlan(capacity_bytes=dict(capacity))
     end_seq = len(trace.records)
     per_prog: dict[tuple[int, str], list[list]] = defaultdict(list)  # [size, need, depth, key]
-    for key, allocs in groups.items():
+    for key, rows in groups.items():
         prog, buf, _site = key
-        size = max(map(_BYTES_PER_PARTITION, allocs))
-        if len(allocs) == 1:
+        seqs, frees, sizes, *_ = zip(*rows)
+        size = max(sizes)
+        if len(rows) == 1:
             singles[(prog, buf)] += size
             continue
         # The simulator frees a loop tile after allocating its successor, so it sees one extra.
-        need = max(1, _max_live(allocs, end_seq) - 1)
+        need = max(1, _max_live(seqs, frees, end_seq) - 1)
         per_prog[(prog, buf)].append([size, need, need, key])
     for pb in set(per_prog) | set(singles):
         prog, buf = pb
@@ -112,8 +131,7 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> Rotatio
         if cap and demand > cap:
             plan.excess_bytes[buf] = max(plan.excess_bytes.get(buf, 0), demand - cap)
         for size, need, k, key in items:
-            allocs = sorted(groups[key], key=_ALLOC_SEQ)
-            plan.sites.append(SiteRotation(key[2], buf, prog, size, len(allocs), need, k))
-            ids = [a.id for a in allocs]
-            plan.reuse_of.update(zip(ids[k:], ids))  # instance j reuses instance j - k
+            rows = sorted(groups[key], key=_SEQ)  # allocation order (stable for equal sequence numbers)
+            plan.sites.append(SiteRotation(key[2], buf, prog, size, len(rows), need, k))
+            plan.instances.append(rows)
     return plan

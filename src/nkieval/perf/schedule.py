@@ -26,7 +26,9 @@ import gc
 from array import array
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
 from nkieval.perf.costs import cost_of
@@ -103,7 +105,11 @@ class Schedule:
 
 
 def _box(o: OperandAccess) -> tuple[int, int, int, int, int]:
-    """(pitch, r0, r1, c0, c1): rows × byte columns an operand touches (pitch -1: partitions)."""
+    """(pitch, r0, r1, c0, c1): rows × byte columns an operand touches (pitch -1: partitions).
+
+    The reference definition: the scheduler's loop computes the same box from the operand's signature class
+    (:func:`_operand_info`: partitions, or the HBM row pitch and count) and its addresses.
+    """
     if o.buffer != "hbm":
         return -1, o.partition_start, o.partition_start + max(1, o.partitions), o.addr_lo, o.addr_hi
     pat = o.pattern
@@ -132,17 +138,22 @@ def _flat(e: list) -> tuple[int, int]:
 
 _DEAD = -2  # pitch of an entry a later write fully covered
 
-# entry fields: box, last write (end, latency, engine, record), last read (end, record), allocation, insertion
-# order, the wait reason a reader of the write gets ("dep:<engine>"), and the box as one tuple (its key)
-_P, _R0, _R1, _C0, _C1, _WEND, _WLAT, _WENG, _WIDX, _REND, _RIDX, _ALLOC, _SEQ, _WLABEL, _BOX = range(15)
+# entry fields: box, last write (end, when a reader on the writer's engine sees the result, engine, record),
+# last read (end, record), allocation, insertion order, the wait reason a reader of the write gets
+# ("dep:<engine>"), the box as one tuple (its key), and when a reader on another engine sees the result
+_P, _R0, _R1, _C0, _C1, _WEND, _WSAME, _WENG, _WIDX, _REND, _RIDX, _ALLOC, _SEQ, _WLABEL, _BOX, _WOTHER = range(16)
 
 _INDEX_MIN = 16  # live entries before a table gets a grid index (below it a linear scan is faster)
 _MISSES_BEFORE_INDEX = 4  # lookups that ``exact`` could not answer before a large table gets its grid
 # The shortcuts below return what a scan of the live entries would; the switches exist for the tests
 # that check exactly that (each off gives the same schedule).
 _EXACT_INDEX = True  # tables keep ``exact`` (box -> entry) while their live entries are disjoint
+# ``exact`` of a table without that index (its live entries may overlap): empty and read-only, so a lookup needs
+# no test for it
+_NO_EXACT: Mapping[tuple, list] = MappingProxyType({})
 _CACHE_LOOKUPS = True  # tables remember a looked-up box's hits until an entry is added or killed
 _REWRITE_IN_PLACE = True  # a write replacing the table's last entry (same box) reuses it
+_EXACT_READS = True  # an access of exactly a live entry's box (an ``exact`` hit) skips the general hit handling
 _FOUND_MAX = 4096  # boxes a table remembers the hits of (between two changes of its entries)
 _QUERY_MAX_CELLS = 64  # a query box covering more grid cells scans the table instead
 _ENTRY_MAX_CELLS = 16  # an entry covering more cells goes to the table's "wide" list
@@ -185,7 +196,7 @@ class _RangeTable:
         self.ents: list[list] = []
         self.grid: dict[tuple[int, int], list[list]] | None = None
         self.wide: list[list] = []
-        self.exact: dict[tuple, list] | None = {} if _EXACT_INDEX else None  # box -> live entry (disjoint)
+        self.exact: Mapping[tuple, list] = {} if _EXACT_INDEX else _NO_EXACT  # box -> live entry (disjoint)
         self.pitch: int | None = None  # row pitch shared by every live entry
         self.mixed = False  # entries with different pitches: linear scans only
         self.dead = 0
@@ -291,7 +302,7 @@ class _RangeTable:
         self.ents.clear()
         self.grid = None
         self.wide = []
-        self.exact = {} if _EXACT_INDEX else None
+        self.exact = {} if _EXACT_INDEX else _NO_EXACT
         self.found = None
         self.pitch = None
         self.mixed = False
@@ -349,49 +360,65 @@ class DmaPool:
         del self.starts[:cut], self.ends[:cut]
 
 
+def _operand_info(sig: tuple) -> tuple[bool, bool, str, int, tuple[int, int, int] | None]:
+    """What the scheduler needs of an operand besides where it sits, from its cost signature.
+
+    (reads, writes, buffer, partitions spanned (on-chip; 0 for HBM), and for HBM the row pitch, row count
+    and ``(rows - 1) * pitch`` of its access pattern, or None where the box is the flat byte range): the
+    same for every record of a signature, so worked out once per signature class.
+    """
+    _role, mode, buf, _dtype, shape, pat, nbytes, _contiguous, partitions = sig
+    if buf != "hbm":
+        return "r" in mode, "w" in mode, buf, partitions or 1, None
+    rows = None
+    if len(pat) >= 2 and pat[0][1] > 1:
+        ne = 1
+        for d in shape:
+            ne *= d
+        isz = max(1, nbytes // ne) if ne else 1
+        pitch = pat[0][0] * isz
+        if pitch > 0:
+            rows = (pitch, pat[0][1], (pat[0][1] - 1) * pitch)
+    return "r" in mode, "w" in mode, buf, 0, rows
+
+
 def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, set[int]]:
-    """Per record: a DmaPlan or (occ, lat, mode, has_rule), and the first record with its signature; the
-    opcodes costed by the fallback rule; the allocations some record writes.
+    """Per record: its signature class ``(cost, operand info, touches PSUM)``, where the cost is a DmaPlan or
+    (occ, lat, mode, has_rule) and the operand info is (position, *:func:`_operand_info`) per operand; the first record
+    with its signature; the opcodes costed by the fallback rule; the allocations some record writes.
 
     Costs are memoised on the record's signature: opcode, engine, attributes (lists as tuples) and, per
     operand, everything a cost rule reads (role, mode, buffer, dtype, shape, pattern, nbytes,
     contiguous bytes, partitions). Most records repeat the signature of a recent record from the same
-    source line, so the two latest signatures of each line are compared first (no key to hash).
+    source line, so the two latest signatures of each line are compared first (one list comparison, no
+    key to hash).
     """
-    memo: dict[tuple, tuple[object, int]] = {}  # signature -> (cost, first record with it)
+    memo: dict[tuple, tuple] = {}  # signature -> (class, first record, write positions, unmodelled)
     get = memo.get
     out: list = [None] * len(records)
     first: list[int] = [0] * len(records)
     unmodelled: Counter = Counter()
     written: set[int] = set()
     add_written = written.add
-    # source line -> its two latest signatures: [operand signatures, attributes, opcode, engine, file, cost, first]
-    recent: dict[int | None, list[list]] = {}
+    # source line -> [latest signature, its memo value, previous signature, its memo value]; a signature is
+    # [one tuple per operand, (attributes, opcode, engine, file)]
+    recent: dict[int | None, list] = {}
     list_at: dict[tuple, tuple[int, ...]] = {}  # attribute names -> positions that held a list
     for i, rec in enumerate(records):
+        ops = rec.operands
         sig = []
-        for o in rec.operands:
-            m = o.mode
-            if "w" in m:
-                add_written(o.alloc)
-            sig.append((o.role, m, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions))
-        attrs = rec.attrs
-        opcode = rec.opcode
+        for o in ops:
+            sig.append((o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes,
+                        o.partitions))
+        sig.append((rec.attrs, rec.opcode, rec.engine, rec.file))
         rl = recent.get(rec.line)
-        v = None
-        if rl is not None:
-            v = rl[0]
-            if not (v[0] == sig and v[1] == attrs and v[2] == opcode and v[3] == rec.engine and v[4] == rec.file):
-                v = rl[1] if len(rl) > 1 else None
-                if v is not None:
-                    if v[0] == sig and v[1] == attrs and v[2] == opcode and v[3] == rec.engine and v[4] == rec.file:
-                        rl.reverse()
-                    else:
-                        v = None
-        if v is not None:
-            c = v[5]
-            f = v[6]
+        if rl is not None and rl[0] == sig:
+            m = rl[1]
+        elif rl is not None and rl[2] == sig:
+            m = rl[3]
+            rl[0], rl[1], rl[2], rl[3] = sig, m, rl[0], rl[1]
         else:
+            attrs = rec.attrs
             names = tuple(attrs)
             values = tuple(attrs.values())
             pos = list_at.get(names)
@@ -402,33 +429,34 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, s
                     if type(x) is list:
                         vl[j] = tuple(x)
                 values = tuple(vl)
-            key = (opcode, rec.engine, names, values, *sig)
+            opsig = sig[:-1]
+            key = (rec.opcode, rec.engine, names, values, *opsig)
             try:
-                cf = get(key)
+                m = get(key)
             except TypeError:  # list-valued attributes: make them hashable, and remember where they were
                 list_at[names] = (*(pos or ()), *(j for j, x in enumerate(values) if isinstance(x, list)))
                 values = tuple(tuple(x) if isinstance(x, list) else x for x in values)
-                key = (opcode, rec.engine, names, values, *sig)
-                cf = get(key)
-            if cf is None:
+                key = (rec.opcode, rec.engine, names, values, *opsig)
+                m = get(key)
+            if m is None:
+                ok = True
                 if rec.engine == "dma":
                     c = plan_dma(rec, p)
                 else:
                     cost, ok = cost_of(rec, p)
                     c = (cost.occ, cost.lat, cost.mode, ok)
-                f = i
-                memo[key] = (c, f)
-            else:
-                c, f = cf
-            v = [sig, attrs, opcode, rec.engine, rec.file, c, f]
+                cls = (c, tuple((j, *_operand_info(s)) for j, s in enumerate(opsig)), any(s[2] == "psum" for s in opsig))
+                m = memo[key] = (cls, i, tuple(j for j, s in enumerate(opsig) if "w" in s[1]), not ok)
             if rl is None:
-                recent[rec.line] = [v]
+                recent[rec.line] = [sig, m, None, None]
             else:
-                rl.insert(0, v)
-                del rl[2:]
-        if type(c) is tuple and not c[3]:
-            unmodelled[opcode] += 1
-        out[i] = c
+                rl[0], rl[1], rl[2], rl[3] = sig, m, rl[0], rl[1]
+        cls, f, wpos, unmod = m
+        for j in wpos:
+            add_written(ops[j].alloc)
+        if unmod:
+            unmodelled[rec.opcode] += 1
+        out[i] = cls
         first[i] = f
     return out, array("q", first), unmodelled, written
 
@@ -460,16 +488,9 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     # compiler mode: an allocation that reuses an earlier one's rotating buffer is tracked in that
     # buffer's byte-range table (offsets relative to the allocation), so a new instance's write to a
     # slice waits only for the readers of the same slice of the instance it replaces
-    first_of: dict[int, int] = {}  # rotating instance -> the first instance of its buffer
-    firsts: set[int] = set()
     if logical:
         rot = plan_rotation(trace, depth, {"sbuf": int(p.sbuf_usable_bytes_per_partition),
                                            "psum": int(p.psum_bytes_per_partition)})
-        # per site, an instance comes after the one it reuses
-        get_first = first_of.get
-        for a, prev in rot.reuse_of.items():
-            first_of[a] = get_first(prev, prev)
-        firsts = set(rot.reuse_of.values()) - first_of.keys()
     static, signature, unmodelled, written = _static_costs(records, p)
     sem = float(p.cross_engine_sem_ns)
     dma_fixed = float(p.dma_fixed_ns)
@@ -509,20 +530,15 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     # one table per core and on-chip buffer (table None here); HBM tensors keep their own table.
     tab_of: dict[int, tuple[_RangeTable | None, int, int]] = {}
     if logical:
-        shared: dict[int, _RangeTable] = {}  # first instance -> the buffer's table
-        allocs = trace.allocations
-        for a in written:
-            key = first_of.get(a)
-            if key is None:
-                if a not in firsts:
-                    tab_of[a] = (_RangeTable(), 0, 0)
-                    continue
-                key = a
-            tab = shared.get(key)
-            if tab is None:
-                tab = shared[key] = _RangeTable()
-            ra = allocs[a]
-            tab_of[a] = (tab, ra.partition_offset, ra.address)
+        # the instances of a site with more instances than buffers: instance j uses buffer j mod k; the
+        # other written allocations get their own tables (bases 0) when first met
+        for site, inst in zip(rot.sites, rot.instances):
+            k = site.depth
+            if len(inst) > k:
+                tabs = [_RangeTable() for _ in range(k)]
+                for j, (_, _, _, a, pb, ab) in enumerate(inst):
+                    if a in written:
+                        tab_of[a] = (tabs[j % k], pb, ab)
     else:
         tab_of = dict.fromkeys(written, (None, 0, 0))
     phys_tabs = [{"sbuf": _RangeTable(), "psum": _RangeTable()} for _ in range(cores)]
@@ -546,12 +562,12 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     index_min = _INDEX_MIN
     cache_lookups = _CACHE_LOOKUPS
     in_place = _REWRITE_IN_PLACE
+    exact_reads = _EXACT_READS
     core = 0
     phys = phys_tabs[0]
     pool = pools[0]
 
-    for i in range(n):
-        rec = records[i]
+    for i, rec, (sc, opinfo, psum) in zip(range(n), records, static):
         if cores > 1:
             core = rec.program % cores
             phys = phys_tabs[core]
@@ -561,46 +577,72 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
         t_dep = 0.0
         d_pred = -1
         d_reason: str | None = None
-        acc = []
-        for o in rec.operands:
+        acc = []  # writes, and reads that found no entry: table updates, in operand order
+        reads = []  # the entries the other reads hit: their last reader becomes this record
+        ops = rec.operands
+        for j, isr, isw, buf, nparts, hrows in opinfo:
+            o = ops[j]
             a = o.alloc
             ti = tab_get(a)
             if ti is None:
-                continue
-            buf = o.buffer
-            if buf == "hbm":
-                tab = ti[0]
+                if a not in written:
+                    continue  # nothing writes this allocation: it carries no dependency
+                ti = tab_of[a] = (_RangeTable(), 0, 0)
+            tab, pb, ab = ti
+            if nparts:  # on-chip: partitions × bytes per partition, relative to the table's bases
+                if tab is None:
+                    tab = phys[buf]
+                r0 = o.partition_start - pb
+                c0 = o.addr_lo - ab
+                bk = (-1, r0, r0 + nparts, c0, o.addr_hi - ab)
+            else:  # HBM: rows × columns of the access pattern when it has rows, else the flat byte range
                 if tab is None:
                     tab = _RangeTable()
                     tab_of[a] = (tab, 0, 0)
-                bk = _box(o)
-                pitch, r0, r1, c0, c1 = bk
-            else:
-                tab, pb, ab = ti
-                if tab is None:
-                    tab = phys[buf]
-                pitch = -1
-                r0 = o.partition_start - pb
-                r1 = r0 + (o.partitions or 1)
-                c0 = o.addr_lo - ab
-                c1 = o.addr_hi - ab
-                bk = (-1, r0, r1, c0, c1)
-            m = o.mode
-            isw = "w" in m
-            isr = "r" in m
-            ex = tab.exact
-            one = ex.get(bk) if ex is not None else None
+                lo = o.addr_lo
+                hi = o.addr_hi
+                bk = (0, 0, 1, lo, hi)
+                if hrows is not None:
+                    pitch, rows, skip = hrows
+                    width = hi - lo - skip
+                    r0 = lo // pitch
+                    c0 = lo - r0 * pitch
+                    if 0 < width and c0 + width <= pitch:
+                        bk = (pitch, r0, r0 + rows, c0, c0 + width)
+            one = tab.exact.get(bk)
+            if one is not None and not isw and exact_reads:
+                # a read of exactly a live entry's box (the common case): that entry is its only hit
+                if isr and one[8] >= 0:  # RAW, as below
+                    t = one[6] if one[7] == eng else one[15]
+                    if t > t_dep:
+                        t_dep, d_pred, d_reason = t, one[8], one[13]
+                reads.append(one)
+                continue
             if one is not None:
+                if isw and exact_reads:
+                    # a write of exactly a live entry's box: that entry is its only hit (as the loop below)
+                    widx = one[8]
+                    if widx >= 0:
+                        if isr:
+                            t = one[6] if one[7] == eng else one[15]
+                            if t > t_dep:
+                                t_dep, d_pred, d_reason = t, widx, one[13]
+                        if one[5] > t_dep:  # WAW
+                            t_dep, d_pred = one[5], widx
+                            d_reason = "capacity" if one[11] != a and logical else one[13]
+                    if one[9] > t_dep:  # WAR
+                        t_dep, d_pred, d_reason = one[9], one[10], ("capacity" if one[11] != a and logical else "war")
+                    acc.append((tab, bk, isr, True, (one,), a, one if in_place and one is tab.ents[-1] else None))
+                    continue
                 hits = (one,)  # the only live entry that overlaps its own box (live entries are disjoint)
             else:
                 found = tab.found
                 hits = found.get(bk) if found is not None else None
                 if hits is None:
+                    pitch, r0, r1, c0, c1 = bk
                     if (tab.grid is None and tab.pitch == pitch and not tab.mixed
                             and len(tab.ents) - tab.dead < index_min):
-                        # one pitch (not mixed): every live entry has it
-                        hits = [e for e in tab.ents if e[0] == pitch and e[1] < r1 and r0 < e[2] and e[3] < c1
-                                and c0 < e[4]]
+                        hits = tab.scan(pitch, r0, r1, c0, c1)  # small table: a linear scan, not counted as a miss
                     else:
                         hits = tab.lookup(pitch, r0, r1, c0, c1)
                     if found is not None:
@@ -608,28 +650,37 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                             found[bk] = hits
                     elif cache_lookups:
                         tab.found = {bk: hits}
-            for e in hits:
-                widx = e[8]
-                if widx >= 0:
-                    if isr:
-                        # RAW: the write's end plus its result latency (plus a semaphore hop across engines)
-                        t = e[5]
-                        if e[7] != eng:
-                            t += e[6] + sem
-                        elif eng != "tensor":
-                            t += e[6]
-                        if t > t_dep:
-                            t_dep, d_pred, d_reason = t, widx, e[13]
-                    if isw and e[5] > t_dep:  # WAW
-                        t_dep, d_pred = e[5], widx
-                        d_reason = "capacity" if e[11] != a and logical else e[13]
-                if isw and e[9] > t_dep:  # WAR
-                    t_dep, d_pred, d_reason = e[9], e[10], ("capacity" if e[11] != a and logical else "war")
-            acc.append((tab, bk, isr, isw, hits, a, one))
+            if isw:
+                for e in hits:
+                    widx = e[8]
+                    if widx >= 0:
+                        if isr:
+                            # RAW: the write's end plus its result latency (plus a semaphore hop across
+                            # engines), worked out when the entry was written
+                            t = e[6] if e[7] == eng else e[15]
+                            if t > t_dep:
+                                t_dep, d_pred, d_reason = t, widx, e[13]
+                        if e[5] > t_dep:  # WAW
+                            t_dep, d_pred = e[5], widx
+                            d_reason = "capacity" if e[11] != a and logical else e[13]
+                    if e[9] > t_dep:  # WAR
+                        t_dep, d_pred, d_reason = e[9], e[10], ("capacity" if e[11] != a and logical else "war")
+                # the exact hit when it is the table's last entry: the write may rewrite it in place
+                acc.append((tab, bk, isr, True, hits, a,
+                            one if in_place and one is not None and one is tab.ents[-1] else None))
+            elif hits:
+                if isr:
+                    for e in hits:
+                        if e[8] >= 0:  # RAW, as above
+                            t = e[6] if e[7] == eng else e[15]
+                            if t > t_dep:
+                                t_dep, d_pred, d_reason = t, e[8], e[13]
+                reads.extend(hits)
+            else:
+                acc.append((tab, bk, isr, False, hits, a, None))
         if serial and global_end > t_dep:
             t_dep, d_pred, d_reason = global_end, global_last, "program_order"
         # ---- issue ----------------------------------------------------------------------
-        sc = static[i]
         if eng == "dma":
             plan = sc
             dma_plans[i] = plan
@@ -643,12 +694,11 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                     ts = tstate[tr] = [0.0, -1]
                 q = queue_of[qk] = (tr, ts)
             tr, ts = q
-            prev_free = ts[0]
+            prev_free, pr = ts
             # trigger: when the dependencies are met (pipelined queue) or also the queue's previous
             # transfer is done (unpipelined: each DMA pays its fixed latency after its predecessor)
             t0 = 0.0 if dma_pipelined else prev_free
             why: str | None = None
-            pr = ts[1]
             if t_dep > t0:
                 t0, why, pr = t_dep, d_reason, d_pred
             issue_engine = plan.issue_engine
@@ -723,18 +773,13 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                 eq = eng_of[core][eng] = (tr, ts, plain, plain if len(plain) == len(with_psum) else with_psum,
                                           dep_label.get(eng) or "dep:" + eng)
             tr, ts, ports_plain, ports_psum, lbl = eq
-            t0 = prev_free = ts[0]
+            prev_free, pr = ts
+            t0 = prev_free
             why = None
-            pr = ts[1]
             if t_dep > t0:
                 t0, why, pr = t_dep, d_reason, d_pred
             if any_ports:
-                pstates = ports_plain
-                if ports_psum is not ports_plain:
-                    for o in rec.operands:
-                        if o.buffer == "psum":
-                            pstates = ports_psum
-                            break
+                pstates = ports_psum if psum else ports_plain
                 for ps in pstates:
                     if ps[0] > t0:
                         t0, why, pr = ps[0], "port", ps[1]
@@ -757,27 +802,35 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
             reason[i] = why
         v_pred[i] = pr
         track[i] = tr
-        if en > global_end:
+        if serial and en > global_end:
             global_end, global_last = en, i
         # ---- update byte-range tables ------------------------------------------------
+        # The entries that reads hit get this record as their last reader. Doing that before the writes
+        # gives what operand order gives: a write of this record that kills such an entry leaves it dead
+        # either way, and one that rewrites it in place sets its last read itself.
+        for e in reads:
+            if en > e[9]:
+                e[9] = en
+                e[10] = i
         # Every hit was found before this record's updates: one that a write of this record killed (or
         # rewrote in place: seq >= seq0) counts as dead for the later operands, as does an entry added
         # by this record, which they did not see.
         seq0 = seq
-        for tab, bk, isr, isw, hits, a, one in acc:
+        if acc:
+            # when readers see this record's writes: on its own engine (PE accumulation into the same bank:
+            # at once; Vector/Scalar/...: after the result latency) or on another engine (plus a semaphore hop)
+            same = en if eng == "tensor" else en + lat
+            other = en + (lat + sem)
+        for tab, bk, isr, isw, hits, a, last in acc:
             if isw:
-                if one is not None and in_place and one[12] < seq0 and one[0] != _DEAD and one is tab.ents[-1]:
+                if last is not None and tab.fresh_i != i:
                     # the write replaces the table's last entry, same box: rewrite it in place (the same
-                    # live entries in the same order as killing it and appending a new one)
-                    one[5] = en
-                    one[6] = lat
-                    one[7] = eng
-                    one[8] = i
-                    one[9] = en if isr else 0.0
-                    one[10] = i if isr else -1
-                    one[11] = a
-                    one[12] = seq
-                    one[13] = lbl
+                    # live entries in the same order as killing it and appending a new one). Unless an
+                    # earlier operand of this record added or rewrote an entry of the table (then it set
+                    # ``fresh_i``), that entry is still the last, live and not yet rewritten.
+                    # fields _WEND .. _WLABEL in one slice assignment, then _WOTHER
+                    last[5:14] = (en, same, eng, i, en if isr else 0.0, i if isr else -1, a, seq, lbl)
+                    last[15] = other
                     seq += 1
                     tab.fresh_i = i
                     continue
@@ -792,10 +845,10 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                         if e[0] == pitch and r0 <= e[1] and e[2] <= r1 and c0 <= e[3] and e[4] <= c1:
                             e[0] = _DEAD
                             k += 1
-                            if ex is not None and ex.get(e[14]) is e:
+                            if ex is not _NO_EXACT and ex.get(e[14]) is e:
                                 del ex[e[14]]
                         else:
-                            ex = tab.exact = None
+                            ex = tab.exact = _NO_EXACT
                     if k:
                         tab.found = None
                         k += tab.dead
@@ -807,29 +860,23 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                             tab.rebuild(tab.misses >= _MISSES_BEFORE_INDEX)
                         else:
                             tab.dead = k
-                e = [pitch, r0, r1, c0, c1, en, lat, eng, i, (en if isr else 0.0), (i if isr else -1), a, seq, lbl,
-                     bk]
-            elif hits:
-                for e in hits:
-                    if en > e[9] and e[12] < seq0:
-                        e[9] = en
-                        e[10] = i
-                continue
-            else:
+                e = [pitch, r0, r1, c0, c1, en, same, eng, i, (en if isr else 0.0), (i if isr else -1), a, seq, lbl,
+                     bk, other]
+            else:  # a read that found no entry
                 pitch, r0, r1, c0, c1 = bk
                 ex = tab.exact
-                e = [pitch, r0, r1, c0, c1, 0.0, 0.0, "", -1, en, i, a, seq, "", bk]
+                e = [pitch, r0, r1, c0, c1, 0.0, 0.0, "", -1, en, i, a, seq, "", bk, 0.0]
             seq += 1
             ents = tab.ents
-            if ex is not None:
+            if ex is not _NO_EXACT:
                 if tab.fresh_i == i:  # another entry of this record: the table stays disjoint if they are
                     for f in reversed(ents):
                         if f[12] < seq0:
                             break
                         if _overlaps(f, pitch, r0, r1, c0, c1):
-                            ex = tab.exact = None
+                            ex = tab.exact = _NO_EXACT
                             break
-                if ex is not None and r0 < r1 and c0 < c1:
+                if ex is not _NO_EXACT and r0 < r1 and c0 < c1:
                     ex[bk] = e
             tab.fresh_i = i
             tab.found = None
