@@ -129,8 +129,8 @@ def test_trace_writers_match_asdict_and_compact_round_trips():
         Trace.from_compact(tr.to_json())
 
 
-def test_compact_layout2_keeps_attribute_types_and_reads_layout1():
-    from nkieval.sim.trace import _COMPACT_RECORD_FIELDS, _OPERAND_FIELDS, OperandAccess, TraceRecord
+def test_compact_layout_keeps_attribute_types_and_rejects_other_layouts():
+    from nkieval.sim.trace import _OPERAND_FIELDS, OperandAccess, TraceRecord
 
     tr = Trace(target="trn2")
     op = OperandAccess("dst", "w", "sbuf", 1, (128, 4), "float32", 0, 128, 0, 16, 2048, 16, ((1, 4),), "t")
@@ -143,15 +143,12 @@ def test_compact_layout2_keeps_attribute_types_and_reads_layout1():
     back = Trace.from_compact(text)
     assert back.records == tr.records
     assert [type(r.attrs.get("flag")) for r in back.records] == [bool, int, float, type(None), type(None), bool]
-    assert json.loads(text)["layout"] == 2 and len(json.loads(text)["operand_kinds"]) == 1
-    # layout 1 (every field of every record and operand inline) is still read
+    assert json.loads(text)["layout"] == 3 and len(json.loads(text)["operand_kinds"]) == 1
+    # a text of another layout (an older child) is refused, not misread
     d = json.loads(text)
-    d1 = {k: v for k, v in d.items() if k not in ("layout", "layout_fields", "operand_kinds", "heads")}
-    d1["records"] = [[getattr(r, f) for f in _COMPACT_RECORD_FIELDS] + [0, 1, [[getattr(o, f) for f in _OPERAND_FIELDS]
-                                                                            for o in r.operands]]
-                     for r in tr.records]
-    d1["strings"] = ["k.py", "kern"]
-    assert Trace.from_compact(json.dumps(d1)).records == tr.records
+    d["layout"] = 2
+    with pytest.raises(ValueError, match="layout"):
+        Trace.from_compact(json.dumps(d))
 
 
 def _masks_by_index(trace, raw):

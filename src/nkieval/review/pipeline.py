@@ -128,6 +128,11 @@ def _reference_kernel_evidence(task: Task, path: Path | None, target: str, dims:
     return hw, perf
 
 
+#: records, operands and allocations a trace may hold per instruction the task allows (a bound on what
+#: parsing a trace from the sandbox builds; real traces hold a few)
+_TRACE_ITEMS_PER_INSTRUCTION = 32
+
+
 def _trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int]
                  ) -> tuple[HardwareEvidence | None, dict[str, Any] | None, str | None]:
     """Hardware evidence and the performance estimate from one trace, parsed once. The trace comes
@@ -136,8 +141,11 @@ def _trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int]
     from nkieval.sim.trace import Trace
 
     try:
-        trace = Trace.from_compact(run.trace_json or "")
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as e:
+        # (records within the task's instruction limit, which the child enforces, with room for their
+        # operands and allocations)
+        trace = Trace.from_compact(run.trace_json or "",
+                                   max_items=_TRACE_ITEMS_PER_INSTRUCTION * (task.limits.max_instructions + 1))
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError, MemoryError) as e:
         return None, None, f"the kernel's instruction trace could not be read ({type(e).__name__}: {str(e)[:200]})"
     rd, wr = task.compulsory_bytes(dims)
     hw = trace_evidence(trace, target=get_target(target), compulsory_read=rd, compulsory_write=wr)

@@ -22,10 +22,17 @@ Schema (version ``TRACE_SCHEMA_VERSION``; documented in docs/trace.md):
 from __future__ import annotations
 
 import copy
+import gc
 import json
+import sys
 import threading
+from array import array
+from binascii import a2b_base64, b2a_base64
 from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from itertools import chain, count, islice, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -139,20 +146,6 @@ def _hashable(v: Any) -> Any:
     return tuple(_hashable(x) for x in v) if isinstance(v, list | tuple) else v
 
 
-def _intern(index: dict[tuple[Any, ...], int], rows: list[tuple[Any, ...]], row: tuple[Any, ...]) -> int:
-    """The position of ``row`` in ``rows``, appended the first time (``index`` maps rows to positions)."""
-    try:
-        k = index.get(row)
-        key = row
-    except TypeError:  # (a list inside, e.g. a shape)
-        key = tuple(_hashable(v) for v in row)
-        k = index.get(key)
-    if k is None:
-        k = index[key] = len(rows)
-        rows.append(row)
-    return k
-
-
 def _json_default(v: Any) -> Any:
     """A dataclass inside ``attrs`` serialises as ``asdict`` would have made it; nothing else extra."""
     if is_dataclass(v) and not isinstance(v, type):
@@ -160,25 +153,173 @@ def _json_default(v: Any) -> Any:
     raise TypeError(f"Object of type {type(v).__name__} is not JSON serializable")
 
 
+# ------------------------------------------------------------ compact wire form (layout 3)
+# Columnar: every field of records, operands and allocations is one column (``_column``: a JSON list,
+# one value for all, or ints packed as base64 text), built and rebuilt by C-level map/zip over the
+# whole trace instead of per-record Python. Repeated values go into tables (heads, loops, files,
+# functions, operand and allocation kinds) and the columns hold their indices.
 _COMPACT_SCHEMA = "nkieval.trace.compact"
-#: a compact record: these fields, then the indices of file and function in the string table,
-#: then the operands (each the tuple of _OPERAND_FIELDS)
+_COMPACT_LAYOUT = 3
 _COMPACT_RECORD_FIELDS = tuple(f for f in _RECORD_FIELDS if f not in ("operands", "file", "function"))
-#: layout 2 of the compact form: an operand is [kind, alloc, partition_start, addr_lo, addr_hi], its
-#: kind an index into a table of the other fields (most operands repeat a few kinds); a record is
-#: [seq, head, program, loops, line, file, function, operands], its head an index into a table of
-#: [opcode, engine, attrs]
+_ATOM_TYPES = frozenset(_ATOMS)
+#: a record's columns: ``head`` indexes ``heads`` ([opcode, engine, attrs]), ``loops``, ``file`` and
+#: ``function`` the tables of those names; ``operands`` is its number of operands (they follow in order);
+#: ``seq`` is null when every record's is its position
+_RECORD_COLUMNS = ("seq", "head", "program", "loops", "line", "file", "function", "operands")
+_HEAD_FIELDS = ("opcode", "engine", "attrs")
+#: an operand is its kind (every field but where it is, an index into ``operand_kinds``) and where;
+#: an allocation likewise (``allocation_kinds``)
 _OPERAND_WHERE = ("alloc", "partition_start", "addr_lo", "addr_hi")
 _OPERAND_KIND = tuple(f for f in _OPERAND_FIELDS if f not in _OPERAND_WHERE)
 _OPERAND_KIND_GET = attrgetter(*_OPERAND_KIND)
 _OPERAND_WHERE_GET = attrgetter(*_OPERAND_WHERE)
+_RECORD_ROW_GET = attrgetter("seq", "program", "line")
 _ALLOC_WHERE = ("id", "address", "partition_offset", "alloc_seq", "free_seq")
 _ALLOC_KIND = tuple(f for f in _ALLOC_FIELDS if f not in _ALLOC_WHERE)
 _ALLOC_KIND_GET = attrgetter(*_ALLOC_KIND)
 _ALLOC_WHERE_GET = attrgetter(*_ALLOC_WHERE)
-_HEAD_FIELDS = ("opcode", "engine", "attrs")
-_ROW_FIELDS = ("seq", "program", "loops", "line")
-_ROW_GET = attrgetter(*_ROW_FIELDS)
+_COMPACT_FIELDS = [list(_ALLOC_FIELDS), list(_COMPACT_RECORD_FIELDS), list(_OPERAND_FIELDS)]
+_COMPACT_LAYOUT_FIELDS = [list(_HEAD_FIELDS), list(_RECORD_COLUMNS), list(_OPERAND_KIND), ["kind", *_OPERAND_WHERE],
+                          list(_ALLOC_KIND), ["kind", *_ALLOC_WHERE]]
+
+
+#: array type codes for packing a column of ints, each with the least and greatest value it holds
+_PACKINGS = tuple((c, -(1 << 8 * array(c).itemsize - 1) if c.islower() else 0,
+                   (1 << 8 * array(c).itemsize - c.islower()) - 1) for c in "BHIq")
+_PACK_CODES = "".join(c for c, _, _ in _PACKINGS)
+_PACK_MIN = 16  # (shorter columns go as JSON lists)
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
+def _pack(code: str, values: Sequence[int]) -> str:
+    a = array(code, values)
+    if _BIG_ENDIAN:
+        a.byteswap()
+    return code + b2a_base64(a, newline=False).decode("ascii")
+
+
+def _column(values: Sequence[Any]) -> Sequence[Any] | str:
+    """A column as sent: ``[v]`` when all its values (more than one) are ``v`` of one type; plain
+    ints packed into the first array type of ``_PACKINGS`` that holds them, little-endian and
+    base64-encoded, as the type code then the data (JSON writes and reads a number at a time);
+    else the values."""
+    n = len(values)
+    if n < 2:
+        return values
+    types = set(map(type, values))
+    if len(types) != 1:
+        return values
+    v = values[0]
+    if int not in types:
+        return [v] if values.count(v) == n else values
+    lo, hi = min(values), max(values)
+    if lo == hi:
+        return [v]
+    if n >= _PACK_MIN:
+        for code, least, greatest in _PACKINGS:
+            if least <= lo and hi <= greatest:
+                return _pack(code, values)
+    return values
+
+
+def _uncolumn(values: Any, n: int) -> Sequence[Any]:
+    if isinstance(values, str):
+        if values[:1] not in _PACK_CODES or not values:
+            raise ValueError(f"compact trace column packed as {values[:1]!r}")
+        a = array(values[0])
+        try:
+            a.frombytes(a2b_base64(values[1:]))
+        except ValueError as e:  # (binascii.Error too)
+            raise ValueError(f"compact trace column packed as {values[0]!r} is unreadable: {e}") from None
+        if _BIG_ENDIAN:
+            a.byteswap()
+        values = a
+    elif not isinstance(values, list):
+        raise ValueError(f"compact trace column is a {type(values).__name__}")
+    if len(values) not in (n, 1):
+        raise ValueError(f"compact trace column does not hold {n} values")
+    return values if len(values) == n else values * n
+
+
+def _index_column(col: list[int], distinct: int) -> Sequence[int] | str:
+    """``_column(col)`` for indices into ``distinct`` values (no need to look at them)."""
+    if distinct <= 1:
+        return col[:1]
+    if len(col) < _PACK_MIN:
+        return col
+    return _pack(next(code for code, _, greatest in _PACKINGS if distinct <= greatest), col)
+
+
+def _index(values: list[Any]) -> tuple[list[Any], Sequence[int] | str]:
+    """The distinct ``values`` (compared with ``==``; lists inside a value as tuples, JSON sends both
+    alike) in first-seen order, and the column (``_column``) of each value's position among them."""
+    n = len(values)
+    if n and values[0] == values[-1] and values.count(values[0]) == n:  # (one value: files, loops …)
+        return values[:1], [0]
+    first: dict[Any, int] = {}
+    try:  # (each value's key hashed once: positions of first sight, then renumbered)
+        col = list(map(first.setdefault, values, count()))
+    except TypeError:
+        first.clear()
+        col = list(map(first.setdefault, map(_hashable, values), count()))
+    dense = dict(zip(first.values(), count()))
+    return list(first), _index_column(list(map(dense.__getitem__, col)), len(dense))
+
+
+def _plain(v: Any) -> bool:
+    """Whether ``v`` is made of JSON's own values only: atoms, and lists, tuples and dicts of them."""
+    t = type(v)
+    if t in _ATOM_TYPES:
+        return True
+    if t is list or t is tuple:
+        return all(map(_plain, v))
+    return t is dict and _ATOM_TYPES.issuperset(map(type, v)) and all(map(_plain, v.values()))
+
+
+def _head_index(opcodes: list[str], engines: list[str], attrs: list[dict[str, Any]]
+                ) -> tuple[list[list[Any]], Sequence[int] | str]:
+    """The distinct ``[opcode, engine, attrs]`` heads and the column of each record's head. Plain attributes
+    (``_plain``) compare by their ``repr``, which tells ``True``, ``1`` and ``1.0`` apart (``==``
+    does not) and is one C call per record; others (dataclasses …) by their JSON text, what is sent."""
+    keys = list(zip(opcodes, engines, map(repr, attrs)))
+    first: dict[Any, int] = {}
+    col = list(map(first.setdefault, keys, count()))
+    if not all(_plain(attrs[i]) for i in first.values()):
+        first.clear()
+        keys = [k if _plain(a) else (k[0], k[1], None, json.dumps(a, default=_json_default))
+                for k, a in zip(keys, attrs)]
+        col = list(map(first.setdefault, keys, count()))
+    dense = dict(zip(first.values(), count()))
+    return ([[opcodes[i], engines[i], attrs[i]] for i in first.values()],
+            _index_column(list(map(dense.__getitem__, col)), len(dense)))
+
+
+def _operand(kind: Sequence[Any], alloc: int, partition_start: int, addr_lo: int, addr_hi: int) -> OperandAccess:
+    """An operand from its kind (the fields ``_OPERAND_KIND``) and where it is (``_OPERAND_WHERE``)."""
+    role, mode, buffer, shape, dtype, partitions, nbytes, contiguous_bytes, pattern, name = kind
+    return OperandAccess(role, mode, buffer, alloc, shape, dtype, partition_start, partitions, addr_lo, addr_hi,
+                         nbytes, contiguous_bytes, pattern, name)
+
+
+def _allocation(kind: Sequence[Any], id: int, address: int, partition_offset: int, alloc_seq: int,
+                free_seq: int | None) -> AllocationRecord:
+    """An allocation from its kind (the fields ``_ALLOC_KIND``) and where it is (``_ALLOC_WHERE``)."""
+    buffer, name, shape, dtype, bytes_per_partition, site, program, kernel_arg, fixed_address = kind
+    return AllocationRecord(id, buffer, name, shape, dtype, address, partition_offset, bytes_per_partition, site,
+                            program, alloc_seq, free_seq, kernel_arg, fixed_address)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The compact form builds and reads many small containers and no reference cycles; with a large
+    trace alive, the cyclic collector's passes over it would cost more than the work, so it waits."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass
@@ -285,131 +426,118 @@ class Trace:
 
     # ------------------------------------------------------------ compact wire form
     # The review sandbox ships one trace per review from the candidate's process to the harness.
-    # The compact form is the same content with every record and operand as a JSON array in
-    # field order instead of an object, and source files and functions in a string table: a third
-    # to two fifths of to_json's text, rebuilt positionally. It is a transport format (this exact
-    # version and field list only), not the documented export: use to_json for that.
+    # The compact form is the same content in columns (one per field) with repeated values in
+    # tables, built and rebuilt by C-level map/zip over the whole trace. It is a transport format
+    # between a child and a harness of the same version (this exact version, layout and field list
+    # only), not the documented export: use to_json for that.
     # Trace.from_compact(t.to_compact()) equals Trace.from_json(t.to_json()).
 
     def to_compact(self) -> str:
-        """The trace as compact JSON (layout 2): source files and functions, operand kinds and record
-        heads (opcode, engine, attrs) sent once each and referred to by index. Kernels repeat a few
-        instructions on many tiles, so this is a fraction of :meth:`to_json`'s text and of its time."""
+        """The trace as compact JSON (layout 3): columns of records, operands and allocations, with
+        source files and functions, record heads (opcode, engine, attrs), loop nests and operand and
+        allocation kinds sent once each and referred to by index. Kernels repeat a few instructions
+        on many tiles, so this is a fraction of :meth:`to_json`'s text and of its time."""
+        with _gc_paused():
+            return self._compact()
+
+    def _compact(self) -> str:
         doc = self._header()
         doc["schema"] = _COMPACT_SCHEMA
-        doc["layout"] = 2
-        doc["fields"] = [list(_ALLOC_FIELDS), list(_COMPACT_RECORD_FIELDS), list(_OPERAND_FIELDS)]
-        doc["layout_fields"] = [list(_HEAD_FIELDS), list(_ROW_FIELDS), list(_OPERAND_KIND), list(_OPERAND_WHERE),
-                                 list(_ALLOC_KIND), list(_ALLOC_WHERE)]
-        get_row, get_kind, get_where = _ROW_GET, _OPERAND_KIND_GET, _OPERAND_WHERE_GET
-        strings: dict[str | None, int] = {}
-        kinds: dict[tuple[Any, ...], int] = {}
-        heads: dict[tuple[Any, ...], int] = {}
-        kind_rows: list[tuple[Any, ...]] = []
-        head_rows: list[list[Any]] = []
-        # allocations: [kind, id, address, partition_offset, alloc_seq, free_seq], the kind (buffer, name,
-        # shape, dtype, bytes per partition, site, program, flags) sent once (loops allocate alike)
-        akinds: dict[tuple[Any, ...], int] = {}
-        akind_rows: list[tuple[Any, ...]] = []
-        allocs = doc["allocations"] = []
-        get_akind, get_awhere = _ALLOC_KIND_GET, _ALLOC_WHERE_GET
-        for a in self.allocations.values():
-            allocs.append((_intern(akinds, akind_rows, get_akind(a)), *get_awhere(a)))
-        doc["allocation_kinds"] = akind_rows
-        recs = doc["records"] = []
-        append = recs.append
-        for r in self.records:
-            f, fn = r.file, r.function
-            fi = strings.get(f)
-            if fi is None:
-                fi = strings[f] = len(strings)
-            gi = strings.get(fn)
-            if gi is None:
-                gi = strings[fn] = len(strings)
-            attrs = r.attrs
-            try:
-                # (with the values' types: True == 1 == 1.0 must not share a head)
-                hk = (r.opcode, r.engine, *attrs.items(), *map(type, attrs.values()))
-                h = heads.get(hk)
-            except TypeError:  # an unhashable attribute value: this head is not shared
-                hk, h = None, None
-            if h is None:
-                h = len(head_rows)
-                head_rows.append([r.opcode, r.engine, attrs])
-                if hk is not None:
-                    heads[hk] = h
-            ops = []
-            for o in r.operands:
-                ops.append((_intern(kinds, kind_rows, get_kind(o)), *get_where(o)))
-            seq, program, loops, line = get_row(r)
-            append((seq, h, program, loops, line, fi, gi, ops))
-        doc["strings"] = list(strings)
-        doc["operand_kinds"] = kind_rows
-        doc["heads"] = head_rows
+        doc["layout"] = _COMPACT_LAYOUT
+        doc["fields"] = _COMPACT_FIELDS
+        doc["layout_fields"] = _COMPACT_LAYOUT_FIELDS
+        recs = self.records
+        n = len(recs)
+        allocs = list(self.allocations.values())
+        operands = list(map(attrgetter("operands"), recs))
+        flat = list(chain.from_iterable(operands))
+        doc["counts"] = [n, len(flat), len(allocs)]
+        files, file_col = _index(list(map(attrgetter("file"), recs)))
+        functions, function_col = _index(list(map(attrgetter("function"), recs)))
+        heads, head_col = _head_index(list(map(attrgetter("opcode"), recs)), list(map(attrgetter("engine"), recs)),
+                                      list(map(attrgetter("attrs"), recs)))
+        loops, loop_col = _index(list(map(attrgetter("loops"), recs)))
+        seq, program, line = list(zip(*map(_RECORD_ROW_GET, recs))) or [(), (), ()]
+        doc["records"] = [None if seq == tuple(range(n)) and set(map(type, seq)) <= {int} else _column(seq),
+                          head_col, _column(program), loop_col, _column(line), file_col, function_col,
+                          _column(list(map(len, operands)))]
+        doc["heads"], doc["loops"], doc["files"], doc["functions"] = heads, loops, files, functions
+        kinds, kind_col = _index(list(map(_OPERAND_KIND_GET, flat)))
+        doc["operand_kinds"] = kinds
+        where = list(zip(*map(_OPERAND_WHERE_GET, flat))) or [()] * len(_OPERAND_WHERE)
+        doc["operands"] = [kind_col, *map(_column, where)]
+        kinds, kind_col = _index(list(map(_ALLOC_KIND_GET, allocs)))
+        doc["allocation_kinds"] = kinds
+        where = list(zip(*map(_ALLOC_WHERE_GET, allocs))) or [()] * len(_ALLOC_WHERE)
+        doc["allocations"] = [kind_col, *map(_column, where)]
         doc["warnings"] = self.warnings
-        return json.dumps(doc, separators=(",", ":"), default=_json_default)
+        return json.dumps(doc, separators=(",", ":"), check_circular=False, default=_json_default)
 
     @classmethod
-    def from_compact(cls, text: str) -> Trace:
-        d = json.loads(text)
-        if not isinstance(d, dict) or d.get("schema") != _COMPACT_SCHEMA:
-            raise ValueError(f"not a compact nkieval trace (missing schema {_COMPACT_SCHEMA!r})")
-        if str(d.get("version", "")) != TRACE_SCHEMA_VERSION:
-            raise ValueError(f"compact trace version {d.get('version')} is not {TRACE_SCHEMA_VERSION}")
-        if d.get("fields") != [list(_ALLOC_FIELDS), list(_COMPACT_RECORD_FIELDS), list(_OPERAND_FIELDS)]:
-            raise ValueError("compact trace fields differ from this version's records")
-        t = cls(target=d["target"], num_programs=d.get("num_programs", 1), kernel=d.get("kernel"),
-                peak_sbuf_bytes=d.get("peak_sbuf_bytes", 0), peak_psum_bytes=d.get("peak_psum_bytes", 0))
-        strings = d["strings"]
-        if d.get("layout") == 2:
-            t._read_layout2(d, strings)
-            t.warnings = list(d.get("warnings", []))
+    def from_compact(cls, text: str, max_items: int | None = None) -> Trace:
+        """The trace of :meth:`to_compact`'s text. A column of one repeated value costs a few bytes
+        whatever its length, so a reader of untrusted text bounds the records, operands and
+        allocations it will build together with ``max_items`` (a larger count is a ValueError)."""
+        with _gc_paused():
+            d = json.loads(text)
+            if not isinstance(d, dict) or d.get("schema") != _COMPACT_SCHEMA:
+                raise ValueError(f"not a compact nkieval trace (missing schema {_COMPACT_SCHEMA!r})")
+            if str(d.get("version", "")) != TRACE_SCHEMA_VERSION:
+                raise ValueError(f"compact trace version {d.get('version')} is not {TRACE_SCHEMA_VERSION}")
+            if d.get("layout") != _COMPACT_LAYOUT:
+                raise ValueError(f"compact trace layout {d.get('layout')} is not {_COMPACT_LAYOUT}")
+            if d.get("fields") != _COMPACT_FIELDS or d.get("layout_fields") != _COMPACT_LAYOUT_FIELDS:
+                raise ValueError("compact trace fields differ from this version's records")
+            t = cls(target=d["target"], num_programs=d.get("num_programs", 1), kernel=d.get("kernel"),
+                    peak_sbuf_bytes=d.get("peak_sbuf_bytes", 0), peak_psum_bytes=d.get("peak_psum_bytes", 0))
+            counts = d.get("counts")
+            if (not isinstance(counts, list) or len(counts) != 3
+                    or not all(type(c) is int and c >= 0 for c in counts)):
+                raise ValueError(f"compact trace counts {str(counts)[:80]} are not three counts")
+            if max_items is not None and sum(counts) > max_items:
+                raise ValueError(f"compact trace holds {counts[0]} records, {counts[1]} operands and {counts[2]} "
+                                 f"allocations: more than the {max_items} items allowed")
+            t._read_compact(d)
             return t
-        ishape = _ALLOC_FIELDS.index("shape")
-        for a in d["allocations"]:
-            a[ishape] = tuple(a[ishape])
-            rec = AllocationRecord(*a)
-            t.allocations[rec.id] = rec
-        oshape, opat = _OPERAND_FIELDS.index("shape"), _OPERAND_FIELDS.index("pattern")
-        iloops = _COMPACT_RECORD_FIELDS.index("loops")
-        n = len(_COMPACT_RECORD_FIELDS)
-        out = t.records
-        for row in d["records"]:
-            ops = []
-            for o in row[n + 2]:
-                o[oshape] = tuple(o[oshape])
-                o[opat] = tuple(tuple(p) for p in o[opat])
-                ops.append(OperandAccess(*o))
-            kw = dict(zip(_COMPACT_RECORD_FIELDS, row))
-            kw["loops"] = tuple(tuple(x) for x in row[iloops])
-            out.append(TraceRecord(operands=ops, file=strings[row[n]], function=strings[row[n + 1]], **kw))
-        t.warnings = list(d.get("warnings", []))
-        return t
 
-    def _read_layout2(self, d: dict[str, Any], strings: list[Any]) -> None:
-        if d.get("layout_fields") != [list(_HEAD_FIELDS), list(_ROW_FIELDS), list(_OPERAND_KIND), list(_OPERAND_WHERE),
-                                      list(_ALLOC_KIND), list(_ALLOC_WHERE)]:
-            raise ValueError("compact trace layout fields differ from this version's records")
-        ashape = _ALLOC_KIND.index("shape")
-        akinds = []
-        for k in d["allocation_kinds"]:
-            k[ashape] = tuple(k[ashape])
-            akinds.append(dict(zip(_ALLOC_KIND, k)))
-        for j, *where in d["allocations"]:
-            rec = AllocationRecord(**akinds[j], **dict(zip(_ALLOC_WHERE, where)))
-            self.allocations[rec.id] = rec
-        ishape, ipat = _OPERAND_KIND.index("shape"), _OPERAND_KIND.index("pattern")
-        kinds = []
-        for k in d["operand_kinds"]:
+    def _read_compact(self, d: dict[str, Any]) -> None:
+        n, n_ops, n_allocs = d["counts"]
+        # allocations: each from its kind and the columns of where it is
+        kinds = d["allocation_kinds"]
+        ishape = _ALLOC_KIND.index("shape")
+        for k in kinds:
             k[ishape] = tuple(k[ishape])
-            k[ipat] = tuple(tuple(p) for p in k[ipat])
-            kinds.append(dict(zip(_OPERAND_KIND, k)))
+        kind_col, *where = (_uncolumn(c, n_allocs) for c in d["allocations"])
+        allocs = list(map(_allocation, map(kinds.__getitem__, kind_col), *where))
+        self.allocations = dict(zip(map(attrgetter("id"), allocs), allocs))
+        # operands, likewise, in record order
+        kinds = d["operand_kinds"]
+        ishape, ipat = _OPERAND_KIND.index("shape"), _OPERAND_KIND.index("pattern")
+        for k in kinds:
+            k[ishape] = tuple(k[ishape])
+            k[ipat] = tuple(map(tuple, k[ipat]))
+        kind_col, *where = (_uncolumn(c, n_ops) for c in d["operands"])
+        flat = map(_operand, map(kinds.__getitem__, kind_col), *where)
+        # records: each takes its number of operands off the front of ``flat``
+        seq, head_col, program, loop_col, line, file_col, function_col, counts = d["records"]
+        counts = _uncolumn(counts, n)
+        if sum(counts) != n_ops:
+            raise ValueError("compact trace operand counts do not add up")
+        operands = list(map(list, map(islice, repeat(flat), counts)))
         heads = d["heads"]
-        out = self.records
-        for seq, h, program, loops, line, fi, gi, ops in d["records"]:
-            opcode, engine, attrs = heads[h]
-            operands = [OperandAccess(alloc=alloc, partition_start=ps, addr_lo=lo, addr_hi=hi, **kinds[k])
-                        for k, alloc, ps, lo, hi in ops]
-            out.append(TraceRecord(seq=seq, opcode=opcode, engine=engine, attrs=dict(attrs), program=program,
-                                   loops=tuple(tuple(x) for x in loops), line=line, file=strings[fi],
-                                   function=strings[gi], operands=operands))
+        head_col = _uncolumn(head_col, n)
+        opcodes, engines, attrs = zip(*heads) if heads else ((), (), ())
+        attr_col = list(map(dict, map(attrs.__getitem__, head_col)))
+        nested = {h for h, a in enumerate(attrs) if not _ATOM_TYPES.issuperset(map(type, a.values()))}
+        if nested:  # (lists inside: each record gets its own)
+            for i, h in enumerate(head_col):
+                if h in nested:
+                    attr_col[i] = _copy(attr_col[i])
+        loops = [tuple(map(tuple, x)) for x in d["loops"]]
+        files, functions = d["files"], d["functions"]
+        self.records = list(map(TraceRecord, range(n) if seq is None else _uncolumn(seq, n),
+                                map(opcodes.__getitem__, head_col), map(engines.__getitem__, head_col), operands,
+                                attr_col, _uncolumn(program, n), map(loops.__getitem__, _uncolumn(loop_col, n)),
+                                map(files.__getitem__, _uncolumn(file_col, n)), _uncolumn(line, n),
+                                map(functions.__getitem__, _uncolumn(function_col, n))))
+        self.warnings = list(d.get("warnings", []))
