@@ -578,6 +578,7 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
         d_pred = -1
         d_reason: str | None = None
         acc = []  # writes, and reads that found no entry: table updates, in operand order
+        w_last = None  # unless set: the first table update, an in-place rewrite of the write's exact entry
         reads = []  # the entries the other reads hit: their last reader becomes this record
         ops = rec.operands
         for j, isr, isw, buf, nparts, hrows in opinfo:
@@ -632,7 +633,13 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                             d_reason = "capacity" if one[11] != a and logical else one[13]
                     if one[9] > t_dep:  # WAR
                         t_dep, d_pred, d_reason = one[9], one[10], ("capacity" if one[11] != a and logical else "war")
-                    acc.append((tab, bk, isr, True, (one,), a, one if in_place and one is tab.ents[-1] else None))
+                    if in_place and one is tab.ents[-1]:
+                        if acc or w_last is not None:
+                            acc.append((tab, bk, isr, True, (one,), a, one))
+                        else:  # the record's first table update: kept apart from ``acc`` (most records)
+                            w_last, w_tab, w_isr, w_a = one, tab, isr, a
+                    else:
+                        acc.append((tab, bk, isr, True, (one,), a, None))
                     continue
                 hits = (one,)  # the only live entry that overlaps its own box (live entries are disjoint)
             else:
@@ -816,11 +823,16 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
         # rewrote in place: seq >= seq0) counts as dead for the later operands, as does an entry added
         # by this record, which they did not see.
         seq0 = seq
-        if acc:
+        if acc or w_last is not None:
             # when readers see this record's writes: on its own engine (PE accumulation into the same bank:
             # at once; Vector/Scalar/...: after the result latency) or on another engine (plus a semaphore hop)
             same = en if eng == "tensor" else en + lat
             other = en + (lat + sem)
+            if w_last is not None:  # (it comes before every entry of ``acc`` in operand order)
+                w_last[5:14] = (en, same, eng, i, en if w_isr else 0.0, i if w_isr else -1, w_a, seq, lbl)
+                w_last[15] = other
+                seq += 1
+                w_tab.fresh_i = i
         for tab, bk, isr, isw, hits, a, last in acc:
             if isw:
                 if last is not None and tab.fresh_i != i:
