@@ -37,7 +37,7 @@ from nkieval.perf.dma import plan_dma
 from nkieval.perf.params import load_params
 from nkieval.perf.rotation import _max_live, plan_rotation
 from nkieval.perf.schedule import SchedulePolicy, schedule
-from nkieval.sim.trace import AllocationRecord, Trace
+from nkieval.sim.trace import AllocationRecord, OperandAccess, Trace, TraceRecord
 
 SHORTCUTS = ("_EXACT_INDEX", "_CACHE_LOOKUPS", "_REWRITE_IN_PLACE", "_EXACT_READS")
 
@@ -190,6 +190,41 @@ def test_cost_memo_returns_each_records_own_cost(make, target: str) -> None:
         assert first[i] == first_of_sig.setdefault(_signature(rec), i)
     assert unmodelled == want_unmodelled
     assert written == {o.alloc for r in trace.records for o in r.operands if "w" in o.mode}
+
+
+_SIG_FIELDS = {"role": "data", "mode": "rw", "buffer": "psum", "dtype": "bfloat16", "shape": (128, 32),
+               "pattern": ((2, 32),), "nbytes": 8192, "contiguous_bytes": 128, "partitions": 64}
+
+
+@pytest.mark.parametrize("n_ops", [1, 2, 3])
+def test_each_signature_field_of_each_operand_tells_records_of_a_line_apart(n_ops: int) -> None:
+    """Records of one source line that differ in one field a cost rule reads (of any operand, whatever the
+    operand count), or in opcode, engine or attributes, get their own signature class; positions (alloc,
+    partition start, addresses, name) and the source file do not count."""
+    def op(k: int, **kw) -> OperandAccess:
+        base = dict(role="dst" if k == 0 else "src", mode="w" if k == 0 else "r", buffer="sbuf", alloc=k,
+                    shape=(128, 64), dtype="float32", partition_start=0, partitions=128, addr_lo=0, addr_hi=256,
+                    nbytes=32768, contiguous_bytes=256, pattern=((1, 64),), name=f"t{k}")
+        base.update(kw)
+        return OperandAccess(**base)
+
+    def rec(ops: list, **kw) -> TraceRecord:
+        base = dict(seq=0, opcode="tensor_copy", engine="vector", operands=ops, attrs={"op": "add"}, program=0,
+                    loops=(), file="k.py", line=7)
+        base.update(kw)
+        return TraceRecord(**base)
+
+    plain = rec([op(k) for k in range(n_ops)])
+    variants = [rec([op(k, **({f: v} if k == j else {})) for k in range(n_ops)])
+                for j in range(n_ops) for f, v in _SIG_FIELDS.items()]
+    variants += [rec([op(k) for k in range(n_ops)], **kw)
+                 for kw in ({"opcode": "tensor_tensor"}, {"engine": "gpsimd"}, {"attrs": {"op": "multiply"}})]
+    moved = rec([op(k, alloc=9 + k, partition_start=32, addr_lo=512, addr_hi=768, name="u") for k in range(n_ops)],
+                file="other.py")
+    p = load_params(get_target("trn2"))
+    for v in variants:
+        _, first, _, _ = sched_mod._static_costs([plain, v, plain, moved, v], p)
+        assert list(first) == [0, 1, 0, 0, 1], v
 
 
 def _hbm_box(o, hrows) -> tuple[int, int, int, int, int]:

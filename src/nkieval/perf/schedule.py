@@ -390,7 +390,7 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, s
     Costs are memoised on the record's signature: opcode, engine, attributes (lists as tuples) and, per
     operand, everything a cost rule reads (role, mode, buffer, dtype, shape, pattern, nbytes,
     contiguous bytes, partitions). Most records repeat the signature of a recent record from the same
-    source line, so the two latest signatures of each line are compared first (one list comparison, no
+    source line, so the two latest signatures of each line are compared first (one tuple comparison, no
     key to hash).
     """
     memo: dict[tuple, tuple] = {}  # signature -> (class, first record, write positions, unmodelled)
@@ -400,17 +400,27 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, s
     unmodelled: Counter = Counter()
     written: set[int] = set()
     add_written = written.add
-    # source line -> [latest signature, its memo value, previous signature, its memo value]; a signature is
-    # [one tuple per operand, (attributes, opcode, engine, file)]
+    # source line -> [latest signature, its memo value, previous signature, its memo value]
     recent: dict[int | None, list] = {}
     list_at: dict[tuple, tuple[int, ...]] = {}  # attribute names -> positions that held a list
     for i, rec in enumerate(records):
         ops = rec.operands
-        sig = []
-        for o in ops:
-            sig.append((o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes,
-                        o.partitions))
-        sig.append((rec.attrs, rec.opcode, rec.engine, rec.file))
+        # the signature compared with the line's recent ones: one flat tuple for the common one- and two-operand
+        # records (fewer objects to build and compare), else a list of one tuple per operand; both end with
+        # (attributes, opcode, engine, file). Records of a line compare equal only with the same operand count.
+        if len(ops) == 2:
+            o, q = ops
+            sig = (o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions,
+                   q.role, q.mode, q.buffer, q.dtype, q.shape, q.pattern, q.nbytes, q.contiguous_bytes, q.partitions,
+                   rec.attrs, rec.opcode, rec.engine, rec.file)
+        elif len(ops) == 1:
+            o = ops[0]
+            sig = (o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions,
+                   rec.attrs, rec.opcode, rec.engine, rec.file)
+        else:
+            sig = [(o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions)
+                   for o in ops]
+            sig.append((rec.attrs, rec.opcode, rec.engine, rec.file))
         rl = recent.get(rec.line)
         if rl is not None and rl[0] == sig:
             m = rl[1]
@@ -429,7 +439,8 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, s
                     if type(x) is list:
                         vl[j] = tuple(x)
                 values = tuple(vl)
-            opsig = sig[:-1]
+            opsig = [(o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes,
+                      o.partitions) for o in ops]
             key = (rec.opcode, rec.engine, names, values, *opsig)
             try:
                 m = get(key)
