@@ -1,6 +1,6 @@
 """Scheduling throughput and memory of the performance model.
 
-    .venv/bin/python benchmarks/perf_speed.py [--iters 25000] [--reps 5]
+    .venv/bin/python benchmarks/perf_speed.py [--iters 25000] [--reps 5] [--bytecodes]
 
 Prints instructions/s of ``schedule()`` and of the whole ``estimate()`` on a synthetic
 load→activation→vector→store trace, the ratio to a plain Python loop over the same trace
@@ -53,10 +53,38 @@ def best(fns: list, reps: int) -> list[float]:
     return ts
 
 
+def bytecodes_per_instruction(tr, fn) -> float:
+    """Python bytecode instructions executed per trace instruction by ``fn()`` (all frames it runs; counted
+    with ``sys.settrace`` opcode events): a machine-independent measure of the interpreter work, which a
+    noisy machine's timings cannot resolve to a few per cent."""
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "opcode":
+            count += 1
+        return local
+
+    def call(frame, event, arg):
+        frame.f_trace_opcodes = True
+        return local
+
+    fn()  # (warm: first-call imports and caches not counted)
+    sys.settrace(call)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return count / len(tr)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=25_000)
     ap.add_argument("--reps", type=int, default=5, help="rounds; each time is the least over the rounds")
+    ap.add_argument("--bytecodes", action="store_true",
+                    help="also count the bytecode instructions schedule() executes per trace instruction (2,000 "
+                         "iterations; deterministic)")
     a = ap.parse_args()
     b = build(a.iters)
     tr = b.trace
@@ -74,6 +102,10 @@ def main() -> None:
     print(f"plain loop over records/operands: {n / t_plain:12,.0f} instr/s")
     print(f"schedule():                       {n / t_sched:12,.0f} instr/s  ({t_sched / t_plain:.1f}x the plain loop)")
     print(f"estimate() (schedule + metrics):  {n / t_est:12,.0f} instr/s  ({t_est / t_plain:.1f}x the plain loop)")
+    if a.bytecodes:
+        small = build(2_000).trace
+        per = bytecodes_per_instruction(small, lambda: schedule(small, p))
+        print(f"schedule(): {per:.1f} bytecode instructions executed per trace instruction ({len(small)} instructions)")
     for k in (a.iters // 4, a.iters):
         small = build(k).trace
         tracemalloc.start()
