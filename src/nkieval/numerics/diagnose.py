@@ -23,13 +23,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .bounds import RULES, RuleContext
-from .formats import format_of, get_format, round_to
+from .formats import Format, format_of, get_format, round_to
 from .inputs import is_random_family
 from .oracle import ACTIVATIONS, OpSpec, Prepared, exact_in
 from .recipe import PrecisionRecipe
@@ -55,10 +55,30 @@ class _Sample:
     tau: np.ndarray
     rows: tuple[int, int]
     prep: Prepared
+    #: values derived from the sample alone, computed once for all the models that use them
+    memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def out(self) -> str:
         return self.recipe.output
+
+    def match_base(self) -> dict[str, Any]:
+        """The candidate-independent part of :func:`_match`, computed once per sample."""
+        if "match" not in self.memo:
+            got, y = self.got, self.y
+            with np.errstate(all="ignore"):
+                g_sp = ~np.isfinite(got)
+                y_sp = ~np.isfinite(round_to(y, self.recipe.out_format, overflow=self.recipe.overflow))
+                gy_sp = g_sp | y_sp
+                fin = ~gy_sp
+                abs_err = np.abs(got - y)
+                # every element compared (the common case): no masked copies
+                fin_all = bool(fin.all())
+                err = abs_err if fin_all else abs_err[fin]
+            self.memo["match"] = {"gy_sp": gy_sp, "fin": None if fin_all else fin, "abs_err": abs_err,
+                                  "err": err, "e": _rms(err), "tau_f": self.tau if fin_all else self.tau[fin],
+                                  "special_fail": bool(np.any(g_sp != y_sp))}
+        return self.memo["match"]
 
 
 # --------------------------------------------------------------------------- defect models
@@ -162,9 +182,15 @@ def _output_as(s: _Sample, fmt: str) -> np.ndarray | None:
 
 
 def _row_x(s: _Sample) -> np.ndarray | None:
+    """The sampled rows of the first operand in float64 (converted once per sample; read-only:
+    the models that read it build new arrays)."""
     if s.sliced is None:
         return None
-    return s.sliced[0].astype(np.float64)
+    x = s.memo.get("row_x")
+    if x is None:
+        x = s.memo["row_x"] = s.sliced[0].astype(np.float64)
+        x.flags.writeable = False
+    return x
 
 
 def _mask_rows(s: _Sample) -> np.ndarray | None:
@@ -381,6 +407,9 @@ CANDIDATES: tuple[Candidate, ...] = (
 
 _UNSET: Any = object()
 
+#: Exceptions that make a variant (a reference.py formula) count as having no output.
+_RAISED = (ValueError, TypeError, FloatingPointError, IndexError, ArithmeticError)
+
 #: A score below this (the output grid explaining the whole error, or a model reproducing the
 #: output with a residual under a tenth of the error) decides the diagnosis: the precision
 #: fingerprint and the costly emulations are not run, and a hint counts as confirmed.
@@ -404,21 +433,30 @@ def _rms(v: np.ndarray) -> float:
 
 def _match(s: _Sample, cand: np.ndarray) -> float | None:
     """Score (lower is better) if the candidate explains the kernel's output, else None."""
-    got, y, tau = s.got, s.y, s.tau
+    got, y = s.got, s.y
     if cand.shape != got.shape:
         return None
+    b = s.match_base()
     with np.errstate(all="ignore"):
-        g_sp = ~np.isfinite(got)
         c_sp = ~np.isfinite(cand)
-        y_sp = ~np.isfinite(round_to(y, s.recipe.out_format, overflow=s.recipe.overflow))
-        fin = ~(g_sp | c_sp | y_sp)
-        err = np.abs(got - y)[fin]
-        res = np.abs(got - cand)[fin]
-        dif = np.abs(cand - y)[fin]
-    e, r, d = _rms(err), _rms(res), _rms(dif)
-    tau_f = tau[fin]
-    special_fail = bool(np.any(g_sp != y_sp))
-    if special_fail:
+        if c_sp.any():
+            fin = ~(b["gy_sp"] | c_sp)
+            err, tau_f = b["abs_err"][fin], s.tau[fin]
+            e = _rms(err)
+        else:  # the mask of the elements compared is the sample's own
+            fin, err, tau_f, e = b["fin"], b["err"], b["tau_f"], b["e"]
+        res = np.abs(got - cand)
+        if fin is not None:
+            res = res[fin]
+    r = _rms(res)
+    if not b["special_fail"] and (e == 0 or r > 0.3 * e):
+        return None  # as below, whatever the model's distance from the oracle (not computed)
+    with np.errstate(all="ignore"):
+        dif = np.abs(cand - y)
+        if fin is not None:
+            dif = dif[fin]
+    d = _rms(dif)
+    if b["special_fail"]:
         same = np.array_equal(np.isnan(got), np.isnan(cand)) and np.array_equal(np.isinf(got) & (got > 0),
                                                                                np.isinf(cand) & (cand > 0))
         if not same:
@@ -506,28 +544,52 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
 )
 
 
-def _ctx_for(recipe: PrecisionRecipe, base: RuleContext, spec: OpSpec, arrays: list[np.ndarray]) -> RuleContext:
+def _exact_in(fmt: Format, a: np.ndarray) -> bool:
+    """``exact_in(fmt, a)``, deciding from a strided subset of ``a`` first: "every value is
+    exact" fails on the subset only if it fails on the whole, and inputs that are not exact (the
+    common case: the check runs only for inputs finer than the compute format) fail there at
+    once, without scanning the whole array."""
+    x = np.asarray(a)
+    if x.size > 2 * _EXACT_PROBE and not exact_in(fmt, x.flat[np.arange(0, x.size, x.size // _EXACT_PROBE)]):
+        return False
+    return exact_in(fmt, a)
+
+
+#: Elements of an input checked before the whole of it (:func:`_exact_in`).
+_EXACT_PROBE = 1024
+
+
+def _ctx_for(recipe: PrecisionRecipe, base: RuleContext, spec: OpSpec, arrays: list[np.ndarray],
+             memo: dict[Any, tuple[float, bool]] | None = None) -> RuleContext:
+    """``base`` under ``recipe``. ``memo``: the input-exactness terms by compute format, for the
+    calls of one diagnosis (the same ``spec`` and ``arrays``: they scan every input)."""
     comp = recipe.compute_format
-    eps_in, all_exact = 0.0, True
-    if comp is not None:
-        for a in arrays[: max(spec.n_data, 1)]:
-            if a is None:
-                continue
-            try:
-                f = format_of(a)
-            except ValueError:
-                continue
-            if f.kind == "float" and f.p > comp.p and not exact_in(comp, a):
-                eps_in += comp.u
-                all_exact = False
+    hit = None if memo is None else memo.get(comp)
+    if hit is None:
+        eps_in, all_exact = 0.0, True
+        if comp is not None:
+            for a in arrays[: max(spec.n_data, 1)]:
+                if a is None:
+                    continue
+                try:
+                    f = format_of(a)
+                except ValueError:
+                    continue
+                if f.kind == "float" and f.p > comp.p and not _exact_in(comp, a):
+                    eps_in += comp.u
+                    all_exact = False
+        hit = (eps_in, all_exact)
+        if memo is not None:
+            memo[comp] = hit
+    eps_in, all_exact = hit
     return RuleContext(recipe=recipe, facts=base.facts, operand_formats=base.operand_formats, eps_in=eps_in,
                        operands_exact_in_compute=all_exact, activation=base.activation)
 
 
-def _fingerprint(s: _Sample, ob: Any, ctx: RuleContext,
-                 tau_of: Callable[[Any], np.ndarray]) -> list[tuple[float, Finding]]:
+def _fingerprint(s: _Sample, ob: Any, ctx: RuleContext, tau_of: Callable[[Any], np.ndarray], base: Any,
+                 ctx_memo: dict[Any, tuple[float, bool]] | None = None) -> list[tuple[float, Finding]]:
+    """``base``: ``RULES[s.spec.kind](ob, ctx)`` (the declared recipe's bounds, which the caller has)."""
     rule = RULES[s.spec.kind]
-    base = rule(ob, ctx)
     if base.sigma is None:
         return []
     fin = np.isfinite(s.got) & np.isfinite(s.y)
@@ -560,7 +622,7 @@ def _fingerprint(s: _Sample, ob: Any, ctx: RuleContext,
             continue
         if biased != bool(hr.structure.get("biased")):
             continue
-        hb = rule(ob, _ctx_for(hr, ctx, s.spec, s.arrays))
+        hb = rule(ob, _ctx_for(hr, ctx, s.spec, s.arrays, ctx_memo))
         if hb.sigma is None:
             continue
         zh = zrms(hb.sigma)
@@ -643,6 +705,7 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
 
     s = _Sample(spec, arrays, _slice(spec, prep, arrays, r0, r1), params, recipe, ob.y, got, tau_of(bb),
                 (r0, r1), prep)
+    ctx_memo: dict[Any, tuple[float, bool]] = {}
 
     def grid_finding() -> tuple[float, Finding] | None:
         """1. output grid (decisive for a silent output downcast when rounding explains the error)"""
@@ -651,7 +714,7 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
         hid = f"{m.output_grid}_output" if m.output_grid in ("bf16", "fp16") else "output_downcast"
         explains = False
         try:
-            hb = rule(ob, _ctx_for(recipe.replace(output=m.output_grid), ctx, spec, arrays))
+            hb = rule(ob, _ctx_for(recipe.replace(output=m.output_grid), ctx, spec, arrays, ctx_memo))
             fin_g = np.isfinite(got) & np.isfinite(ob.y)
             with np.errstate(all="ignore"):
                 explains = bool(np.all(np.abs(got - ob.y)[fin_g] <= tau_of(hb)[fin_g]))
@@ -668,13 +731,21 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
                              "the errors are larger than that rounding alone makes",
                              "look for lower-precision accumulation or intermediates"))
 
+    # model and variant findings by id: a hint that is not confirmed is tried again by the full search
+    tried: dict[tuple[str, str], tuple[float, Finding] | None] = {}
+
     def model_finding(c: Candidate) -> tuple[float, Finding] | None:
         """2. a defect model"""
+        key = ("model", c.id)
+        if key in tried:
+            return tried[key]
         try:
             v = c.run(s)
         except (ValueError, FloatingPointError, IndexError):
             v = None
-        return None if v is None else reproduces(v, c.id, c.cause, c.action, "re-running the op that way")
+        f = None if v is None else reproduces(v, c.id, c.cause, c.action, "re-running the op that way")
+        tried[key] = f
+        return f
 
     def reproduces(v: np.ndarray, fid: str, cause: str, action: str, how: str) -> tuple[float, Finding] | None:
         sc = _match(s, np.asarray(v, dtype=np.float64).ravel())
@@ -683,25 +754,57 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
         return (0.01 + sc, Finding(fid, cause, f"{how} reproduces the kernel's output (residual {sc:.2g} of the "
                                    "error)", action))
 
-    def variant_finding(var: Any) -> tuple[float, Finding] | None:
-        """2b. one of the op's own known wrong formulas (declared with the reference function)"""
-        # the formula on the whole inputs depends on nothing else: kept in ``variant_outputs`` when given
-        full = variant_outputs.get(var.id, _UNSET) if variant_outputs is not None else _UNSET
-        if full is _UNSET:
+    # The variants' float64 inputs, converted once for all of them (each conversion of the whole
+    # inputs costs about as much as a cheap variant) and passed read-only; ``None``: the conversion
+    # raised (every variant then has no output, as when each converted its own).
+    shared: Any = _UNSET  # list of arrays, None, or not converted yet
+    outputs = variant_outputs if variant_outputs is not None else {}
+
+    def variant_output(var: Any) -> np.ndarray | None:
+        nonlocal shared
+        kw = {k: v for k, v in params.items() if k not in ("k", "multilinear")}
+        if shared is _UNSET:
             try:
-                kw = {k: v for k, v in params.items() if k not in ("k", "multilinear")}
-                full = np.asarray(var.fn(*[np.asarray(a, dtype=np.float64) for a in arrays], **kw), dtype=np.float64)
-            except (ValueError, TypeError, FloatingPointError, IndexError, ArithmeticError):
-                full = None
-            if variant_outputs is not None:
-                variant_outputs[var.id] = full
-        if full is None:
+                conv = [np.asarray(a, dtype=np.float64) for a in arrays]
+            except _RAISED:
+                shared = None
+            else:
+                for a, c in zip(arrays, conv):
+                    if c is not a:  # a conversion of ours (an input already float64 is passed as it is)
+                        c.flags.writeable = False
+                shared = conv
+        if shared is None:
             return None
         try:
-            v = _fl(full.reshape(-1)[e0:e0 + ob.y.size], s)
-        except (ValueError, TypeError, FloatingPointError, IndexError, ArithmeticError):
+            return np.asarray(var.fn(*shared, **kw), dtype=np.float64)
+        except ValueError:
+            pass  # perhaps a write into a shared input: the formula gets inputs of its own, as it always did
+        except _RAISED:
             return None
-        return reproduces(v, var.id, var.cause, var.action, "evaluating that formula")
+        try:
+            return np.asarray(var.fn(*[np.asarray(a, dtype=np.float64) for a in arrays], **kw), dtype=np.float64)
+        except _RAISED:
+            return None
+
+    def variant_finding(var: Any) -> tuple[float, Finding] | None:
+        """2b. one of the op's own known wrong formulas (declared with the reference function)"""
+        key = ("variant", var.id)
+        if key in tried:
+            return tried[key]
+        # the formula on the whole inputs depends on nothing else: kept in ``variant_outputs`` when given
+        full = outputs.get(var.id, _UNSET)
+        if full is _UNSET:
+            full = outputs[var.id] = variant_output(var)
+        f = None
+        if full is not None:
+            try:
+                v = _fl(full.reshape(-1)[e0:e0 + ob.y.size], s)
+            except _RAISED:
+                v = None
+            if v is not None:
+                f = reproduces(v, var.id, var.cause, var.action, "evaluating that formula")
+        tried[key] = f
+        return f
 
     models = (*CANDIDATES, *_activation_candidates(spec)) if s.sliced is not None else ()
     grid = grid_finding()
@@ -736,9 +839,10 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
             f = variant_finding(var)
             if f is not None:
                 findings.append(f)
+    shared = _UNSET  # the variants are done: their float64 inputs are not held any longer
     # 3. precision fingerprint (redundant once a defect model reproduces the output closely)
     if not any(sc < _DECISIVE for sc, _ in findings):
-        for sc, f in _fingerprint(s, ob, ctx, tau_of):
+        for sc, f in _fingerprint(s, ob, ctx, tau_of, bb, ctx_memo):
             findings.append((0.5 + sc, f))
     # 4. shape of the error
     fin = np.isfinite(got) & np.isfinite(s.y)
