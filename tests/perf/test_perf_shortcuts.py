@@ -9,7 +9,7 @@
   scheduler gives an instance (j mod depth) is the one its reuse chain leads to;
 * the per-signature operand information (modes, partitions, HBM row geometry) gives each record's own
   values and the reference ``_box``; a read of an ``exact`` entry's box, taken on its fast path, gives
-  what the general hit handling gives (``_EXACT_READS`` off; writes of such a box likewise).
+  what the general hit handling gives (``_EXACT_READS`` off).
 """
 
 from __future__ import annotations

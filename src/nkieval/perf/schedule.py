@@ -153,7 +153,7 @@ _EXACT_INDEX = True  # tables keep ``exact`` (box -> entry) while their live ent
 _NO_EXACT: Mapping[tuple, list] = MappingProxyType({})
 _CACHE_LOOKUPS = True  # tables remember a looked-up box's hits until an entry is added or killed
 _REWRITE_IN_PLACE = True  # a write replacing the table's last entry (same box) reuses it
-_EXACT_READS = True  # an access of exactly a live entry's box (an ``exact`` hit) skips the general hit handling
+_EXACT_READS = True  # a read of exactly a live entry's box (an ``exact`` hit) skips the general hit handling
 _FOUND_MAX = 4096  # boxes a table remembers the hits of (between two changes of its entries)
 _QUERY_MAX_CELLS = 64  # a query box covering more grid cells scans the table instead
 _ENTRY_MAX_CELLS = 16  # an entry covering more cells goes to the table's "wide" list
@@ -631,27 +631,6 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                 reads.append(one)
                 continue
             if one is not None:
-                if isw and exact_reads:
-                    # a write of exactly a live entry's box: that entry is its only hit (as the loop below)
-                    widx = one[8]
-                    if widx >= 0:
-                        if isr:
-                            t = one[6] if one[7] == eng else one[15]
-                            if t > t_dep:
-                                t_dep, d_pred, d_reason = t, widx, one[13]
-                        if one[5] > t_dep:  # WAW
-                            t_dep, d_pred = one[5], widx
-                            d_reason = "capacity" if one[11] != a and logical else one[13]
-                    if one[9] > t_dep:  # WAR
-                        t_dep, d_pred, d_reason = one[9], one[10], ("capacity" if one[11] != a and logical else "war")
-                    if in_place and one is tab.ents[-1]:
-                        if acc or w_last is not None:
-                            acc.append((tab, bk, isr, True, (one,), a, one))
-                        else:  # the record's first table update: kept apart from ``acc`` (most records)
-                            w_last, w_tab, w_isr, w_a = one, tab, isr, a
-                    else:
-                        acc.append((tab, bk, isr, True, (one,), a, None))
-                    continue
                 hits = (one,)  # the only live entry that overlaps its own box (live entries are disjoint)
             else:
                 found = tab.found
@@ -683,9 +662,14 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                             d_reason = "capacity" if e[11] != a and logical else e[13]
                     if e[9] > t_dep:  # WAR
                         t_dep, d_pred, d_reason = e[9], e[10], ("capacity" if e[11] != a and logical else "war")
-                # the exact hit when it is the table's last entry: the write may rewrite it in place
-                acc.append((tab, bk, isr, True, hits, a,
-                            one if in_place and one is not None and one is tab.ents[-1] else None))
+                if one is not None and in_place and one is tab.ents[-1]:
+                    # the exact hit is the table's last entry: the write may rewrite it in place
+                    if acc or w_last is not None:
+                        acc.append((tab, bk, isr, True, hits, a, one))
+                    else:  # the record's first table update: kept apart from ``acc`` (most records)
+                        w_last, w_tab, w_isr, w_a = one, tab, isr, a
+                else:
+                    acc.append((tab, bk, isr, True, hits, a, None))
             elif hits:
                 if isr:
                     for e in hits:
