@@ -10,6 +10,7 @@ file system or nkieval itself, and the builtins that execute or open arbitrary t
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 #: Import roots a kernel has no business with.
@@ -20,6 +21,13 @@ FORBIDDEN_MODULES = frozenset({
 })
 FORBIDDEN_CALLS = frozenset({"open", "exec", "eval", "compile", "__import__", "globals", "breakpoint", "setattr",
                              "delattr", "vars"})
+
+
+# Every issue the walk below can report needs one of these in the source text: a forbidden module or
+# call name as a word, "__" (dunder attributes, __import__), or a relative import. Python folds
+# non-ASCII identifiers to their NFKC form (full-width letters o, s name ``os``), so a source with
+# any non-ASCII character is always walked.
+_MAY_OFFEND = re.compile(r"\b(?:" + "|".join(sorted(FORBIDDEN_MODULES | FORBIDDEN_CALLS)) + r")\b|__|\bfrom\b[\s\\]*\.")
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,8 @@ def scan(source: str) -> list[IntegrityIssue]:
     except SyntaxError as e:
         return [IntegrityIssue(e.lineno or 0, f"the file does not parse: {e.msg}", "nothing can be checked")]
     issues: list[IntegrityIssue] = []
+    if source.isascii() and _MAY_OFFEND.search(source) is None:
+        return issues  # (the walk would find nothing: it costs as much as the parse)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
