@@ -89,16 +89,22 @@ def test_without_a_seal_the_input_file_is_written():
 
 
 def test_sealed_inputs_are_bounded_and_release_their_descriptors(monkeypatch):
-    from nkieval.review import sandbox
-
-    monkeypatch.setattr(sandbox, "MAX_SEALED_INPUTS", sandbox._SEALED_OPEN[0] + 2)
-    a, b = seal_input(b"a"), seal_input(b"b")
-    assert a is not None and b is not None
-    assert seal_input(b"c") is None  # over the bound: the caller writes a file instead
-    before = sandbox._SEALED_OPEN[0]
-    del a
     import gc
 
+    from nkieval.review import sandbox
+
+    # (earlier tests may leave sealed inputs in unreachable cycles: collect them first, with the
+    # collector off meanwhile, so that only ``a`` is released below)
     gc.collect()
-    assert sandbox._SEALED_OPEN[0] == before - 1  # its descriptor closed with it
+    gc.disable()
+    try:
+        monkeypatch.setattr(sandbox, "MAX_SEALED_INPUTS", sandbox._SEALED_OPEN[0] + 2)
+        a, b = seal_input(b"a"), seal_input(b"b")
+        assert a is not None and b is not None
+        assert seal_input(b"c") is None  # over the bound: the caller writes a file instead
+        before = sandbox._SEALED_OPEN[0]
+        del a  # (no cycle: released at once)
+        assert sandbox._SEALED_OPEN[0] == before - 1  # its descriptor closed with it
+    finally:
+        gc.enable()
     assert seal_input(b"d") is not None
