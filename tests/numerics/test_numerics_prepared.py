@@ -167,3 +167,81 @@ def test_ulp_bucket_table_matches_the_bit_length_rule():
     d = np.arange(_ULP_BUCKET.size, dtype=np.int64)
     want = np.where(d <= 2, d, np.minimum(np.array([int(x - 1).bit_length() + 1 for x in d.tolist()]), 39))
     assert np.array_equal(_ULP_BUCKET, want)
+
+
+def _ulp_bucket_rule(d: int) -> int:
+    """The ULP-histogram bucket by its definition: d up to 2, then bit length of d - 1, plus 1, at most 39."""
+    return d if d <= 2 else min((d - 1).bit_length() + 1, 39)
+
+
+_ULP_EDGES = sorted({max(0, min((1 << j) + o, (1 << 63) - 1)) for j in range(64) for o in (-2, -1, 0, 1, 2)})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 70), st.integers(0, (1 << 63) - 1), st.sampled_from(_ULP_EDGES)),
+                max_size=50))
+def test_ulp_hist_counts_the_bucket_rule(ds):
+    from nkieval.numerics.gates import _ulp_buckets, _ulp_hist
+
+    d = np.array(ds, dtype=np.int64)
+    want = np.bincount([_ulp_bucket_rule(x) for x in ds], minlength=40).astype(np.int64)
+    assert np.array_equal(_ulp_hist(d.copy()), want)
+    assert np.array_equal(np.bincount(_ulp_buckets(d), minlength=40)[:40], want)
+
+
+def test_ulp_hist_on_every_small_distance_and_every_power_of_two_edge():
+    from nkieval.numerics.gates import _ulp_hist
+
+    small = np.arange(1 << 18, dtype=np.int64)
+    want = np.bincount([_ulp_bucket_rule(x) for x in small.tolist()], minlength=40)
+    assert np.array_equal(_ulp_hist(small.copy()), want)
+    for x in _ULP_EDGES:  # one at a time: a wrong bucket cannot hide behind a compensating one
+        h = _ulp_hist(np.array([x], dtype=np.int64))
+        assert h[_ulp_bucket_rule(x)] == 1 and h.sum() == 1, x
+
+
+def _z_bin_rule(z: float) -> int:
+    """The z-histogram bin by its definition: floor(20 (log10 z + 4)) clipped to [-1, 220], plus 1
+    (0 for z <= 0), computed step by step in float64 as the gate does."""
+    if z <= 0:
+        return 0
+    t = float(np.floor((np.log10(np.float64(z)) + 4.0) * 20.0))
+    return int(min(max(t, -1.0), 220.0)) + 1
+
+
+def _z_edge_values() -> list[float]:
+    """Every bin edge 10^(k/20 - 4) (and the stored _Z_EDGES) with its neighbours within 8 ulps."""
+    from nkieval.numerics.gates import _Z_EDGES
+
+    centres = [10.0 ** (k / 20 - 4) for k in range(-2, 224)] + [float(x) for x in _Z_EDGES]
+    out = [0.0, 5e-324, 1e-300, 1e308, float(np.finfo(np.float64).max), np.inf]
+    for c in centres:
+        u = np.array([c]).view(np.int64)[0]
+        out += np.arange(max(u - 8, 0), u + 9, dtype=np.int64).view(np.float64).tolist()
+    return out
+
+
+_Z_EDGE_VALUES = _z_edge_values()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(0.0, np.inf), st.floats(1e-5, 1e8), st.sampled_from(_Z_EDGE_VALUES)), max_size=40))
+def test_z_bins_in_place_matches_the_definition(zs):
+    from nkieval.numerics.gates import _z_bins
+
+    z = np.array(zs, dtype=np.float64)
+    want = np.array([_z_bin_rule(x) for x in zs], dtype=np.int64)
+    assert np.array_equal(_z_bins(z), want)
+    work = z.copy()
+    got = _z_bins(work, overwrite=True)
+    assert got.dtype == np.int64 and (z.size == 0 or np.shares_memory(got, work))
+    assert np.array_equal(got, want)
+
+
+def test_z_bins_at_every_edge():
+    from nkieval.numerics.gates import _z_bins
+
+    z = np.array(_Z_EDGE_VALUES)
+    want = np.array([_z_bin_rule(x) for x in _Z_EDGE_VALUES], dtype=np.int64)
+    assert np.array_equal(_z_bins(z.copy(), overwrite=True), want)
+    assert np.array_equal(_z_bins(z), want)

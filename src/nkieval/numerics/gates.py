@@ -76,16 +76,43 @@ _ULP_TABLE_N = 1 << 16
 _ULP_BUCKET = _ulp_buckets(np.arange(_ULP_TABLE_N, dtype=np.int64))  # the bucket of every small distance
 
 
-def _z_bins(z: np.ndarray) -> np.ndarray:
-    """Index into _Z_EDGES (0, then 10^-4 … 10^7 in 220 log steps) without a search."""
-    t = np.maximum(z, 1e-300)
+# _ulp_buckets by the float64 exponent field of d - 1: 0x3FF + j for d - 1 in [2^j, 2^(j+1)), i.e.
+# bit length j + 1 and bucket j + 2 (d - 1 >= 2^53 may round up a binade: bucket 39 either way);
+# field 0 is d = 1 (bucket 1) and 0xBFF, the sign and exponent of -1.0, is d = 0 (bucket 0)
+_EXP_BUCKET = np.full(1 << 12, 39, dtype=np.intp)
+_EXP_BUCKET[0x3FF:0x3FF + 38] = np.arange(2, 40)
+_EXP_BUCKET[0] = 1
+_EXP_BUCKET[0xBFF] = 0
+
+
+def _ulp_hist(d: np.ndarray) -> np.ndarray:
+    """``np.bincount(_ulp_buckets(d), minlength=40)[:40]`` for int64 distances ``d >= 0``, which it
+    overwrites: counts per float64 exponent field of ``d - 1`` (cast in place), added up per
+    bucket — no frexp, no masked copy, no fresh array of the size of ``d``."""
+    d -= 1
+    f = d.view(np.float64)
+    np.copyto(f, d, casting="unsafe")
+    k = f.view(np.uint64)
+    k >>= np.uint64(52)
+    counts = np.bincount(k.view(np.int64), minlength=1 << 12)
+    return np.bincount(_EXP_BUCKET, weights=counts, minlength=40)[:40].astype(np.int64)
+
+
+def _z_bins(z: np.ndarray, overwrite: bool = False) -> np.ndarray:
+    """Index into _Z_EDGES (0, then 10^-4 … 10^7 in 220 log steps) without a search.
+
+    ``overwrite``: ``z`` (float64, no longer needed) is used as the work buffer and the int64
+    bins come back in its memory: the same operations on the same values, without the two fresh
+    arrays (first touches of fresh memory cost more than the arithmetic on it)."""
+    t = np.maximum(z, 1e-300, out=z if overwrite else None)
     with np.errstate(divide="ignore"):
         np.log10(t, out=t)
     t += 4.0
     t *= 20.0
     np.floor(t, out=t)
     np.clip(t, -1.0, len(_Z_EDGES) - 2.0, out=t)  # same bins as clipping the integer b = t + 1
-    b = t.astype(np.int64)
+    b = t.view(np.int64)
+    np.copyto(b, t, casting="unsafe")  # integral values in [-1, 220]: the cast is exact, element by element
     b += 1
     # z <= 0 needs no fix-up: max(z, 1e-300) makes t = -5920 there, clipped to -1, so b = 0 already
     return b
@@ -719,8 +746,10 @@ class _Stream:
                     counts = np.bincount(d)
                     self.ulp_hist += np.bincount(_ULP_BUCKET[:counts.size], weights=counts,
                                                  minlength=40)[:40].astype(np.int64)
+                elif d.dtype == np.int64:
+                    self.ulp_hist += _ulp_hist(d)
                 else:
-                    self.ulp_hist += np.bincount(_ulp_buckets(d), minlength=40)[:40]
+                    self.ulp_hist += np.bincount(_ulp_buckets(d.astype(np.int64)), minlength=40)[:40]
             ec = e if ci is None else e.take(ci)
             self.sum_e2 += float(np.sum(ec * ec))
             if ci is None:
@@ -754,7 +783,8 @@ class _Stream:
                 s2 = float(np.sum(z * z))
                 self.z_sum2 += s2
                 self.z_n += int(z.size)
-                self.z_hist += np.bincount(_z_bins(z), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
+                # z is not needed after this: its memory holds the bins
+                self.z_hist += np.bincount(_z_bins(z, overwrite=True), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
                 self.s_sum += float(s.sum())
                 self.s_sum2 += s2
                 if self.has_ref:
