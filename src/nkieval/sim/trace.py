@@ -29,7 +29,7 @@ import threading
 from array import array
 from binascii import a2b_base64, b2a_base64
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from itertools import chain, count, islice, repeat
@@ -250,20 +250,26 @@ def _index_column(col: list[int], distinct: int) -> Sequence[int] | str:
     return _pack(next(code for code, _, greatest in _PACKINGS if distinct <= greatest), col)
 
 
+def _first_seen(keys: Iterable[Any]) -> tuple[list[int], Sequence[int] | str]:
+    """Where each distinct key is first seen, and the column (``_index_column``) of each key's rank among
+    the distinct ones (each key hashed once: positions of first sight, then renumbered)."""
+    first: dict[Any, int] = {}
+    col = list(map(first.setdefault, keys, count()))
+    dense = dict(zip(first.values(), count()))
+    return list(first.values()), _index_column(list(map(dense.__getitem__, col)), len(dense))
+
+
 def _index(values: list[Any]) -> tuple[list[Any], Sequence[int] | str]:
-    """The distinct ``values`` (compared with ``==``; lists inside a value as tuples, JSON sends both
-    alike) in first-seen order, and the column (``_column``) of each value's position among them."""
+    """The distinct ``values`` (compared with ``==``; lists inside a value as tuples) in first-seen
+    order, and the column (``_column``) of each value's position among them."""
     n = len(values)
     if n and values[0] == values[-1] and values.count(values[0]) == n:  # (one value: files, loops …)
         return values[:1], [0]
-    first: dict[Any, int] = {}
-    try:  # (each value's key hashed once: positions of first sight, then renumbered)
-        col = list(map(first.setdefault, values, count()))
-    except TypeError:
-        first.clear()
-        col = list(map(first.setdefault, map(_hashable, values), count()))
-    dense = dict(zip(first.values(), count()))
-    return list(first), _index_column(list(map(dense.__getitem__, col)), len(dense))
+    try:
+        pos, col = _first_seen(values)
+    except TypeError:  # (a list inside)
+        pos, col = _first_seen(map(_hashable, values))
+    return [values[i] for i in pos], col
 
 
 def _plain(v: Any) -> bool:
@@ -282,16 +288,12 @@ def _head_index(opcodes: list[str], engines: list[str], attrs: list[dict[str, An
     (``_plain``) compare by their ``repr``, which tells ``True``, ``1`` and ``1.0`` apart (``==``
     does not) and is one C call per record; others (dataclasses …) by their JSON text, what is sent."""
     keys = list(zip(opcodes, engines, map(repr, attrs)))
-    first: dict[Any, int] = {}
-    col = list(map(first.setdefault, keys, count()))
-    if not all(_plain(attrs[i]) for i in first.values()):
-        first.clear()
+    pos, col = _first_seen(keys)
+    if not all(_plain(attrs[i]) for i in pos):
         keys = [k if _plain(a) else (k[0], k[1], None, json.dumps(a, default=_json_default))
                 for k, a in zip(keys, attrs)]
-        col = list(map(first.setdefault, keys, count()))
-    dense = dict(zip(first.values(), count()))
-    return ([[opcodes[i], engines[i], attrs[i]] for i in first.values()],
-            _index_column(list(map(dense.__getitem__, col)), len(dense)))
+        pos, col = _first_seen(keys)
+    return [[opcodes[i], engines[i], attrs[i]] for i in pos], col
 
 
 def _operand(kind: Sequence[Any], alloc: int, partition_start: int, addr_lo: int, addr_hi: int) -> OperandAccess:
