@@ -35,7 +35,7 @@ from nkieval.perf.costs import cost_of
 from nkieval.perf.dma import DmaPlan, plan_dma
 from nkieval.perf.params import PerfParams
 from nkieval.perf.rotation import RotationPlan, plan_rotation
-from nkieval.sim.trace import OperandAccess, Trace
+from nkieval.sim.trace import Trace
 
 ScheduleMode = Literal["compiler", "physical", "serial"]
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
@@ -102,31 +102,6 @@ class Schedule:
 
     def __len__(self) -> int:
         return len(self.start)
-
-
-def _box(o: OperandAccess) -> tuple[int, int, int, int, int]:
-    """(pitch, r0, r1, c0, c1): rows × byte columns an operand touches (pitch -1: partitions).
-
-    The reference definition: the scheduler's loop computes the same box from the operand's signature class
-    (:func:`_operand_info`: partitions, or the HBM row pitch and count) and its addresses.
-    """
-    if o.buffer != "hbm":
-        return -1, o.partition_start, o.partition_start + max(1, o.partitions), o.addr_lo, o.addr_hi
-    pat = o.pattern
-    lo, hi = o.addr_lo, o.addr_hi
-    if len(pat) >= 2 and pat[0][1] > 1:
-        ne = 1
-        for d in o.shape:
-            ne *= d
-        isz = max(1, o.nbytes // ne) if ne else 1
-        pitch = pat[0][0] * isz
-        rows = pat[0][1]
-        if pitch > 0:
-            width = hi - lo - (rows - 1) * pitch
-            r0, c0 = divmod(lo, pitch)
-            if 0 < width and c0 + width <= pitch:
-                return pitch, r0, r0 + rows, c0, c0 + width
-    return 0, 0, 1, lo, hi
 
 
 def _flat(e: list) -> tuple[int, int]:
@@ -365,7 +340,9 @@ def _operand_info(sig: tuple) -> tuple[bool, bool, str, int, tuple[int, int, int
 
     (reads, writes, buffer, partitions spanned (on-chip; 0 for HBM), and for HBM the row pitch, row count
     and ``(rows - 1) * pitch`` of its access pattern, or None where the box is the flat byte range): the
-    same for every record of a signature, so worked out once per signature class.
+    same for every record of a signature, so worked out once per signature class. An operand's box is then
+    partitions × its byte range (on-chip), or the rows × columns its HBM access pattern spans (tests/perf
+    hold the loop's box to the straightforward definition from the operand's own fields).
     """
     _role, mode, buf, _dtype, shape, pat, nbytes, _contiguous, partitions = sig
     if buf != "hbm":
