@@ -196,7 +196,7 @@ _SIG_FIELDS = {"role": "data", "mode": "rw", "buffer": "psum", "dtype": "bfloat1
                "pattern": ((2, 32),), "nbytes": 8192, "contiguous_bytes": 128, "partitions": 64}
 
 
-@pytest.mark.parametrize("n_ops", [1, 2, 3])
+@pytest.mark.parametrize("n_ops", [1, 2, 3, 4])
 def test_each_signature_field_of_each_operand_tells_records_of_a_line_apart(n_ops: int) -> None:
     """Records of one source line that differ in one field a cost rule reads (of any operand, whatever the
     operand count), or in opcode, engine or attributes, get their own signature class; positions (alloc,

@@ -183,7 +183,9 @@ class _RangeTable:
     def scan(self, pitch: int, r0: int, r1: int, c0: int, c1: int) -> list[list]:
         """Live entries overlapping the box, in insertion order (linear scan)."""
         if pitch == self.pitch and not self.mixed:
-            return [e for e in self.ents if e[0] == pitch and e[1] < r1 and r0 < e[2] and e[3] < c1 and c0 < e[4]]
+            # columns first: most entries of a table lie beside the box (tiles written slice by slice), and
+            # one column test tells so; the same conjunction as ``_overlaps`` in a cheaper order
+            return [e for e in self.ents if c0 < e[4] and e[3] < c1 and e[0] == pitch and e[1] < r1 and r0 < e[2]]
         hits = []
         for e in self.ents:
             ep = e[0]
@@ -382,13 +384,19 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, s
     list_at: dict[tuple, tuple[int, ...]] = {}  # attribute names -> positions that held a list
     for i, rec in enumerate(records):
         ops = rec.operands
-        # the signature compared with the line's recent ones: one flat tuple for the common one- and two-operand
+        # the signature compared with the line's recent ones: one flat tuple for the common one- to three-operand
         # records (fewer objects to build and compare), else a list of one tuple per operand; both end with
         # (attributes, opcode, engine, file). Records of a line compare equal only with the same operand count.
         if len(ops) == 2:
             o, q = ops
             sig = (o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions,
                    q.role, q.mode, q.buffer, q.dtype, q.shape, q.pattern, q.nbytes, q.contiguous_bytes, q.partitions,
+                   rec.attrs, rec.opcode, rec.engine, rec.file)
+        elif len(ops) == 3:  # matmuls (dst, stationary, moving) and other two-input instructions
+            o, q, u = ops
+            sig = (o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions,
+                   q.role, q.mode, q.buffer, q.dtype, q.shape, q.pattern, q.nbytes, q.contiguous_bytes, q.partitions,
+                   u.role, u.mode, u.buffer, u.dtype, u.shape, u.pattern, u.nbytes, u.contiguous_bytes, u.partitions,
                    rec.attrs, rec.opcode, rec.engine, rec.file)
         elif len(ops) == 1:
             o = ops[0]
