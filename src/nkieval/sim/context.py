@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,9 @@ class Launch:
     barrier_gen: int = 0
     shared_allocs: list[Any] = field(default_factory=list)
     n_instructions: int = 0  # issued so far (SimOptions.max_instructions)
+    # run on the trace when every program has returned, before the capacity check: a front end's lowering
+    # that needs the whole run (nkieval.frontends.beta1.elide)
+    after_run: list[Callable[[Trace], Any]] = field(default_factory=list)
 
 
 class SimContext:

@@ -158,6 +158,8 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
     # A core that stopped waiting because its peer ended (with its own error) is not the cause: report the peer's.
     for e in sorted((e for e in errors if e is not None), key=lambda e: bool(getattr(e, "peer_consequence", False))):
         raise e
+    for finish in launch.after_run:
+        finish(trace)
     if opts.record_trace:
         check_capacity(trace, {"sbuf": tgt.sbuf_bytes_per_partition, "psum": tgt.psum_bytes_per_partition},
                        opts.capacity_check)

@@ -15,7 +15,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from nkieval.frontends.beta1 import ops, state
+from nkieval.frontends.beta1 import elide, ops, state
 from nkieval.frontends.beta1.index import (  # noqa: F401 - re-exported as nl.*
     arange,
     mgrid,
@@ -39,7 +39,7 @@ from nkieval.frontends.beta1.tensor import Access, B1Tensor, wrap
 from nkieval.sim import dtypes as dt
 from nkieval.sim import language as sim_nl
 from nkieval.sim import language_extra as _lang_extra
-from nkieval.sim.context import current
+from nkieval.sim.context import current, maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, Buffer
 from nkieval.sim.ops import BINARY, OPS, UNARY, Op
@@ -175,8 +175,11 @@ def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str, api: str
                                  rule="argument")
     t = ndarray(shape, dtype, buffer=buffer, name=name)
     tiles = [t] if t.pdim == 0 else [t[idx] for idx in np.ndindex(*t.shape[:t.pdim])]
+    ctx = maybe_current() if buf is PSUM and value == 0 else None
     for tl in tiles:
         instr("memset")(tl, int(value) if tl.dtype.is_int else float(value))
+        if ctx is not None:  # a zeroed accumulator: see nkieval.frontends.beta1.elide
+            elide.note_psum_zeroing(ctx)
     return t
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.frontends.beta1 import state
+from nkieval.frontends.beta1 import elide, state
 from nkieval.frontends.beta1.errors import Beta1Unsupported
 from nkieval.frontends.beta1.index import mask_array, mask_boxes
 from nkieval.frontends.beta1.tensor import OPERATORS, Access, B1Tensor, wrap
@@ -349,6 +349,10 @@ def copy_into(dst: B1Tensor, src: Any, api: str) -> None:
         instr("dma_copy")(dst, src)
     else:
         instr("tensor_copy")(dst, src)
+        if api == "assign":  # the compiler writes an assigned result in place: see nkieval.frontends.beta1.elide
+            ctx = maybe_current()
+            if ctx is not None:
+                elide.note_assignment_copy(ctx)
 
 
 def same_region(a: NkiTensor, b: NkiTensor) -> bool:

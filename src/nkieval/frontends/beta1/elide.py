@@ -1,0 +1,185 @@
+"""The Beta-1 compiler's assignment-copy elision, applied to the trace after a launch.
+
+``x[i] = nl.load(src)`` or ``x[i] = nl.exp(y)`` evaluates the right-hand side into a new tile and then
+assigns it: run eagerly, that is the producing instruction (a DMA, an activation …) into a temporary
+tile plus a Vector ``tensor_copy`` into ``x[i]``. Beta 1's compiler writes the result where it is
+assigned: one DMA straight into ``x[i]``, no temporary, no copy (the tutorials' load idiom; the matrix
+multiplication tutorial's 85 % HFU leaves no room for a copy per loaded tile on the Vector engine). The
+simulator keeps the eager evaluation (its values are right either way); this pass rewrites the trace, the
+performance model's input, to what the compiler emits.
+
+A copy is elided only where that changes nothing a later instruction could observe:
+
+* it copies a whole SBUF tile into SBUF, same dtype and shape (no cast, no reshaping);
+* exactly one instruction writes the temporary, writing just the region the copy reads (a plain write, not
+  an accumulation), and nothing but the copy reads it;
+* no instruction between the producer and the copy touches the destination's allocation (moving the
+  destination's write back to the producer reorders nothing).
+
+The producer's operand then names the copy's destination, the copy leaves the trace and so does the
+temporary's allocation; record positions (``seq``, ``alloc_seq``/``free_seq``) are renumbered.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from dataclasses import replace
+
+from nkieval.sim.context import SimContext
+from nkieval.sim.trace import OperandAccess, Trace, TraceRecord
+
+
+class _Elider:
+    """A launch's ``after_run`` step: the records noted during the run (the records themselves)."""
+
+    __slots__ = ("copies", "zeroings")
+
+    def __init__(self) -> None:
+        self.copies: list[TraceRecord] = []
+        self.zeroings: list[TraceRecord] = []
+
+    def __call__(self, trace: Trace) -> None:
+        elide(trace, self.copies, self.zeroings)
+        self.copies, self.zeroings = [], []
+
+
+def _note(ctx: SimContext, opcode: str, kind: str) -> None:
+    """Remember the ``opcode`` record the current program just recorded, as a ``kind`` hint of its launch's
+    elision step (registered with the launch's first hint)."""
+    if not ctx.options.record_trace:
+        return
+    launch = ctx.launch
+    recs = ctx.trace.records
+    # this program's newest record: other programs of an LNC-2 launch may have appended since
+    for k in range(len(recs) - 1, -1, -1):
+        rec = recs[k]
+        if rec.program == ctx.program_id:
+            break
+    else:
+        return
+    if rec.opcode != opcode:
+        return
+    with launch.lock:
+        step = next((f for f in launch.after_run if isinstance(f, _Elider)), None)
+        if step is None:
+            step = _Elider()
+            launch.after_run.append(step)
+        getattr(step, kind).append(rec)
+
+
+def note_assignment_copy(ctx: SimContext) -> None:
+    """The ``tensor_copy`` just recorded assigns an expression's result (``x[i] = value``)."""
+    _note(ctx, "tensor_copy", "copies")
+
+
+def note_psum_zeroing(ctx: SimContext) -> None:
+    """The ``memset`` just recorded zeroes a PSUM tile for ``nl.zeros(..., buffer=nl.psum)``."""
+    _note(ctx, "memset", "zeroings")
+
+
+def _operands(rec: TraceRecord, role: str) -> OperandAccess | None:
+    for o in rec.operands:
+        if o.role == role:
+            return o
+    return None
+
+
+def _same_region(a: OperandAccess, b: OperandAccess) -> bool:
+    return (a.alloc == b.alloc and a.partition_start == b.partition_start and a.partitions == b.partitions
+            and a.addr_lo == b.addr_lo and a.addr_hi == b.addr_hi and a.shape == b.shape and a.pattern == b.pattern
+            and a.dtype == b.dtype)
+
+
+def _touched_between(positions: list[int], lo: int, hi: int) -> bool:
+    """Whether any of the sorted ``positions`` lies strictly between ``lo`` and ``hi``."""
+    return bisect_right(positions, lo) < bisect_left(positions, hi)
+
+
+def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] = ()) -> int:
+    """Remove the elidable ``copies`` and ``zeroings`` from ``trace`` (see module docstring); returns how many
+    records were removed."""
+    if not copies and not zeroings:
+        return 0
+    recs = trace.records
+    pos = {id(r): i for i, r in enumerate(recs)}
+    readers: dict[int, list[int]] = defaultdict(list)
+    writers: dict[int, list[int]] = defaultdict(list)
+    touches: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(recs):
+        for o in r.operands:
+            a = o.alloc
+            if "r" in o.mode:
+                readers[a].append(i)
+            if "w" in o.mode:
+                writers[a].append(i)
+            t = touches[a]
+            if not t or t[-1] != i:
+                t.append(i)
+    dropped: list[int] = []
+    gone: set[int] = set()
+    for i in sorted(j for j in (pos.get(id(c)) for c in copies) if j is not None):
+        c = recs[i]
+        if c.opcode != "tensor_copy" or len(c.operands) != 2:
+            continue
+        dst, src = _operands(c, "dst"), _operands(c, "src")
+        if (dst is None or src is None or dst.mode != "w" or src.mode != "r" or dst.buffer != "sbuf"
+                or src.buffer != "sbuf" or dst.dtype != src.dtype or dst.shape != src.shape or dst.alloc == src.alloc):
+            continue
+        tmp = src.alloc
+        if readers[tmp] != [i] or len(writers[tmp]) != 1:
+            continue
+        p = writers[tmp][0]
+        prod = recs[p]
+        outs = [o for o in prod.operands if o.alloc == tmp]
+        if p >= i or len(outs) != 1 or outs[0].mode != "w" or not _same_region(outs[0], src):
+            continue
+        if _touched_between(touches[dst.alloc], p, i):
+            continue
+        out = outs[0]
+        moved = replace(dst, role=out.role, mode=out.mode, name=out.name)
+        prod.operands = [moved if o is out else o for o in prod.operands]
+        # the destination is now written at p instead of i (what later copies' checks must see)
+        for table in (writers, touches):
+            t = table[dst.alloc]
+            t.remove(i)
+            k = bisect_left(t, p)
+            if k == len(t) or t[k] != p:
+                t.insert(k, p)
+        dropped.append(i)
+        gone.add(tmp)
+    for i in sorted(j for j in (pos.get(id(z)) for z in zeroings) if j is not None):
+        z = recs[i]
+        dst = _operands(z, "dst")
+        if z.opcode != "memset" or dst is None or dst.buffer != "psum" or z.attrs.get("value") not in (0, 0.0):
+            continue
+        t = touches[dst.alloc]
+        k = bisect_right(t, i)
+        if k == len(t):
+            continue
+        nxt = recs[t[k]]
+        outs = [o for o in nxt.operands if o.alloc == dst.alloc]
+        if nxt.opcode != "nc_matmul" or len(outs) != 1 or outs[0].role != "dst":
+            continue
+        acc = outs[0]
+        if (acc.partition_start, acc.partitions, acc.addr_lo, acc.addr_hi) != (
+                dst.partition_start, dst.partitions, dst.addr_lo, dst.addr_hi):
+            continue
+        if acc.mode != "w":  # the group's first matmul now initialises the region
+            nxt.operands = [replace(acc, mode="w") if o is acc else o for o in nxt.operands]
+        t.remove(i)
+        dropped.append(i)
+    if not dropped:
+        return 0
+    dropped.sort()
+    drop = set(dropped)
+    trace.records = [r for k, r in enumerate(recs) if k not in drop]
+    for k, r in enumerate(trace.records):
+        r.seq = k
+    for a in gone:
+        trace.allocations.pop(a, None)
+    for a in trace.allocations.values():
+        a.alloc_seq -= bisect_left(dropped, a.alloc_seq)
+        if a.free_seq is not None:
+            a.free_seq -= bisect_left(dropped, a.free_seq)
+    return len(dropped)
