@@ -106,7 +106,8 @@ def mm_block_free(lhsT, rhs, bm_tiles=2, bn_tiles=2):
 @nki.jit
 def mm_fully_blocked(lhsT, rhs, bm_tiles=16, bn_tiles=2, bk_tiles=8):
     """Step 3: blocks in M, N and K; K blocks in a sequential loop accumulate into SBUF result tiles
-    (PSUM partial sums added by the Vector engine); operands loaded as wide rows (one DMA per K tile)."""
+    (PSUM partial sums added by the Vector engine); operands loaded as wide rows (one DMA per K tile); the
+    result rows of each M tile gathered into one packed tile (a Vector copy per N tile), stored by one DMA."""
     k_, m_ = lhsT.shape
     _, n_ = rhs.shape
     bm, bn, bk = TM * bm_tiles, TN * bn_tiles, TK * bk_tiles
@@ -136,8 +137,12 @@ def mm_fully_blocked(lhsT, rhs, bm_tiles=16, bn_tiles=2, bk_tiles=8):
             del b
         for mb in nl.affine_range(nmb):
             for i in nl.affine_range(bm_tiles):
+                packed = nl.ndarray((TM, bn), dtype=lhsT.dtype, buffer=nl.sbuf)
+                for j in nl.affine_range(bn_tiles):
+                    nisa.tensor_copy(dst=packed[:, j * TN:(j + 1) * TN], src=result[:, mb, i, j, :])
                 m0 = mb * bm + i * TM
-                nisa.dma_copy(dst=out[m0:m0 + TM, nb * bn:(nb + 1) * bn], src=result[:, mb, i, :, :])
+                nisa.dma_copy(dst=out[m0:m0 + TM, nb * bn:(nb + 1) * bn], src=packed)
+                del packed
         del result
     return out
 
