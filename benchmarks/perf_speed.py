@@ -4,7 +4,8 @@
 
 Prints instructions/s of ``schedule()`` and of the whole ``estimate()`` on a synthetic
 load→activation→vector→store trace, the ratio to a plain Python loop over the same trace
-(measured in the same run), and peak traced memory for two trace lengths (linearity).
+(measured in the same run), the same for the trace read back from its compact form (what the
+review harness schedules), and peak traced memory for two trace lengths (linearity).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from nkieval.hardware import get_target
 from nkieval.perf import estimate
 from nkieval.perf.params import load_params
 from nkieval.perf.schedule import schedule
+from nkieval.sim.trace import Trace
 
 
 def build(n_iters: int) -> TraceBuilder:
@@ -97,11 +99,24 @@ def main() -> None:
             for o in r.operands:
                 s += o.nbytes
 
-    t_plain, t_sched, t_est = best([plain, lambda: schedule(tr, p), lambda: estimate(tr)], a.reps)
+    # the same records as the review harness receives them: read back from the sandbox's compact form (objects
+    # made column by column, in order; the builder's are made record by record)
+    dec = Trace.from_compact(tr.to_compact())
+
+    def plain_dec() -> None:
+        s = 0
+        for r in dec.records:
+            for o in r.operands:
+                s += o.nbytes
+
+    t_plain, t_sched, t_est, t_plain_dec, t_sched_dec = best(
+        [plain, lambda: schedule(tr, p), lambda: estimate(tr), plain_dec, lambda: schedule(dec, p)], a.reps)
     print(f"trace: {n} instructions")
     print(f"plain loop over records/operands: {n / t_plain:12,.0f} instr/s")
     print(f"schedule():                       {n / t_sched:12,.0f} instr/s  ({t_sched / t_plain:.1f}x the plain loop)")
     print(f"estimate() (schedule + metrics):  {n / t_est:12,.0f} instr/s  ({t_est / t_plain:.1f}x the plain loop)")
+    print(f"read back from the compact form:  schedule() {n / t_sched_dec:,.0f} instr/s  "
+          f"({t_sched_dec / t_plain_dec:.1f}x its plain loop at {n / t_plain_dec:,.0f} instr/s)")
     if a.bytecodes:
         small = build(2_000).trace
         per = bytecodes_per_instruction(small, lambda: schedule(small, p))
