@@ -207,3 +207,41 @@ def test_the_pass_keeps_a_copy_that_casts_or_reshapes():
         tr, copy = _hand_trace()
         copy.operands[0] = _op(3, "dst", "w", **kw)
         assert elide(tr, [copy]) == 0
+
+
+def test_a_chain_of_assignments_collapses_into_the_load():
+    @nki.jit(mode="simulation")
+    def kern(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        a[...] = nl.load(x)
+        b[...] = a  # a is read by nothing else: the load writes b
+        nl.store(out, value=b)
+        return out
+
+    x = RNG.standard_normal((128, 16)).astype(np.float32)
+    np.testing.assert_array_equal(kern(x), x)
+    tr = _trace()
+    assert [r.opcode for r in tr.records] == ["dma_copy", "dma_copy"]
+    load, store = tr.records
+    assert load.operands[0].alloc == next(o for o in store.operands if o.role == "src").alloc
+    assert len([a for a in tr.allocations.values() if a.buffer == "sbuf"]) == 1
+    _consistent(tr)
+
+
+def test_a_destination_allocated_after_the_producer_keeps_its_copy():
+    @nki.jit(mode="simulation")
+    def kern(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)  # allocated after the load ran
+        b[...] = t
+        nl.store(out, value=b)
+        return out
+
+    x = RNG.standard_normal((128, 16)).astype(np.float32)
+    np.testing.assert_array_equal(kern(x), x)
+    tr = _trace()
+    assert [r.opcode for r in tr.records] == ["dma_copy", "tensor_copy", "dma_copy"]
+    _consistent(tr)

@@ -13,8 +13,8 @@ A copy is elided only where that changes nothing a later instruction could obser
 * it copies a whole SBUF tile into SBUF, same dtype and shape (no cast, no reshaping);
 * exactly one instruction writes the temporary, writing just the region the copy reads (a plain write, not
   an accumulation), and nothing but the copy reads it;
-* no instruction between the producer and the copy touches the destination's allocation (moving the
-  destination's write back to the producer reorders nothing).
+* the destination was allocated before the producer ran, and no instruction between the producer and the
+  copy touches it (moving the destination's write back to the producer reorders nothing).
 
 The producer's operand then names the copy's destination, the copy leaves the trace and so does the
 temporary's allocation; record positions (``seq``, ``alloc_seq``/``free_seq``) are renumbered.
@@ -134,15 +134,16 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
         outs = [o for o in prod.operands if o.alloc == tmp]
         if p >= i or len(outs) != 1 or outs[0].mode != "w" or not _same_region(outs[0], src):
             continue
-        if _touched_between(touches[dst.alloc], p, i):
-            continue
+        dst_alloc = trace.allocations.get(dst.alloc)
+        if dst_alloc is None or dst_alloc.alloc_seq > p or _touched_between(touches[dst.alloc], p, i):
+            continue  # (a destination allocated after the producer ran would be written before it exists)
         out = outs[0]
         moved = replace(dst, role=out.role, mode=out.mode, name=out.name)
         prod.operands = [moved if o is out else o for o in prod.operands]
         # the destination is now written at p instead of i (what later copies' checks must see)
-        for table in (writers, touches):
+        for table in (writers, touches):  # (sorted lists: bisect, then one memmove each)
             t = table[dst.alloc]
-            t.remove(i)
+            del t[bisect_left(t, i)]
             k = bisect_left(t, p)
             if k == len(t) or t[k] != p:
                 t.insert(k, p)
@@ -167,7 +168,7 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
             continue
         if acc.mode != "w":  # the group's first matmul now initialises the region
             nxt.operands = [replace(acc, mode="w") if o is acc else o for o in nxt.operands]
-        t.remove(i)
+        del t[k - 1]  # (position i itself, just before the matmul's)
         dropped.append(i)
     if not dropped:
         return 0
