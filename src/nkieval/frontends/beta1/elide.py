@@ -102,13 +102,23 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
     if not copies and not zeroings:
         return 0
     recs = trace.records
-    pos = {id(r): i for i, r in enumerate(recs)}
+    n = len(recs)
+
+    def positions(hints: list[TraceRecord]) -> list[int]:
+        # a record's ``seq`` is its position (Trace.append); a hint no longer there is skipped
+        return sorted(r.seq for r in hints if 0 <= r.seq < n and recs[r.seq] is r)
+
+    at_copies, at_zeroings = positions(copies), positions(zeroings)
+    # who reads, writes and touches the allocations the hinted records name (only those are asked about)
+    wanted = {o.alloc for i in (*at_copies, *at_zeroings) for o in recs[i].operands}
     readers: dict[int, list[int]] = defaultdict(list)
     writers: dict[int, list[int]] = defaultdict(list)
     touches: dict[int, list[int]] = defaultdict(list)
     for i, r in enumerate(recs):
         for o in r.operands:
             a = o.alloc
+            if a not in wanted:
+                continue
             if "r" in o.mode:
                 readers[a].append(i)
             if "w" in o.mode:
@@ -118,7 +128,7 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
                 t.append(i)
     dropped: list[int] = []
     gone: set[int] = set()
-    for i in sorted(j for j in (pos.get(id(c)) for c in copies) if j is not None):
+    for i in at_copies:
         c = recs[i]
         if c.opcode != "tensor_copy" or len(c.operands) != 2:
             continue
@@ -138,7 +148,9 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
         if dst_alloc is None or dst_alloc.alloc_seq > p or _touched_between(touches[dst.alloc], p, i):
             continue  # (a destination allocated after the producer ran would be written before it exists)
         out = outs[0]
-        moved = replace(dst, role=out.role, mode=out.mode, name=out.name)
+        moved = OperandAccess(out.role, out.mode, dst.buffer, dst.alloc, dst.shape, dst.dtype, dst.partition_start,
+                              dst.partitions, dst.addr_lo, dst.addr_hi, dst.nbytes, dst.contiguous_bytes, dst.pattern,
+                              out.name)
         prod.operands = [moved if o is out else o for o in prod.operands]
         # the destination is now written at p instead of i (what later copies' checks must see)
         for table in (writers, touches):  # (sorted lists: bisect, then one memmove each)
@@ -149,7 +161,7 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
                 t.insert(k, p)
         dropped.append(i)
         gone.add(tmp)
-    for i in sorted(j for j in (pos.get(id(z)) for z in zeroings) if j is not None):
+    for i in at_zeroings:
         z = recs[i]
         dst = _operands(z, "dst")
         if z.opcode != "memset" or dst is None or dst.buffer != "psum" or z.attrs.get("value") not in (0, 0.0):
