@@ -245,3 +245,25 @@ def test_a_destination_allocated_after_the_producer_keeps_its_copy():
     tr = _trace()
     assert [r.opcode for r in tr.records] == ["dma_copy", "tensor_copy", "dma_copy"]
     _consistent(tr)
+
+
+def test_a_masked_load_assigned_to_a_tile_is_one_dma_into_the_mask():
+    @nki.jit(mode="simulation")
+    def kern(x):
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(d)[None, :]
+        for i in nl.affine_range((n + 127) // 128):
+            rows = i * 128 + i_p
+            buf = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+            buf[i_p, i_f] = nl.load(x[rows, i_f], mask=rows < n)
+            nl.store(out[rows, i_f], value=buf[i_p, i_f], mask=rows < n)
+        return out
+
+    x = RNG.standard_normal((300, 64)).astype(np.float32)
+    np.testing.assert_array_equal(kern(x), x)
+    tr = _trace()
+    assert [r.opcode for r in tr.records] == ["dma_copy"] * 6
+    assert tr.records[4].operands[0].partitions == 44  # the ragged tile's load writes its 44 rows of buf
+    _consistent(tr)

@@ -147,3 +147,27 @@ def test_psum_accumulation_group_restarts_after_its_result_is_read():
     b = RNG.standard_normal((2, 2, 32, 8)).astype(np.float32)
     want = np.stack([sum(a[g, k].T @ b[g, k] for k in range(2)) for g in range(2)])
     np.testing.assert_allclose(nki.simulate_kernel(kern, a, b), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_masked_load_assigned_to_a_tile_writes_only_the_mask(transposed):
+    """``t[...] = nl.load(x, mask=m)`` (and ``load_transpose2d``) writes the masked elements of ``t``; the rest
+    keeps its values, as for every other masked result (Beta 1 wrote the load straight into ``t``)."""
+    @nki.jit(mode="simulation")
+    def kern(x):
+        out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(64)[None, :]
+        buf = nl.full((128, 64), 7.0, dtype=x.dtype, buffer=nl.sbuf)
+        if transposed:
+            buf[i_p, i_f] = nl.load_transpose2d(x, mask=i_p < 44)
+        else:
+            buf[i_p, i_f] = nl.load(x[i_p, i_f], mask=i_p < 44)
+        nl.store(out[i_p, i_f], value=buf[i_p, i_f])
+        return out
+
+    x = RNG.standard_normal((64, 128) if transposed else (128, 64)).astype(np.float32)
+    got = kern(x)
+    want = (x.T if transposed else x)[:44]
+    np.testing.assert_array_equal(got[:44], want)
+    np.testing.assert_array_equal(got[44:], np.full((84, 64), 7.0, np.float32))

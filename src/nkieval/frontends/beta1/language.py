@@ -284,10 +284,11 @@ def load(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1T
     src = _hbm_operand(src, "src", "load")
     full = _tile_shape(tuple(src.shape))
     out = new_tile(full, dtype if dtype is not None else src.dtype, SBUF, "load")
-    for box in boxes_for(mask, full, "load"):
+    boxes = boxes_for(mask, full, "load")
+    for box in boxes:
         s = restrict(src, box, full) if len(src.shape) == len(full) else _reshaped(src, box, full)
         instr("dma_copy")(sub(out, box), s)
-    return out
+    return ops.masked(out, boxes)  # t[...] = nl.load(..., mask=m) writes only the masked elements of t
 
 
 def _reshaped(src: Any, box: Any, full: tuple[int, ...]) -> Any:
@@ -327,12 +328,13 @@ def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs:
                                  instruction="load_transpose2d", rule="argument")
     full = (src.shape[1], src.shape[0])
     out = new_tile(full, dtype if dtype is not None else src.dtype, SBUF, "load_transpose2d")
-    for box in boxes_for(mask, full, "load_transpose2d"):
+    boxes = boxes_for(mask, full, "load_transpose2d")
+    for box in boxes:
         v = src.view() if isinstance(src, Access) else src
         vt = wrap(v.permute((1, 0)))
         s = vt if box is None else wrap(vt._index(box))
         instr("dma_copy")(sub(out, box), s)
-    return out
+    return ops.masked(out, boxes)
 
 
 def _copy(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
@@ -686,7 +688,7 @@ def all_reduce(x: Any, op: Any, program_axes: Any, *, dtype: Any = None, mask: A
             instr("tensor_tensor")(a, a, sub(gathered[p], box), o)
         instr("tensor_copy")(sub(out, box), a)
     del parallel_reduce, asynchronous
-    return out
+    return ops.masked(out, boxes)
 
 
 def _next_all_reduce_seq(ctx: Any) -> int:
