@@ -171,3 +171,40 @@ def test_a_masked_load_assigned_to_a_tile_writes_only_the_mask(transposed):
     want = (x.T if transposed else x)[:44]
     np.testing.assert_array_equal(got[:44], want)
     np.testing.assert_array_equal(got[44:], np.full((84, 64), 7.0, np.float32))
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_a_row_wise_instruction_masked_past_the_tile_edge_reads_only_the_mask(masked):
+    """``nisa.bn_stats(t[i_p, j * 512 + i_f], mask=j * 512 + i_f < d)`` over a ragged last chunk indexes past the
+    tile where the mask is off: only the box is bounds-checked and read (unmasked, it is out of bounds)."""
+    d = 700
+
+    @nki.jit(mode="simulation")
+    def kern(x):
+        out = nl.ndarray((128, 12), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        t = nl.load(x)
+        i_f = nl.arange(512)[None, :]
+        i_s = nl.arange(6)[None, :]
+        stats = nl.ndarray((128, 12), dtype=nl.float32, buffer=nl.sbuf)
+        for j in nl.affine_range(2):
+            stats[i_p, j * 6 + i_s] = nisa.bn_stats(t[i_p, j * 512 + i_f], mask=(j * 512 + i_f < d) if masked else None)
+        nl.store(out, value=stats)
+        return out
+
+    x = RNG.standard_normal((128, d)).astype(np.float32)
+    if not masked:
+        with pytest.raises(NkiValidationError, match="Out-of-bound access"):
+            kern(x)
+        return
+    stats = kern(x)
+    agg = nki.simulate_kernel(_aggr_kernel, stats)
+    np.testing.assert_allclose(agg[:, 0], x.mean(axis=1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(agg[:, 1], x.var(axis=1), rtol=1e-3, atol=1e-5)
+
+
+@nki.jit(mode="simulation")
+def _aggr_kernel(stats):
+    out = nl.ndarray((128, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=nisa.bn_aggr(nl.load(stats)))
+    return out

@@ -97,13 +97,22 @@ def _cut(x: Any, box: tuple[slice, ...] | None) -> Any:
     return wrap(x._index((box[0],)))
 
 
+def _unviewed(x: Any) -> Any:
+    """An operand to be cut to mask boxes before it becomes a view: an index expression's bounds are then
+    checked on the box only (a masked ragged edge may index past the tensor, as in Beta 1)."""
+    if isinstance(x, B1Tensor):
+        ops.flush(x)
+    return x
+
+
 def _per_row(api: str, out: B1Tensor, data: Any, mask: Any, run: Callable[..., None]) -> B1Tensor:
     """A row-wise instruction (output ``[P, k]``): per mask box of ``data``, ``run(out[rows], data[box], box)``
-    — masked-out partitions are not computed, masked-out columns are not read."""
-    boxes = boxes_for(mask, tuple(data.shape), api)
+    — masked-out partitions are not computed, masked-out columns are not read (nor bounds-checked)."""
+    full = tuple(data.shape)
+    boxes = boxes_for(mask, full, api)
     for box in boxes:
         o = out if box is None else wrap(out._index((box[0],)))
-        run(o, data if box is None else wrap(data._index(box)), box)
+        run(o, restrict(data, box, full), box)
     return ops.masked(out, [None if b is None else (b[0], slice(0, out.shape[1])) for b in boxes])
 
 
@@ -282,25 +291,25 @@ def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any 
 
 
 def bn_stats(data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
-    d = _view(tile(data, "data", "bn_stats"))
+    d = _unviewed(tile(data, "data", "bn_stats"))
     out = new_tile((d.shape[0], 6), dtype if dtype is not None else dt.float32, SBUF, "bn_stats")
     return _per_row("bn_stats", out, d, mask, lambda o, x, box: instr("bn_stats")(o, x))
 
 
 def bn_aggr(data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
-    d = _view(tile(data, "data", "bn_aggr"))
+    d = _unviewed(tile(data, "data", "bn_aggr"))
     out = new_tile((d.shape[0], 2), dtype if dtype is not None else dt.float32, SBUF, "bn_aggr")
     return _per_row("bn_aggr", out, d, mask, lambda o, x, box: instr("bn_aggr")(o, x))
 
 
 def max8(*, src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
-    s = _view(tile(src, "src", "max8"))
+    s = _unviewed(tile(src, "src", "max8"))
     out = new_tile((s.shape[0], 8), dtype if dtype is not None else s.dtype, SBUF, "max8")
     return _per_row("max8", out, s, mask, lambda o, x, box: instr("max8")(o, x))
 
 
 def nc_find_index8(*, data: Any, vals: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
-    d = _view(tile(data, "data", "nc_find_index8"))
+    d = _unviewed(tile(data, "data", "nc_find_index8"))
     v = _view(tile(vals, "vals", "nc_find_index8"))
     out = new_tile((d.shape[0], 8), dtype if dtype is not None else dt.uint32, SBUF, "nc_find_index8")
     return _per_row("nc_find_index8", out, d, mask, lambda o, x, box: instr("nc_find_index8")(o, x, _cut(v, box)))
