@@ -208,3 +208,27 @@ def _aggr_kernel(stats):
     out = nl.ndarray((128, 2), dtype=nl.float32, buffer=nl.shared_hbm)
     nl.store(out, value=nisa.bn_aggr(nl.load(stats)))
     return out
+
+
+def test_transpose_and_partition_reduce_masked_past_the_tile_edge():
+    """The same for ``nc_transpose`` (mask over the transposed result) and ``tensor_partition_reduce``: an index
+    expression running past the tile is cut to the mask box before it is bounds-checked."""
+    w = 200
+
+    @nki.jit(mode="simulation")
+    def kern(x):
+        out_t = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.shared_hbm)
+        out_r = nl.ndarray((1, 128), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(128)[None, :]
+        t = nl.load(x)
+        tr = nisa.nc_transpose(t[i_p, 128 + i_f], mask=(128 + i_p < w))  # result rows = data columns
+        nl.store(out_t[i_p, i_f], value=nl.copy(tr), mask=(128 + i_p < w))
+        r = nisa.tensor_partition_reduce(np.add, t[i_p, 128 + i_f], mask=(128 + i_f < w))
+        nl.store(out_r[nl.arange(1)[:, None], i_f], value=r, mask=(128 + i_f < w))
+        return out_t, out_r
+
+    x = RNG.standard_normal((128, w)).astype(np.float32)
+    got_t, got_r = kern(x)
+    np.testing.assert_array_equal(got_t[:w - 128], x[:, 128:].T)
+    np.testing.assert_allclose(got_r[0, :w - 128], x[:, 128:].sum(axis=0), rtol=1e-5, atol=1e-4)

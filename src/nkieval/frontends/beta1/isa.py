@@ -136,7 +136,9 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
 def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
                  **kwargs: Any) -> B1Tensor:
     """Partition↔free transpose: Tensor engine (→ PSUM) by default, Vector engine (≤32x32) if asked."""
-    d = _view(tile(data, "data", "nc_transpose"))
+    d = _unviewed(tile(data, "data", "nc_transpose"))
+    if d.ndim != 2:
+        d = _view(d)
     eng = getattr(engine, "name", engine)
     use_vector = eng == "vector" or (eng in (None, "unknown", 0) and d.buffer.kind == "psum")
     p, f = d.shape[0], int(np.prod(d.shape[1:]))
@@ -145,8 +147,9 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     # mask= selects elements of the [f, p] result: box (r, c) of it is the transpose of data[c, r]
     boxes = boxes_for(mask, (f, p), "nc_transpose")
     d2 = d if d.ndim == 2 else wrap(d.reshape((p, f)))
-    for box in boxes:
-        instr("nc_transpose")(sub(out, box), d2 if box is None else wrap(d2._index((box[1], box[0]))), engine=engine)
+    for box in boxes:  # (a 2-D index expression is bounds-checked on the box only)
+        instr("nc_transpose")(sub(out, box), restrict(d2, None if box is None else (box[1], box[0]), (p, f)),
+                              engine=engine)
     return ops.masked(out, boxes)
 
 
@@ -252,12 +255,13 @@ def tensor_reduce(op: Any, data: Any, axis: Any, *, mask: Any = None, dtype: Any
 
 
 def tensor_partition_reduce(op: Any, data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
-    d = _view(tile(data, "data", "tensor_partition_reduce"))
+    d = _unviewed(tile(data, "data", "tensor_partition_reduce"))
     out = new_tile((1, *d.shape[1:]), dtype if dtype is not None else d.dtype, SBUF, "tensor_partition_reduce")
-    boxes = boxes_for(mask, tuple(d.shape), "tensor_partition_reduce")
-    for box in boxes:  # masked: only the partitions and columns in the box are reduced
+    full = tuple(d.shape)
+    boxes = boxes_for(mask, full, "tensor_partition_reduce")
+    for box in boxes:  # masked: only the partitions and columns in the box are reduced (and bounds-checked)
         o = out if box is None else wrap(out._index((slice(0, 1), *box[1:])))
-        instr("tensor_partition_reduce")(o, _op(op), d if box is None else wrap(d._index(box)))
+        instr("tensor_partition_reduce")(o, _op(op), restrict(d, box, full))
     return ops.masked(out, [None if b is None else (slice(0, 1), *b[1:]) for b in boxes])
 
 
