@@ -232,3 +232,20 @@ def test_transpose_and_partition_reduce_masked_past_the_tile_edge():
     got_t, got_r = kern(x)
     np.testing.assert_array_equal(got_t[:w - 128], x[:, 128:].T)
     np.testing.assert_allclose(got_r[0, :w - 128], x[:, 128:].sum(axis=0), rtol=1e-5, atol=1e-4)
+
+
+def test_a_one_dimensional_access_is_a_column_of_partitions():
+    """A 1-D access (``a[c0:c1, j]``, or ``t[0:64, 0]`` on chip) is a tile of that many partitions and one column,
+    as Beta 1 had it: loaded, it is usable as a ``[P, 1]`` per-partition scale (the fused-Mamba tutorial's
+    ``nisa.activation(op=nl.exp, data=..., scale=nl.load(A[c0:c0 + 128, i]))``)."""
+    @nki.jit(mode="simulation")
+    def kern(x, a):
+        out = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+        col = nl.load(a[0:128, 3])
+        assert tuple(col.shape) == (128, 1)
+        nl.store(out, value=nisa.activation(op=nl.exp, data=nl.load(x), scale=col))
+        return out
+
+    x = RNG.standard_normal((128, 16)).astype(np.float32)
+    a = RNG.standard_normal((128, 8)).astype(np.float32) * 0.5
+    np.testing.assert_allclose(kern(x, a), np.exp(x * a[:, 3:4]), rtol=1e-5, atol=1e-6)

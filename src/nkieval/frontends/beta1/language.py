@@ -276,7 +276,7 @@ def _hbm_operand(x: Any, role: str, api: str) -> Any:
 
 
 def _tile_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return shape if len(shape) >= 2 else (1, *shape) if shape else (1, 1)
+    return shape if len(shape) >= 2 else (*shape, 1) if shape else (1, 1)
 
 
 def load(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> B1Tensor:
