@@ -249,3 +249,28 @@ def test_a_one_dimensional_access_is_a_column_of_partitions():
     x = RNG.standard_normal((128, 16)).astype(np.float32)
     a = RNG.standard_normal((128, 8)).astype(np.float32) * 0.5
     np.testing.assert_allclose(kern(x, a), np.exp(x * a[:, 3:4]), rtol=1e-5, atol=1e-6)
+
+
+def test_double_row_matmul_and_a_column_operand_of_tensor_tensor():
+    """``nisa.nc_matmul(a, b, perf_mode='double_row_gen3')`` with fp8 ``[K, 2, M]`` / ``[K, 2, N]`` operands
+    contracts over both rows (NeuronCore-v3), and ``nisa.tensor_tensor`` broadcasts a ``[P, 1]`` operand along
+    the free dims (the nki-samples double-row matmul dequantizes this way)."""
+    import ml_dtypes
+
+    def kern(a, b, s):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+        acc[...] += nisa.nc_matmul(nl.load(a), nl.load(b), perf_mode="double_row_gen3")
+        res = nl.copy(acc, dtype=nl.float32)
+        nl.store(out, value=nisa.tensor_tensor(res, nl.load(s), nl.multiply))
+        return out
+
+    a = RNG.standard_normal((128, 2, 128)).astype(ml_dtypes.float8_e4m3)
+    b = RNG.standard_normal((128, 2, 512)).astype(ml_dtypes.float8_e4m3)
+    s = RNG.standard_normal((128, 1)).astype(np.float32)
+    got = nki.jit(kern, mode="simulation", platform_target="trn2")(a, b, s)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    ref = a32.transpose(1, 0, 2).reshape(256, 128).T @ b32.transpose(1, 0, 2).reshape(256, 512)
+    np.testing.assert_allclose(got, ref * s, rtol=1e-4, atol=1e-3)
+    with pytest.raises(NkiValidationError, match="perf_mode"):
+        nki.jit(kern, mode="simulation", platform_target="trn1")(a, b, s)

@@ -129,8 +129,23 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     m = ops.to_sbuf(_view(tile(moving, "moving", "nc_matmul")), "nc_matmul")
     kw = {"is_stationary_onezero": is_stationary_onezero, "is_moving_onezero": is_moving_onezero,
           "is_transpose": is_transpose, "tile_position": tile_position, "tile_size": tile_size}
+    pm = _double_row(kwargs.get("perf_mode"))
+    if pm:
+        kw["perf_mode"] = pm
     # mask= selects result rows/columns: only those are computed (and accumulated) in PSUM
     return ops.pending_tile(PendingMatmul(wrap(s), wrap(m), kw), mask, "nc_matmul")
+
+
+def _double_row(perf_mode: Any) -> Any:
+    """Beta 1's ``perf_mode='double_row_gen3'`` (FP8 on NeuronCore-v3: two contraction rows per PE row, operands
+    ``[K, 2, M]`` / ``[K, 2, N]``) as the simulator's ``matmul_perf_mode.double_row``; none / '' → None."""
+    name = getattr(perf_mode, "name", perf_mode)
+    if name in (None, "", "none", 0):
+        return None
+    if str(name).startswith("double_row"):
+        return matmul_perf_mode.double_row
+    raise NkiValidationError(f"nc_matmul perf_mode {perf_mode!r} is not one of none, double_row_gen3",
+                             instruction="nc_matmul", operand="perf_mode", rule="argument")
 
 
 def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
@@ -190,10 +205,22 @@ def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: A
             f"number of partitions (dimension 0 size of a tile) mismatch in parameters (data1{list(a.shape)}, "
             f"data2{list(b.shape)}) of 'tensor_tensor'", instruction="tensor_tensor", rule="partition-mismatch")
 
+    full = tuple(a.shape)
+    if tuple(b.shape) != full and int(np.prod(a.shape)) != int(np.prod(b.shape)):
+        try:  # a [P, 1] (size-1 free dims) operand is broadcast along the free dims, as Beta 1 did
+            full = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+        except ValueError:
+            raise NkiValidationError(f"tensor_tensor: data1{list(a.shape)} and data2{list(b.shape)} do not "
+                                     "broadcast", instruction="tensor_tensor", rule="shape-mismatch") from None
+
     def run(dst: Any, x: Any, y: Any) -> None:
+        shp = tuple(dst.shape)
+        if full != tuple(a.shape) or tuple(b.shape) != full:  # zero-stride views along the broadcast free dims
+            x = x if tuple(x.shape) == shp else ops._broadcast(wrap(x), shp, "tensor_tensor")
+            y = y if tuple(y.shape) == shp else ops._broadcast(wrap(y), shp, "tensor_tensor")
         instr("tensor_tensor")(dst, x, y, _op(op), engine=engine)
 
-    return _elementwise("tensor_tensor", a, dtype, mask, run, b)
+    return _elementwise("tensor_tensor", a, dtype, mask, run, b, shape=full)
 
 
 def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None, operand1: Any = None,

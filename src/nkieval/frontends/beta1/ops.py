@@ -92,8 +92,13 @@ def pending_tile(p: PendingMatmul, mask: Any = None, api: str = "matmul") -> B1T
             f"number of partitions (dimension 0 size of a tile) mismatch in parameters (stationary"
             f"{list(p.stationary.shape)}, moving{list(p.moving.shape)}) of '{api}': both operands hold the contraction "
             "dimension on the partitions", instruction=api, rule="partition-mismatch")
-    m = int(np.prod(p.stationary.shape[1:]))
-    n = int(np.prod(p.moving.shape[1:]))
+    if p.kwargs.get("perf_mode"):  # double row: [K, 2, M] x [K, 2, N], two contraction rows per partition
+        if mask is not None:
+            raise Beta1Unsupported(f"{api} with a double-row perf_mode and mask= is not implemented by nkieval")
+        m, n = int(p.stationary.shape[-1]), int(p.moving.shape[-1])
+    else:
+        m = int(np.prod(p.stationary.shape[1:]))
+        n = int(np.prod(p.moving.shape[1:]))
     p.boxes = boxes_for(mask, (m, n), api)
     t = new_tile((m, n), dt.float32, PSUM, api)
     t.pending = p
