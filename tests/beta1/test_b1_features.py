@@ -274,3 +274,36 @@ def test_double_row_matmul_and_a_column_operand_of_tensor_tensor():
     np.testing.assert_allclose(got, ref * s, rtol=1e-4, atol=1e-3)
     with pytest.raises(NkiValidationError, match="perf_mode"):
         nki.jit(kern, mode="simulation", platform_target="trn1")(a, b, s)
+
+
+@pytest.mark.parametrize("api", ["nc_matmul", "matmul", "matmul_transpose_x"])
+def test_a_matmul_masked_past_the_tile_edge_computes_the_mask(api):
+    """A matmul whose operands are index expressions running past the tile, masked to the rows / columns that
+    exist: only those are computed and bounds-checked (``nisa.nc_matmul``, ``nl.matmul`` with and without
+    ``transpose_x``)."""
+    w = 200
+
+    @nki.jit(mode="simulation")
+    def kern(a, b):
+        out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(128)[None, :]
+        ta, tb = nl.load(a), nl.load(b)
+        keep = (128 + i_p < w) & (128 + i_f < w)
+        if api == "nc_matmul":
+            r = nisa.nc_matmul(ta[i_p, 128 + i_f], tb[i_p, 128 + i_f], mask=keep)
+        elif api == "matmul":  # x [M, K]: result rows are x's partitions
+            r = nl.matmul(ta[i_p, i_f], tb[i_p, 128 + i_f], mask=(128 + i_f < w))
+        else:
+            r = nl.matmul(ta[i_p, 128 + i_f], tb[i_p, 128 + i_f], transpose_x=True, mask=keep)
+        nl.store(out, value=nl.copy(r))
+        return out
+
+    a = RNG.standard_normal((128, w)).astype(np.float32)
+    b = RNG.standard_normal((128, w)).astype(np.float32)
+    got = kern(a, b)
+    n = w - 128
+    if api == "matmul":
+        np.testing.assert_allclose(got[:, :n], a[:, :128] @ b[:, 128:], rtol=2e-2, atol=2e-2)
+    else:
+        np.testing.assert_allclose(got[:n, :n], a[:, 128:].T @ b[:, 128:], rtol=2e-2, atol=2e-2)

@@ -125,15 +125,21 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
               is_transpose: bool = False, tile_position: Any = (), tile_size: Any = (), mask: Any = None,
               **kwargs: Any) -> B1Tensor:
     """``stationary.T @ moving`` into a new PSUM tile; ``psum += nisa.nc_matmul(...)`` accumulates."""
-    s = ops.to_sbuf(_view(tile(stationary, "stationary", "nc_matmul")), "nc_matmul")
-    m = ops.to_sbuf(_view(tile(moving, "moving", "nc_matmul")), "nc_matmul")
+    st, mv = tile(stationary, "stationary", "nc_matmul"), tile(moving, "moving", "nc_matmul")
+    full = (int(np.prod(st.shape[1:])), int(np.prod(mv.shape[1:])))
+    st, m0 = ops.mask_cut(st, 1, mask, full, 0, "nc_matmul")  # (result rows = stationary columns)
+    mv, n0 = ops.mask_cut(mv, 1, mask, full, 1, "nc_matmul")
+    s = ops.to_sbuf(_view(st), "nc_matmul")
+    m = ops.to_sbuf(_view(mv), "nc_matmul")
     kw = {"is_stationary_onezero": is_stationary_onezero, "is_moving_onezero": is_moving_onezero,
           "is_transpose": is_transpose, "tile_position": tile_position, "tile_size": tile_size}
     pm = _double_row(kwargs.get("perf_mode"))
     if pm:
         kw["perf_mode"] = pm
     # mask= selects result rows/columns: only those are computed (and accumulated) in PSUM
-    return ops.pending_tile(PendingMatmul(wrap(s), wrap(m), kw), mask, "nc_matmul")
+    cut = m0 or n0 or tuple(s.shape[1:]) != (full[0],) or tuple(m.shape[1:]) != (full[1],)
+    return ops.pending_tile(PendingMatmul(wrap(s), wrap(m), kw, m0=m0, n0=n0, full=full if cut else None), mask,
+                            "nc_matmul")
 
 
 def _double_row(perf_mode: Any) -> Any:

@@ -72,6 +72,11 @@ class PendingMatmul:
     moving: B1Tensor
     kwargs: dict[str, Any] = field(default_factory=dict)
     boxes: list[tuple[slice, ...] | None] = field(default_factory=lambda: [None])  # mask boxes of the [M, N] result
+    # operands cut to the mask's rows / columns (see mask_cut): the result row / column of their first column,
+    # and the result's full [M, N]
+    m0: int = 0
+    n0: int = 0
+    full: tuple[int, int] | None = None
 
     def run(self, dst: NkiTensor, accumulate: bool | None) -> None:
         for box in self.boxes:
@@ -83,7 +88,24 @@ class PendingMatmul:
             d = dst if dst.ndim == 2 else dst.reshape((dst.shape[0], -1))
             st = self.stationary.reshape((self.stationary.shape[0], -1))
             mv = self.moving.reshape((self.moving.shape[0], -1))
-            instr("nc_matmul")(d[rows, cols], st[:, rows], mv[:, cols], accumulate=accumulate, **self.kwargs)
+            r = slice(rows.start - self.m0, rows.stop - self.m0)
+            c = slice(cols.start - self.n0, cols.stop - self.n0)
+            instr("nc_matmul")(d[rows, cols], st[:, r], mv[:, c], accumulate=accumulate, **self.kwargs)
+
+
+def mask_cut(x: Any, axis: int, mask: Any, full: tuple[int, int], which: int, api: str) -> tuple[Any, int]:
+    """A matmul operand given as an index expression, cut before it is viewed to the result rows (``which`` 0) or
+    columns (1) that ``mask`` keeps, along its ``axis``; and the result index of its first kept element. A masked
+    ragged edge may index past the tensor (as in Beta 1): only the kept range is bounds-checked."""
+    if mask is None or not isinstance(x, Access) or len(x.shape) != 2:
+        return x, 0
+    boxes = boxes_for(mask, full, api)
+    if not boxes or None in boxes:
+        return x, 0
+    lo = min(b[which].start for b in boxes)
+    hi = max(b[which].stop for b in boxes)
+    box = tuple(slice(lo, hi) if d == axis else slice(None) for d in range(2))
+    return x.view(box), lo
 
 
 def pending_tile(p: PendingMatmul, mask: Any = None, api: str = "matmul") -> B1Tensor:
@@ -96,6 +118,8 @@ def pending_tile(p: PendingMatmul, mask: Any = None, api: str = "matmul") -> B1T
         if mask is not None:
             raise Beta1Unsupported(f"{api} with a double-row perf_mode and mask= is not implemented by nkieval")
         m, n = int(p.stationary.shape[-1]), int(p.moving.shape[-1])
+    elif p.full is not None:
+        m, n = p.full
     else:
         m = int(np.prod(p.stationary.shape[1:]))
         n = int(np.prod(p.moving.shape[1:]))
