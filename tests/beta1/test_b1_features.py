@@ -276,6 +276,20 @@ def test_double_row_matmul_and_a_column_operand_of_tensor_tensor():
         nki.jit(kern, mode="simulation", platform_target="trn1")(a, b, s)
 
 
+def test_tensor_tensor_operands_of_one_size_and_two_shapes_pair_elements_in_order():
+    """Operands with the same elements per partition but different shapes are not broadcast: they pair in order."""
+    @nki.jit(mode="simulation")
+    def kern(a, b):
+        out = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+        r = nisa.tensor_tensor(nl.load(a), nl.load(b).reshape((128, 4, 8)), nl.add)
+        nl.store(out, value=r.reshape((128, 32)))
+        return out
+
+    a = RNG.standard_normal((128, 32)).astype(np.float32)
+    b = RNG.standard_normal((128, 32)).astype(np.float32)
+    np.testing.assert_allclose(kern(a, b), a + b, rtol=1e-6)
+
+
 @pytest.mark.parametrize("api", ["nc_matmul", "matmul", "matmul_transpose_x"])
 def test_a_matmul_masked_past_the_tile_edge_computes_the_mask(api):
     """A matmul whose operands are index expressions running past the tile, masked to the rows / columns that

@@ -212,16 +212,19 @@ def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: A
             f"data2{list(b.shape)}) of 'tensor_tensor'", instruction="tensor_tensor", rule="partition-mismatch")
 
     full = tuple(a.shape)
-    if tuple(b.shape) != full and int(np.prod(a.shape)) != int(np.prod(b.shape)):
-        try:  # a [P, 1] (size-1 free dims) operand is broadcast along the free dims, as Beta 1 did
+    # operands of the same size but another shape pair elements per partition in order; of different sizes, a
+    # [P, 1] (size-1 free dims) operand is broadcast along the free dims, as Beta 1 did
+    broadcast = int(np.prod(a.shape)) != int(np.prod(b.shape))
+    if broadcast:
+        try:
             full = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
         except ValueError:
             raise NkiValidationError(f"tensor_tensor: data1{list(a.shape)} and data2{list(b.shape)} do not "
                                      "broadcast", instruction="tensor_tensor", rule="shape-mismatch") from None
 
     def run(dst: Any, x: Any, y: Any) -> None:
-        shp = tuple(dst.shape)
-        if full != tuple(a.shape) or tuple(b.shape) != full:  # zero-stride views along the broadcast free dims
+        if broadcast:  # zero-stride views along the broadcast free dims
+            shp = tuple(dst.shape)
             x = x if tuple(x.shape) == shp else ops._broadcast(wrap(x), shp, "tensor_tensor")
             y = y if tuple(y.shape) == shp else ops._broadcast(wrap(y), shp, "tensor_tensor")
         instr("tensor_tensor")(dst, x, y, _op(op), engine=engine)
