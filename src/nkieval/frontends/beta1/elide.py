@@ -148,9 +148,7 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
         if dst_alloc is None or dst_alloc.alloc_seq > p or _touched_between(touches[dst.alloc], p, i):
             continue  # (a destination allocated after the producer ran would be written before it exists)
         out = outs[0]
-        moved = OperandAccess(out.role, out.mode, dst.buffer, dst.alloc, dst.shape, dst.dtype, dst.partition_start,
-                              dst.partitions, dst.addr_lo, dst.addr_hi, dst.nbytes, dst.contiguous_bytes, dst.pattern,
-                              out.name)
+        moved = replace(dst, role=out.role, mode=out.mode, name=out.name)
         prod.operands = [moved if o is out else o for o in prod.operands]
         # the destination is now written at p instead of i (what later copies' checks must see)
         for table in (writers, touches):  # (sorted lists: bisect, then one memmove each)

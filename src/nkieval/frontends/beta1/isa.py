@@ -137,9 +137,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     if pm:
         kw["perf_mode"] = pm
     # mask= selects result rows/columns: only those are computed (and accumulated) in PSUM
-    cut = m0 or n0 or tuple(s.shape[1:]) != (full[0],) or tuple(m.shape[1:]) != (full[1],)
-    return ops.pending_tile(PendingMatmul(wrap(s), wrap(m), kw, m0=m0, n0=n0, full=full if cut else None), mask,
-                            "nc_matmul")
+    return ops.pending_tile(PendingMatmul(wrap(s), wrap(m), kw, m0=m0, n0=n0, full=full), mask, "nc_matmul")
 
 
 def _double_row(perf_mode: Any) -> Any:

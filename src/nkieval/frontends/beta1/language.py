@@ -379,7 +379,7 @@ def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None, **kwargs: Any
 def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **kwargs: Any) -> B1Tensor:
     """``x @ y`` (``x.T @ y`` with transpose_x) into PSUM; ``psum += nl.matmul(...)`` accumulates."""
     x, y = tile(x, "x", "matmul"), tile(y, "y", "matmul")
-    full = (int(x.shape[1 if transpose_x else 0]), int(np.prod(y.shape[1:])))
+    full = (int(np.prod(x.shape[1:])) if transpose_x else int(x.shape[0]), int(np.prod(y.shape[1:])))
     x, m0 = ops.mask_cut(x, 1 if transpose_x else 0, mask, full, 0, "matmul")  # (result rows)
     y, n0 = ops.mask_cut(y, 1, mask, full, 1, "matmul")
     xv = ops.to_sbuf(x.view() if isinstance(x, Access) else x, "matmul")
@@ -390,9 +390,7 @@ def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **kwa
         stationary = new_tile(pt.shape, xv.dtype, SBUF, "matmul")
         instr("tensor_copy")(stationary, pt)
     # mask= selects result rows/columns of the [M, N] PSUM tile: only those are computed
-    cut = bool(m0 or n0) or stationary.shape[1] != full[0] or int(np.prod(yv.shape[1:])) != full[1]
-    return ops.pending_tile(PendingMatmul(wrap(stationary), wrap(yv), m0=m0, n0=n0, full=full if cut else None),
-                            mask, "matmul")
+    return ops.pending_tile(PendingMatmul(wrap(stationary), wrap(yv), m0=m0, n0=n0, full=full), mask, "matmul")
 
 
 def transpose(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> B1Tensor:

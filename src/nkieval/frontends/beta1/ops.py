@@ -72,8 +72,8 @@ class PendingMatmul:
     moving: B1Tensor
     kwargs: dict[str, Any] = field(default_factory=dict)
     boxes: list[tuple[slice, ...] | None] = field(default_factory=lambda: [None])  # mask boxes of the [M, N] result
-    # operands cut to the mask's rows / columns (see mask_cut): the result row / column of their first column,
-    # and the result's full [M, N]
+    # operands cut to the mask's rows / columns (see mask_cut): the result row / column of their first column;
+    # and the result's [M, N] (None: from the operands' free sizes)
     m0: int = 0
     n0: int = 0
     full: tuple[int, int] | None = None
