@@ -43,6 +43,15 @@ def build(n_iters: int) -> TraceBuilder:
     return b
 
 
+def plain_loop(tr) -> int:
+    """The baseline: a plain Python loop over the trace's records and operands."""
+    s = 0
+    for r in tr.records:
+        for o in r.operands:
+            s += o.nbytes
+    return s
+
+
 def best(fns: list, reps: int) -> list[float]:
     """Least CPU time of each function over ``reps`` rounds, the functions interleaved within a round (so
     that a load on the machine weighs on all of them alike)."""
@@ -93,24 +102,13 @@ def main() -> None:
     n = len(tr)
     p = load_params(get_target("trn2"))
 
-    def plain() -> None:
-        s = 0
-        for r in tr.records:
-            for o in r.operands:
-                s += o.nbytes
-
     # the same records as the review harness receives them: read back from the sandbox's compact form (objects
     # made column by column, in order; the builder's are made record by record)
     dec = Trace.from_compact(tr.to_compact())
 
-    def plain_dec() -> None:
-        s = 0
-        for r in dec.records:
-            for o in r.operands:
-                s += o.nbytes
-
     t_plain, t_sched, t_est, t_plain_dec, t_sched_dec = best(
-        [plain, lambda: schedule(tr, p), lambda: estimate(tr), plain_dec, lambda: schedule(dec, p)], a.reps)
+        [lambda: plain_loop(tr), lambda: schedule(tr, p), lambda: estimate(tr), lambda: plain_loop(dec),
+         lambda: schedule(dec, p)], a.reps)
     print(f"trace: {n} instructions")
     print(f"plain loop over records/operands: {n / t_plain:12,.0f} instr/s")
     print(f"schedule():                       {n / t_sched:12,.0f} instr/s  ({t_sched / t_plain:.1f}x the plain loop)")
