@@ -115,6 +115,29 @@ def test_a_cast_on_assignment_keeps_its_copy():
     assert len(_by_opcode(_trace())["tensor_copy"]) == 1
 
 
+def test_a_computed_result_assigned_into_a_tile_of_another_dtype_is_written_in_that_dtype():
+    # compute engines calculate in fp32 and cast on writing: the activation writes the bf16 tile itself
+    @nki.jit(mode="simulation")
+    def kern(x):
+        out = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        y = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        y[...] = nl.exp(t)
+        nl.store(out, value=y)
+        return out
+
+    x = RNG.standard_normal((128, 16)).astype(np.float32)
+    got = kern(x)
+    np.testing.assert_allclose(got.astype(np.float32), np.exp(x), rtol=2e-2)
+    tr = _trace()
+    ops = _by_opcode(tr)
+    assert "tensor_copy" not in ops
+    (act,) = ops["activation"]
+    dst = next(o for o in act.operands if o.role == "dst")
+    assert dst.dtype == "bfloat16" and dst.nbytes == 128 * 16 * 2
+    _consistent(tr)
+
+
 def test_a_zeroed_psum_accumulator_starts_its_group_with_the_first_matmul():
     @nki.jit(mode="simulation")
     def kern(a_t, b):
@@ -203,10 +226,23 @@ def test_the_pass_keeps_a_copy_whose_elision_could_be_observed(case):
 
 
 def test_the_pass_keeps_a_copy_that_casts_or_reshapes():
+    # (the hand-made producer is a DMA: it cannot cast)
     for kw in ({"dtype": "bfloat16"}, {"shape": (128, 32, 2)}):
         tr, copy = _hand_trace()
         copy.operands[0] = _op(3, "dst", "w", **kw)
         assert elide(tr, [copy]) == 0
+
+
+@pytest.mark.parametrize("opcode, engine, elided", [("tensor_scalar", "vector", True), ("activation", "scalar", True),
+                                                    ("iota", "gpsimd", False), ("bn_stats", "vector", False)])
+def test_a_casting_copy_goes_only_where_the_producer_can_write_any_dtype(opcode, engine, elided):
+    tr, copy = _hand_trace()
+    tr.records[0] = TraceRecord(0, opcode, engine, [_op(2, "dst", "w")], {}, 0, (), "k.py", 1)
+    copy.operands[0] = _op(3, "dst", "w", dtype="bfloat16")
+    assert elide(tr, [copy]) == int(elided)
+    if elided:
+        assert tr.records[0].operands[0].alloc == 3 and tr.records[0].operands[0].dtype == "bfloat16"
+        _consistent(tr)
 
 
 def test_a_chain_of_assignments_collapses_into_the_load():

@@ -10,7 +10,10 @@ performance model's input, to what the compiler emits.
 
 A copy is elided only where that changes nothing a later instruction could observe:
 
-* it copies a whole SBUF tile into SBUF, same dtype and shape (no cast, no reshaping);
+* it copies a whole SBUF tile into SBUF, same shape (no reshaping) and the same dtype, or a different one
+  when an elementwise compute instruction produced the tile: compute engines calculate in fp32 and cast on
+  writing, so ``x_fp8[i] = nl.divide(a, s)`` is one instruction writing fp8 (a DMA does not cast: a load
+  assigned to a tile of another dtype keeps its copy);
 * exactly one instruction writes the temporary, writing just the region the copy reads (a plain write, not
   an accumulation), and nothing but the copy reads it;
 * the destination was allocated before the producer ran, and no instruction between the producer and the
@@ -28,6 +31,14 @@ from dataclasses import replace
 
 from nkieval.sim.context import SimContext
 from nkieval.sim.trace import OperandAccess, Trace, TraceRecord
+
+# producers that may write the destination's dtype instead of the temporary's: elementwise instructions of the
+# compute engines, whose output dtype is free (ISA: arithmetic in fp32, cast on write). Instructions whose
+# output has a fixed meaning or dtype (indices, statistics, random bits) are not listed.
+_CASTING_PRODUCERS = frozenset({"activation", "tensor_scalar", "tensor_tensor", "scalar_tensor_tensor", "tensor_copy",
+                                "tensor_reduce", "reciprocal", "exponential", "activation_reduce",
+                                "tensor_scalar_reduce", "tensor_tensor_scan", "tensor_scalar_cumulative",
+                                "affine_select", "tensor_copy_predicated", "select_reduce", "range_select"})
 
 
 class _Elider:
@@ -134,7 +145,7 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
             continue
         dst, src = _operands(c, "dst"), _operands(c, "src")
         if (dst is None or src is None or dst.mode != "w" or src.mode != "r" or dst.buffer != "sbuf"
-                or src.buffer != "sbuf" or dst.dtype != src.dtype or dst.shape != src.shape or dst.alloc == src.alloc):
+                or src.buffer != "sbuf" or dst.shape != src.shape or dst.alloc == src.alloc):
             continue
         tmp = src.alloc
         if readers[tmp] != [i] or len(writers[tmp]) != 1:
@@ -144,6 +155,8 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
         outs = [o for o in prod.operands if o.alloc == tmp]
         if p >= i or len(outs) != 1 or outs[0].mode != "w" or not _same_region(outs[0], src):
             continue
+        if dst.dtype != src.dtype and prod.opcode not in _CASTING_PRODUCERS:
+            continue  # (a DMA, or an instruction with a fixed output dtype, cannot write the destination's)
         dst_alloc = trace.allocations.get(dst.alloc)
         if dst_alloc is None or dst_alloc.alloc_seq > p or _touched_between(touches[dst.alloc], p, i):
             continue  # (a destination allocated after the producer ran would be written before it exists)
