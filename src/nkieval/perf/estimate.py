@@ -13,7 +13,7 @@ from nkieval.perf.params import PerfParams, load_params
 from nkieval.perf.schedule import Schedule, SchedulePolicy, schedule
 from nkieval.sim.trace import Trace
 
-MODEL_VERSION = "nkieval-perf 0.2"
+MODEL_VERSION = "nkieval-perf 0.3"
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,8 @@ ASSUMPTIONS = (
     "each DMA source line is one DMA queue; queues are FIFO and run one DMA at a time",
     "the HBM cap is a static per-engine share of the core's HBM bandwidth",
     "cross-engine semaphore latency and PE pipeline latency are assumed values",
-    "Trn2 dI/dt throttling and instruction-fetch effects are not modelled",
+    "Trn2/Trn3 dI/dt throttling is decided at Tensor-engine instruction starts (a new ramp after a gap with the "
+    "engine busy < 50 % of the last 3 us); instruction-fetch effects are not modelled",
 )
 
 

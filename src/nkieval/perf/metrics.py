@@ -238,6 +238,11 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
         m[f"{eng}_instruction_count"] = instr_count[eng]
     dma_active = _union_length(start[dma_ix], end[dma_ix])
     util["dma"] = dma_active / total if total else 0.0
+    # Trn2/Trn3 dI/dt throttling: Tensor-engine time beyond the full-rate occupancy (part of its active time;
+    # Explorer's TensorE "throttled" share)
+    thr = sum(s.throttled.values())
+    m["tensor_throttled_time"] = thr / cores * 1e-9
+    m["tensor_throttled_time_percent"] = 100.0 * thr / (total * cores) if total else 0.0
     m["matmul_instruction_count"] = op_count[("tensor", "nc_matmul")]
     m["activate_instruction_count"] = sum(c for (e, o), c in op_count.items() if o.startswith("activation"))
     m["activate_instruction_time"] = sum(t for (e, o), t in op_time.items() if o.startswith("activation")) * 1e-9

@@ -19,6 +19,7 @@ PERF_FACTS: tuple[str, ...] = (
     "pe_clock_ghz", "dve_clock_ghz", "act_clock_ghz", "pool_clock_ghz", "base_clock_ghz",
     "pe_array_rows", "pe_array_cols", "mm_min_ii_cycles", "mm_fp32_factor", "mm_fp8_double_row_factor",
     "mm_stationary_floor_cycles", "mm_instruction_overhead_cycles", "pe_pipeline_latency_cycles", "ls_speedup",
+    "pe_throttle_start_fraction", "pe_throttle_ramp_ns", "pe_throttle_window_ns", "pe_throttle_util_threshold",
     "pe_transpose_fp32_factor", "min_ii_cycles", "dve_dep_overhead_cycles", "act_dep_overhead_cycles",
     "pool_dep_overhead_cycles", "gpsimd_start_cycles", "dynamic_min_ii_cycles", "stride_penalty_bytes",
     "stride_penalty_factor", "vector_perf_modes", "scalar_perf_mode_2x", "sbuf_port_shared_vector_gpsimd",

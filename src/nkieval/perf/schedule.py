@@ -12,6 +12,9 @@ engine (or queue) is free and every dependency is satisfied:
   buffer it reuses (``depth`` instances back) is dead;
 * ports (Trn1): VectorE and GpSimdE share the SBUF port, VectorE and ScalarE the PSUM port.
 
+On Trn2/Trn3 the Tensor engine's dI/dt throttling stretches its instructions after idle time
+(:class:`PeThrottle`).
+
 Dependencies are computed from the byte ranges each operand touches: on-chip as partitions ×
 bytes per partition, in HBM as rows × columns of the access pattern (falling back to the
 flat byte range), keyed by allocation (``compiler``: logical tiles, the compiler may
@@ -25,7 +28,7 @@ from __future__ import annotations
 import gc
 from array import array
 from bisect import bisect_right
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -90,6 +93,7 @@ class Schedule:
     dma_slot: dict[int, float]  # DMA record -> when its transfers start on the DMA engines
     issue_busy: dict[str, float]  # track -> ns of hwdge/swdge issue occupancy added to compute engines
     perf_mode: dict[int, str] = field(default_factory=dict)
+    throttled: dict[int, float] = field(default_factory=dict)  # Tensor record -> ns its throttling added
     unmodelled: Counter = field(default_factory=Counter)
     rotation: RotationPlan | None = None
     # per record: the first record with the same cost signature (opcode, engine, attributes, operand roles,
@@ -284,6 +288,57 @@ class _RangeTable:
         self.pitch = None
         self.mixed = False
         self.dead = 0
+
+
+def ramp_time(u0: float, work: float, f0: float, ramp: float) -> float:
+    """Time to do ``work`` ns of full-rate work when the rate is ``f0 + (1 - f0)·u/ramp`` (capped at 1) ``u`` ns
+    after the ramp began, starting ``u0`` ns after it."""
+    if u0 >= ramp or f0 >= 1.0 or work <= 0:
+        return work
+    k = (1.0 - f0) / ramp  # rate gained per ns
+    r0 = f0 + k * u0
+    w_ramp = (ramp - u0) * (r0 + 1.0) / 2.0  # work done by the end of the ramp
+    if work >= w_ramp:
+        return (ramp - u0) + (work - w_ramp)
+    # r0·t + k·t²/2 = work
+    return (-r0 + (r0 * r0 + 2.0 * k * work) ** 0.5) / k
+
+
+class PeThrottle:
+    """Trn2/Trn3 dI/dt throttling of the Tensor engine (Neuron Explorer glossary): after idle the engine
+    restarts at ``f0`` of its rate and ramps linearly to full over ``ramp`` ns; throttling re-engages
+    whenever its utilization over the last ``window`` ns falls below ``threshold``.
+
+    Modelled at instruction starts: an instruction that starts after a gap, with the engine busy less than
+    ``threshold`` of the window before it, begins a new ramp; every instruction runs at the ramp's rate (its
+    full-rate occupancy stretched by :func:`ramp_time`). Back-to-back instructions never re-engage it.
+    """
+
+    __slots__ = ("busy", "end", "f0", "need", "ramp", "since", "window")
+
+    def __init__(self, f0: float, ramp: float, window: float, threshold: float) -> None:
+        self.f0, self.ramp, self.window = f0, ramp, window
+        self.need = threshold * window
+        self.since = -float("inf")  # when the current ramp began
+        self.end = -float("inf")  # when the engine's last instruction ended
+        self.busy: deque[tuple[float, float]] = deque()  # (start, end) of instructions ending within the window
+
+    def run(self, st: float, work: float) -> float:
+        """Occupancy of an instruction of ``work`` ns (at full rate) starting at ``st``; records it."""
+        busy = self.busy
+        w0 = st - self.window
+        while busy and busy[0][1] <= w0:
+            busy.popleft()
+        if st > self.end:  # after a gap: re-engaged if the window was busy less than the threshold
+            b = 0.0
+            for s0, e0 in busy:
+                b += (e0 if e0 < st else st) - (s0 if s0 > w0 else w0)
+            if b < self.need:
+                self.since = st
+        dur = ramp_time(st - self.since, work, self.f0, self.ramp)
+        self.end = st + dur
+        busy.append((st, self.end))
+        return dur
 
 
 class DmaPool:
@@ -495,6 +550,7 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     n_queues = int(p.dma_queues)
     port_vg = bool(p.sbuf_port_shared_vector_gpsimd)
     port_vs = bool(p.psum_port_shared_vector_scalar)
+    pe_f0 = float(p.pe_throttle_start_fraction)
 
     start = array("d", bytes(8 * n))
     end = array("d", bytes(8 * n))
@@ -508,6 +564,7 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     track: list[str] = [""] * n
     dma_plans: dict[int, DmaPlan] = {}
     perf_mode: dict[int, str] = {}
+    throttled: dict[int, float] = {}
     issue_busy: dict[str, float] = {}
 
     tstate: dict[str, list] = {}  # track or port -> [free at (ns), last record on it]
@@ -551,7 +608,7 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     any_ports = bool(sbuf_port or psum_port)
     # per core: compute engine -> (track, state, port states without / with PSUM, dependency label);
     # issue engine -> (track, state)
-    eng_of: list[dict[str, tuple[str, list, tuple, tuple, str]]] = [{} for _ in range(cores)]
+    eng_of: list[dict[str, tuple[str, list, tuple, tuple, str, PeThrottle | None]]] = [{} for _ in range(cores)]
     issuer_of: list[dict[str, tuple[str, list]]] = [{} for _ in range(cores)]
     seq = 0  # insertion order of table entries
     tab_get = tab_of.get
@@ -757,14 +814,21 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                         ports.append(ps)
                 with_psum = tuple(ports)
                 plain = with_psum[:1] if sbuf_port.get((core, eng)) is not None else ()
+                thr = (PeThrottle(pe_f0, float(p.pe_throttle_ramp_ns), float(p.pe_throttle_window_ns),
+                                  float(p.pe_throttle_util_threshold)) if eng == "tensor" and pe_f0 < 1.0 else None)
                 eq = eng_of[core][eng] = (tr, ts, plain, plain if len(plain) == len(with_psum) else with_psum,
-                                          dep_label.get(eng) or "dep:" + eng)
-            tr, ts, ports_plain, ports_psum, lbl = eq
+                                          dep_label.get(eng) or "dep:" + eng, thr)
+            tr, ts, ports_plain, ports_psum, lbl, thr = eq
             prev_free, pr = ts
             t0 = prev_free
             why = None
             if t_dep > t0:
                 t0, why, pr = t_dep, d_reason, d_pred
+            if thr is not None:
+                full = o_cost
+                o_cost = thr.run(t0, full)
+                if o_cost > full:
+                    throttled[i] = o_cost - full
             if any_ports:
                 pstates = ports_psum if psum else ports_plain
                 for ps in pstates:
@@ -885,4 +949,4 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
         v.release()
     return Schedule(trace=trace, params=p, policy=pol, cores=cores, track=track, start=start, end=end, occ=occ_a,
                     wait=wait, pred=pred, reason=reason, dma=dma_plans, dma_slot=dma_slot, issue_busy=issue_busy,
-                    perf_mode=perf_mode, unmodelled=unmodelled, rotation=rot, signature=signature)
+                    perf_mode=perf_mode, throttled=throttled, unmodelled=unmodelled, rotation=rot, signature=signature)

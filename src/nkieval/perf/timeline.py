@@ -58,6 +58,8 @@ def to_perfetto(est: PerfEstimate, *, dma_engines: bool = False) -> dict[str, An
             args["wait_reason"] = reason[i]
         if i in s.perf_mode:
             args["performance_mode"] = s.perf_mode[i]
+        if i in s.throttled:
+            args["throttled_ns"] = round(s.throttled[i], 1)
         plan = s.dma.get(i)
         if plan is not None:
             args["bytes"] = plan.bytes
