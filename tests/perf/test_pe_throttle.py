@@ -91,3 +91,13 @@ def test_each_idle_gap_restarts_the_ramp_and_the_metric_reports_it():
     off = estimate(_matmuls("trn2", [64, 64, 64]).trace, "trn2", params={"pe_throttle_start_fraction": 1.0})
     assert off.summary["tensor_throttled_time"] == 0.0
     assert three.total_time_ns == pytest.approx(off.total_time_ns + 3 * 750.0, rel=1e-6)
+
+
+def test_the_text_summary_and_the_timeline_show_the_throttled_time():
+    from nkieval.perf.timeline import text_summary, to_perfetto
+
+    est = estimate(_matmuls("trn2", [64, 64]).trace, "trn2")
+    assert "tensor throttled (dI/dt) 1.50 us" in text_summary(est)
+    slices = [e for e in to_perfetto(est)["traceEvents"] if e.get("ph") == "X" and e["name"] == "nc_matmul"]
+    assert slices[0]["args"]["throttled_ns"] > 0 and "throttled_ns" not in slices[-1]["args"]
+    assert "throttled" not in text_summary(estimate(_matmuls("trn1", [64, 64]).trace, "trn1"))

@@ -122,6 +122,9 @@ def text_summary(est: PerfEstimate) -> str:
         if cnt or m[f"{eng}_active_time"]:
             lines.append(f"  {eng:<8} {m[f'{eng}_active_time_percent']:7.1f} {cnt:7d}   "
                          f"{_fmt_ns(m[f'{eng}_active_time'] * 1e9)}")
+    if m.get("tensor_throttled_time"):
+        lines.append(f"  tensor throttled (dI/dt) {_fmt_ns(m['tensor_throttled_time'] * 1e9)} of its active time "
+                     f"({m['tensor_throttled_time_percent']:.1f}% of total)")
     lines.append(f"  dma      {m['dma_active_time_percent']:7.1f} {m['dma_transfer_count']:7d}   "
                  f"{m['dma_transfer_total_bytes'] / 1e6:.2f} MB, avg {m['dma_transfer_average_bytes'] / 1024:.1f} KiB, "
                  f"{m['dma_achieved_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s")
