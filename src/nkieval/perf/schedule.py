@@ -606,7 +606,8 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
             if port_vs and e in ("vector", "scalar"):
                 psum_port[(c, e)] = pre + "port:psum_vs"
     any_ports = bool(sbuf_port or psum_port)
-    # per core: compute engine -> (track, state, port states without / with PSUM, dependency label);
+    # per core: compute engine -> (track, state, port states without / with PSUM, dependency label, its dI/dt
+    # throttle (Tensor engine, trn2+) or None);
     # issue engine -> (track, state)
     eng_of: list[dict[str, tuple[str, list, tuple, tuple, str, PeThrottle | None]]] = [{} for _ in range(cores)]
     issuer_of: list[dict[str, tuple[str, list]]] = [{} for _ in range(cores)]
