@@ -149,9 +149,10 @@ def mm_fully_blocked(lhsT, rhs, bm_tiles=16, bn_tiles=2, bk_tiles=8):
 
 # -- trn2 4096^3 bf16 worked example (corpus.md 4.3) --------------------------------------------------
 @nki.jit
-def mm_v1_block_m(lhsT, rhs, bm_tiles=8, bn_tiles=2, wide_rhs=False):
-    """V1: output blocks of ``bm_tiles`` × ``bn_tiles`` tiles; the lhsT strip for a block of M is loaded as
-    [128, bm] rows per K tile, rhs per K tile as ``bn_tiles`` [128, 512] DMAs (V2: one [128, bn] DMA)."""
+def mm_v1_block_m(lhsT, rhs, bm_tiles=8, bn_tiles=2, rows=False):
+    """V1: output blocks of ``bm_tiles`` × ``bn_tiles`` tiles, each tile loaded by its own DMA ("V1 loads individual
+    tiles per DMA call (128x128 for lhsT, 128x512 for rhs)"): per K tile, ``bm_tiles`` [128, 128] lhsT DMAs and
+    ``bn_tiles`` [128, 512] rhs DMAs. V2 (``rows``): one [128, bm] lhsT and one [128, bn] rhs row DMA per K tile."""
     k_, m_ = lhsT.shape
     _, n_ = rhs.shape
     kt = k_ // TK
@@ -160,11 +161,16 @@ def mm_v1_block_m(lhsT, rhs, bm_tiles=8, bn_tiles=2, wide_rhs=False):
     for mb in nl.affine_range(m_ // bm):
         a = nl.ndarray((TK, kt, bm), dtype=lhsT.dtype, buffer=nl.sbuf)
         for k in nl.affine_range(kt):
-            nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * TK:(k + 1) * TK, mb * bm:(mb + 1) * bm])
+            if rows:
+                nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * TK:(k + 1) * TK, mb * bm:(mb + 1) * bm])
+            else:
+                for i in nl.affine_range(bm_tiles):
+                    m0 = mb * bm + i * TM
+                    nisa.dma_copy(dst=a[:, k, i * TM:(i + 1) * TM], src=lhsT[k * TK:(k + 1) * TK, m0:m0 + TM])
         for nb in nl.affine_range(n_ // bn):
             b = nl.ndarray((TK, kt, bn), dtype=rhs.dtype, buffer=nl.sbuf)
             for k in nl.affine_range(kt):
-                if wide_rhs:
+                if rows:
                     nisa.dma_copy(dst=b[:, k, :], src=rhs[k * TK:(k + 1) * TK, nb * bn:(nb + 1) * bn])
                 else:
                     for j in nl.affine_range(bn_tiles):
@@ -187,8 +193,8 @@ def mm_v1_block_m(lhsT, rhs, bm_tiles=8, bn_tiles=2, wide_rhs=False):
 
 @nki.jit
 def mm_v2_row_loads(lhsT, rhs, bm_tiles=8, bn_tiles=2):
-    """V2: as V1, with each rhs K tile loaded as one [128, bn] row DMA."""
-    return mm_v1_block_m.fn(lhsT, rhs, bm_tiles=bm_tiles, bn_tiles=bn_tiles, wide_rhs=True)
+    """V2: as V1, with each K tile of lhsT and of rhs loaded as one [128, bm] / [128, bn] row DMA."""
+    return mm_v1_block_m.fn(lhsT, rhs, bm_tiles=bm_tiles, bn_tiles=bn_tiles, rows=True)
 
 
 # -- micro-results of the performance guide (perf-model.md 3.5) -------------------------------------
