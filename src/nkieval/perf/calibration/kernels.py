@@ -158,6 +158,8 @@ def mm_v1_block_m(lhsT, rhs, bm_tiles=8, bn_tiles=2, rows=False):
     kt = k_ // TK
     bm, bn = TM * bm_tiles, TN * bn_tiles
     out = nl.ndarray((m_, n_), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    # (the lhsT and rhs loads are written out separately, not through one helper: the model gives each DMA source
+    # line its own queue, as the compiler gives each DMA instruction)
     for mb in nl.affine_range(m_ // bm):
         a = nl.ndarray((TK, kt, bm), dtype=lhsT.dtype, buffer=nl.sbuf)
         for k in nl.affine_range(kt):
