@@ -321,3 +321,22 @@ def test_a_matmul_masked_past_the_tile_edge_computes_the_mask(api):
         np.testing.assert_allclose(got[:, :n], a[:, :128] @ b[:, 128:], rtol=2e-2, atol=2e-2)
     else:
         np.testing.assert_allclose(got[:n, :n], a[:, 128:].T @ b[:, 128:], rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("cond", [np.array([-1, 0, 1, 2, -128, 0, 5, 0], np.int8),
+                                  np.array([-1, 0, 1, 2, -70000, 0, 5, 0], np.int32),
+                                  np.array([-0.5, 0.0, 0.5, 2.0, -0.0, 1e-30, 5.0, 0.0], np.float32)])
+def test_where_holds_where_the_condition_is_nonzero(cond):
+    # (a converting copy to uint8 saturated -1 to 0 and truncated 0.5 to 0: both read as false)
+    @nki.jit(mode="simulation")
+    def kern(c, x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.where(nl.load(c), nl.load(x), 9.0))
+        return out
+
+    c = np.tile(cond, (4, 1))
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_array_equal(kern(c, x), np.where(c, x, np.float32(9.0)))
+    extra = [r.opcode for r in nki.last_result().trace.records if r.opcode not in ("dma_copy", "memset")]
+    # an integer condition is read as unsigned bits in place; a float one is compared with 0
+    assert extra == (["tensor_copy_predicated"] if cond.dtype.kind == "i" else ["tensor_scalar", "tensor_copy_predicated"])

@@ -361,6 +361,22 @@ def test_where():
     np.testing.assert_array_equal(out, np.where(c != 0, a, 0.0))
 
 
+@needs_predicated
+@pytest.mark.parametrize("cond", [np.array([-1, 0, 1, 2, -128, 0, 5, 0], np.int8),
+                                  np.array([-1, 0, 1, 2, -70000, 0, 5, 0], np.int32),
+                                  np.array([-0.5, 0.0, 0.5, 2.0, -0.0, 1e-30, 5.0, 0.0], np.float32)])
+def test_where_holds_where_the_condition_is_nonzero(cond):
+    # (a converting copy to uint8 saturated -1 to 0 and truncated 0.5 to 0: both read as false)
+    c = np.tile(cond, (4, 1))
+    a = RNG.standard_normal((4, 8)).astype(np.float32)
+    out, tr = run_nl(lambda cc, aa: nl.where(cc, aa, 9.0), c, a)
+    np.testing.assert_array_equal(out, np.where(c, a, np.float32(9.0)))
+    # an integer condition is read as unsigned bits in place; a float one is compared with 0
+    want = ["memset", "tensor_copy_predicated"] if cond.dtype.kind == "i" else \
+        ["memset", "tensor_scalar", "tensor_copy_predicated"]
+    assert compute_opcodes(tr) == want
+
+
 def test_dropout_zeroes_about_rate_and_keeps_the_rest():
     x = np.ones((128, 256), np.float32)
     out, tr = run_nl(lambda t: nl.dropout(t, 0.25), x)

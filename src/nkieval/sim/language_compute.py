@@ -399,10 +399,10 @@ def rms_norm(x: Any, w: Any, axis: Any, n: Any = None, epsilon: float = 1e-6, co
 
 
 def where(condition: Any, x: Any, y: Any, dtype: Any = None) -> NkiTensor:
-    """``condition ? x : y`` per element; ``condition`` is a tile of 1/0 values (any dtype).
+    """``condition ? x : y`` per element; the condition holds where it is nonzero (any dtype).
 
-    Lowered as: y (copy or memset) into the result, the condition as a uint8 predicate, then
-    ``tensor_copy_predicated`` of x over it."""
+    Lowered as: y (copy or memset) into the result, the condition as an unsigned predicate (an integer one
+    read as unsigned in place, a float one compared with 0), then ``tensor_copy_predicated`` of x over it."""
     api = "where"
     cond = _tile(condition, "condition", api)
     shape = cond.shape
@@ -428,9 +428,13 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None) -> NkiTensor:
     else:
         _isa.memset(out, int(y) if out_dt.is_int else float(y))
     pred = cond
-    if cond.dtype not in (dt.uint8, dt.uint16, dt.uint32):
-        pred = _new(shape, dt.uint8, api)
-        _isa.tensor_copy(pred, cond)
+    if cond.dtype in (dt.int8, dt.int16, dt.int32, dt.bool_) and cond.data.strides[-1] == cond.data.itemsize:
+        # the same bits read as unsigned: no instruction, and nonzero stays nonzero (a converting copy would
+        # saturate -1 to 0)
+        pred = cond.view({1: dt.uint8, 2: dt.uint16, 4: dt.uint32}[cond.dtype.itemsize])
+    if pred.dtype not in (dt.uint8, dt.uint16, dt.uint32):
+        pred = _new(shape, dt.uint8, api)  # (a converting copy would truncate 0.5 to 0)
+        _isa.tensor_scalar(pred, cond, OPS["not_equal"], 0.0)
     src: Any = x
     if isinstance(x, NkiTensor) and x.dtype != out_dt:
         src = _new(shape, out_dt, api)
