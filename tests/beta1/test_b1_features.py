@@ -340,3 +340,17 @@ def test_where_holds_where_the_condition_is_nonzero(cond):
     extra = [r.opcode for r in nki.last_result().trace.records if r.opcode not in ("dma_copy", "memset")]
     # an integer condition is read as unsigned bits in place; a float one is compared with 0
     assert extra == (["tensor_copy_predicated"] if cond.dtype.kind == "i" else ["tensor_scalar", "tensor_copy_predicated"])
+
+
+def test_where_broadcasts_a_one_column_comparison_over_the_free_dims():
+    # (the broadcast bool condition has a zero-stride last dim: it is compared with 0, not reread in place, which
+    # raised "view(dtype) needs a contiguous last dimension")
+    @nki.jit(mode="simulation")
+    def kern(c, x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.where(nl.greater(nl.load(c), 0), nl.load(x), 9.0))
+        return out
+
+    c = np.array([[-1], [0], [1], [2]], np.int8)
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_array_equal(kern(c, x), np.where(c > 0, x, np.float32(9.0)))

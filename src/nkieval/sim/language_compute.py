@@ -398,6 +398,23 @@ def rms_norm(x: Any, w: Any, axis: Any, n: Any = None, epsilon: float = 1e-6, co
     return out
 
 
+_UNSIGNED_OF_SIZE = {1: dt.uint8, 2: dt.uint16, 4: dt.uint32}
+
+
+def predicate(cond: NkiTensor, new_u8: Callable[[], NkiTensor]) -> NkiTensor:
+    """``cond`` as the unsigned predicate of ``tensor_copy_predicated``, holding where ``cond`` is nonzero (both
+    front ends' ``where``): an unsigned one as it is; a signed or bool one with a contiguous last dim read as
+    unsigned bits in place, no instruction (a converting copy would saturate -1 to 0); any other (float, or a
+    zero-stride broadcast) compared with 0 into ``new_u8()`` (a converting copy would truncate 0.5 to 0)."""
+    if cond.dtype in (dt.uint8, dt.uint16, dt.uint32):
+        return cond
+    if cond.dtype in (dt.int8, dt.int16, dt.int32, dt.bool_) and cond.data.strides[-1] == cond.data.itemsize:
+        return cond.view(_UNSIGNED_OF_SIZE[cond.dtype.itemsize])
+    pred = new_u8()
+    _isa.tensor_scalar(pred, cond, OPS["not_equal"], 0.0)
+    return pred
+
+
 def where(condition: Any, x: Any, y: Any, dtype: Any = None) -> NkiTensor:
     """``condition ? x : y`` per element; the condition holds where it is nonzero (any dtype).
 
@@ -427,14 +444,7 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None) -> NkiTensor:
         _isa.tensor_copy(out, y)
     else:
         _isa.memset(out, int(y) if out_dt.is_int else float(y))
-    pred = cond
-    if cond.dtype in (dt.int8, dt.int16, dt.int32, dt.bool_) and cond.data.strides[-1] == cond.data.itemsize:
-        # the same bits read as unsigned: no instruction, and nonzero stays nonzero (a converting copy would
-        # saturate -1 to 0)
-        pred = cond.view({1: dt.uint8, 2: dt.uint16, 4: dt.uint32}[cond.dtype.itemsize])
-    if pred.dtype not in (dt.uint8, dt.uint16, dt.uint32):
-        pred = _new(shape, dt.uint8, api)  # (a converting copy would truncate 0.5 to 0)
-        _isa.tensor_scalar(pred, cond, OPS["not_equal"], 0.0)
+    pred = predicate(cond, lambda: _new(shape, dt.uint8, api))
     src: Any = x
     if isinstance(x, NkiTensor) and x.dtype != out_dt:
         src = _new(shape, out_dt, api)

@@ -38,6 +38,7 @@ from nkieval.frontends.beta1.ops import (
 from nkieval.frontends.beta1.tensor import Access, B1Tensor, wrap
 from nkieval.sim import dtypes as dt
 from nkieval.sim import language as sim_nl
+from nkieval.sim import language_compute as _lang_compute
 from nkieval.sim import language_extra as _lang_extra
 from nkieval.sim.context import current, maybe_current
 from nkieval.sim.errors import NkiValidationError
@@ -469,17 +470,8 @@ def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None
                 ops.copy_into(o, xv, "where")
             continue
         pred = ops._broadcast(wrap(pred), shp, "where")
-        if pred.dtype == dt.bool_:  # Beta-1 comparisons give bool tiles (stored as uint8)
-            pred = wrap(pred.view(dt.uint8))
-        elif pred.dtype in (dt.int8, dt.int16, dt.int32):
-            # a signed condition holds where it is nonzero: the same bits read as unsigned, no instruction (a
-            # converting copy would saturate -1 to 0 and turn it false)
-            pred = wrap(pred.view({1: dt.uint8, 2: dt.uint16, 4: dt.uint32}[pred.dtype.itemsize]))
-        if pred.dtype not in (dt.uint8, dt.uint16, dt.uint32):
-            # a float condition holds where it is nonzero (a converting copy would turn 0.5 into 0)
-            p8 = new_tile(shp, dt.uint8, SBUF, "where")
-            instr("tensor_scalar")(p8, pred, OPS["not_equal"], 0.0)
-            pred = p8
+        # (Beta-1 comparisons give bool tiles, stored as uint8)
+        pred = wrap(_lang_compute.predicate(pred, lambda shp=shp: new_tile(shp, dt.uint8, SBUF, "where")))
         xs = xv if not ops.is_scalar(xv) else full_tile(shp, xv, out_dt)
         xs = ops._broadcast(wrap(xs), shp, "where")
         if xs.dtype != out_dt:
