@@ -89,7 +89,7 @@ def note_psum_zeroing(ctx: SimContext) -> None:
     _note(ctx, "memset", "zeroings")
 
 
-def _operands(rec: TraceRecord, role: str) -> OperandAccess | None:
+def _by_role(rec: TraceRecord, role: str) -> OperandAccess | None:
     for o in rec.operands:
         if o.role == role:
             return o
@@ -143,7 +143,7 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
         c = recs[i]
         if c.opcode != "tensor_copy" or len(c.operands) != 2:
             continue
-        dst, src = _operands(c, "dst"), _operands(c, "src")
+        dst, src = _by_role(c, "dst"), _by_role(c, "src")
         if (dst is None or src is None or dst.mode != "w" or src.mode != "r" or dst.buffer != "sbuf"
                 or src.buffer != "sbuf" or dst.shape != src.shape or dst.alloc == src.alloc):
             continue
@@ -174,7 +174,7 @@ def elide(trace: Trace, copies: list[TraceRecord], zeroings: list[TraceRecord] =
         gone.add(tmp)
     for i in at_zeroings:
         z = recs[i]
-        dst = _operands(z, "dst")
+        dst = _by_role(z, "dst")
         if z.opcode != "memset" or dst is None or dst.buffer != "psum" or z.attrs.get("value") not in (0, 0.0):
             continue
         t = touches[dst.alloc]
