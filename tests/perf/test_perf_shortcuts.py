@@ -42,6 +42,12 @@ from nkieval.sim.trace import AllocationRecord, OperandAccess, Trace, TraceRecor
 SHORTCUTS = ("_EXACT_INDEX", "_CACHE_LOOKUPS", "_REWRITE_IN_PLACE", "_EXACT_READS")
 
 
+@pytest.fixture(autouse=True)
+def _python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shortcuts are the Python loop's (the compiled loop is held to it in test_native_schedule.py)."""
+    monkeypatch.setattr(sched_mod, "_NATIVE", False)
+
+
 def _digest_with(trace: Trace, target: str, policy: SchedulePolicy, **switches: object) -> str:
     with pytest.MonkeyPatch.context() as mp:
         for name, value in switches.items():

@@ -2,7 +2,8 @@
 
 The pinned values (record count, total time, start of the last record, SHA-1 of every per-record
 output) were computed with the scheduler before its optimisations (linear scans of the byte-range
-tables, no grid index, exact-box index, cached lookups or in-place rewrites); a change of any start,
+tables, no grid index, exact-box index, cached lookups or in-place rewrites); both loops, the Python one and
+the compiled one (``nkieval.perf._schedule_c``), are held to them. A change of any start,
 end, wait, reason, predecessor or track fails here. The Tensor engine's dI/dt throttling (Trn2), added
 to the model later and tested in test_pe_throttle.py, is switched off here.
 """
@@ -51,8 +52,13 @@ PINNED = {
 }
 
 
+@pytest.mark.parametrize("loop", ["python", "native"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_schedule_matches_the_pinned_pre_optimisation_result(name: str) -> None:
+def test_schedule_matches_the_pinned_pre_optimisation_result(name: str, loop: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if loop == "native" and sched_mod._schedule_c is None:
+        pytest.fail("the compiled scheduler (nkieval.perf._schedule_c) is not built")
+    monkeypatch.setattr(sched_mod, "_NATIVE", loop == "native")
     make, target, policy = CASES[name]
     trace = make()
     s = schedule(trace, load_params(get_target(target), NO_THROTTLE), policy)
@@ -64,6 +70,7 @@ def test_schedule_matches_the_pinned_pre_optimisation_result(name: str) -> None:
 
 
 def _with_index(monkeypatch: pytest.MonkeyPatch, on: bool, trace, target: str, policy: SchedulePolicy) -> str:
+    monkeypatch.setattr(sched_mod, "_NATIVE", False)  # the grid index is the Python loop's
     monkeypatch.setattr(sched_mod, "_INDEX_MIN", 4 if on else 10**9)
     monkeypatch.setattr(sched_mod, "_MISSES_BEFORE_INDEX", 1)
     return digest(schedule(trace, load_params(get_target(target)), policy))

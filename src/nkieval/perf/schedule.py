@@ -26,6 +26,7 @@ program-order upper bound.
 from __future__ import annotations
 
 import gc
+import os
 from array import array
 from bisect import bisect_right
 from collections import Counter, deque
@@ -39,6 +40,11 @@ from nkieval.perf.dma import DmaPlan, plan_dma
 from nkieval.perf.params import PerfParams
 from nkieval.perf.rotation import RotationPlan, plan_rotation
 from nkieval.sim.trace import Trace
+
+try:  # the per-record loop compiled (built with the package; the Python loop below is the reference)
+    from nkieval.perf import _schedule_c
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _schedule_c = None
 
 ScheduleMode = Literal["compiler", "physical", "serial"]
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
@@ -133,6 +139,10 @@ _NO_EXACT: Mapping[tuple, list] = MappingProxyType({})
 _CACHE_LOOKUPS = True  # tables remember a looked-up box's hits until an entry is added or killed
 _REWRITE_IN_PLACE = True  # a write replacing the table's last entry (same box) reuses it
 _EXACT_READS = True  # a read of exactly a live entry's box (an ``exact`` hit) skips the general hit handling
+# Use the compiled loop where it is built (NKIEVAL_PURE_PYTHON_SCHEDULER=1 turns it off); tests/perf hold the two
+# loops to identical schedules
+_NATIVE = os.environ.get("NKIEVAL_PURE_PYTHON_SCHEDULER", "") in ("", "0")
+_POOL_KEEP = 512  # busy intervals each core's DmaPool remembers (both loops)
 _FOUND_MAX = 4096  # boxes a table remembers the hits of (between two changes of its entries)
 _QUERY_MAX_CELLS = 64  # a query box covering more grid cells scans the table instead
 _ENTRY_MAX_CELLS = 16  # an entry covering more cells goes to the table's "wide" list
@@ -543,6 +553,10 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
         rot = plan_rotation(trace, depth, {"sbuf": int(p.sbuf_usable_bytes_per_partition),
                                            "psum": int(p.psum_bytes_per_partition)})
     static, signature, unmodelled, written = _static_costs(records, p)
+    if _NATIVE and _schedule_c is not None:
+        s = _schedule_native(trace, p, pol, cores, rot, static, signature, unmodelled, written)
+        if s is not None:
+            return s
     sem = float(p.cross_engine_sem_ns)
     dma_fixed = float(p.dma_fixed_ns)
     dma_pipelined = bool(p.dma_queue_pipelined)
@@ -570,7 +584,7 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     tstate: dict[str, list] = {}  # track or port -> [free at (ns), last record on it]
     queue_of: dict[tuple[int, str | None, int | None], tuple[str, list]] = {}  # DMA queue -> (track, state)
     queue_count = [0] * cores
-    pools = [DmaPool() for _ in range(cores)]
+    pools = [DmaPool(_POOL_KEEP) for _ in range(cores)]
     dma_slot: dict[int, float] = {}
     global_end = 0.0
     global_last = -1
@@ -948,6 +962,126 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                 tab._file(e)
     for v in views:
         v.release()
+    return Schedule(trace=trace, params=p, policy=pol, cores=cores, track=track, start=start, end=end, occ=occ_a,
+                    wait=wait, pred=pred, reason=reason, dma=dma_plans, dma_slot=dma_slot, issue_busy=issue_busy,
+                    perf_mode=perf_mode, throttled=throttled, unmodelled=unmodelled, rotation=rot, signature=signature)
+
+
+_NATIVE_BUFFERS = {"sbuf": 0, "psum": 1, "hbm": 2}
+
+
+def native_available() -> bool:
+    """Whether ``schedule`` runs its per-record loop compiled (the ``_schedule_c`` extension is built and not
+    switched off)."""
+    return _NATIVE and _schedule_c is not None
+
+
+def _schedule_native(trace: Trace, p: PerfParams, pol: SchedulePolicy, cores: int, rot: RotationPlan | None,
+                     static: list, signature: array, unmodelled: Counter, written: set[int]) -> Schedule | None:
+    """The loop of :func:`_schedule`, compiled: the same schedule. Prepares what the C loop needs once per run
+    (tracks, reasons, the rotation's shared tables) and once per cost signature (costs, operand facts); returns
+    None (the Python loop runs) for a trace outside what the C loop knows (an engine or buffer not named in
+    ``COMPUTE_ENGINES`` / ``_NATIVE_BUFFERS``)."""
+    import numpy as np
+
+    records = trace.records
+    n = len(records)
+    logical = pol.mode != "physical"
+    eng_code = {e: k for k, e in enumerate(COMPUTE_ENGINES)}
+    eng_code["dma"] = len(COMPUTE_ENGINES)
+    if n:
+        firsts, inverse = np.unique(np.frombuffer(signature, dtype=np.int64), return_inverse=True)
+        cls_idx = np.ascontiguousarray(inverse, dtype=np.int64)
+    else:
+        firsts, cls_idx = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    issuers: list[str] = []
+    classes = []
+    for f in firsts.tolist():
+        sc, opinfo, psum = static[f]
+        e = eng_code.get(records[f].engine)
+        if e is None:
+            return None
+        ops = []
+        for j, isr, isw, buf, nparts, hrows in opinfo:
+            b = _NATIVE_BUFFERS.get(buf)
+            if b is None:
+                return None
+            pitch, rows, skip = hrows if hrows is not None else (0, 0, 0)
+            ops.append((j, int(isr), int(isw), b, nparts, pitch, rows, skip))
+        if e == len(COMPUTE_ENGINES):
+            plan = sc
+            issue = -1
+            if plan.issue_engine is not None:
+                if plan.issue_engine not in issuers:
+                    issuers.append(plan.issue_engine)
+                issue = issuers.index(plan.issue_engine)
+            classes.append((1, e, 0.0, 0.0, None, int(psum), plan, issue, float(plan.issue_ns),
+                            float(plan.service_ns), int(plan.engines), tuple(ops)))
+        else:
+            occ, lat, pmode, _ok = sc
+            classes.append((0, e, float(occ), float(lat), pmode, int(psum), None, -1, 0.0, 0.0, 0, tuple(ops)))
+    # tracks, by name (a DMA issued by the Sync or GpSimd engine occupies that engine's own track)
+    names: dict[str, int] = {}
+
+    def tid(name: str) -> int:
+        return names.setdefault(name, len(names))
+
+    n_queues = int(p.dma_queues)
+    port_vg = bool(p.sbuf_port_shared_vector_gpsimd)
+    port_vs = bool(p.psum_port_shared_vector_scalar)
+    eng_tracks, plain_ports, psum_ports, queue_tracks, issuer_tracks = [], [], [], [], []
+    for c in range(cores):
+        pre = "" if c == 0 else f"nc{c}/"
+        for e in COMPUTE_ENGINES:
+            eng_tracks.append(tid(pre + e))
+            sb = tid(pre + "port:sbuf_vg") if port_vg and e in ("vector", "gpsimd") else None
+            ps = tid(pre + "port:psum_vs") if port_vs and e in ("vector", "scalar") else None
+            plain = (sb,) if sb is not None else ()
+            with_psum = tuple(x for x in (sb, ps) if x is not None)
+            plain_ports.append(plain)
+            psum_ports.append(plain if len(plain) == len(with_psum) else with_psum)
+        queue_tracks.extend(tid(f"{pre}dma:q{q}") for q in range(n_queues))
+        issuer_tracks.extend(tid(pre + name) for name in issuers)
+    track_names = tuple(names)
+    reasons = ("capacity", "war", "program_order", "dma_engines", "port",
+               *("dep:" + e for e in (*COMPUTE_ENGINES, "dma")), *("issue:" + name for name in issuers))
+    # the instances of a site with more instances than buffers share the tables of its buffers
+    rot_tables = 0
+    rot_allocs: dict[int, tuple[int, int, int]] = {}
+    if logical and rot is not None:
+        for site, inst in zip(rot.sites, rot.instances):
+            k = site.depth
+            if len(inst) > k:
+                for j, (_, _, _, a, pb, ab) in enumerate(inst):
+                    if a in written:
+                        rot_allocs[a] = (rot_tables + j % k, pb, ab)
+                rot_tables += k
+    pe_f0 = float(p.pe_throttle_start_fraction)
+    cfg = (int(logical), int(pol.mode == "serial"), cores, float(p.cross_engine_sem_ns), float(p.dma_fixed_ns),
+           int(bool(p.dma_queue_pipelined)), int(p.dma_engines), n_queues, int(port_vg or port_vs), int(pe_f0 < 1.0),
+           pe_f0, float(p.pe_throttle_ramp_ns), float(p.pe_throttle_window_ns), float(p.pe_throttle_util_threshold),
+           _POOL_KEEP)
+    start = array("d", bytes(8 * n))
+    end = array("d", bytes(8 * n))
+    occ_a = array("d", bytes(8 * n))
+    wait = array("d", bytes(8 * n))
+    pred = array("q", [-1]) * n
+    reason: list[str | None] = [None] * n
+    track: list[str] = [""] * n
+    dma_plans: dict[int, DmaPlan] = {}
+    dma_slot: dict[int, float] = {}
+    perf_mode: dict[int, str] = {}
+    throttled: dict[int, float] = {}
+    try:
+        busy = _schedule_c.run(records, cls_idx, classes, cfg,
+                               (track_names, eng_tracks, plain_ports, psum_ports, queue_tracks, issuer_tracks,
+                                len(issuers)),
+                               reasons, rot_tables, rot_allocs, written,
+                               (start, end, occ_a, wait, pred, reason, track, dma_plans, dma_slot, perf_mode,
+                                throttled))
+    except OverflowError:  # an address or allocation id beyond 64 bits: Python's integers take it
+        return None
+    issue_busy = {track_names[t]: ns for t, ns in busy}
     return Schedule(trace=trace, params=p, policy=pol, cores=cores, track=track, start=start, end=end, occ=occ_a,
                     wait=wait, pred=pred, reason=reason, dma=dma_plans, dma_slot=dma_slot, issue_busy=issue_busy,
                     perf_mode=perf_mode, throttled=throttled, unmodelled=unmodelled, rotation=rot, signature=signature)
