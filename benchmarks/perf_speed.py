@@ -5,7 +5,9 @@
 Prints instructions/s of ``schedule()`` and of the whole ``estimate()`` on a synthetic
 load→activation→vector→store trace, the ratio to a plain Python loop over the same trace
 (measured in the same run), the same for the trace read back from its compact form (what the
-review harness schedules), and peak traced memory for two trace lengths (linearity).
+review harness schedules), ``schedule()`` with its Python loop (``_NATIVE`` off: the reference the
+compiled loop is held to) against the compiled one, and peak traced memory for two trace lengths
+(linearity).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from perf_helpers import TraceBuilder
 
 from nkieval.hardware import get_target
 from nkieval.perf import estimate
+from nkieval.perf import schedule as sched_mod
 from nkieval.perf.params import load_params
-from nkieval.perf.schedule import schedule
+from nkieval.perf.schedule import native_available, schedule
 from nkieval.sim.trace import Trace
 
 
@@ -106,19 +109,31 @@ def main() -> None:
     # made column by column, in order; the builder's are made record by record)
     dec = Trace.from_compact(tr.to_compact())
 
-    t_plain, t_sched, t_est, t_plain_dec, t_sched_dec = best(
+    def python_loop(trace):
+        on = sched_mod._NATIVE
+        sched_mod._NATIVE = False
+        try:
+            return schedule(trace, p)
+        finally:
+            sched_mod._NATIVE = on
+
+    t_plain, t_sched, t_est, t_plain_dec, t_sched_dec, t_py = best(
         [lambda: plain_loop(tr), lambda: schedule(tr, p), lambda: estimate(tr), lambda: plain_loop(dec),
-         lambda: schedule(dec, p)], a.reps)
-    print(f"trace: {n} instructions")
+         lambda: schedule(dec, p), lambda: python_loop(tr)], a.reps)
+    print(f"trace: {n} instructions; scheduler loop: {'compiled' if native_available() else 'Python (not built)'}")
     print(f"plain loop over records/operands: {n / t_plain:12,.0f} instr/s")
     print(f"schedule():                       {n / t_sched:12,.0f} instr/s  ({t_sched / t_plain:.1f}x the plain loop)")
     print(f"estimate() (schedule + metrics):  {n / t_est:12,.0f} instr/s  ({t_est / t_plain:.1f}x the plain loop)")
     print(f"read back from the compact form:  schedule() {n / t_sched_dec:,.0f} instr/s  "
           f"({t_sched_dec / t_plain_dec:.1f}x its plain loop at {n / t_plain_dec:,.0f} instr/s)")
+    print(f"schedule() with the Python loop: {n / t_py:12,.0f} instr/s  ({t_py / t_plain:.1f}x the plain loop; "
+          f"the compiled loop {t_py / t_sched:.2f}x as fast)")
     if a.bytecodes:
         small = build(2_000).trace
         per = bytecodes_per_instruction(small, lambda: schedule(small, p))
-        print(f"schedule(): {per:.1f} bytecode instructions executed per trace instruction ({len(small)} instructions)")
+        per_py = bytecodes_per_instruction(small, lambda: python_loop(small))
+        print(f"schedule(): {per:.1f} bytecode instructions executed per trace instruction ({len(small)} instructions; "
+              f"{per_py:.1f} with the Python loop)")
     for k in (a.iters // 4, a.iters):
         small = build(k).trace
         tracemalloc.start()

@@ -9,6 +9,8 @@ twice, a small DMA-pool memory (its trimming), and kernels run through the simul
 
 from __future__ import annotations
 
+from array import array
+
 import ml_dtypes
 import nki
 import numpy as np
@@ -36,7 +38,7 @@ def test_the_compiled_loop_is_built() -> None:
 
 def _outputs(s: Schedule) -> tuple:
     return (digest(s), s.total_time, sorted(s.dma.items()), sorted(s.perf_mode.items()), sorted(s.throttled.items()),
-            list(s.issue_busy.items()), dict(s.unmodelled), s.cores)
+            list(s.issue_busy.items()), dict(s.unmodelled), s.cores, list(s.signature))
 
 
 def _both(trace: Trace, target: str, policy: SchedulePolicy, params: dict | None = None) -> tuple[Schedule, Schedule]:
@@ -62,12 +64,13 @@ def _assert_same(trace: Trace, target: str, policy: SchedulePolicy, params: dict
 
 
 def test_the_compiled_loop_runs_by_default() -> None:
-    """``schedule`` takes the compiled loop: a trace it cannot take (an opcode the switch is told to refuse)
-    is the test's witness."""
+    """``schedule`` takes the compiled loop unless it is switched off."""
     calls = []
     real = sched_mod._schedule_c.run
 
     class Spy:
+        classify = staticmethod(sched_mod._schedule_c.classify)
+
         @staticmethod
         def run(*args):
             calls.append(1)
@@ -148,7 +151,8 @@ def test_a_trace_the_compiled_loop_does_not_know_falls_back_to_python() -> None:
     b.rec("tensor_copy", "vector", [b.op(t, "dst", "w"), b.op(t, "data", "r")])
     called = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sched_mod, "_schedule_c", type("Spy", (), {"run": staticmethod(lambda *a: called.append(1))}))
+        mp.setattr(sched_mod, "_schedule_c", type("Spy", (), {"run": staticmethod(lambda *a: called.append(1)),
+                                                              "classify": staticmethod(sched_mod._schedule_c.classify)}))
         mp.setattr(sched_mod, "_NATIVE", True)
         s = schedule(b.trace, load_params(get_target("trn2")))
     assert not called and len(s) == 2
@@ -174,6 +178,8 @@ def test_malformed_arguments_raise_instead_of_crashing() -> None:
     seen = []
 
     class Spy:
+        classify = staticmethod(c.classify)
+
         @staticmethod
         def run(*args):
             seen.append(args)
@@ -186,14 +192,14 @@ def test_malformed_arguments_raise_instead_of_crashing() -> None:
     records, cls_idx, classes, cfg, tracks, reasons, rot_tables, rot_allocs, written, outputs = seen[0]
 
     def call(**bad):
-        args = dict(records=records, cls_idx=cls_idx.copy(), classes=list(classes), cfg=cfg, tracks=tracks,
+        args = dict(records=records, cls_idx=array("q", cls_idx), classes=list(classes), cfg=cfg, tracks=tracks,
                     reasons=reasons, rot_tables=rot_tables, rot_allocs=dict(rot_allocs), written=written,
                     outputs=outputs)
         args.update(bad)
         return c.run(*args.values())
 
     call()  # the intercepted arguments as they were: accepted
-    out_of_range = cls_idx.copy()
+    out_of_range = array("q", cls_idx)
     out_of_range[0] = len(classes)
     op_beyond = list(classes)
     op_beyond[0] = (*classes[0][:11], ((99, 1, 0, 0, 1, 0, 0, 0),))

@@ -42,14 +42,10 @@ from nkieval.sim.trace import AllocationRecord, OperandAccess, Trace, TraceRecor
 SHORTCUTS = ("_EXACT_INDEX", "_CACHE_LOOKUPS", "_REWRITE_IN_PLACE", "_EXACT_READS")
 
 
-@pytest.fixture(autouse=True)
-def _python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shortcuts are the Python loop's (the compiled loop is held to it in test_native_schedule.py)."""
-    monkeypatch.setattr(sched_mod, "_NATIVE", False)
-
 
 def _digest_with(trace: Trace, target: str, policy: SchedulePolicy, **switches: object) -> str:
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sched_mod, "_NATIVE", False)  # the shortcuts are the Python loop's (test_native_schedule.py)
         for name, value in switches.items():
             mp.setattr(sched_mod, name, value)
         return digest(schedule(trace, load_params(get_target(target)), policy))
@@ -121,6 +117,7 @@ def test_the_shortcuts_are_taken() -> None:
         return real_clear(self)
 
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sched_mod, "_NATIVE", False)
         mp.setattr(sched_mod._RangeTable, "lookup", lookup)
         mp.setattr(sched_mod._RangeTable, "clear", clear)
         schedule(pipeline("trn2", 40), load_params(get_target("trn2")))
@@ -168,7 +165,11 @@ def _varied(target: str, seed: int) -> Trace:
     (lambda: _varied("trn2", 1), "trn2"), (lambda: _varied("trn1", 2), "trn1"),
     (lambda: overlaps("trn2", 5, n=200), "trn2"), (lambda: matmul("trn1"), "trn1"), (lambda: pipeline("trn2", 20), "trn2"),
 ])
-def test_cost_memo_returns_each_records_own_cost(make, target: str) -> None:
+@pytest.mark.parametrize("native", [False, True])
+def test_cost_memo_returns_each_records_own_cost(make, target: str, native: bool,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both the Python signature loop and the compiled one (``_schedule_c.classify``)."""
+    monkeypatch.setattr(sched_mod, "_NATIVE", native)
     trace = make()
     p = load_params(get_target(target))
     static, first, unmodelled, written = sched_mod._static_costs(trace.records, p)
@@ -202,8 +203,10 @@ _SIG_FIELDS = {"role": "data", "mode": "rw", "buffer": "psum", "dtype": "bfloat1
                "pattern": ((2, 32),), "nbytes": 8192, "contiguous_bytes": 128, "partitions": 64}
 
 
-@pytest.mark.parametrize("n_ops", [1, 2, 3, 4])
-def test_each_signature_field_of_each_operand_tells_records_of_a_line_apart(n_ops: int) -> None:
+@pytest.mark.parametrize("native", [False, True])
+@pytest.mark.parametrize("n_ops", [0, 1, 2, 3, 4])
+def test_each_signature_field_of_each_operand_tells_records_of_a_line_apart(n_ops: int, native: bool,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Records of one source line that differ in one field a cost rule reads (of any operand, whatever the
     operand count), or in opcode, engine or attributes, get their own signature class; positions (alloc,
     partition start, addresses, name) and the source file do not count."""
@@ -227,6 +230,7 @@ def test_each_signature_field_of_each_operand_tells_records_of_a_line_apart(n_op
                  for kw in ({"opcode": "tensor_tensor"}, {"engine": "gpsimd"}, {"attrs": {"op": "multiply"}})]
     moved = rec([op(k, alloc=9 + k, partition_start=32, addr_lo=512, addr_hi=768, name="u") for k in range(n_ops)],
                 file="other.py")
+    monkeypatch.setattr(sched_mod, "_NATIVE", native)
     p = load_params(get_target("trn2"))
     for v in variants:
         _, first, _, _ = sched_mod._static_costs([plain, v, plain, moved, v], p)

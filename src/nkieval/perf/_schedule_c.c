@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "structmember.h"
+
 #define DEAD_PITCH (-2)
 #define N_ENG 5          /* tensor, vector, scalar, gpsimd, sync */
 #define ENG_DMA 5
@@ -100,6 +102,48 @@ typedef struct {
     Py_ssize_t n, cap, keep;
     double floor;
 } Pool;
+
+/* ---------------------------------------------------------------- attribute reads
+ *
+ * The trace's records and operands are slotted dataclasses. A reader looks up, once per call, where each
+ * attribute's slot lies in objects of exactly that type; an object of another type (or a slot not set) is read
+ * with PyObject_GetAttr, as Python would. */
+
+#define MAX_FIELDS 16
+
+typedef struct {
+    PyTypeObject *type;   /* NULL: every read through PyObject_GetAttr */
+    Py_ssize_t off[MAX_FIELDS];
+    PyObject **names;
+    int n;
+} Reader;
+
+static void reader_init(Reader *r, PyObject *obj, PyObject **names, int n) {
+    r->type = NULL;
+    r->names = names;
+    r->n = n;
+    PyTypeObject *tp = Py_TYPE(obj);
+    for (int k = 0; k < n; k++) {
+        PyObject *d = _PyType_Lookup(tp, names[k]);   /* borrowed */
+        if (!d || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return;
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX) return;
+        r->off[k] = m->offset;
+    }
+    r->type = tp;
+}
+
+/* attribute ``k`` of ``obj``: a new reference, NULL with an exception set */
+static inline PyObject *rd(const Reader *r, PyObject *obj, int k) {
+    if (Py_TYPE(obj) == r->type) {
+        PyObject *v = *(PyObject **)((char *)obj + r->off[k]);
+        if (v) {
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    return PyObject_GetAttr(obj, r->names[k]);
+}
 
 /* ---------------------------------------------------------------- small helpers */
 
@@ -539,14 +583,45 @@ static void free_state(State *S) {
     PyMem_Free(S->touched);
 }
 
-static PyObject *s_operands, *s_alloc, *s_partition_start, *s_addr_lo, *s_addr_hi, *s_file, *s_line, *s_program;
+/* the attributes read, of a record and of an operand (the first nine of an operand: its cost signature) */
+enum { R_OPERANDS, R_ATTRS, R_OPCODE, R_ENGINE, R_FILE, R_LINE, R_PROGRAM, N_REC_FIELDS };
+enum { O_ROLE, O_MODE, O_BUFFER, O_DTYPE, O_SHAPE, O_PATTERN, O_NBYTES, O_CONTIGUOUS, O_PARTITIONS, O_ALLOC,
+       O_PARTITION_START, O_ADDR_LO, O_ADDR_HI, N_OP_FIELDS };
+static const char *rec_field_names[N_REC_FIELDS] = {"operands", "attrs", "opcode", "engine", "file", "line", "program"};
+static const char *op_field_names[N_OP_FIELDS] = {"role", "mode", "buffer", "dtype", "shape", "pattern", "nbytes",
+                                                  "contiguous_bytes", "partitions", "alloc", "partition_start",
+                                                  "addr_lo", "addr_hi"};
+static PyObject *rec_fields[N_REC_FIELDS], *op_fields[N_OP_FIELDS];
 
-static int get_i64_attr(PyObject *o, PyObject *name, int64_t *v) {
-    PyObject *x = PyObject_GetAttr(o, name);
+/* readers for the records and operands of ``records`` (types taken from the first record with an operand) */
+static void readers_for(PyObject *records, Reader *rr, Reader *orr) {
+    rr->type = orr->type = NULL;
+    rr->names = rec_fields;
+    rr->n = N_REC_FIELDS;
+    orr->names = op_fields;
+    orr->n = N_OP_FIELDS;
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    if (!n) return;
+    PyObject *rec = PyList_GET_ITEM(records, 0);
+    reader_init(rr, rec, rec_fields, N_REC_FIELDS);
+    for (Py_ssize_t i = 0; i < n && i < 64; i++) {
+        PyObject *ops = PyObject_GetAttr(PyList_GET_ITEM(records, i), rec_fields[R_OPERANDS]);
+        if (!ops) { PyErr_Clear(); return; }
+        if (PyList_Check(ops) && PyList_GET_SIZE(ops)) {
+            reader_init(orr, PyList_GET_ITEM(ops, 0), op_fields, N_OP_FIELDS);
+            Py_DECREF(ops);
+            return;
+        }
+        Py_DECREF(ops);
+    }
+}
+
+static int rd_i64(const Reader *r, PyObject *o, int k, int64_t *v) {
+    PyObject *x = rd(r, o, k);
     if (!x) return -1;
-    int r = as_i64(x, v);
+    int res = as_i64(x, v);
     Py_DECREF(x);
-    return r;
+    return res;
 }
 
 static int set_float_item(PyObject *d, Py_ssize_t i, double v) {
@@ -742,6 +817,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
     queue_of = PyDict_New();
     if (!queue_of) goto done;
 
+    Reader rr, orr;
+    readers_for(records, &rr, &orr);
     double global_end = 0.0;
     int64_t global_last = -1;
     int64_t seq = 0;
@@ -751,7 +828,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
         Class *k = &S.cls[cls_idx[i]];
         if (cores > 1) {
             int64_t prog;
-            if (get_i64_attr(rec, s_program, &prog) < 0) goto done;
+            if (rd_i64(&rr, rec, R_PROGRAM, &prog) < 0) goto done;
             core = (int)(((prog % cores) + cores) % cores);
         }
         int eng = k->eng;
@@ -762,7 +839,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
         S.nhits = S.nreads = S.nacc = 0;
         PyObject *ops = NULL;
         if (k->nops) {
-            ops = PyObject_GetAttr(rec, s_operands);
+            ops = rd(&rr, rec, R_OPERANDS);
             if (!ops) goto done;
             if (!PyList_Check(ops)) {
                 Py_DECREF(ops);
@@ -779,7 +856,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
             }
             PyObject *o = PyList_GET_ITEM(ops, oi->j);
             int64_t a;
-            if (get_i64_attr(o, s_alloc, &a) < 0) { Py_DECREF(ops); goto done; }
+            if (rd_i64(&orr, o, O_ALLOC, &a) < 0) { Py_DECREF(ops); goto done; }
             AllocSlot *as = am_slot(&S.am, a);
             int32_t tab;
             int64_t pb, ab;
@@ -803,8 +880,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
             if (oi->nparts) {
                 if (tab == -2) tab = (int32_t)(phys0 + 2 * core + oi->buf);
                 int64_t ps, lo, hi;
-                if (get_i64_attr(o, s_partition_start, &ps) < 0 || get_i64_attr(o, s_addr_lo, &lo) < 0
-                    || get_i64_attr(o, s_addr_hi, &hi) < 0) { Py_DECREF(ops); goto done; }
+                if (rd_i64(&orr, o, O_PARTITION_START, &ps) < 0 || rd_i64(&orr, o, O_ADDR_LO, &lo) < 0
+                    || rd_i64(&orr, o, O_ADDR_HI, &hi) < 0) { Py_DECREF(ops); goto done; }
                 int64_t r0 = ps - pb;
                 bk[0] = -1; bk[1] = r0; bk[2] = r0 + oi->nparts; bk[3] = lo - ab; bk[4] = hi - ab;
             } else {
@@ -814,7 +891,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
                     goto done;
                 }
                 int64_t lo, hi;
-                if (get_i64_attr(o, s_addr_lo, &lo) < 0 || get_i64_attr(o, s_addr_hi, &hi) < 0) {
+                if (rd_i64(&orr, o, O_ADDR_LO, &lo) < 0 || rd_i64(&orr, o, O_ADDR_HI, &hi) < 0) {
                     Py_DECREF(ops);
                     goto done;
                 }
@@ -903,9 +980,9 @@ static PyObject *run(PyObject *self, PyObject *args) {
         double prev_free;
         if (k->is_dma) {
             if (set_obj_item(o_plans, i, k->plan) < 0) goto done;
-            PyObject *file = PyObject_GetAttr(rec, s_file);
+            PyObject *file = rd(&rr, rec, R_FILE);
             if (!file) goto done;
-            PyObject *line = PyObject_GetAttr(rec, s_line);
+            PyObject *line = rd(&rr, rec, R_LINE);
             if (!line) { Py_DECREF(file); goto done; }
             PyObject *qk = Py_BuildValue("(iNN)", core, file, line);
             if (!qk) goto done;
@@ -1108,8 +1185,190 @@ done:
     return result;
 }
 
+/* the signature of ``rec`` compared with its line's recent ones (schedule._classify_loop): one flat tuple of the
+ * operands' nine signature fields and (attrs, opcode, engine, file) for one to three operands, else a list of
+ * one tuple per operand and that tail tuple */
+static PyObject *signature_of(const Reader *rr, const Reader *orr, PyObject *rec, PyObject *ops) {
+    Py_ssize_t nops = PyList_GET_SIZE(ops);
+    PyObject *tail[4];
+    int tail_k[4] = {R_ATTRS, R_OPCODE, R_ENGINE, R_FILE};
+    for (int k = 0; k < 4; k++) {
+        if (!(tail[k] = rd(rr, rec, tail_k[k]))) {
+            for (int x = 0; x < k; x++) Py_DECREF(tail[x]);
+            return NULL;
+        }
+    }
+    PyObject *sig;
+    if (nops >= 1 && nops <= 3) {
+        sig = PyTuple_New(9 * nops + 4);
+        if (!sig) goto fail;
+        for (Py_ssize_t q = 0; q < nops; q++) {
+            PyObject *o = PyList_GET_ITEM(ops, q);
+            for (int f = 0; f < 9; f++) {
+                PyObject *v = rd(orr, o, f);
+                if (!v) { Py_DECREF(sig); goto fail; }
+                PyTuple_SET_ITEM(sig, 9 * q + f, v);
+            }
+        }
+        for (int k = 0; k < 4; k++) PyTuple_SET_ITEM(sig, 9 * nops + k, tail[k]);
+        return sig;
+    }
+    sig = PyList_New(nops + 1);
+    if (!sig) goto fail;
+    for (Py_ssize_t q = 0; q < nops; q++) {
+        PyObject *o = PyList_GET_ITEM(ops, q), *t = PyTuple_New(9);
+        if (!t) { Py_DECREF(sig); goto fail; }
+        PyList_SET_ITEM(sig, q, t);
+        for (int f = 0; f < 9; f++) {
+            PyObject *v = rd(orr, o, f);
+            if (!v) { Py_DECREF(sig); goto fail; }
+            PyTuple_SET_ITEM(t, f, v);
+        }
+    }
+    PyObject *t = PyTuple_New(4);
+    if (!t) { Py_DECREF(sig); goto fail; }
+    for (int k = 0; k < 4; k++) PyTuple_SET_ITEM(t, k, tail[k]);
+    PyList_SET_ITEM(sig, nops, t);
+    return sig;
+fail:
+    for (int k = 0; k < 4; k++) Py_DECREF(tail[k]);
+    return NULL;
+}
+
+PyDoc_STRVAR(classify_doc, "classify(records, resolve, wpos_of, written, idx)\n\nschedule._classify_loop, compiled: "
+                           "each record's class into idx (int64 per record), written allocations into written.");
+
+static PyObject *classify(PyObject *self, PyObject *args) {
+    PyObject *records, *resolve, *wpos_of, *written, *idx_obj;
+    if (!PyArg_ParseTuple(args, "O!OO!O!O", &PyList_Type, &records, &resolve, &PyList_Type, &wpos_of, &PySet_Type,
+                          &written, &idx_obj))
+        return NULL;
+    Py_buffer b_idx = {0};
+    if (PyObject_GetBuffer(idx_obj, &b_idx, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    PyObject *recent = NULL, *result = NULL;
+    if (b_idx.len != n * 8) { PyErr_SetString(PyExc_ValueError, "idx: 8 bytes per record"); goto done; }
+    int64_t *idx = b_idx.buf;
+    Reader rr, orr;
+    readers_for(records, &rr, &orr);
+    recent = PyDict_New();   /* source line -> [latest signature, its class, previous signature, its class] */
+    if (!recent) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        PyObject *ops = rd(&rr, rec, R_OPERANDS);
+        if (!ops) goto done;
+        if (!PyList_Check(ops)) {
+            Py_DECREF(ops);
+            PyErr_SetString(PyExc_TypeError, "record operands: a list expected");
+            goto done;
+        }
+        PyObject *sig = signature_of(&rr, &orr, rec, ops);
+        PyObject *line = sig ? rd(&rr, rec, R_LINE) : NULL;
+        if (!line) { Py_XDECREF(sig); Py_DECREF(ops); goto done; }
+        PyObject *rl = PyDict_GetItemWithError(recent, line);   /* borrowed */
+        PyObject *m = NULL;   /* borrowed from rl, or owned (mown) */
+        int mown = 0, hit = 0;
+        if (rl) {
+            hit = PyObject_RichCompareBool(PyList_GET_ITEM(rl, 0), sig, Py_EQ);
+            if (hit < 0) goto fail_rec;
+            if (hit) {
+                m = PyList_GET_ITEM(rl, 1);
+            } else {
+                hit = PyObject_RichCompareBool(PyList_GET_ITEM(rl, 2), sig, Py_EQ);
+                if (hit < 0) goto fail_rec;
+                if (hit) {   /* the previous signature: it becomes the latest */
+                    PyObject *s0 = PyList_GET_ITEM(rl, 0), *m0 = PyList_GET_ITEM(rl, 1), *m1 = PyList_GET_ITEM(rl, 3);
+                    PyObject *s1 = PyList_GET_ITEM(rl, 2);
+                    PyList_SET_ITEM(rl, 0, sig);   /* steals sig; s1 (== sig) released below */
+                    PyList_SET_ITEM(rl, 1, m1);
+                    PyList_SET_ITEM(rl, 2, s0);
+                    PyList_SET_ITEM(rl, 3, m0);
+                    Py_DECREF(s1);
+                    sig = NULL;
+                    m = m1;
+                }
+            }
+        } else if (PyErr_Occurred()) {
+            goto fail_rec;
+        }
+        if (!hit) {
+            m = PyObject_CallFunction(resolve, "nO", i, rec);
+            if (!m) goto fail_rec;
+            mown = 1;
+            if (!rl) {
+                PyObject *nl = PyList_New(4);
+                if (!nl) goto fail_rec;
+                PyList_SET_ITEM(nl, 0, sig);
+                Py_INCREF(m);
+                PyList_SET_ITEM(nl, 1, m);
+                Py_INCREF(Py_None);
+                PyList_SET_ITEM(nl, 2, Py_None);
+                Py_INCREF(Py_None);
+                PyList_SET_ITEM(nl, 3, Py_None);
+                sig = NULL;
+                int r = PyDict_SetItem(recent, line, nl);
+                Py_DECREF(nl);
+                if (r < 0) goto fail_rec;
+            } else {
+                PyObject *s0 = PyList_GET_ITEM(rl, 0), *m0 = PyList_GET_ITEM(rl, 1);
+                PyObject *s1 = PyList_GET_ITEM(rl, 2), *m1 = PyList_GET_ITEM(rl, 3);
+                PyList_SET_ITEM(rl, 0, sig);
+                Py_INCREF(m);
+                PyList_SET_ITEM(rl, 1, m);
+                PyList_SET_ITEM(rl, 2, s0);
+                PyList_SET_ITEM(rl, 3, m0);
+                Py_DECREF(s1);
+                Py_DECREF(m1);
+                sig = NULL;
+            }
+        }
+        {
+            int64_t k;
+            if (as_i64(m, &k) < 0) goto fail_rec;
+            if (k < 0 || k >= PyList_GET_SIZE(wpos_of)) {
+                PyErr_SetString(PyExc_ValueError, "resolve: class out of range");
+                goto fail_rec;
+            }
+            idx[i] = k;
+            PyObject *wp = PyList_GET_ITEM(wpos_of, k);
+            if (!PyTuple_Check(wp)) { PyErr_SetString(PyExc_TypeError, "wpos_of: tuples expected"); goto fail_rec; }
+            for (Py_ssize_t x = 0; x < PyTuple_GET_SIZE(wp); x++) {
+                int64_t j;
+                if (as_i64(PyTuple_GET_ITEM(wp, x), &j) < 0) goto fail_rec;
+                if (j < 0 || j >= PyList_GET_SIZE(ops)) {
+                    PyErr_SetString(PyExc_IndexError, "write position beyond the record's operands");
+                    goto fail_rec;
+                }
+                PyObject *a = rd(&orr, PyList_GET_ITEM(ops, j), O_ALLOC);
+                if (!a) goto fail_rec;
+                int r = PySet_Add(written, a);
+                Py_DECREF(a);
+                if (r < 0) goto fail_rec;
+            }
+        }
+        if (mown) Py_DECREF(m);
+        Py_XDECREF(sig);
+        Py_DECREF(line);
+        Py_DECREF(ops);
+        continue;
+    fail_rec:
+        if (mown) Py_DECREF(m);
+        Py_XDECREF(sig);
+        Py_DECREF(line);
+        Py_DECREF(ops);
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(recent);
+    PyBuffer_Release(&b_idx);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
+    {"classify", classify, METH_VARARGS, classify_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1119,15 +1378,9 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__schedule_c(void) {
-    s_operands = PyUnicode_InternFromString("operands");
-    s_alloc = PyUnicode_InternFromString("alloc");
-    s_partition_start = PyUnicode_InternFromString("partition_start");
-    s_addr_lo = PyUnicode_InternFromString("addr_lo");
-    s_addr_hi = PyUnicode_InternFromString("addr_hi");
-    s_file = PyUnicode_InternFromString("file");
-    s_line = PyUnicode_InternFromString("line");
-    s_program = PyUnicode_InternFromString("program");
-    if (!s_operands || !s_alloc || !s_partition_start || !s_addr_lo || !s_addr_hi || !s_file || !s_line || !s_program)
-        return NULL;
+    for (int k = 0; k < N_REC_FIELDS; k++)
+        if (!(rec_fields[k] = PyUnicode_InternFromString(rec_field_names[k]))) return NULL;
+    for (int k = 0; k < N_OP_FIELDS; k++)
+        if (!(op_fields[k] = PyUnicode_InternFromString(op_field_names[k]))) return NULL;
     return PyModule_Create(&module);
 }

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+import numpy as np
+
 from nkieval.perf.costs import cost_of
 from nkieval.perf.dma import DmaPlan, plan_dma
 from nkieval.perf.params import PerfParams
@@ -431,22 +433,91 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, s
     (occ, lat, mode, has_rule) and the operand info is (position, *:func:`_operand_info`) per operand; the first record
     with its signature; the opcodes costed by the fallback rule; the allocations some record writes.
 
+    (The per-record view of :func:`_classify`.)
+    """
+    classes, idx, unmodelled, written = _classify(records, p)
+    return [classes[k][0] for k in idx], array("q", [classes[k][1] for k in idx]), unmodelled, written
+
+
+def _classify(records: list, p: PerfParams) -> tuple[list[tuple], array, Counter, set[int]]:
+    """The records' signature classes: per class ``(class, first record, write positions, costed by the fallback
+    rule)`` in order of first occurrence, where the class is ``(cost, operand info, touches PSUM)`` as in
+    :func:`_static_costs`; per record its class; the opcodes costed by the fallback rule; the allocations some
+    record writes.
+
     Costs are memoised on the record's signature: opcode, engine, attributes (lists as tuples) and, per
     operand, everything a cost rule reads (role, mode, buffer, dtype, shape, pattern, nbytes,
     contiguous bytes, partitions). Most records repeat the signature of a recent record from the same
     source line, so the two latest signatures of each line are compared first (one tuple comparison, no
-    key to hash).
+    key to hash); only a record matching neither is looked up by its key (``resolve``). The compiled module
+    runs the comparisons where it is built (``_schedule_c.classify``, held to this loop by tests/perf).
     """
-    memo: dict[tuple, tuple] = {}  # signature -> (class, first record, write positions, unmodelled)
+    memo: dict[tuple, int] = {}  # signature key -> class
     get = memo.get
-    out: list = [None] * len(records)
-    first: list[int] = [0] * len(records)
-    unmodelled: Counter = Counter()
-    written: set[int] = set()
-    add_written = written.add
-    # source line -> [latest signature, its memo value, previous signature, its memo value]
-    recent: dict[int | None, list] = {}
+    classes: list[tuple] = []
+    wpos_of: list[tuple[int, ...]] = []  # per class: its write operands' positions
     list_at: dict[tuple, tuple[int, ...]] = {}  # attribute names -> positions that held a list
+
+    def resolve(i: int, rec) -> int:
+        """The class of ``records[i]``, by its full key (a new class if it has none yet)."""
+        ops = rec.operands
+        attrs = rec.attrs
+        names = tuple(attrs)
+        values = tuple(attrs.values())
+        pos = list_at.get(names)
+        if pos:
+            vl = list(values)
+            for j in pos:
+                x = vl[j]
+                if type(x) is list:
+                    vl[j] = tuple(x)
+            values = tuple(vl)
+        opsig = [(o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes,
+                  o.partitions) for o in ops]
+        key = (rec.opcode, rec.engine, names, values, *opsig)
+        try:
+            m = get(key)
+        except TypeError:  # list-valued attributes: make them hashable, and remember where they were
+            list_at[names] = (*(pos or ()), *(j for j, x in enumerate(values) if isinstance(x, list)))
+            values = tuple(tuple(x) if isinstance(x, list) else x for x in values)
+            key = (rec.opcode, rec.engine, names, values, *opsig)
+            m = get(key)
+        if m is None:
+            ok = True
+            if rec.engine == "dma":
+                c = plan_dma(rec, p)
+            else:
+                cost, ok = cost_of(rec, p)
+                c = (cost.occ, cost.lat, cost.mode, ok)
+            cls = (c, tuple((j, *_operand_info(s)) for j, s in enumerate(opsig)), any(s[2] == "psum" for s in opsig))
+            wpos = tuple(j for j, s in enumerate(opsig) if "w" in s[1])
+            m = memo[key] = len(classes)
+            classes.append((cls, i, wpos, not ok))
+            wpos_of.append(wpos)
+        return m
+
+    written: set[int] = set()
+    if _NATIVE and _schedule_c is not None:
+        idx = array("q", bytes(8 * len(records)))
+        _schedule_c.classify(records, resolve, wpos_of, written, idx)
+    else:
+        idx = _classify_loop(records, resolve, wpos_of, written)
+    unmodelled: Counter = Counter()
+    if any(c[3] for c in classes):
+        counts = np.bincount(np.frombuffer(idx, dtype=np.int64), minlength=len(classes))
+        for k, (_, f, _, unmod) in enumerate(classes):
+            if unmod:
+                unmodelled[records[f].opcode] += int(counts[k])
+    return classes, idx, unmodelled, written
+
+
+def _classify_loop(records: list, resolve, wpos_of: list[tuple[int, ...]], written: set[int]) -> array:
+    """Each record's class: the class of the latest or the previous signature of its source line when it equals
+    one of them, else ``resolve(i, record)``; adds the allocations each record writes to ``written``."""
+    idx = array("q", bytes(8 * len(records)))
+    add_written = written.add
+    # source line -> [latest signature, its class, previous signature, its class]
+    recent: dict[int | None, list] = {}
     for i, rec in enumerate(records):
         ops = rec.operands
         # the signature compared with the line's recent ones: one flat tuple for the common one- to three-operand
@@ -478,48 +549,15 @@ def _static_costs(records: list, p: PerfParams) -> tuple[list, array, Counter, s
             m = rl[3]
             rl[0], rl[1], rl[2], rl[3] = sig, m, rl[0], rl[1]
         else:
-            attrs = rec.attrs
-            names = tuple(attrs)
-            values = tuple(attrs.values())
-            pos = list_at.get(names)
-            if pos:
-                vl = list(values)
-                for j in pos:
-                    x = vl[j]
-                    if type(x) is list:
-                        vl[j] = tuple(x)
-                values = tuple(vl)
-            opsig = [(o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes,
-                      o.partitions) for o in ops]
-            key = (rec.opcode, rec.engine, names, values, *opsig)
-            try:
-                m = get(key)
-            except TypeError:  # list-valued attributes: make them hashable, and remember where they were
-                list_at[names] = (*(pos or ()), *(j for j, x in enumerate(values) if isinstance(x, list)))
-                values = tuple(tuple(x) if isinstance(x, list) else x for x in values)
-                key = (rec.opcode, rec.engine, names, values, *opsig)
-                m = get(key)
-            if m is None:
-                ok = True
-                if rec.engine == "dma":
-                    c = plan_dma(rec, p)
-                else:
-                    cost, ok = cost_of(rec, p)
-                    c = (cost.occ, cost.lat, cost.mode, ok)
-                cls = (c, tuple((j, *_operand_info(s)) for j, s in enumerate(opsig)), any(s[2] == "psum" for s in opsig))
-                m = memo[key] = (cls, i, tuple(j for j, s in enumerate(opsig) if "w" in s[1]), not ok)
+            m = resolve(i, rec)
             if rl is None:
                 recent[rec.line] = [sig, m, None, None]
             else:
                 rl[0], rl[1], rl[2], rl[3] = sig, m, rl[0], rl[1]
-        cls, f, wpos, unmod = m
-        for j in wpos:
+        idx[i] = m
+        for j in wpos_of[m]:
             add_written(ops[j].alloc)
-        if unmod:
-            unmodelled[rec.opcode] += 1
-        out[i] = cls
-        first[i] = f
-    return out, array("q", first), unmodelled, written
+    return idx
 
 
 def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = None) -> Schedule:
@@ -552,11 +590,17 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     if logical:
         rot = plan_rotation(trace, depth, {"sbuf": int(p.sbuf_usable_bytes_per_partition),
                                            "psum": int(p.psum_bytes_per_partition)})
-    static, signature, unmodelled, written = _static_costs(records, p)
+    classes, cls_idx, unmodelled, written = _classify(records, p)
+    # per record: the first record of its class
+    signature = array("q")
+    if n:
+        firsts = np.fromiter((c[1] for c in classes), dtype=np.int64, count=len(classes))
+        signature.frombytes(firsts[np.frombuffer(cls_idx, dtype=np.int64)].tobytes())
     if _NATIVE and _schedule_c is not None:
-        s = _schedule_native(trace, p, pol, cores, rot, static, signature, unmodelled, written)
+        s = _schedule_native(trace, p, pol, cores, rot, classes, cls_idx, signature, unmodelled, written)
         if s is not None:
             return s
+    static = [classes[k][0] for k in cls_idx]
     sem = float(p.cross_engine_sem_ns)
     dma_fixed = float(p.dma_fixed_ns)
     dma_pipelined = bool(p.dma_queue_pipelined)
@@ -977,27 +1021,20 @@ def native_available() -> bool:
 
 
 def _schedule_native(trace: Trace, p: PerfParams, pol: SchedulePolicy, cores: int, rot: RotationPlan | None,
-                     static: list, signature: array, unmodelled: Counter, written: set[int]) -> Schedule | None:
+                     sig_classes: list[tuple], cls_idx: array, signature: array, unmodelled: Counter,
+                     written: set[int]) -> Schedule | None:
     """The loop of :func:`_schedule`, compiled: the same schedule. Prepares what the C loop needs once per run
     (tracks, reasons, the rotation's shared tables) and once per cost signature (costs, operand facts); returns
     None (the Python loop runs) for a trace outside what the C loop knows (an engine or buffer not named in
     ``COMPUTE_ENGINES`` / ``_NATIVE_BUFFERS``)."""
-    import numpy as np
-
     records = trace.records
     n = len(records)
     logical = pol.mode != "physical"
     eng_code = {e: k for k, e in enumerate(COMPUTE_ENGINES)}
     eng_code["dma"] = len(COMPUTE_ENGINES)
-    if n:
-        firsts, inverse = np.unique(np.frombuffer(signature, dtype=np.int64), return_inverse=True)
-        cls_idx = np.ascontiguousarray(inverse, dtype=np.int64)
-    else:
-        firsts, cls_idx = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     issuers: list[str] = []
     classes = []
-    for f in firsts.tolist():
-        sc, opinfo, psum = static[f]
+    for (sc, opinfo, psum), f, _wpos, _unmod in sig_classes:
         e = eng_code.get(records[f].engine)
         if e is None:
             return None
