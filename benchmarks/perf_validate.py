@@ -28,6 +28,7 @@ from nkieval.perf.calibration.validate import (  # noqa: E402
     ladder_traces,
     micro_results,
 )
+from nkieval.perf.schedule import SchedulePolicy  # noqa: E402
 
 
 def main() -> None:
@@ -39,12 +40,16 @@ def main() -> None:
                     help="held-out ladders (never fitted): direction / classification only; '' to skip")
     ap.add_argument("--heldout-scale", type=int, default=2,
                     help="shape divisor for kernel_optimization_trn2 (fp32 4096x8192x8192 is slow to simulate)")
+    ap.add_argument("--engine-order", choices=["program", "backfill"], default="program",
+                    help="SchedulePolicy.engine_order of every estimate (micro-results stay in program order)")
     a = ap.parse_args()
+    policy = SchedulePolicy(engine_order=a.engine_order)
+    print(f"engine order: {a.engine_order}")
     results = []
     for name in a.ladders.split(","):
         t = time.time()
         traces = ladder_traces(name, a.scale, a.cache)
-        r = evaluate_ladder(name, traces)
+        r = evaluate_ladder(name, traces, policy=policy)
         results.append(r)
         lad = published()["ladders"][name]
         print(f"\n== {name} ({lad['target']}, {lad['quantity']}, scale 1/{a.scale}; {time.time() - t:.0f} s)")
@@ -63,7 +68,7 @@ def main() -> None:
         t = time.time()
         lad = published()["ladders"][name]
         sc = a.heldout_scale if "M" in lad.get("shape", {}) else 1
-        steps = evaluate_held_out(name, ladder_traces(name, sc, a.cache))
+        steps = evaluate_held_out(name, ladder_traces(name, sc, a.cache), policy=policy)
         print(f"\n== held out: {name} ({lad['target']}, {lad['quantity']}, scale 1/{sc}; {time.time() - t:.0f} s)")
         print(f"   source: {lad['source']}")
         for s in steps:

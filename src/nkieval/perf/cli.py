@@ -76,11 +76,13 @@ def _param_names(obj: Any) -> list[str]:
               "(repeatable, in parameter order)")
 @click.option("--mode", type=click.Choice(["compiler", "physical", "serial"]), default="compiler",
               help="modelled compiler freedom (serial = strict program-order bound)")
+@click.option("--engine-order", type=click.Choice(["program", "backfill"]), default="program", show_default=True,
+              help="compute engines in program order, or backfilling idle gaps (list scheduling; opt-in)")
 @click.option("--trace", "trace_out", type=click.Path(dir_okay=False), help="write the timeline as Perfetto/Chrome JSON")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write the estimate as JSON")
 @click.option("--seed", default=0, show_default=True)
 def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[str, ...], mode: str,
-            trace_out: str | None, json_out: str | None, seed: int) -> None:
+            engine_order: str, trace_out: str | None, json_out: str | None, seed: int) -> None:
     """Simulate FILE::KERNEL and print its estimated profile (an estimate, not a measurement)."""
     from nkieval.perf import SchedulePolicy, estimate, text_summary, write_perfetto
 
@@ -110,7 +112,7 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
     kern = obj if isinstance(obj, Kernel) else nki.jit(obj)
     nki.simulate(kern, target=target)(*args, **kwargs)
     result = nki.last_result()
-    est = estimate(result.trace, result.target, policy=SchedulePolicy(mode=mode))  # type: ignore[arg-type]
+    est = estimate(result.trace, result.target, policy=SchedulePolicy(mode=mode, engine_order=engine_order))  # type: ignore[arg-type]
     click.echo(text_summary(est))
     if trace_out:
         write_perfetto(est, trace_out)

@@ -56,6 +56,7 @@ class PerfEstimate:
     rotation: tuple[Mapping[str, Any], ...]
     uncertainty: Uncertainty
     schedule: Schedule = field(repr=False, compare=False)
+    engine_order: str = "program"  # SchedulePolicy.engine_order
 
     @property
     def total_time_us(self) -> float:
@@ -66,7 +67,7 @@ class PerfEstimate:
         b = self.bottleneck
         return {
             "estimate": True, "kernel": self.kernel, "target": self.target, "model_version": self.model_version,
-            "mode": self.mode, "total_time_ns": self.total_time_ns, "interval_ns": list(self.interval_ns),
+            "mode": self.mode, "engine_order": self.engine_order, "total_time_ns": self.total_time_ns, "interval_ns": list(self.interval_ns),
             "instructions": self.instructions, "summary": dict(self.summary), "utilization": dict(self.utilization),
             "bottleneck": {"resource": b.resource, "bound": b.bound, "reason": b.reason},
             "stalls": {k: dict(v) for k, v in self.stalls.items()},
@@ -77,6 +78,9 @@ class PerfEstimate:
         }
 
 
+BACKFILL_ASSUMPTION = (
+    "engine_order=backfill: a compute engine may run an instruction whose dependencies are met in an idle gap "
+    "it left before later-issued instructions (list scheduling), besides buffer rotation per allocation site")
 ASSUMPTIONS = (
     "engines run their instructions in program order; the compiler's reordering is modelled only by buffer "
     "rotation per allocation site",
@@ -116,7 +120,8 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
         parameters=MappingProxyType({k: MappingProxyType(v) for k, v in p.to_dict().items()}),
         by_status=MappingProxyType({k: tuple(v) for k, v in p.by_status().items()}),
         unmodelled_instructions=MappingProxyType(dict(s.unmodelled)),
-        assumptions=ASSUMPTIONS + ((f"{sum(s.unmodelled.values())} instruction(s) without a cost rule "
+        assumptions=((BACKFILL_ASSUMPTION, *ASSUMPTIONS[1:]) if pol.engine_order == "backfill" else ASSUMPTIONS)
+        + ((f"{sum(s.unmodelled.values())} instruction(s) without a cost rule "
                                     f"({', '.join(sorted(s.unmodelled))}) were costed by the generic "
                                     "max(MIN_II, N) rule",) if s.unmodelled else ()))
     return PerfEstimate(
@@ -124,4 +129,4 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
         interval_ns=(total * (1 - band), total * (1 + band)), instructions=len(trace.records),
         summary=MappingProxyType(m), utilization=MappingProxyType(util), bottleneck=classify(util),
         stalls=MappingProxyType(stall_breakdown(s)), critical_path_share=MappingProxyType(cp["share"]),
-        opcode_summary=opsum, rotation=rot, uncertainty=unc, schedule=s)
+        opcode_summary=opsum, rotation=rot, uncertainty=unc, schedule=s, engine_order=pol.engine_order)

@@ -49,6 +49,7 @@ except ImportError:  # pragma: no cover - a build without a C compiler
     _schedule_c = None
 
 ScheduleMode = Literal["compiler", "physical", "serial"]
+EngineOrder = Literal["program", "backfill"]
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 
 
@@ -67,15 +68,22 @@ class SchedulePolicy:
         rotation_depth: buffers per allocation site (default: the target's ``rotation_depth``).
         cores: NeuronCores the programs run on (default: one per program for 1–2 programs
             (LNC), else 1, running programs back to back).
+        engine_order: ``program`` (default: each compute engine runs its instructions in program
+            order) or ``backfill`` (opt-in: an instruction whose dependencies are met may run in an
+            idle gap its engine left before later-issued instructions, as a list-scheduling compiler
+            would place it; see :class:`TrackBook`). DMA queues stay FIFO either way.
     """
 
     mode: ScheduleMode = "compiler"
     rotation_depth: int | None = None
     cores: int | None = None
+    engine_order: EngineOrder = "program"
 
     def __post_init__(self) -> None:
         if self.mode not in ("compiler", "physical", "serial"):
             raise ScheduleError(f"SchedulePolicy.mode must be 'compiler', 'physical' or 'serial', got {self.mode!r}")
+        if self.engine_order not in ("program", "backfill"):
+            raise ScheduleError(f"SchedulePolicy.engine_order must be 'program' or 'backfill', got {self.engine_order!r}")
         if self.rotation_depth is not None and self.rotation_depth < 1:
             raise ScheduleError(f"SchedulePolicy.rotation_depth must be >= 1, got {self.rotation_depth}")
         if self.cores is not None and self.cores < 1:
@@ -353,6 +361,70 @@ class PeThrottle:
         return dur
 
 
+class TrackBook:
+    """The busy intervals of one engine track (or shared port) under ``engine_order="backfill"``: sorted,
+    disjoint, each with the record that occupies it (-1: a DMA's issue time on the engine), and for the Tensor
+    engine the start of the dI/dt ramp it ran under. Only the latest ``keep`` intervals are remembered; nothing
+    is placed before the forgotten ones (``floor``)."""
+
+    __slots__ = ("ends", "floor", "keep", "recs", "since", "starts")
+
+    def __init__(self, keep: int = 512) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.recs: list[int] = []
+        self.since: list[float] = []
+        self.floor = 0.0
+        self.keep = keep
+
+    def gap(self, t: float, dur: float) -> tuple[float, int]:
+        """The earliest start ≥ ``t`` with ``dur`` ns free, and the position of the first interval after it."""
+        starts, ends = self.starts, self.ends
+        if t < self.floor:
+            t = self.floor
+        j = bisect_right(ends, t)
+        n = len(starts)
+        while j < n and starts[j] < t + dur:
+            if ends[j] > t:
+                t = ends[j]
+            j += 1
+        return t, j
+
+    def book(self, j: int, st: float, en: float, rec: int, since: float = -float("inf")) -> None:
+        """Insert the interval [st, en) at position ``j`` (as :meth:`gap` returned it)."""
+        self.starts.insert(j, st)
+        self.ends.insert(j, en)
+        self.recs.insert(j, rec)
+        self.since.insert(j, since)
+        if len(self.starts) > self.keep:
+            cut = self.keep // 2
+            self.floor = self.ends[cut - 1]
+            del self.starts[:cut], self.ends[:cut], self.recs[:cut], self.since[:cut]
+
+    def before(self, j: int) -> tuple[float, int]:
+        """End and record of the interval before position ``j`` (the track's start, or its floor, if none)."""
+        if j > 0:
+            return self.ends[j - 1], self.recs[j - 1]
+        return self.floor, -1
+
+    def throttled(self, j: int, st: float, work: float, f0: float, ramp: float, window: float,
+                  need: float) -> tuple[float, float]:
+        """(occupancy, ramp start) of ``work`` ns of Tensor work starting at ``st`` in the gap before position
+        ``j``: :class:`PeThrottle`'s rule on the intervals before it (back to back: the ramp goes on; after a
+        gap with the window busy less than the threshold: a new ramp)."""
+        since = self.since[j - 1] if j > 0 else -float("inf")
+        if j == 0 or self.ends[j - 1] < st:
+            w0 = st - window
+            b = 0.0
+            k = j - 1
+            while k >= 0 and self.ends[k] > w0:
+                b += self.ends[k] - (self.starts[k] if self.starts[k] > w0 else w0)
+                k -= 1
+            if b < need:
+                since = st
+        return ramp_time(st - since, work, f0, ramp), since
+
+
 class DmaPool:
     """The core's DMA engines as one pool: busy intervals (sorted, merged) of engine-time / engines.
 
@@ -560,6 +632,60 @@ def _classify_loop(records: list, resolve, wpos_of: list[tuple[int, ...]], writt
     return idx
 
 
+def _backfill(i: int, eb: TrackBook, pbs: list[TrackBook], ready: float, d_pred: int, d_reason: str | None,
+              work: float, throttle: bool, thr_args: tuple[float, float, float, float],
+              shorten_wait_after) -> tuple[float, float, float, str | None, int, float]:
+    """Place compute record ``i`` (``engine_order="backfill"``): the earliest time ≥ ``ready`` (its dependencies)
+    at which its engine and its shared ports (Trn1) are all idle for its occupancy (stretched by the Tensor
+    engine's throttle at that time). Books the interval and shortens the wait of the record after the gap it
+    fills. Returns (start, end, occupancy, wait reason, predecessor, start of the idle gap it waited in)."""
+    dur = work
+    t = ready
+    since = -float("inf")
+    placed = False
+    for _ in range(8):
+        st, j = eb.gap(t, dur)
+        at = st
+        for pb in pbs:
+            x, _ = pb.gap(at, dur)
+            if x > at:
+                at = x
+        if at > st:  # a port is busy then: look again from when it is free
+            t = at
+            continue
+        if throttle:
+            d, since = eb.throttled(j, st, work, *thr_args)
+            if d > dur:  # the stretched instruction may not fit this gap: look again with its length
+                dur, t = d, st
+                continue
+            dur = d
+        placed = True
+        break
+    if not placed:  # no stable gap found: after everything booked on the engine and its ports
+        st = max(ready, eb.ends[-1] if eb.ends else eb.floor, *(pb.ends[-1] if pb.ends else pb.floor for pb in pbs))
+        j = len(eb.starts)
+        dur = eb.throttled(j, st, work, *thr_args)[0] if throttle else work
+        if throttle:
+            since = eb.throttled(j, st, work, *thr_args)[1]
+    g0, prec = eb.before(j)
+    why: str | None = None
+    pr = prec
+    if st == ready and ready > g0:
+        why, pr = d_reason, d_pred
+    elif st > ready and st > g0:
+        for pb in pbs:  # the port whose interval ended when this one started
+            pe, prec_port = pb.before(pb.gap(st, dur)[1])
+            if pe == st:
+                why, pr = "port", prec_port
+                break
+    en = st + dur
+    shorten_wait_after(eb, j, en)
+    eb.book(j, st, en, i, since)
+    for pb in pbs:
+        pb.book(pb.gap(st, dur)[1], st, en, i)
+    return st, en, dur, why, pr, g0
+
+
 def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = None) -> Schedule:
     """Schedule every record of ``trace`` on ``params``' target (see module docstring)."""
     # The scheduler allocates many small lists and no reference cycles; with a large trace alive, the
@@ -596,7 +722,7 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     if n:
         firsts = np.fromiter((c[1] for c in classes), dtype=np.int64, count=len(classes))
         signature.frombytes(firsts[np.frombuffer(cls_idx, dtype=np.int64)].tobytes())
-    if _NATIVE and _schedule_c is not None:
+    if _NATIVE and _schedule_c is not None and pol.engine_order == "program":
         s = _schedule_native(trace, p, pol, cores, rot, classes, cls_idx, signature, unmodelled, written)
         if s is not None:
             return s
@@ -664,6 +790,29 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
             if port_vs and e in ("vector", "scalar"):
                 psum_port[(c, e)] = pre + "port:psum_vs"
     any_ports = bool(sbuf_port or psum_port)
+    backfill = pol.engine_order == "backfill"
+    books: dict[int, TrackBook] = {}  # backfill: id of a track's (or port's) state -> its booked intervals
+    thr_args = (pe_f0, float(p.pe_throttle_ramp_ns), float(p.pe_throttle_window_ns),
+                float(p.pe_throttle_util_threshold) * float(p.pe_throttle_window_ns))
+
+    def book_of(state: list) -> TrackBook:
+        b = books.get(id(state))
+        if b is None:
+            b = books[id(state)] = TrackBook(_POOL_KEEP)
+        return b
+
+    def shorten_wait_after(b: TrackBook, j: int, en: float) -> None:
+        """The record after a filled gap now waits from ``en`` (its idle time shrinks)."""
+        if j < len(b.starts):
+            x = b.recs[j]
+            if x >= 0:
+                w = b.starts[j] - en
+                if w > 0:
+                    v_wait[x] = w
+                else:
+                    v_wait[x] = 0.0
+                    reason[x] = None
+
     # per core: compute engine -> (track, state, port states without / with PSUM, dependency label, its dI/dt
     # throttle (Tensor engine, trn2+) or None);
     # issue engine -> (track, state)
@@ -814,9 +963,16 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                         its = tstate[itr] = [0.0, -1]
                     iq = issuer_of[core][issue_engine] = (itr, its)
                 itr, its = iq
-                if its[0] > t0:
-                    t0, why, pr = its[0], "issue:" + issue_engine, its[1]
                 issue_ns = plan.issue_ns
+                if backfill:  # the issue takes the issuing engine's earliest idle gap
+                    ib = book_of(its)
+                    at, ij = ib.gap(t0, issue_ns)
+                    if at > t0:
+                        t0, why, pr = at, "issue:" + issue_engine, ib.before(ij)[1]
+                    shorten_wait_after(ib, ij, t0 + issue_ns)
+                    ib.book(ij, t0, t0 + issue_ns, -1)
+                elif its[0] > t0:
+                    t0, why, pr = its[0], "issue:" + issue_engine, its[1]
                 its[0] = t0 + issue_ns
                 issue_busy[itr] = issue_busy.get(itr, 0.0) + issue_ns
                 t0 += issue_ns
@@ -878,29 +1034,37 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                 eq = eng_of[core][eng] = (tr, ts, plain, plain if len(plain) == len(with_psum) else with_psum,
                                           dep_label.get(eng) or "dep:" + eng, thr)
             tr, ts, ports_plain, ports_psum, lbl, thr = eq
-            prev_free, pr = ts
-            t0 = prev_free
-            why = None
-            if t_dep > t0:
-                t0, why, pr = t_dep, d_reason, d_pred
-            if thr is not None:
+            if backfill:
                 full = o_cost
-                o_cost = thr.run(t0, full)
+                st, en, o_cost, why, pr, prev_free = _backfill(
+                    i, book_of(ts), [book_of(ps) for ps in (ports_psum if psum else ports_plain)] if any_ports else [],
+                    t_dep, d_pred, d_reason, full, thr is not None, thr_args, shorten_wait_after)
                 if o_cost > full:
                     throttled[i] = o_cost - full
-            if any_ports:
-                pstates = ports_psum if psum else ports_plain
-                for ps in pstates:
-                    if ps[0] > t0:
-                        t0, why, pr = ps[0], "port", ps[1]
-                st = t0
-                en = t0 + o_cost
-                for ps in pstates:
-                    ps[0] = en
-                    ps[1] = i
             else:
-                st = t0
-                en = t0 + o_cost
+                prev_free, pr = ts
+                t0 = prev_free
+                why = None
+                if t_dep > t0:
+                    t0, why, pr = t_dep, d_reason, d_pred
+                if thr is not None:
+                    full = o_cost
+                    o_cost = thr.run(t0, full)
+                    if o_cost > full:
+                        throttled[i] = o_cost - full
+                if any_ports:
+                    pstates = ports_psum if psum else ports_plain
+                    for ps in pstates:
+                        if ps[0] > t0:
+                            t0, why, pr = ps[0], "port", ps[1]
+                    st = t0
+                    en = t0 + o_cost
+                    for ps in pstates:
+                        ps[0] = en
+                        ps[1] = i
+                else:
+                    st = t0
+                    en = t0 + o_cost
         ts[0] = en
         ts[1] = i
         v_start[i] = st

@@ -107,7 +107,7 @@ def text_summary(est: PerfEstimate) -> str:
     lo, hi = est.interval_ns
     b = est.bottleneck
     lines = [
-        f"{est.kernel or 'kernel'} on {est.target} [{est.model_version}, mode={est.mode}] (ESTIMATE, not a measurement)",
+        f"{est.kernel or 'kernel'} on {est.target} [{est.model_version}, mode={est.mode}{', engine order backfill' if est.engine_order == 'backfill' else ''}] (ESTIMATE, not a measurement)",
         f"  total_time      {_fmt_ns(est.total_time_ns)}  (range {_fmt_ns(lo)} .. {_fmt_ns(hi)}; ratios are the "
         "validated quantity)",
         f"  bottleneck      {b.resource} ({b.bound}-bound): {b.reason}",

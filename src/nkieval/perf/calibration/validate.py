@@ -16,6 +16,7 @@ import numpy as np
 
 from nkieval.perf.calibration import published
 from nkieval.perf.estimate import PerfEstimate, estimate
+from nkieval.perf.schedule import SchedulePolicy
 from nkieval.sim.trace import Trace
 
 
@@ -119,12 +120,13 @@ def ladder_traces(name: str, scale: int = 1, cache_dir: str | None = None) -> li
     return traces
 
 
-def evaluate_ladder(name: str, traces: list[Trace], params: dict[str, Any] | None = None) -> LadderResult:
+def evaluate_ladder(name: str, traces: list[Trace], params: dict[str, Any] | None = None,
+                    policy: SchedulePolicy | None = None) -> LadderResult:
     """Estimate each step's trace and pair it with the published figure."""
     lad = published()["ladders"][name]
     steps = []
     for step, tr in zip(lad["steps"], traces):
-        est = estimate(tr, lad["target"], params=params)
+        est = estimate(tr, lad["target"], params=params, policy=policy)
         steps.append(StepResult(
             label=step["label"], kernel=step["kernel"], published=float(step["value"]),
             predicted_ns=est.total_time_ns, bound_published=step["bound"], bound_predicted=est.bottleneck.bound,
@@ -145,12 +147,12 @@ class HeldOutStep:
     predicted_ns: float
 
 
-def evaluate_held_out(name: str, traces: list[Trace]) -> list[HeldOutStep]:
+def evaluate_held_out(name: str, traces: list[Trace], policy: SchedulePolicy | None = None) -> list[HeldOutStep]:
     """Estimate each step of a held-out ladder (no parameter is fitted on these; report only)."""
     lad = published()["ladders"][name]
     out = []
     for step, tr in zip(lad["steps"], traces):
-        est = estimate(tr, lad["target"])
+        est = estimate(tr, lad["target"], policy=policy)
         util = est.utilization
         pub_act = {k: float(step[k]) for k in ("tensor", "dma", "vector") if k in step}
         out.append(HeldOutStep(
