@@ -129,3 +129,43 @@ def digest(s: Schedule) -> str:
     h.update(repr(sorted(s.dma_slot.items())).encode())
     h.update(repr(sorted(s.issue_busy.items())).encode())
     return h.hexdigest()
+
+
+def same_record_overlaps(target: str) -> Trace:
+    """Records that add two overlapping entries to one table at once (a fresh tile written and read by the
+    same instruction, a write and a read of overlapping slices), then readers and writers of those boxes."""
+    b = TraceBuilder(target)
+    src = b.alloc("hbm", (128, 512))
+    for _ in range(6):
+        t = b.alloc("sbuf", (128, 512), site="s.py:1")
+        u = b.alloc("sbuf", (128, 512), site="s.py:2")
+        b.rec("tensor_tensor", "vector", [b.op(t, "dst", "w"), b.op(t, "data0", "r"), b.op(t, "data1", "r", cols=(0, 256))],
+              line=1, op="add")
+        b.rec("activation", "scalar", [b.op(u, "dst", "w"), b.op(t, "data", "r")], line=2, op="exp")
+        b.rec("dma_copy", "dma", [b.op(t, "dst", "w", cols=(256, 512)), b.op(src, "src", "r", cols=(0, 256))], line=3)
+        b.rec("tensor_copy", "gpsimd", [b.op(u, "dst", "w", cols=(0, 256)), b.op(t, "data", "r")], line=4)
+        b.rec("tensor_scalar", "vector", [b.op(t, "dst", "w"), b.op(u, "data", "r")], line=5, op0="multiply")
+        t.free_seq = u.free_seq = len(b.trace.records)
+    return b.trace
+
+
+def reference_box(o) -> tuple[int, int, int, int, int]:
+    """(pitch, r0, r1, c0, c1): rows × byte columns an operand touches (pitch -1: partitions), from the
+    operand's own fields: the definition the scheduler's per-class row geometry must reproduce."""
+    if o.buffer != "hbm":
+        return -1, o.partition_start, o.partition_start + max(1, o.partitions), o.addr_lo, o.addr_hi
+    pat = o.pattern
+    lo, hi = o.addr_lo, o.addr_hi
+    if len(pat) >= 2 and pat[0][1] > 1:
+        ne = 1
+        for d in o.shape:
+            ne *= d
+        isz = max(1, o.nbytes // ne) if ne else 1
+        pitch = pat[0][0] * isz
+        rows = pat[0][1]
+        if pitch > 0:
+            width = hi - lo - (rows - 1) * pitch
+            r0, c0 = divmod(lo, pitch)
+            if 0 < width and c0 + width <= pitch:
+                return pitch, r0, r0 + rows, c0, c0 + width
+    return 0, 0, 1, lo, hi

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from perf_helpers import TraceBuilder
-from sched_regression import digest, matmul, overlaps, pipeline
+from sched_regression import digest, matmul, overlaps, pipeline, reference_box
 
 from nkieval.hardware import get_target
 from nkieval.perf.params import load_params
@@ -26,25 +26,6 @@ from nkieval.perf.schedule import COMPUTE_ENGINES, ScheduleError, SchedulePolicy
 from nkieval.sim.trace import Trace
 
 BACKFILL = SchedulePolicy(engine_order="backfill")
-
-
-def _box(o) -> tuple[int, int, int, int, int]:
-    """(pitch, r0, r1, c0, c1) of an operand: partitions × bytes on-chip, rows × columns of an HBM pattern."""
-    if o.buffer != "hbm":
-        return -1, o.partition_start, o.partition_start + max(1, o.partitions), o.addr_lo, o.addr_hi
-    pat, lo, hi = o.pattern, o.addr_lo, o.addr_hi
-    if len(pat) >= 2 and pat[0][1] > 1:
-        ne = 1
-        for d in o.shape:
-            ne *= d
-        pitch = pat[0][0] * (max(1, o.nbytes // ne) if ne else 1)
-        rows = pat[0][1]
-        if pitch > 0:
-            width = hi - lo - (rows - 1) * pitch
-            r0, c0 = divmod(lo, pitch)
-            if 0 < width and c0 + width <= pitch:
-                return pitch, r0, r0 + rows, c0, c0 + width
-    return 0, 0, 1, lo, hi
 
 
 def _overlap(a: tuple, b: tuple) -> bool:
@@ -74,7 +55,7 @@ def _check_dependencies(trace: Trace, s) -> int:
         for o in rec.operands:
             # on-chip memory is each core's own: programs on two cores do not share it
             key = (o.alloc,) if o.buffer == "hbm" else (o.alloc, rec.program % s.cores)
-            by_alloc[key].append((i, _box(o), "r" in o.mode, "w" in o.mode))
+            by_alloc[key].append((i, reference_box(o), "r" in o.mode, "w" in o.mode))
     pairs = 0
     for acc in by_alloc.values():
         for x, (i, bi, _ri, wi) in enumerate(acc):

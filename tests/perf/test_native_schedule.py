@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from perf_helpers import TraceBuilder
-from sched_regression import digest, matmul, overlaps, pipeline
+from sched_regression import digest, matmul, overlaps, pipeline, same_record_overlaps
 
 from nkieval.hardware import get_target
 from nkieval.perf import schedule as sched_mod
@@ -97,28 +97,11 @@ def test_random_overlapping_traces(seed: int, mode: str, target: str, two_cores:
                  SchedulePolicy(mode=mode, rotation_depth=depth), params)
 
 
-def _same_record_overlaps(target: str) -> Trace:
-    """Records adding two overlapping entries to one table (a tile written and read by one instruction)."""
-    b = TraceBuilder(target)
-    src = b.alloc("hbm", (128, 512))
-    for _ in range(6):
-        t = b.alloc("sbuf", (128, 512), site="s.py:1")
-        u = b.alloc("sbuf", (128, 512), site="s.py:2")
-        b.rec("tensor_tensor", "vector",
-              [b.op(t, "dst", "w"), b.op(t, "data0", "r"), b.op(t, "data1", "r", cols=(0, 256))], line=1, op="add")
-        b.rec("activation", "scalar", [b.op(u, "dst", "w"), b.op(t, "data", "r")], line=2, op="exp")
-        b.rec("dma_copy", "dma", [b.op(t, "dst", "w", cols=(256, 512)), b.op(src, "src", "r", cols=(0, 256))], line=3)
-        b.rec("tensor_copy", "gpsimd", [b.op(u, "dst", "w", cols=(0, 256)), b.op(t, "data", "r")], line=4)
-        b.rec("tensor_scalar", "vector", [b.op(t, "dst", "w"), b.op(u, "data", "r")], line=5, op0="multiply")
-        t.free_seq = u.free_seq = len(b.trace.records)
-    return b.trace
-
-
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
 @pytest.mark.parametrize("policy", [SchedulePolicy(), SchedulePolicy(mode="physical"), SchedulePolicy(mode="serial"),
                                     SchedulePolicy(rotation_depth=1)])
 @pytest.mark.parametrize("make", [lambda t: pipeline(t, 40), lambda t: pipeline(t, 40, slots=2), matmul,
-                                  _same_record_overlaps, lambda t: overlaps(t, 7, n=400, two_cores=True)])
+                                  same_record_overlaps, lambda t: overlaps(t, 7, n=400, two_cores=True)])
 def test_pipelines_and_matmuls(make, target: str, policy: SchedulePolicy) -> None:
     _assert_same(make(target), target, policy)
 

@@ -8,7 +8,7 @@
 * the rotation planner's live-instance count equals the event sweep it replaces, and the buffer the
   scheduler gives an instance (j mod depth) is the one its reuse chain leads to;
 * the per-signature operand information (modes, partitions, HBM row geometry) gives each record's own
-  values and the reference box (``_reference_box``); a read of an ``exact`` entry's box, taken on its fast path, gives
+  values and the reference box (``reference_box``); a read of an ``exact`` entry's box, taken on its fast path, gives
   what the general hit handling gives (``_EXACT_READS`` off).
 """
 
@@ -27,7 +27,7 @@ from metrics_reference import critical_path as ref_critical_path
 from metrics_reference import merged_length
 from metrics_reference import stall_breakdown as ref_stall_breakdown
 from perf_helpers import TraceBuilder
-from sched_regression import digest, matmul, overlaps, pipeline
+from sched_regression import digest, matmul, overlaps, pipeline, reference_box, same_record_overlaps
 
 from nkieval.hardware import get_target
 from nkieval.perf import metrics
@@ -68,27 +68,9 @@ def test_table_shortcuts_do_not_change_the_schedule(seed: int, mode: str, target
         assert _digest_with(trace, target, pol, **v) == base, v
 
 
-def _same_record_overlaps(target: str) -> Trace:
-    """Records that add two overlapping entries to one table at once (a fresh tile written and read by the
-    same instruction, a write and a read of overlapping slices), then readers and writers of those boxes."""
-    b = TraceBuilder(target)
-    src = b.alloc("hbm", (128, 512))
-    for _ in range(6):
-        t = b.alloc("sbuf", (128, 512), site="s.py:1")
-        u = b.alloc("sbuf", (128, 512), site="s.py:2")
-        b.rec("tensor_tensor", "vector", [b.op(t, "dst", "w"), b.op(t, "data0", "r"), b.op(t, "data1", "r", cols=(0, 256))],
-              line=1, op="add")
-        b.rec("activation", "scalar", [b.op(u, "dst", "w"), b.op(t, "data", "r")], line=2, op="exp")
-        b.rec("dma_copy", "dma", [b.op(t, "dst", "w", cols=(256, 512)), b.op(src, "src", "r", cols=(0, 256))], line=3)
-        b.rec("tensor_copy", "gpsimd", [b.op(u, "dst", "w", cols=(0, 256)), b.op(t, "data", "r")], line=4)
-        b.rec("tensor_scalar", "vector", [b.op(t, "dst", "w"), b.op(u, "data", "r")], line=5, op0="multiply")
-        t.free_seq = u.free_seq = len(b.trace.records)
-    return b.trace
-
-
 @pytest.mark.parametrize("make,target,policy", [
-    (lambda: _same_record_overlaps("trn2"), "trn2", SchedulePolicy()),
-    (lambda: _same_record_overlaps("trn1"), "trn1", SchedulePolicy(mode="physical")),
+    (lambda: same_record_overlaps("trn2"), "trn2", SchedulePolicy()),
+    (lambda: same_record_overlaps("trn1"), "trn1", SchedulePolicy(mode="physical")),
     (lambda: pipeline("trn2", 30), "trn2", SchedulePolicy()),
     (lambda: pipeline("trn2", 30, slots=2), "trn2", SchedulePolicy(mode="physical")),
     (lambda: pipeline("trn1", 30, slots=3), "trn1", SchedulePolicy(rotation_depth=1)),
@@ -192,7 +174,7 @@ def test_cost_memo_returns_each_records_own_cost(make, target: str, native: bool
         for j, *_, nparts, hrows in opinfo:
             o = rec.operands[j]
             if not nparts:
-                assert _hbm_box(o, hrows) == _reference_box(o)
+                assert _hbm_box(o, hrows) == reference_box(o)
         # signature classes: the first record with each signature
         assert first[i] == first_of_sig.setdefault(_signature(rec), i)
     assert unmodelled == want_unmodelled
@@ -237,28 +219,6 @@ def test_each_signature_field_of_each_operand_tells_records_of_a_line_apart(n_op
         assert list(first) == [0, 1, 0, 0, 1], v
 
 
-def _reference_box(o) -> tuple[int, int, int, int, int]:
-    """(pitch, r0, r1, c0, c1): rows × byte columns an operand touches (pitch -1: partitions), from the
-    operand's own fields: the definition the scheduler's per-class row geometry must reproduce."""
-    if o.buffer != "hbm":
-        return -1, o.partition_start, o.partition_start + max(1, o.partitions), o.addr_lo, o.addr_hi
-    pat = o.pattern
-    lo, hi = o.addr_lo, o.addr_hi
-    if len(pat) >= 2 and pat[0][1] > 1:
-        ne = 1
-        for d in o.shape:
-            ne *= d
-        isz = max(1, o.nbytes // ne) if ne else 1
-        pitch = pat[0][0] * isz
-        rows = pat[0][1]
-        if pitch > 0:
-            width = hi - lo - (rows - 1) * pitch
-            r0, c0 = divmod(lo, pitch)
-            if 0 < width and c0 + width <= pitch:
-                return pitch, r0, r0 + rows, c0, c0 + width
-    return 0, 0, 1, lo, hi
-
-
 def _hbm_box(o, hrows) -> tuple[int, int, int, int, int]:
     """The scheduler loop's HBM box: from the class's row geometry (pitch, rows, (rows - 1) * pitch) and the
     operand's byte range."""
@@ -276,7 +236,7 @@ def _hbm_box(o, hrows) -> tuple[int, int, int, int, int]:
 @given(shape=st.tuples(st.integers(1, 64), st.integers(1, 300)), dtype=st.sampled_from(["float32", "bfloat16"]),
        data=st.data())
 def test_hbm_row_geometry_gives_the_reference_box(shape: tuple[int, int], dtype: str, data) -> None:
-    """Per-class row geometry plus the record's byte range give ``_reference_box`` for any rows × columns × stride
+    """Per-class row geometry plus the record's byte range give ``reference_box`` for any rows × columns × stride
     access of an HBM tensor (single rows, full rows, strided columns)."""
     b = TraceBuilder("trn2")
     h = b.alloc("hbm", shape, dtype)
@@ -292,7 +252,7 @@ def test_hbm_row_geometry_gives_the_reference_box(shape: tuple[int, int], dtype:
     sig = (o.role, o.mode, o.buffer, o.dtype, o.shape, o.pattern, o.nbytes, o.contiguous_bytes, o.partitions)
     *_, nparts, hrows = sched_mod._operand_info(sig)
     assert nparts == 0
-    assert _hbm_box(o, hrows) == _reference_box(o)
+    assert _hbm_box(o, hrows) == reference_box(o)
 
 
 # ---- metrics -----------------------------------------------------------------------------------------

@@ -361,6 +361,18 @@ class PeThrottle:
         return dur
 
 
+def _earliest_gap(starts: list[float], ends: list[float], t: float, dur: float) -> tuple[float, int]:
+    """In sorted disjoint intervals: the earliest start ≥ ``t`` with ``dur`` free, and the position of the first
+    interval after it."""
+    j = bisect_right(ends, t)
+    n = len(starts)
+    while j < n and starts[j] < t + dur:
+        if ends[j] > t:
+            t = ends[j]
+        j += 1
+    return t, j
+
+
 class TrackBook:
     """The busy intervals of one engine track (or shared port) under ``engine_order="backfill"``: sorted,
     disjoint, each with the record that occupies it (-1: a DMA's issue time on the engine), and for the Tensor
@@ -379,16 +391,7 @@ class TrackBook:
 
     def gap(self, t: float, dur: float) -> tuple[float, int]:
         """The earliest start ≥ ``t`` with ``dur`` ns free, and the position of the first interval after it."""
-        starts, ends = self.starts, self.ends
-        if t < self.floor:
-            t = self.floor
-        j = bisect_right(ends, t)
-        n = len(starts)
-        while j < n and starts[j] < t + dur:
-            if ends[j] > t:
-                t = ends[j]
-            j += 1
-        return t, j
+        return _earliest_gap(self.starts, self.ends, t if t > self.floor else self.floor, dur)
 
     def book(self, j: int, st: float, en: float, rec: int, since: float = -float("inf")) -> None:
         """Insert the interval [st, en) at position ``j`` (as :meth:`gap` returned it)."""
@@ -447,12 +450,8 @@ class DmaPool:
         t = ready if ready > self.floor else self.floor
         if dur <= 0:
             return t
-        j = bisect_right(ends, t)
+        t, j = _earliest_gap(starts, ends, t, dur)
         n = len(starts)
-        while j < n and starts[j] < t + dur:
-            if ends[j] > t:
-                t = ends[j]
-            j += 1
         e = t + dur
         # merge with the previous / next interval when touching
         if j > 0 and ends[j - 1] >= t - 1e-9:
