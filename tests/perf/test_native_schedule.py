@@ -210,3 +210,11 @@ def test_simulated_kernels(target: str) -> None:
         trace = nki.last_result().trace
         for policy in (SchedulePolicy(), SchedulePolicy(mode="physical")):
             _assert_same(trace, target, policy)
+
+
+def test_operands_given_as_tuples_schedule_alike() -> None:
+    """A trace whose records hold their operands in tuples (not lists): both loops take it, alike."""
+    trace = overlaps("trn2", 3, n=120)
+    for rec in trace.records:
+        rec.operands = tuple(rec.operands)
+    _assert_same(trace, "trn2", SchedulePolicy())

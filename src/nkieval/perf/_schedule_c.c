@@ -607,8 +607,8 @@ static void readers_for(PyObject *records, Reader *rr, Reader *orr) {
     for (Py_ssize_t i = 0; i < n && i < 64; i++) {
         PyObject *ops = PyObject_GetAttr(PyList_GET_ITEM(records, i), rec_fields[R_OPERANDS]);
         if (!ops) { PyErr_Clear(); return; }
-        if (PyList_Check(ops) && PyList_GET_SIZE(ops)) {
-            reader_init(orr, PyList_GET_ITEM(ops, 0), op_fields, N_OP_FIELDS);
+        if ((PyList_Check(ops) || PyTuple_Check(ops)) && PySequence_Fast_GET_SIZE(ops)) {
+            reader_init(orr, PySequence_Fast_GET_ITEM(ops, 0), op_fields, N_OP_FIELDS);
             Py_DECREF(ops);
             return;
         }
@@ -841,20 +841,20 @@ static PyObject *run(PyObject *self, PyObject *args) {
         if (k->nops) {
             ops = rd(&rr, rec, R_OPERANDS);
             if (!ops) goto done;
-            if (!PyList_Check(ops)) {
+            if (!PyList_Check(ops) && !PyTuple_Check(ops)) {
                 Py_DECREF(ops);
-                PyErr_SetString(PyExc_TypeError, "record operands: a list expected");
+                PyErr_SetString(PyExc_TypeError, "record operands: a list or tuple expected");
                 goto done;
             }
         }
         for (Py_ssize_t q = 0; q < k->nops; q++) {
             OpInfo *oi = &k->ops[q];
-            if (oi->j >= PyList_GET_SIZE(ops)) {
+            if (oi->j >= PySequence_Fast_GET_SIZE(ops)) {
                 Py_DECREF(ops);
                 PyErr_SetString(PyExc_IndexError, "operand position beyond the record's operands");
                 goto done;
             }
-            PyObject *o = PyList_GET_ITEM(ops, oi->j);
+            PyObject *o = PySequence_Fast_GET_ITEM(ops, oi->j);
             int64_t a;
             if (rd_i64(&orr, o, O_ALLOC, &a) < 0) { Py_DECREF(ops); goto done; }
             AllocSlot *as = am_slot(&S.am, a);
@@ -1188,8 +1188,8 @@ done:
 /* the signature of ``rec`` compared with its line's recent ones (schedule._classify_loop): one flat tuple of the
  * operands' nine signature fields and (attrs, opcode, engine, file) for one to three operands, else a list of
  * one tuple per operand and that tail tuple */
-static PyObject *signature_of(const Reader *rr, const Reader *orr, PyObject *rec, PyObject *ops) {
-    Py_ssize_t nops = PyList_GET_SIZE(ops);
+static PyObject *signature_of(const Reader *rr, const Reader *orr, PyObject *rec, PyObject *ops) {   /* ops: list or tuple */
+    Py_ssize_t nops = PySequence_Fast_GET_SIZE(ops);
     PyObject *tail[4];
     int tail_k[4] = {R_ATTRS, R_OPCODE, R_ENGINE, R_FILE};
     for (int k = 0; k < 4; k++) {
@@ -1203,7 +1203,7 @@ static PyObject *signature_of(const Reader *rr, const Reader *orr, PyObject *rec
         sig = PyTuple_New(9 * nops + 4);
         if (!sig) goto fail;
         for (Py_ssize_t q = 0; q < nops; q++) {
-            PyObject *o = PyList_GET_ITEM(ops, q);
+            PyObject *o = PySequence_Fast_GET_ITEM(ops, q);
             for (int f = 0; f < 9; f++) {
                 PyObject *v = rd(orr, o, f);
                 if (!v) { Py_DECREF(sig); goto fail; }
@@ -1216,7 +1216,7 @@ static PyObject *signature_of(const Reader *rr, const Reader *orr, PyObject *rec
     sig = PyList_New(nops + 1);
     if (!sig) goto fail;
     for (Py_ssize_t q = 0; q < nops; q++) {
-        PyObject *o = PyList_GET_ITEM(ops, q), *t = PyTuple_New(9);
+        PyObject *o = PySequence_Fast_GET_ITEM(ops, q), *t = PyTuple_New(9);
         if (!t) { Py_DECREF(sig); goto fail; }
         PyList_SET_ITEM(sig, q, t);
         for (int f = 0; f < 9; f++) {
@@ -1257,9 +1257,9 @@ static PyObject *classify(PyObject *self, PyObject *args) {
         PyObject *rec = PyList_GET_ITEM(records, i);
         PyObject *ops = rd(&rr, rec, R_OPERANDS);
         if (!ops) goto done;
-        if (!PyList_Check(ops)) {
+        if (!PyList_Check(ops) && !PyTuple_Check(ops)) {
             Py_DECREF(ops);
-            PyErr_SetString(PyExc_TypeError, "record operands: a list expected");
+            PyErr_SetString(PyExc_TypeError, "record operands: a list or tuple expected");
             goto done;
         }
         PyObject *sig = signature_of(&rr, &orr, rec, ops);
@@ -1335,11 +1335,11 @@ static PyObject *classify(PyObject *self, PyObject *args) {
             for (Py_ssize_t x = 0; x < PyTuple_GET_SIZE(wp); x++) {
                 int64_t j;
                 if (as_i64(PyTuple_GET_ITEM(wp, x), &j) < 0) goto fail_rec;
-                if (j < 0 || j >= PyList_GET_SIZE(ops)) {
+                if (j < 0 || j >= PySequence_Fast_GET_SIZE(ops)) {
                     PyErr_SetString(PyExc_IndexError, "write position beyond the record's operands");
                     goto fail_rec;
                 }
-                PyObject *a = rd(&orr, PyList_GET_ITEM(ops, j), O_ALLOC);
+                PyObject *a = rd(&orr, PySequence_Fast_GET_ITEM(ops, j), O_ALLOC);
                 if (!a) goto fail_rec;
                 int r = PySet_Add(written, a);
                 Py_DECREF(a);
