@@ -52,6 +52,12 @@ PINNED = {
 }
 
 
+def test_the_compiled_loop_is_built() -> None:
+    """The package's build compiles the loop (a C compiler and Python's headers are part of every machine the
+    project runs on); without it ``schedule`` still works, at the Python loop's speed."""
+    assert sched_mod._schedule_c is not None
+
+
 @pytest.mark.parametrize("loop", ["python", "native"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_schedule_matches_the_pinned_pre_optimisation_result(name: str, loop: str,
