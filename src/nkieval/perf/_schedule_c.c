@@ -654,7 +654,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
     Py_buffer b_cls = {0}, b_start = {0}, b_end = {0}, b_occ = {0}, b_wait = {0}, b_pred = {0};
     PyObject *result = NULL, *queue_of = NULL;
     double *busy_sum = NULL;
-    int64_t *busy_order = NULL;
+    int64_t *busy_order = NULL;   /* tracks in order of their first DMA issue */
+    char *busy_seen = NULL;
     Py_ssize_t n_busy = 0;
 
     /* cfg: (logical, serial, cores, sem, dma_fixed, dma_pipelined, n_dma, n_queues, any_ports,
@@ -734,7 +735,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
     S.tlast = PyMem_Malloc(sizeof(int64_t) * (size_t)(ntr ? ntr : 1));
     busy_sum = PyMem_Calloc((size_t)(ntr ? ntr : 1), sizeof(double));
     busy_order = PyMem_Malloc(sizeof(int64_t) * (size_t)(ntr ? ntr : 1));
-    if (!S.tfree || !S.tlast || !busy_sum || !busy_order) { PyErr_NoMemory(); goto done; }
+    busy_seen = PyMem_Calloc((size_t)(ntr ? ntr : 1), 1);
+    if (!S.tfree || !S.tlast || !busy_sum || !busy_order || !busy_seen) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t x = 0; x < ntr; x++) S.tlast[x] = -1;
 
     /* classes */
@@ -1007,10 +1009,9 @@ static PyObject *run(PyObject *self, PyObject *args) {
                 int64_t itr = iss_tr[core * n_issuers + k->issue];
                 if (S.tfree[itr] > t0) { t0 = S.tfree[itr]; why = R_ISSUE0 + k->issue; pr = S.tlast[itr]; }
                 S.tfree[itr] = t0 + k->issue_ns;
-                if (busy_sum[itr] == 0.0) {
-                    int seen = 0;
-                    for (Py_ssize_t b = 0; b < n_busy; b++) if (busy_order[b] == itr) { seen = 1; break; }
-                    if (!seen) busy_order[n_busy++] = itr;
+                if (!busy_seen[itr]) {
+                    busy_seen[itr] = 1;
+                    busy_order[n_busy++] = itr;
                 }
                 busy_sum[itr] = busy_sum[itr] + k->issue_ns;
                 t0 += k->issue_ns;
@@ -1181,6 +1182,7 @@ done:
     PyMem_Free(queue_count);
     PyMem_Free(busy_sum);
     PyMem_Free(busy_order);
+    PyMem_Free(busy_seen);
     free_state(&S);
     return result;
 }
@@ -1235,12 +1237,13 @@ fail:
     return NULL;
 }
 
-PyDoc_STRVAR(classify_doc, "classify(records, resolve, wpos_of, written, idx)\n\nschedule._classify_loop, compiled: "
-                           "each record's class into idx (int64 per record), written allocations into written.");
+PyDoc_STRVAR(classify_doc, "classify(records, resolve, classes, written, idx)\n\nschedule._classify_loop, compiled: "
+                           "each record's class into idx (int64 per record), written allocations (a class's write "
+                           "positions: its item 2) into written.");
 
 static PyObject *classify(PyObject *self, PyObject *args) {
-    PyObject *records, *resolve, *wpos_of, *written, *idx_obj;
-    if (!PyArg_ParseTuple(args, "O!OO!O!O", &PyList_Type, &records, &resolve, &PyList_Type, &wpos_of, &PySet_Type,
+    PyObject *records, *resolve, *classes, *written, *idx_obj;
+    if (!PyArg_ParseTuple(args, "O!OO!O!O", &PyList_Type, &records, &resolve, &PyList_Type, &classes, &PySet_Type,
                           &written, &idx_obj))
         return NULL;
     Py_buffer b_idx = {0};
@@ -1325,13 +1328,17 @@ static PyObject *classify(PyObject *self, PyObject *args) {
         {
             int64_t k;
             if (as_i64(m, &k) < 0) goto fail_rec;
-            if (k < 0 || k >= PyList_GET_SIZE(wpos_of)) {
+            if (k < 0 || k >= PyList_GET_SIZE(classes)) {
                 PyErr_SetString(PyExc_ValueError, "resolve: class out of range");
                 goto fail_rec;
             }
             idx[i] = k;
-            PyObject *wp = PyList_GET_ITEM(wpos_of, k);
-            if (!PyTuple_Check(wp)) { PyErr_SetString(PyExc_TypeError, "wpos_of: tuples expected"); goto fail_rec; }
+            PyObject *ck = PyList_GET_ITEM(classes, k);
+            PyObject *wp = PyTuple_Check(ck) && PyTuple_GET_SIZE(ck) > 2 ? PyTuple_GET_ITEM(ck, 2) : NULL;
+            if (!wp || !PyTuple_Check(wp)) {
+                PyErr_SetString(PyExc_TypeError, "classes: tuples with the write positions (a tuple) at item 2 expected");
+                goto fail_rec;
+            }
             for (Py_ssize_t x = 0; x < PyTuple_GET_SIZE(wp); x++) {
                 int64_t j;
                 if (as_i64(PyTuple_GET_ITEM(wp, x), &j) < 0) goto fail_rec;

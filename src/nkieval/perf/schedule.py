@@ -526,7 +526,6 @@ def _classify(records: list, p: PerfParams) -> tuple[list[tuple], array, Counter
     memo: dict[tuple, int] = {}  # signature key -> class
     get = memo.get
     classes: list[tuple] = []
-    wpos_of: list[tuple[int, ...]] = []  # per class: its write operands' positions
     list_at: dict[tuple, tuple[int, ...]] = {}  # attribute names -> positions that held a list
 
     def resolve(i: int, rec) -> int:
@@ -564,15 +563,14 @@ def _classify(records: list, p: PerfParams) -> tuple[list[tuple], array, Counter
             wpos = tuple(j for j, s in enumerate(opsig) if "w" in s[1])
             m = memo[key] = len(classes)
             classes.append((cls, i, wpos, not ok))
-            wpos_of.append(wpos)
         return m
 
     written: set[int] = set()
     if _NATIVE and _schedule_c is not None:
         idx = array("q", bytes(8 * len(records)))
-        _schedule_c.classify(records, resolve, wpos_of, written, idx)
+        _schedule_c.classify(records, resolve, classes, written, idx)
     else:
-        idx = _classify_loop(records, resolve, wpos_of, written)
+        idx = _classify_loop(records, resolve, classes, written)
     unmodelled: Counter = Counter()
     if any(c[3] for c in classes):
         counts = np.bincount(np.frombuffer(idx, dtype=np.int64), minlength=len(classes))
@@ -582,9 +580,10 @@ def _classify(records: list, p: PerfParams) -> tuple[list[tuple], array, Counter
     return classes, idx, unmodelled, written
 
 
-def _classify_loop(records: list, resolve, wpos_of: list[tuple[int, ...]], written: set[int]) -> array:
+def _classify_loop(records: list, resolve, classes: list[tuple], written: set[int]) -> array:
     """Each record's class: the class of the latest or the previous signature of its source line when it equals
-    one of them, else ``resolve(i, record)``; adds the allocations each record writes to ``written``."""
+    one of them, else ``resolve(i, record)`` (which appends new classes to ``classes``); adds the allocations
+    each record writes (a class's write positions: its item 2) to ``written``."""
     idx = array("q", bytes(8 * len(records)))
     add_written = written.add
     # source line -> [latest signature, its class, previous signature, its class]
@@ -626,9 +625,41 @@ def _classify_loop(records: list, resolve, wpos_of: list[tuple[int, ...]], writt
             else:
                 rl[0], rl[1], rl[2], rl[3] = sig, m, rl[0], rl[1]
         idx[i] = m
-        for j in wpos_of[m]:
+        for j in classes[m][2]:
             add_written(ops[j].alloc)
     return idx
+
+
+def _rotation_tables(rot: RotationPlan, written: set[int]) -> tuple[int, dict[int, tuple[int, int, int]]]:
+    """The byte-range tables rotating buffers share: the instances of a site with more instances than buffers,
+    instance j using buffer j mod depth. Returns the number of shared tables and, for each written allocation
+    among those instances, (its table, partition base, address base); other written allocations get tables of
+    their own when first met."""
+    n_tables = 0
+    shared: dict[int, tuple[int, int, int]] = {}
+    for site, inst in zip(rot.sites, rot.instances):
+        k = site.depth
+        if len(inst) > k:
+            for j, (_, _, _, a, pb, ab) in enumerate(inst):
+                if a in written:
+                    shared[a] = (n_tables + j % k, pb, ab)
+            n_tables += k
+    return n_tables, shared
+
+
+def _engine_ports(prefix: str, engine: str, p: PerfParams) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The Trn1 shared ports an instruction of ``engine`` holds (track names): without a PSUM operand (the SBUF
+    port, Vector/GpSimd) and with one (also the PSUM port, Vector/Scalar)."""
+    sb = prefix + "port:sbuf_vg" if p.sbuf_port_shared_vector_gpsimd and engine in ("vector", "gpsimd") else None
+    ps = prefix + "port:psum_vs" if p.psum_port_shared_vector_scalar and engine in ("vector", "scalar") else None
+    return ((sb,) if sb else ()), tuple(x for x in (sb, ps) if x)
+
+
+def _empty_outputs(n: int) -> tuple[array, array, array, array, array, list[str | None], list[str]]:
+    """Per-record outputs before scheduling: start, end, occupancy, wait (ns, zero), predecessor (-1), reason
+    (None), track ("")."""
+    return (array("d", bytes(8 * n)), array("d", bytes(8 * n)), array("d", bytes(8 * n)), array("d", bytes(8 * n)),
+            array("q", [-1]) * n, [None] * n, [""] * n)
 
 
 def _backfill(i: int, eb: TrackBook, pbs: list[TrackBook], ready: float, d_pred: int, d_reason: str | None,
@@ -663,9 +694,9 @@ def _backfill(i: int, eb: TrackBook, pbs: list[TrackBook], ready: float, d_pred:
     if not placed:  # no stable gap found: after everything booked on the engine and its ports
         st = max(ready, eb.ends[-1] if eb.ends else eb.floor, *(pb.ends[-1] if pb.ends else pb.floor for pb in pbs))
         j = len(eb.starts)
-        dur = eb.throttled(j, st, work, *thr_args)[0] if throttle else work
+        dur = work
         if throttle:
-            since = eb.throttled(j, st, work, *thr_args)[1]
+            dur, since = eb.throttled(j, st, work, *thr_args)
     g0, prec = eb.before(j)
     why: str | None = None
     pr = prec
@@ -731,20 +762,12 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     dma_pipelined = bool(p.dma_queue_pipelined)
     n_dma = int(p.dma_engines)
     n_queues = int(p.dma_queues)
-    port_vg = bool(p.sbuf_port_shared_vector_gpsimd)
-    port_vs = bool(p.psum_port_shared_vector_scalar)
     pe_f0 = float(p.pe_throttle_start_fraction)
 
-    start = array("d", bytes(8 * n))
-    end = array("d", bytes(8 * n))
-    occ_a = array("d", bytes(8 * n))
-    wait = array("d", bytes(8 * n))
-    pred = array("q", [-1]) * n
+    start, end, occ_a, wait, pred, reason, track = _empty_outputs(n)
     # the loop stores through memoryviews (cheaper per item than the arrays' own item assignment)
     views = [memoryview(x) for x in (start, end, occ_a, wait, pred)]
     v_start, v_end, v_occ, v_wait, v_pred = views
-    reason: list[str | None] = [None] * n
-    track: list[str] = [""] * n
     dma_plans: dict[int, DmaPlan] = {}
     perf_mode: dict[int, str] = {}
     throttled: dict[int, float] = {}
@@ -766,29 +789,16 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     # one table per core and on-chip buffer (table None here); HBM tensors keep their own table.
     tab_of: dict[int, tuple[_RangeTable | None, int, int]] = {}
     if logical:
-        # the instances of a site with more instances than buffers: instance j uses buffer j mod k; the
-        # other written allocations get their own tables (bases 0) when first met
-        for site, inst in zip(rot.sites, rot.instances):
-            k = site.depth
-            if len(inst) > k:
-                tabs = [_RangeTable() for _ in range(k)]
-                for j, (_, _, _, a, pb, ab) in enumerate(inst):
-                    if a in written:
-                        tab_of[a] = (tabs[j % k], pb, ab)
+        # rotating buffers' shared tables; the other written allocations get their own (bases 0) when first met
+        n_shared, shared = _rotation_tables(rot, written)
+        tabs = [_RangeTable() for _ in range(n_shared)]
+        tab_of = {a: (tabs[t], pb, ab) for a, (t, pb, ab) in shared.items()}
     else:
         tab_of = dict.fromkeys(written, (None, 0, 0))
     phys_tabs = [{"sbuf": _RangeTable(), "psum": _RangeTable()} for _ in range(cores)]
-    # Trn1 shared ports, per core and engine: the SBUF port (Vector/GpSimd) always, the PSUM port
-    # (Vector/Scalar) when the instruction touches PSUM
-    sbuf_port: dict[tuple[int, str], str] = {}
-    psum_port: dict[tuple[int, str], str] = {}
-    for c, pre in enumerate(prefixes):
-        for e in COMPUTE_ENGINES:
-            if port_vg and e in ("vector", "gpsimd"):
-                sbuf_port[(c, e)] = pre + "port:sbuf_vg"
-            if port_vs and e in ("vector", "scalar"):
-                psum_port[(c, e)] = pre + "port:psum_vs"
-    any_ports = bool(sbuf_port or psum_port)
+    # Trn1 shared ports (``_engine_ports``): the SBUF port (Vector/GpSimd) always, the PSUM port (Vector/Scalar)
+    # when the instruction touches PSUM
+    any_ports = bool(p.sbuf_port_shared_vector_gpsimd or p.psum_port_shared_vector_scalar)
     backfill = pol.engine_order == "backfill"
     books: dict[int, TrackBook] = {}  # backfill: id of a track's (or port's) state -> its booked intervals
     thr_args = (pe_f0, float(p.pe_throttle_ramp_ns), float(p.pe_throttle_window_ns),
@@ -1019,19 +1029,12 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                 ts = tstate.get(tr)
                 if ts is None:
                     ts = tstate[tr] = [0.0, -1]
-                ports = []
-                for pk in (sbuf_port.get((core, eng)), psum_port.get((core, eng))):
-                    if pk is not None:
-                        ps = tstate.get(pk)
-                        if ps is None:
-                            ps = tstate[pk] = [0.0, -1]
-                        ports.append(ps)
-                with_psum = tuple(ports)
-                plain = with_psum[:1] if sbuf_port.get((core, eng)) is not None else ()
+                plain_names, psum_names = _engine_ports(prefixes[core], eng, p)
+                plain = tuple(tstate.setdefault(pk, [0.0, -1]) for pk in plain_names)
+                with_psum = tuple(tstate.setdefault(pk, [0.0, -1]) for pk in psum_names)
                 thr = (PeThrottle(pe_f0, float(p.pe_throttle_ramp_ns), float(p.pe_throttle_window_ns),
                                   float(p.pe_throttle_util_threshold)) if eng == "tensor" and pe_f0 < 1.0 else None)
-                eq = eng_of[core][eng] = (tr, ts, plain, plain if len(plain) == len(with_psum) else with_psum,
-                                          dep_label.get(eng) or "dep:" + eng, thr)
+                eq = eng_of[core][eng] = (tr, ts, plain, with_psum, dep_label.get(eng) or "dep:" + eng, thr)
             tr, ts, ports_plain, ports_psum, lbl, thr = eq
             if backfill:
                 full = o_cost
@@ -1227,47 +1230,27 @@ def _schedule_native(trace: Trace, p: PerfParams, pol: SchedulePolicy, cores: in
         return names.setdefault(name, len(names))
 
     n_queues = int(p.dma_queues)
-    port_vg = bool(p.sbuf_port_shared_vector_gpsimd)
-    port_vs = bool(p.psum_port_shared_vector_scalar)
     eng_tracks, plain_ports, psum_ports, queue_tracks, issuer_tracks = [], [], [], [], []
     for c in range(cores):
         pre = "" if c == 0 else f"nc{c}/"
         for e in COMPUTE_ENGINES:
             eng_tracks.append(tid(pre + e))
-            sb = tid(pre + "port:sbuf_vg") if port_vg and e in ("vector", "gpsimd") else None
-            ps = tid(pre + "port:psum_vs") if port_vs and e in ("vector", "scalar") else None
-            plain = (sb,) if sb is not None else ()
-            with_psum = tuple(x for x in (sb, ps) if x is not None)
-            plain_ports.append(plain)
-            psum_ports.append(plain if len(plain) == len(with_psum) else with_psum)
+            plain_names, psum_names = _engine_ports(pre, e, p)
+            plain_ports.append(tuple(tid(x) for x in plain_names))
+            psum_ports.append(tuple(tid(x) for x in psum_names))
         queue_tracks.extend(tid(f"{pre}dma:q{q}") for q in range(n_queues))
         issuer_tracks.extend(tid(pre + name) for name in issuers)
     track_names = tuple(names)
     reasons = ("capacity", "war", "program_order", "dma_engines", "port",
                *("dep:" + e for e in (*COMPUTE_ENGINES, "dma")), *("issue:" + name for name in issuers))
-    # the instances of a site with more instances than buffers share the tables of its buffers
-    rot_tables = 0
-    rot_allocs: dict[int, tuple[int, int, int]] = {}
-    if logical and rot is not None:
-        for site, inst in zip(rot.sites, rot.instances):
-            k = site.depth
-            if len(inst) > k:
-                for j, (_, _, _, a, pb, ab) in enumerate(inst):
-                    if a in written:
-                        rot_allocs[a] = (rot_tables + j % k, pb, ab)
-                rot_tables += k
+    rot_tables, rot_allocs = _rotation_tables(rot, written) if logical and rot is not None else (0, {})
     pe_f0 = float(p.pe_throttle_start_fraction)
     cfg = (int(logical), int(pol.mode == "serial"), cores, float(p.cross_engine_sem_ns), float(p.dma_fixed_ns),
-           int(bool(p.dma_queue_pipelined)), int(p.dma_engines), n_queues, int(port_vg or port_vs), int(pe_f0 < 1.0),
+           int(bool(p.dma_queue_pipelined)), int(p.dma_engines), n_queues,
+           int(bool(p.sbuf_port_shared_vector_gpsimd or p.psum_port_shared_vector_scalar)), int(pe_f0 < 1.0),
            pe_f0, float(p.pe_throttle_ramp_ns), float(p.pe_throttle_window_ns), float(p.pe_throttle_util_threshold),
            _POOL_KEEP)
-    start = array("d", bytes(8 * n))
-    end = array("d", bytes(8 * n))
-    occ_a = array("d", bytes(8 * n))
-    wait = array("d", bytes(8 * n))
-    pred = array("q", [-1]) * n
-    reason: list[str | None] = [None] * n
-    track: list[str] = [""] * n
+    start, end, occ_a, wait, pred, reason, track = _empty_outputs(n)
     dma_plans: dict[int, DmaPlan] = {}
     dma_slot: dict[int, float] = {}
     perf_mode: dict[int, str] = {}
