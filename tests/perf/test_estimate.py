@@ -160,6 +160,69 @@ def test_cli_profile_bad_kernel_name(tmp_path) -> None:
     assert res.exit_code != 0 and "no kernel 'nope'" in res.output
 
 
+_PROFILE_KERNELS = """
+import nki
+import nki.language as nl
+import nki.isa as nisa
+
+
+@nki.jit
+def copy(a):
+    t = nl.ndarray((a.shape[0], 512), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@nki.jit
+def needs_64_rows(a):
+    assert a.shape[0] == 64, "needs 64 rows"
+    return a
+"""
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    # a hardware rule, reported at the kernel line that broke it
+    (["K::copy", "--input", "256x512"], 1, "kernel.py:9: ndarray: partition dimension 256 exceeds maximum 128"),
+    # the kernel's own exception, at its line
+    (["K::needs_64_rows", "--input", "128x4"], 1, "kernel.py:18: the kernel raised AssertionError: needs 64 rows"),
+    # inputs that do not fit the kernel's parameters
+    (["K::copy", "--input", "b=128x512"], 2, "has no parameter 'b'; name an --input after one of: a"),
+    (["K::copy"], 2, "missing a required argument: 'a'"),
+    (["K::copy", "--input", "128x512", "--input", "4x4"], 2, "too many positional arguments"),
+    (["K::copy", "--input", "128x512", "--target", "trn9"], 2, "unknown target 'trn9'; known:"),
+    (["K::copy", "--inputs", "NPZ"], 2, "arrays x name no parameter of copy (a)"),
+    (["S::copy", "--input", "128x512"], 1, "broken.py:2: cannot import the kernel file: SyntaxError"),
+])
+def test_cli_profile_reports_bad_input_without_a_traceback(tmp_path, argv, code, message) -> None:
+    kfile, sfile, npz = tmp_path / "kernel.py", tmp_path / "broken.py", tmp_path / "named.npz"
+    kfile.write_text(_PROFILE_KERNELS)
+    sfile.write_text("import nki\ndef copy(:\n")
+    np.savez(npz, x=np.zeros((128, 512), np.float32))
+    subst = {"NPZ": str(npz)}
+    argv = [subst.get(a, a.replace("K::", f"{kfile}::").replace("S::", f"{sfile}::")) for a in argv]
+    res = CliRunner().invoke(main, ["profile", *argv])
+    assert res.exit_code == code, res.output
+    assert message in res.output.replace(str(tmp_path) + "/", "")
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert "Traceback" not in res.output
+
+
+def test_cli_profile_takes_unnamed_and_named_npz_inputs(tmp_path) -> None:
+    kfile = ex.__file__
+    for name, arrays in (("pos.npz", {}), ("named.npz", {"a": None, "b": None})):
+        npz = tmp_path / name
+        x = np.ones((256, 256), np.float32)
+        if arrays:
+            np.savez(npz, b=x, a=x)
+        else:
+            np.savez(npz, x, x)
+        res = CliRunner().invoke(main, ["profile", f"{kfile}::tiled_add", "--target", "trn2", "--inputs", str(npz)])
+        assert res.exit_code == 0, res.output
+        assert "tiled_add on trn2" in res.output
+
+
 def test_reloads_are_reported_as_hbm_reload_bytes() -> None:
     """A tensor loaded once per use (a reload flaw) shows up in hbm_reload_bytes / useful_read_percent."""
 

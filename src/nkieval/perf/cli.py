@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import re
 import sys
+import traceback
 from typing import Any
 
 import click
@@ -54,17 +56,68 @@ def load_kernel(target: str) -> tuple[Any, str]:
     spec = importlib.util.spec_from_file_location(f"_nkieval_profile_{abs(hash(path))}", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except SyntaxError as e:
+        raise click.ClickException(f"{path}:{e.lineno}: cannot import the kernel file: SyntaxError: {e.msg}") from None
+    except Exception as e:  # the file's own top-level code failed
+        raise click.ClickException(f"{_where(e, path)}: cannot import the kernel file: "
+                                   f"{type(e).__name__}: {e}") from None
     if not hasattr(mod, name):
         kernels = [k for k, v in vars(mod).items() if callable(v) and not k.startswith("_")]
         raise click.BadParameter(f"{path} has no kernel {name!r}; callables there: {', '.join(kernels)}")
     return getattr(mod, name), name
 
 
+def _signature(obj: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(getattr(obj, "fn", obj))
+    except (TypeError, ValueError):
+        return None
+
+
 def _param_names(obj: Any) -> list[str]:
-    fn = getattr(obj, "fn", obj)
-    code = getattr(fn, "__code__", None)
-    return list(code.co_varnames[: code.co_argcount]) if code else []
+    sig = _signature(obj)
+    if sig is None:
+        return []
+    return [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY,
+                                                                 p.POSITIONAL_ONLY)]
+
+
+def check_arguments(obj: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Bind the inputs to the kernel's parameters before running it, so a wrong name or count is reported
+    as a usage error naming the parameters, not as a traceback from inside the simulator."""
+    sig = _signature(obj)
+    if sig is None:
+        return
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    unknown = [k for k in kwargs if k not in sig.parameters]
+    if unknown and not takes_any:
+        raise click.UsageError(f"{name}{sig} has no parameter {', '.join(map(repr, unknown))}; "
+                               f"name an --input after one of: {', '.join(_param_names(obj)) or '(none)'}")
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as e:
+        required = [n for n, p in sig.parameters.items()
+                    if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        raise click.UsageError(
+            f"inputs do not fit {name}{sig}: {e}; give one --input [NAME=]SHAPE[:DTYPE] per parameter "
+            f"(required: {', '.join(required) or 'none'}) or an .npz with --inputs") from None
+
+
+def _where(exc: BaseException, path: str) -> str:
+    """``FILE:LINE`` of the innermost frame of ``exc`` in the kernel file (the file alone if none)."""
+    target = os.path.abspath(path)
+    where = path
+    for fs in traceback.extract_tb(exc.__traceback__):
+        if os.path.abspath(fs.filename) == target:
+            where = f"{path}:{fs.lineno}"
+    return where
+
+
+def _in_file(exc: BaseException, path: str) -> bool:
+    target = os.path.abspath(path)
+    return any(os.path.abspath(fs.filename) == target for fs in traceback.extract_tb(exc.__traceback__))
 
 
 @click.command("profile")
@@ -84,19 +137,32 @@ def _param_names(obj: Any) -> list[str]:
 def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[str, ...], mode: str,
             engine_order: str, trace_out: str | None, json_out: str | None, seed: int) -> None:
     """Simulate FILE::KERNEL and print its estimated profile (an estimate, not a measurement)."""
+    from nkieval.hardware.targets import UnknownTargetError, resolve_target_name
     from nkieval.perf import SchedulePolicy, estimate, text_summary, write_perfetto
+    from nkieval.sim.errors import NkiValidationError
 
-    obj, _name = load_kernel(kernel_ref)
+    if target is not None:
+        try:
+            target = resolve_target_name(target)
+        except UnknownTargetError as e:
+            raise click.BadParameter(str(e), param_hint="--target") from None
+    obj, name = load_kernel(kernel_ref)
+    path = kernel_ref.rsplit("::", 1)[0]
     params = _param_names(obj)
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     if npz:
         data = np.load(npz)
         keys = list(data.keys())
-        if all(k in params for k in keys):
+        if keys and all(re.fullmatch(r"arr_\d+", k) for k in keys):
+            args = [data[k] for k in sorted(keys, key=lambda k: int(k[4:]))]
+        elif all(k in params for k in keys):
             kwargs = {k: data[k] for k in keys}
         else:
-            args = [data[k] for k in sorted(keys, key=lambda k: int(k[4:]) if k.startswith("arr_") else 0)]
+            unknown = [k for k in keys if k not in params]
+            raise click.BadParameter(f"{npz}: arrays {', '.join(unknown)} name no parameter of {name} "
+                                     f"({', '.join(params)}); name them after the parameters, or save them "
+                                     "unnamed (arr_0, arr_1, ...)", param_hint="--inputs")
     rng = np.random.default_rng(seed)
     for spec in specs:
         nm, shape, dtype = parse_input_spec(spec)
@@ -105,12 +171,20 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
             kwargs[nm] = arr
         else:
             args.append(arr)
+    check_arguments(obj, name, args, kwargs)
     import nki
 
     from nkieval.frontends.nki import Kernel
 
     kern = obj if isinstance(obj, Kernel) else nki.jit(obj)
-    nki.simulate(kern, target=target)(*args, **kwargs)
+    try:
+        nki.simulate(kern, target=target)(*args, **kwargs)
+    except NkiValidationError as e:
+        raise click.ClickException(f"{_where(e, path)}: {e}") from None
+    except Exception as e:
+        if not _in_file(e, path):
+            raise  # not the kernel's doing: a fault of nkieval's, shown with its traceback
+        raise click.ClickException(f"{_where(e, path)}: the kernel raised {type(e).__name__}: {e}") from None
     result = nki.last_result()
     est = estimate(result.trace, result.target, policy=SchedulePolicy(mode=mode, engine_order=engine_order))  # type: ignore[arg-type]
     click.echo(text_summary(est))
