@@ -223,6 +223,42 @@ def test_cli_profile_takes_unnamed_and_named_npz_inputs(tmp_path) -> None:
         assert "tiled_add on trn2" in res.output
 
 
+_BETA1_KERNEL = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def double(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(x.shape[1])[None, :]
+    for i in nl.affine_range((x.shape[0] + 127) // 128):
+        ok = i * 128 + i_p < x.shape[0]
+        t = nl.load(x[i * 128 + i_p, i_f], mask=ok)
+        nl.store(out[i * 128 + i_p, i_f], value=nl.multiply(t, 2.0, mask=ok), mask=ok)
+    return out
+
+
+@nki.jit
+def too_wide(x):
+    t = nl.load(x[nl.arange(256)[:, None], nl.arange(4)[None, :]])
+    return t
+"""
+
+
+def test_cli_profile_runs_a_beta1_kernel_through_the_beta1_front_end(tmp_path) -> None:
+    """Beta-1 kernels (masks, nl.load) only make sense under the Beta-1 front end; the target flag still applies."""
+    kfile = tmp_path / "b1.py"
+    kfile.write_text(_BETA1_KERNEL)
+    res = CliRunner().invoke(main, ["profile", f"{kfile}::double", "--target", "trn1", "--input", "300x64"])
+    assert res.exit_code == 0, res.output
+    assert "double on trn1" in res.output and "ESTIMATE" in res.output
+    res = CliRunner().invoke(main, ["profile", f"{kfile}::too_wide", "--input", "256x4"])
+    assert res.exit_code == 1 and "b1.py:20:" in res.output and "256 exceed" in res.output and "partition-limit" in res.output, res.output
+    assert "Traceback" not in res.output
+
+
 def test_reloads_are_reported_as_hbm_reload_bytes() -> None:
     """A tensor loaded once per use (a reload flaw) shows up in hbm_reload_bytes / useful_read_percent."""
 

@@ -120,6 +120,24 @@ def _in_file(exc: BaseException, path: str) -> bool:
     return any(os.path.abspath(fs.filename) == target for fs in traceback.extract_tb(exc.__traceback__))
 
 
+def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Run the kernel once on the simulator through its own front end (a ``neuronxcc.nki`` Beta-1 kernel
+    through the Beta-1 one, anything else through ``nki``) and return the RunResult."""
+    import nki
+
+    from nkieval.frontends.beta1.launch import Kernel as Beta1Kernel
+    from nkieval.frontends.nki import Kernel
+
+    if isinstance(obj, Beta1Kernel):
+        opts = dict(obj.options)
+        if target is not None:
+            opts["platform_target"] = target
+        return Beta1Kernel(obj.fn, "simulation", obj.grid, obj.cores, **opts).launch(tuple(args), kwargs)
+    kern = obj if isinstance(obj, Kernel) else nki.jit(obj)
+    nki.simulate(kern, target=target)(*args, **kwargs)
+    return nki.last_result()
+
+
 @click.command("profile")
 @click.argument("kernel_ref", metavar="FILE::KERNEL")
 @click.option("--target", default=None, help="trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
@@ -172,20 +190,14 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
         else:
             args.append(arr)
     check_arguments(obj, name, args, kwargs)
-    import nki
-
-    from nkieval.frontends.nki import Kernel
-
-    kern = obj if isinstance(obj, Kernel) else nki.jit(obj)
     try:
-        nki.simulate(kern, target=target)(*args, **kwargs)
+        result = _simulate(obj, target, args, kwargs)
     except NkiValidationError as e:
         raise click.ClickException(f"{_where(e, path)}: {e}") from None
     except Exception as e:
         if not _in_file(e, path):
             raise  # not the kernel's doing: a fault of nkieval's, shown with its traceback
         raise click.ClickException(f"{_where(e, path)}: the kernel raised {type(e).__name__}: {e}") from None
-    result = nki.last_result()
     est = estimate(result.trace, result.target, policy=SchedulePolicy(mode=mode, engine_order=engine_order))  # type: ignore[arg-type]
     click.echo(text_summary(est))
     if trace_out:
