@@ -417,6 +417,24 @@ def test_compare_fast_path_equals_the_full_checks(dtype):
             assert fast == full, (trial, tol)
 
 
+def test_compare_a_huge_error_over_a_zero_allowance_is_the_worst_without_a_warning():
+    """Zero tolerances against a zero expected value: error / allowance overflows to inf, which is simply the
+    worst element; no RuntimeWarning may leak into the suite's or the review's output."""
+    import warnings
+
+    from nkieval.review.compare import compare_outputs
+    from nkieval.tasks.schema import TensorSpec
+
+    r = np.zeros((4, 8), np.float32)
+    g = r.copy()
+    g[1, 2], g[3, 5] = 1e-3, 3e38
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = compare_outputs([g], [r], (TensorSpec("out", (4, 8), "float32"),), 0.0, 0.0, None)
+    assert res is not None and res["kind"] == "mismatch" and res["count"] == 2
+    assert res["worst_index"] == [3, 5]  # 1e-3 / tiny is finite; 3e38 / tiny overflows to inf, the worst
+
+
 @pytest.mark.parametrize("text", ["", "{", '{"schema": "nkieval.trace.compact", "version": "1.0"}',
                                   '{"schema": "nkieval.trace.compact", "version": "1.0", "fields": [], "target": "trn2"}',
                                   '[1, 2]'])

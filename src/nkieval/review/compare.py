@@ -64,7 +64,8 @@ def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[T
             bad = (err > allowed) | (np.isinf(g64) != np.isinf(r64)) | (np.isnan(r64) != np.isnan(g64))
         bad &= ~(np.isnan(g64) & np.isnan(r64))
         if bad.any():
-            ratio = np.where(bad, err / np.maximum(allowed, np.finfo(np.float64).tiny), 0.0)
+            with np.errstate(over="ignore", invalid="ignore"):  # a huge error over a tiny allowance is inf: worst
+                ratio = np.where(bad, err / np.maximum(allowed, np.finfo(np.float64).tiny), 0.0)
             ratio = np.nan_to_num(ratio, nan=np.inf)
             w = np.unravel_index(int(np.argmax(ratio)), g.shape)
             return {"kind": "mismatch", "output": spec.name, "count": int(bad.sum()), "total": int(g.size),
