@@ -83,6 +83,9 @@ def main() -> None:
                 pub, pred = x.published / y.published, x.predicted_ns / y.predicted_ns
                 print(f"   speedup {x.label} -> {y.label}: published {pub:.3f} predicted {pred:.3f} "
                       f"direction {'OK' if (pub > 1) == (pred > 1) else 'WRONG'}")
+        if lad.get("faster_each_step") and len(steps) >= 2:
+            ok = all(y.predicted_ns < x.predicted_ns for x, y in itertools.pairwise(steps))
+            print(f"   each step faster than the one before (published in words only): {'OK' if ok else 'WRONG'}")
         if any(s.bound_published for s in steps):
             ok = all(s.bound_published == s.bound_predicted for s in steps if s.bound_published)
             print(f"   bottleneck classes {'OK' if ok else 'MISMATCH'}")
