@@ -259,6 +259,42 @@ def test_cli_profile_runs_a_beta1_kernel_through_the_beta1_front_end(tmp_path) -
     assert "Traceback" not in res.output
 
 
+_BETA1_GRID_KERNEL = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def rows(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i = nl.program_id(0)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(x.shape[1])[None, :]
+    nl.store(out[i * 128 + i_p, i_f], value=nl.exp(nl.load(x[i * 128 + i_p, i_f])))
+    return out
+"""
+
+
+def test_cli_profile_launches_the_grid(tmp_path) -> None:
+    """--grid 4 launches kernel[4]: four programs, four times the DMA bytes of one; an N-D grid on an nki
+    kernel is the front end's own error, and a malformed grid a usage error."""
+    kfile = tmp_path / "grid.py"
+    kfile.write_text(_BETA1_GRID_KERNEL)
+    moved = {}
+    for grid in (None, "4"):
+        js = tmp_path / f"e{grid}.json"
+        extra = ["--grid", grid] if grid else []
+        res = CliRunner().invoke(main, ["profile", f"{kfile}::rows", "--input", "512x256", "--json", str(js), *extra])
+        assert res.exit_code == 0, res.output
+        moved[grid] = json.loads(js.read_text())["summary"]["dma_transfer_total_bytes"]
+    assert moved["4"] == 4 * moved[None] == 4 * 2 * 128 * 256 * 4
+    res = CliRunner().invoke(main, ["profile", f"{ex.__file__}::tiled_add", "--grid", "2x2", "--input", "128x8",
+                                    "--input", "128x8"])
+    assert res.exit_code == 1 and "N-D SPMD grids are a Beta-1" in res.output, res.output
+    res = CliRunner().invoke(main, ["profile", f"{ex.__file__}::tiled_add", "--grid", "two"])
+    assert res.exit_code == 2 and "expected N or NxM" in res.output
+
+
 def test_reloads_are_reported_as_hbm_reload_bytes() -> None:
     """A tensor loaded once per use (a reload flaw) shows up in hbm_reload_bytes / useful_read_percent."""
 

@@ -120,21 +120,39 @@ def _in_file(exc: BaseException, path: str) -> bool:
     return any(os.path.abspath(fs.filename) == target for fs in traceback.extract_tb(exc.__traceback__))
 
 
-def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, Any]) -> Any:
+_GRID = re.compile(r"^\d+(?:x\d+)*$")
+
+
+def parse_grid(text: str | None) -> int | tuple[int, ...] | None:
+    """``--grid`` ``4`` or ``2x2`` → the launch index (an int, or a tuple for an N-D Beta-1 grid)."""
+    if text is None:
+        return None
+    if not _GRID.match(text.strip()):
+        raise click.BadParameter(f"{text!r}: expected N or NxM (e.g. 2, 2x2)", param_hint="--grid")
+    dims = tuple(int(d) for d in text.strip().split("x"))
+    return dims[0] if len(dims) == 1 else dims
+
+
+def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, Any],
+              grid: int | tuple[int, ...] | None = None) -> Any:
     """Run the kernel once on the simulator through its own front end (a ``neuronxcc.nki`` Beta-1 kernel
-    through the Beta-1 one, anything else through ``nki``) and return the RunResult."""
+    through the Beta-1 one, anything else through ``nki``), launched as ``kernel[grid]`` when a grid is given,
+    and return the RunResult."""
     import nki
 
     from nkieval.frontends.beta1.launch import Kernel as Beta1Kernel
     from nkieval.frontends.nki import Kernel
 
+    if not isinstance(obj, Beta1Kernel | Kernel):
+        obj = nki.jit(obj)
+    if grid is not None:
+        obj = obj[grid]
     if isinstance(obj, Beta1Kernel):
         opts = dict(obj.options)
         if target is not None:
             opts["platform_target"] = target
         return Beta1Kernel(obj.fn, "simulation", obj.grid, obj.cores, **opts).launch(tuple(args), kwargs)
-    kern = obj if isinstance(obj, Kernel) else nki.jit(obj)
-    nki.simulate(kern, target=target)(*args, **kwargs)
+    nki.simulate(obj, target=target)(*args, **kwargs)
     return nki.last_result()
 
 
@@ -151,9 +169,11 @@ def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, A
               help="compute engines in program order, or backfilling idle gaps (list scheduling; opt-in)")
 @click.option("--trace", "trace_out", type=click.Path(dir_okay=False), help="write the timeline as Perfetto/Chrome JSON")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write the estimate as JSON")
+@click.option("--grid", default=None, help="launch as kernel[GRID]: the LNC degree (1 or 2) of an nki kernel, or a "
+              "Beta-1 SPMD grid such as 4 or 2x2")
 @click.option("--seed", default=0, show_default=True)
 def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[str, ...], mode: str,
-            engine_order: str, trace_out: str | None, json_out: str | None, seed: int) -> None:
+            engine_order: str, trace_out: str | None, json_out: str | None, grid: str | None, seed: int) -> None:
     """Simulate FILE::KERNEL and print its estimated profile (an estimate, not a measurement)."""
     from nkieval.hardware.targets import UnknownTargetError, resolve_target_name
     from nkieval.perf import SchedulePolicy, estimate, text_summary, write_perfetto
@@ -164,6 +184,7 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
             target = resolve_target_name(target)
         except UnknownTargetError as e:
             raise click.BadParameter(str(e), param_hint="--target") from None
+    launch = parse_grid(grid)
     obj, name = load_kernel(kernel_ref)
     path = kernel_ref.rsplit("::", 1)[0]
     params = _param_names(obj)
@@ -191,7 +212,7 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
             args.append(arr)
     check_arguments(obj, name, args, kwargs)
     try:
-        result = _simulate(obj, target, args, kwargs)
+        result = _simulate(obj, target, args, kwargs, launch)
     except NkiValidationError as e:
         raise click.ClickException(f"{_where(e, path)}: {e}") from None
     except Exception as e:
