@@ -9,6 +9,7 @@ from typing import Any
 from nkieval.perf.costs import matmul_flops, pe_peak_flops_per_ns
 from nkieval.perf.dma import effective_bw
 from nkieval.perf.schedule import COMPUTE_ENGINES, Schedule
+from nkieval.perf.spill import SpillEstimate, estimate_spill
 
 
 def merged_length(intervals: list[tuple[float, float]]) -> float:
@@ -168,11 +169,15 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["psum_read_bytes"] = psum_r
     m["psum_write_bytes"] = psum_w
     m["psum_read_sbuf_write_bytes"] = psum_to_sbuf
-    parts = int(p.partitions)
     rot = s.rotation
-    excess = rot.excess_bytes.get("sbuf", 0) if rot else 0
-    m["spill_save_bytes"] = excess * parts
-    m["spill_reload_bytes"] = excess * parts
+    usable = int(p.sbuf_usable_bytes_per_partition)
+    spill = SpillEstimate(usable)
+    if (rot and rot.excess_bytes.get("sbuf", 0)) or s.trace.peak_sbuf_bytes > usable:
+        spill = estimate_spill(s.trace, usable)  # below capacity no segment is ever evicted
+    m["spill_save_bytes"] = spill.save_bytes
+    m["spill_reload_bytes"] = spill.reload_bytes
+    m["spill_evictions"] = spill.evictions
+    m["sbuf_usable_bytes_per_partition"] = usable
     m["sbuf_peak_bytes_per_partition"] = s.trace.peak_sbuf_bytes
     m["sbuf_peak_percent"] = 100.0 * s.trace.peak_sbuf_bytes / p.sbuf_usable_bytes_per_partition
     m["psum_peak_bytes_per_partition"] = s.trace.peak_psum_bytes

@@ -7,7 +7,7 @@ sites that allocate repeatedly, how many of their instances the kernel keeps ali
 and give each site ``k`` buffers: at least what the kernel needs, up to ``rotation_depth``
 while the partition still fits (smallest tiles first, then the sites with most instances). Instance ``j`` of a site then reuses
 the buffer of instance ``j - k`` and must wait until that one is dead (a WAR edge), which is
-what limits pipelining. Demand beyond capacity is reported as a spill estimate.
+what limits pipelining. Demand beyond capacity triggers the spill estimate (``perf/spill.py``).
 """
 
 from __future__ import annotations

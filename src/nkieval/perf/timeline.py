@@ -130,6 +130,10 @@ def text_summary(est: PerfEstimate) -> str:
                  f"{m['dma_achieved_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s")
     lines.append(f"  HBM read {m['hbm_read_bytes'] / 1e6:.2f} MB, write {m['hbm_write_bytes'] / 1e6:.2f} MB; SBUF peak "
                  f"{m['sbuf_peak_bytes_per_partition']} B/partition, PSUM peak {m['psum_peak_bytes_per_partition']} B")
+    if m.get("spill_evictions"):
+        lines.append(f"  SBUF spill      {m['spill_save_bytes'] / 1e6:.2f} MB saved, {m['spill_reload_bytes'] / 1e6:.2f} MB "
+                     f"reloaded, {m['spill_evictions']} evictions (estimate over usable "
+                     f"{m['sbuf_usable_bytes_per_partition']} B/partition; not in the schedule)")
     if m.get("hbm_reload_bytes"):
         lines.append(f"  HBM reloads     {m['hbm_reload_bytes'] / 1e6:.2f} MB re-read (useful reads "
                      f"{m['useful_read_percent']:.0f}%, a tensor read up to {m['load_repeat_factor_max']:.1f}x)")
