@@ -31,6 +31,10 @@ from nkieval.perf.calibration.validate import (  # noqa: E402
 from nkieval.perf.schedule import SchedulePolicy  # noqa: E402
 
 
+def _spill(nbytes: int) -> str:
+    return f"  SBUF over-subscribed: spill estimate {nbytes / 1e6:.0f} MB (not in the time)" if nbytes else ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=int, default=1)
@@ -39,7 +43,8 @@ def main() -> None:
     ap.add_argument("--held-out", default="layernorm_trn1,kernel_optimization_trn2",
                     help="held-out ladders (never fitted): direction / classification only; '' to skip")
     ap.add_argument("--heldout-scale", type=int, default=2,
-                    help="shape divisor for kernel_optimization_trn2 (fp32 4096x8192x8192 is slow to simulate)")
+                    help="shape divisor for kernel_optimization_trn2 (fp32 4096x8192x8192: about 25 s a step to "
+                         "simulate at 1, where two steps over-subscribe SBUF)")
     ap.add_argument("--engine-order", choices=["program", "backfill"], default="program",
                     help="SchedulePolicy.engine_order of every estimate (micro-results stay in program order)")
     a = ap.parse_args()
@@ -58,7 +63,7 @@ def main() -> None:
         for s in r.steps:
             hp = f"{s.hfu_published:.1f}" if s.hfu_published is not None else "-"
             print(f"   {s.label:<28} {s.published:>10g} {s.predicted_ns / 1e3:>10.1f}us {hp:>8} {s.hfu_predicted:>8.1f}  "
-                  f"{s.bound_published}/{s.bound_predicted} ({s.resource_predicted})")
+                  f"{s.bound_published}/{s.bound_predicted} ({s.resource_predicted})" + _spill(s.spill_bytes))
         for pair, pub, pred, err in r.step_ratios():
             print(f"   speedup {pair:<50} published {pub:6.3f}  predicted {pred:6.3f}  |log err| {err:.3f}")
         print(f"   rank order {'OK' if r.rank_ok() else 'WRONG'}; bottleneck classes {'OK' if r.bounds_ok() else 'MISMATCH'}")
@@ -77,7 +82,7 @@ def main() -> None:
             pv = f"published {s.published:g}, " if s.published is not None else ""
             print(f"   {s.label:<36} {pv}predicted {s.predicted_ns / 1e3:9.1f}us  bound {s.bound_published or '-'}/"
                   f"{s.bound_predicted} ({s.resource_predicted})" + (f"  active pub [{pub_act}] pred [{pred_act}]"
-                                                                     if pub_act else ""))
+                                                                     if pub_act else "") + _spill(s.spill_bytes))
         if all(s.published is not None for s in steps) and len(steps) >= 2:
             for x, y in itertools.pairwise(steps):
                 pub, pred = x.published / y.published, x.predicted_ns / y.predicted_ns
