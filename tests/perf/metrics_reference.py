@@ -9,7 +9,7 @@ from typing import Any
 from nkieval.perf.costs import matmul_flops, pe_peak_flops_per_ns
 from nkieval.perf.dma import effective_bw
 from nkieval.perf.schedule import COMPUTE_ENGINES, Schedule
-from nkieval.perf.spill import SpillEstimate, estimate_spill
+from nkieval.perf.spill import SPILL_SITE, SpillEstimate
 
 
 def merged_length(intervals: list[tuple[float, float]]) -> float:
@@ -171,12 +171,11 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["psum_read_sbuf_write_bytes"] = psum_to_sbuf
     rot = s.rotation
     usable = int(p.sbuf_usable_bytes_per_partition)
-    spill = SpillEstimate(usable)
-    if (rot and rot.excess_bytes.get("sbuf", 0)) or s.trace.peak_sbuf_bytes > usable:
-        spill = estimate_spill(s.trace, usable)  # below capacity no segment is ever evicted
+    spill = s.spill or SpillEstimate(usable)
     m["spill_save_bytes"] = spill.save_bytes
     m["spill_reload_bytes"] = spill.reload_bytes
     m["spill_evictions"] = spill.evictions
+    m["spill_overfull_instructions"] = spill.overfull_instructions
     m["sbuf_usable_bytes_per_partition"] = usable
     m["sbuf_peak_bytes_per_partition"] = s.trace.peak_sbuf_bytes
     m["sbuf_peak_percent"] = 100.0 * s.trace.peak_sbuf_bytes / p.sbuf_usable_bytes_per_partition
@@ -188,6 +187,9 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["vector_perf_mode_counts"] = dict(perf_modes)
     # roofline: FLOPs at peak vs compulsory HBM bytes at the achievable DMA bandwidth
     sizes = {a.id: a.bytes_per_partition for a in s.trace.allocations.values() if a.buffer == "hbm"}
+    for a in [a for a in s.trace.allocations.values() if a.site == SPILL_SITE]:  # spill is not the kernel's data
+        hbm_touch_r.pop(a.id, None)
+        hbm_touch_w.pop(a.id, None)
     comp_r = sum(min(b, sizes.get(a, b)) for a, b in hbm_touch_r.items())
     comp_w = sum(min(b, sizes.get(a, b)) for a, b in hbm_touch_w.items())
     t_flops = adj_flops / (peak * cores) if peak else 0.0

@@ -61,3 +61,18 @@ class TraceBuilder:
                         "kernel")
         self.trace.append(r)
         return r
+
+
+def over_capacity(target: str = "trn1", width: int = 20 * 1024) -> Trace:
+    """Three SBUF tiles computed on chip (``width`` fp32 each per partition), then stored in the order made; the
+    trace's SBUF peak set as the simulator would (3 x 80 KiB by default: over trn1's usable 176 KiB)."""
+    b = TraceBuilder(target)
+    hbm = b.alloc("hbm", (128, 3 * width))
+    tiles = [b.alloc("sbuf", (128, width)) for _ in range(3)]
+    for i, t in enumerate(tiles):
+        b.rec("memset", "vector", [b.op(t, "dst", "w")], line=10 + i, value=float(i))
+    for i, t in enumerate(tiles):
+        b.rec("dma_copy", "dma", [b.op(hbm, "dst", "w", cols=(i * width, (i + 1) * width)), b.op(t, "src", "r")],
+              line=20 + i)
+    b.trace.peak_sbuf_bytes = 3 * width * 4
+    return b.trace

@@ -316,3 +316,58 @@ def test_reloads_are_reported_as_hbm_reload_bytes() -> None:
     assert thrice["useful_read_percent"] == pytest.approx(100.0 / 3)
     assert thrice["load_repeat_factor_max"] == pytest.approx(3.0)
     assert thrice["compulsory_hbm_bytes"] == once["compulsory_hbm_bytes"]
+
+
+_WIDE_KERNEL = """
+import nki
+import nki.language as nl
+import nki.isa as nisa
+
+
+@nki.jit
+def keep_three(a):
+    out = nl.ndarray((3, *a.shape), dtype=a.dtype, buffer=nl.shared_hbm)
+    tiles = [nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf) for _ in range(3)]
+    for i, t in enumerate(tiles):
+        nisa.memset(dst=t, value=float(i))
+    for i, t in enumerate(tiles):
+        nisa.dma_copy(dst=out[i], src=t)
+    return out
+
+
+@nki.jit
+def add_two(a):
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    nisa.dma_copy(dst=y, src=a)
+    nisa.tensor_tensor(dst=x, data1=x, data2=y, op=nl.add)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return out
+"""
+
+
+@pytest.mark.filterwarnings("ignore:kernel. tiles live at once need")
+def test_cli_profile_over_subscribed_sbuf_is_an_error_unless_it_may_spill(tmp_path) -> None:
+    kfile = tmp_path / "wide.py"
+    kfile.write_text(_WIDE_KERNEL)
+    # three tiles computed on chip, 3 x 80 KiB per partition of trn1's usable 176 (physical 192)
+    argv = ["profile", f"{kfile}::keep_three", "--target", "trn1", "--input", "128x20480"]
+    res = CliRunner().invoke(main, argv)
+    assert res.exit_code == 1 and "exceeding" in res.output and "sbuf-capacity" in res.output, res.output
+    res = CliRunner().invoke(main, [*argv, "--capacity-check", "warn"])
+    assert res.exit_code == 0, res.output
+    # the third tile evicts the one stored last (computed on chip: saved, then reloaded)
+    assert "SBUF spill      10.49 MB saved, 10.49 MB reloaded, 1 evictions" in res.output
+    assert "scheduled as DMAs" in res.output
+    slow = float(res.output.split("total_time")[1].split()[0])
+    res = CliRunner().invoke(main, [*argv, "--capacity-check", "warn", "--no-spill-traffic"])
+    assert res.exit_code == 0, res.output
+    assert "not in the schedule" in res.output
+    assert float(res.output.split("total_time")[1].split()[0]) < slow
+    # one instruction reading two 128 KiB tiles: no eviction can make it fit, and the summary says so
+    res = CliRunner().invoke(main, ["profile", f"{kfile}::add_two", "--target", "trn1", "--input", "128x32768",
+                                    "--capacity-check", "warn"])
+    assert res.exit_code == 0, res.output
+    assert "SBUF overfull   1 instruction(s)" in res.output

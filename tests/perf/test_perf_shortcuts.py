@@ -26,7 +26,7 @@ from metrics_reference import compute_metrics as ref_compute_metrics
 from metrics_reference import critical_path as ref_critical_path
 from metrics_reference import merged_length
 from metrics_reference import stall_breakdown as ref_stall_breakdown
-from perf_helpers import TraceBuilder
+from perf_helpers import TraceBuilder, over_capacity
 from sched_regression import digest, matmul, overlaps, pipeline, reference_box, same_record_overlaps
 
 from nkieval.hardware import get_target
@@ -275,6 +275,8 @@ _METRIC_CASES = [
     (lambda: pipeline("trn2", 25), "trn2", SchedulePolicy()),
     (lambda: _varied("trn2", 3), "trn2", SchedulePolicy()),
     (lambda: TraceBuilder("trn2").trace, "trn2", SchedulePolicy()),
+    (lambda: over_capacity("trn1"), "trn1", SchedulePolicy()),  # spill traffic scheduled
+    (lambda: over_capacity("trn1"), "trn1", SchedulePolicy(spill_traffic=False)),
 ]
 
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from perf_helpers import TraceBuilder
+from dataclasses import replace
 
+import pytest
+from perf_helpers import TraceBuilder, over_capacity
+
+from nkieval.hardware import get_target
 from nkieval.perf import estimate, text_summary
-from nkieval.perf.spill import estimate_spill
+from nkieval.perf.params import load_params
+from nkieval.perf.schedule import SchedulePolicy, schedule
+from nkieval.perf.spill import SPILL_SITE, estimate_spill, with_spill_traffic
 
 KIB = 1024
 
@@ -112,3 +118,68 @@ def test_estimate_reports_spill_only_beyond_usable_sbuf() -> None:
     assert m["spill_reload_bytes"] == 2 * 128 * KIB * 128
     assert m["sbuf_usable_bytes_per_partition"] == 180224
     assert "SBUF spill" in text_summary(over)
+
+
+def test_spill_traffic_goes_in_ahead_of_the_instructions_it_serves() -> None:
+    tr = over_capacity()
+    tr.allocations[4] = replace(tr.allocations[4], alloc_seq=2, free_seq=5)  # made by record 2, freed after 4
+    sp = estimate_spill(tr, 180224)  # trn1's usable SBUF: two of the three 80 KiB tiles fit
+    assert [(t.before, t.kind, t.alloc) for t in sp.transfers] == [(2, "save", 3), (4, "reload", 3)]  # the second tile, used last
+    out = with_spill_traffic(tr, sp)
+    assert [r.opcode for r in out.records] == ["memset", "memset", "spill_save", "memset", "dma_copy",
+                                               "spill_reload", "dma_copy", "dma_copy"]
+    assert [r.seq for r in out.records] == list(range(8))
+    assert out.records[2].line == 12 and out.records[5].line == 21  # the line of the instruction served
+    save, reload = out.records[2], out.records[5]
+    assert [(o.buffer, o.mode) for o in save.operands] == [("hbm", "w"), ("sbuf", "r")]
+    assert [(o.buffer, o.mode) for o in reload.operands] == [("sbuf", "w"), ("hbm", "r")]
+    assert save.operands[0].alloc == reload.operands[1].alloc  # the reload reads what the save wrote
+    assert save.operands[0].nbytes == 80 * KIB * 128
+    area = out.allocations[save.operands[0].alloc]
+    assert area.site == SPILL_SITE and area.bytes_per_partition == 80 * KIB * 128
+    assert len(tr.records) == 6 and tr.records[2].opcode == "memset"  # the original is untouched
+    # trace positions move with the records: ahead of the spill traffic inserted for the instruction there
+    assert (out.allocations[4].alloc_seq, out.allocations[4].free_seq) == (2, 7)
+
+
+def test_scheduled_spill_orders_save_reload_and_use() -> None:
+    tr = over_capacity()
+    p = load_params(get_target("trn1"))
+    s = schedule(tr, p, SchedulePolicy())
+    assert s.spill is not None and s.spill.evictions == 1
+    recs = s.trace.records
+    ix = {r.opcode: i for i, r in enumerate(recs) if r.opcode.startswith("spill")}
+    save, reload = ix["spill_save"], ix["spill_reload"]
+    assert s.start[save] >= s.end[0]  # saves what the first memset wrote
+    assert s.start[reload] >= s.end[save]  # reads what the save wrote
+    assert s.start[reload + 1] >= s.end[reload]  # the store of the reloaded tile waits for it
+    off = schedule(tr, p, SchedulePolicy(spill_traffic=False))
+    assert off.spill == s.spill and len(off.trace.records) == len(tr.records)
+    assert off.total_time < s.total_time
+
+
+def test_estimate_states_the_spill_assumption_and_keeps_spill_out_of_the_roofline() -> None:
+    tr = over_capacity()
+    est = estimate(tr, "trn1")
+    assert any("Belady" in a for a in est.uncertainty.assumptions)
+    plain = estimate(tr, "trn1", policy=SchedulePolicy(spill_traffic=False))
+    assert any("not scheduled" in a for a in plain.uncertainty.assumptions)
+    assert est.summary["compulsory_hbm_bytes"] == plain.summary["compulsory_hbm_bytes"]
+    assert est.summary["hbm_write_bytes"] == plain.summary["hbm_write_bytes"] + 80 * KIB * 128
+    assert est.summary["hbm_read_bytes"] == plain.summary["hbm_read_bytes"] + 80 * KIB * 128
+    assert estimate(over_capacity(width=8 * KIB), "trn1").schedule.spill is None  # fits: nothing added
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_the_compiled_and_python_loops_agree_on_spill_traffic(target: str) -> None:
+    import nkieval.perf.schedule as sched_mod
+
+    tr = over_capacity(target, width=28 * KIB)
+    p = load_params(get_target(target))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sched_mod, "_NATIVE", True)
+        native = schedule(tr, p, SchedulePolicy())
+        mp.setattr(sched_mod, "_NATIVE", False)
+        python = schedule(tr, p, SchedulePolicy())
+    assert native.spill is not None and native.spill.evictions >= 1
+    assert (list(native.start), list(native.end), native.track) == (list(python.start), list(python.end), python.track)

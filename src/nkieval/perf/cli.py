@@ -134,14 +134,18 @@ def parse_grid(text: str | None) -> int | tuple[int, ...] | None:
 
 
 def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, Any],
-              grid: int | tuple[int, ...] | None = None) -> Any:
+              grid: int | tuple[int, ...] | None = None, capacity_check: str | None = None) -> Any:
     """Run the kernel once on the simulator through its own front end (a ``neuronxcc.nki`` Beta-1 kernel
     through the Beta-1 one, anything else through ``nki``), launched as ``kernel[grid]`` when a grid is given,
-    and return the RunResult."""
+    and return the RunResult. ``capacity_check`` overrides the front end's default (error for ``nki``, warn
+    for Beta-1)."""
     import nki
 
     from nkieval.frontends.beta1.launch import Kernel as Beta1Kernel
     from nkieval.frontends.nki import Kernel
+    from nkieval.sim.options import SimOptions
+
+    sim_options = SimOptions.from_env(capacity_check=capacity_check) if capacity_check else None
 
     if not isinstance(obj, Beta1Kernel | Kernel):
         obj = nki.jit(obj)
@@ -151,8 +155,10 @@ def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, A
         opts = dict(obj.options)
         if target is not None:
             opts["platform_target"] = target
+        if sim_options is not None:
+            opts["sim_options"] = sim_options
         return Beta1Kernel(obj.fn, "simulation", obj.grid, obj.cores, **opts).launch(tuple(args), kwargs)
-    nki.simulate(obj, target=target)(*args, **kwargs)
+    nki.simulate(obj, target=target, **({"options": sim_options} if sim_options else {}))(*args, **kwargs)
     return nki.last_result()
 
 
@@ -171,9 +177,15 @@ def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, A
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write the estimate as JSON")
 @click.option("--grid", default=None, help="launch as kernel[GRID]: the LNC degree (1 or 2) of an nki kernel, or a "
               "Beta-1 SPMD grid such as 4 or 2x2")
+@click.option("--capacity-check", type=click.Choice(["error", "warn"]), default=None,
+              help="SBUF/PSUM over-subscription: an error, or a warning whose spill the estimate schedules "
+              "(default: the front end's, error for nki, warn for Beta-1)")
+@click.option("--spill-traffic/--no-spill-traffic", default=True, show_default=True,
+              help="schedule the SBUF spill saves and reloads as DMAs, or only report them")
 @click.option("--seed", default=0, show_default=True)
 def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[str, ...], mode: str,
-            engine_order: str, trace_out: str | None, json_out: str | None, grid: str | None, seed: int) -> None:
+            engine_order: str, trace_out: str | None, json_out: str | None, grid: str | None,
+            capacity_check: str | None, spill_traffic: bool, seed: int) -> None:
     """Simulate FILE::KERNEL and print its estimated profile (an estimate, not a measurement)."""
     from nkieval.hardware.targets import UnknownTargetError, resolve_target_name
     from nkieval.perf import SchedulePolicy, estimate, text_summary, write_perfetto
@@ -212,14 +224,15 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
             args.append(arr)
     check_arguments(obj, name, args, kwargs)
     try:
-        result = _simulate(obj, target, args, kwargs, launch)
+        result = _simulate(obj, target, args, kwargs, launch, capacity_check)
     except NkiValidationError as e:
         raise click.ClickException(f"{_where(e, path)}: {e}") from None
     except Exception as e:
         if not _in_file(e, path):
             raise  # not the kernel's doing: a fault of nkieval's, shown with its traceback
         raise click.ClickException(f"{_where(e, path)}: the kernel raised {type(e).__name__}: {e}") from None
-    est = estimate(result.trace, result.target, policy=SchedulePolicy(mode=mode, engine_order=engine_order))  # type: ignore[arg-type]
+    policy = SchedulePolicy(mode=mode, engine_order=engine_order, spill_traffic=spill_traffic)  # type: ignore[arg-type]
+    est = estimate(result.trace, result.target, policy=policy)
     click.echo(text_summary(est))
     if trace_out:
         write_perfetto(est, trace_out)

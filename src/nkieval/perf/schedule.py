@@ -41,6 +41,7 @@ from nkieval.perf.costs import cost_of
 from nkieval.perf.dma import DmaPlan, plan_dma
 from nkieval.perf.params import PerfParams
 from nkieval.perf.rotation import RotationPlan, plan_rotation
+from nkieval.perf.spill import SpillEstimate, estimate_spill, with_spill_traffic
 from nkieval.sim.trace import Trace
 
 try:  # the per-record loop compiled (built with the package; the Python loop below is the reference)
@@ -72,12 +73,16 @@ class SchedulePolicy:
             order) or ``backfill`` (opt-in: an instruction whose dependencies are met may run in an
             idle gap its engine left before later-issued instructions, as a list-scheduling compiler
             would place it; see :class:`TrackBook`). DMA queues stay FIFO either way.
+        spill_traffic: when the trace's SBUF peak exceeds the usable SBUF, schedule the spill
+            saves and reloads of :mod:`nkieval.perf.spill` as DMAs (default) or only report them
+            (``False``).
     """
 
     mode: ScheduleMode = "compiler"
     rotation_depth: int | None = None
     cores: int | None = None
     engine_order: EngineOrder = "program"
+    spill_traffic: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("compiler", "physical", "serial"):
@@ -112,6 +117,7 @@ class Schedule:
     throttled: dict[int, float] = field(default_factory=dict)  # Tensor record -> ns its throttling added
     unmodelled: Counter = field(default_factory=Counter)
     rotation: RotationPlan | None = None
+    spill: SpillEstimate | None = None  # set when the SBUF peak exceeds the usable SBUF
     # per record: the first record with the same cost signature (opcode, engine, attributes, operand roles,
     # modes, buffers, dtypes, shapes, patterns and sizes): records of one signature cost the same
     signature: array = field(default_factory=lambda: array("q"))
@@ -723,7 +729,16 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _schedule(trace, params, policy)
+        pol = policy or SchedulePolicy()
+        usable = int(params.sbuf_usable_bytes_per_partition)
+        spill = None
+        if trace.peak_sbuf_bytes > usable:  # below it no tile is ever evicted
+            spill = estimate_spill(trace, usable)
+            if pol.spill_traffic:
+                trace = with_spill_traffic(trace, spill)
+        s = _schedule(trace, params, pol)
+        s.spill = spill
+        return s
     finally:
         if enabled:
             gc.enable()

@@ -1,11 +1,11 @@
-"""Spill traffic when a kernel's SBUF working set exceeds the usable SBUF: an estimate, not scheduled.
+"""SBUF spill when a kernel's live tiles exceed the usable SBUF: Belady eviction, and its DMA traffic.
 
 The simulator checks capacity against live ranges (first to last access) and, where capacity checks
 are relaxed (``SimOptions(capacity_check="warn")``, the Beta-1 front end's default), lets a kernel
 keep more tiles alive than the SBUF holds. The compiler would then have to evict some: write a tile
 back to HBM (a *save*) and read it again before its next use (a *reload*). A tile whose contents
 are a plain copy of HBM data (every write to it a DMA from HBM) is rematerialised instead: dropped
-and read again from its source, with no save.
+and read again, with no save.
 
 The unit of eviction is a *segment*: an allocation is cut at every byte offset where one of its
 accesses begins or ends, so a segment is the smallest byte range the kernel always touches whole
@@ -14,10 +14,13 @@ overstate the traffic of a kernel that keeps one big SBUF tensor and works on a 
 time. A strided access counts as touching its whole bounding range.
 
 Which segments the compiler evicts is not documented. We take Belady's choice, the live segment
-whose next access is furthest away: it minimises reloads, so the estimate is a lower bound on the
-traffic of any eviction order at segment granularity. Per program (each LNC program has its own
-SBUF), the walk visits every segment access once; ``estimate`` runs it only when the rotation
-plan's demand exceeds capacity.
+whose next access is furthest away: it minimises reloads, so the traffic is a lower bound for any
+eviction order at segment granularity. Per program (each LNC program has its own SBUF), the walk
+visits every segment access once. The scheduler runs it when the trace's SBUF peak exceeds the
+usable SBUF, and (unless ``SchedulePolicy.spill_traffic`` is off) schedules the transfers:
+:func:`with_spill_traffic` inserts a ``spill_save`` / ``spill_reload`` DMA before the instruction
+that needed the room or the data (adjacent segments of one allocation merged into one DMA), on the
+DMA queue of that instruction's source line, to and from a spill area in HBM.
 """
 
 from __future__ import annotations
@@ -25,9 +28,25 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from nkieval.sim.trace import Trace
+from nkieval.sim.trace import AllocationRecord, OperandAccess, Trace, TraceRecord
+
+SPILL_OPCODES = ("spill_save", "spill_reload")
+SPILL_SITE = "<spill>"  # the allocation site of the HBM spill areas :func:`with_spill_traffic` adds
+
+
+@dataclass(frozen=True)
+class SpillTransfer:
+    """One DMA of spill traffic: bytes ``[addr_lo, addr_hi)`` of each of the partitions of an allocation."""
+
+    before: int  # the instruction (trace position) it is issued for: it runs ahead of that one
+    kind: str  # "save" (SBUF -> HBM) or "reload" (HBM -> SBUF)
+    alloc: int
+    addr_lo: int
+    addr_hi: int
+    partition_start: int
+    partitions: int
 
 
 @dataclass(frozen=True)
@@ -39,6 +58,10 @@ class SpillEstimate:
     reload_bytes: int = 0  # HBM -> SBUF (spilled segments read back, clean ones re-read from their source)
     evictions: int = 0
     peak_live_bytes: int = 0  # per partition, first-to-last-access live ranges of segments, before eviction
+    transfers: tuple[SpillTransfer, ...] = ()  # in the order they are issued
+    # instructions whose own SBUF operands exceed the capacity: no eviction makes them fit (the compiler would
+    # have to split them); their excess is not in the traffic
+    overfull_instructions: int = 0
 
     @property
     def bytes(self) -> int:
@@ -64,22 +87,29 @@ def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
     allocs = trace.allocations
     cuts = _segments(trace)
     unit_of: dict[tuple[int, int], int] = {}  # (alloc, segment index) -> unit id
+    unit_alloc: list[int] = []
+    lo_of: list[int] = []  # the unit's byte range in its partitions
     size: list[int] = []  # bytes per partition of each unit
-    parts: list[int] = []  # partitions each unit spans (the highest partition its allocation's accesses reach)
-    program: list[int] = []
-    alloc_parts: dict[int, int] = defaultdict(int)
+    p_range: dict[int, list[int]] = {}  # alloc -> [lowest, highest + 1] partition its accesses reach
     for r in trace.records:
         for o in r.operands:
             if o.buffer == "sbuf":
+                pr = p_range.get(o.alloc)
                 hi = o.partition_start + o.partitions
-                if hi > alloc_parts[o.alloc]:
-                    alloc_parts[o.alloc] = hi
+                if pr is None:
+                    p_range[o.alloc] = [o.partition_start, hi]
+                else:
+                    if o.partition_start < pr[0]:
+                        pr[0] = o.partition_start
+                    if hi > pr[1]:
+                        pr[1] = hi
     for a, c in cuts.items():
         for k in range(len(c) - 1):
             unit_of[(a, k)] = len(size)
+            unit_alloc.append(a)
+            lo_of.append(c[k])
             size.append(c[k + 1] - c[k])
-            parts.append(alloc_parts[a])
-            program.append(allocs[a].program)
+    parts = [p_range[a][1] - p_range[a][0] for a in unit_alloc]
     acc: list[list[int]] = [[] for _ in size]  # unit -> seqs of the instructions touching it
     dirty_at: list[set[int]] = [set() for _ in size]  # unit -> seqs that write it with data not from HBM
     for r in trace.records:
@@ -98,8 +128,9 @@ def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
                     dirty_at[u].add(r.seq)
     by_prog: dict[int, list[int]] = defaultdict(list)
     for u in range(len(size)):
-        by_prog[program[u]].append(u)
-    save = reload = evictions = peak = 0
+        by_prog[allocs[unit_alloc[u]].program].append(u)
+    save = reload = evictions = peak = overfull = 0
+    moves: list[tuple[int, int, int]] = []  # (before, 0 save / 1 reload, unit)
     for ids in by_prog.values():
         events = sorted((s, u) for u in ids for s in acc[u])
         pos = dict.fromkeys(ids, 0)  # index of the next access of each unit
@@ -131,10 +162,14 @@ def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
                 evictions += 1
                 if v in dirty:
                     save += size[v] * parts[v]
+                    moves.append((seq, 0, v))
                     dirty.discard(v)  # its HBM copy is current until the next write not from HBM
+            if used + need > capacity_bytes:
+                overfull += 1
             for u in incoming:
                 if u in evicted:
                     reload += size[u] * parts[u]
+                    moves.append((seq, 1, u))
                     evicted.discard(u)
                 resident.add(u)
                 used += size[u]
@@ -150,4 +185,93 @@ def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
                     dirty.discard(u)
                     used -= size[u]
                     live -= size[u]
-    return SpillEstimate(capacity_bytes, save, reload, evictions, peak)
+    return SpillEstimate(capacity_bytes, save, reload, evictions, peak,
+                         _merge(moves, unit_alloc, lo_of, size, p_range), overfull)
+
+
+def _merge(moves: list[tuple[int, int, int]], unit_alloc: list[int], lo_of: list[int], size: list[int],
+           p_range: dict[int, list[int]]) -> tuple[SpillTransfer, ...]:
+    """One transfer per run of adjacent segments of one allocation moved the same way for the same instruction;
+    per instruction, the saves (which make room) before the reloads."""
+    out: list[SpillTransfer] = []
+    kinds = ("save", "reload")
+    for before, kind, u in sorted(moves, key=lambda m: (m[0], m[1], unit_alloc[m[2]], lo_of[m[2]])):
+        a, lo, hi = unit_alloc[u], lo_of[u], lo_of[u] + size[u]
+        last = out[-1] if out else None
+        if last and last.before == before and last.kind == kinds[kind] and last.alloc == a and last.addr_hi == lo:
+            out[-1] = replace(last, addr_hi=hi)
+        else:
+            p0, p1 = p_range[a]
+            out.append(SpillTransfer(before, kinds[kind], a, lo, hi, p0, p1 - p0))
+    return tuple(out)
+
+
+def _element_bytes(al: AllocationRecord) -> int:
+    free = 1
+    for d in al.shape[1:]:
+        free *= d
+    return max(1, al.bytes_per_partition // free) if free else 1
+
+
+def with_spill_traffic(trace: Trace, spill: SpillEstimate) -> Trace:
+    """A copy of ``trace`` with each of ``spill``'s transfers as a DMA record ahead of the instruction it serves.
+
+    The HBM side is a spill area per program (one new allocation, ``site=SPILL_SITE``) where every spilled
+    allocation has a slot of its partitions × its spilled byte span, so a reload reads what the save wrote
+    (a RAW dependency through HBM) and a rematerialised segment reads its slot as it would its source.
+    """
+    if not spill.transfers:
+        return trace
+    allocs = dict(trace.allocations)
+    span: dict[int, list[int]] = {}  # alloc -> [lowest, highest] spilled byte, partitions
+    for t in spill.transfers:
+        sp = span.setdefault(t.alloc, [t.addr_lo, t.addr_hi, t.partitions])
+        sp[0], sp[1] = min(sp[0], t.addr_lo), max(sp[1], t.addr_hi)
+    next_id = max(allocs, default=0) + 1
+    area: dict[int, AllocationRecord] = {}  # program -> its spill area
+    slot: dict[int, int] = {}  # alloc -> offset of its slot in its program's area
+    fill: dict[int, int] = defaultdict(int)
+    for a, (lo, hi, parts) in sorted(span.items()):
+        prog = allocs[a].program
+        slot[a] = fill[prog]
+        fill[prog] += (hi - lo) * parts
+    for prog, nbytes in sorted(fill.items()):
+        area[prog] = AllocationRecord(next_id, "hbm", "spill", (nbytes,), "uint8", 0, 0, nbytes, SPILL_SITE, prog, 0)
+        allocs[next_id] = area[prog]
+        next_id += 1
+    by_before: dict[int, list[SpillTransfer]] = defaultdict(list)
+    for t in spill.transfers:
+        by_before[t.before].append(t)
+    records: list[TraceRecord] = []
+    new_pos: list[int] = []  # old position -> new position of the first record inserted for it (or of itself)
+    for r in trace.records:
+        new_pos.append(len(records))
+        for t in by_before.get(r.seq, ()):
+            al = allocs[t.alloc]
+            w = t.addr_hi - t.addr_lo
+            row = span[t.alloc][1] - span[t.alloc][0]
+            e = _element_bytes(al)
+            dt, e = (al.dtype, e) if w % e == 0 and row % e == 0 else ("uint8", 1)
+            n = w // e
+            nbytes = w * t.partitions
+            sb = OperandAccess("dst" if t.kind == "reload" else "src", "w" if t.kind == "reload" else "r", "sbuf",
+                               t.alloc, (t.partitions, n), dt, t.partition_start, t.partitions, t.addr_lo,
+                               t.addr_hi, nbytes, w, ((1, n),), al.name)
+            off = slot[t.alloc] + t.addr_lo - span[t.alloc][0]
+            hb = OperandAccess("src" if t.kind == "reload" else "dst", "r" if t.kind == "reload" else "w", "hbm",
+                               area[al.program].id, (t.partitions, n), dt, 0, 0, off,
+                               off + (t.partitions - 1) * row + w, nbytes, w, ((row // e, t.partitions), (1, n)),
+                               "spill")
+            ops = [hb, sb] if t.kind == "save" else [sb, hb]
+            records.append(TraceRecord(len(records), f"spill_{t.kind}", "dma", ops, {"dge_mode": 0, "spill": t.kind},
+                                       r.program, r.loops, r.file, r.line, r.function))
+        records.append(replace(r, seq=len(records)))
+    end = len(records)
+
+    def moved(x: int | None) -> int | None:
+        return None if x is None else (new_pos[x] if x < len(new_pos) else end)
+
+    for a, al in trace.allocations.items():
+        allocs[a] = replace(al, alloc_seq=moved(al.alloc_seq), free_seq=moved(al.free_seq))
+    return Trace(trace.target, records, allocs, list(trace.warnings), trace.num_programs, trace.kernel,
+                 trace.peak_sbuf_bytes, trace.peak_psum_bytes)

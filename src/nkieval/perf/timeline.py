@@ -132,8 +132,12 @@ def text_summary(est: PerfEstimate) -> str:
                  f"{m['sbuf_peak_bytes_per_partition']} B/partition, PSUM peak {m['psum_peak_bytes_per_partition']} B")
     if m.get("spill_evictions"):
         lines.append(f"  SBUF spill      {m['spill_save_bytes'] / 1e6:.2f} MB saved, {m['spill_reload_bytes'] / 1e6:.2f} MB "
-                     f"reloaded, {m['spill_evictions']} evictions (estimate over usable "
-                     f"{m['sbuf_usable_bytes_per_partition']} B/partition; not in the schedule)")
+                     f"reloaded, {m['spill_evictions']} evictions (Belady over usable "
+                     f"{m['sbuf_usable_bytes_per_partition']} B/partition; "
+                     + ("scheduled as DMAs)" if est.schedule.policy.spill_traffic else "not in the schedule)"))
+    if m.get("spill_overfull_instructions"):
+        lines.append(f"  SBUF overfull   {m['spill_overfull_instructions']} instruction(s) whose own SBUF operands exceed "
+                     f"the usable {m['sbuf_usable_bytes_per_partition']} B/partition (no eviction fits them)")
     if m.get("hbm_reload_bytes"):
         lines.append(f"  HBM reloads     {m['hbm_reload_bytes'] / 1e6:.2f} MB re-read (useful reads "
                      f"{m['useful_read_percent']:.0f}%, a tensor read up to {m['load_repeat_factor_max']:.1f}x)")
