@@ -47,10 +47,11 @@ def main() -> None:
                          "simulate, cached; at the published shape two steps over-subscribe SBUF and spill)")
     ap.add_argument("--engine-order", choices=["program", "backfill"], default="program",
                     help="SchedulePolicy.engine_order of every estimate (micro-results stay in program order)")
-    ap.add_argument("--no-spill-traffic", action="store_true",
-                    help="report SBUF spill without scheduling its DMAs (SchedulePolicy.spill_traffic=False)")
+    ap.add_argument("--spill-traffic", choices=["prefetch", "on_demand", "off"], default="prefetch",
+                    help="SchedulePolicy.spill_traffic of every estimate")
     a = ap.parse_args()
-    policy = SchedulePolicy(engine_order=a.engine_order, spill_traffic=not a.no_spill_traffic)
+    policy = SchedulePolicy(engine_order=a.engine_order, spill_traffic=a.spill_traffic)
+    print(f"spill traffic: {a.spill_traffic}")
     print(f"engine order: {a.engine_order}")
     results = []
     for name in a.ladders.split(","):

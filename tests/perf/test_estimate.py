@@ -362,7 +362,7 @@ def test_cli_profile_over_subscribed_sbuf_is_an_error_unless_it_may_spill(tmp_pa
     assert "SBUF spill      10.49 MB saved, 10.49 MB reloaded, 1 evictions" in res.output
     assert "scheduled as DMAs" in res.output
     slow = float(res.output.split("total_time")[1].split()[0])
-    res = CliRunner().invoke(main, [*argv, "--capacity-check", "warn", "--no-spill-traffic"])
+    res = CliRunner().invoke(main, [*argv, "--capacity-check", "warn", "--spill-traffic", "off"])
     assert res.exit_code == 0, res.output
     assert "not in the schedule" in res.output
     assert float(res.output.split("total_time")[1].split()[0]) < slow

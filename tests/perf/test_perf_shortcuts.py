@@ -276,7 +276,8 @@ _METRIC_CASES = [
     (lambda: _varied("trn2", 3), "trn2", SchedulePolicy()),
     (lambda: TraceBuilder("trn2").trace, "trn2", SchedulePolicy()),
     (lambda: over_capacity("trn1"), "trn1", SchedulePolicy()),  # spill traffic scheduled
-    (lambda: over_capacity("trn1"), "trn1", SchedulePolicy(spill_traffic=False)),
+    (lambda: over_capacity("trn1"), "trn1", SchedulePolicy(spill_traffic="off")),
+    (lambda: over_capacity("trn2", width=28 * 1024), "trn2", SchedulePolicy(spill_traffic="on_demand")),
 ]
 
 

@@ -10,7 +10,7 @@ from perf_helpers import TraceBuilder, over_capacity
 from nkieval.hardware import get_target
 from nkieval.perf import estimate, text_summary
 from nkieval.perf.params import load_params
-from nkieval.perf.schedule import SchedulePolicy, schedule
+from nkieval.perf.schedule import ScheduleError, SchedulePolicy, schedule
 from nkieval.perf.spill import SPILL_SITE, estimate_spill, with_spill_traffic
 
 KIB = 1024
@@ -124,7 +124,8 @@ def test_spill_traffic_goes_in_ahead_of_the_instructions_it_serves() -> None:
     tr = over_capacity()
     tr.allocations[4] = replace(tr.allocations[4], alloc_seq=2, free_seq=5)  # made by record 2, freed after 4
     sp = estimate_spill(tr, 180224)  # trn1's usable SBUF: two of the three 80 KiB tiles fit
-    assert [(t.before, t.kind, t.alloc) for t in sp.transfers] == [(2, "save", 3), (4, "reload", 3)]  # the second tile, used last
+    assert [(t.before, t.kind, t.alloc) for t in sp.transfers] == [(2, "save", 3), (2, "evict", 3),
+                                                                  (4, "reload", 3)]  # the second tile: used last
     out = with_spill_traffic(tr, sp)
     assert [r.opcode for r in out.records] == ["memset", "memset", "spill_save", "memset", "dma_copy",
                                                "spill_reload", "dma_copy", "dma_copy"]
@@ -153,7 +154,7 @@ def test_scheduled_spill_orders_save_reload_and_use() -> None:
     assert s.start[save] >= s.end[0]  # saves what the first memset wrote
     assert s.start[reload] >= s.end[save]  # reads what the save wrote
     assert s.start[reload + 1] >= s.end[reload]  # the store of the reloaded tile waits for it
-    off = schedule(tr, p, SchedulePolicy(spill_traffic=False))
+    off = schedule(tr, p, SchedulePolicy(spill_traffic="off"))
     assert off.spill == s.spill and len(off.trace.records) == len(tr.records)
     assert off.total_time < s.total_time
 
@@ -162,7 +163,7 @@ def test_estimate_states_the_spill_assumption_and_keeps_spill_out_of_the_rooflin
     tr = over_capacity()
     est = estimate(tr, "trn1")
     assert any("Belady" in a for a in est.uncertainty.assumptions)
-    plain = estimate(tr, "trn1", policy=SchedulePolicy(spill_traffic=False))
+    plain = estimate(tr, "trn1", policy=SchedulePolicy(spill_traffic="off"))
     assert any("not scheduled" in a for a in plain.uncertainty.assumptions)
     assert est.summary["compulsory_hbm_bytes"] == plain.summary["compulsory_hbm_bytes"]
     assert est.summary["hbm_write_bytes"] == plain.summary["hbm_write_bytes"] + 80 * KIB * 128
@@ -170,16 +171,54 @@ def test_estimate_states_the_spill_assumption_and_keeps_spill_out_of_the_rooflin
     assert estimate(over_capacity(width=8 * KIB), "trn1").schedule.spill is None  # fits: nothing added
 
 
+@pytest.mark.parametrize("spill", ["prefetch", "on_demand"])
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
-def test_the_compiled_and_python_loops_agree_on_spill_traffic(target: str) -> None:
+def test_the_compiled_and_python_loops_agree_on_spill_traffic(target: str, spill: str) -> None:
     import nkieval.perf.schedule as sched_mod
 
     tr = over_capacity(target, width=28 * KIB)
     p = load_params(get_target(target))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sched_mod, "_NATIVE", True)
-        native = schedule(tr, p, SchedulePolicy())
+        native = schedule(tr, p, SchedulePolicy(spill_traffic=spill))
         mp.setattr(sched_mod, "_NATIVE", False)
-        python = schedule(tr, p, SchedulePolicy())
+        python = schedule(tr, p, SchedulePolicy(spill_traffic=spill))
     assert native.spill is not None and native.spill.evictions >= 1
     assert (list(native.start), list(native.end), native.track) == (list(python.start), list(python.end), python.track)
+
+
+def test_a_reload_waits_for_the_space_it_takes_to_be_given_up() -> None:
+    b = TraceBuilder("trn1")
+    width = 20 * KIB  # 80 KiB per partition: two of three fit in trn1's usable 176 KiB
+    src = b.alloc("hbm", (128, width))
+    hbm = b.alloc("hbm", (128, 4 * width))
+    x, y, z = (b.alloc("sbuf", (128, width)) for _ in range(3))
+    b.rec("dma_copy", "dma", [b.op(x, "dst", "w"), b.op(src, "src", "r")], line=10)  # x: a copy of HBM data
+    for i, t in enumerate((y, z)):
+        b.rec("memset", "vector", [b.op(t, "dst", "w")], line=11 + i, value=float(i))  # z evicts y (saved)
+    for i, t in enumerate((x, y, z, x)):  # y comes back and evicts x (clean: dropped); x comes back last
+        b.rec("dma_copy", "dma", [b.op(hbm, "dst", "w", cols=(i * width, (i + 1) * width)), b.op(t, "src", "r")],
+              line=20 + i)
+    b.trace.peak_sbuf_bytes = 3 * width * 4
+    sp = estimate_spill(b.trace, 180224)
+    assert [(t.before, t.kind, t.alloc) for t in sp.transfers] == [
+        (2, "save", y.id), (2, "evict", y.id), (4, "reload", y.id), (4, "evict", x.id), (6, "reload", x.id)]
+    p = load_params(get_target("trn1"))
+    s = schedule(b.trace, p, SchedulePolicy(spill_traffic="on_demand"))
+    recs = s.trace.records
+    reload_y = next(i for i, r in enumerate(recs) if r.opcode == "spill_reload")
+    assert [o.role for o in recs[reload_y].operands] == ["dst", "src", "evicts"]
+    store_x = next(i for i, r in enumerate(recs) if r.line == 20 and r.opcode == "dma_copy")
+    # y comes into the space x gives up: not before x's last reader is done (nothing else orders the two)
+    assert s.start[reload_y] >= s.end[store_x]
+    assert s.spill.save_bytes == 80 * KIB * 128 and s.spill.reload_bytes == 2 * 80 * KIB * 128
+    # prefetch: the same reload runs once its save is done, ahead of x's store
+    pre = schedule(b.trace, p, SchedulePolicy())
+    assert [o.role for o in pre.trace.records[reload_y].operands] == ["dst", "src"]
+    assert pre.start[reload_y] < pre.end[store_x]
+    assert pre.total_time < s.total_time
+
+
+def test_spill_traffic_policy_is_checked() -> None:
+    with pytest.raises(ScheduleError, match="spill_traffic must be 'prefetch', 'on_demand' or 'off', got True"):
+        SchedulePolicy(spill_traffic=True)  # type: ignore[arg-type]

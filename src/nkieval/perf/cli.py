@@ -180,12 +180,13 @@ def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, A
 @click.option("--capacity-check", type=click.Choice(["error", "warn"]), default=None,
               help="SBUF/PSUM over-subscription: an error, or a warning whose spill the estimate schedules "
               "(default: the front end's, error for nki, warn for Beta-1)")
-@click.option("--spill-traffic/--no-spill-traffic", default=True, show_default=True,
-              help="schedule the SBUF spill saves and reloads as DMAs, or only report them")
+@click.option("--spill-traffic", type=click.Choice(["prefetch", "on_demand", "off"]), default="prefetch",
+              show_default=True, help="SBUF spill saves and reloads as DMAs, a reload running ahead of its use "
+              "(prefetch) or waiting for the space it takes (on_demand); or only reported (off)")
 @click.option("--seed", default=0, show_default=True)
 def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[str, ...], mode: str,
             engine_order: str, trace_out: str | None, json_out: str | None, grid: str | None,
-            capacity_check: str | None, spill_traffic: bool, seed: int) -> None:
+            capacity_check: str | None, spill_traffic: str, seed: int) -> None:
     """Simulate FILE::KERNEL and print its estimated profile (an estimate, not a measurement)."""
     from nkieval.hardware.targets import UnknownTargetError, resolve_target_name
     from nkieval.perf import SchedulePolicy, estimate, text_summary, write_perfetto

@@ -92,13 +92,16 @@ ASSUMPTIONS = (
 )
 
 
-SPILL_ASSUMPTION = (
-    "the SBUF peak exceeds the usable SBUF: the spill is Belady eviction over access segments (the least traffic "
-    "of any eviction order), its saves and reloads scheduled as DMAs on the queue of the instruction they serve "
-    "and free to run ahead of it (perfect prefetch)")
-SPILL_REPORT_ASSUMPTION = (
-    "the SBUF peak exceeds the usable SBUF: the spill traffic (Belady eviction over access segments) is reported "
-    "but not scheduled (spill_traffic=False)")
+SPILL_ASSUMPTIONS = {
+    "prefetch": "the SBUF peak exceeds the usable SBUF: the spill is Belady eviction over access segments (the least "
+                "traffic of any eviction order), its saves and reloads scheduled as DMAs on the queue of the "
+                "instruction they serve, a reload free to run ahead of it once its save is done (prefetch)",
+    "on_demand": "the SBUF peak exceeds the usable SBUF: the spill is Belady eviction over access segments (the least "
+                 "traffic of any eviction order), its saves and reloads scheduled as DMAs on the queue of the "
+                 "instruction they serve, a reload waiting for the data it displaces to be done with (on demand)",
+    "off": "the SBUF peak exceeds the usable SBUF: the spill traffic (Belady eviction over access segments) is "
+           "reported but not scheduled (spill_traffic='off')",
+}
 
 
 def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: SchedulePolicy | None = None,
@@ -130,7 +133,7 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
         by_status=MappingProxyType({k: tuple(v) for k, v in p.by_status().items()}),
         unmodelled_instructions=MappingProxyType(dict(s.unmodelled)),
         assumptions=((BACKFILL_ASSUMPTION, *ASSUMPTIONS[1:]) if pol.engine_order == "backfill" else ASSUMPTIONS)
-        + ((SPILL_ASSUMPTION if pol.spill_traffic else SPILL_REPORT_ASSUMPTION,) if s.spill else ())
+        + ((SPILL_ASSUMPTIONS[pol.spill_traffic],) if s.spill else ())
         + ((f"{sum(s.unmodelled.values())} instruction(s) without a cost rule "
                                     f"({', '.join(sorted(s.unmodelled))}) were costed by the generic "
                                     "max(MIN_II, N) rule",) if s.unmodelled else ()))

@@ -51,6 +51,7 @@ except ImportError:  # pragma: no cover - a build without a C compiler
 
 ScheduleMode = Literal["compiler", "physical", "serial"]
 EngineOrder = Literal["program", "backfill"]
+SpillTraffic = Literal["prefetch", "on_demand", "off"]
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 
 
@@ -73,20 +74,25 @@ class SchedulePolicy:
             order) or ``backfill`` (opt-in: an instruction whose dependencies are met may run in an
             idle gap its engine left before later-issued instructions, as a list-scheduling compiler
             would place it; see :class:`TrackBook`). DMA queues stay FIFO either way.
-        spill_traffic: when the trace's SBUF peak exceeds the usable SBUF, schedule the spill
-            saves and reloads of :mod:`nkieval.perf.spill` as DMAs (default) or only report them
-            (``False``).
+        spill_traffic: when the trace's SBUF peak exceeds the usable SBUF, the spill saves and
+            reloads of :mod:`nkieval.perf.spill` are scheduled as DMAs: ``prefetch`` (default) lets a
+            reload run ahead of its use, after its save; ``on_demand`` also makes it wait until the data it
+            displaces is done with (Belady's victims, taken at the instruction that needs the room); ``off``
+            only reports them.
     """
 
     mode: ScheduleMode = "compiler"
     rotation_depth: int | None = None
     cores: int | None = None
     engine_order: EngineOrder = "program"
-    spill_traffic: bool = True
+    spill_traffic: SpillTraffic = "prefetch"
 
     def __post_init__(self) -> None:
         if self.mode not in ("compiler", "physical", "serial"):
             raise ScheduleError(f"SchedulePolicy.mode must be 'compiler', 'physical' or 'serial', got {self.mode!r}")
+        if self.spill_traffic not in ("prefetch", "on_demand", "off"):
+            raise ScheduleError("SchedulePolicy.spill_traffic must be 'prefetch', 'on_demand' or 'off', "
+                                f"got {self.spill_traffic!r}")
         if self.engine_order not in ("program", "backfill"):
             raise ScheduleError(f"SchedulePolicy.engine_order must be 'program' or 'backfill', got {self.engine_order!r}")
         if self.rotation_depth is not None and self.rotation_depth < 1:
@@ -734,8 +740,8 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
         spill = None
         if trace.peak_sbuf_bytes > usable:  # below it no tile is ever evicted
             spill = estimate_spill(trace, usable)
-            if pol.spill_traffic:
-                trace = with_spill_traffic(trace, spill)
+            if pol.spill_traffic != "off":
+                trace = with_spill_traffic(trace, spill, on_demand=pol.spill_traffic == "on_demand")
         s = _schedule(trace, params, pol)
         s.spill = spill
         return s

@@ -134,7 +134,8 @@ def text_summary(est: PerfEstimate) -> str:
         lines.append(f"  SBUF spill      {m['spill_save_bytes'] / 1e6:.2f} MB saved, {m['spill_reload_bytes'] / 1e6:.2f} MB "
                      f"reloaded, {m['spill_evictions']} evictions (Belady over usable "
                      f"{m['sbuf_usable_bytes_per_partition']} B/partition; "
-                     + ("scheduled as DMAs)" if est.schedule.policy.spill_traffic else "not in the schedule)"))
+                     + (f"scheduled as DMAs, {est.schedule.policy.spill_traffic})"
+                        if est.schedule.policy.spill_traffic != "off" else "not in the schedule)"))
     if m.get("spill_overfull_instructions"):
         lines.append(f"  SBUF overfull   {m['spill_overfull_instructions']} instruction(s) whose own SBUF operands exceed "
                      f"the usable {m['sbuf_usable_bytes_per_partition']} B/partition (no eviction fits them)")
