@@ -8,8 +8,9 @@ from typing import Any
 
 from nkieval.perf.costs import matmul_flops, pe_peak_flops_per_ns
 from nkieval.perf.dma import effective_bw
+from nkieval.perf.metrics import spill_metrics
 from nkieval.perf.schedule import COMPUTE_ENGINES, Schedule
-from nkieval.perf.spill import SPILL_SITE, SpillEstimate
+from nkieval.perf.spill import SPILL_SITE
 
 
 def merged_length(intervals: list[tuple[float, float]]) -> float:
@@ -170,13 +171,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["psum_write_bytes"] = psum_w
     m["psum_read_sbuf_write_bytes"] = psum_to_sbuf
     rot = s.rotation
-    usable = int(p.sbuf_usable_bytes_per_partition)
-    spill = s.spill or SpillEstimate(usable)
-    m["spill_save_bytes"] = spill.save_bytes
-    m["spill_reload_bytes"] = spill.reload_bytes
-    m["spill_evictions"] = spill.evictions
-    m["spill_overfull_instructions"] = spill.overfull_instructions
-    m["sbuf_usable_bytes_per_partition"] = usable
+    m.update(spill_metrics(s))  # figures of the spill estimate, not a per-record shortcut
     m["sbuf_peak_bytes_per_partition"] = s.trace.peak_sbuf_bytes
     m["sbuf_peak_percent"] = 100.0 * s.trace.peak_sbuf_bytes / p.sbuf_usable_bytes_per_partition
     m["psum_peak_bytes_per_partition"] = s.trace.peak_psum_bytes

@@ -91,6 +91,15 @@ def _f64(a: Any) -> np.ndarray:
     return np.frombuffer(a, dtype=np.float64) if len(a) else np.zeros(0)
 
 
+def spill_metrics(s: Schedule) -> dict[str, int]:
+    """The spill estimate's figures (zeros when the SBUF peak is within the usable SBUF)."""
+    usable = int(s.params.sbuf_usable_bytes_per_partition)
+    spill = s.spill or SpillEstimate(usable)
+    return {"spill_save_bytes": spill.save_bytes, "spill_reload_bytes": spill.reload_bytes,
+            "spill_evictions": spill.evictions, "spill_overfull_instructions": spill.overfull_instructions,
+            "sbuf_usable_bytes_per_partition": usable}
+
+
 def compute_metrics(s: Schedule) -> dict[str, Any]:
     """Every metric of the estimate, as a flat dict (Explorer names) plus tables.
 
@@ -284,13 +293,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["psum_write_bytes"] = psum_w
     m["psum_read_sbuf_write_bytes"] = psum_to_sbuf
     rot = s.rotation
-    usable = int(p.sbuf_usable_bytes_per_partition)
-    spill = s.spill or SpillEstimate(usable)
-    m["spill_save_bytes"] = spill.save_bytes
-    m["spill_reload_bytes"] = spill.reload_bytes
-    m["spill_evictions"] = spill.evictions
-    m["spill_overfull_instructions"] = spill.overfull_instructions
-    m["sbuf_usable_bytes_per_partition"] = usable
+    m.update(spill_metrics(s))
     m["sbuf_peak_bytes_per_partition"] = s.trace.peak_sbuf_bytes
     m["sbuf_peak_percent"] = 100.0 * s.trace.peak_sbuf_bytes / p.sbuf_usable_bytes_per_partition
     m["psum_peak_bytes_per_partition"] = s.trace.peak_psum_bytes
