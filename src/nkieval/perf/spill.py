@@ -224,6 +224,13 @@ def _element_bytes(al: AllocationRecord) -> int:
     return max(1, al.bytes_per_partition // free) if free else 1
 
 
+def _evicted_range(t: SpillTransfer) -> OperandAccess:
+    """A write of the bytes an eviction gives up (no data moved): what reusing their space depends on."""
+    w = t.addr_hi - t.addr_lo
+    return OperandAccess("evicts", "w", "sbuf", t.alloc, (t.partitions, w), "uint8", t.partition_start, t.partitions,
+                         t.addr_lo, t.addr_hi, 0, w, ((1, w),))
+
+
 def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = False) -> Trace:
     """A copy of ``trace`` with each of ``spill``'s transfers as a DMA record ahead of the instruction it serves.
 
@@ -264,9 +271,7 @@ def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = Fal
         new_pos.append(len(records))
         group = by_before.get(r.seq, ())
         # a reload writes into space its instruction's evictions gave up: it waits for their readers and saves
-        room = [] if not on_demand else [OperandAccess("evicts", "w", "sbuf", t.alloc, (t.partitions, t.addr_hi - t.addr_lo), "uint8",
-                              t.partition_start, t.partitions, t.addr_lo, t.addr_hi, 0, t.addr_hi - t.addr_lo,
-                              ((1, t.addr_hi - t.addr_lo),)) for t in group if t.kind == "evict"]
+        room = [_evicted_range(t) for t in group if t.kind == "evict"] if on_demand else []
         for t in group:
             if t.kind == "evict":
                 continue

@@ -130,15 +130,16 @@ def text_summary(est: PerfEstimate) -> str:
                  f"{m['dma_achieved_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s")
     lines.append(f"  HBM read {m['hbm_read_bytes'] / 1e6:.2f} MB, write {m['hbm_write_bytes'] / 1e6:.2f} MB; SBUF peak "
                  f"{m['sbuf_peak_bytes_per_partition']} B/partition, PSUM peak {m['psum_peak_bytes_per_partition']} B")
+    usable = m.get("sbuf_usable_bytes_per_partition")
     if m.get("spill_evictions"):
-        lines.append(f"  SBUF spill      {m['spill_save_bytes'] / 1e6:.2f} MB saved, {m['spill_reload_bytes'] / 1e6:.2f} MB "
-                     f"reloaded, {m['spill_evictions']} evictions (Belady over usable "
-                     f"{m['sbuf_usable_bytes_per_partition']} B/partition; "
-                     + (f"scheduled as DMAs, {est.schedule.policy.spill_traffic})"
-                        if est.schedule.policy.spill_traffic != "off" else "not in the schedule)"))
+        how = est.schedule.policy.spill_traffic
+        lines.append(f"  SBUF spill      {m['spill_save_bytes'] / 1e6:.2f} MB saved, "
+                     f"{m['spill_reload_bytes'] / 1e6:.2f} MB reloaded, {m['spill_evictions']} evictions "
+                     f"(Belady over usable {usable} B/partition; "
+                     + (f"scheduled as DMAs, {how})" if how != "off" else "not in the schedule)"))
     if m.get("spill_overfull_instructions"):
-        lines.append(f"  SBUF overfull   {m['spill_overfull_instructions']} instruction(s) whose own SBUF operands exceed "
-                     f"the usable {m['sbuf_usable_bytes_per_partition']} B/partition (no eviction fits them)")
+        lines.append(f"  SBUF overfull   {m['spill_overfull_instructions']} instruction(s) whose own SBUF operands "
+                     f"exceed the usable {usable} B/partition (no eviction fits them)")
     if m.get("hbm_reload_bytes"):
         lines.append(f"  HBM reloads     {m['hbm_reload_bytes'] / 1e6:.2f} MB re-read (useful reads "
                      f"{m['useful_read_percent']:.0f}%, a tensor read up to {m['load_repeat_factor_max']:.1f}x)")
