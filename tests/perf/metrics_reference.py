@@ -220,7 +220,9 @@ def stall_breakdown(s: Schedule) -> dict[str, dict[str, float]]:
         d["busy"] += s.occ[i]
         w = s.wait[i]
         if w > 0:
-            d[_reason_label(s.reason[i])] += w
+            p = s.pred[i]
+            on_spill = s.reason[i] == "dep:dma" and p >= 0 and s.trace.records[p].opcode.startswith("spill_")
+            d["waiting_on_spill" if on_spill else _reason_label(s.reason[i])] += w
     return {k: dict(v) for k, v in out.items()}
 
 

@@ -168,6 +168,8 @@ def test_estimate_states_the_spill_assumption_and_keeps_spill_out_of_the_rooflin
     assert est.summary["compulsory_hbm_bytes"] == plain.summary["compulsory_hbm_bytes"]
     assert est.summary["hbm_write_bytes"] == plain.summary["hbm_write_bytes"] + 80 * KIB * 128
     assert est.summary["hbm_read_bytes"] == plain.summary["hbm_read_bytes"] + 80 * KIB * 128
+    assert any("waiting_on_spill" in d for d in est.stalls.values())  # the reloaded tile's store waits on it
+    assert not any("waiting_on_spill" in d for d in plain.stalls.values())
     assert estimate(over_capacity(width=8 * KIB), "trn1").schedule.spill is None  # fits: nothing added
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from nkieval.perf.costs import matmul_flops, pe_peak_flops_per_ns
 from nkieval.perf.dma import effective_bw
 from nkieval.perf.schedule import COMPUTE_ENGINES, Schedule
-from nkieval.perf.spill import SPILL_SITE, SpillEstimate
+from nkieval.perf.spill import SPILL_OPCODES, SPILL_SITE, SpillEstimate
 
 # Classification thresholds (research note §1.3 / §5.8, Neuron performance guide).
 ENGINE_BOUND_ACTIVE = 0.5  # below this on every engine and DMA: overhead/latency-bound
@@ -343,13 +343,18 @@ def stall_breakdown(s: Schedule) -> dict[str, dict[str, float]]:
     waiting = _f64(wait) > 0
     labels: dict[str | None, str] = {}
     out: dict[str, dict[str, float]] = {}
+    recs, pred = s.trace.records, s.pred
+    spilled = s.spill is not None and s.policy.spill_traffic != "off"
     for k, ix in _groups(np.fromiter(map(t_ix.__getitem__, track), np.int64, n)):
         d = out[tracks[k]] = {"busy": 0.0 + _seq_sum(occ[ix])}
         for i in ix[waiting[ix]].tolist():
             r = reason[i]
-            lbl = labels.get(r)
-            if lbl is None:
-                lbl = labels[r] = _reason_label(r)
+            if spilled and r == "dep:dma" and pred[i] >= 0 and recs[pred[i]].opcode in SPILL_OPCODES:
+                lbl = "waiting_on_spill"
+            else:
+                lbl = labels.get(r)
+                if lbl is None:
+                    lbl = labels[r] = _reason_label(r)
             d[lbl] = d.get(lbl, 0.0) + wait[i]
     return out
 
