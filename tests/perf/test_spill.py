@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from perf_helpers import TraceBuilder, over_capacity
 
 from nkieval.hardware import get_target
@@ -224,3 +226,50 @@ def test_a_reload_waits_for_the_space_it_takes_to_be_given_up() -> None:
 def test_spill_traffic_policy_is_checked() -> None:
     with pytest.raises(ScheduleError, match="spill_traffic must be 'prefetch', 'on_demand' or 'off', got True"):
         SchedulePolicy(spill_traffic=True)  # type: ignore[arg-type]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), n_tiles=st.integers(2, 6), n_ops=st.integers(1, 30))
+def test_spill_on_random_access_sequences(data, n_tiles: int, n_ops: int) -> None:
+    import nkieval.perf.schedule as sched_mod
+
+    b = TraceBuilder("trn2")
+    widths = [data.draw(st.sampled_from([256, 512, 1024])) for _ in range(n_tiles)]
+    hbm = b.alloc("hbm", (128, max(widths)))
+    tiles = [b.alloc("sbuf", (128, w)) for w in widths]
+    for _ in range(n_ops):
+        t = tiles[data.draw(st.integers(0, n_tiles - 1))]
+        half = data.draw(st.sampled_from([None, 0, 1]))  # the whole tile or one half of it
+        cols = None if half is None else (half * t.shape[1] // 2, (half + 1) * t.shape[1] // 2)
+        kind = data.draw(st.sampled_from(["load", "store", "memset"]))
+        if kind == "load":
+            b.rec("dma_copy", "dma", [b.op(t, "dst", "w", cols=cols), b.op(hbm, "src", "r", cols=(0, 1))])
+        elif kind == "store":
+            b.rec("dma_copy", "dma", [b.op(hbm, "dst", "w", cols=(0, 1)), b.op(t, "src", "r", cols=cols)])
+        else:
+            b.rec("memset", "vector", [b.op(t, "dst", "w", cols=cols)], value=0.0)
+    cap = data.draw(st.sampled_from([1, 2, 3, 4, 6])) * KIB
+    sp = estimate_spill(b.trace, cap)
+    moved = {k: sum((t.addr_hi - t.addr_lo) * t.partitions for t in sp.transfers if t.kind == k)
+             for k in ("save", "reload", "evict")}
+    assert (moved["save"], moved["reload"]) == (sp.save_bytes, sp.reload_bytes)
+    assert sp.save_bytes <= sp.reload_bytes  # only what is used again is evicted, so every save is reloaded
+    if sp.peak_live_bytes <= cap:
+        assert sp.evictions == 0 and not sp.transfers
+    else:
+        assert sp.evictions > 0 or sp.overfull_instructions > 0
+    assert estimate_spill(b.trace, sp.peak_live_bytes).evictions == 0
+    out = with_spill_traffic(b.trace, sp, on_demand=True)
+    kept = [r for r in out.records if not r.opcode.startswith("spill_")]
+    assert [(r.opcode, r.operands) for r in kept] == [(r.opcode, r.operands) for r in b.trace.records]
+    assert [r.seq for r in out.records] == list(range(len(out.records)))
+    assert len(out.records) - len(kept) == sum(t.kind != "evict" for t in sp.transfers)
+    b.trace.peak_sbuf_bytes = max(sp.peak_live_bytes, 1)
+    p = load_params(get_target("trn2"), {"sbuf_usable_bytes_per_partition": cap})
+    with pytest.MonkeyPatch.context() as mp:
+        for spill in ("prefetch", "on_demand"):
+            mp.setattr(sched_mod, "_NATIVE", True)
+            native = schedule(b.trace, p, SchedulePolicy(spill_traffic=spill))
+            mp.setattr(sched_mod, "_NATIVE", False)
+            python = schedule(b.trace, p, SchedulePolicy(spill_traffic=spill))
+            assert (list(native.start), list(native.end)) == (list(python.start), list(python.end))
