@@ -409,6 +409,12 @@ def score_performance(ev: Evidence, crit: Criterion) -> CriterionResult:
         txt += f"; baseline {base * 1e6:.2f} us ({speedup:.2f}x)"
     if sol:
         txt += f"; expert {sol * 1e6:.2f} us ({expert:.0%} of expert speed)"
+    summ = ev.perf["candidate"].get("summary") or {}
+    spilled = int(summ.get("spill_save_bytes", 0) or 0) + int(summ.get("spill_reload_bytes", 0) or 0)
+    if spilled:  # the kernel keeps more live in SBUF than it holds: its estimate carries the spill traffic
+        txt += (f"; includes {spilled / 1e6:.2f} MB of SBUF spill traffic (peak "
+                f"{summ.get('sbuf_peak_bytes_per_partition')} B/partition over the usable "
+                f"{summ.get('sbuf_usable_bytes_per_partition')})")
     fb = []
     if level < 4:
         bottleneck = ev.perf["candidate"].get("bottleneck")
@@ -417,9 +423,11 @@ def score_performance(ev: Evidence, crit: Criterion) -> CriterionResult:
                 ", ".join(f"{k}={v}" for k, v in list(bottleneck.items())[:3])
         fb.append(Feedback("performance", "warning" if level >= 2 else "error", txt,
                            f">= {float(R.t('performance', 'expert_fraction_for_4')):.0%} of the expert solution's speed",
-                           f"the model names {bottleneck} as the bottleneck; see Hardware appropriateness for the "
-                           "specific defects" if bottleneck else "see Hardware appropriateness for the specific defects",
-                           evd))
+                           ("keep the live tiles within the usable SBUF (smaller blocks, or free tiles sooner) so "
+                            "the compiler need not spill; " if spilled else "")
+                           + (f"the model names {bottleneck} as the bottleneck; see Hardware appropriateness for the "
+                              "specific defects" if bottleneck else "see Hardware appropriateness for the specific "
+                              "defects"), evd))
     return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, txt, fb, evidence=evd)
 
 
