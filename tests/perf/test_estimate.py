@@ -356,6 +356,8 @@ def test_cli_profile_over_subscribed_sbuf_is_an_error_unless_it_may_spill(tmp_pa
     argv = ["profile", f"{kfile}::keep_three", "--target", "trn1", "--input", "128x20480"]
     res = CliRunner().invoke(main, argv)
     assert res.exit_code == 1 and "exceeding" in res.output and "sbuf-capacity" in res.output, res.output
+    assert res.output.rstrip().endswith("--capacity-check warn estimates it with the spill traffic the compiler "
+                                        "would add")
     res = CliRunner().invoke(main, [*argv, "--capacity-check", "warn"])
     assert res.exit_code == 0, res.output
     # the third tile evicts the one stored last (computed on chip: saved, then reloaded)

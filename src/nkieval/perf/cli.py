@@ -227,7 +227,9 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
     try:
         result = _simulate(obj, target, args, kwargs, launch, capacity_check)
     except NkiValidationError as e:
-        raise click.ClickException(f"{_where(e, path)}: {e}") from None
+        hint = ("; --capacity-check warn estimates it with the spill traffic the compiler would add"
+                if e.rule == "sbuf-capacity" else "")
+        raise click.ClickException(f"{_where(e, path)}: {e}{hint}") from None
     except Exception as e:
         if not _in_file(e, path):
             raise  # not the kernel's doing: a fault of nkieval's, shown with its traceback
