@@ -204,17 +204,16 @@ def _merge(moves: list[tuple[int, int, int]], unit_alloc: list[int], lo_of: list
            p_range: dict[int, list[int]]) -> tuple[SpillTransfer, ...]:
     """One transfer per run of adjacent segments of one allocation moved the same way for the same instruction;
     per instruction, the saves (which make room) before the reloads, then the evictions."""
-    out: list[SpillTransfer] = []
-    kinds = ("save", "reload", "evict")
-    for before, kind, u in sorted(moves, key=lambda m: (m[0], m[1], unit_alloc[m[2]], lo_of[m[2]])):
-        a, lo, hi = unit_alloc[u], lo_of[u], lo_of[u] + size[u]
-        last = out[-1] if out else None
-        if last and last.before == before and last.kind == kinds[kind] and last.alloc == a and last.addr_hi == lo:
-            out[-1] = replace(last, addr_hi=hi)
+    runs: list[list[int]] = []  # [before, kind, alloc, lo, hi]
+    for before, kind, a, lo, u in sorted((b, k, unit_alloc[u], lo_of[u], u) for b, k, u in moves):
+        last = runs[-1] if runs else None
+        if last and last[4] == lo and last[2] == a and last[1] == kind and last[0] == before:
+            last[4] = lo + size[u]
         else:
-            p0, p1 = p_range[a]
-            out.append(SpillTransfer(before, kinds[kind], a, lo, hi, p0, p1 - p0))
-    return tuple(out)
+            runs.append([before, kind, a, lo, lo + size[u]])
+    kinds = ("save", "reload", "evict")
+    return tuple(SpillTransfer(b, kinds[k], a, lo, hi, p_range[a][0], p_range[a][1] - p_range[a][0])
+                 for b, k, a, lo, hi in runs)
 
 
 def _element_bytes(al: AllocationRecord) -> int:
