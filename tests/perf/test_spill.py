@@ -273,3 +273,13 @@ def test_spill_on_random_access_sequences(data, n_tiles: int, n_ops: int) -> Non
             mp.setattr(sched_mod, "_NATIVE", False)
             python = schedule(b.trace, p, SchedulePolicy(spill_traffic=spill))
             assert (list(native.start), list(native.end)) == (list(python.start), list(python.end))
+
+
+def test_the_timeline_shows_spill_dmas_at_the_line_they_serve() -> None:
+    from nkieval.perf import to_perfetto
+
+    est = estimate(over_capacity(), "trn1")
+    ev = [e for e in to_perfetto(est)["traceEvents"] if e.get("ph") == "X" and e["name"].startswith("spill_")]
+    assert [(e["name"], e["cat"], e["args"]["nki_source_location"]) for e in ev] == [
+        ("spill_save", "dma", "k.py:12"), ("spill_reload", "dma", "k.py:21")]
+    assert all(e["args"]["bytes"] == 80 * KIB * 128 and e["dur"] > 0 for e in ev)
