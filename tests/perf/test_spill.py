@@ -165,6 +165,7 @@ def test_estimate_states_the_spill_assumption_and_keeps_spill_out_of_the_rooflin
     tr = over_capacity()
     est = estimate(tr, "trn1")
     assert any("Belady" in a for a in est.uncertainty.assumptions)
+    assert est.to_dict()["spill_traffic"] == "prefetch"
     plain = estimate(tr, "trn1", policy=SchedulePolicy(spill_traffic="off"))
     assert any("not scheduled" in a for a in plain.uncertainty.assumptions)
     assert est.summary["compulsory_hbm_bytes"] == plain.summary["compulsory_hbm_bytes"]

@@ -57,6 +57,7 @@ class PerfEstimate:
     uncertainty: Uncertainty
     schedule: Schedule = field(repr=False, compare=False)
     engine_order: str = "program"  # SchedulePolicy.engine_order
+    spill_traffic: str = "prefetch"  # SchedulePolicy.spill_traffic
 
     @property
     def total_time_us(self) -> float:
@@ -67,7 +68,8 @@ class PerfEstimate:
         b = self.bottleneck
         return {
             "estimate": True, "kernel": self.kernel, "target": self.target, "model_version": self.model_version,
-            "mode": self.mode, "engine_order": self.engine_order, "total_time_ns": self.total_time_ns, "interval_ns": list(self.interval_ns),
+            "mode": self.mode, "engine_order": self.engine_order, "spill_traffic": self.spill_traffic,
+            "total_time_ns": self.total_time_ns, "interval_ns": list(self.interval_ns),
             "instructions": self.instructions, "summary": dict(self.summary), "utilization": dict(self.utilization),
             "bottleneck": {"resource": b.resource, "bound": b.bound, "reason": b.reason},
             "stalls": {k: dict(v) for k, v in self.stalls.items()},
@@ -142,4 +144,5 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
         interval_ns=(total * (1 - band), total * (1 + band)), instructions=len(trace.records),
         summary=MappingProxyType(m), utilization=MappingProxyType(util), bottleneck=classify(util),
         stalls=MappingProxyType(stall_breakdown(s)), critical_path_share=MappingProxyType(cp["share"]),
-        opcode_summary=opsum, rotation=rot, uncertainty=unc, schedule=s, engine_order=pol.engine_order)
+        opcode_summary=opsum, rotation=rot, uncertainty=unc, schedule=s, engine_order=pol.engine_order,
+        spill_traffic=pol.spill_traffic)
