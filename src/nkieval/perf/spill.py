@@ -300,5 +300,6 @@ def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = Fal
 
     for a, al in trace.allocations.items():
         allocs[a] = replace(al, alloc_seq=moved(al.alloc_seq), free_seq=moved(al.free_seq))
-    return Trace(trace.target, records, allocs, list(trace.warnings), trace.num_programs, trace.kernel,
-                 trace.peak_sbuf_bytes, trace.peak_psum_bytes)
+    return Trace(target=trace.target, records=records, allocations=allocs, warnings=list(trace.warnings),
+                 num_programs=trace.num_programs, kernel=trace.kernel, peak_sbuf_bytes=trace.peak_sbuf_bytes,
+                 peak_psum_bytes=trace.peak_psum_bytes)
