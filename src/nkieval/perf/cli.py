@@ -178,8 +178,8 @@ def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, A
 @click.option("--grid", default=None, help="launch as kernel[GRID]: the LNC degree (1 or 2) of an nki kernel, or a "
               "Beta-1 SPMD grid such as 4 or 2x2")
 @click.option("--capacity-check", type=click.Choice(["error", "warn"]), default=None,
-              help="SBUF/PSUM over-subscription: an error, or a warning whose spill the estimate schedules "
-              "(default: the front end's, error for nki, warn for Beta-1)")
+              help="SBUF/PSUM over-subscription: an error, or a warning (SBUF spill is then estimated and "
+              "scheduled; a PSUM excess is not modelled). Default: the front end's, error for nki, warn for Beta-1")
 @click.option("--spill-traffic", type=click.Choice(["prefetch", "on_demand", "off"]), default="prefetch",
               show_default=True, help="SBUF spill saves and reloads as DMAs, a reload running ahead of its use "
               "(prefetch) or waiting for the space it takes (on_demand); or only reported (off)")
