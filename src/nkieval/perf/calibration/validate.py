@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,8 +85,10 @@ def simulate(kernel_name: str, args: tuple, target: str, **kwargs: Any) -> Trace
 
     kern = getattr(kernels, kernel_name)
     # some published tutorial kernels over-subscribe SBUF at their published shapes (the real compiler spills):
-    # capacity is a warning here (kept in the trace), and the estimate's spill figures say by how much
-    nki.simulate(kern, target=target, options=SimOptions(capacity_check="warn"))(*args, **kwargs)
+    # capacity is a warning here, kept in the trace and not printed, and the estimate's spill figures say how much
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"kernel: tiles live at once need")
+        nki.simulate(kern, target=target, options=SimOptions(capacity_check="warn"))(*args, **kwargs)
     return nki.last_result().trace
 
 
