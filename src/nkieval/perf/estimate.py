@@ -94,15 +94,13 @@ ASSUMPTIONS = (
 )
 
 
+_SPILL = "the SBUF peak exceeds the usable SBUF: the spill is Belady eviction over access segments (the least traffic "
+_SPILL_SCHEDULED = (_SPILL + "of any eviction order), its saves and reloads scheduled as DMAs on the queue of the "
+                    "instruction they serve, a reload ")
 SPILL_ASSUMPTIONS = {
-    "prefetch": "the SBUF peak exceeds the usable SBUF: the spill is Belady eviction over access segments (the least "
-                "traffic of any eviction order), its saves and reloads scheduled as DMAs on the queue of the "
-                "instruction they serve, a reload free to run ahead of it once its save is done (prefetch)",
-    "on_demand": "the SBUF peak exceeds the usable SBUF: the spill is Belady eviction over access segments (the least "
-                 "traffic of any eviction order), its saves and reloads scheduled as DMAs on the queue of the "
-                 "instruction they serve, a reload waiting for the data it displaces to be done with (on demand)",
-    "off": "the SBUF peak exceeds the usable SBUF: the spill traffic (Belady eviction over access segments) is "
-           "reported but not scheduled (spill_traffic='off')",
+    "prefetch": _SPILL_SCHEDULED + "free to run ahead of it once its save is done (prefetch)",
+    "on_demand": _SPILL_SCHEDULED + "waiting for the data it displaces to be done with (on demand)",
+    "off": _SPILL + "of any eviction order), reported but not scheduled (spill_traffic='off')",
 }
 
 

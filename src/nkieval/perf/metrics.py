@@ -304,9 +304,10 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["vector_perf_mode_counts"] = dict(perf_modes)
     # roofline: FLOPs at peak vs compulsory HBM bytes at the achievable DMA bandwidth
     sizes = {a.id: a.bytes_per_partition for a in s.trace.allocations.values() if a.buffer == "hbm"}
-    for a in [a for a in s.trace.allocations.values() if a.site == SPILL_SITE]:  # spill is not the kernel's data
-        hbm_touch_r.pop(a.id, None)
-        hbm_touch_w.pop(a.id, None)
+    if s.spill:  # the spill areas are not the kernel's data
+        for a in [a for a in s.trace.allocations.values() if a.site == SPILL_SITE]:
+            hbm_touch_r.pop(a.id, None)
+            hbm_touch_w.pop(a.id, None)
     comp_r = sum(min(b, sizes.get(a, b)) for a, b in hbm_touch_r.items())
     comp_w = sum(min(b, sizes.get(a, b)) for a, b in hbm_touch_w.items())
     t_flops = adj_flops / (peak * cores) if peak else 0.0

@@ -73,15 +73,12 @@ class SpillEstimate:
     # have to split them); their excess is not in the traffic
     overfull_instructions: int = 0
 
-    @property
-    def bytes(self) -> int:
-        """All spill traffic between SBUF and HBM."""
-        return self.save_bytes + self.reload_bytes
 
-
-def _segments(trace: Trace) -> dict[int, list[int]]:
-    """Per SBUF allocation (kernel arguments excepted), the sorted byte offsets that cut it into segments."""
+def _segments(trace: Trace) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """Per SBUF allocation (kernel arguments excepted): the sorted byte offsets that cut it into segments; and per
+    SBUF allocation the [lowest, highest + 1] partitions its accesses reach."""
     cuts: dict[int, set[int]] = defaultdict(set)
+    p_range: dict[int, list[int]] = {}
     allocs = trace.allocations
     for r in trace.records:
         for o in r.operands:
@@ -89,23 +86,8 @@ def _segments(trace: Trace) -> dict[int, list[int]]:
                 c = cuts[o.alloc]
                 c.add(o.addr_lo)
                 c.add(o.addr_hi)
-    return {a: sorted(c) for a, c in cuts.items() if a in allocs and not allocs[a].kernel_arg and len(c) > 1}
-
-
-def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
-    """Belady eviction over the SBUF segments of ``trace`` with ``capacity_bytes`` usable per partition."""
-    allocs = trace.allocations
-    cuts = _segments(trace)
-    unit_of: dict[tuple[int, int], int] = {}  # (alloc, segment index) -> unit id
-    unit_alloc: list[int] = []
-    lo_of: list[int] = []  # the unit's byte range in its partitions
-    size: list[int] = []  # bytes per partition of each unit
-    p_range: dict[int, list[int]] = {}  # alloc -> [lowest, highest + 1] partition its accesses reach
-    for r in trace.records:
-        for o in r.operands:
-            if o.buffer == "sbuf":
-                pr = p_range.get(o.alloc)
                 hi = o.partition_start + o.partitions
+                pr = p_range.get(o.alloc)
                 if pr is None:
                     p_range[o.alloc] = [o.partition_start, hi]
                 else:
@@ -113,9 +95,21 @@ def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
                         pr[0] = o.partition_start
                     if hi > pr[1]:
                         pr[1] = hi
+    return ({a: sorted(c) for a, c in cuts.items() if a in allocs and not allocs[a].kernel_arg and len(c) > 1},
+            p_range)
+
+
+def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
+    """Belady eviction over the SBUF segments of ``trace`` with ``capacity_bytes`` usable per partition."""
+    allocs = trace.allocations
+    cuts, p_range = _segments(trace)
+    base: dict[int, int] = {}  # alloc -> unit id of its first segment (an allocation's segments are consecutive units)
+    unit_alloc: list[int] = []
+    lo_of: list[int] = []  # the unit's byte range in its partitions
+    size: list[int] = []  # bytes per partition of each unit
     for a, c in cuts.items():
+        base[a] = len(size)
         for k in range(len(c) - 1):
-            unit_of[(a, k)] = len(size)
             unit_alloc.append(a)
             lo_of.append(c[k])
             size.append(c[k + 1] - c[k])
@@ -129,8 +123,8 @@ def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
             c = cuts.get(o.alloc) if o.buffer == "sbuf" else None
             if c is None:
                 continue
-            for k in range(bisect_right(c, o.addr_lo) - 1, bisect_left(c, o.addr_hi)):
-                u = unit_of[(o.alloc, k)]
+            b0 = base[o.alloc]
+            for u in range(b0 + bisect_right(c, o.addr_lo) - 1, b0 + bisect_left(c, o.addr_hi)):
                 seqs = acc[u]
                 if not seqs or seqs[-1] != r.seq:
                     seqs.append(r.seq)
