@@ -7,7 +7,9 @@ load→activation→vector→store trace, the ratio to a plain Python loop over 
 (measured in the same run), the same for the trace read back from its compact form (what the
 review harness schedules), ``schedule()`` with its Python loop (``_NATIVE`` off: the reference the
 compiled loop is held to) against the compiled one, and peak traced memory for two trace lengths
-(linearity).
+(linearity). Then the same for a trace that over-subscribes SBUF (accumulators round-robin, more of them
+than the usable SBUF holds): the spill estimate alone (compiled and Python loops), and ``estimate()``
+with the spill traffic scheduled (``prefetch``) and with it only reported (``off``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from perf_helpers import TraceBuilder
 from nkieval.hardware import get_target
 from nkieval.perf import estimate
 from nkieval.perf import schedule as sched_mod
+from nkieval.perf import spill as spill_mod
 from nkieval.perf.params import load_params
-from nkieval.perf.schedule import native_available, schedule
+from nkieval.perf.schedule import SchedulePolicy, native_available, schedule
+from nkieval.perf.spill import estimate_spill
 from nkieval.sim.trace import Trace
 
 
@@ -43,6 +47,30 @@ def build(n_iters: int) -> TraceBuilder:
         b.rec("tensor_scalar", "vector", [b.op(u, "dst", "w"), b.op(u, "data", "r")], line=3, op0="multiply")
         b.rec("dma_copy", "dma", [b.op(out, "dst", "w", cols=(c, c + 512)), b.op(u, "src", "r")], line=4)
         t.free_seq = u.free_seq = len(b.trace.records)
+    return b
+
+
+def build_oversubscribed(n_iters: int, n_acc: int = 64) -> TraceBuilder:
+    """``n_acc`` fp32 [128, 1024] SBUF accumulators (4 KiB per partition each: 64 are 256 KiB, over trn2's usable
+    208 KiB), zeroed, then one tile loaded and added into accumulator ``i % n_acc`` per iteration, then stored."""
+    b = TraceBuilder("trn2")
+    src = b.alloc("hbm", (128, 1024 * 64))
+    out = b.alloc("hbm", (128, 1024 * n_acc))
+    accs = [b.alloc("sbuf", (128, 1024), site="bench.py:1") for _ in range(n_acc)]
+    for a in accs:
+        b.rec("memset", "vector", [b.op(a, "dst", "w")], line=1, value=0.0)
+    for i in range(n_iters):
+        t = b.alloc("sbuf", (128, 1024), site="bench.py:2")
+        c = (i % 64) * 1024
+        a = accs[i % n_acc]
+        b.rec("dma_copy", "dma", [b.op(t, "dst", "w"), b.op(src, "src", "r", cols=(c, c + 1024))], line=2)
+        b.rec("tensor_tensor", "vector", [b.op(a, "dst", "w"), b.op(a, "data1", "r"), b.op(t, "data2", "r")],
+              line=3, op="add")
+        t.free_seq = len(b.trace.records)
+    for k, a in enumerate(accs):
+        b.rec("dma_copy", "dma", [b.op(out, "dst", "w", cols=(k * 1024, (k + 1) * 1024)), b.op(a, "src", "r")],
+              line=4)
+    b.trace.peak_sbuf_bytes = (n_acc + 1) * 4096
     return b
 
 
@@ -141,6 +169,45 @@ def main() -> None:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         print(f"peak memory of estimate() for {len(small):7d} instructions: {peak / 1e6:7.1f} MB "
+              f"({peak / len(small):.0f} B/instruction)")
+    oversubscribed(a.iters, a.reps, p)
+
+
+def oversubscribed(iters: int, reps: int, p) -> None:
+    """Speed of the spill estimate and of estimates that carry one, on a trace over the usable SBUF."""
+    tr = build_oversubscribed(iters).trace
+    n = len(tr)
+    cap = int(p.sbuf_usable_bytes_per_partition)
+
+    def walk(native: bool):
+        on = spill_mod._NATIVE
+        spill_mod._NATIVE = native
+        try:
+            return estimate_spill(tr, cap)
+        finally:
+            spill_mod._NATIVE = on
+
+    sp = walk(True)
+    t_plain, t_c, t_py, t_pre, t_off = best(
+        [lambda: plain_loop(tr), lambda: walk(True), lambda: walk(False),
+         lambda: estimate(tr), lambda: estimate(tr, policy=SchedulePolicy(spill_traffic="off"))], reps)
+    walk_kind = "compiled loops" if spill_mod._spill_c is not None else "Python (not built)"
+    print(f"over-subscribed trace: {n} instructions, SBUF peak {tr.peak_sbuf_bytes:,} B/partition against "
+          f"{cap:,} usable; spill {sp.save_bytes / 1e6:.0f} MB saved, {sp.reload_bytes / 1e6:.0f} MB reloaded, "
+          f"{sp.evictions} evictions")
+    print(f"plain loop over records/operands: {n / t_plain:12,.0f} instr/s")
+    print(f"estimate_spill(), {walk_kind}: {n / t_c:9,.0f} instr/s  ({t_c / t_plain:.1f}x the plain loop)")
+    print(f"estimate_spill(), Python loops:  {n / t_py:12,.0f} instr/s  ({t_py / t_plain:.1f}x the plain loop; the "
+          f"compiled ones {t_py / t_c:.2f}x as fast)")
+    print(f"estimate(), spill scheduled:     {n / t_pre:12,.0f} instr/s  ({t_pre / t_plain:.1f}x the plain loop)")
+    print(f"estimate(), spill_traffic='off': {n / t_off:12,.0f} instr/s  ({t_off / t_plain:.1f}x the plain loop)")
+    for k in (iters // 4, iters):
+        small = build_oversubscribed(k).trace
+        tracemalloc.start()
+        estimate(small)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        print(f"peak memory of estimate() with spill traffic for {len(small):7d} instructions: {peak / 1e6:7.1f} MB "
               f"({peak / len(small):.0f} B/instruction)")
 
 

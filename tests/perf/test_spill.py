@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import functools
+from dataclasses import fields, replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from perf_helpers import TraceBuilder, over_capacity
 
 from nkieval.hardware import get_target
 from nkieval.perf import estimate, text_summary
+from nkieval.perf import spill as spill_mod
 from nkieval.perf.params import load_params
 from nkieval.perf.schedule import ScheduleError, SchedulePolicy, schedule
 from nkieval.perf.spill import SPILL_SITE, estimate_spill, with_spill_traffic
@@ -143,6 +145,13 @@ def test_spill_traffic_goes_in_ahead_of_the_instructions_it_serves() -> None:
     assert len(tr.records) == 6 and tr.records[2].opcode == "memset"  # the original is untouched
     # trace positions move with the records: ahead of the spill traffic inserted for the instruction there
     assert (out.allocations[4].alloc_seq, out.allocations[4].free_seq) == (2, 7)
+    # every other field of the copied records and allocations is the original's (a field added to either class
+    # must be carried over by with_spill_traffic too)
+    kept = [r for r in out.records if not r.opcode.startswith("spill_")]
+    for old, new in [*zip(tr.records, kept), *((tr.allocations[a], out.allocations[a]) for a in tr.allocations)]:
+        moved = {"seq", "alloc_seq", "free_seq"}
+        assert {f.name: getattr(new, f.name) for f in fields(new) if f.name not in moved} == \
+            {f.name: getattr(old, f.name) for f in fields(old) if f.name not in moved}
 
 
 def test_scheduled_spill_orders_save_reload_and_use() -> None:
@@ -260,6 +269,9 @@ def test_spill_on_random_access_sequences(data, n_tiles: int, n_ops: int) -> Non
     else:
         assert sp.evictions > 0 or sp.overfull_instructions > 0
     assert estimate_spill(b.trace, sp.peak_live_bytes).evictions == 0
+    with pytest.MonkeyPatch.context() as mp:  # the compiled walk (where built) and the Python one: the same moves
+        mp.setattr(spill_mod, "_NATIVE", False)
+        assert estimate_spill(b.trace, cap) == sp
     out = with_spill_traffic(b.trace, sp, on_demand=True)
     kept = [r for r in out.records if not r.opcode.startswith("spill_")]
     assert [(r.opcode, r.operands) for r in kept] == [(r.opcode, r.operands) for r in b.trace.records]
@@ -274,6 +286,63 @@ def test_spill_on_random_access_sequences(data, n_tiles: int, n_ops: int) -> Non
             mp.setattr(sched_mod, "_NATIVE", False)
             python = schedule(b.trace, p, SchedulePolicy(spill_traffic=spill))
             assert (list(native.start), list(native.end)) == (list(python.start), list(python.end))
+
+
+def _fewest_reloads(seq: list[int], slots: int) -> int:
+    """By exhaustive search over every eviction choice: the fewest reloads that serve the accesses ``seq`` (one
+    whole tile each) with room for ``slots`` tiles, a tile's room freed after its last access."""
+    last = {t: i for i, t in enumerate(seq)}
+
+    @functools.cache
+    def best(i: int, resident: frozenset[int], seen: frozenset[int]) -> int:
+        if i == len(seq):
+            return 0
+        t = seq[i]
+
+        def after(r: frozenset[int]) -> int:
+            return best(i + 1, r - {t} if last[t] == i else r, seen | {t})
+
+        if t in resident:
+            return after(resident)
+        cost = int(t in seen)
+        if len(resident) < slots:
+            return cost + after(resident | {t})
+        return cost + min(after(resident - {v} | {t}) for v in resident)
+
+    return best(0, frozenset(), frozenset())
+
+
+@settings(max_examples=100, deadline=None)
+@given(seq=st.lists(st.integers(0, 4), min_size=1, max_size=12), slots=st.integers(1, 3))
+@example(seq=[0, 1, 2, 0, 1, 2, 0, 1, 2], slots=2)  # evicting the nearest next use instead costs 5 reloads, not 3
+def test_belady_reloads_are_the_fewest_any_eviction_order_needs(seq: list[int], slots: int) -> None:
+    """Equal tiles, one per instruction, never written on chip: Belady's choice is optimal, so the walk's reloads
+    (compiled where built, and the Python reference) equal the exhaustive search's minimum."""
+    b = TraceBuilder("trn2")
+    hbm = b.alloc("hbm", (128, 256))
+    tiles = [b.alloc("sbuf", (128, 256)) for _ in range(5)]  # 1 KiB per partition each
+    for t in seq:
+        b.rec("dma_copy", "dma", [b.op(tiles[t], "dst", "w"), b.op(hbm, "src", "r")])
+    want = _fewest_reloads(seq, slots)
+    for native in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(spill_mod, "_NATIVE", native)
+            sp = estimate_spill(b.trace, slots * KIB)
+        assert sp.reload_bytes == want * KIB * 128
+        assert sp.save_bytes == 0 and sp.overfull_instructions == 0
+
+
+@pytest.mark.skipif(spill_mod._spill_c is None, reason="the compiled walk is not built")
+def test_the_compiled_walk_rejects_inconsistent_arrays() -> None:
+    import numpy as np
+
+    ev = np.zeros(2, dtype=np.int64)
+    with pytest.raises(ValueError, match="array lengths disagree"):
+        spill_mod._spill_c.belady(ev, ev, ev[:1], ev, np.array([0, 2]), ev[:1], ev[:1], 1024)
+    with pytest.raises(ValueError, match="unit out of range"):
+        spill_mod._spill_c.belady(ev, ev + 5, ev, ev, np.array([0, 2]), ev[:1], ev[:1], 1024)
+    with pytest.raises(ValueError, match="not an int64 array"):
+        spill_mod._spill_c.belady(b"abc", ev, ev, ev, np.array([0, 2]), ev[:1], ev[:1], 1024)
 
 
 def test_the_timeline_shows_spill_dmas_at_the_line_they_serve() -> None:

@@ -94,13 +94,14 @@ ASSUMPTIONS = (
 )
 
 
-_SPILL = "the SBUF peak exceeds the usable SBUF: the spill is Belady eviction over access segments (the least traffic "
-_SPILL_SCHEDULED = (_SPILL + "of any eviction order), its saves and reloads scheduled as DMAs on the queue of the "
+_SPILL = ("the SBUF peak exceeds the usable SBUF: the spill is Belady eviction over access segments (furthest next "
+          "use first: the fewest reloads ")
+_SPILL_SCHEDULED = (_SPILL + "among equal segments), its saves and reloads scheduled as DMAs on the queue of the "
                     "instruction they serve, a reload ")
 SPILL_ASSUMPTIONS = {
     "prefetch": _SPILL_SCHEDULED + "free to run ahead of it once its save is done (prefetch)",
     "on_demand": _SPILL_SCHEDULED + "waiting for the data it displaces to be done with (on demand)",
-    "off": _SPILL + "of any eviction order), reported but not scheduled (spill_traffic='off')",
+    "off": _SPILL + "among equal segments), reported but not scheduled (spill_traffic='off')",
 }
 
 

@@ -14,9 +14,12 @@ overstate the traffic of a kernel that keeps one big SBUF tensor and works on a 
 time. A strided access counts as touching its whole bounding range.
 
 Which segments the compiler evicts is not documented. We take Belady's choice, the live segment
-whose next access is furthest away: it minimises reloads, so the traffic is a lower bound for any
-eviction order at segment granularity. Per program (each LNC program has its own SBUF), the walk
-visits every segment access once. The scheduler runs it when the trace's SBUF peak exceeds the
+whose next access is furthest away. Among segments of one size it needs the fewest reloads of any
+eviction order (tests/perf holds it to an exhaustive search); with mixed sizes, or dirty segments that
+cost a save as well, it is a heuristic, not a bound: evicting a small segment needed sooner can move
+fewer bytes than evicting a large one needed later. Per program (each LNC program has its own SBUF),
+the walk visits every segment access once. The access events are built with numpy and the walk runs
+compiled (``_spill_c.belady``) where the package was built with it; :func:`_belady` is the reference. The scheduler runs it when the trace's SBUF peak exceeds the
 usable SBUF, and (unless ``SchedulePolicy.spill_traffic`` is ``"off"``) schedules the transfers:
 :func:`with_spill_traffic` inserts a ``spill_save`` / ``spill_reload`` DMA before the instruction
 that needed the room or the data (adjacent segments of one allocation merged into one DMA), on the
@@ -32,23 +35,34 @@ published profiles of over-subscribed tutorial kernels (Tensor engine ~99.5 % ac
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
+import os
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from nkieval.sim.trace import AllocationRecord, OperandAccess, Trace, TraceRecord
+
+try:  # the eviction walk compiled (built with the package; ``_belady`` below is the reference)
+    from nkieval.perf import _spill_c
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _spill_c = None
+
+# the compiled loops where built, unless NKIEVAL_PURE_PYTHON_SCHEDULER=1 (the scheduler's switch: the spill estimate
+# runs inside schedule()); tests switch them off to hold them to the Python ones
+_NATIVE = os.environ.get("NKIEVAL_PURE_PYTHON_SCHEDULER", "") in ("", "0")
 
 SPILL_OPCODES = ("spill_save", "spill_reload")
 SPILL_SITE = "<spill>"  # the allocation site of the HBM spill areas :func:`with_spill_traffic` adds
 
 
-@dataclass(frozen=True)
-class SpillTransfer:
+class SpillTransfer(NamedTuple):
     """Bytes ``[addr_lo, addr_hi)`` of each of the partitions of an allocation, moved for one instruction.
 
     A ``save`` (SBUF -> HBM) or ``reload`` (HBM -> SBUF) is one DMA of spill traffic; an ``evict`` moves no
     data but gives up the range's space (after its save, if it has one) to the reloads for the same
-    instruction."""
+    instruction. (A named tuple: an over-subscribed kernel can have hundreds of thousands.)"""
 
     before: int  # the instruction (trace position) it is issued for: it runs ahead of that one
     kind: str  # "save", "reload" or "evict"
@@ -74,140 +88,222 @@ class SpillEstimate:
     overfull_instructions: int = 0
 
 
-def _segments(trace: Trace) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-    """Per SBUF allocation (kernel arguments excepted): the sorted byte offsets that cut it into segments; and per
-    SBUF allocation the [lowest, highest + 1] partitions its accesses reach."""
-    cuts: dict[int, set[int]] = defaultdict(set)
-    p_range: dict[int, list[int]] = {}
-    allocs = trace.allocations
+def _sbuf_accesses(trace: Trace) -> np.ndarray:
+    """One row per SBUF operand of ``trace`` on an allocation that can be spilled (kernel arguments excepted):
+    ``[seq, alloc, addr_lo, addr_hi, partition_start, partition_end, dirties]``, ``dirties`` 1 for a write of
+    data not read from HBM by the same instruction (a DMA from HBM leaves its destination clean)."""
+    spillable = {a for a, al in trace.allocations.items() if not al.kernel_arg}
+    if _NATIVE and _spill_c is not None:
+        try:
+            return np.frombuffer(_spill_c.sbuf_accesses(trace.records, spillable), dtype=np.int64).reshape(-1, 7)
+        except (OverflowError, TypeError):  # a value beyond 64 bits, or records not in a list: the loop below
+            pass
+    rows: list[tuple[int, int, int, int, int, int, bool]] = []
+    add = rows.append
     for r in trace.records:
+        from_hbm: bool | None = None
         for o in r.operands:
-            if o.buffer == "sbuf":
-                c = cuts[o.alloc]
-                c.add(o.addr_lo)
-                c.add(o.addr_hi)
-                hi = o.partition_start + o.partitions
-                pr = p_range.get(o.alloc)
-                if pr is None:
-                    p_range[o.alloc] = [o.partition_start, hi]
-                else:
-                    if o.partition_start < pr[0]:
-                        pr[0] = o.partition_start
-                    if hi > pr[1]:
-                        pr[1] = hi
-    return ({a: sorted(c) for a, c in cuts.items() if a in allocs and not allocs[a].kernel_arg and len(c) > 1},
-            p_range)
-
-
-def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
-    """Belady eviction over the SBUF segments of ``trace`` with ``capacity_bytes`` usable per partition."""
-    allocs = trace.allocations
-    cuts, p_range = _segments(trace)
-    base: dict[int, int] = {}  # alloc -> unit id of its first segment (an allocation's segments are consecutive units)
-    unit_alloc: list[int] = []
-    lo_of: list[int] = []  # the unit's byte range in its partitions
-    size: list[int] = []  # bytes per partition of each unit
-    for a, c in cuts.items():
-        base[a] = len(size)
-        for k in range(len(c) - 1):
-            unit_alloc.append(a)
-            lo_of.append(c[k])
-            size.append(c[k + 1] - c[k])
-    parts = [p_range[a][1] - p_range[a][0] for a in unit_alloc]
-    acc: list[list[int]] = [[] for _ in size]  # unit -> seqs of the instructions touching it
-    dirty_at: list[set[int]] = [set() for _ in size]  # unit -> seqs that write it with data not from HBM
-    for r in trace.records:
-        ops = r.operands
-        from_hbm = r.engine == "dma" and any(o.buffer == "hbm" and "r" in o.mode for o in ops)
-        for o in ops:
-            c = cuts.get(o.alloc) if o.buffer == "sbuf" else None
-            if c is None:
+            if o.buffer != "sbuf" or o.alloc not in spillable:
                 continue
-            b0 = base[o.alloc]
-            for u in range(b0 + bisect_right(c, o.addr_lo) - 1, b0 + bisect_left(c, o.addr_hi)):
-                seqs = acc[u]
-                if not seqs or seqs[-1] != r.seq:
-                    seqs.append(r.seq)
-                if "w" in o.mode and not from_hbm:
-                    dirty_at[u].add(r.seq)
-    by_prog: dict[int, list[int]] = defaultdict(list)
-    for u in range(len(size)):
-        by_prog[allocs[unit_alloc[u]].program].append(u)
+            dirties = False
+            if "w" in o.mode:
+                if from_hbm is None:
+                    from_hbm = r.engine == "dma" and any(x.buffer == "hbm" and "r" in x.mode for x in r.operands)
+                dirties = not from_hbm
+            add((r.seq, o.alloc, o.addr_lo, o.addr_hi, o.partition_start, o.partition_start + o.partitions,
+                 dirties))
+    return np.array(rows, dtype=np.int64).reshape(-1, 7)
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """The access events the eviction walk visits, and what it needs of each unit (segment).
+
+    Events are sorted by (program, instruction, unit); ``bounds[k]:bounds[k + 1]`` are program k's."""
+
+    seq: np.ndarray  # per event: the instruction
+    unit: np.ndarray  # per event: the unit it touches
+    next_seq: np.ndarray  # per event: the unit's next access (-1: none, the unit dies after this one)
+    dirties: np.ndarray  # per event: 1 when the instruction writes the unit with data not from HBM
+    bounds: np.ndarray  # event offsets of the programs' runs
+    size: np.ndarray  # per unit: bytes per partition
+    p0: np.ndarray  # per unit: the first partition of its allocation's accesses
+    parts: np.ndarray  # per unit: partitions of its allocation's accesses (from p0)
+    alloc: np.ndarray  # per unit: its allocation
+    lo: np.ndarray  # per unit: its first byte in each partition
+
+
+def _walk_events(trace: Trace, rows: np.ndarray) -> _Walk:
+    """Cut each allocation into units at every offset where an access begins or ends; expand each access into
+    the units it covers; one event per (instruction, unit)."""
+    seq, alloc, lo, hi, p0, p1, dirt = rows.T
+    # allocations ranked by their first access: units are numbered allocation by allocation in that order
+    ids, first = np.unique(alloc, return_index=True)
+    rank_of = np.empty(len(ids), dtype=np.int64)
+    rank_of[np.argsort(first, kind="stable")] = np.arange(len(ids))
+    rank = rank_of[np.searchsorted(ids, alloc)]
+    # cuts: the distinct (allocation, offset) pairs, sorted
+    c_rank = np.concatenate([rank, rank])
+    c_off = np.concatenate([lo, hi])
+    order = np.lexsort((c_off, c_rank))
+    c_rank, c_off = c_rank[order], c_off[order]
+    keep = np.ones(len(c_rank), dtype=bool)
+    keep[1:] = (c_rank[1:] != c_rank[:-1]) | (c_off[1:] != c_off[:-1])
+    c_rank, c_off = c_rank[keep], c_off[keep]
+    pair = c_rank[1:] == c_rank[:-1]  # cut i and i + 1 bound a unit
+    unit_at = np.concatenate([[0], np.cumsum(pair)])  # units before cut i
+    u_cut = np.flatnonzero(pair)
+    size = c_off[u_cut + 1] - c_off[u_cut]
+    u_rank = c_rank[u_cut]
+    # each access's cut range, by (rank, offset) lookup in the sorted cuts
+    span = int(c_off.max()) + 1 if len(c_off) else 1
+    key = c_rank * span + c_off
+    i0 = np.searchsorted(key, rank * span + lo)
+    i1 = np.searchsorted(key, rank * span + hi)
+    u0, u1 = unit_at[i0], unit_at[i1]
+    count = u1 - u0
+    ev_row = np.repeat(np.arange(len(rows)), count)
+    ev_unit = np.repeat(u0, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+    ev_seq = seq[ev_row]
+    ev_dirt = dirt[ev_row]
+    # allocation facts per rank; per unit through its rank
+    r_alloc = np.empty(len(ids), dtype=np.int64)
+    r_alloc[rank] = alloc
+    r_p0 = np.full(len(ids), np.iinfo(np.int64).max)
+    r_p1 = np.zeros(len(ids), dtype=np.int64)
+    np.minimum.at(r_p0, rank, p0)
+    np.maximum.at(r_p1, rank, p1)
+    prog_of_alloc = {a: al.program for a, al in trace.allocations.items()}
+    r_prog = np.array([prog_of_alloc[int(a)] for a in r_alloc], dtype=np.int64)
+    ev_prog = r_prog[u_rank[ev_unit]] if len(ev_unit) else ev_unit
+    # one event per (instruction, unit), dirty if any of its accesses dirties; sorted by program, instruction, unit
+    order = np.lexsort((ev_unit, ev_seq, ev_prog))
+    ev_prog, ev_seq, ev_unit, ev_dirt = ev_prog[order], ev_seq[order], ev_unit[order], ev_dirt[order]
+    new = np.ones(len(ev_seq), dtype=bool)
+    new[1:] = (ev_seq[1:] != ev_seq[:-1]) | (ev_unit[1:] != ev_unit[:-1]) | (ev_prog[1:] != ev_prog[:-1])
+    grp = np.cumsum(new) - 1
+    dirties = np.zeros(int(new.sum()), dtype=np.int64)
+    np.maximum.at(dirties, grp, ev_dirt)
+    ev_prog, ev_seq, ev_unit = ev_prog[new], ev_seq[new], ev_unit[new]
+    # each event's next access of the same unit (units belong to one program: order by unit, then instruction)
+    by_unit = np.lexsort((ev_seq, ev_unit))
+    next_seq = np.full(len(ev_seq), -1, dtype=np.int64)
+    same = ev_unit[by_unit[1:]] == ev_unit[by_unit[:-1]]
+    next_seq[by_unit[:-1][same]] = ev_seq[by_unit[1:][same]]
+    bounds = np.flatnonzero(np.concatenate([[True], ev_prog[1:] != ev_prog[:-1], [True]])) if len(ev_seq) \
+        else np.zeros(1, dtype=np.int64)
+    return _Walk(ev_seq, ev_unit, next_seq, dirties, bounds.astype(np.int64), size, r_p0[u_rank],
+                 r_p1[u_rank] - r_p0[u_rank], r_alloc[u_rank], c_off[u_cut])
+
+
+def _belady(w: _Walk, capacity_bytes: int) -> tuple[list[int], list[tuple[int, int, int]]]:
+    """The eviction walk (the reference for ``_spill_c.belady``): ``[save, reload, evictions, peak, overfull]``
+    bytes and counts, and the moves ``(before, 0 save / 1 reload / 2 evict, unit)`` in the order made."""
+    seq, unit, nxt, dirties = w.seq.tolist(), w.unit.tolist(), w.next_seq.tolist(), w.dirties.tolist()
+    size, parts = w.size.tolist(), w.parts.tolist()
+    n_units = len(size)
+    resident = [False] * n_units
+    evicted = [False] * n_units
+    dirty = [False] * n_units  # resident units whose contents exist nowhere else
+    cur_next = [-1] * n_units  # the unit's next access (what a valid heap entry carries)
     save = reload = evictions = peak = overfull = 0
-    moves: list[tuple[int, int, int]] = []  # (before, 0 save / 1 reload / 2 evict, unit)
-    for ids in by_prog.values():
-        events = sorted((s, u) for u in ids for s in acc[u])
-        pos = dict.fromkeys(ids, 0)  # index of the next access of each unit
-        resident: set[int] = set()
-        evicted: set[int] = set()
-        dirty: set[int] = set()  # resident units whose contents exist nowhere else
-        heap: list[tuple[int, int]] = []  # (-next access seq, unit), lazily invalidated
+    moves: list[tuple[int, int, int]] = []
+    b = w.bounds.tolist()
+    for k in range(len(b) - 1):
+        heap: list[tuple[int, int]] = []  # (-next access, unit), lazily invalidated
         used = live = 0  # bytes per partition: resident units; live units (resident or not)
-        i, n = 0, len(events)
-        while i < n:
-            seq = events[i][0]
-            now: list[int] = []
-            while i < n and events[i][0] == seq:
-                now.append(events[i][1])
-                i += 1
-            incoming = [u for u in now if u not in resident]
-            need = sum(size[u] for u in incoming)
-            live += sum(size[u] for u in incoming if u not in evicted)
+        i, end = b[k], b[k + 1]
+        while i < end:
+            s = seq[i]
+            j = i
+            need = 0
+            while j < end and seq[j] == s:
+                u = unit[j]
+                if not resident[u]:
+                    need += size[u]
+                    if not evicted[u]:
+                        live += size[u]
+                j += 1
             peak = max(peak, live)
             # make room before the instruction: the units it touches have their next access now, the nearest
             # of all, so they come off the heap last and are never chosen
             while used + need > capacity_bytes and heap:
                 neg, v = heapq.heappop(heap)
-                if v not in resident or acc[v][pos[v]] != -neg or -neg == seq:
+                if not resident[v] or cur_next[v] != -neg or -neg == s:
                     continue  # stale entry, or touched by this instruction
-                resident.discard(v)
+                resident[v] = False
                 used -= size[v]
-                evicted.add(v)
+                evicted[v] = True
                 evictions += 1
-                moves.append((seq, 2, v))
-                if v in dirty:
+                moves.append((s, 2, v))
+                if dirty[v]:
                     save += size[v] * parts[v]
-                    moves.append((seq, 0, v))
-                    dirty.discard(v)  # its HBM copy is current until the next write not from HBM
+                    moves.append((s, 0, v))
+                    dirty[v] = False  # its HBM copy is current until the next write not from HBM
             if used + need > capacity_bytes:
                 overfull += 1
-            for u in incoming:
-                if u in evicted:
-                    reload += size[u] * parts[u]
-                    moves.append((seq, 1, u))
-                    evicted.discard(u)
-                resident.add(u)
-                used += size[u]
-            for u in now:
-                if seq in dirty_at[u]:
-                    dirty.add(u)
-                k = pos[u] + 1
-                pos[u] = k
-                if k < len(acc[u]):
-                    heapq.heappush(heap, (-acc[u][k], u))
+            for e in range(i, j):
+                u = unit[e]
+                if not resident[u]:
+                    if evicted[u]:
+                        reload += size[u] * parts[u]
+                        moves.append((s, 1, u))
+                        evicted[u] = False
+                    resident[u] = True
+                    used += size[u]
+            for e in range(i, j):
+                u = unit[e]
+                if dirties[e]:
+                    dirty[u] = True
+                nx = nxt[e]
+                cur_next[u] = nx
+                if nx >= 0:
+                    heapq.heappush(heap, (-nx, u))
                 else:  # past its last access: the unit is dead and its space free
-                    resident.discard(u)
-                    dirty.discard(u)
+                    resident[u] = False
+                    dirty[u] = False
                     used -= size[u]
                     live -= size[u]
-    return SpillEstimate(capacity_bytes, save, reload, evictions, peak,
-                         _merge(moves, unit_alloc, lo_of, size, p_range), overfull)
+            i = j
+    return [save, reload, evictions, peak, overfull], moves
 
 
-def _merge(moves: list[tuple[int, int, int]], unit_alloc: list[int], lo_of: list[int], size: list[int],
-           p_range: dict[int, list[int]]) -> tuple[SpillTransfer, ...]:
+def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
+    """Belady eviction over the SBUF segments of ``trace`` with ``capacity_bytes`` usable per partition."""
+    rows = _sbuf_accesses(trace)
+    if not len(rows):
+        return SpillEstimate(capacity_bytes)
+    w = _walk_events(trace, rows)
+    if _NATIVE and _spill_c is not None:
+        totals, raw = _spill_c.belady(w.seq, w.unit, w.next_seq, w.dirties, w.bounds, w.size, w.parts,
+                                      capacity_bytes)
+        moves = np.frombuffer(raw, dtype=np.int64).reshape(-1, 3)
+    else:
+        totals, made = _belady(w, capacity_bytes)
+        moves = np.array(made, dtype=np.int64).reshape(-1, 3)
+    save, reload, evictions, peak, overfull = totals
+    return SpillEstimate(capacity_bytes, save, reload, evictions, peak, _merge(moves, w), overfull)
+
+
+def _merge(moves: np.ndarray, w: _Walk) -> tuple[SpillTransfer, ...]:
     """One transfer per run of adjacent segments of one allocation moved the same way for the same instruction;
     per instruction, the saves (which make room) before the reloads, then the evictions."""
-    runs: list[list[int]] = []  # [before, kind, alloc, lo, hi]
-    for before, kind, a, lo, u in sorted((b, k, unit_alloc[u], lo_of[u], u) for b, k, u in moves):
-        last = runs[-1] if runs else None
-        if last and last[4] == lo and last[2] == a and last[1] == kind and last[0] == before:
-            last[4] = lo + size[u]
-        else:
-            runs.append([before, kind, a, lo, lo + size[u]])
+    if not len(moves):
+        return ()
+    before, kind, u = moves[:, 0], moves[:, 1], moves[:, 2]
+    order = np.lexsort((w.lo[u], w.alloc[u], kind, before))
+    before, kind, u = before[order], kind[order], u[order]
+    alloc, lo = w.alloc[u], w.lo[u]
+    hi = lo + w.size[u]
+    start = np.ones(len(u), dtype=bool)
+    start[1:] = (before[1:] != before[:-1]) | (kind[1:] != kind[:-1]) | (alloc[1:] != alloc[:-1]) \
+        | (lo[1:] != hi[:-1])
+    first = np.flatnonzero(start)
+    last = np.append(first[1:], len(u)) - 1
     kinds = ("save", "reload", "evict")
-    return tuple(SpillTransfer(b, kinds[k], a, lo, hi, p_range[a][0], p_range[a][1] - p_range[a][0])
-                 for b, k, a, lo, hi in runs)
+    return tuple(map(SpillTransfer._make, zip(
+        before[first].tolist(), [kinds[k] for k in kind[first].tolist()], alloc[first].tolist(),
+        lo[first].tolist(), hi[last].tolist(), w.p0[u[first]].tolist(), w.parts[u[first]].tolist())))
 
 
 def _element_bytes(al: AllocationRecord) -> int:
@@ -286,14 +382,17 @@ def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = Fal
             ops = [hb, sb] if t.kind == "save" else [sb, hb, *room]
             records.append(TraceRecord(len(records), f"spill_{t.kind}", "dma", ops, {"dge_mode": 0, "spill": t.kind},
                                        r.program, r.loops, r.file, r.line, r.function))
-        records.append(replace(r, seq=len(records)))
+        records.append(TraceRecord(len(records), r.opcode, r.engine, r.operands, r.attrs, r.program, r.loops, r.file,
+                                   r.line, r.function))  # (what ``replace(r, seq=...)`` makes, at a third of its cost)
     end = len(records)
 
     def moved(x: int | None) -> int | None:
         return None if x is None else (new_pos[x] if x < len(new_pos) else end)
 
-    for a, al in trace.allocations.items():
-        allocs[a] = replace(al, alloc_seq=moved(al.alloc_seq), free_seq=moved(al.free_seq))
+    for a, al in trace.allocations.items():  # (what ``replace(al, alloc_seq=..., free_seq=...)`` makes, faster)
+        allocs[a] = AllocationRecord(al.id, al.buffer, al.name, al.shape, al.dtype, al.address, al.partition_offset,
+                                     al.bytes_per_partition, al.site, al.program, moved(al.alloc_seq),
+                                     moved(al.free_seq), al.kernel_arg, al.fixed_address)
     return Trace(target=trace.target, records=records, allocations=allocs, warnings=list(trace.warnings),
                  num_programs=trace.num_programs, kernel=trace.kernel, peak_sbuf_bytes=trace.peak_sbuf_bytes,
                  peak_psum_bytes=trace.peak_psum_bytes)
