@@ -373,3 +373,56 @@ def test_cli_profile_over_subscribed_sbuf_is_an_error_unless_it_may_spill(tmp_pa
                                     "--capacity-check", "warn"])
     assert res.exit_code == 0, res.output
     assert "SBUF overfull   1 instruction(s)" in res.output
+
+
+_PSUM_KERNEL = """
+import nki
+import nki.language as nl
+import nki.isa as nisa
+
+
+@nki.jit
+def nine_banks(a):
+    return _banks(a, 9)
+
+
+@nki.jit
+def eight_banks(a):
+    return _banks(a, 8)
+
+
+def _banks(a, n):
+    out = nl.ndarray((n, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.ndarray((128, 128), dtype=a.dtype, buffer=nl.sbuf)
+    y = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a[:, 0:128])
+    nisa.dma_copy(dst=y, src=a)
+    accs = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(n)]
+    for acc in accs:
+        nisa.nc_matmul(dst=acc, stationary=x, moving=y)
+    for i, acc in enumerate(accs):
+        r = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=r, src=acc)
+        nisa.dma_copy(dst=out[i], src=r)
+    return out
+"""
+
+
+@pytest.mark.filterwarnings("ignore:kernel. tiles live at once need")
+def test_cli_profile_says_a_psum_excess_is_not_modelled(tmp_path) -> None:
+    kfile = tmp_path / "banks.py"
+    kfile.write_text(_PSUM_KERNEL)
+    # nine [128, 512] fp32 accumulators live at once: 9 x 2 KiB per partition of a 16 KiB PSUM
+    argv = ["profile", f"{kfile}::nine_banks", "--target", "trn2", "--input", "128x512:bfloat16"]
+    res = CliRunner().invoke(main, argv)
+    assert res.exit_code == 1 and "psum-capacity" in res.output, res.output
+    res = CliRunner().invoke(main, [*argv, "--capacity-check", "warn", "--json", str(tmp_path / "e.json")])
+    assert res.exit_code == 0, res.output
+    assert "PSUM over       peak 18432 B/partition is 112% of the PSUM: not modelled" in res.output
+    assumptions = json.loads((tmp_path / "e.json").read_text())["uncertainty"]["assumptions"]
+    assert any("PSUM spill is not modelled" in a for a in assumptions)
+    # eight fill the PSUM exactly: neither
+    res = CliRunner().invoke(main, ["profile", f"{kfile}::eight_banks", *argv[2:], "--json", str(tmp_path / "f.json")])
+    assert res.exit_code == 0 and "PSUM peak 16384 B" in res.output and "PSUM over" not in res.output, res.output
+    assumptions = json.loads((tmp_path / "f.json").read_text())["uncertainty"]["assumptions"]
+    assert not any("PSUM" in a for a in assumptions)

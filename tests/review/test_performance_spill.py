@@ -1,13 +1,15 @@
-"""The performance criterion says when the candidate's estimate carries SBUF spill traffic."""
+"""The performance criterion says when the candidate's estimate carries SBUF spill traffic, or rests on a PSUM excess
+the model does not charge for."""
 
 from nkieval.review.rubric import load_rubric
 from nkieval.review.scoring import Evidence, score_performance
 from nkieval.tasks import load_task
 
 
-def _perf(total_s: float, spill: int = 0) -> dict:
+def _perf(total_s: float, spill: int = 0, psum: int = 16384) -> dict:
     summary = {"spill_save_bytes": spill // 2, "spill_reload_bytes": spill - spill // 2,
-               "sbuf_peak_bytes_per_partition": 229376, "sbuf_usable_bytes_per_partition": 212984}
+               "sbuf_peak_bytes_per_partition": 229376, "sbuf_usable_bytes_per_partition": 212984,
+               "psum_peak_bytes_per_partition": psum, "psum_peak_percent": 100.0 * psum / 16384}
     return {"_total_time": total_s, "summary": summary}
 
 
@@ -28,3 +30,11 @@ def test_spill_traffic_is_named_in_the_performance_summary() -> None:
 def test_no_spill_no_mention() -> None:
     res = _score(_perf(1.5e-3))
     assert "spill" not in res.summary and "SBUF" not in res.feedback[0].suggestion
+
+
+def test_a_psum_excess_is_named_as_not_charged_for() -> None:
+    res = _score(_perf(1.5e-3, psum=18432))
+    assert "its PSUM peak 18432 B/partition exceeds the PSUM, which the model does not charge for" in res.summary
+    assert "keep at most the PSUM's banks of accumulators live at once" in res.feedback[0].suggestion
+    full = _score(_perf(1.5e-3, psum=16384))  # exactly full: fine
+    assert "PSUM" not in full.summary and "PSUM" not in full.feedback[0].suggestion

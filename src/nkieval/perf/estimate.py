@@ -105,6 +105,12 @@ SPILL_ASSUMPTIONS = {
 }
 
 
+def psum_excess_assumption(peak: int, capacity: int) -> str:
+    """What an estimate rests on when the trace's PSUM peak exceeds the PSUM (a capacity warning let it through)."""
+    return (f"the PSUM peak ({peak} B per partition) exceeds the {capacity}-byte PSUM partition: PSUM spill is not "
+            "modelled, the excess is scheduled as if it fit (the estimate is optimistic)")
+
+
 def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: SchedulePolicy | None = None,
              params: dict[str, Any] | PerfParams | None = None) -> PerfEstimate:
     """Estimate how ``trace`` would run on ``target`` (default: the trace's own target).
@@ -135,6 +141,8 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
         unmodelled_instructions=MappingProxyType(dict(s.unmodelled)),
         assumptions=((BACKFILL_ASSUMPTION, *ASSUMPTIONS[1:]) if pol.engine_order == "backfill" else ASSUMPTIONS)
         + ((SPILL_ASSUMPTIONS[pol.spill_traffic],) if s.spill else ())
+        + ((psum_excess_assumption(trace.peak_psum_bytes, int(p.psum_bytes_per_partition)),)
+           if trace.peak_psum_bytes > p.psum_bytes_per_partition else ())
         + ((f"{sum(s.unmodelled.values())} instruction(s) without a cost rule "
                                     f"({', '.join(sorted(s.unmodelled))}) were costed by the generic "
                                     "max(MIN_II, N) rule",) if s.unmodelled else ()))

@@ -140,6 +140,9 @@ def text_summary(est: PerfEstimate) -> str:
     if m.get("spill_overfull_instructions"):
         lines.append(f"  SBUF overfull   {m['spill_overfull_instructions']} instruction(s) whose own SBUF operands "
                      f"exceed the usable {usable} B/partition (no eviction fits them)")
+    if m["psum_peak_percent"] > 100.0:
+        lines.append(f"  PSUM over       peak {m['psum_peak_bytes_per_partition']} B/partition is "
+                     f"{m['psum_peak_percent']:.0f}% of the PSUM: not modelled, scheduled as if it fit (optimistic)")
     if m.get("hbm_reload_bytes"):
         lines.append(f"  HBM reloads     {m['hbm_reload_bytes'] / 1e6:.2f} MB re-read (useful reads "
                      f"{m['useful_read_percent']:.0f}%, a tensor read up to {m['load_repeat_factor_max']:.1f}x)")

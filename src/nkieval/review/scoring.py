@@ -415,6 +415,10 @@ def score_performance(ev: Evidence, crit: Criterion) -> CriterionResult:
         txt += (f"; includes {spilled / 1e6:.2f} MB of SBUF spill traffic (peak "
                 f"{summ.get('sbuf_peak_bytes_per_partition')} B/partition over the usable "
                 f"{summ.get('sbuf_usable_bytes_per_partition')})")
+    psum_over = float(summ.get("psum_peak_percent", 0) or 0) > 100.0
+    if psum_over:  # a PSUM excess is not modelled: the estimate schedules it as if it fit
+        txt += (f"; its PSUM peak {summ.get('psum_peak_bytes_per_partition')} B/partition exceeds the PSUM, which the "
+                "model does not charge for (optimistic)")
     fb = []
     if level < 4:
         bottleneck = ev.perf["candidate"].get("bottleneck")
@@ -425,6 +429,7 @@ def score_performance(ev: Evidence, crit: Criterion) -> CriterionResult:
                            f">= {float(R.t('performance', 'expert_fraction_for_4')):.0%} of the expert solution's speed",
                            ("keep the live tiles within the usable SBUF (smaller blocks, or free tiles sooner) so "
                             "the compiler need not spill; " if spilled else "")
+                           + ("keep at most the PSUM's banks of accumulators live at once; " if psum_over else "")
                            + (f"the model names {bottleneck} as the bottleneck; see Hardware appropriateness for the "
                               "specific defects" if bottleneck else "see Hardware appropriateness for the specific "
                               "defects"), evd))
