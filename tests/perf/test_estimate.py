@@ -14,6 +14,7 @@ from perf_helpers import TraceBuilder
 
 from nkieval.cli import main
 from nkieval.examples import kernels as ex
+from nkieval.hardware import get_target
 from nkieval.perf import (
     MODEL_VERSION,
     LatencyEstimate,
@@ -24,7 +25,9 @@ from nkieval.perf import (
     write_perfetto,
 )
 from nkieval.perf.cli import InputSpecError, parse_input_spec
+from nkieval.perf.dma import effective_bw
 from nkieval.perf.latency import LatencyPercentileError
+from nkieval.perf.params import load_params
 
 
 @pytest.fixture(scope="module")
@@ -426,3 +429,29 @@ def test_cli_profile_says_a_psum_excess_is_not_modelled(tmp_path) -> None:
     assert res.exit_code == 0 and "PSUM peak 16384 B" in res.output and "PSUM over" not in res.output, res.output
     assumptions = json.loads((tmp_path / "f.json").read_text())["uncertainty"]["assumptions"]
     assert not any("PSUM" in a for a in assumptions)
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+def test_an_hbm_to_hbm_copy_is_bound_by_hbm_reading_and_writing_each_byte(target: str) -> None:
+    """An HBM->HBM DMA reads and writes every byte in HBM: it takes at least 2 x bytes / the core's HBM bandwidth,
+    never beats its roofline, and its MBU stays within 100 %."""
+    b = TraceBuilder(target)
+    src = b.alloc("hbm", (4096, 4096), dtype="float32")
+    dst = b.alloc("hbm", (4096, 4096), dtype="float32")
+    b.rec("dma_copy", "dma", [b.op(dst, "dst", "w"), b.op(src, "src", "r")])
+    est = estimate(b.trace, target)
+    m = est.summary
+    p = load_params(get_target(target))
+    nbytes = 4096 * 4096 * 4
+    assert m["hbm_read_bytes"] == m["hbm_write_bytes"] == nbytes
+    assert est.total_time_ns >= 2 * nbytes / p.hbm_core_bw_bytes_per_ns
+    assert m["roofline_lower_bound_ns"] == pytest.approx(2 * nbytes / p.hbm_core_bw_bytes_per_ns)
+    assert m["percent_of_roofline"] <= 100.0 and m["mbu_estimated_percent"] <= 100.0
+    # a load of the same bytes has one side in HBM: the DMA engines' rate, not twice the HBM traffic, bounds it
+    b2 = TraceBuilder(target)
+    src2 = b2.alloc("hbm", (128, 8192), dtype="float32")
+    t = b2.alloc("sbuf", (128, 8192), dtype="float32")
+    b2.rec("dma_copy", "dma", [b2.op(t, "dst", "w"), b2.op(src2, "src", "r")])
+    load = estimate(b2.trace, target)
+    assert load.summary["roofline_lower_bound_ns"] == pytest.approx(
+        128 * 8192 * 4 / min(effective_bw(p) * int(p.dma_engines), p.hbm_core_bw_bytes_per_ns))

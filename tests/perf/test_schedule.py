@@ -140,6 +140,35 @@ def test_rotation_bounded_by_sbuf_capacity() -> None:
     assert {r.site: r.depth for r in s.rotation.sites}["big.py:1"] == 1  # 2 x 120 KB does not fit 176 KiB
 
 
+def test_rotation_counts_instances_live_by_access_not_by_python_lifetime() -> None:
+    """Tiles kept in a list (all used after all are loaded) need one buffer each; a loop tile the kernel rebinds
+    after the instruction that makes its successor (Python frees it late) needs one, not two."""
+    b = TraceBuilder()
+    src = b.alloc("hbm", (128, 8192))
+    acc = b.alloc("sbuf", (128, 512))
+    kept = []
+    for i in range(4):  # loaded one by one, all read afterwards: 4 live at once
+        t = b.alloc("sbuf", (128, 512), site="list.py:1")
+        b.rec("dma_copy", "dma", [b.op(t, "dst", "w"), b.op(src, "src", "r", cols=(i * 512, (i + 1) * 512))], line=1)
+        kept.append(t)
+    for t in kept:
+        b.rec("tensor_tensor", "vector", [b.op(acc, "dst", "w"), b.op(acc, "data1", "r"), b.op(t, "data2", "r")],
+              line=2, op="add")
+    for t in kept:
+        t.free_seq = len(b.trace.records)
+    prev = None
+    for i in range(4):  # x = load(...): the previous x dies one record after its successor is made
+        t = b.alloc("sbuf", (128, 512), site="loop.py:1")
+        b.rec("dma_copy", "dma", [b.op(t, "dst", "w"), b.op(src, "src", "r", cols=(i * 512, (i + 1) * 512))], line=3)
+        if prev is not None:
+            prev.free_seq = len(b.trace.records)
+        b.rec("tensor_tensor", "vector", [b.op(acc, "dst", "w"), b.op(acc, "data1", "r"), b.op(t, "data2", "r")],
+              line=4, op="add")
+        prev = t
+    need = {r.site: r.live_needed for r in schedule(b.trace, P1).rotation.sites}
+    assert need == {"list.py:1": 4, "loop.py:1": 1}
+
+
 def test_policy_validation_names_the_field() -> None:
     with pytest.raises(ScheduleError, match="mode"):
         SchedulePolicy(mode="fast")  # type: ignore[arg-type]

@@ -11,7 +11,8 @@ Model (research note perf-model.md §5.6, fitted in benchmarks/perf_fit.py):
   overhead expressed in bytes) gives the documented efficiency curve (poor below 256 B per
   partition, near peak from 2–4 KiB).
 * DMA transposes run at a fraction of the DMA throughput (Trn2: 90 % from HBM, 50 % SBUF→SBUF).
-* The per-engine rate is capped by the core's HBM bandwidth shared by all engines.
+* The per-engine rate is capped by the core's HBM bandwidth shared by all engines (an HBM→HBM
+  transfer counts its bytes twice against it: read and written).
 
 The fixed per-DMA latency (``dma_fixed_ns``) and queueing are applied by the scheduler.
 """
@@ -59,13 +60,16 @@ def _roles(rec: TraceRecord) -> tuple[OperandAccess | None, OperandAccess | None
     return src, dst
 
 
-def effective_bw(p: PerfParams) -> float:
+def effective_bw(p: PerfParams, hbm_sides: int = 1) -> float:
     """Per-engine B/ns: the engine rate, capped by the core's HBM bandwidth shared by all its engines.
 
-    The cap is a static share under full load (all engines busy); on every documented target the
-    engines' aggregate (272/368/528 GB/s) is at or below the per-core HBM share, so it rarely binds.
+    The cap is a static share under full load (all engines busy); the engines' aggregate (272/368/528 GB/s)
+    is at or about the per-core HBM share (410/362/587 GB/s), so for a transfer with one side in HBM it binds
+    little (on trn2 only). An HBM->HBM transfer (``hbm_sides=2``) reads and writes each byte in HBM, so its
+    share carries half the bytes: it is HBM-bound on every target.
     """
-    return min(float(p.dma_engine_bw_bytes_per_ns), p.hbm_core_bw_bytes_per_ns / int(p.dma_engines))
+    return min(float(p.dma_engine_bw_bytes_per_ns),
+               p.hbm_core_bw_bytes_per_ns / int(p.dma_engines) / max(1, hbm_sides))
 
 
 def plan_dma(rec: TraceRecord, p: PerfParams) -> DmaPlan:
@@ -101,7 +105,7 @@ def plan_dma(rec: TraceRecord, p: PerfParams) -> DmaPlan:
         bytes_per_engine = -(-nbytes // engines)
         desc_per_engine = -(-bytes_per_engine // run)
         descriptors = desc_per_engine * engines
-    bw = effective_bw(p)
+    bw = effective_bw(p, (src.buffer == "hbm") + (dst.buffer == "hbm"))
     if transpose:
         eff = p.dma_transpose_efficiency_hbm if src.buffer == "hbm" else p.dma_transpose_efficiency_sbuf
         if eff > 0:

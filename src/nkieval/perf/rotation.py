@@ -3,7 +3,8 @@
 The NKI compiler gives each tile allocated inside a loop several rotating buffers, so that
 iteration ``i + 1`` can load while iteration ``i`` computes; SBUF/PSUM capacity bounds how
 many (research note perf-model.md §5.4). From the trace's allocation records we find the
-sites that allocate repeatedly, how many of their instances the kernel keeps alive at once,
+sites that allocate repeatedly, how many of their instances the kernel keeps alive at once (by
+access live range, first to last access, as the simulator's capacity check counts),
 and give each site ``k`` buffers: at least what the kernel needs, up to ``rotation_depth``
 while the partition still fits (smallest tiles first, then the sites with most instances). Instance ``j`` of a site then reuses
 the buffer of instance ``j - k`` and must wait until that one is dead (a WAR edge), which is
@@ -84,6 +85,20 @@ def _max_live(alloc_seqs: Sequence[int], free_seqs: Sequence[int | None], end_se
     return best
 
 
+def _access_spans(trace: Trace) -> tuple[dict[int, int], dict[int, int]]:
+    """Per on-chip allocation: the trace positions of its first and of its last access."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, r in enumerate(trace.records):
+        for o in r.operands:
+            if o.buffer != "hbm":
+                a = o.alloc
+                if a not in first:
+                    first[a] = i
+                last[a] = i
+    return first, last
+
+
 def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> RotationPlan:
     """Rotation depth per site for ``trace`` with at most ``depth`` buffers per site (≥ what the kernel needs)."""
     # per site: (alloc_seq, free_seq, bytes per partition, id, partition offset, address) of each instance, read
@@ -101,16 +116,19 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> Rotatio
                                                       a.partition_offset, a.address))
     plan = RotationPlan(capacity_bytes=dict(capacity))
     end_seq = len(trace.records)
+    first, last = _access_spans(trace)
     per_prog: dict[tuple[int, str], list[list]] = defaultdict(list)  # [size, need, depth, key]
     for key, rows in groups.items():
         prog, buf, _site = key
-        seqs, frees, sizes, *_ = zip(*rows)
-        size = max(sizes)
+        size = max(r[2] for r in rows)
         if len(rows) == 1:
             singles[(prog, buf)] += size
             continue
-        # The simulator frees a loop tile after allocating its successor, so it sees one extra.
-        need = max(1, _max_live(seqs, frees, end_seq) - 1)
+        # Instances alive at once by access live range (first to last access, as the compiler allocates and
+        # the simulator's capacity check counts), not by Python object lifetime: a loop tile rebound after the
+        # instruction that makes its successor outlives its last use, and tiles kept in a list are all live.
+        ids = [r[3] for r in rows if r[3] in first]
+        need = max(1, _max_live([first[i] for i in ids], [last[i] + 1 for i in ids], end_seq))
         per_prog[(prog, buf)].append([size, need, need, key])
     for pb in set(per_prog) | set(singles):
         prog, buf = pb
