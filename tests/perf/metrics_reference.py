@@ -132,7 +132,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     thr = sum(s.throttled.get(i, 0.0) for i in range(len(s)))  # per record, as the profiler's per-instruction rows
     m["tensor_throttled_time"] = thr / cores * 1e-9
     m["tensor_throttled_time_percent"] = 100.0 * thr / (total * cores) if total else 0.0
-    m["matmul_instruction_count"] = op_count[("tensor", "nc_matmul")]
+    m["matmul_instruction_count"] = op_count[("tensor", "nc_matmul")] + op_count[("tensor", "nc_matmul_mx")]
     m["activate_instruction_count"] = sum(c for (e, o), c in op_count.items() if o.startswith("activation"))
     m["activate_instruction_time"] = sum(t for (e, o), t in op_time.items() if o.startswith("activation")) * 1e-9
     # FLOPs

@@ -168,3 +168,52 @@ def test_every_target_has_every_parameter_with_a_source() -> None:
         p = load_params(get_target(t))
         for s in p.sources.values():
             assert s.source and s.status in ("documented", "derived", "assumed", "fitted")
+
+
+def test_mx_matmul_and_quantize_mx_have_cost_rules_and_count_their_flops(monkeypatch) -> None:
+    """Trn3: nc_matmul_mx contracts 4 x partitions in the time of a BF16 matmul of the same free sizes and counts
+    2·K·M·N FLOPs (adjusted x0.25); quantize_mx takes N/4 Vector cycles. Run through the simulator."""
+    import ml_dtypes
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    @nki.jit
+    def mx(x, y):  # x [128, 4*M], y [128, 4*N] bf16
+        k, m4 = x.shape
+        n4 = y.shape[1]
+        a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        b = nl.ndarray(y.shape, dtype=y.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        nisa.dma_copy(dst=b, src=y)
+        qa = nl.ndarray((k, m4 // 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        qb = nl.ndarray((k, n4 // 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        sa = nl.ndarray((k, m4 // 4), dtype=nl.float8_e8m0fnu, buffer=nl.sbuf)
+        sb = nl.ndarray((k, n4 // 4), dtype=nl.float8_e8m0fnu, buffer=nl.sbuf)
+        nisa.quantize_mx(dst=qa, src=a, dst_scale=sa)
+        nisa.quantize_mx(dst=qb, src=b, dst_scale=sb)
+        d = nl.ndarray((m4 // 4, n4 // 4), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul_mx(dst=d, stationary=qa, moving=qb, stationary_scale=sa, moving_scale=sb)
+        out = nl.ndarray((m4 // 4, n4 // 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        r = nl.ndarray((m4 // 4, n4 // 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=r, src=d)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((128, 512)).astype(ml_dtypes.bfloat16)
+    y = rng.standard_normal((128, 2048)).astype(ml_dtypes.bfloat16)
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")  # MX is Trn3-only
+    mx(x, y)
+    tr = nki.last_result().trace
+    p3 = load_params(get_target("trn3"))
+    recs = {r.opcode: r for r in tr.records}
+    mm, q = recs["nc_matmul_mx"], [r for r in tr.records if r.opcode == "quantize_mx"]
+    assert cost_of(mm, p3)[1] and all(cost_of(r, p3)[1] for r in q)
+    # one packed column per cycle: N = 512 moving columns, as a BF16 matmul with moving free size 512
+    assert cost_of(mm, p3)[0].occ * p3.pe_clock_ghz == pytest.approx(512 + p3.mm_instruction_overhead_cycles)
+    raw, adj, is_t = matmul_flops(mm, p3)
+    assert (raw, adj, is_t) == (2.0 * 512 * 128 * 512, 2.0 * 512 * 128 * 512 * 0.25, False)
+    assert [round(cost_of(r, p3)[0].occ * p3.dve_clock_ghz) for r in q] == [128, 512]  # 512 / 4, 2048 / 4

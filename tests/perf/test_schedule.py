@@ -8,7 +8,7 @@ import pytest
 from perf_helpers import TraceBuilder
 
 from nkieval.hardware import get_target
-from nkieval.perf import SchedulePolicy, estimate
+from nkieval.perf import SchedulePolicy, estimate, text_summary
 from nkieval.perf.params import load_params
 from nkieval.perf.schedule import DmaPool, ScheduleError, schedule
 
@@ -193,6 +193,7 @@ def test_unmodelled_instructions_are_counted_not_free() -> None:
     assert est.uncertainty.unmodelled_instructions == {"mystery_op": 1}
     assert est.total_time_ns > 0
     assert any("mystery_op" in a for a in est.uncertainty.assumptions)
+    assert "UNMODELLED (generic cost): mystery_op ×1" in text_summary(est)
 
 
 def _queued_loads(n: int = 4) -> tuple[TraceBuilder, list[int]]:

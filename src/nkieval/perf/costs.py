@@ -280,6 +280,14 @@ def _gpsimd_start(rec: TraceRecord, p: PerfParams) -> Cost:
     return _cycles_cost(rec, p, p.gpsimd_start_cycles + free_elems(dst))
 
 
+@cost_rule("quantize_mx")
+def _quantize_mx(rec: TraceRecord, p: PerfParams) -> Cost:
+    """Vector engine QuantizeMX (Trn3): ``max(MIN_II, N / 4)`` cycles for N source elements per partition (A4)."""
+    src = next((o for o in rec.operands if o.role == "src"), None)
+    n = free_elems(src) if src is not None else 1
+    return _cycles_cost(rec, p, max(p.min_ii_cycles, n / p.quantize_mx_elems_per_cycle))
+
+
 # -- Tensor engine ---------------------------------------------------------------------------------
 def _pe_tile_share(rec: TraceRecord, p: PerfParams) -> float:
     """Fraction of the PE array a tiled matmul occupies (row/column tiling runs tiles in parallel)."""
@@ -289,10 +297,12 @@ def _pe_tile_share(rec: TraceRecord, p: PerfParams) -> float:
     return (ts[0] * ts[1]) / float(p.pe_array_rows * p.pe_array_cols)
 
 
-@cost_rule("nc_matmul")
+@cost_rule("nc_matmul", "nc_matmul_mx")
 def _matmul(rec: TraceRecord, p: PerfParams) -> Cost:
     """``max(min(64, M_stationary), N_moving, MM_INIT)`` PE cycles (B1I, A2), ×4 for fp32 (×2 with a one/zero operand),
-    plus a fixed per-instruction overhead; FP8 double_row contracts K=256 in the same time (A3)."""
+    plus a fixed per-instruction overhead; FP8 double_row contracts K=256 in the same time (A3). ``nc_matmul_mx``
+    (Trn3) takes one x4-packed MXFP8/MXFP4 column per cycle (8×128 FP8 values in against 2×128 BF16, A4), so it
+    contracts K = 4 × partitions in the time of a BF16 matmul of the same free sizes."""
     a = rec.attrs
     n = int(a.get("N", 1))
     m = int(a.get("M", 1))
@@ -326,9 +336,11 @@ def _transpose(rec: TraceRecord, p: PerfParams) -> Cost:
 # -- FLOP accounting (Explorer definitions) -----------------------------------------------------------
 def matmul_flops(rec: TraceRecord, p: PerfParams) -> tuple[float, float, bool]:
     """(hardware FLOPs, BF16-equivalent adjusted FLOPs, is_transpose) of a Tensor-engine instruction."""
-    if rec.opcode == "nc_matmul":
+    if rec.opcode in ("nc_matmul", "nc_matmul_mx"):
         a = rec.attrs
-        raw = 2.0 * a.get("K", 0) * a.get("M", 0) * a.get("N", 0)
+        raw = 2.0 * a.get("K", 0) * a.get("M", 0) * a.get("N", 0)  # K: the contraction (x4 packed for MX)
+        if rec.opcode == "nc_matmul_mx":
+            return raw, raw * p.mx_adjusted_flops_factor, False
         transpose = bool(a.get("is_transpose"))
         dtypes = {o.dtype for o in rec.operands if o.role in ("stationary", "moving")}
     elif rec.opcode == "nc_transpose" and rec.engine == "tensor":

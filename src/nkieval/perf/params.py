@@ -28,6 +28,7 @@ PERF_FACTS: tuple[str, ...] = (
     "dma_max_descriptor_bytes", "hwdge_instruction_ns", "swdge_instruction_ns", "dma_transpose_efficiency_hbm",
     "dma_transpose_efficiency_sbuf", "hbm_core_bw_bytes_per_ns", "hbm_stack_bw_bytes_per_ns",
     "sbuf_usable_bytes_per_partition", "rotation_depth", "fp8_adjusted_flops_factor", "fp32_adjusted_flops_factor",
+    "mx_adjusted_flops_factor", "quantize_mx_elems_per_cycle",
     "time_uncertainty",
     # architectural limits from [facts]
     "partitions", "dma_engines", "psum_bytes_per_partition", "psum_bank_bytes",

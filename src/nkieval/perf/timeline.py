@@ -155,7 +155,7 @@ def text_summary(est: PerfEstimate) -> str:
             lines.append(f"  stalls {tr:<10} {top}")
     un = est.uncertainty.unmodelled_instructions
     if un:
-        lines.append("  UNMODELLED (generic cost): " + ", ".join(f"{k}x{v}" for k, v in un.items()))
+        lines.append("  UNMODELLED (generic cost): " + ", ".join(f"{k} ×{v}" for k, v in un.items()))
     st = est.uncertainty.by_status
     lines.append("  parameters: " + ", ".join(f"{k} {len(v)}" for k, v in st.items()))
     return "\n".join(lines)
