@@ -13,7 +13,7 @@ from nkieval.perf.params import PerfParams, load_params
 from nkieval.perf.schedule import Schedule, SchedulePolicy, schedule
 from nkieval.sim.trace import Trace
 
-MODEL_VERSION = "nkieval-perf 0.4"
+MODEL_VERSION = "nkieval-perf 0.5"
 
 
 @dataclass(frozen=True)
