@@ -214,3 +214,34 @@ def test_operands_given_as_tuples_schedule_alike() -> None:
     for rec in trace.records:
         rec.operands = tuple(rec.operands)
     _assert_same(trace, "trn2", SchedulePolicy())
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), target=st.sampled_from(["trn1", "trn2"]))
+def test_access_spans_compiled_and_python_agree(seed: int, target: str) -> None:
+    """Rotation's first/last access per on-chip allocation: the compiled pass gives the Python loop's dicts."""
+    from nkieval.perf import rotation
+
+    for tr in (overlaps(target, seed, n=200), pipeline(target, 12, slots=seed % 3)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(rotation, "_NATIVE", True)
+            native = rotation._access_spans(tr)
+            mp.setattr(rotation, "_NATIVE", False)
+            python = rotation._access_spans(tr)
+        assert native == python and native[0]
+
+
+def test_access_spans_of_huge_allocation_ids_fall_back_to_python() -> None:
+    from dataclasses import replace
+
+    from nkieval.perf import rotation
+
+    tr = pipeline("trn2", 4)
+    big = 2**40
+    r = tr.records[0]
+    tr.records[0] = replace(r, operands=[replace(o, alloc=big) if o.buffer != "hbm" else o for o in r.operands])
+    first, last = rotation._access_spans(tr)
+    assert first[big] == last[big] == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rotation, "_NATIVE", False)
+        assert rotation._access_spans(tr) == (first, last)

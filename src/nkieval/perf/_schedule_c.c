@@ -103,6 +103,14 @@ typedef struct {
     double floor;
 } Pool;
 
+/* TrackBook for a shared port (Trn1): sorted disjoint busy intervals with the record on each */
+typedef struct {
+    double *starts, *ends;
+    int64_t *recs;
+    Py_ssize_t n, cap, keep;
+    double floor;
+} Book;
+
 /* ---------------------------------------------------------------- attribute reads
  *
  * The trace's records and operands are slotted dataclasses. A reader looks up, once per call, where each
@@ -399,10 +407,11 @@ static void pool_delete(Pool *p, Py_ssize_t j, Py_ssize_t count) {
     p->n -= count;
 }
 
-/* DmaPool.reserve: book ``dur`` at the earliest time >= ready with a free gap; returns the start */
-static int pool_reserve(Pool *p, double ready, double dur, double *out) {
+/* DmaPool.reserve: book ``dur`` of pool time from the earliest free moment >= ready, filling the idle gaps in
+ * order until ``dur`` is covered; *out: the start, *done: the end of the last piece */
+static int pool_reserve(Pool *p, double ready, double dur, double *out, double *done) {
     double t = ready > p->floor ? ready : p->floor;
-    if (dur <= 0) { *out = t; return 0; }
+    if (dur <= 0) { *out = t; *done = t; return 0; }
     double *starts = p->starts, *ends = p->ends;
     Py_ssize_t n = p->n, lo = 0, hi = n;
     while (lo < hi) {   /* bisect_right(ends, t) */
@@ -410,28 +419,89 @@ static int pool_reserve(Pool *p, double ready, double dur, double *out) {
         if (t < ends[mid]) hi = mid; else lo = mid + 1;
     }
     Py_ssize_t j = lo;
-    while (j < n && starts[j] < t + dur) {
-        if (ends[j] > t) t = ends[j];
+    if (j < n && starts[j] <= t) { t = ends[j]; j++; }   /* t inside interval j: start when it ends */
+    double first = t, left = dur;
+    Py_ssize_t j0 = j;
+    while (j < n && starts[j] - t < left) {   /* the gap before interval j is used up: go on after it */
+        left -= starts[j] - t;
+        t = ends[j];
         j++;
     }
-    double e = t + dur;
-    if (j > 0 && ends[j - 1] >= t - 1e-9) {
-        ends[j - 1] = e > ends[j - 1] ? e : ends[j - 1];
-        if (j < n && starts[j] <= e + 1e-9) {
-            ends[j - 1] = ends[j - 1] > ends[j] ? ends[j - 1] : ends[j];
-            pool_delete(p, j, 1);
-        }
-    } else if (j < n && starts[j] <= e + 1e-9) {
-        starts[j] = t;
-    } else if (pool_insert(p, j, t, e) < 0) {
-        return -1;
+    double e = t + left;
+    /* [first, e) is now busy: it absorbs intervals j0 .. j-1 and merges with touching neighbours */
+    Py_ssize_t a = (j0 > 0 && ends[j0 - 1] >= first - 1e-9) ? j0 - 1 : j0;
+    if (j < n && starts[j] <= e + 1e-9) { e = ends[j]; j++; }
+    double ns = a < j0 ? starts[a] : first;
+    if (a == j) {
+        if (pool_insert(p, a, ns, e) < 0) return -1;
+    } else {
+        p->starts[a] = ns;
+        p->ends[a] = e;
+        if (j - a > 1) pool_delete(p, a + 1, j - a - 1);
     }
     if (p->n > p->keep) {   /* forget the older half */
         Py_ssize_t cut = p->keep / 2;
         p->floor = p->ends[cut - 1];
         pool_delete(p, 0, cut);
     }
-    *out = t;
+    *out = first;
+    *done = t + left;
+    return 0;
+}
+
+/* TrackBook.gap: the earliest start >= t with dur free (_earliest_gap); *jpos: the first interval after it */
+static double book_gap(const Book *b, double t, double dur, Py_ssize_t *jpos) {
+    if (t <= b->floor) t = b->floor;
+    Py_ssize_t n = b->n, lo = 0, hi = n;
+    while (lo < hi) {   /* bisect_right(ends, t) */
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (t < b->ends[mid]) hi = mid; else lo = mid + 1;
+    }
+    Py_ssize_t j = lo;
+    while (j < n && b->starts[j] < t + dur) {
+        if (b->ends[j] > t) t = b->ends[j];
+        j++;
+    }
+    *jpos = j;
+    return t;
+}
+
+/* TrackBook.before: end and record of the interval before position j (the floor and -1 if none) */
+static void book_before(const Book *b, Py_ssize_t j, double *end, int64_t *rec) {
+    if (j > 0) { *end = b->ends[j - 1]; *rec = b->recs[j - 1]; }
+    else { *end = b->floor; *rec = -1; }
+}
+
+/* TrackBook.book: insert [st, en) at position j; forget the older half beyond ``keep`` */
+static int book_insert(Book *b, Py_ssize_t j, double st, double en, int64_t rec) {
+    if (b->n == b->cap) {
+        Py_ssize_t nc = b->cap ? b->cap * 2 : 64;
+        double *ns = PyMem_Realloc(b->starts, (size_t)nc * sizeof(double));
+        if (!ns) { PyErr_NoMemory(); return -1; }
+        b->starts = ns;
+        double *ne = PyMem_Realloc(b->ends, (size_t)nc * sizeof(double));
+        if (!ne) { PyErr_NoMemory(); return -1; }
+        b->ends = ne;
+        int64_t *nr = PyMem_Realloc(b->recs, (size_t)nc * sizeof(int64_t));
+        if (!nr) { PyErr_NoMemory(); return -1; }
+        b->recs = nr;
+        b->cap = nc;
+    }
+    memmove(b->starts + j + 1, b->starts + j, (size_t)(b->n - j) * sizeof(double));
+    memmove(b->ends + j + 1, b->ends + j, (size_t)(b->n - j) * sizeof(double));
+    memmove(b->recs + j + 1, b->recs + j, (size_t)(b->n - j) * sizeof(int64_t));
+    b->starts[j] = st;
+    b->ends[j] = en;
+    b->recs[j] = rec;
+    b->n++;
+    if (b->n > b->keep) {
+        Py_ssize_t cut = b->keep / 2;
+        b->floor = b->ends[cut - 1];
+        memmove(b->starts, b->starts + cut, (size_t)(b->n - cut) * sizeof(double));
+        memmove(b->ends, b->ends + cut, (size_t)(b->n - cut) * sizeof(double));
+        memmove(b->recs, b->recs + cut, (size_t)(b->n - cut) * sizeof(int64_t));
+        b->n -= cut;
+    }
     return 0;
 }
 
@@ -539,6 +609,7 @@ typedef struct {
     Py_ssize_t ncls;
     Throttle *thr;
     Pool *pools;
+    Book *books;   /* per track id: the shared ports' busy intervals (only port tracks are used) */
     int cores;
     /* scratch */
     Ref *hits;
@@ -577,6 +648,13 @@ static void free_state(State *S) {
     if (S->pools)
         for (int c = 0; c < S->cores; c++) { PyMem_Free(S->pools[c].starts); PyMem_Free(S->pools[c].ends); }
     PyMem_Free(S->pools);
+    if (S->books)
+        for (Py_ssize_t x = 0; x < S->ntracks; x++) {
+            PyMem_Free(S->books[x].starts);
+            PyMem_Free(S->books[x].ends);
+            PyMem_Free(S->books[x].recs);
+        }
+    PyMem_Free(S->books);
     PyMem_Free(S->hits);
     PyMem_Free(S->reads);
     PyMem_Free(S->acc);
@@ -592,6 +670,7 @@ static const char *op_field_names[N_OP_FIELDS] = {"role", "mode", "buffer", "dty
                                                   "contiguous_bytes", "partitions", "alloc", "partition_start",
                                                   "addr_lo", "addr_hi"};
 static PyObject *rec_fields[N_REC_FIELDS], *op_fields[N_OP_FIELDS];
+static PyObject *hbm_str;   /* "hbm" */
 
 /* readers for the records and operands of ``records`` (types taken from the first record with an operand) */
 static void readers_for(PyObject *records, Reader *rr, Reader *orr) {
@@ -736,8 +815,9 @@ static PyObject *run(PyObject *self, PyObject *args) {
     busy_sum = PyMem_Calloc((size_t)(ntr ? ntr : 1), sizeof(double));
     busy_order = PyMem_Malloc(sizeof(int64_t) * (size_t)(ntr ? ntr : 1));
     busy_seen = PyMem_Calloc((size_t)(ntr ? ntr : 1), 1);
-    if (!S.tfree || !S.tlast || !busy_sum || !busy_order || !busy_seen) { PyErr_NoMemory(); goto done; }
-    for (Py_ssize_t x = 0; x < ntr; x++) S.tlast[x] = -1;
+    S.books = PyMem_Calloc((size_t)(ntr ? ntr : 1), sizeof(Book));
+    if (!S.tfree || !S.tlast || !busy_sum || !busy_order || !busy_seen || !S.books) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t x = 0; x < ntr; x++) { S.tlast[x] = -1; S.books[x].keep = pool_keep; }
 
     /* classes */
     S.ncls = PyList_GET_SIZE(classes);
@@ -1021,9 +1101,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
             if (t0 < prev_free) t0 = prev_free;
             double svc = k->service_ns;
             double share = svc * (double)k->engines / (double)n_dma;
-            double slot;
-            if (pool_reserve(&S.pools[core], xs, share, &slot) < 0) goto done;
-            double dn = slot + share;
+            double slot, dn;
+            if (pool_reserve(&S.pools[core], xs, share, &slot, &dn) < 0) goto done;
             if (dn < xs + svc) dn = xs + svc;
             if (set_float_item(o_slot, i, slot) < 0) goto done;
             st = t0;
@@ -1049,13 +1128,39 @@ static PyObject *run(PyObject *self, PyObject *args) {
                 if (o_cost > full && set_float_item(o_thr, i, o_cost - full) < 0) goto done;
             }
             if (any_ports) {
+                /* a shared port goes to whichever instruction is ready, by time: the earliest moment >= t0 at
+                 * which every port it needs has o_cost free (schedule.py's loop, the same steps) */
                 int64_t *pp = ports[k->psum ? 1 : 0][x];
-                for (int y = 0; y < 2; y++)
-                    if (pp[y] >= 0 && S.tfree[pp[y]] > t0) { t0 = S.tfree[pp[y]]; why = R_PORT; pr = S.tlast[pp[y]]; }
+                Py_ssize_t jj;
+                double at = t0;
+                int moved = 1;
+                while (moved) {
+                    moved = 0;
+                    for (int y = 0; y < 2; y++)
+                        if (pp[y] >= 0) {
+                            double xg = book_gap(&S.books[pp[y]], at, o_cost, &jj);
+                            if (xg > at) { at = xg; moved = 1; }
+                        }
+                }
+                if (at > t0) {
+                    t0 = at;
+                    why = R_PORT;
+                    for (int y = 0; y < 2; y++)
+                        if (pp[y] >= 0) {
+                            double pe;
+                            int64_t prec;
+                            book_gap(&S.books[pp[y]], at, o_cost, &jj);
+                            book_before(&S.books[pp[y]], jj, &pe, &prec);
+                            if (pe == at) { pr = prec; break; }
+                        }
+                }
                 st = t0;
                 en = t0 + o_cost;
                 for (int y = 0; y < 2; y++)
-                    if (pp[y] >= 0) { S.tfree[pp[y]] = en; S.tlast[pp[y]] = i; }
+                    if (pp[y] >= 0) {
+                        book_gap(&S.books[pp[y]], st, o_cost, &jj);
+                        if (book_insert(&S.books[pp[y]], jj, st, en, i) < 0) goto done;
+                    }
             } else {
                 st = t0;
                 en = t0 + o_cost;
@@ -1373,8 +1478,79 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(access_spans_doc,
+             "access_spans(records) -> (first, last)\n\n"
+             "nkieval.perf.rotation._access_spans: per on-chip allocation (an operand whose buffer is not 'hbm'), the\n"
+             "positions in ``records`` of its first and of its last access, as two dicts.");
+
+static PyObject *access_spans(PyObject *self, PyObject *args) {
+    PyObject *records;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &records)) return NULL;
+    Reader rr, orr;
+    readers_for(records, &rr, &orr);
+    int64_t *first = NULL, *last = NULL;   /* by allocation id: -1 never accessed */
+    Py_ssize_t cap = 0;
+    PyObject *df = NULL, *dl = NULL, *result = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *ops = rd(&rr, PyList_GET_ITEM(records, i), R_OPERANDS);
+        if (!ops) goto done;
+        PyObject *seq = PySequence_Fast(ops, "operands must be a sequence");
+        Py_DECREF(ops);
+        if (!seq) goto done;
+        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
+            PyObject *o = PySequence_Fast_GET_ITEM(seq, k);
+            PyObject *buf = rd(&orr, o, O_BUFFER);
+            if (!buf) { Py_DECREF(seq); goto done; }
+            int eq = buf == hbm_str ? 1 : PyObject_RichCompareBool(buf, hbm_str, Py_EQ);
+            Py_DECREF(buf);
+            if (eq < 0) { Py_DECREF(seq); goto done; }
+            if (eq) continue;
+            int64_t a;
+            if (rd_i64(&orr, o, O_ALLOC, &a) < 0) { Py_DECREF(seq); goto done; }
+            if (a < 0 || a >= ((int64_t)1 << 26)) {   /* ids the Python loop takes (a dict, not an array) */
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_OverflowError, "access_spans: allocation id out of the array's range");
+                goto done;
+            }
+            if (a >= cap) {
+                Py_ssize_t nc = cap ? cap : 256;
+                while (nc <= a) nc *= 2;
+                int64_t *nf = PyMem_Realloc(first, (size_t)nc * sizeof(int64_t));
+                if (!nf) { Py_DECREF(seq); PyErr_NoMemory(); goto done; }
+                first = nf;
+                int64_t *nl = PyMem_Realloc(last, (size_t)nc * sizeof(int64_t));
+                if (!nl) { Py_DECREF(seq); PyErr_NoMemory(); goto done; }
+                last = nl;
+                for (Py_ssize_t x = cap; x < nc; x++) first[x] = last[x] = -1;
+                cap = nc;
+            }
+            if (first[a] < 0) first[a] = i;
+            last[a] = i;
+        }
+        Py_DECREF(seq);
+    }
+    if (!(df = PyDict_New()) || !(dl = PyDict_New())) goto done;
+    for (Py_ssize_t a = 0; a < cap; a++) {
+        if (first[a] < 0) continue;
+        PyObject *key = PyLong_FromSsize_t(a), *f = PyLong_FromLongLong(first[a]), *l = PyLong_FromLongLong(last[a]);
+        int bad = !key || !f || !l || PyDict_SetItem(df, key, f) < 0 || PyDict_SetItem(dl, key, l) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(f);
+        Py_XDECREF(l);
+        if (bad) goto done;
+    }
+    result = PyTuple_Pack(2, df, dl);
+done:
+    Py_XDECREF(df);
+    Py_XDECREF(dl);
+    PyMem_Free(first);
+    PyMem_Free(last);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
+    {"access_spans", access_spans, METH_VARARGS, access_spans_doc},
     {"classify", classify, METH_VARARGS, classify_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -1385,6 +1561,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__schedule_c(void) {
+    if (!(hbm_str = PyUnicode_InternFromString("hbm"))) return NULL;
     for (int k = 0; k < N_REC_FIELDS; k++)
         if (!(rec_fields[k] = PyUnicode_InternFromString(rec_field_names[k]))) return NULL;
     for (int k = 0; k < N_OP_FIELDS; k++)

@@ -13,6 +13,7 @@ what limits pipelining. Demand beyond capacity triggers the spill estimate (``pe
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
@@ -22,6 +23,14 @@ from operator import itemgetter
 import numpy as np
 
 from nkieval.sim.trace import Trace
+
+try:  # the access-span pass compiled (built with the package; ``_access_spans``'s loop is the reference)
+    from nkieval.perf import _schedule_c
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _schedule_c = None
+
+# the scheduler's switch (NKIEVAL_PURE_PYTHON_SCHEDULER=1 runs the Python loops); tests turn it off here too
+_NATIVE = os.environ.get("NKIEVAL_PURE_PYTHON_SCHEDULER", "") in ("", "0")
 
 
 @dataclass(frozen=True)
@@ -86,7 +95,13 @@ def _max_live(alloc_seqs: Sequence[int], free_seqs: Sequence[int | None], end_se
 
 
 def _access_spans(trace: Trace) -> tuple[dict[int, int], dict[int, int]]:
-    """Per on-chip allocation: the trace positions of its first and of its last access."""
+    """Per on-chip allocation: the trace positions of its first and of its last access (the compiled loop where
+    built; this one is the reference)."""
+    if _NATIVE and _schedule_c is not None and isinstance(trace.records, list):
+        try:
+            return _schedule_c.access_spans(trace.records)
+        except OverflowError:  # an allocation id beyond the compiled pass's array: the loop below
+            pass
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     for i, r in enumerate(trace.records):

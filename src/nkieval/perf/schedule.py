@@ -10,7 +10,12 @@ engine (or queue) is free and every dependency is satisfied:
 * WAR: every earlier reader of the bytes has finished; WAW: the earlier write has finished;
 * rotation (``mode="compiler"``): a new tile of an allocation site waits until the tile whose
   buffer it reuses (``depth`` instances back) is dead;
-* ports (Trn1): VectorE and GpSimdE share the SBUF port, VectorE and ScalarE the PSUM port.
+* ports (Trn1): VectorE and GpSimdE share the SBUF port, VectorE and ScalarE the PSUM port; a port is
+  granted by time (the earliest moment its occupancy fits between the intervals booked on it), not in program
+  order across the engines that share it.
+
+The DMA engines are one pool per core (:class:`DmaPool`): a transfer's engine time fills the pool's idle
+gaps from when it is ready until it is covered.
 
 On Trn2/Trn3 the Tensor engine's dI/dt throttling stretches its instructions after idle time
 (:class:`PeThrottle`).
@@ -443,9 +448,10 @@ class TrackBook:
 class DmaPool:
     """The core's DMA engines as one pool: busy intervals (sorted, merged) of engine-time / engines.
 
-    A transfer over ``e`` of the 16 engines for ``t`` ns each needs ``t·e/16`` of pool time. It takes
-    the earliest gap at or after it is ready (backfilling idle time left by earlier transfers), so
-    queues share the engines' bandwidth. Only the latest ``keep`` intervals are remembered.
+    A transfer over ``e`` of the 16 engines for ``t`` ns each needs ``t·e/16`` of pool time. It fills the idle
+    gaps from when it is ready, in order, until that is covered (backfilling idle time left by earlier
+    transfers and interleaving with those booked before it), so queues share the engines' bandwidth. Only the
+    latest ``keep`` intervals are remembered.
     """
 
     __slots__ = ("ends", "floor", "keep", "starts")
@@ -456,29 +462,36 @@ class DmaPool:
         self.floor = 0.0
         self.keep = keep
 
-    def reserve(self, ready: float, dur: float) -> float:
-        """Book ``dur`` ns at the earliest time ≥ ``ready`` with a free gap; returns the start."""
+    def reserve(self, ready: float, dur: float) -> tuple[float, float]:
+        """Book ``dur`` ns of pool time from the earliest free moment ≥ ``ready``, filling the idle gaps between
+        booked intervals in order until ``dur`` is covered (a transfer interleaves with those booked before it
+        rather than waiting for one gap long enough for all of it); returns (start, end of the last piece)."""
         starts, ends = self.starts, self.ends
         t = ready if ready > self.floor else self.floor
         if dur <= 0:
-            return t
-        t, j = _earliest_gap(starts, ends, t, dur)
+            return t, t
         n = len(starts)
-        e = t + dur
-        # merge with the previous / next interval when touching
-        if j > 0 and ends[j - 1] >= t - 1e-9:
-            ends[j - 1] = e if e > ends[j - 1] else ends[j - 1]
-            if j < n and starts[j] <= e + 1e-9:
-                ends[j - 1] = max(ends[j - 1], ends[j])
-                del starts[j], ends[j]
-        elif j < n and starts[j] <= e + 1e-9:
-            starts[j] = t
-        else:
-            starts.insert(j, t)
-            ends.insert(j, e)
+        j = bisect_right(ends, t)  # the first interval ending after t
+        if j < n and starts[j] <= t:  # t is inside it: start when it ends
+            t = ends[j]
+            j += 1
+        first, j0, left = t, j, dur
+        while j < n and starts[j] - t < left:  # the gap before interval j is used up: go on after it
+            left -= starts[j] - t
+            t = ends[j]
+            j += 1
+        e = t + left
+        # [first, e) is now busy: it absorbs intervals j0 .. j-1 and merges with touching neighbours
+        lo = j0 - 1 if j0 > 0 and ends[j0 - 1] >= first - 1e-9 else j0
+        if j < n and starts[j] <= e + 1e-9:
+            e = ends[j]
+            j += 1
+        new_start = starts[lo] if lo < j0 else first
+        starts[lo:j] = [new_start]
+        ends[lo:j] = [e]
         if len(starts) > self.keep:
             self.trim()
-        return t
+        return first, t + left
 
     def trim(self) -> None:
         """Forget the older half of the intervals (nothing is booked before the new floor)."""
@@ -1018,10 +1031,10 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
             share = svc * plan.engines / n_dma
             ends = pool.ends
             slot = xs if xs > pool.floor else pool.floor
+            done = slot + share
             if share > 0 and ends and slot < ends[-1]:
-                slot = pool.reserve(xs, share)
+                slot, done = pool.reserve(xs, share)
             elif share > 0:  # after every booked interval: DmaPool.reserve's append / extend, inline
-                done = slot + share
                 if ends and ends[-1] >= slot - 1e-9:
                     if done > ends[-1]:
                         ends[-1] = done
@@ -1030,7 +1043,6 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                     ends.append(done)
                     if len(ends) > pool.keep:
                         pool.trim()
-            done = slot + share
             if done < xs + svc:
                 done = xs + svc
             dma_slot[i] = slot
@@ -1076,15 +1088,29 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                     if o_cost > full:
                         throttled[i] = o_cost - full
                 if any_ports:
-                    pstates = ports_psum if psum else ports_plain
-                    for ps in pstates:
-                        if ps[0] > t0:
-                            t0, why, pr = ps[0], "port", ps[1]
+                    # a shared port (Trn1) goes to whichever engine's instruction is ready, by time, not by
+                    # program order across the engines: the earliest moment ≥ t0 at which every port it needs
+                    # has o_cost free, which may be a gap before intervals booked by later-ready instructions
+                    pbs = [book_of(ps) for ps in (ports_psum if psum else ports_plain)]
+                    at = t0
+                    moved = True
+                    while moved:
+                        moved = False
+                        for pb in pbs:
+                            x = pb.gap(at, o_cost)[0]
+                            if x > at:
+                                at, moved = x, True
+                    if at > t0:
+                        t0, why = at, "port"
+                        for pb in pbs:  # the port whose interval ended when this one starts
+                            pe, prec_port = pb.before(pb.gap(at, o_cost)[1])
+                            if pe == at:
+                                pr = prec_port
+                                break
                     st = t0
                     en = t0 + o_cost
-                    for ps in pstates:
-                        ps[0] = en
-                        ps[1] = i
+                    for pb in pbs:
+                        pb.book(pb.gap(st, o_cost)[1], st, en, i)
                 else:
                     st = t0
                     en = t0 + o_cost
