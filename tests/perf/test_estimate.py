@@ -455,3 +455,21 @@ def test_an_hbm_to_hbm_copy_is_bound_by_hbm_reading_and_writing_each_byte(target
     load = estimate(b2.trace, target)
     assert load.summary["roofline_lower_bound_ns"] == pytest.approx(
         128 * 8192 * 4 / min(effective_bw(p) * int(p.dma_engines), p.hbm_core_bw_bytes_per_ns))
+
+
+def test_the_summary_says_how_two_cores_are_counted() -> None:
+    from sched_regression import overlaps
+
+    from nkieval.perf import text_summary
+
+    two = text_summary(estimate(overlaps("trn2", 3, n=60, two_cores=True), "trn2"))
+    assert "(2 cores: instr summed over the cores; active% and busy per core, their mean)" in two
+    assert "cores:" not in text_summary(estimate(overlaps("trn2", 3, n=60), "trn2"))
+
+
+def test_an_empty_trace_says_it_ran_nothing() -> None:
+    from nkieval.perf import text_summary
+
+    est = estimate(TraceBuilder("trn2").trace, "trn2")
+    assert est.total_time_ns == 0.0
+    assert "critical path   (none: the kernel ran no instructions)" in text_summary(est)

@@ -117,6 +117,9 @@ def text_summary(est: PerfEstimate) -> str:
         f"(ridge {m['peak_flops_bandwidth_ratio']:.1f})",
         "  engine    active%   instr   busy",
     ]
+    cores = est.schedule.cores
+    if cores > 1:
+        lines.append(f"  ({cores} cores: instr summed over the cores; active% and busy per core, their mean)")
     for eng in ("tensor", "vector", "scalar", "gpsimd", "sync"):
         cnt = m[f"{eng}_instruction_count"]
         if cnt or m[f"{eng}_active_time"]:
@@ -147,7 +150,7 @@ def text_summary(est: PerfEstimate) -> str:
         lines.append(f"  HBM reloads     {m['hbm_reload_bytes'] / 1e6:.2f} MB re-read (useful reads "
                      f"{m['useful_read_percent']:.0f}%, a tensor read up to {m['load_repeat_factor_max']:.1f}x)")
     cp = ", ".join(f"{k} {v:.0%}" for k, v in sorted(est.critical_path_share.items(), key=lambda kv: -kv[1])[:5])
-    lines.append(f"  critical path   {cp}")
+    lines.append(f"  critical path   {cp or '(none: the kernel ran no instructions)'}")
     for tr, d in sorted(est.stalls.items()):
         waits = {k: v for k, v in d.items() if k != "busy" and v > 0}
         if waits:
