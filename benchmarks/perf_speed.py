@@ -74,6 +74,28 @@ def build_oversubscribed(n_iters: int, n_acc: int = 64) -> TraceBuilder:
     return b
 
 
+def switched(module, native: bool, fn):
+    """``fn()`` with ``module``'s compiled loops on or off (its ``_NATIVE`` switch), restored after."""
+    on = module._NATIVE
+    module._NATIVE = native
+    try:
+        return fn()
+    finally:
+        module._NATIVE = on
+
+
+def memory_per_instruction(make, iters: int, what: str) -> None:
+    """Peak traced memory of ``estimate()`` on ``make(k).trace`` for k = iters / 4 and iters (linearity)."""
+    for k in (iters // 4, iters):
+        small = make(k).trace
+        tracemalloc.start()
+        estimate(small)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        print(f"peak memory of estimate(){what} for {len(small):7d} instructions: {peak / 1e6:7.1f} MB "
+              f"({peak / len(small):.0f} B/instruction)")
+
+
 def plain_loop(tr) -> int:
     """The baseline: a plain Python loop over the trace's records and operands."""
     s = 0
@@ -138,12 +160,7 @@ def main() -> None:
     dec = Trace.from_compact(tr.to_compact())
 
     def python_loop(trace):
-        on = sched_mod._NATIVE
-        sched_mod._NATIVE = False
-        try:
-            return schedule(trace, p)
-        finally:
-            sched_mod._NATIVE = on
+        return switched(sched_mod, False, lambda: schedule(trace, p))
 
     t_plain, t_sched, t_est, t_plain_dec, t_sched_dec, t_py = best(
         [lambda: plain_loop(tr), lambda: schedule(tr, p), lambda: estimate(tr), lambda: plain_loop(dec),
@@ -162,14 +179,7 @@ def main() -> None:
         per_py = bytecodes_per_instruction(small, lambda: python_loop(small))
         print(f"schedule(): {per:.1f} bytecode instructions executed per trace instruction ({len(small)} instructions; "
               f"{per_py:.1f} with the Python loop)")
-    for k in (a.iters // 4, a.iters):
-        small = build(k).trace
-        tracemalloc.start()
-        estimate(small)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        print(f"peak memory of estimate() for {len(small):7d} instructions: {peak / 1e6:7.1f} MB "
-              f"({peak / len(small):.0f} B/instruction)")
+    memory_per_instruction(build, a.iters, "")
     oversubscribed(a.iters, a.reps, p)
 
 
@@ -180,12 +190,7 @@ def oversubscribed(iters: int, reps: int, p) -> None:
     cap = int(p.sbuf_usable_bytes_per_partition)
 
     def walk(native: bool):
-        on = spill_mod._NATIVE
-        spill_mod._NATIVE = native
-        try:
-            return estimate_spill(tr, cap)
-        finally:
-            spill_mod._NATIVE = on
+        return switched(spill_mod, native, lambda: estimate_spill(tr, cap))
 
     sp = walk(True)
     t_plain, t_c, t_py, t_pre, t_off = best(
@@ -201,14 +206,7 @@ def oversubscribed(iters: int, reps: int, p) -> None:
           f"compiled ones {t_py / t_c:.2f}x as fast)")
     print(f"estimate(), spill scheduled:     {n / t_pre:12,.0f} instr/s  ({t_pre / t_plain:.1f}x the plain loop)")
     print(f"estimate(), spill_traffic='off': {n / t_off:12,.0f} instr/s  ({t_off / t_plain:.1f}x the plain loop)")
-    for k in (iters // 4, iters):
-        small = build_oversubscribed(k).trace
-        tracemalloc.start()
-        estimate(small)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        print(f"peak memory of estimate() with spill traffic for {len(small):7d} instructions: {peak / 1e6:7.1f} MB "
-              f"({peak / len(small):.0f} B/instruction)")
+    memory_per_instruction(build_oversubscribed, iters, " with spill traffic")
 
 
 if __name__ == "__main__":

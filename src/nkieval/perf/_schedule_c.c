@@ -97,19 +97,16 @@ typedef struct {
     double f0, ramp, window, need, since, end;
 } Throttle;
 
-typedef struct {
-    double *starts, *ends;
-    Py_ssize_t n, cap, keep;
-    double floor;
-} Pool;
-
-/* TrackBook for a shared port (Trn1): sorted disjoint busy intervals with the record on each */
+/* Sorted disjoint busy intervals with the record on each (-1: none), the older half forgotten beyond ``keep``
+ * (nothing is placed before ``floor``): a Trn1 shared port's TrackBook, and a core's DmaPool (merged intervals,
+ * no records) */
 typedef struct {
     double *starts, *ends;
     int64_t *recs;
     Py_ssize_t n, cap, keep;
     double floor;
 } Book;
+typedef Book Pool;
 
 /* ---------------------------------------------------------------- attribute reads
  *
@@ -382,30 +379,14 @@ static int throttle_run(Throttle *th, double st, double work, double *dur_out) {
     return 0;
 }
 
-static int pool_insert(Pool *p, Py_ssize_t j, double s, double e) {
-    if (p->n == p->cap) {
-        Py_ssize_t nc = p->cap ? p->cap * 2 : 64;
-        double *ns = PyMem_Realloc(p->starts, (size_t)nc * sizeof(double));
-        if (!ns) { PyErr_NoMemory(); return -1; }
-        p->starts = ns;
-        double *ne = PyMem_Realloc(p->ends, (size_t)nc * sizeof(double));
-        if (!ne) { PyErr_NoMemory(); return -1; }
-        p->ends = ne;
-        p->cap = nc;
-    }
-    memmove(p->starts + j + 1, p->starts + j, (size_t)(p->n - j) * sizeof(double));
-    memmove(p->ends + j + 1, p->ends + j, (size_t)(p->n - j) * sizeof(double));
-    p->starts[j] = s;
-    p->ends[j] = e;
-    p->n++;
-    return 0;
-}
-
 static void pool_delete(Pool *p, Py_ssize_t j, Py_ssize_t count) {
     memmove(p->starts + j, p->starts + j + count, (size_t)(p->n - j - count) * sizeof(double));
     memmove(p->ends + j, p->ends + j + count, (size_t)(p->n - j - count) * sizeof(double));
+    memmove(p->recs + j, p->recs + j + count, (size_t)(p->n - j - count) * sizeof(int64_t));
     p->n -= count;
 }
+
+static int book_insert(Book *b, Py_ssize_t j, double st, double en, int64_t rec);
 
 /* DmaPool.reserve: book ``dur`` of pool time from the earliest free moment >= ready, filling the idle gaps in
  * order until ``dur`` is covered; *out: the start, *done: the end of the last piece */
@@ -433,7 +414,7 @@ static int pool_reserve(Pool *p, double ready, double dur, double *out, double *
     if (j < n && starts[j] <= e + 1e-9) { e = ends[j]; j++; }
     double ns = a < j0 ? starts[a] : first;
     if (a == j) {
-        if (pool_insert(p, a, ns, e) < 0) return -1;
+        if (book_insert(p, a, ns, e, -1) < 0) return -1;   /* (trims the older half itself) */
     } else {
         p->starts[a] = ns;
         p->ends[a] = e;
@@ -497,10 +478,7 @@ static int book_insert(Book *b, Py_ssize_t j, double st, double en, int64_t rec)
     if (b->n > b->keep) {
         Py_ssize_t cut = b->keep / 2;
         b->floor = b->ends[cut - 1];
-        memmove(b->starts, b->starts + cut, (size_t)(b->n - cut) * sizeof(double));
-        memmove(b->ends, b->ends + cut, (size_t)(b->n - cut) * sizeof(double));
-        memmove(b->recs, b->recs + cut, (size_t)(b->n - cut) * sizeof(int64_t));
-        b->n -= cut;
+        pool_delete(b, 0, cut);
     }
     return 0;
 }
@@ -646,7 +624,11 @@ static void free_state(State *S) {
         for (int c = 0; c < S->cores; c++) { PyMem_Free(S->thr[c].st); PyMem_Free(S->thr[c].en); }
     PyMem_Free(S->thr);
     if (S->pools)
-        for (int c = 0; c < S->cores; c++) { PyMem_Free(S->pools[c].starts); PyMem_Free(S->pools[c].ends); }
+        for (int c = 0; c < S->cores; c++) {
+            PyMem_Free(S->pools[c].starts);
+            PyMem_Free(S->pools[c].ends);
+            PyMem_Free(S->pools[c].recs);
+        }
     PyMem_Free(S->pools);
     if (S->books)
         for (Py_ssize_t x = 0; x < S->ntracks; x++) {

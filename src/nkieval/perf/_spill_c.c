@@ -327,7 +327,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_spill_c", "The SBUF spill estimate's eviction walk in C (see nkieval.perf.spill).", -1,
+    PyModuleDef_HEAD_INIT, "_spill_c", "The SBUF spill estimate's loops in C (see nkieval.perf.spill).", -1,
     methods,
 };
 
