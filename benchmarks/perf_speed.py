@@ -196,7 +196,7 @@ def oversubscribed(iters: int, reps: int, p) -> None:
     t_plain, t_c, t_py, t_pre, t_off = best(
         [lambda: plain_loop(tr), lambda: walk(True), lambda: walk(False),
          lambda: estimate(tr), lambda: estimate(tr, policy=SchedulePolicy(spill_traffic="off"))], reps)
-    walk_kind = "compiled loops" if spill_mod._spill_c is not None else "Python (not built)"
+    walk_kind = "compiled loops" if spill_mod._schedule_c is not None else "Python (not built)"
     print(f"over-subscribed trace: {n} instructions, SBUF peak {tr.peak_sbuf_bytes:,} B/partition against "
           f"{cap:,} usable; spill {sp.save_bytes / 1e6:.0f} MB saved, {sp.reload_bytes / 1e6:.0f} MB reloaded, "
           f"{sp.evictions} evictions")

@@ -332,17 +332,17 @@ def test_belady_reloads_are_the_fewest_any_eviction_order_needs(seq: list[int], 
         assert sp.save_bytes == 0 and sp.overfull_instructions == 0
 
 
-@pytest.mark.skipif(spill_mod._spill_c is None, reason="the compiled walk is not built")
+@pytest.mark.skipif(spill_mod._schedule_c is None, reason="the compiled walk is not built")
 def test_the_compiled_walk_rejects_inconsistent_arrays() -> None:
     import numpy as np
 
     ev = np.zeros(2, dtype=np.int64)
     with pytest.raises(ValueError, match="array lengths disagree"):
-        spill_mod._spill_c.belady(ev, ev, ev[:1], ev, np.array([0, 2]), ev[:1], ev[:1], 1024)
+        spill_mod._schedule_c.belady(ev, ev, ev[:1], ev, np.array([0, 2]), ev[:1], ev[:1], 1024)
     with pytest.raises(ValueError, match="unit out of range"):
-        spill_mod._spill_c.belady(ev, ev + 5, ev, ev, np.array([0, 2]), ev[:1], ev[:1], 1024)
+        spill_mod._schedule_c.belady(ev, ev + 5, ev, ev, np.array([0, 2]), ev[:1], ev[:1], 1024)
     with pytest.raises(ValueError, match="not an int64 array"):
-        spill_mod._spill_c.belady(b"abc", ev, ev, ev, np.array([0, 2]), ev[:1], ev[:1], 1024)
+        spill_mod._schedule_c.belady(b"abc", ev, ev, ev, np.array([0, 2]), ev[:1], ev[:1], 1024)
 
 
 def test_the_timeline_shows_spill_dmas_at_the_line_they_serve() -> None:

@@ -13,7 +13,6 @@ what limits pipelining. Demand beyond capacity triggers the spill estimate (``pe
 
 from __future__ import annotations
 
-import os
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
@@ -22,15 +21,11 @@ from operator import itemgetter
 
 import numpy as np
 
+from nkieval.perf.compiled import ENABLED as _NATIVE_DEFAULT
+from nkieval.perf.compiled import module as _schedule_c  # the access-span pass compiled
 from nkieval.sim.trace import Trace
 
-try:  # the access-span pass compiled (built with the package; ``_access_spans``'s loop is the reference)
-    from nkieval.perf import _schedule_c
-except ImportError:  # pragma: no cover - a build without a C compiler
-    _schedule_c = None
-
-# the scheduler's switch (NKIEVAL_PURE_PYTHON_SCHEDULER=1 runs the Python loops); tests turn it off here too
-_NATIVE = os.environ.get("NKIEVAL_PURE_PYTHON_SCHEDULER", "") in ("", "0")
+_NATIVE = _NATIVE_DEFAULT  # tests switch the compiled pass off to hold it to the Python one
 
 
 @dataclass(frozen=True)

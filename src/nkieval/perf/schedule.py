@@ -31,7 +31,6 @@ program-order upper bound.
 from __future__ import annotations
 
 import gc
-import os
 from array import array
 from bisect import bisect_right
 from collections import Counter, deque
@@ -42,17 +41,14 @@ from typing import Literal
 
 import numpy as np
 
+from nkieval.perf.compiled import ENABLED as _NATIVE_DEFAULT
+from nkieval.perf.compiled import module as _schedule_c  # the per-record loop compiled
 from nkieval.perf.costs import cost_of
 from nkieval.perf.dma import DmaPlan, plan_dma
 from nkieval.perf.params import PerfParams
 from nkieval.perf.rotation import RotationPlan, plan_rotation
 from nkieval.perf.spill import SpillEstimate, estimate_spill, with_spill_traffic
 from nkieval.sim.trace import Trace
-
-try:  # the per-record loop compiled (built with the package; the Python loop below is the reference)
-    from nkieval.perf import _schedule_c
-except ImportError:  # pragma: no cover - a build without a C compiler
-    _schedule_c = None
 
 ScheduleMode = Literal["compiler", "physical", "serial"]
 EngineOrder = Literal["program", "backfill"]
@@ -168,7 +164,7 @@ _REWRITE_IN_PLACE = True  # a write replacing the table's last entry (same box) 
 _EXACT_READS = True  # a read of exactly a live entry's box (an ``exact`` hit) skips the general hit handling
 # Use the compiled loop where it is built (NKIEVAL_PURE_PYTHON_SCHEDULER=1 turns it off); tests/perf hold the two
 # loops to identical schedules
-_NATIVE = os.environ.get("NKIEVAL_PURE_PYTHON_SCHEDULER", "") in ("", "0")
+_NATIVE = _NATIVE_DEFAULT
 _POOL_KEEP = 512  # busy intervals each core's DmaPool remembers (both loops)
 _FOUND_MAX = 4096  # boxes a table remembers the hits of (between two changes of its entries)
 _QUERY_MAX_CELLS = 64  # a query box covering more grid cells scans the table instead

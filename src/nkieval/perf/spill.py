@@ -19,7 +19,7 @@ eviction order (tests/perf holds it to an exhaustive search); with mixed sizes, 
 cost a save as well, it is a heuristic, not a bound: evicting a small segment needed sooner can move
 fewer bytes than evicting a large one needed later. Per program (each LNC program has its own SBUF),
 the walk visits every segment access once. The access events are built with numpy and the walk runs
-compiled (``_spill_c.belady``) where the package was built with it; :func:`_belady` is the reference. The scheduler runs it when the trace's SBUF peak exceeds the
+compiled (``_schedule_c.belady``) where the package was built with it; :func:`_belady` is the reference. The scheduler runs it when the trace's SBUF peak exceeds the
 usable SBUF, and (unless ``SchedulePolicy.spill_traffic`` is ``"off"``) schedules the transfers:
 :func:`with_spill_traffic` inserts a ``spill_save`` / ``spill_reload`` DMA before the instruction
 that needed the room or the data (adjacent segments of one allocation merged into one DMA), on the
@@ -35,23 +35,17 @@ published profiles of over-subscribed tutorial kernels (Tensor engine ~99.5 % ac
 from __future__ import annotations
 
 import heapq
-import os
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
+from nkieval.perf.compiled import ENABLED as _NATIVE_DEFAULT
+from nkieval.perf.compiled import module as _schedule_c  # the operand read and the eviction walk compiled
 from nkieval.sim.trace import AllocationRecord, OperandAccess, Trace, TraceRecord
 
-try:  # the eviction walk compiled (built with the package; ``_belady`` below is the reference)
-    from nkieval.perf import _spill_c
-except ImportError:  # pragma: no cover - a build without a C compiler
-    _spill_c = None
-
-# the compiled loops where built, unless NKIEVAL_PURE_PYTHON_SCHEDULER=1 (the scheduler's switch: the spill estimate
-# runs inside schedule()); tests switch them off to hold them to the Python ones
-_NATIVE = os.environ.get("NKIEVAL_PURE_PYTHON_SCHEDULER", "") in ("", "0")
+_NATIVE = _NATIVE_DEFAULT  # tests switch the compiled loops off to hold them to the Python ones
 
 SPILL_OPCODES = ("spill_save", "spill_reload")
 SPILL_SITE = "<spill>"  # the allocation site of the HBM spill areas :func:`with_spill_traffic` adds
@@ -93,9 +87,9 @@ def _sbuf_accesses(trace: Trace) -> np.ndarray:
     ``[seq, alloc, addr_lo, addr_hi, partition_start, partition_end, dirties]``, ``dirties`` 1 for a write of
     data not read from HBM by the same instruction (a DMA from HBM leaves its destination clean)."""
     spillable = {a for a, al in trace.allocations.items() if not al.kernel_arg}
-    if _NATIVE and _spill_c is not None:
+    if _NATIVE and _schedule_c is not None:
         try:
-            return np.frombuffer(_spill_c.sbuf_accesses(trace.records, spillable), dtype=np.int64).reshape(-1, 7)
+            return np.frombuffer(_schedule_c.sbuf_accesses(trace.records, spillable), dtype=np.int64).reshape(-1, 7)
         except (OverflowError, TypeError):  # a value beyond 64 bits, or records not in a list: the loop below
             pass
     rows: list[tuple[int, int, int, int, int, int, bool]] = []
@@ -197,7 +191,7 @@ def _walk_events(trace: Trace, rows: np.ndarray) -> _Walk:
 
 
 def _belady(w: _Walk, capacity_bytes: int) -> tuple[list[int], list[tuple[int, int, int]]]:
-    """The eviction walk (the reference for ``_spill_c.belady``): ``[save, reload, evictions, peak, overfull]``
+    """The eviction walk (the reference for ``_schedule_c.belady``): ``[save, reload, evictions, peak, overfull]``
     bytes and counts, and the moves ``(before, 0 save / 1 reload / 2 evict, unit)`` in the order made."""
     seq, unit, nxt, dirties = w.seq.tolist(), w.unit.tolist(), w.next_seq.tolist(), w.dirties.tolist()
     size, parts = w.size.tolist(), w.parts.tolist()
@@ -274,8 +268,8 @@ def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
     if not len(rows):
         return SpillEstimate(capacity_bytes)
     w = _walk_events(trace, rows)
-    if _NATIVE and _spill_c is not None:
-        totals, raw = _spill_c.belady(w.seq, w.unit, w.next_seq, w.dirties, w.bounds, w.size, w.parts,
+    if _NATIVE and _schedule_c is not None:
+        totals, raw = _schedule_c.belady(w.seq, w.unit, w.next_seq, w.dirties, w.bounds, w.size, w.parts,
                                       capacity_bytes)
         moves = np.frombuffer(raw, dtype=np.int64).reshape(-1, 3)
     else:
