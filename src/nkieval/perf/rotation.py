@@ -50,7 +50,6 @@ class RotationPlan:
     instances: list[list[tuple[int, int | None, int, int, int, int]]] = field(default_factory=list, repr=False)
     demand_bytes: dict[str, int] = field(default_factory=dict)  # buffer -> bytes per partition
     capacity_bytes: dict[str, int] = field(default_factory=dict)
-    excess_bytes: dict[str, int] = field(default_factory=dict)  # bytes per partition beyond capacity
 
     @property
     def reuse_of(self) -> dict[int, int]:
@@ -156,8 +155,6 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> Rotatio
                     demand += extra
                     it[2] = level
         plan.demand_bytes[buf] = max(plan.demand_bytes.get(buf, 0), demand)
-        if cap and demand > cap:
-            plan.excess_bytes[buf] = max(plan.excess_bytes.get(buf, 0), demand - cap)
         for size, need, k, key in items:
             rows = sorted(groups[key], key=_SEQ)  # allocation order (stable for equal sequence numbers)
             plan.sites.append(SiteRotation(key[2], buf, prog, size, len(rows), need, k))
