@@ -8,7 +8,8 @@ access live range, first to last access, as the simulator's capacity check count
 and give each site ``k`` buffers: at least what the kernel needs, up to ``rotation_depth``
 while the partition still fits (smallest tiles first, then the sites with most instances). Instance ``j`` of a site then reuses
 the buffer of instance ``j - k`` and must wait until that one is dead (a WAR edge), which is
-what limits pipelining. Demand beyond capacity triggers the spill estimate (``perf/spill.py``).
+what limits pipelining. Live tiles beyond the usable SBUF (the trace's own peak, not this plan's demand) are the
+spill estimate's business (``perf/spill.py``).
 """
 
 from __future__ import annotations
