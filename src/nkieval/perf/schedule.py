@@ -724,17 +724,31 @@ def _backfill(i: int, eb: TrackBook, pbs: list[TrackBook], ready: float, d_pred:
     if st == ready and ready > g0:
         why, pr = d_reason, d_pred
     elif st > ready and st > g0:
-        for pb in pbs:  # the port whose interval ended when this one started
-            pe, prec_port = pb.before(pb.gap(st, dur)[1])
-            if pe == st:
-                why, pr = "port", prec_port
-                break
+        prec_port = _port_holder(pbs, st, dur)
+        if prec_port is not None:
+            why, pr = "port", prec_port
     en = st + dur
     shorten_wait_after(eb, j, en)
     eb.book(j, st, en, i, since)
+    _book_ports(pbs, st, dur, i)
+    return st, en, dur, why, pr, g0
+
+
+def _port_holder(pbs: list[TrackBook], st: float, dur: float) -> int | None:
+    """The record whose interval on one of the shared ports ``pbs`` ended when an instruction of ``dur`` ns
+    starting at ``st`` got them (what it waited for); None if no port interval ends at ``st``."""
+    for pb in pbs:
+        pe, prec = pb.before(pb.gap(st, dur)[1])
+        if pe == st:
+            return prec
+    return None
+
+
+def _book_ports(pbs: list[TrackBook], st: float, dur: float, i: int) -> None:
+    """Book record ``i``'s interval [st, st + dur) on each of the shared ports ``pbs``."""
+    en = st + dur
     for pb in pbs:
         pb.book(pb.gap(st, dur)[1], st, en, i)
-    return st, en, dur, why, pr, g0
 
 
 def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = None) -> Schedule:
@@ -1098,15 +1112,12 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
                                 at, moved = x, True
                     if at > t0:
                         t0, why = at, "port"
-                        for pb in pbs:  # the port whose interval ended when this one starts
-                            pe, prec_port = pb.before(pb.gap(at, o_cost)[1])
-                            if pe == at:
-                                pr = prec_port
-                                break
+                        prec_port = _port_holder(pbs, at, o_cost)
+                        if prec_port is not None:
+                            pr = prec_port
                     st = t0
                     en = t0 + o_cost
-                    for pb in pbs:
-                        pb.book(pb.gap(st, o_cost)[1], st, en, i)
+                    _book_ports(pbs, st, o_cost, i)
                 else:
                     st = t0
                     en = t0 + o_cost
