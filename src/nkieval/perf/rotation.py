@@ -5,8 +5,9 @@ iteration ``i + 1`` can load while iteration ``i`` computes; SBUF/PSUM capacity 
 many (research note perf-model.md §5.4). From the trace's allocation records we find the
 sites that allocate repeatedly, how many of their instances the kernel keeps alive at once (by
 access live range, first to last access, as the simulator's capacity check counts),
-and give each site ``k`` buffers: at least what the kernel needs, up to ``rotation_depth``
-while the partition still fits (smallest tiles first, then the sites with most instances). Instance ``j`` of a site then reuses
+and give each site ``k`` buffers: what the kernel needs (``need``, the instances live at once), and up to
+``rotation_depth`` sets of ``need`` while the partition still fits (the site refilled most often first: most
+instances per set, then the smaller tile; a set that does not fit whole gets the buffers that do). Instance ``j`` of a site then reuses
 the buffer of instance ``j - k`` and must wait until that one is dead (a WAR edge), which is
 what limits pipelining. Live tiles beyond the usable SBUF (the trace's own peak, not this plan's demand) are the
 spill estimate's business (``perf/spill.py``).
@@ -146,15 +147,21 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> Rotatio
         items = per_prog.get(pb, [])
         demand = singles.get(pb, 0) + sum(s * d for s, _, d, _ in items)
         for level in range(2, depth + 1):
-            # smallest tiles first; among equal sizes, the site with more instances (the one whose
-            # loads repeat most, so double-buffering hides the most transfers)
-            for it in sorted(items, key=lambda x: (x[0], -len(groups[x[3]]))):
-                if it[2] >= level:
+            # the site refilled most often first (instances per set of live ones: another set lets each
+            # refill overlap the use of the set before, so this one hides the most waits), then the smaller
+            # tile: a kernel's long-lived accumulators, refilled a few times, come after its streamed loads
+            for it in sorted(items, key=lambda x: (-len(groups[x[3]]) / x[1], x[0])):
+                size, need, have = it[0], it[1], it[2]
+                # a level is one more set of what the kernel keeps alive at once: a loop that builds a list of
+                # 16 tiles is double-buffered by 16 more, so the next iteration's list can load while this
+                # one's is read; what the capacity leaves of a set is still given (its first tiles prefetch)
+                want = level * need - have
+                if want <= 0:
                     continue
-                extra = it[0] * (level - it[2])
-                if demand + extra <= cap:
-                    demand += extra
-                    it[2] = level
+                fit = min(want, (cap - demand) // size) if size else want
+                if fit > 0:
+                    demand += size * fit
+                    it[2] = have + fit
         plan.demand_bytes[buf] = max(plan.demand_bytes.get(buf, 0), demand)
         for size, need, k, key in items:
             rows = sorted(groups[key], key=_SEQ)  # allocation order (stable for equal sequence numbers)
