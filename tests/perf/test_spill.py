@@ -135,6 +135,8 @@ def test_spill_traffic_goes_in_ahead_of_the_instructions_it_serves() -> None:
                                                "spill_reload", "dma_copy", "dma_copy"]
     assert [r.seq for r in out.records] == list(range(8))
     assert out.records[2].line == 12 and out.records[5].line == 21  # the line of the instruction served
+    # each on the spill queue of the engine running the instruction served (a DMA's: the Sync engine's)
+    assert [out.records[i].attrs["queue"] for i in (2, 5)] == ["qVectorSpillReload", "qSyncSpillReload"]
     save, reload = out.records[2], out.records[5]
     assert [(o.buffer, o.mode) for o in save.operands] == [("hbm", "w"), ("sbuf", "r")]
     assert [(o.buffer, o.mode) for o in reload.operands] == [("sbuf", "w"), ("hbm", "r")]
@@ -165,6 +167,9 @@ def test_scheduled_spill_orders_save_reload_and_use() -> None:
     assert s.start[save] >= s.end[0]  # saves what the first memset wrote
     assert s.start[reload] >= s.end[save]  # reads what the save wrote
     assert s.start[reload + 1] >= s.end[reload]  # the store of the reloaded tile waits for it
+    # spill transfers run on their own queues, one per triggering engine, not on the queue of the line they serve
+    assert s.track[save] != s.track[reload]
+    assert s.track[reload] not in {s.track[i] for i, r in enumerate(recs) if not r.opcode.startswith("spill")}
     off = schedule(tr, p, SchedulePolicy(spill_traffic="off"))
     assert off.spill == s.spill and len(off.trace.records) == len(tr.records)
     assert off.total_time < s.total_time
@@ -353,3 +358,30 @@ def test_the_timeline_shows_spill_dmas_at_the_line_they_serve() -> None:
     assert [(e["name"], e["cat"], e["args"]["nki_source_location"]) for e in ev] == [
         ("spill_save", "dma", "k.py:12"), ("spill_reload", "dma", "k.py:21")]
     assert all(e["args"]["bytes"] == 80 * KIB * 128 and e["dur"] > 0 for e in ev)
+
+
+def test_a_spill_save_for_a_load_does_not_hold_up_that_line_s_next_loads() -> None:
+    """Loads from one source line into fresh tiles, each needing room taken from a tile computed on chip: the saves
+    run on the Sync engine's spill queue, so the loads after a save do not queue behind it (FIFO per queue) while
+    it waits for its victim's last writer."""
+    b = TraceBuilder("trn1")
+    hbm = b.alloc("hbm", (128, 6 * 10240))
+    dirty = [b.alloc("sbuf", (128, 10240)) for _ in range(4)]  # 4 x 40 KiB computed on chip
+    for t in dirty:
+        b.rec("memset", "vector", [b.op(t, "dst", "w")], line=10, value=1.0)
+    loads = []
+    for i in range(3):  # 3 more 40 KiB tiles: 7 x 40 KiB > 176 KiB, so dirty tiles must be saved to make room
+        t = b.alloc("sbuf", (128, 10240))
+        loads.append(b.rec("dma_copy", "dma", [b.op(t, "dst", "w"), b.op(hbm, "src", "r", cols=(i * 10240,
+                                                                                          (i + 1) * 10240))],
+                           line=30).seq)
+        b.rec("memset", "vector", [b.op(t, "dst", "w")], line=31, value=0.0)
+    for t in dirty:  # the on-chip tiles are used again at the end
+        b.rec("dma_copy", "dma", [b.op(hbm, "dst", "w", cols=(0, 10240)), b.op(t, "src", "r")], line=40)
+    b.trace.peak_sbuf_bytes = 7 * 40 * KIB
+    s = schedule(b.trace, load_params(get_target("trn1")))
+    recs = s.trace.records
+    saves = [i for i, r in enumerate(recs) if r.opcode == "spill_save"]
+    assert saves and {recs[i].attrs["queue"] for i in saves} == {"qSyncSpillReload"}
+    load_track = {s.track[i] for i, r in enumerate(recs) if r.line == 30 and r.opcode == "dma_copy"}
+    assert len(load_track) == 1 and load_track.isdisjoint({s.track[i] for i in saves})

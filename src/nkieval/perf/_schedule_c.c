@@ -1049,11 +1049,22 @@ static PyObject *run(PyObject *self, PyObject *args) {
         double prev_free;
         if (k->is_dma) {
             if (set_obj_item(o_plans, i, k->plan) < 0) goto done;
-            PyObject *file = rd(&rr, rec, R_FILE);
-            if (!file) goto done;
-            PyObject *line = rd(&rr, rec, R_LINE);
-            if (!line) { Py_DECREF(file); goto done; }
-            PyObject *qk = Py_BuildValue("(iNN)", core, file, line);
+            /* the queue: the record's own (attrs "queue": a spill queue) or its source line's */
+            PyObject *attrs = rd(&rr, rec, R_ATTRS);
+            if (!attrs) goto done;
+            PyObject *qname = PyDict_Check(attrs) ? PyDict_GetItemString(attrs, "queue") : NULL;
+            PyObject *qk;
+            if (qname) {
+                qk = Py_BuildValue("(iOO)", core, qname, Py_None);
+                Py_DECREF(attrs);
+            } else {
+                Py_DECREF(attrs);
+                PyObject *file = rd(&rr, rec, R_FILE);
+                if (!file) goto done;
+                PyObject *line = rd(&rr, rec, R_LINE);
+                if (!line) { Py_DECREF(file); goto done; }
+                qk = Py_BuildValue("(iNN)", core, file, line);
+            }
             if (!qk) goto done;
             PyObject *qv = PyDict_GetItemWithError(queue_of, qk);
             if (qv) {

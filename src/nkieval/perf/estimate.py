@@ -13,7 +13,7 @@ from nkieval.perf.params import PerfParams, load_params
 from nkieval.perf.schedule import Schedule, SchedulePolicy, schedule
 from nkieval.sim.trace import Trace
 
-MODEL_VERSION = "nkieval-perf 0.5"
+MODEL_VERSION = "nkieval-perf 0.6"
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,8 @@ ASSUMPTIONS = (
     "engines run their instructions in program order; the compiler's reordering is modelled only by buffer "
     "rotation per allocation site",
     "each DMA source line is one DMA queue; queues are FIFO and run one DMA at a time",
+    "buffer rotation gives a site up to rotation_depth sets of the instances its loop keeps alive at once, the "
+    "sites refilled most often first, as far as the on-chip memory holds them",
     "the HBM cap is a static per-engine share of the core's HBM bandwidth",
     "cross-engine semaphore latency and PE pipeline latency are assumed values",
     "Trn2/Trn3 dI/dt throttling is decided at Tensor-engine instruction starts (a new ramp after a gap with the "
@@ -96,8 +98,8 @@ ASSUMPTIONS = (
 
 _SPILL = ("the SBUF peak exceeds the usable SBUF: the spill is Belady eviction over access segments (furthest next "
           "use first: the fewest reloads ")
-_SPILL_SCHEDULED = (_SPILL + "among equal segments), its saves and reloads scheduled as DMAs on the queue of the "
-                    "instruction they serve, a reload ")
+_SPILL_SCHEDULED = (_SPILL + "among equal segments), its saves and reloads scheduled as DMAs ahead of the "
+                    "instruction they serve, on a spill queue of that instruction's engine, a reload ")
 SPILL_ASSUMPTIONS = {
     "prefetch": _SPILL_SCHEDULED + "free to run ahead of it once its save is done (prefetch)",
     "on_demand": _SPILL_SCHEDULED + "waiting for the data it displaces to be done with (on demand)",

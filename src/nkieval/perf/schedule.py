@@ -989,7 +989,8 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
         if eng == "dma":
             plan = sc
             dma_plans[i] = plan
-            qk = (core, rec.file, rec.line)
+            qn = rec.attrs.get("queue")  # a spill transfer's queue; else one queue per source line
+            qk = (core, rec.file, rec.line) if qn is None else (core, qn, None)
             q = queue_of.get(qk)
             if q is None:
                 tr = f"{prefixes[core]}dma:q{queue_count[core] % n_queues}"

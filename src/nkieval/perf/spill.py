@@ -22,8 +22,8 @@ the walk visits every segment access once. The access events are built with nump
 compiled (``_schedule_c.belady``) where the package was built with it; :func:`_belady` is the reference. The scheduler runs it when the trace's SBUF peak exceeds the
 usable SBUF, and (unless ``SchedulePolicy.spill_traffic`` is ``"off"``) schedules the transfers:
 :func:`with_spill_traffic` inserts a ``spill_save`` / ``spill_reload`` DMA before the instruction
-that needed the room or the data (adjacent segments of one allocation merged into one DMA), on the
-DMA queue of that instruction's source line, to and from a spill area in HBM.
+that needed the room or the data (adjacent segments of one allocation merged into one DMA), on a spill queue
+of the engine that runs that instruction (the Sync engine for a DMA), to and from a spill area in HBM.
 
 Belady's choice minimises traffic, not time: its victim is often the segment the previous
 instruction just read, so a reload that must wait for its victim to be done with (``on_demand``)
@@ -314,6 +314,16 @@ def _evicted_range(t: SpillTransfer) -> OperandAccess:
                          t.addr_lo, t.addr_hi, 0, w, ((1, w),))
 
 
+def _spill_queue(engine: str) -> str:
+    """The DMA queue of the spill transfers made for an instruction of ``engine``: one per triggering engine (a DMA
+    instruction's are the Sync engine's), apart from the kernel's own transfers, as the profiler's queue names
+    show (``qSyncSpillReload0``, ``qVectorSpillReload0``: research note perf-model.md §1.2)."""
+    return f"q{_ENGINE_NAMES.get(engine, engine.capitalize())}SpillReload"
+
+
+_ENGINE_NAMES = {"dma": "Sync", "gpsimd": "GpSimd"}
+
+
 def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = False) -> Trace:
     """A copy of ``trace`` with each of ``spill``'s transfers as a DMA record ahead of the instruction it serves.
 
@@ -355,6 +365,7 @@ def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = Fal
         group = by_before.get(r.seq, ())
         # a reload writes into space its instruction's evictions gave up: it waits for their readers and saves
         room = [_evicted_range(t) for t in group if t.kind == "evict"] if on_demand else []
+        queue = _spill_queue(r.engine) if group else None
         for t in group:
             if t.kind == "evict":
                 continue
@@ -374,8 +385,9 @@ def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = Fal
                                off + (t.partitions - 1) * row + w, nbytes, w, ((row // e, t.partitions), (1, n)),
                                "spill")
             ops = [hb, sb] if t.kind == "save" else [sb, hb, *room]
-            records.append(TraceRecord(len(records), f"spill_{t.kind}", "dma", ops, {"dge_mode": 0, "spill": t.kind},
-                                       r.program, r.loops, r.file, r.line, r.function))
+            records.append(TraceRecord(len(records), f"spill_{t.kind}", "dma", ops,
+                                       {"dge_mode": 0, "spill": t.kind, "queue": queue}, r.program, r.loops, r.file,
+                                       r.line, r.function))
         records.append(TraceRecord(len(records), r.opcode, r.engine, r.operands, r.attrs, r.program, r.loops, r.file,
                                    r.line, r.function))  # (what ``replace(r, seq=...)`` makes, at a third of its cost)
     end = len(records)
