@@ -358,6 +358,11 @@ def test_the_timeline_shows_spill_dmas_at_the_line_they_serve() -> None:
     assert [(e["name"], e["cat"], e["args"]["nki_source_location"]) for e in ev] == [
         ("spill_save", "dma", "k.py:12"), ("spill_reload", "dma", "k.py:21")]
     assert all(e["args"]["bytes"] == 80 * KIB * 128 and e["dur"] > 0 for e in ev)
+    # each DMA queue track is named after what it carries: the kernel's store lines, and the two spill queues
+    names = sorted(e["args"]["name"] for e in to_perfetto(est)["traceEvents"] if e.get("name") == "thread_name"
+                   and e["args"]["name"].startswith("dma:"))
+    assert sorted(n.split(" ", 1)[1] for n in names) == ["(k.py:20)", "(k.py:21)", "(k.py:22)",
+                                                         "(qSyncSpillReload)", "(qVectorSpillReload)"]
 
 
 def test_a_spill_save_for_a_load_does_not_hold_up_that_line_s_next_loads() -> None:

@@ -38,9 +38,19 @@ def to_perfetto(est: PerfEstimate, *, dma_engines: bool = False) -> dict[str, An
     for c in range(s.cores):
         events.append({"ph": "M", "name": "process_name", "pid": c,
                        "args": {"name": f"NeuronCore {c} ({est.target}, estimate)"}})
+    # a DMA queue track is named after what runs on it: the source lines whose DMAs it carries, or a spill queue
+    # (queues are assigned round-robin over the core's 16, so one track can carry several)
+    carried: dict[str, dict[str, None]] = {}
+    for i, rec in enumerate(recs):
+        if rec.engine == "dma":
+            q = rec.attrs.get("queue") or (f"{os.path.basename(rec.file)}:{rec.line}" if rec.file else "?")
+            carried.setdefault(s.track[i], {})[q] = None
     for t in tracks:
         core, _, name = t.rpartition("/")
         pid = int(core[2:]) if core.startswith("nc") else 0
+        if t in carried:
+            lab = list(carried[t])
+            name = f"{name} ({', '.join(lab[:3])}{f' +{len(lab) - 3} more' if len(lab) > 3 else ''})"
         events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid[t], "args": {"name": name}})
         events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid[t],
                        "args": {"sort_index": tid[t]}})
