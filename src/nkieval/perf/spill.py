@@ -314,14 +314,14 @@ def _evicted_range(t: SpillTransfer) -> OperandAccess:
                          t.addr_lo, t.addr_hi, 0, w, ((1, w),))
 
 
+_ENGINE_NAMES = {"dma": "Sync", "gpsimd": "GpSimd"}  # the engine names of the profiler's queue names
+
+
 def _spill_queue(engine: str) -> str:
     """The DMA queue of the spill transfers made for an instruction of ``engine``: one per triggering engine (a DMA
     instruction's are the Sync engine's), apart from the kernel's own transfers, as the profiler's queue names
     show (``qSyncSpillReload0``, ``qVectorSpillReload0``: research note perf-model.md §1.2)."""
     return f"q{_ENGINE_NAMES.get(engine, engine.capitalize())}SpillReload"
-
-
-_ENGINE_NAMES = {"dma": "Sync", "gpsimd": "GpSimd"}
 
 
 def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = False) -> Trace:
