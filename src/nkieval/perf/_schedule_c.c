@@ -452,6 +452,13 @@ static double book_gap(const Book *b, double t, double dur, Py_ssize_t *jpos) {
 }
 
 /* TrackBook.before: end and record of the interval before position j (the floor and -1 if none) */
+/* the book's interval arrays (the struct itself is its owner's) */
+static void book_free(Book *b) {
+    PyMem_Free(b->starts);
+    PyMem_Free(b->ends);
+    PyMem_Free(b->recs);
+}
+
 static void book_before(const Book *b, Py_ssize_t j, double *end, int64_t *rec) {
     if (j > 0) { *end = b->ends[j - 1]; *rec = b->recs[j - 1]; }
     else { *end = b->floor; *rec = -1; }
@@ -628,18 +635,10 @@ static void free_state(State *S) {
         for (int c = 0; c < S->cores; c++) { PyMem_Free(S->thr[c].st); PyMem_Free(S->thr[c].en); }
     PyMem_Free(S->thr);
     if (S->pools)
-        for (int c = 0; c < S->cores; c++) {
-            PyMem_Free(S->pools[c].starts);
-            PyMem_Free(S->pools[c].ends);
-            PyMem_Free(S->pools[c].recs);
-        }
+        for (int c = 0; c < S->cores; c++) book_free(&S->pools[c]);
     PyMem_Free(S->pools);
     if (S->books)
-        for (Py_ssize_t x = 0; x < S->ntracks; x++) {
-            PyMem_Free(S->books[x].starts);
-            PyMem_Free(S->books[x].ends);
-            PyMem_Free(S->books[x].recs);
-        }
+        for (Py_ssize_t x = 0; x < S->ntracks; x++) book_free(&S->books[x]);
     PyMem_Free(S->books);
     PyMem_Free(S->hits);
     PyMem_Free(S->reads);
