@@ -265,7 +265,9 @@ def test_rule(rule, case, kernel, arg, target, options, kind, message):
 
 # Rules raised outside the ISA/simulator core, with the test that shows their message.
 TESTED_ELSEWHERE = {"loop-dependency": "Beta-1 front end (affine_range write conflicts): tests/frontends",
-                    "instruction-budget": "SimOptions.max_instructions: tests/sim/test_max_instructions.py"}
+                    "instruction-budget": "SimOptions.max_instructions: tests/sim/test_max_instructions.py",
+                    "trace-time-value": "recording a kernel as a program: tests/sim/test_program.py",
+                    "trace-argument": "recording a kernel as a program: tests/sim/test_program.py"}
 
 
 def test_every_rule_has_a_case():

@@ -25,6 +25,35 @@ from nkieval.sim.trace import AllocationRecord, Trace
 
 _LOCAL = threading.local()
 
+#: How many kernels are being recorded as programs now (nkieval.sim.program): the hooks that only a
+#: recording needs look at this first, so an eager run pays one list read for them.
+RECORDING = [0]
+
+
+class ForcedFrame:
+    """The kernel source line a replayed instruction came from (a program carries it; no Python frame has it)."""
+
+    __slots__ = ("f_code", "f_lineno")
+
+    def __init__(self, file: str | None, line: int | None, function: str | None) -> None:
+        self.f_code = _Code(file or "", function or "")
+        self.f_lineno = line
+
+
+class _Code:
+    __slots__ = ("co_filename", "co_name")
+
+    def __init__(self, file: str, name: str) -> None:
+        self.co_filename = file
+        self.co_name = name
+
+
+def force_location(frame: ForcedFrame | None) -> ForcedFrame | None:
+    """Make ``frame`` the kernel line of this thread's simulator calls (``None`` restores frame walking)."""
+    prev = getattr(_LOCAL, "forced", None)
+    _LOCAL.forced = frame
+    return prev
+
 # Frames from these directories are the simulator itself, not kernel source.
 _SIM_DIRS = tuple(
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d) + os.sep
@@ -34,6 +63,9 @@ _SIM_DIRS = tuple(
 
 def user_frame(depth: int = 2):
     """The innermost frame outside the simulator: the kernel line that issued the call."""
+    forced = getattr(_LOCAL, "forced", None)
+    if forced is not None:
+        return forced
     f = sys._getframe(depth)
     while f is not None and f.f_code.co_filename.startswith(_SIM_DIRS):
         f = f.f_back
@@ -42,7 +74,7 @@ def user_frame(depth: int = 2):
 
 def user_location() -> tuple[str | None, int | None, str | None]:
     f = user_frame(3)
-    if f is None:
+    if f is None or not f.f_code.co_filename:
         return None, None, None
     return f.f_code.co_filename, f.f_lineno, f.f_code.co_name
 
@@ -95,6 +127,7 @@ class SimContext:
         self.psum = OnChipAllocator("psum", t.psum_bytes_per_partition, t.psum_alloc_granularity_bytes,
                                     launch.options.capacity_check, self._on_alloc_event, defer=defer)
         self.shared_count = 0
+        self.recorder: Any = None  # a nkieval.sim.program Recorder while the kernel is being recorded
         self.loc: tuple[str | None, int | None, str | None] = (None, None, None)
         self.loops: list[list[Any]] = []
         self._loops_tuple: tuple[tuple[str, int, int], ...] = ()
@@ -120,6 +153,8 @@ class SimContext:
             rec = tr.allocations.get(alloc_or_id)
             if rec is not None and rec.free_seq is None:
                 rec.free_seq = tr.next_seq()
+            if self.recorder is not None:
+                self.recorder.free(alloc_or_id)
 
     # -- loops ------------------------------------------------------------------
     def push_loop(self, kind: str, trip: int) -> list[Any]:

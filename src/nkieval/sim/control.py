@@ -67,6 +67,8 @@ def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[Virtu
         start, stop = 0, start
     lo, hi, st = _bound(start, "start", "dynamic_range"), _bound(stop, "stop", "dynamic_range"), _step(step,
                                                                                                   "dynamic_range")
+    if ctx.recorder is not None:  # traced once, with a symbolic induction register
+        return ctx.recorder.iterate(ctx, "dynamic_range", [start, stop, step], lo)
     return _iterate(ctx, range(lo, hi, st), frozen=True)
 
 
@@ -93,6 +95,10 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[VirtualRegister], Any]
     # The body gets an NkiScalar when a bound is one (and no bound is a register), else a register.
     as_scalar = any(isinstance(b, NkiScalar) for b in (lower, upper)) and \
         not any(isinstance(b, VirtualRegister) for b in (lower, upper))
+    if ctx.recorder is not None:
+        first = NkiScalar(r.start, "int32") if as_scalar else VirtualRegister(r.start, name="i")
+        _trace_body(ctx, "fori_loop", [lower, upper, step], first, body_fun)
+        return
     for reg in _iterate(ctx, r, frozen=False):
         body_fun(NkiScalar(reg.get(), "int32") if as_scalar else reg)
 
@@ -107,6 +113,9 @@ def while_loop(init: Any, body_fun: Callable[[VirtualRegister], Any]) -> None:
     if not callable(body_fun):
         raise NkiValidationError("body_fun must be callable", instruction="while_loop", operand="body_fun",
                                  rule="argument")
+    if ctx.recorder is not None:
+        _trace_body(ctx, "while_loop", [init], VirtualRegister(init.get("init"), name="r"), body_fun)
+        return
     r = init
     frame = ctx.push_loop("dynamic", -1)
     try:
@@ -124,6 +133,24 @@ def while_loop(init: Any, body_fun: Callable[[VirtualRegister], Any]) -> None:
             i += 1
     finally:
         ctx.pop_loop(frame)
+
+
+def _trace_body(ctx: Any, kind: str, params: list[Any], induction: Any, body_fun: Callable[[Any], Any]) -> None:
+    """Record a device loop: its body traced once with a symbolic induction value (the judge's replay runs
+    it as many times as the device values say)."""
+    rec = ctx.recorder
+    ev = rec.loop(ctx, kind, params, induction)
+    frame = ctx.push_loop("dynamic", -1)
+    nxt = None
+    try:
+        ctx.set_loop_index(frame, 0)
+        nxt = body_fun(induction)
+        if kind == "while_loop" and not isinstance(nxt, VirtualRegister):
+            raise NkiValidationError(f"body_fun must return the next condition VirtualRegister, got "
+                                     f"{type(nxt).__name__}", instruction=kind, operand="body_fun", rule="argument")
+    finally:
+        ctx.pop_loop(frame)
+        rec.end_loop(ev, nxt if kind == "while_loop" else None)
 
 
 @contextlib.contextmanager

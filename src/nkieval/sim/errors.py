@@ -67,6 +67,12 @@ RULES: dict[str, Rule] = {
              "A harness bounds a run with SimOptions.max_instructions (the review pipeline sets it from the task's "
              "limits) so a kernel that loops without bound stops at once with this verdict, not at a wall-clock "
              "timeout."),
+        Rule("trace-time-value", "the kernel's Python reads a value that only the device holds",
+             "A kernel is traced from its inputs' shapes and dtypes (as the NKI compiler traces it) and its "
+             "instructions run later on the data: tensor and register values do not exist while the Python runs."),
+        Rule("trace-argument", "a value that no NKI instruction takes was passed to one",
+             "Instructions take tensors, registers, scalars, numbers, dtypes, operators and enums; a recorded "
+             "program can carry nothing else."),
         Rule("loop-dependency", "iterations of a parallel (affine_range) loop write the same element",
              "Beta-1 affine_range iterations may run in any order; only associative PSUM accumulation is allowed."),
     )

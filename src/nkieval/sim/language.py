@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 
 from nkieval.hardware import get_target
-from nkieval.sim import dtypes as dt
 from nkieval.sim import isa as _isa  # attribute lookups at call time: instruments see every call
 from nkieval.sim.context import current, maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, Buffer
 from nkieval.sim.ops import LANGUAGE_IMPL
 from nkieval.sim.tensor import NkiTensor, allocate, ds
+from nkieval.sim.tensor import as_buffer as _as_buffer
 
 sbuf = SBUF
 psum = PSUM
@@ -37,11 +37,11 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
 
 def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str, what: str) -> NkiTensor:
 
-    t = allocate(shape, dtype, buffer, name, instruction=what)
-    if t.is_on_chip:
+    if _as_buffer(buffer).on_chip:
+        t = allocate(shape, dtype, buffer, name, instruction=what)
         _isa.memset(t, int(value) if t.dtype.is_int else float(value))
-    else:
-        t.data[...] = dt.cast(np.full(t.shape, value, dtype=np.float64), t.dtype)
+    else:  # HBM is filled before the kernel runs: the allocation carries its value (no instruction)
+        t = allocate(shape, dtype, buffer, name, instruction=what, fill=value)
         _isa.core.note_write(t.alloc)
     return t
 

@@ -233,5 +233,6 @@ class OnChipAllocator:
 
 
 def track_lifetime(alloc: Allocation, allocator: OnChipAllocator) -> None:
-    """Free ``alloc``'s block when its last view is garbage-collected."""
-    weakref.finalize(alloc, allocator.release, alloc.id)
+    """Free ``alloc``'s block when its last view is garbage-collected (or when a replayed program frees it:
+    ``alloc.release()``, which runs the same finalizer once)."""
+    alloc.release = weakref.finalize(alloc, allocator.release, alloc.id)  # type: ignore[attr-defined]

@@ -90,7 +90,9 @@ def _param_names(fn: Callable[..., Any]) -> list[str]:
 
 def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
                target: str | int | Target | None = None, options: SimOptions | None = None, lnc: int = 1,
-               grid: tuple[int, ...] = (), concurrent: bool = False, int64_args: bool = True) -> RunResult:
+               grid: tuple[int, ...] = (), concurrent: bool = False, int64_args: bool = True,
+               arg_names: Sequence[str] | None = None,
+               recorder_factory: Callable[[int], Any] | None = None) -> RunResult:
     """Run ``fn`` on the simulator.
 
     ``lnc`` (1 or 2) runs that many programs concurrently (threads, as the reference simulator
@@ -99,7 +101,9 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
     NumPy arrays (or torch tensors) become shared-HBM tensors; inputs the kernel writes are
     updated in place; returned HBM tensors come back as NumPy arrays. ``int64_args`` (the current ``nki`` API,
     the default) lets int64 arrays become ``nl.int64`` tensors; the Beta-1 front end, which has no 64-bit type,
-    passes False.
+    passes False. ``arg_names`` names the HBM arguments (default: ``fn``'s own parameters).
+    ``recorder_factory(program_id)`` gives each program a recorder (``nkieval.sim.program`` records the kernel
+    as a program).
     """
     tgt = target if isinstance(target, Target) else get_target(target)
     opts = options or SimOptions.from_env()
@@ -122,7 +126,8 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
     ctx0 = SimContext(launch, 0, points[0])
     prev = set_current(ctx0)
     try:
-        wrapped, links = _wrap_args(args, _param_names(fn), int64_args)
+        names = list(arg_names) if arg_names is not None else _param_names(fn)
+        wrapped, links = _wrap_args(args, names, int64_args)
         kw_wrapped, kw_links = _wrap_args(list(kwargs.values()), list(kwargs.keys()), int64_args)
         kwargs = dict(zip(kwargs.keys(), kw_wrapped))
         links += kw_links
@@ -143,6 +148,9 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
                 launch.finished.add(i)
 
     contexts = [ctx0] + [SimContext(launch, i, pt) for i, pt in enumerate(points) if i > 0]
+    if recorder_factory is not None:
+        for c in contexts:
+            c.recorder = recorder_factory(c.program_id)
     if (lnc == 2 and not grid) or (concurrent and len(points) > 1):
         launch.barrier = threading.Barrier(len(points))
         threads = [threading.Thread(target=run_program, args=(i, c), name=f"nki-lnc{i}") for i, c in enumerate(contexts)]

@@ -7,6 +7,7 @@ NKI's tensor views do. Element address = ``offset + Σ strides[k]·i_k`` within 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import current, location_str
+from nkieval.sim.context import RECORDING, current, location_str, maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import BUFFERS, PSUM, SBUF, SHARED_HBM, Allocation, Buffer, track_lifetime
 from nkieval.sim.trace import OperandAccess
@@ -86,6 +87,14 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address
     shp = _shape_tuple(shape)
     d = dt.to_dtype(dtype)
     buf = as_buffer(buffer)
+    t = _allocate(ctx, shp, d, buf, name, address, instruction, fill)
+    if ctx.recorder is not None:
+        ctx.recorder.allocation(t, shp, d, buf, name, address, fill, instruction)
+    return t
+
+
+def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
+              instruction: str, fill: Any) -> NkiTensor:
     if any(s <= 0 for s in shp):
         raise NkiValidationError(f"shape {list(shp)} has a non-positive dimension", instruction=instruction,
                                  operand=name or None, rule="argument")
@@ -194,12 +203,63 @@ def wrap_hbm(array: np.ndarray, name: str, dtype: Any = None, buffer: Buffer = S
     return NkiTensor(storage, alloc, d)
 
 
+def _recorded_view(method: Any) -> Any:
+    """While a kernel is recorded, a view placed by a runtime value (or derived from one) keeps how it was
+    made, so the judge's replay makes it again with the device's value (``nkieval.sim.program``)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def wrapper(self: NkiTensor, *args: Any, **kwargs: Any) -> Any:
+        out = method(self, *args, **kwargs)
+        if RECORDING[0]:
+            _note_recipe(self, out, name, args, kwargs)
+        return out
+
+    return wrapper
+
+
+def _is_runtime(x: Any) -> bool:
+    """Whether ``x`` (an index, offset or key) holds a value only the device knows."""
+    if isinstance(x, NkiTensor) or _is_runtime_index(x):
+        return True
+    if isinstance(x, DynSlice):
+        return x.runtime is not None
+    if isinstance(x, tuple | list):
+        return any(_is_runtime(v) for v in x)
+    if isinstance(x, dict):
+        return any(_is_runtime(v) for v in x.values())
+    return False
+
+
+def _note_recipe(base: NkiTensor, out: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    if not isinstance(out, NkiTensor) or out is base:
+        return
+    ctx = maybe_current()
+    if ctx is None or ctx.recorder is None or ctx.recorder.depth:
+        return
+    if (getattr(base, "_recipe", None) is not None or out._ap_base is not None
+            or getattr(out, "_dyn", None) is not None or _is_runtime(args) or _is_runtime(kwargs)):
+        out._recipe = (method, base, args, kwargs)
+
+
+def _refuse_host_read(t: NkiTensor, how: str) -> None:
+    ctx = maybe_current()
+    if ctx is None or ctx.recorder is None or ctx.recorder.depth:
+        return
+    raise NkiValidationError(
+        f"{how} reads the values of `{t.alloc.name or 'tensor'}` {list(t.shape)} in Python: tensor values exist "
+        "only on the device. A kernel is traced from its inputs' shapes and dtypes alone and its instructions "
+        "run later on the data; compute with NKI instructions instead", rule="trace-time-value",
+        location=location_str())
+
+
 class NkiTensor:
     """A view of an allocation. Attributes mirror NKI's ``NkiTensor``."""
 
-    # ``_dyn`` (set only on views made by a runtime-index select) is deliberately left unset by
-    # __init__; read it with getattr(t, "_dyn", None).
-    __slots__ = ("_acc", "_ap_base", "_dyn", "_dyn_ds", "_off", "_subs", "alloc", "data", "dtype")
+    # ``_dyn`` (set only on views made by a runtime-index select) and ``_recipe`` (set only while a kernel is
+    # recorded as a program, on views placed by a runtime value) are deliberately left unset by __init__; read
+    # them with getattr(t, "_dyn", None).
+    __slots__ = ("_acc", "_ap_base", "_dyn", "_dyn_ds", "_off", "_recipe", "_subs", "alloc", "data", "dtype")
     __array_priority__ = 1000  # make numpy defer to our operators (Beta-1 front end overloads them)
 
     def __init__(self, data: np.ndarray, alloc: Allocation, dtype: dt.DType) -> None:
@@ -275,18 +335,26 @@ class NkiTensor:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # Only used by host-side code (tests, device_print); engines read .data directly.
+        if RECORDING[0]:
+            _refuse_host_read(self, "np.asarray()")
         arr = self.data.astype(np.float32) if self.dtype.is_float else self.data
         return arr.astype(dtype) if dtype is not None else arr
 
     def numpy(self) -> np.ndarray:
+        if RECORDING[0]:
+            _refuse_host_read(self, ".numpy()")
         return np.array(self.data, copy=True)
 
     # -- indexing ---------------------------------------------------------------
     def __getitem__(self, key: Any) -> NkiTensor:
         if isinstance(key, DynSlice | tuple) and any(
                 isinstance(k, DynSlice) and k.runtime is not None for k in (key if isinstance(key, tuple) else (key,))):
-            return self._runtime_window(key)
-        return self._index(key)
+            out = self._runtime_window(key)
+        else:
+            out = self._index(key)
+        if RECORDING[0]:
+            _note_recipe(self, out, "__getitem__", (key,), {})
+        return out
 
     def _oob(self, dim: int, lo: int, hi: int) -> NkiValidationError:
         nm = self.alloc.name or "tensor"
@@ -454,11 +522,13 @@ class NkiTensor:
     def _new(self, data: np.ndarray) -> NkiTensor:
         return NkiTensor(data, self.alloc, self.dtype)
 
+    @_recorded_view
     def slice(self, dim: int, start: int, end: int, step: int = 1) -> NkiTensor:
         key = [slice(None)] * self.ndim
         key[dim] = slice(start, end, step)
         return self._index(tuple(key))
 
+    @_recorded_view
     def select(self, dim: int, index: Any) -> NkiTensor:
         """Drop dimension ``dim`` at ``index``: an int, or (a runtime index) a [1, 1] integer tensor
         or a register — the latter once per view, and never on dim 0 of an on-chip tensor."""
@@ -478,6 +548,7 @@ class NkiTensor:
             key[dim] = slice(int(index), int(index) + 1)
         return self._new(self.data[tuple(key)])
 
+    @_recorded_view
     def reshape(self, *shape: Any) -> NkiTensor:
         shp = _shape_tuple(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if -1 in shp:
@@ -498,6 +569,7 @@ class NkiTensor:
                                      operand=self.alloc.name or None, rule="indexing") from None
         return self._new(v)
 
+    @_recorded_view
     def view(self, dtype: Any) -> NkiTensor:
         d = dt.to_dtype(dtype)
         if self.data.strides[-1] != self.data.dtype.itemsize:
@@ -510,6 +582,7 @@ class NkiTensor:
 
     reinterpret_cast = view
 
+    @_recorded_view
     def permute(self, dims: Any) -> NkiTensor:
         dims = tuple(int(d) for d in dims)
         if sorted(dims) != list(range(self.ndim)):
@@ -518,6 +591,7 @@ class NkiTensor:
             raise NkiValidationError("the partition dimension of an on-chip tensor cannot be permuted", rule="indexing")
         return self._new(self.data.transpose(dims))
 
+    @_recorded_view
     def broadcast(self, dim: int, size: int) -> NkiTensor:
         if self.shape[dim] != 1:
             raise NkiValidationError(f"broadcast needs size 1 on dimension {dim}, got {self.shape[dim]}", rule="indexing")
@@ -529,6 +603,7 @@ class NkiTensor:
         st[dim] = 0
         return self._new(np.lib.stride_tricks.as_strided(self.data, shape=shp, strides=st))
 
+    @_recorded_view
     def broadcast_to(self, shape: Any) -> NkiTensor:
         out = self
         for d_, (a, b) in enumerate(zip(self.shape, _shape_tuple(shape), strict=True)):
@@ -536,16 +611,19 @@ class NkiTensor:
                 out = out.broadcast(d_, b)
         return out
 
+    @_recorded_view
     def expand_dim(self, dim: int) -> NkiTensor:
         return self._new(np.expand_dims(self.data, dim))
 
     expand_dims = expand_dim
 
+    @_recorded_view
     def squeeze_dim(self, dim: int) -> NkiTensor:
         if self.shape[dim] != 1:
             raise NkiValidationError(f"squeeze_dim needs size 1 on dimension {dim}, got {self.shape[dim]}", rule="indexing")
         return self._new(np.squeeze(self.data, dim))
 
+    @_recorded_view
     def reshape_dim(self, dim: int, shape: Any) -> NkiTensor:
         """Split dimension ``dim`` into ``shape`` (a view: the split dims get derived strides).
 
@@ -569,6 +647,7 @@ class NkiTensor:
         strides = self.data.strides[:d] + tuple(new_strides) + self.data.strides[d + 1:]
         return self._new(np.lib.stride_tricks.as_strided(self.data, shape=shp, strides=strides))
 
+    @_recorded_view
     def flatten_dims(self, start: int, end: int) -> NkiTensor:
         """Merge dimensions ``start``..``end`` (inclusive) into one; they must be mergeable as a
         view (each dim's stride equals the next one's stride times its size)."""
@@ -591,6 +670,7 @@ class NkiTensor:
         strides = (*st[:a], stride, *st[b + 1:])
         return self._new(np.lib.stride_tricks.as_strided(self.data, shape=shp, strides=strides))
 
+    @_recorded_view
     def rearrange(self, pattern: str, **sizes: int) -> NkiTensor:
         """einops-style view, e.g. ``t.rearrange("p (a b) -> p b a", a=4)``: split groups on the
         left, permute, merge groups on the right. Only views (no copies) are possible."""
@@ -601,6 +681,7 @@ class NkiTensor:
     def is_contiguous(self) -> bool:
         return bool(self.data.flags["C_CONTIGUOUS"])
 
+    @_recorded_view
     def ap(self, pattern: Any, offset: int | None = None, scalar_offset: Any = None, vector_offset: Any = None,
            indirect_dim: int = 0, dtype: Any = None) -> NkiTensor:
         """An access pattern over the underlying storage: ``[[stride, count], ...]`` in elements.
@@ -624,12 +705,14 @@ class NkiTensor:
         ``nl.ds(runtime_start, size)``)."""
         return self._ap_base is not None or getattr(self, "_dyn_ds", False)
 
+    @_recorded_view
     def vector_select(self, dim: int, offsets: Any) -> NkiTensor:
         """Rows ``self[offsets[r]]`` (dim 0 of an HBM tensor), gathered or scattered by DMA at run time."""
         from nkieval.sim.indirect import vector_select
 
         return vector_select(self, dim, offsets)
 
+    @_recorded_view
     def indirect(self, index: Any, num_elem: int | None = None) -> NkiTensor:
         """Tensor indirection (trn3): a [P, num_elem] operand of a compute instruction made of the
         columns at the uint16 offsets in ``index`` (one offset list per partition group)."""

@@ -30,6 +30,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from nkieval.sim.context import SimContext
+from nkieval.sim.program.replay import register_note_hook
 from nkieval.sim.trace import OperandAccess, Trace, TraceRecord
 
 # producers that may write the destination's dtype instead of the temporary's: elementwise instructions of the
@@ -57,7 +58,10 @@ class _Elider:
 
 def _note(ctx: SimContext, opcode: str, kind: str) -> None:
     """Remember the ``opcode`` record the current program just recorded, as a ``kind`` hint of its launch's
-    elision step (registered with the launch's first hint)."""
+    elision step (registered with the launch's first hint). A recorded program keeps the hint, so the judge's
+    replay gives it again."""
+    if ctx.recorder is not None and not ctx.recorder.depth:
+        ctx.recorder.note(f"beta1.elide.{kind}")
     if not ctx.options.record_trace:
         return
     launch = ctx.launch
@@ -87,6 +91,10 @@ def note_assignment_copy(ctx: SimContext) -> None:
 def note_psum_zeroing(ctx: SimContext) -> None:
     """The ``memset`` just recorded zeroes a PSUM tile for ``nl.zeros(..., buffer=nl.psum)``."""
     _note(ctx, "memset", "zeroings")
+
+
+register_note_hook("beta1.elide.copies", note_assignment_copy)
+register_note_hook("beta1.elide.zeroings", note_psum_zeroing)
 
 
 def _by_role(rec: TraceRecord, role: str) -> OperandAccess | None:

@@ -85,17 +85,17 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
                     role = _int64_operand(params, args, kwargs)
                     if role is not None:
                         raise _refuse_int64(name, role)
-                if ctx.__dict__.get("has_indirect"):  # set once the program makes an indirect view
-                    from nkieval.sim.indirect import indirect_call
-
-                    return indirect_call(ctx, name, engine, fn, args, kwargs)
-                return fn(ctx, *args, **kwargs)
+                rec = ctx.recorder
+                if rec is not None and not rec.depth:  # recording a program: keep the call, then make it
+                    return rec.instruction(ctx, name, lambda: _call(ctx, name, engine, fn, args, kwargs), args,
+                                           kwargs)
+                return _call(ctx, name, engine, fn, args, kwargs)
             except NkiValidationError as e:
                 if e.instruction is None:
                     e.instruction = name
                 raise e.with_location(_loc(ctx)) from None
             except TypeError as e:
-                if e.__traceback__ is not None and e.__traceback__.tb_next is None:
+                if _signature_mismatch(e):
                     # The call itself did not match the signature: the kernel's mistake.
                     raise NkiValidationError(str(e).replace(fn.__name__ + "()", name + "()"), instruction=name,
                                              rule="argument", location=_loc(ctx)) from None
@@ -106,6 +106,25 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
         return wrapper
 
     return deco
+
+
+def _call(ctx: SimContext, name: str, engine: str, fn: Callable[..., Any], args: tuple[Any, ...],
+          kwargs: dict[str, Any]) -> Any:
+    if ctx.__dict__.get("has_indirect"):  # set once the program makes an indirect view
+        from nkieval.sim.indirect import indirect_call
+
+        return indirect_call(ctx, name, engine, fn, args, kwargs)
+    return fn(ctx, *args, **kwargs)
+
+
+def _signature_mismatch(e: TypeError) -> bool:
+    """Whether ``e`` was raised by calling the instruction function itself (its arguments did not match)."""
+    tb = e.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code is _call.__code__
 
 
 def _public_signature(fn: Callable[..., Any]) -> Any:

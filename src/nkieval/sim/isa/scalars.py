@@ -15,11 +15,13 @@ scalar's fixed width (int32 wraps, it never widens). What the documentation forb
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from nkieval.sim import dtypes as dt
+from nkieval.sim.context import RECORDING, maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import check_buffer, instruction, read_bits, record, tensor_arg, write_bits
 from nkieval.sim.tensor import NkiTensor
@@ -185,6 +187,28 @@ class NkiScalar:
 
     def __repr__(self) -> str:
         return f"NkiScalar({self.dtype}{', comparison' if self.is_comparison else ''})"
+
+
+def _recorded(name: str) -> None:
+    """While a kernel is recorded, NkiScalar arithmetic is kept as program events (the device computes it)."""
+    method = getattr(NkiScalar, name)
+
+    @functools.wraps(method)
+    def wrapper(self: NkiScalar, *args: Any) -> Any:
+        out = method(self, *args)
+        if RECORDING[0] and isinstance(out, NkiScalar):
+            ctx = maybe_current()
+            if ctx is not None and ctx.recorder is not None:
+                ctx.recorder.scalar_op(name, self, args[0] if args else None, out)
+        return out
+
+    setattr(NkiScalar, name, wrapper)
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__neg__", "__pos__",
+              "__lshift__", "__rshift__", "__and__", "__or__", "__xor__", "__lt__", "__le__", "__gt__", "__ge__",
+              "__eq__", "__ne__"):
+    _recorded(_name)
 
 
 def _one_int_tile(t: NkiTensor, role: str) -> None:

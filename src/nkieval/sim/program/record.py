@@ -1,0 +1,354 @@
+"""Recording a kernel as a program: the simulator's hooks call a per-program :class:`Recorder`.
+
+The kernel runs on the ordinary (eager) simulator, over inputs whose values are zeros: the instruction
+functions validate every operand as they always do, so a kernel that breaks a hardware rule fails here, at
+trace time, with the usual error. What is kept is not the values but the requests: each top-level
+instruction call with its operands encoded as views of allocations, each allocation and free, and the
+device-side constructs whose values only the device knows (registers, ``NkiScalar`` arithmetic, views
+placed by a runtime index, device loops, traced once). A kernel whose Python asks for a value the device
+holds (``np.asarray(tile)``, ``if register:``) is refused with the kernel line, as on hardware.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from base64 import b64encode
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nkieval.sim import context
+from nkieval.sim import dtypes as dt
+from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.isa import enums as isa_enums
+from nkieval.sim.memory import Buffer
+from nkieval.sim.ops import _NUMPY_NAMES, Op
+from nkieval.sim.program.codec import (
+    MAX_DEPTH,
+    MAX_EVENTS,
+    MAX_FILL_BYTES,
+    Program,
+    ProgramBody,
+)
+from nkieval.sim.tensor import DynSlice, NkiTensor
+
+#: ISA enum classes a program may name (``{"en": [class, member]}``).
+ENUMS: dict[str, type[enum.Enum]] = {
+    name: cls for name, cls in vars(isa_enums).items() if isinstance(cls, type) and issubclass(cls, enum.Enum)
+}
+#: NumPy functions accepted as operators (Beta 1 allowed ``op=np.add``); by attribute name.
+NUMPY_OPS: dict[str, Any] = {}
+for _f in _NUMPY_NAMES:
+    for _name in (getattr(_f, "__name__", None), ):
+        if _name and getattr(np, _name, None) is _f:
+            NUMPY_OPS[_name] = _f
+for _name in ("max", "min", "amax", "amin", "sum", "prod", "mean", "add", "multiply", "maximum", "minimum"):
+    if hasattr(np, _name):
+        NUMPY_OPS.setdefault(_name, getattr(np, _name))
+_NUMPY_OP_NAMES = {id(f): name for name, f in NUMPY_OPS.items()}
+#: Python types a kernel may pass where a dtype goes.
+PY_TYPES = {"int": int, "float": float, "bool": bool}
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """A kernel input as the tracer sees it: shape and NumPy dtype name, no values."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def placeholder(self) -> np.ndarray:
+        """Zeros of this shape and dtype: values the kernel may not depend on."""
+        return np.zeros(self.shape, dtype=np.dtype(self.dtype))
+
+
+class Recorder:
+    """The events of one program (LNC core or SPMD instance) as the kernel issues them."""
+
+    def __init__(self, program_id: int, max_events: int = MAX_EVENTS) -> None:
+        self.program_id = program_id
+        self.root: list[Any] = []
+        self.stack: list[list[Any]] = [self.root]
+        self.depth = 0  # instruction calls in progress (only the outermost is recorded)
+        self.known: set[int] = set()  # allocation ids the program has named
+        self.obj_ids: dict[int, int] = {}  # id(register or scalar) -> its program id
+        self.pinned: list[Any] = []  # keeps those objects alive, so id() stays unique
+        self.next_obj = 1
+        self.n_events = 0
+        self.max_events = max_events
+        self.fill_bytes = 0
+        self.args: list[Any] = []
+        self.kwargs: dict[str, Any] = {}
+        self.ret: Any = None
+
+    # -- events ------------------------------------------------------------------------------
+    def emit(self, event: list[Any]) -> None:
+        self.n_events += 1
+        if self.n_events > self.max_events:
+            raise NkiValidationError(f"the kernel records more than {self.max_events} program events",
+                                     rule="instruction-budget")
+        self.stack[-1].append(event)
+
+    def bind_args(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        self.args = [self._arg(a) for a in args]
+        self.kwargs = {k: self._arg(v) for k, v in kwargs.items()}
+
+    def _arg(self, a: Any) -> Any:
+        if isinstance(a, NkiTensor):
+            self.known.add(a.alloc.id)
+            return a.alloc.id
+        return None
+
+    def allocation(self, t: NkiTensor, shape: tuple[int, ...], d: dt.DType, buffer: Buffer, name: str,
+                   address: Any, fill: Any, instruction: str) -> None:
+        if self.depth:
+            return  # an instruction's own temporary: the instruction makes it again when replayed
+        a = t.alloc
+        self.known.add(a.id)
+        addr = None
+        if a.fixed_address:
+            addr = [int(a.partition_offset), int(a.address)]
+        self.emit(["a", a.id, list(shape), d.name, buffer.name, name or "", addr, self._fill(fill), instruction,
+                   _loc()])
+
+    def free(self, alloc_id: int) -> None:
+        if alloc_id in self.known:
+            self.known.discard(alloc_id)
+            self.emit(["f", alloc_id])
+
+    def _fill(self, fill: Any) -> Any:
+        if fill is None:
+            return None
+        if isinstance(fill, np.ndarray):
+            self.fill_bytes += fill.nbytes
+            if self.fill_bytes > MAX_FILL_BYTES:
+                raise NkiValidationError(f"host constants of more than {MAX_FILL_BYTES} bytes in one kernel",
+                                         rule="trace-argument")
+            return self.encode(fill)
+        return self.encode(fill)
+
+    def instruction(self, ctx: Any, name: str, call: Callable[[], Any], args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:
+        """Record the outermost instruction call ``name`` and run it (``call``)."""
+        ev: list[Any] = ["i", name, self.encode(list(args)), self.encode(kwargs), None, list(ctx.loc),
+                         self._loops(ctx)]
+        self.depth += 1
+        try:
+            result = call()
+        finally:
+            self.depth -= 1
+        ev[4] = self.encode_result(result)
+        self.emit(ev)
+        return result
+
+    def scalar_op(self, method: str, operand: Any, other: Any, result: Any) -> None:
+        if self.depth:
+            return
+        self.emit(["s", self._obj(result), method, self.encode(operand), self.encode(other), _loc()])
+
+    def note(self, hook: str) -> None:
+        self.emit(["n", hook, _loc()])
+
+    @staticmethod
+    def _loops(ctx: Any) -> list[Any]:
+        return [None if kind == "dynamic" else [kind, i, n] for kind, i, n in ctx.loop_context]
+
+    # -- device loops: the body is traced once ------------------------------------------------
+    def loop(self, ctx: Any, kind: str, params: list[Any], induction: Any) -> list[Any]:
+        """Open a loop event; the body's events go into it until :meth:`end_loop`."""
+        ev = ["L", kind, self.encode(params), self._obj(induction), [], None, _loc()]
+        self.emit(ev)
+        self.stack.append(ev[4])
+        if len(self.stack) > MAX_DEPTH:
+            raise NkiValidationError(f"device loops nested deeper than {MAX_DEPTH}", rule="trace-argument")
+        return ev
+
+    def end_loop(self, ev: list[Any], next_value: Any = None) -> None:
+        if self.stack and self.stack[-1] is ev[4]:
+            self.stack.pop()
+        if next_value is not None:
+            ev[5] = self.encode(next_value)
+
+    def iterate(self, ctx: Any, kind: str, params: list[Any], first: int) -> Iterator[Any]:
+        """``dynamic_range`` traced: one iteration with a symbolic induction register."""
+        from nkieval.sim.isa.registers import VirtualRegister
+
+        reg = VirtualRegister(first, frozen=True, name="i")
+        ev = self.loop(ctx, kind, params, reg)
+        frame = ctx.push_loop("dynamic", -1)
+        try:
+            ctx.set_loop_index(frame, 0)
+            yield reg
+        finally:
+            ctx.pop_loop(frame)
+            self.end_loop(ev)
+
+    # -- values --------------------------------------------------------------------------------
+    def _obj(self, x: Any) -> int:
+        k = id(x)
+        n = self.obj_ids.get(k)
+        if n is None:
+            n = self.obj_ids[k] = self.next_obj
+            self.next_obj += 1
+            self.pinned.append(x)
+        return n
+
+    def encode_result(self, x: Any) -> Any:
+        """An instruction's return value: new registers and scalars get ids, tensors are named."""
+        if isinstance(x, NkiTensor):
+            self.known.add(x.alloc.id)
+        return self.encode(x)
+
+    def encode(self, x: Any, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise NkiValidationError("a value nested too deeply to record", rule="trace-argument")
+        if x is None or isinstance(x, bool | str):
+            return x
+        if isinstance(x, enum.Enum):
+            cls = type(x).__name__
+            if ENUMS.get(cls) is not type(x):
+                raise _unsupported(x)
+            return {"en": [cls, x.name]}
+        if isinstance(x, int):
+            return int(x)
+        if isinstance(x, float):
+            return x if math.isfinite(x) else {"f": repr(x)}
+        if isinstance(x, NkiTensor):
+            return self.encode_tensor(x, depth)
+        if isinstance(x, list):
+            return [self.encode(v, depth + 1) for v in x]
+        if isinstance(x, tuple):
+            return {"tu": [self.encode(v, depth + 1) for v in x]}
+        if isinstance(x, dict):
+            return {"d": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in x.items()]}
+        if isinstance(x, slice):
+            return {"sl": [self.encode(x.start, depth + 1), self.encode(x.stop, depth + 1),
+                           self.encode(x.step, depth + 1)]}
+        if x is Ellipsis:
+            return {"el": 0}
+        if isinstance(x, DynSlice):
+            return {"ds": [self.encode(x.start, depth + 1), x.size, x.step, self.encode(x.runtime, depth + 1)]}
+        if isinstance(x, dt.DType):
+            return {"dt": x.name}
+        if isinstance(x, Buffer):
+            return {"buf": x.name}
+        if isinstance(x, Op):
+            return {"op": x.name}
+        if isinstance(x, np.generic):
+            return self.encode(x.item(), depth)
+        if isinstance(x, np.ndarray):
+            return _array(x)
+        if isinstance(x, np.dtype):
+            return {"npd": x.name}
+        if isinstance(x, type):
+            if issubclass(x, np.generic):
+                return {"npd": np.dtype(x).name}
+            for k, v in PY_TYPES.items():
+                if x is v:
+                    return {"py": k}
+        name = _NUMPY_OP_NAMES.get(id(x))
+        if name is not None:
+            return {"uf": name}
+        from nkieval.sim.isa.registers import VirtualRegister
+        from nkieval.sim.isa.scalars import NkiScalar
+
+        if isinstance(x, VirtualRegister | NkiScalar):
+            return {"R": self._obj(x)}
+        raise _unsupported(x)
+
+    def encode_tensor(self, t: NkiTensor, depth: int = 0) -> Any:
+        recipe = getattr(t, "_recipe", None)
+        if recipe is not None:
+            method, base, args, kwargs = recipe
+            return {"V": [method, self.encode(base, depth + 1), self.encode(list(args), depth + 1),
+                          self.encode(kwargs, depth + 1)]}
+        if t._ap_base is not None or getattr(t, "_dyn", None) is not None:
+            raise NkiValidationError(f"a runtime-indexed view of `{t.alloc.name or 'tensor'}` whose making was "
+                                     "not recorded", rule="trace-time-value", location=context.location_str())
+        a = t.alloc
+        if a.id not in self.known:
+            raise NkiValidationError(f"tensor `{a.name or 'tensor'}` {list(t.shape)} was not allocated by this "
+                                     "kernel program (a tensor made outside the kernel, or by another program)",
+                                     rule="kernel")
+        data = t.data
+        return {"T": [a.id, t.dtype.name, data.dtype.name, t._byte_offset(), list(data.shape), list(data.strides)]}
+
+
+def _array(x: np.ndarray) -> Any:
+    arr = np.ascontiguousarray(x)
+    return {"arr": [arr.dtype.name, list(arr.shape), b64encode(arr.tobytes()).decode("ascii")]}
+
+
+def _unsupported(x: Any) -> NkiValidationError:
+    return NkiValidationError(f"a {type(x).__module__}.{type(x).__name__} cannot be passed to an NKI instruction "
+                              "(only tensors, registers, scalars, numbers, dtypes, operators, enums and their "
+                              "tuples/lists)", rule="trace-argument", location=context.location_str())
+
+
+def _loc() -> list[Any]:
+    return list(context.user_location())
+
+
+# -- running a kernel to record it ----------------------------------------------------------------
+class _Traced:
+    """Calls the kernel inside each program's context and records its arguments and return value."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.__code__ = fn.__code__  # run_kernel names arguments after the kernel's parameters
+        self.__qualname__ = getattr(fn, "__qualname__", "kernel")
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        self.raw: dict[int, Any] = {}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        ctx = context.current()
+        rec: Recorder = ctx.recorder
+        rec.bind_args(args, kwargs)
+        out = self.fn(*args, **kwargs)
+        self.raw[ctx.program_id] = out
+        rec.ret = rec.encode_result(out)
+        return out
+
+
+@dataclass
+class Recording:
+    """What :func:`record_program` produced: the program, and the kernel's raw return value of program 0
+    (the tensors it returned, for the caller's own checks)."""
+
+    program: Program
+    raw: Any
+    warnings: list[dict[str, Any]]
+
+
+def record_program(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any] | None = None, *,
+                   target: Any = None, options: Any = None, lnc: int = 1, grid: tuple[int, ...] = (),
+                   max_events: int = MAX_EVENTS) -> Recording:
+    """Trace ``fn`` into a :class:`Program`. ``args`` are :class:`ArgSpec` (shape and dtype only; the kernel
+    sees zeros) or plain Python values (scalars, tuples), passed as they are."""
+    from nkieval.sim.runner import run_kernel
+
+    placeholders = [a.placeholder() if isinstance(a, ArgSpec) else a for a in args]
+    kw = {k: (v.placeholder() if isinstance(v, ArgSpec) else v) for k, v in (kwargs or {}).items()}
+    traced = _Traced(fn)
+    recorders: dict[int, Recorder] = {}
+
+    def make_recorder(pid: int) -> Recorder:
+        recorders[pid] = Recorder(pid, max_events)
+        return recorders[pid]
+
+    context.RECORDING[0] += 1
+    try:
+        result = run_kernel(traced, placeholders, kw, target=target, options=options, lnc=lnc, grid=grid,
+                            recorder_factory=make_recorder)
+    finally:
+        context.RECORDING[0] -= 1
+    bodies = [ProgramBody(r.args, r.kwargs, r.root, r.ret) for _, r in sorted(recorders.items())]
+    code = fn.__code__
+    names = list(code.co_varnames[:code.co_argcount])
+    prog = Program(kernel=traced.__qualname__, target=result.target.name, lnc=lnc, grid=list(grid),
+                   arg_names=[names[i] if i < len(names) else f"arg{i}" for i in range(len(args))],
+                   kwarg_names=list(kw), programs=bodies, n_events=sum(r.n_events for r in recorders.values()))
+    return Recording(prog, traced.raw.get(0), list(result.trace.warnings))
