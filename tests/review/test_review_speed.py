@@ -342,7 +342,7 @@ def _cases(n=2):
     "threading.Thread(target=_steal, daemon=True).start()\n",
 ])
 def test_wake_up_hints_are_only_hints(hostile):
-    runs = run_candidate(hostile + GOOD, "vector_add", _cases(3), target="trn2")
+    runs = run_candidate(hostile + GOOD, "vector_add", _cases(3), target="trn2", trusted=False)
     assert [r.status for r in runs] == ["ok", "ok", "ok"]
     assert [float(r.outputs[0][0]) for r in runs] == [1.0, 2.0, 3.0]
 

@@ -210,6 +210,29 @@ def _notify(fd: int | None, what: str) -> None:
             pass
 
 
+def _trace(job: Path, spec: dict[str, Any]) -> None:
+    """Trace mode: record the candidate's programs (``nkieval.review.tracer``) and write ``answer.json``."""
+    from nkieval.review.tracer import handle
+
+    _atomic_write(job / "answer.json", handle(json.dumps(spec["request"]).encode()))
+
+
+class _Programs:
+    """The recorded programs of this run, parsed once per file (every case of a shape shares one)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, Any] = {}
+
+    def get(self, path: Path) -> Any:
+        from nkieval.sim.program import Program
+
+        key = str(path)
+        prog = self.cache.get(key)
+        if prog is None:
+            prog = self.cache[key] = Program.from_json(path.read_bytes())
+        return prog
+
+
 def run_cases(job_dir: str, case_ids: list[int]) -> None:
     """Entry point in the sandboxed process."""
     t_entry = time.perf_counter()
@@ -218,8 +241,12 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
     os.chdir(job)
     _redirect_output(job)
     _limit_resources(spec["memory_mb"], spec["cpu_s"])
+    if spec.get("mode") == "trace":
+        _trace(job, spec)
+        return
     note = _open_notify(job)
-    candidate = str((job / spec["candidate"]).resolve())
+    candidate = str((job / spec["candidate"]).resolve()) if spec.get("candidate") else ""
+    replay = spec.get("mode") == "execute"  # run recorded programs: no candidate code in this process
 
     def fail_all(kind: str, e: BaseException) -> None:
         for k in case_ids:
@@ -231,6 +258,7 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
         from nkieval.review import npzio
         from nkieval.sim.errors import NkiValidationError
         from nkieval.sim.options import SimOptions
+        from nkieval.sim.program import ProgramError
         from nkieval.sim.runner import run_kernel
 
         frontends.install(force=True)
@@ -238,12 +266,16 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
     except BaseException as e:  # infrastructure: the harness's own imports failed
         fail_all("infra-error", e)
         return
+    fn: Any = None
+    lnc = 1
+    programs = _Programs()
     try:
-        fn = _load_candidate(candidate, spec["kernel"])
-        lnc = int(getattr(fn, "lnc", 1) or 1)
-        fn = getattr(fn, "fn", fn)  # an @nki.jit Kernel wraps the function
-        if not callable(fn) or not hasattr(fn, "__code__"):
-            raise TypeError(f"`{spec['kernel']}` is not a function")
+        if not replay:
+            fn = _load_candidate(candidate, spec["kernel"])
+            lnc = int(getattr(fn, "lnc", 1) or 1)
+            fn = getattr(fn, "fn", fn)  # an @nki.jit Kernel wraps the function
+            if not callable(fn) or not hasattr(fn, "__code__"):
+                raise TypeError(f"`{spec['kernel']}` is not a function")
     except MemoryError as e:
         fail_all("memory-limit", e)
         return
@@ -262,15 +294,24 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
         try:
             arrays = npzio.load(job / case["inputs"], mapped=True)
             args = [arrays[name] for name in case["input_names"]]
-            cap = _Capture(fn)
             # the simulator stops a runaway kernel at the limit (rule instruction-budget) instead of
             # letting it run to the wall-clock timeout
             opts = SimOptions.from_env(max_instructions=int(spec["max_instructions"]))
-            t_loaded = time.perf_counter()
-            result = run_kernel(cap, args, dict(case["params"]), target=spec["target"], lnc=lnc, options=opts)
+            if replay:
+                from nkieval.sim.program import replay_program
+
+                prog = programs.get(job / case["program"])
+                t_loaded = time.perf_counter()
+                result = replay_program(prog, args, dict(case["params"]), target=spec["target"], options=opts)
+                raw = result.raw
+            else:
+                cap = _Capture(fn)
+                t_loaded = time.perf_counter()
+                result = run_kernel(cap, args, dict(case["params"]), target=spec["target"], lnc=lnc, options=opts)
+                raw = cap.raw
             t_sim = time.perf_counter()
             sim_s = t_sim - t_loaded
-            problem = _check_outputs(cap.raw, case["n_outputs"], args)
+            problem = _check_outputs(raw, case["n_outputs"], args)
             if problem is not None:
                 res: dict[str, Any] = {"status": "bad-output", "message": problem, "sim_s": sim_s}
             elif len(result.trace) > spec["max_instructions"]:
@@ -279,7 +320,7 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
                                   f"{spec['max_instructions']}"}
             else:
                 outs = result.outputs if isinstance(result.outputs, tuple | list) else [result.outputs]
-                masks = _unwritten_masks(result.trace, cap.raw)
+                masks = _unwritten_masks(result.trace, raw)
                 arrs = {f"out{i}": np.asarray(o) for i, o in enumerate(outs)}
                 arrs.update(masks or {})
                 if "outputs" in case:  # a file kept from run to run: overwritten in place
@@ -293,6 +334,8 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
                        "warnings": result.trace.warnings[:50]}
         except NkiValidationError as e:
             res = _error("instruction-limit" if e.rule == "instruction-budget" else "rule-violation", e, candidate)
+        except ProgramError as e:  # only a tampered tracer sends a program the judge refuses
+            res = _error("bad-program", e, candidate)
         except MemoryError as e:
             res = _error("memory-limit", e, candidate)
         except RecursionError as e:

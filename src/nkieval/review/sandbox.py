@@ -51,6 +51,8 @@ STATUSES: dict[str, str] = {
     "instruction-limit": "issued more instructions than the task allows",
     "not-run": "not run because the candidate could not start",
     "infra-error": "the harness itself failed (retryable)",
+    "bad-program": "the tracer sent a program the judge refuses (only a tampered tracer does)",
+    "sandbox-violation": "the candidate did something the sandbox forbids (a blocked system call)",
 }
 
 
@@ -163,6 +165,9 @@ class SandboxLimits:
     #: extra seconds for a fresh child to import the candidate before its first case
     startup_s: float = 20.0
 
+
+#: Largest tracer answer read back (every shape's program together).
+MAX_TRACE_ANSWER_BYTES = 256 * 1024 * 1024
 
 #: what the zygote must read back from a sealed input for children to use sealed inputs
 _PROBE = b"nkieval sealed input probe"
@@ -499,8 +504,8 @@ def _job_root(nbytes: int) -> str | None:
 def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target: str,
                   limits: SandboxLimits = SandboxLimits(), isolation: Isolation = "forkserver",
                   on_case: Callable[[CaseRun], None] | None = None, keep_dir: bool = False,
-                  on_start: Callable[[], None] | None = None, stats: dict[str, float] | None = None
-                  ) -> list[CaseRun]:
+                  on_start: Callable[[], None] | None = None, stats: dict[str, float] | None = None,
+                  trusted: bool = True) -> list[CaseRun]:
     """Run ``source`` (a candidate .py text) on every case in a sandboxed child; never raises for candidate faults.
 
     ``on_case`` is called with each case's result as it arrives; ``on_start`` once, as soon as
@@ -508,22 +513,50 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
     the child's start). ``stats``, when given, gets this side's seconds added under
     ``prepare_s`` (job directory and input files), ``fork_s`` (asking for the child),
     ``collect_s`` (reading results back), ``exit_s`` (waiting for the child to end after its
-    last result) and ``cleanup_s`` (removing the job directory).
+    last result), ``cleanup_s`` (removing the job directory) and ``trace_s`` (the tracer).
+
+    ``trusted`` (the default): trace, then execute. The candidate's code runs only in a tracer process that
+    receives shapes, dtypes and parameters (:mod:`nkieval.review.tracer`), once per distinct shape; the
+    child that has the inputs runs no candidate code but replays the recorded programs. ``trusted=False``
+    runs the candidate itself on the inputs, in the child (the previous pipeline, for trusted code only).
     """
     st = stats if stats is not None else {}
-    for key in ("prepare_s", "fork_s", "collect_s", "exit_s", "cleanup_s"):
+    for key in ("prepare_s", "fork_s", "collect_s", "exit_s", "cleanup_s", "trace_s"):
         st.setdefault(key, 0.0)
+    programs: dict[int, str] = {}
+    results: dict[int, CaseRun] = {}
+    remaining = list(range(len(cases)))
+    if trusted:  # the candidate's code runs only in the tracer: the executor below replays its programs
+        t_trace = time.perf_counter()
+        programs, failed = _trace_programs(source, kernel, cases, target, limits, isolation)
+        st["trace_s"] += time.perf_counter() - t_trace
+        for k, run in sorted(failed.items()):
+            results[k] = run
+            remaining.remove(k)
+            if on_case is not None:
+                on_case(run)
+        if not remaining:
+            if on_start is not None:
+                on_start()
+            return [results[k] for k in range(len(cases))]
     t_prep = time.perf_counter()
     nbytes = sum(sum(a.nbytes for a in c.inputs.values()) for c in cases)
     job = Path(tempfile.mkdtemp(prefix="nkieval-review-", dir=_job_root(nbytes)))
     try:
-        (job / "candidate.py").write_text(source)
-        spec = {
-            "candidate": "candidate.py", "kernel": kernel, "target": target, "memory_mb": limits.memory_mb,
+        spec: dict[str, Any] = {
+            "kernel": kernel, "target": target, "memory_mb": limits.memory_mb,
             "cpu_s": limits.timeout_s * max(1, len(cases)) + limits.startup_s,
             "max_instructions": limits.max_instructions,
             "cases": [],
         }
+        if trusted:
+            spec["mode"] = "execute"
+            for k, text in programs.items():
+                if programs_file(programs, k) == k:  # one file per shape
+                    (job / f"prog_{k}.json").write_text(text)
+        else:
+            (job / "candidate.py").write_text(source)
+            spec["candidate"] = "candidate.py"
         sealed_ok = isolation == "forkserver" and _zygote().sealed_inputs
         out_paths: dict[int, Path] = {}
         for k, c in enumerate(cases):
@@ -536,14 +569,14 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
                 npzio.dump(job / name, c.inputs)
             case = {"inputs": name, "input_names": list(c.inputs), "params": c.params, "n_outputs": c.n_outputs,
                     "want_trace": c.want_trace}
+            if trusted and k in programs:
+                case["program"] = f"prog_{programs_file(programs, k)}.json"
             if isolation == "forkserver":  # (runs take turns: the kept output files are this run's)
                 out_paths[k] = _OUTPUTS.path(k, nbytes)
                 case["outputs"] = str(out_paths[k])
             spec["cases"].append(case)
         (job / "job.json").write_text(json.dumps(spec))
         st["prepare_s"] += time.perf_counter() - t_prep
-        results: dict[int, CaseRun] = {}
-        remaining = list(range(len(cases)))
         wake = _Wake(job)
         pending_start = [on_start]
 
@@ -565,6 +598,88 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
             t_clean = time.perf_counter()
             _JANITOR.remove(job)
             st["cleanup_s"] += time.perf_counter() - t_clean
+
+
+def programs_file(programs: dict[int, str], k: int) -> int:
+    """The case whose program file case ``k`` uses (cases of one shape share the first one's file)."""
+    text = programs[k]
+    for j in sorted(programs):
+        if programs[j] is text:
+            return j
+    return k
+
+
+def _shape_key(c: CaseJob) -> str:
+    return json.dumps([[n, list(a.shape), a.dtype.name] for n, a in c.inputs.items()] + [c.params],
+                      sort_keys=True, default=str)
+
+
+def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
+                    isolation: Isolation) -> tuple[dict[int, str], dict[int, CaseRun]]:
+    """Record the candidate once per distinct shape: (program text per case, failed cases' runs)."""
+    keys = [_shape_key(c) for c in cases]
+    shapes: dict[str, dict[str, Any]] = {}
+    for key, c in zip(keys, cases):
+        if key not in shapes:
+            shapes[key] = {"key": key, "arg_names": list(c.inputs),
+                           "args": [{"shape": list(a.shape), "dtype": a.dtype.name} for a in c.inputs.values()],
+                           "params": c.params}
+    request = {"source": source, "kernel": kernel, "target": target, "max_instructions": limits.max_instructions,
+               "shapes": list(shapes.values())}
+    answer, failure = run_tracer(request, limits, isolation, n_shapes=len(shapes))
+    programs: dict[int, str] = {}
+    failed: dict[int, CaseRun] = {}
+    texts: dict[str, str] = {}
+    for k, (key, c) in enumerate(zip(keys, cases)):
+        res = answer.get(key) if failure is None else None
+        if res is None:
+            err = failure or {"status": "crash", "message": "the tracer gave no answer for this shape"}
+            failed[k] = CaseRun(c.label, err["status"], error={x: v for x, v in err.items() if x != "status"})
+        elif res.get("status") == "ok" and isinstance(res.get("program"), str):
+            programs[k] = texts.setdefault(key, res["program"])
+        else:
+            status = res.get("status") if res.get("status") in STATUSES else "crash"
+            failed[k] = CaseRun(c.label, status, error={x: v for x, v in res.items() if x in (
+                "error_type", "message", "frames", "rule", "instruction", "operand", "location", "stderr_tail")})
+    return programs, failed
+
+
+def run_tracer(request: dict[str, Any], limits: SandboxLimits, isolation: Isolation, n_shapes: int
+               ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Run the tracer on ``request``: (answer per shape key, or a failure that applies to every shape)."""
+    tdir = Path(tempfile.mkdtemp(prefix="nkieval-trace-", dir=_job_root(0)))
+    try:
+        spec = {"mode": "trace", "request": request, "memory_mb": limits.memory_mb,
+                "cpu_s": limits.timeout_s * max(1, n_shapes) + limits.startup_s}
+        (tdir / "job.json").write_text(json.dumps(spec))
+        proc = _Proc(isolation, tdir, [0])
+        budget = limits.startup_s + limits.timeout_s * max(1, n_shapes)
+        try:
+            code = proc.exitcode(timeout=budget)
+            if code is None:
+                proc.kill()
+                return {}, {"status": "timeout", "message": f"tracing the kernel took more than {budget:g} s; the "
+                                                            "process was killed", **_tails(tdir)}
+        finally:
+            proc.close()
+        path = tdir / "answer.json"
+        if not path.exists():
+            desc = _exit_description(code)
+            status = "memory-limit" if "MemoryError" in _tails(tdir).get("stderr_tail", "") else "crash"
+            return {}, {"status": status, "message": f"the tracer {desc} without answering", **_tails(tdir)}
+        if path.stat().st_size > MAX_TRACE_ANSWER_BYTES:
+            return {}, {"status": "bad-program", "message": f"the tracer's answer exceeds "
+                                                            f"{MAX_TRACE_ANSWER_BYTES} bytes"}
+        try:
+            answer = json.loads(path.read_bytes())
+            shapes = answer["shapes"]
+            if not isinstance(shapes, dict):
+                raise ValueError("shapes is not an object")
+        except (ValueError, KeyError, TypeError) as e:
+            return {}, {"status": "bad-program", "message": f"the tracer's answer is not readable: {e}"}
+        return shapes, None
+    finally:
+        _JANITOR.remove(tdir)
 
 
 class _Wake:

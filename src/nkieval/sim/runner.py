@@ -27,6 +27,8 @@ class RunResult:
     outputs: Any
     trace: Trace
     target: Target
+    #: what program 0 of the kernel returned, as it returned it (tensors, not arrays): set by a program replay
+    raw: Any = None
 
 
 def _to_numpy(x: Any) -> tuple[Any, Any]:

@@ -361,6 +361,7 @@ class _Replayer:
     def __init__(self, program: Program) -> None:
         self.program = program
         self.__qualname__ = self.__name__ = program.kernel
+        self.raw: Any = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         ctx = current()
@@ -380,7 +381,10 @@ class _Replayer:
         try:
             st.run(body.events)
             st.at(None)
-            return st.value(body.ret)
+            out = st.value(body.ret)
+            if pid == 0:
+                self.raw = out
+            return out
         finally:
             force_location(prev)
 
@@ -395,9 +399,12 @@ def replay_program(program: Program, args: Sequence[Any], kwargs: dict[str, Any]
     if len(args) != len(program.arg_names):
         raise ProgramError(f"the program takes {len(program.arg_names)} positional inputs, got {len(args)}",
                            rule="program-inputs")
-    return run_kernel(_Replayer(program), args, dict(kwargs or {}), target=target or program.target,
-                      options=options, lnc=program.lnc if not program.grid else 1, grid=tuple(program.grid),
-                      arg_names=program.arg_names)
+    replayer = _Replayer(program)
+    result = run_kernel(replayer, args, dict(kwargs or {}), target=target or program.target, options=options,
+                        lnc=program.lnc if not program.grid else 1, grid=tuple(program.grid),
+                        arg_names=program.arg_names)
+    result.raw = replayer.raw
+    return result
 
 
 __all__ = ["NOTE_HOOKS", "register_note_hook", "replay_program"]

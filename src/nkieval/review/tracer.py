@@ -1,0 +1,134 @@
+"""The candidate's side of a review: import it and record its kernel as a program, once per distinct shape.
+
+This module is all that runs the candidate's code. It receives what a compiler sees — the kernel's source,
+its input shapes and dtypes, the task's scalar parameters and the target — never an input value, an output,
+a seed or a reference; it answers with one program document per shape (``nkieval.sim.program``) or the
+error that stopped the trace. The judge validates each program and executes it on the real inputs.
+
+It runs in its own process: inside the review's sandbox (:func:`handle`, called by the sandbox pool with the
+request bytes), or as ``python -I -m nkieval.review.tracer`` with the request on standard input, the answer
+on the file descriptor named by ``--answer-fd``, and the candidate's own output sent to standard error.
+
+Request (JSON): ``{"source", "kernel", "target", "max_instructions", "shapes": [{"key", "args": [{"shape",
+"dtype"} | {"value"}], "arg_names", "params"}]}``. Answer (JSON): ``{"setup_s", "shapes": {key: {"status":
+"ok", "program": text, "trace_s"} | {"status", "error_type", "message", "frames", "rule", "location"}}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+#: Largest answer the judge accepts from a tracer (programs of every shape together).
+MAX_ANSWER_BYTES = 256 * 1024 * 1024
+
+
+def _candidate_frames(tb: Any, candidate: str) -> list[str]:
+    lines = []
+    for fs in traceback.extract_tb(tb):
+        if os.path.abspath(fs.filename) == candidate:
+            lines.append(f"candidate.py:{fs.lineno} in {fs.name}: {fs.line}")
+    return lines[-5:]
+
+
+def _error(kind: str, exc: BaseException, candidate: str) -> dict[str, Any]:
+    d: dict[str, Any] = {"status": kind, "error_type": type(exc).__name__, "message": str(exc)[:2000],
+                         "frames": _candidate_frames(exc.__traceback__, candidate)}
+    for key in ("rule", "instruction", "operand", "location"):
+        v = getattr(exc, key, None)
+        if v is not None:
+            d[key] = str(v)
+    return d
+
+
+def _load(path: str, kernel: str) -> Any:
+    import importlib.util
+
+    sys.dont_write_bytecode = True
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["candidate"] = mod
+    spec.loader.exec_module(mod)
+    fn = getattr(mod, kernel, None)
+    if fn is None:
+        raise AttributeError(f"the candidate defines no `{kernel}` (the task's kernel entry point)")
+    return fn
+
+
+def handle(request: bytes) -> bytes:
+    """Trace every shape of the request; the answer is JSON bytes (never raises for the candidate's faults)."""
+    t0 = time.perf_counter()
+    req = json.loads(request)
+    work = tempfile.mkdtemp(prefix="nkieval-trace-")
+    candidate = os.path.join(work, "candidate.py")
+    with open(candidate, "w", encoding="utf-8") as fh:
+        fh.write(req["source"])
+    answer: dict[str, Any] = {"shapes": {}}
+
+    def fail_all(kind: str, e: BaseException) -> bytes:
+        for s in req["shapes"]:
+            answer["shapes"][s["key"]] = _error(kind, e, candidate)
+        return json.dumps(answer).encode()
+
+    try:
+        import warnings
+
+        from nkieval import frontends
+        from nkieval.sim.errors import NkiValidationError
+        from nkieval.sim.options import SimOptions
+        from nkieval.sim.program import ArgSpec, record_program
+
+        frontends.install(force=True)
+        # warnings of the trace are about placeholder values: the judge's run reports the real ones
+        warnings.simplefilter("ignore")
+    except BaseException as e:  # the tracer's own imports failed: a harness fault
+        return fail_all("infra-error", e)
+    try:
+        fn = _load(candidate, req["kernel"])
+        lnc = int(getattr(fn, "lnc", 1) or 1)
+        fn = getattr(fn, "fn", fn)  # an @nki.jit Kernel wraps the function
+        if not callable(fn) or not hasattr(fn, "__code__"):
+            raise TypeError(f"`{req['kernel']}` is not a function")
+    except MemoryError as e:
+        return fail_all("memory-limit", e)
+    except BaseException as e:
+        return fail_all("import-error", e)
+    answer["setup_s"] = time.perf_counter() - t0
+    for s in req["shapes"]:
+        t1 = time.perf_counter()
+        try:
+            args = [ArgSpec(tuple(a["shape"]), a["dtype"]) if "shape" in a else a["value"] for a in s["args"]]
+            opts = SimOptions.from_env(max_instructions=int(req["max_instructions"]))
+            rec = record_program(fn, args, dict(s["params"]), target=req["target"], options=opts, lnc=lnc)
+            res: dict[str, Any] = {"status": "ok", "program": rec.program.to_json()}
+        except NkiValidationError as e:
+            res = _error("instruction-limit" if e.rule == "instruction-budget" else "rule-violation", e, candidate)
+        except MemoryError as e:
+            res = _error("memory-limit", e, candidate)
+        except BaseException as e:  # SystemExit, KeyboardInterrupt and anything else the candidate raises
+            res = _error("exception", e, candidate)
+        res["trace_s"] = time.perf_counter() - t1
+        answer["shapes"][s["key"]] = res
+    return json.dumps(answer, default=str).encode()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -I -m nkieval.review.tracer --answer-fd N``: request on stdin, answer on fd N."""
+    args = sys.argv[1:] if argv is None else argv
+    fd = int(args[args.index("--answer-fd") + 1])
+    request = sys.stdin.buffer.read()
+    os.dup2(2, 1)  # the candidate's prints go to stderr, never into the answer
+    answer = handle(request)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(answer)
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the review
+    main()

@@ -1,0 +1,94 @@
+"""Trace, then execute, through the review: the candidate's process sees no data, and what it does to its own
+process's memory changes nothing the judge sees (outputs and the trace come from the judge's replay)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from nkieval.review import review
+from nkieval.review import sandbox as sb
+
+HOST_WRITE = '''
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def vector_add(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    out.data[...] = a.data + b.data          # host NumPy into the output's backing array
+    t = nl.ndarray((1, 1), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=0.0)
+    nisa.dma_copy(dst=out[0:1], src=t.reshape((1,)))   # one cheap DMA "writes" the output
+    return out
+'''
+
+PATCH_NUMPY = '''
+import numpy as np
+import nki
+import nki.language as nl
+
+# if the judge shared this process, these would make every comparison pass
+np.allclose = np.array_equal = lambda *a, **k: True
+np.isclose = lambda a, b, *r, **k: np.ones(np.shape(a), dtype=bool)
+
+
+@nki.jit
+def vector_add(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    n = a.shape[0]
+    p = 128
+    for i in range((n + p - 1) // p):
+        rows = min(p, n - i * p)
+        ta = nl.load(a[i * p:i * p + rows].reshape((rows, 1)))
+        nl.store(out[i * p:i * p + rows].reshape((rows, 1)), nl.add(ta, ta))   # a + a, not a + b
+    return out
+'''
+
+
+def test_host_writes_into_backing_arrays_do_not_reach_the_judge():
+    r = review("vector_add", HOST_WRITE, seed=3)
+    assert r.verdict != "pass"
+    ok = [c for c in r.cases if c.status == "ok"]
+    assert ok, "the program replays (one DMA), so the judge sees its real effect: an output barely written"
+    assert all(not c.correct for c in ok)
+
+
+def test_the_tracer_gets_shapes_and_parameters_only(monkeypatch):
+    seen: list[dict] = []
+    real = sb.run_tracer
+
+    def spy(request, limits, isolation, n_shapes):
+        seen.append(json.loads(json.dumps(request)))
+        return real(request, limits, isolation, n_shapes)
+
+    monkeypatch.setattr(sb, "run_tracer", spy)
+    review("vector_add", PATCH_NUMPY, seed=4)
+    assert seen
+    req = seen[0]
+    assert set(req) == {"source", "kernel", "target", "max_instructions", "shapes"}
+    for s in req["shapes"]:
+        assert set(s) == {"key", "arg_names", "args", "params"}
+        for a in s["args"]:
+            assert set(a) == {"shape", "dtype"}  # no values, no seed, no file names
+    # one trace per distinct shape, however many input families run on it
+    assert len({s["key"] for s in req["shapes"]}) == len(req["shapes"])
+
+
+def test_patching_numpy_in_the_tracer_changes_nothing_the_judge_computes():
+    r = review("vector_add", PATCH_NUMPY, seed=5)
+    assert all(c.status == "ok" for c in r.cases)  # the program replays in the judge
+    assert r.verdict != "pass" and not any(c.correct for c in r.cases)
+
+
+def test_reading_tile_values_in_python_fails_with_the_rule_and_line():
+    src = HOST_WRITE.replace("out.data[...] = a.data + b.data", "x = np.asarray(a)").replace(
+        "import nki\n", "import numpy as np\nimport nki\n", 1)
+    r = review("vector_add", src, seed=6)
+    assert r.verdict != "pass"
+    bad = [c for c in r.cases if c.status == "rule-violation"]
+    assert bad and all("trace-time-value" in json.dumps(c.error) for c in bad)
+    assert np.isfinite(r.score)
