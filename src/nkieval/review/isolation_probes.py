@@ -187,6 +187,24 @@ def handle(request: bytes) -> bytes:
         out = _import(req["module"])
     elif name == "exit":
         os._exit(int(req.get("code", 0)))
+    elif name == "close_and_spin":  # close every inherited fd, then never return
+        os.closerange(3, 1 << 16)
+        while True:
+            pass
+    elif name == "forge":  # try to pass off a harness failure / a fake result on every open fd
+        for fd in range(3, 64):
+            for body in (b"H" + b"harness failed", b"M"):
+                try:
+                    os.write(fd, len(body).to_bytes(8, "big") + body)
+                except OSError:
+                    pass
+        os._exit(70)
+    elif name == "swap_output":  # replace the captured-output file with a FIFO, then exit
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), ".nkieval-output")
+        os.unlink(path)
+        os.mkfifo(path)
+        print("after swap", flush=True)
+        os._exit(9)
     elif name == "raise":
         raise RuntimeError("probe raised")
     else:

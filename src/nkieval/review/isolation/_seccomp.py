@@ -35,9 +35,9 @@ def blocked_names() -> list[str]:
     return [name for group in BLOCKED_SYSCALLS.values() for name in group]
 
 
-def build_and_load() -> dict[str, object]:
-    """Install the filter on the calling thread (threads it starts later inherit it). Returns
-    what was installed: the blocked calls known on this architecture and any skipped."""
+def build() -> tuple[object, dict[str, object]]:
+    """The filter, not yet loaded (the zygote builds it once; each worker only loads it), and a
+    description of it: the blocked calls known on this architecture and any skipped."""
     import pyseccomp as sc
 
     flt = sc.SyscallFilter(sc.ALLOW)
@@ -58,7 +58,18 @@ def build_and_load() -> dict[str, object]:
         flt.add_rule(kill, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, req))
     # the parent-death signal is what guarantees the worker dies with its supervisor
     flt.add_rule(kill, "prctl", sc.Arg(0, sc.EQ, _linux.PR_SET_PDEATHSIG))
-    flt.load()  # libseccomp sets no_new_privs first (its default)
-    return {"action": "kill-process", "blocked": installed, "unknown_on_this_arch": unknown,
-            "clone3": "ENOSYS", "clone": "CLONE_THREAD only",
-            "ioctl": "TIOCSTI/TIOCLINUX blocked", "prctl": "PR_SET_PDEATHSIG blocked"}
+    return flt, {"action": "kill-process", "blocked": installed, "unknown_on_this_arch": unknown,
+                 "clone3": "ENOSYS", "clone": "CLONE_THREAD only",
+                 "ioctl": "TIOCSTI/TIOCLINUX blocked", "prctl": "PR_SET_PDEATHSIG blocked"}
+
+
+def load(flt: object) -> None:
+    """Install on the calling thread (threads it starts later inherit it); libseccomp sets
+    no_new_privs first (its default)."""
+    flt.load()  # type: ignore[attr-defined]
+
+
+def build_and_load() -> dict[str, object]:
+    flt, info = build()
+    load(flt)
+    return info

@@ -36,7 +36,7 @@ OUTPUT_FILE = ".nkieval-output"  # the worker's stdout+stderr, in its private /t
 _META_CAP = 1 << 20
 
 # Worker -> supervisor record kinds (first byte of the response pipe)
-_OK, _ERROR, _MEMORY, _SETUP = b"R", b"E", b"M", b"H"
+_OK, _ERROR, _MEMORY = b"R", b"E", b"M"
 
 #: Python operations that end in a blocked system call; the worker logs the last one it saw to
 #: its stderr (an audit hook), so a seccomp kill can say what was attempted. Best effort only.
@@ -215,13 +215,25 @@ def enter_sandbox(handler: str, hide: list[str], steps: Steps) -> dict[str, Any]
 
 # ---------------------------------------------------------------- worker
 
-def _worker_mounts(tmp_mb: int) -> None:
-    _linux.mount("proc", "/proc", "proc",
-                 _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC | _linux.MS_RDONLY)
+_FILTER: object | None = None  # the seccomp filter, built once by the zygote, loaded by each worker
+
+
+def _private_tmp(tmp_mb: int) -> None:
     opts = f"size={tmp_mb}m,mode=1777"
     _linux.mount("tmpfs", "/tmp", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, opts)
     if os.path.isdir("/dev/shm"):
         _linux.mount("tmpfs", "/dev/shm", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, opts)
+
+
+def _fresh_proc() -> None:
+    """Mount a /proc of the caller's pid namespace (the caller must be in it: the worker)."""
+    _linux.mount("proc", "/proc", "proc",
+                 _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC | _linux.MS_RDONLY)
+
+
+def _worker_mounts(tmp_mb: int) -> None:
+    _private_tmp(tmp_mb)
+    _fresh_proc()
 
 
 def _set_rlimits(policy: dict[str, Any], timeout_s: float, sandbox: bool = True) -> None:
@@ -248,29 +260,33 @@ def _record(fd: int, kind: bytes, body: bytes) -> None:
         pass
 
 
-def _worker(fn: Callable[[bytes], bytes], request: bytes, resp_fd: int, cfg: dict[str, Any],
-            timeout_s: float, workdir: str) -> None:
-    """Never returns. Set-up failures are the harness's (_SETUP); after the seccomp filter is in
-    place, everything is the handler's."""
+def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
+    if event.startswith(_AUDITED):
+        try:
+            os.write(2, f"\n[nkieval-sandbox] attempted: {event}{str(args)[:120]}\n".encode())
+        except OSError:
+            pass
+
+
+def _worker(fn: Callable[[bytes], bytes], request: bytes, resp_fd: int, setup_fd: int, out_fd: int,
+            cfg: dict[str, Any], timeout_s: float, workdir: str) -> None:
+    """Never returns. A set-up failure is reported on ``setup_fd``, which is closed before the
+    handler runs, so handler (candidate) code cannot claim a harness failure."""
     sandbox = cfg["mode"] != "none"
     policy = cfg["policy"]
     try:
         _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
         if sandbox:
-            _worker_mounts(policy["tmp_mb"])
+            _fresh_proc()
         os.environ["HOME"] = os.environ["TMPDIR"] = workdir
         import tempfile
 
         tempfile.tempdir = workdir
-        import fcntl
-
-        out = os.open(os.path.join(workdir, OUTPUT_FILE), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
-        out = fcntl.fcntl(out, fcntl.F_DUPFD, 3)
-        null = fcntl.fcntl(os.open("/dev/null", os.O_RDONLY), fcntl.F_DUPFD, 3)
+        null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        keep = sorted({0, 1, 2, resp_fd})
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        keep = sorted({0, 1, 2, resp_fd, setup_fd})
         for lo, hi in zip(keep, [*keep[1:], 2**31 - 1]):
             os.closerange(lo + 1, hi)
         os.chdir(workdir)
@@ -281,21 +297,19 @@ def _worker(fn: Callable[[bytes], bytes], request: bytes, resp_fd: int, cfg: dic
         if sandbox:
             _linux.drop_all_capabilities()
         _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
-
-        def _hook(event: str, args: tuple[Any, ...]) -> None:
-            if event.startswith(_AUDITED):
-                try:
-                    os.write(2, f"\n[nkieval-sandbox] attempted: {event}{str(args)[:120]}\n".encode())
-                except OSError:
-                    pass
-
         if sandbox and policy.get("seccomp", True):
             from nkieval.review.isolation import _seccomp
 
-            _seccomp.build_and_load()
-        sys.addaudithook(_hook)  # after the filter is built: its own ctypes look-ups are not news
+            if _FILTER is None:
+                raise RuntimeError("no seccomp filter was built")
+            _seccomp.load(_FILTER)
+        sys.addaudithook(_audit_hook)
+        os.close(setup_fd)
     except BaseException:
-        _record(resp_fd, _SETUP, traceback.format_exc()[-4000:].encode())
+        try:
+            os.write(setup_fd, traceback.format_exc()[-4000:].encode())
+        except BaseException:
+            pass
         os._exit(70)
     try:
         result = fn(request)
@@ -328,42 +342,71 @@ def _flush() -> None:
 
 # ---------------------------------------------------------------- supervisor
 
-def _tail(path: str, n: int) -> str:
+def _tail(fd: int, n: int) -> str:
+    """The last ``n`` bytes of the worker's output, through the supervisor's own fd (the path may
+    have been replaced by the worker)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - n))
-            return f.read().decode(errors="replace")
+        size = os.fstat(fd).st_size
+        return os.pread(fd, n, max(0, size - n)).decode(errors="replace")
     except OSError:
         return ""
+
+
+def _wait(pid: int, deadline: float) -> tuple[int | None, bool]:
+    """(wait status, timed out): waits for ``pid`` until ``deadline``."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = -1
+    import select
+
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status, False
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return None, True
+            if pidfd >= 0:
+                select.select([pidfd], [], [], wait)
+            else:
+                time.sleep(min(wait, 0.005))
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
 
 
 def _supervise(fn: Callable[[bytes], bytes], request: bytes, cfg: dict[str, Any], timeout_s: float,
                out_fd: int) -> None:
     """Run one request in a fresh worker and write (meta, payload) frames to ``out_fd``."""
+    import select
+
     sandbox = cfg["mode"] != "none"
     policy = cfg["policy"]
     t0 = time.monotonic()
     if sandbox:
         _linux.unshare(_linux.CLONE_NEWPID | _linux.CLONE_NEWNS)
+        _private_tmp(policy["tmp_mb"])
         workdir = "/tmp"
     else:
         import tempfile
 
         workdir = tempfile.mkdtemp(prefix="nkieval-worker-")
+    output = os.open(os.path.join(workdir, OUTPUT_FILE), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     r, w = os.pipe()
+    sr, sw = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        _worker(fn, request, w, cfg, timeout_s, workdir)
+        os.close(sr)
+        _worker(fn, request, w, sw, output, cfg, timeout_s, workdir)
     os.close(w)
+    os.close(sw)
     cap = policy["max_response_bytes"] + 1 + 8
     buf = bytearray()
     status = ""
     deadline = t0 + timeout_s
-    import select
-
     while True:
         wait = deadline - time.monotonic()
         if wait <= 0:
@@ -378,15 +421,28 @@ def _supervise(fn: Callable[[bytes], bytes], request: bytes, cfg: dict[str, Any]
         if len(buf) > cap:
             status = "output-limit"
             break
+    wstatus: int | None = None
+    if not status:  # the worker closed its pipe: it still has to exit before the deadline
+        wstatus, timed_out = _wait(pid, deadline)
+        if timed_out:
+            status = "timeout"
     if status:
-        os.kill(pid, signal.SIGKILL)
-    _, wstatus = os.waitpid(pid, 0)
+        os.kill(pid, signal.SIGKILL)  # pid 1 of its namespace: everything in it goes too
+        _, wstatus = os.waitpid(pid, 0)
+    assert wstatus is not None
     wall = time.monotonic() - t0
     os.close(r)
+    os.set_blocking(sr, False)
+    try:
+        setup_error = os.read(sr, 8000)
+    except OSError:
+        setup_error = b""
+    os.close(sr)
     exit_code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
     sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None
     tail_n = policy["stderr_tail_bytes"]
-    tail = _tail(os.path.join(workdir, OUTPUT_FILE), tail_n)
+    tail = _tail(output, tail_n)
+    os.close(output)
     kind, body = b"", b""
     if len(buf) >= 8:
         size = int.from_bytes(buf[:8], "big")
@@ -394,7 +450,10 @@ def _supervise(fn: Callable[[bytes], bytes], request: bytes, cfg: dict[str, Any]
             kind, body = bytes(buf[8:9]), bytes(buf[9:])
     payload: bytes | None = None
     detail = ""
-    if status == "timeout":
+    if setup_error:
+        status = "harness-error"
+        detail = "worker set-up failed: " + setup_error.decode(errors="replace")
+    elif status == "timeout":
         detail = f"wall-clock limit of {timeout_s:g} s"
     elif status == "output-limit":
         detail = f"response larger than {policy['max_response_bytes']} bytes"
@@ -410,9 +469,6 @@ def _supervise(fn: Callable[[bytes], bytes], request: bytes, cfg: dict[str, Any]
     elif kind == _MEMORY:
         status = "memory-limit"
         detail = f"address-space limit of {policy['memory_mb']} MiB"
-    elif kind == _SETUP:
-        status = "harness-error"
-        detail = "worker set-up failed: " + body.decode(errors="replace")
     elif kind == _OK and exit_code == 0:
         status, payload = "ok", body
     elif kind == _ERROR:
@@ -536,6 +592,11 @@ def main() -> int:
             steps = Steps(strict=True)
             extra = enter_sandbox(cfg["handler"], cfg["hide"], steps)
             isolation = {"level": "full", "zygote": steps.results, **extra}
+            if cfg["policy"].get("seccomp", True):
+                from nkieval.review.isolation import _seccomp
+
+                global _FILTER
+                _FILTER, isolation["seccomp_filter"] = _seccomp.build()
         else:
             isolation = {"level": "none"}
         gc.freeze()
