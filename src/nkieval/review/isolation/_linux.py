@@ -145,3 +145,23 @@ def attach_tree(fd: int, target: str) -> None:
                         target.encode(), ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH))
     if res != 0:
         raise _fail(f"move_mount(onto {target!r})")
+
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def load_bpf(program: bytes) -> None:
+    """Install a compiled seccomp BPF program (8-byte ``struct sock_filter`` entries) on the
+    calling thread. Requires no_new_privs (or CAP_SYS_ADMIN)."""
+    if not program or len(program) % 8:
+        raise ValueError("not a BPF program")
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    if _libc.prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER),
+                   ctypes.byref(prog), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        raise _fail("prctl(PR_SET_SECCOMP)")

@@ -215,7 +215,7 @@ def enter_sandbox(handler: str, hide: list[str], steps: Steps) -> dict[str, Any]
 
 # ---------------------------------------------------------------- worker
 
-_FILTER: object | None = None  # the seccomp filter, built once by the zygote, loaded by each worker
+_FILTER: bytes | None = None  # the seccomp BPF program, compiled once by the zygote, loaded by each worker
 
 
 def _private_tmp(tmp_mb: int) -> None:
@@ -268,10 +268,11 @@ def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
             pass
 
 
-def _worker(fn: Callable[[bytes], bytes], request: bytes, resp_fd: int, setup_fd: int, out_fd: int,
-            cfg: dict[str, Any], timeout_s: float, workdir: str) -> None:
-    """Never returns. A set-up failure is reported on ``setup_fd``, which is closed before the
-    handler runs, so handler (candidate) code cannot claim a harness failure."""
+def _worker(fn: Callable[[bytes], bytes], req_fd: int, resp_fd: int, setup_fd: int, out_fd: int,
+            cfg: dict[str, Any], workdir: str) -> None:
+    """Never returns. Forked ahead of its request (a standby): does the request-independent
+    set-up, then blocks on ``req_fd``. A set-up failure is reported on ``setup_fd``, which is
+    closed before the handler runs, so handler (candidate) code cannot claim a harness failure."""
     sandbox = cfg["mode"] != "none"
     policy = cfg["policy"]
     try:
@@ -286,14 +287,17 @@ def _worker(fn: Callable[[bytes], bytes], request: bytes, resp_fd: int, setup_fd
         os.dup2(null, 0)
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
-        keep = sorted({0, 1, 2, resp_fd, setup_fd})
+        keep = sorted({0, 1, 2, req_fd, resp_fd, setup_fd})
         for lo, hi in zip(keep, [*keep[1:], 2**31 - 1]):
             os.closerange(lo + 1, hi)
         os.chdir(workdir)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: EFBIG, not a kill
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
-        _set_rlimits(policy, timeout_s, sandbox)
+        meta = json.loads(read_frame(req_fd, _META_CAP))
+        request = read_frame(req_fd, policy["max_request_bytes"])
+        os.close(req_fd)
+        _set_rlimits(policy, float(meta["timeout_s"]), sandbox)
         if sandbox:
             _linux.drop_all_capabilities()
         _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
@@ -377,14 +381,13 @@ def _wait(pid: int, deadline: float) -> tuple[int | None, bool]:
             os.close(pidfd)
 
 
-def _supervise(fn: Callable[[bytes], bytes], request: bytes, cfg: dict[str, Any], timeout_s: float,
-               out_fd: int) -> None:
-    """Run one request in a fresh worker and write (meta, payload) frames to ``out_fd``."""
+def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, out_fd: int) -> None:
+    """Prepare a fresh worker, wait for one request on ``in_fd``, run it, and write the (meta,
+    payload) frames to ``out_fd``."""
     import select
 
     sandbox = cfg["mode"] != "none"
     policy = cfg["policy"]
-    t0 = time.monotonic()
     if sandbox:
         _linux.unshare(_linux.CLONE_NEWPID | _linux.CLONE_NEWNS)
         _private_tmp(policy["tmp_mb"])
@@ -396,13 +399,29 @@ def _supervise(fn: Callable[[bytes], bytes], request: bytes, cfg: dict[str, Any]
     output = os.open(os.path.join(workdir, OUTPUT_FILE), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     r, w = os.pipe()
     sr, sw = os.pipe()
+    qr, qw = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.close(r)
-        os.close(sr)
-        _worker(fn, request, w, sw, output, cfg, timeout_s, workdir)
-    os.close(w)
-    os.close(sw)
+        for fd in (r, sr, qw, in_fd, out_fd):
+            os.close(fd)
+        _worker(fn, qr, w, sw, output, cfg, workdir)
+    for fd in (w, sw, qr):
+        os.close(fd)
+    try:
+        meta_bytes = read_frame(in_fd, _META_CAP)
+        request = read_frame(in_fd, policy["max_request_bytes"])
+    except FrameError:  # the zygote is shutting down
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return
+    t0 = time.monotonic()
+    timeout_s = float(json.loads(meta_bytes)["timeout_s"])
+    try:
+        write_frame(qw, meta_bytes)
+        write_frame(qw, request)
+    except OSError:
+        pass  # the worker died in its set-up: reported on its set-up pipe
+    os.close(qw)
     cap = policy["max_response_bytes"] + 1 + 8
     buf = bytearray()
     status = ""
@@ -491,43 +510,62 @@ def _supervise(fn: Callable[[bytes], bytes], request: bytes, cfg: dict[str, Any]
 
 # ---------------------------------------------------------------- main loops
 
+def _standby(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int,
+             out_fd: int) -> tuple[int, int, int]:
+    """Fork the supervisor (and, through it, the worker) for the next request ahead of time:
+    (pid, request write fd, result read fd)."""
+    qr, qw = os.pipe()
+    rr, rw = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(qw)
+            os.close(rr)
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, in_fd)  # keep 0-2 taken, so the worker's fds never land there
+            os.close(null)
+            os.close(out_fd)
+            _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+            _supervise(fn, cfg, qr, rw)
+        except BaseException:
+            traceback.print_exc()
+            code = 70
+        os._exit(code)
+    os.close(qr)
+    os.close(rw)
+    return pid, qw, rr
+
+
 def _serve(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, out_fd: int) -> None:
     policy = cfg["policy"]
+    standby = _standby(fn, cfg, in_fd, out_fd)
     while True:
+        pid, qw, rr = standby
         try:
-            meta = json.loads(read_frame(in_fd, _META_CAP))
+            meta = read_frame(in_fd, _META_CAP)
             request = read_frame(in_fd, policy["max_request_bytes"])
-        except FrameError:
+            float(json.loads(meta)["timeout_s"])
+        except (FrameError, ValueError, KeyError, TypeError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
             return
-        timeout_s = float(meta["timeout_s"])
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                os.close(r)
-                null = os.open(os.devnull, os.O_RDWR)
-                os.dup2(null, in_fd)  # keep 0-2 taken, so the worker's fds never land there
-                os.close(null)
-                os.close(out_fd)
-                _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-                _supervise(fn, request, cfg, timeout_s, w)
-            except BaseException:
-                traceback.print_exc()
-                code = 70
-            os._exit(code)
-        os.close(w)
         try:
-            res_meta = read_frame(r, _META_CAP)
-            res_payload = read_frame(r, policy["max_response_bytes"])
-        except FrameError as e:
+            write_frame(qw, meta)
+            write_frame(qw, request)
+            res_meta = read_frame(rr, _META_CAP)
+            res_payload = read_frame(rr, policy["max_response_bytes"])
+        except (FrameError, OSError) as e:
             res_meta = json.dumps({"status": "harness-error", "detail": f"supervisor failed: {e}",
                                    "exit_code": None, "signal": None, "stderr_tail": "", "wall_s": 0.0}).encode()
             res_payload = b""
-        os.close(r)
+            os.kill(pid, signal.SIGKILL)
+        os.close(qw)
+        os.close(rr)
         os.waitpid(pid, 0)
         write_frame(out_fd, res_meta)
         write_frame(out_fd, res_payload)
+        standby = _standby(fn, cfg, in_fd, out_fd)
 
 
 def _probe(cfg: dict[str, Any], out_fd: int) -> None:
@@ -596,7 +634,8 @@ def main() -> int:
                 from nkieval.review.isolation import _seccomp
 
                 global _FILTER
-                _FILTER, isolation["seccomp_filter"] = _seccomp.build()
+                flt, isolation["seccomp_filter"] = _seccomp.build()
+                _FILTER = _seccomp.compile_bpf(flt)
         else:
             isolation = {"level": "none"}
         gc.freeze()
@@ -608,11 +647,11 @@ def main() -> int:
                                         "error": f"{type(e).__name__}: {e}"}).encode())
         return 1
     write_frame(out_fd, json.dumps({"ready": True, "isolation": isolation, "pid": os.getpid()}).encode())
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a dead standby is an EPIPE to handle, not a kill
     try:
         _serve(fn, cfg, in_fd, out_fd)
     except OSError as e:
-        if e.errno != errno.EPIPE:
+        if e.errno != errno.EPIPE:  # EPIPE: the judge went away
             raise
     return 0
 
