@@ -562,9 +562,9 @@ def _serve(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, out_fd
             os.kill(pid, signal.SIGKILL)
         os.close(qw)
         os.close(rr)
-        os.waitpid(pid, 0)
-        write_frame(out_fd, res_meta)
+        write_frame(out_fd, res_meta)  # answer first: the supervisor's namespaces tear down meanwhile
         write_frame(out_fd, res_payload)
+        os.waitpid(pid, 0)
         standby = _standby(fn, cfg, in_fd, out_fd)
 
 
