@@ -87,6 +87,7 @@ COMMANDS: list[str] = [
     "nkieval.tasks.cli:tasks_group",
     "nkieval.review.suite:suite_group",
     "nkieval.frontends.cli:compat",
+    "nkieval.review.isolation.cli:doctor",
 ]
 
 

@@ -1,0 +1,322 @@
+"""Per request: the supervisor (own pid + mount namespace, deadline, verdict) and the worker (pid 1
+of that namespace; fresh /proc, rlimits, no capabilities, seccomp; runs the handler)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from nkieval.review.isolation import _linux
+from nkieval.review.isolation._frames import FrameError, read_frame, write_frame
+
+OUTPUT_FILE = ".nkieval-output"  # the worker's stdout+stderr, in its private /tmp
+_META_CAP = 1 << 20
+
+# Worker -> supervisor record kinds (first byte of the response pipe)
+_OK, _ERROR, _MEMORY = b"R", b"E", b"M"
+
+#: Python operations that end in a blocked system call; the worker logs the last one it saw to
+#: its stderr (an audit hook), so a seccomp kill can say what was attempted. Best effort only.
+_AUDITED = ("os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn",
+            "subprocess.Popen", "socket.__new__", "socket.connect", "socket.bind", "ctypes.dlsym",
+            "os.kill", "os.killpg", "pty.spawn")
+
+
+FILTER: bytes | None = None  # the seccomp BPF program, compiled once by the zygote, loaded by each worker
+
+
+def _private_tmp(tmp_mb: int) -> None:
+    opts = f"size={tmp_mb}m,mode=1777"
+    _linux.mount("tmpfs", "/tmp", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, opts)
+    if os.path.isdir("/dev/shm"):
+        _linux.mount("tmpfs", "/dev/shm", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, opts)
+
+
+def _fresh_proc() -> None:
+    """Mount a /proc of the caller's pid namespace (the caller must be in it: the worker)."""
+    _linux.mount("proc", "/proc", "proc",
+                 _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC | _linux.MS_RDONLY)
+
+
+def _worker_mounts(tmp_mb: int) -> None:
+    _private_tmp(tmp_mb)
+    _fresh_proc()
+
+
+def _set_rlimits(policy: dict[str, Any], timeout_s: float, sandbox: bool = True) -> None:
+    cpu = policy.get("cpu_s") or int(timeout_s) + 2
+    mb = 1 << 20
+    limits = {
+        resource.RLIMIT_AS: policy["memory_mb"] * mb,
+        resource.RLIMIT_CPU: cpu,
+        resource.RLIMIT_FSIZE: policy["max_file_bytes"],
+        resource.RLIMIT_NOFILE: policy["max_open_files"],
+        resource.RLIMIT_CORE: 0,
+    }
+    if sandbox:  # counted per user namespace there; outside, it would count all of the user's processes
+        limits[resource.RLIMIT_NPROC] = policy["max_threads"]
+    for res, soft in limits.items():
+        hard = soft + 1 if res == resource.RLIMIT_CPU else soft
+        resource.setrlimit(res, (soft, hard))
+
+
+def _record(fd: int, kind: bytes, body: bytes) -> None:
+    try:
+        write_frame(fd, kind + body)
+    except OSError:
+        pass
+
+
+def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
+    if event.startswith(_AUDITED):
+        try:
+            os.write(2, f"\n[nkieval-sandbox] attempted: {event}{str(args)[:120]}\n".encode())
+        except OSError:
+            pass
+
+
+def _run_worker(fn: Callable[[bytes], bytes], req_fd: int, resp_fd: int, setup_fd: int, out_fd: int,
+            cfg: dict[str, Any], workdir: str) -> None:
+    """Never returns. Forked ahead of its request (a standby): does the request-independent
+    set-up, then blocks on ``req_fd``. A set-up failure is reported on ``setup_fd``, which is
+    closed before the handler runs, so handler (candidate) code cannot claim a harness failure."""
+    sandbox = cfg["mode"] != "none"
+    policy = cfg["policy"]
+    try:
+        _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if sandbox:
+            _fresh_proc()
+        os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+        import tempfile
+
+        tempfile.tempdir = workdir
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        keep = sorted({0, 1, 2, req_fd, resp_fd, setup_fd})
+        for lo, hi in zip(keep, [*keep[1:], 2**31 - 1]):
+            os.closerange(lo + 1, hi)
+        os.chdir(workdir)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: EFBIG, not a kill
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        meta = json.loads(read_frame(req_fd, _META_CAP))
+        request = read_frame(req_fd, policy["max_request_bytes"])
+        os.close(req_fd)
+        _set_rlimits(policy, float(meta["timeout_s"]), sandbox)
+        if sandbox:
+            _linux.drop_all_capabilities()
+        _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
+        if sandbox and policy.get("seccomp", True):
+            from nkieval.review.isolation import _seccomp
+
+            if FILTER is None:
+                raise RuntimeError("no seccomp filter was built")
+            _seccomp.load(FILTER)
+        sys.addaudithook(_audit_hook)
+        os.close(setup_fd)
+    except BaseException:
+        try:
+            os.write(setup_fd, traceback.format_exc()[-4000:].encode())
+        except BaseException:
+            pass
+        os._exit(70)
+    try:
+        result = fn(request)
+        if not isinstance(result, bytes | bytearray | memoryview):
+            raise TypeError(f"the handler returned {type(result).__name__}, not bytes")
+        _flush()
+        write_frame(resp_fd, _OK + bytes(result))
+        os._exit(0)
+    except MemoryError:
+        _flush()
+        _record(resp_fd, _MEMORY, b"MemoryError")
+        os._exit(3)
+    except BaseException:
+        try:
+            text = traceback.format_exc()[-4000:]
+        except BaseException:
+            text = "exception (traceback unavailable)"
+        _flush()
+        _record(resp_fd, _ERROR, text.encode(errors="replace"))
+        os._exit(1)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+# ---------------------------------------------------------------- supervisor
+
+def _tail(fd: int, n: int) -> str:
+    """The last ``n`` bytes of the worker's output, through the supervisor's own fd (the path may
+    have been replaced by the worker)."""
+    try:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, n, max(0, size - n)).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _wait(pid: int, deadline: float) -> tuple[int | None, bool]:
+    """(wait status, timed out): waits for ``pid`` until ``deadline``."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = -1
+    import select
+
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status, False
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return None, True
+            if pidfd >= 0:
+                select.select([pidfd], [], [], wait)
+            else:
+                time.sleep(min(wait, 0.005))
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
+
+
+def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, out_fd: int) -> None:
+    """Prepare a fresh worker, wait for one request on ``in_fd``, run it, and write the (meta,
+    payload) frames to ``out_fd``."""
+    import select
+
+    sandbox = cfg["mode"] != "none"
+    policy = cfg["policy"]
+    if sandbox:
+        _linux.unshare(_linux.CLONE_NEWPID | _linux.CLONE_NEWNS)
+        _private_tmp(policy["tmp_mb"])
+        workdir = "/tmp"
+    else:
+        import tempfile
+
+        workdir = tempfile.mkdtemp(prefix="nkieval-worker-")
+    output = os.open(os.path.join(workdir, OUTPUT_FILE), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+    r, w = os.pipe()
+    sr, sw = os.pipe()
+    qr, qw = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for fd in (r, sr, qw, in_fd, out_fd):
+            os.close(fd)
+        _run_worker(fn, qr, w, sw, output, cfg, workdir)
+    for fd in (w, sw, qr):
+        os.close(fd)
+    try:
+        meta_bytes = read_frame(in_fd, _META_CAP)
+        request = read_frame(in_fd, policy["max_request_bytes"])
+    except FrameError:  # the zygote is shutting down
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return
+    t0 = time.monotonic()
+    timeout_s = float(json.loads(meta_bytes)["timeout_s"])
+    try:
+        write_frame(qw, meta_bytes)
+        write_frame(qw, request)
+    except OSError:
+        pass  # the worker died in its set-up: reported on its set-up pipe
+    os.close(qw)
+    cap = policy["max_response_bytes"] + 1 + 8
+    buf = bytearray()
+    status = ""
+    deadline = t0 + timeout_s
+    while True:
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            status = "timeout"
+            break
+        if not select.select([r], [], [], wait)[0]:
+            continue
+        chunk = os.read(r, 1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+        if len(buf) > cap:
+            status = "output-limit"
+            break
+    wstatus: int | None = None
+    if not status:  # the worker closed its pipe: it still has to exit before the deadline
+        wstatus, timed_out = _wait(pid, deadline)
+        if timed_out:
+            status = "timeout"
+    if status:
+        os.kill(pid, signal.SIGKILL)  # pid 1 of its namespace: everything in it goes too
+        _, wstatus = os.waitpid(pid, 0)
+    assert wstatus is not None
+    wall = time.monotonic() - t0
+    os.close(r)
+    os.set_blocking(sr, False)
+    try:
+        setup_error = os.read(sr, 8000)
+    except OSError:
+        setup_error = b""
+    os.close(sr)
+    exit_code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
+    sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None
+    tail_n = policy["stderr_tail_bytes"]
+    tail = _tail(output, tail_n)
+    os.close(output)
+    kind, body = b"", b""
+    if len(buf) >= 8:
+        size = int.from_bytes(buf[:8], "big")
+        if len(buf) == 8 + size and size >= 1:
+            kind, body = bytes(buf[8:9]), bytes(buf[9:])
+    payload: bytes | None = None
+    detail = ""
+    if setup_error:
+        status = "harness-error"
+        detail = "worker set-up failed: " + setup_error.decode(errors="replace")
+    elif status == "timeout":
+        detail = f"wall-clock limit of {timeout_s:g} s"
+    elif status == "output-limit":
+        detail = f"response larger than {policy['max_response_bytes']} bytes"
+    elif sig == signal.SIGSYS:
+        status = "violation"
+        attempted = [ln for ln in tail.splitlines() if ln.startswith("[nkieval-sandbox] attempted: ")]
+        detail = "blocked system call (seccomp)"
+        if attempted:
+            detail += "; last audited operation: " + attempted[-1].split(": ", 1)[1]
+    elif sig in (signal.SIGXCPU, signal.SIGKILL) and kind == b"":
+        status = "timeout"
+        detail = "CPU-time limit"
+    elif kind == _MEMORY:
+        status = "memory-limit"
+        detail = f"address-space limit of {policy['memory_mb']} MiB"
+    elif kind == _OK and exit_code == 0:
+        status, payload = "ok", body
+    elif kind == _ERROR:
+        status = "crash"
+        detail = body.decode(errors="replace")
+        if "MemoryError" in detail:
+            status = "memory-limit"
+    else:
+        status = "crash"
+        detail = f"worker ended (exit code {exit_code}, signal {sig}) without a response"
+    meta = {"status": status, "exit_code": exit_code, "signal": sig, "detail": detail[-4000:],
+            "stderr_tail": tail[-tail_n:], "wall_s": wall}
+    write_frame(out_fd, json.dumps(meta).encode())
+    write_frame(out_fd, payload or b"")
+    if not sandbox:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
