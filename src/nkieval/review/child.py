@@ -210,13 +210,6 @@ def _notify(fd: int | None, what: str) -> None:
             pass
 
 
-def _trace(job: Path, spec: dict[str, Any]) -> None:
-    """Trace mode: record the candidate's programs (``nkieval.review.tracer``) and write ``answer.json``."""
-    from nkieval.review.tracer import handle
-
-    _atomic_write(job / "answer.json", handle(json.dumps(spec["request"]).encode()))
-
-
 class _Programs:
     """The recorded programs of this run, parsed once per file (every case of a shape shares one)."""
 
@@ -241,9 +234,6 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
     os.chdir(job)
     _redirect_output(job)
     _limit_resources(spec["memory_mb"], spec["cpu_s"])
-    if spec.get("mode") == "trace":
-        _trace(job, spec)
-        return
     note = _open_notify(job)
     candidate = str((job / spec["candidate"]).resolve()) if spec.get("candidate") else ""
     replay = spec.get("mode") == "execute"  # run recorded programs: no candidate code in this process

@@ -24,10 +24,16 @@ EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 @click.option("--seed", type=int, default=None, help="input seed (default: fresh and secret, recorded in the report)")
 @click.option("--isolation", type=click.Choice(["forkserver", "subprocess"]), default="forkserver", show_default=True)
 @click.option("--no-progress", is_flag=True, help="no progress bar")
+@click.option("--unsafe-no-sandbox", is_flag=True,
+              help="trace the candidate without OS isolation (trusted code only; the report records it)")
 def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir: str | None, seed: int | None,
-               isolation: str, no_progress: bool) -> None:
+               isolation: str, no_progress: bool, unsafe_no_sandbox: bool) -> None:
     """Review CANDIDATE (an NKI kernel file) on TASK (a task directory or a built-in task id)."""
     from tqdm import tqdm
+
+    from nkieval.review import sandbox
+
+    sandbox.UNSAFE_NO_SANDBOX[0] = unsafe_no_sandbox
 
     from nkieval.review.pipeline import _cases, review
     from nkieval.review.report import to_markdown

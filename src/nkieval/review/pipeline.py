@@ -664,7 +664,15 @@ _VERSIONS: dict[str, str] = {}
 def _versions() -> dict[str, str]:
     if not _VERSIONS:
         _VERSIONS.update(_read_versions())
-    return dict(_VERSIONS)
+    out = dict(_VERSIONS)
+    # which OS isolation the candidate's tracer ran under (docs/security.md): "full", or "none" when the
+    # review was run with --unsafe-no-sandbox
+    from nkieval.review.sandbox import isolation_in_force
+
+    iso = isolation_in_force()
+    if iso:
+        out["isolation"] = str(iso.get("level", "unknown"))
+    return out
 
 
 def _read_versions() -> dict[str, str]:

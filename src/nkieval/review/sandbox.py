@@ -166,9 +166,6 @@ class SandboxLimits:
     startup_s: float = 20.0
 
 
-#: Largest tracer answer read back (every shape's program together).
-MAX_TRACE_ANSWER_BYTES = 256 * 1024 * 1024
-
 #: what the zygote must read back from a sealed input for children to use sealed inputs
 _PROBE = b"nkieval sealed input probe"
 
@@ -616,7 +613,8 @@ def _shape_key(c: CaseJob) -> str:
 
 def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
                     isolation: Isolation) -> tuple[dict[int, str], dict[int, CaseRun]]:
-    """Record the candidate once per distinct shape: (program text per case, failed cases' runs)."""
+    """Record the candidate once per distinct shape, each shape in its own sandboxed tracer run (a crash or
+    hang on one shape is that shape's): (program text per case, failed cases' runs)."""
     keys = [_shape_key(c) for c in cases]
     shapes: dict[str, dict[str, Any]] = {}
     for key, c in zip(keys, cases):
@@ -624,62 +622,95 @@ def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: 
             shapes[key] = {"key": key, "arg_names": list(c.inputs),
                            "args": [{"shape": list(a.shape), "dtype": a.dtype.name} for a in c.inputs.values()],
                            "params": c.params}
-    request = {"source": source, "kernel": kernel, "target": target, "max_instructions": limits.max_instructions,
-               "shapes": list(shapes.values())}
-    answer, failure = run_tracer(request, limits, isolation, n_shapes=len(shapes))
+    outcome: dict[str, dict[str, Any]] = {}
+    hung: str | None = None
+    for key, shape in shapes.items():
+        if hung is not None:  # a kernel that hangs on one shape almost always hangs on the next
+            outcome[key] = {"status": "not-run", "message": f"skipped: tracing shape {hung} timed out"}
+            continue
+        request = {"source": source, "kernel": kernel, "target": target,
+                   "max_instructions": limits.max_instructions, "shapes": [shape]}
+        answer, failure = run_tracer(request, limits, isolation, n_shapes=1)
+        res = failure if failure is not None else answer.get(key)
+        if not isinstance(res, dict):
+            res = {"status": "bad-program", "message": "the tracer gave no answer for this shape"}
+        outcome[key] = res
+        if res.get("status") == "timeout":
+            hung = ",".join(str(x) for x in _shape_label(shape))
     programs: dict[int, str] = {}
     failed: dict[int, CaseRun] = {}
-    texts: dict[str, str] = {}
     for k, (key, c) in enumerate(zip(keys, cases)):
-        res = answer.get(key) if failure is None else None
-        if res is None:
-            err = failure or {"status": "crash", "message": "the tracer gave no answer for this shape"}
-            failed[k] = CaseRun(c.label, err["status"], error={x: v for x, v in err.items() if x != "status"})
-        elif res.get("status") == "ok" and isinstance(res.get("program"), str):
-            programs[k] = texts.setdefault(key, res["program"])
+        res = outcome[key]
+        if res.get("status") == "ok" and isinstance(res.get("program"), str):
+            programs[k] = res["program"]
         else:
             status = res.get("status") if res.get("status") in STATUSES else "crash"
-            failed[k] = CaseRun(c.label, status, error={x: v for x, v in res.items() if x in (
-                "error_type", "message", "frames", "rule", "instruction", "operand", "location", "stderr_tail")})
+            failed[k] = CaseRun(c.label, status, wall_s=float(res.get("wall_s", 0.0) or 0.0),
+                                error={x: v for x, v in res.items() if x in (
+                                    "error_type", "message", "frames", "rule", "instruction", "operand", "location",
+                                    "stdout_tail", "stderr_tail")})
     return programs, failed
+
+
+def _shape_label(shape: dict[str, Any]) -> list[Any]:
+    return [tuple(a["shape"]) for a in shape["args"]]
+
+
+#: ``--unsafe-no-sandbox``: trace candidates without OS isolation (trusted code only; reports say so).
+UNSAFE_NO_SANDBOX = [False]
+_POOLS: dict[tuple[int, bool], Any] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def tracer_pool(memory_mb: int) -> Any:
+    """The sandbox pool that runs tracers (one per memory limit; started on first use)."""
+    from nkieval.review.isolation import SandboxPolicy, SandboxPool
+
+    key = (int(memory_mb), UNSAFE_NO_SANDBOX[0])
+    with _POOL_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = SandboxPool("nkieval.review.tracer:handle",
+                                             policy=SandboxPolicy(memory_mb=int(memory_mb),
+                                                                 max_response_bytes=256 << 20),
+                                             unsafe_no_sandbox=UNSAFE_NO_SANDBOX[0])
+        return pool
+
+
+def isolation_in_force() -> dict[str, Any]:
+    """What isolated the tracers of this process's reviews (empty before the first one)."""
+    return dict(next(iter(_POOLS.values())).isolation) if _POOLS else {}
+
+
+_SANDBOX_STATUS = {"timeout": "timeout", "memory-limit": "memory-limit", "crash": "crash",
+                   "output-limit": "bad-program", "violation": "sandbox-violation", "harness-error": "infra-error"}
 
 
 def run_tracer(request: dict[str, Any], limits: SandboxLimits, isolation: Isolation, n_shapes: int
                ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Run the tracer on ``request``: (answer per shape key, or a failure that applies to every shape)."""
-    tdir = Path(tempfile.mkdtemp(prefix="nkieval-trace-", dir=_job_root(0)))
+    """Run the tracer on ``request`` in the sandbox: (answer per shape key, or a failure for every shape)."""
+    budget = limits.startup_s + limits.timeout_s * max(1, n_shapes)
+    t0 = time.perf_counter()
+    res = tracer_pool(limits.memory_mb).run(json.dumps(request).encode(), timeout_s=budget)
+    wall = time.perf_counter() - t0
+    if res.status != "ok" or res.payload is None:
+        status = _SANDBOX_STATUS.get(res.status, "crash")
+        what = {"timeout": f"tracing the kernel took more than {budget:g} s; the process was killed",
+                "sandbox-violation": f"the candidate did something the sandbox forbids: {res.detail}"}.get(
+            status, f"the tracer ended without answering ({res.status}{': ' + res.detail if res.detail else ''}); "
+                    "the candidate process died while running this case")
+        err: dict[str, Any] = {"status": status, "message": what, "wall_s": wall}
+        if res.stderr_tail.strip():
+            err["stderr_tail"] = res.stderr_tail[-400:]
+        return {}, err
     try:
-        spec = {"mode": "trace", "request": request, "memory_mb": limits.memory_mb,
-                "cpu_s": limits.timeout_s * max(1, n_shapes) + limits.startup_s}
-        (tdir / "job.json").write_text(json.dumps(spec))
-        proc = _Proc(isolation, tdir, [0])
-        budget = limits.startup_s + limits.timeout_s * max(1, n_shapes)
-        try:
-            code = proc.exitcode(timeout=budget)
-            if code is None:
-                proc.kill()
-                return {}, {"status": "timeout", "message": f"tracing the kernel took more than {budget:g} s; the "
-                                                            "process was killed", **_tails(tdir)}
-        finally:
-            proc.close()
-        path = tdir / "answer.json"
-        if not path.exists():
-            desc = _exit_description(code)
-            status = "memory-limit" if "MemoryError" in _tails(tdir).get("stderr_tail", "") else "crash"
-            return {}, {"status": status, "message": f"the tracer {desc} without answering", **_tails(tdir)}
-        if path.stat().st_size > MAX_TRACE_ANSWER_BYTES:
-            return {}, {"status": "bad-program", "message": f"the tracer's answer exceeds "
-                                                            f"{MAX_TRACE_ANSWER_BYTES} bytes"}
-        try:
-            answer = json.loads(path.read_bytes())
-            shapes = answer["shapes"]
-            if not isinstance(shapes, dict):
-                raise ValueError("shapes is not an object")
-        except (ValueError, KeyError, TypeError) as e:
-            return {}, {"status": "bad-program", "message": f"the tracer's answer is not readable: {e}"}
-        return shapes, None
-    finally:
-        _JANITOR.remove(tdir)
+        answer = json.loads(res.payload)
+        shapes = answer["shapes"]
+        if not isinstance(shapes, dict):
+            raise ValueError("shapes is not an object")
+    except (ValueError, KeyError, TypeError) as e:
+        return {}, {"status": "bad-program", "message": f"the tracer's answer is not readable: {e}"}
+    return shapes, None
 
 
 class _Wake:
