@@ -198,7 +198,10 @@ def _task_dirs() -> list[Path]:
 
 def marker_roots() -> tuple[list[Path], list[Path]]:
     """(roots looked at two levels deep, trees walked fully)."""
-    shallow = {Path(tempfile.gettempdir()), Path("/tmp"), Path("/dev/shm"), Path("/var/tmp")}
+    import sysconfig
+
+    shallow = {Path(tempfile.gettempdir()), Path("/tmp"), Path("/dev/shm"), Path("/var/tmp"),
+               Path(sysconfig.get_paths()["purelib"])}
     home = os.environ.get("HOME")
     if home:
         shallow.add(Path(home))
