@@ -124,6 +124,8 @@ def decide(crits: Sequence[Any], cases: Sequence[Any], integrity: Sequence[Any],
             for c in cases:
                 if c.status == s:
                     msg = str(c.error.get("message", "")) or s
+                    if c.error.get("error_type") and s == "exception":
+                        msg = f"{c.error['error_type']}: {msg}"
                     reason = _bad_output_is_honest(msg) if s == "bad-output" else s
                     return Decision("fail", reason or s, f"{c.case}: {msg}")
         return Decision("fail", "no-case-ran", "no case ran")
