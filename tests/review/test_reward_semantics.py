@@ -176,11 +176,12 @@ def test_a_judge_component_that_raises_is_a_harness_error(monkeypatch, component
 
 
 # ------------------------------------------------------------------------------ sandbox violations
-def test_sandbox_violation_status_is_an_integrity_verdict(monkeypatch):
+def _first_case_reports(monkeypatch: pytest.MonkeyPatch, status: str, message: str) -> None:
+    """The sandbox reports ``status`` for the first case that comes back."""
     real = pipeline.run_candidate
 
-    def violation(r: CaseRun) -> CaseRun:  # what the sandbox reports for a run it stopped
-        return CaseRun(r.label, "sandbox-violation", error={"message": "tried to open a socket"})
+    def violation(r: CaseRun) -> CaseRun:
+        return CaseRun(r.label, status, error={"message": message})
 
     def run(*a: Any, **k: Any) -> list[CaseRun]:
         on_case = k.get("on_case")
@@ -200,10 +201,24 @@ def test_sandbox_violation_status_is_an_integrity_verdict(monkeypatch):
         return runs
 
     monkeypatch.setattr(pipeline, "run_candidate", run)
+
+
+@pytest.mark.parametrize("status", ["sandbox-violation", "violation"])
+def test_sandbox_violation_status_is_an_integrity_verdict(monkeypatch, status):
+    _first_case_reports(monkeypatch, status, "tried to open a socket")
     r = review("vector_add", SOLUTION, seed=1)
     validate_report(r.to_dict())
     assert r.verdict == "sandbox-violation" and r.score == 0.0
     assert "socket" in r.verdict_message
+    assert _cli("vector_add", str(SOLUTION), "--seed", "1").exit_code == 1
+
+
+def test_a_harness_failure_in_a_case_is_a_harness_error_exit_3(monkeypatch):
+    _first_case_reports(monkeypatch, "infra-error", "the child could not start")
+    r = review("vector_add", SOLUTION, seed=1)
+    validate_report(r.to_dict())
+    assert r.verdict == "harness-error" and r.score == 0.0
+    assert _cli("vector_add", str(SOLUTION), "--seed", "1").exit_code == 3
 
 
 # ------------------------------------------------------------------------------ physics
