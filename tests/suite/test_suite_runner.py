@@ -128,7 +128,7 @@ def test_expert_entries_and_records_carry_the_stated_fraction(monkeypatch: pytes
 
     monkeypatch.setattr(pipeline, "review", boom)
     rec = suite.run_entry(next(e for e in entries if e.role == "expert"))
-    assert rec["v"] == suite.RECORD_VERSION >= 3 and rec["verdict"] == "infra-error"
+    assert rec["v"] == suite.RECORD_VERSION >= 4 and rec["verdict"] == "harness-error"
     assert rec["expert_roofline_fraction"] == t.perf.expert_roofline_fraction
 
 

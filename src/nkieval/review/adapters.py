@@ -1,7 +1,10 @@
 """The review's only contact with nkieval.numerics, nkieval.perf and nkieval.analysis.
 
-Each adapter returns ``(result, None)`` or ``(None, reason)``. A missing or failing dependency
-never becomes a fake score: the criterion it feeds is reported "not assessed" with the reason.
+Each adapter returns ``(result, None)``, or ``(None, reason)`` when the *input* gives nothing to
+judge (a task without an oracle, an estimate without a positive time). A judge component that is
+missing or raises fails closed: :class:`~nkieval.review.verdict.JudgeError` naming the component,
+which makes the review a harness error (exit 3, retry) — never a pass, never a "not assessed"
+criterion that leaves the rest to decide, never the candidate's fault.
 Keeping every cross-package call in this one file is what lets those packages change their
 signatures without the pipeline noticing anywhere else.
 """
@@ -14,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.tasks.schema import Task
+from nkieval.review.verdict import JudgeError
+from nkieval.tasks.schema import Task, TaskError
 
 
 def _import(*candidates: str) -> tuple[Any | None, str | None]:
@@ -31,7 +35,9 @@ def _import(*candidates: str) -> tuple[Any | None, str | None]:
 
 def numerics_available() -> tuple[bool, str | None]:
     fn, why = _import("nkieval.numerics:check")
-    return fn is not None, why
+    if fn is None:
+        raise JudgeError("numerics", str(why))
+    return True, None
 
 
 def numerics_operands(task: Task, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -61,14 +67,14 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
     """
     prepared, why = _import("nkieval.numerics:PreparedCheck")
     if prepared is None:
-        return None, why
+        raise JudgeError("numerics", str(why))
     params = {k: v for k, v in task.numerics.op_params.items() if k != "operands"}
     params.update({k: v for k, v in task.params.items() if k not in params})
     fam = family if family == "integers" else ("random" if random_family else None)
     try:
         if task.numerics.op == "reference":
             if oracle is None:
-                return None, "the task's numerics op is 'reference' but reference.py defines no oracle()"
+                raise TaskError("the task's numerics op is 'reference' but reference.py defines no oracle()")
             k = task.numerics.k
             kk = int(dims[k]) if isinstance(k, str) else k
             args = [inputs[t.name] for t in task.inputs]
@@ -83,8 +89,10 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
                           input_family=fam, keep_blocks=keep_blocks, **params)
         if keep_blocks:
             pc.materialise(refined=True)
-    except Exception as e:  # a numerics bug must not crash the review; it is reported instead
-        return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
+    except TaskError:
+        raise  # a malformed task: exit 2
+    except Exception as e:  # a numerics bug is the judge's failure: fail closed
+        raise JudgeError("numerics", f"nkieval.numerics raised {type(e).__name__}: {e}") from e
     return pc, None
 
 
@@ -96,8 +104,8 @@ def numerics_judge(prepared: Any, actual: np.ndarray, *, diagnose: bool = True
     """
     try:
         v = prepared.check(actual, worst_k=3, diagnose=diagnose)
-    except Exception as e:  # a numerics bug must not crash the review; it is reported instead
-        return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
+    except Exception as e:  # a numerics bug is the judge's failure: fail closed
+        raise JudgeError("numerics", f"nkieval.numerics raised {type(e).__name__}: {e}") from e
     return numerics_dict(v), None
 
 
@@ -105,8 +113,8 @@ def numerics_check(prepared: Any, actual: np.ndarray) -> tuple[Any | None, str |
     """The verdict object for one output without naming likely causes (see :func:`numerics_diagnose`)."""
     try:
         return prepared.check(actual, worst_k=3, diagnose=False), None
-    except Exception as e:  # a numerics bug must not crash the review; it is reported instead
-        return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
+    except Exception as e:  # a numerics bug is the judge's failure: fail closed
+        raise JudgeError("numerics", f"nkieval.numerics raised {type(e).__name__}: {e}") from e
 
 
 def numerics_diagnose(prepared: Any, actual: np.ndarray, verdict: Any, hint: str | None = None
@@ -115,8 +123,8 @@ def numerics_diagnose(prepared: Any, actual: np.ndarray, verdict: Any, hint: str
     not. ``hint``: a finding id to try first (``PreparedCheck.diagnose``)."""
     try:
         return prepared.diagnose(actual, verdict, hint=hint), None
-    except Exception as e:
-        return None, f"nkieval.numerics.check raised {type(e).__name__}: {e}"
+    except Exception as e:  # a wrong diagnosis could hide a failing case's verdict: fail closed
+        raise JudgeError("numerics", f"nkieval.numerics diagnosis raised {type(e).__name__}: {e}") from e
 
 
 def numerics_dict(verdict: Any) -> dict[str, Any]:
@@ -140,14 +148,14 @@ def perf_estimate(trace: Any, target: str) -> tuple[dict[str, Any] | None, str |
     """``nkieval.perf.estimate(trace, target).to_dict()``, or why not."""
     est, why = _import("nkieval.perf:estimate")
     if est is None:
-        return None, why
+        raise JudgeError("perf", str(why))
     try:
         from nkieval.hardware import get_target
 
         res = est(trace, get_target(target))
         d = res.to_dict() if hasattr(res, "to_dict") else dict(res)
     except Exception as e:
-        return None, f"nkieval.perf.estimate raised {type(e).__name__}: {e}"
+        raise JudgeError("perf", f"nkieval.perf.estimate raised {type(e).__name__}: {e}") from e
     if isinstance(d.get("total_time_ns"), int | float):
         t = float(d["total_time_ns"]) * 1e-9
     else:
@@ -158,6 +166,9 @@ def perf_estimate(trace: Any, target: str) -> tuple[dict[str, Any] | None, str |
     keep = {k: d[k] for k in ("model_version", "mode", "total_time_ns", "instructions", "summary", "utilization",
                               "bottleneck", "uncertainty") if k in d}
     keep["_total_time"] = float(t)
+    sched = getattr(res, "schedule", None)
+    if isinstance(getattr(sched, "cores", None), int):
+        keep["cores"] = sched.cores  # the NeuronCores the estimate spreads the programs over (physics check)
     return keep, None
 
 
@@ -186,19 +197,17 @@ def static_findings(source: str, target: str, cuda_source: str | None) -> tuple[
     port, why = _import("nkieval.analysis:analyze_port")
     parse, why2 = _import("nkieval.analysis:parse_cuda")
     if port is None or parse is None:
-        why = why or why2
-        return (None, why), ((None, None) if cuda_source is None else (None, why))
+        raise JudgeError("analysis", str(why or why2))
     summary, mig_why = None, None
     if cuda_source is not None:
         try:
             summary = _cuda_summary(parse, cuda_source)
-        except Exception as e:
-            mig_why = f"nkieval.analysis.parse_cuda raised {type(e).__name__}: {e}"
+        except Exception as e:  # the task's CUDA source is trusted: its parse failing is the judge's
+            raise JudgeError("analysis", f"nkieval.analysis.parse_cuda raised {type(e).__name__}: {e}") from e
     try:
         nki, mig = port(summary, source, filename="candidate.py", target=target)
     except Exception as e:
-        why = f"nkieval.analysis raised {type(e).__name__}: {e}"
-        return (None, why), ((None, None) if cuda_source is None else (None, why))
+        raise JudgeError("analysis", f"nkieval.analysis raised {type(e).__name__}: {e}") from e
     nki_found: Findings = ([f.to_dict() for f in nki], None)
     if cuda_source is None:
         return nki_found, (None, None)

@@ -1,7 +1,10 @@
 """``nkieval review TASK CANDIDATE.py``: review one candidate kernel and print or write the report.
 
-Exit codes (for scripts and RL loops): 0 the candidate passed; 1 it was reviewed and failed
-(any verdict other than pass); 2 bad usage or a malformed task; 3 a harness (infra) error.
+Exit codes (for scripts and RL loops), one meaning each (``nkieval.review.verdict``):
+0 the candidate passed; 1 reviewed and not passed, the candidate's fault, never retry (``fail``
+and every integrity verdict: ``hack-suspected``, ``impossible``, ``sandbox-violation``); 2 bad
+usage or a malformed task, checked before anything runs (an unknown ``--target`` included);
+3 the judge failed (``harness-error``: a judge component raised, the harness broke): retry.
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ from pathlib import Path
 
 import click
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
+from nkieval.review.verdict import EXIT_FAIL, EXIT_HARNESS, EXIT_PASS, EXIT_USAGE
+
+EXIT_INFRA = EXIT_HARNESS  # (the former name)
+__all__ = ["EXIT_FAIL", "EXIT_HARNESS", "EXIT_INFRA", "EXIT_PASS", "EXIT_USAGE", "review_cmd"]
 
 
 @click.command("review")
@@ -37,11 +43,13 @@ def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir:
 
     from nkieval.review.pipeline import _cases, review
     from nkieval.review.report import to_markdown
+    from nkieval.review.verdict import JudgeError, UsageError, check_target, exit_code
     from nkieval.tasks import TaskError, load_task
 
     try:
         t = load_task(task)
-    except TaskError as e:
+        target = check_target(t, target)
+    except (TaskError, UsageError) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_USAGE)
     total = len(_cases(t, 0, t.families, "all"))
@@ -50,10 +58,18 @@ def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir:
     try:
         r = review(t, Path(candidate), target=target, seed=seed, isolation=isolation,  # type: ignore[arg-type]
                    progress=lambda label: bar.update(1))
+    except (TaskError, UsageError) as e:  # found while reviewing: still the task's or the caller's
+        bar.close()
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except JudgeError as e:  # a judge component failed: retryable, never the candidate's verdict
+        bar.close()
+        click.echo(f"harness-error: the judge component {e.component!r} failed: {e}", err=True)
+        sys.exit(EXIT_HARNESS)
     except Exception as e:  # the harness itself failed: retryable, never the candidate's verdict
         bar.close()
-        click.echo(f"infra-error: {type(e).__name__}: {e}", err=True)
-        sys.exit(EXIT_INFRA)
+        click.echo(f"harness-error: {type(e).__name__}: {e}", err=True)
+        sys.exit(EXIT_HARNESS)
     bar.close()
     md = to_markdown(r)
     js = r.to_json(indent=2)
@@ -63,4 +79,6 @@ def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir:
         (d / "review.json").write_text(js)
         (d / "review.md").write_text(md)
     click.echo(js if fmt == "json" else md)
-    sys.exit(EXIT_INFRA if r.verdict == "infra-error" else EXIT_PASS if r.verdict == "pass" else EXIT_FAIL)
+    if r.verdict != "pass":
+        click.echo(f"{r.verdict}: {r.verdict_message}", err=True)
+    sys.exit(exit_code(r.verdict))

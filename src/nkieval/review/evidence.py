@@ -55,6 +55,9 @@ class HardwareEvidence:
     write_factor: float | None = None
     warnings: list[dict[str, Any]] = field(default_factory=list)
     hot_lines: list[tuple[str, int]] = field(default_factory=list)
+    #: per output: its bytes and the most bytes the trace writes into one HBM tensor of its shape and
+    #: dtype (``nkieval.review.physics.output_writes``; filled by the pipeline)
+    output_writes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -35,14 +35,24 @@ class IntegrityIssue:
     line: int
     what: str
     why: str
+    #: "forbidden" (a hack: verdict hack-suspected); "syntax" or "encoding" (the file is not a Python
+    #: program: verdict fail, the candidate's ordinary fault). None of them is run.
+    kind: str = "forbidden"
 
 
 def scan(source: str) -> list[IntegrityIssue]:
     """Integrity issues in ``source`` (an unparsable file is one issue, not an exception)."""
+    if "\x00" in source:
+        return [IntegrityIssue(0, "the candidate is not UTF-8 text (it contains NUL bytes)", "nothing can be checked",
+                               kind="encoding")]
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
-        return [IntegrityIssue(e.lineno or 0, f"the file does not parse: {e.msg}", "nothing can be checked")]
+        return [IntegrityIssue(e.lineno or 0, f"the file does not parse: {e.msg} (line {e.lineno})",
+                               "nothing can be checked", kind="syntax")]
+    except (ValueError, RecursionError, MemoryError) as e:  # (a parser limit: still not a runnable program)
+        return [IntegrityIssue(0, f"the file does not parse: {type(e).__name__}: {str(e)[:200]}",
+                               "nothing can be checked", kind="syntax")]
     issues: list[IntegrityIssue] = []
     if source.isascii() and _MAY_OFFEND.search(source) is None:
         return issues  # (the walk would find nothing: it costs as much as the parse)

@@ -1,7 +1,7 @@
 """The review's records: feedback lines, per-case results, per-criterion results, the Review.
 
 Plain dataclasses with ``to_dict()``; the JSON report is ``Review.to_dict()`` and is validated
-against ``schemas/review-report-v1.json``. Feedback lines always have the shape observed →
+against ``schemas/review-report-v2.json``. Feedback lines always have the shape observed →
 expected → suggestion and carry the evidence they rest on.
 """
 
@@ -12,7 +12,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 REPORT_SCHEMA = "nkieval.review-report"
-REPORT_VERSION = "1.0"
+#: 2.0: the verdict set is pass, fail, hack-suspected, impossible, sandbox-violation, harness-error
+#: (nkieval.review.verdict); the run statuses that were verdicts in 1.x (timeout, exception, ...) are
+#: ``verdict_reason`` of a ``fail`` now, and ``infra-error`` is ``harness-error``.
+REPORT_VERSION = "2.0"
 
 Severity = Literal["error", "warning", "info"]
 CriterionVerdict = Literal["pass", "partial", "fail", "not-assessed", "not-applicable"]
@@ -98,6 +101,10 @@ class Review:
     criteria: list[CriterionResult]
     cases: list[CaseResult]
     seed: int
+    #: a short code for why (``fail``: the case status, ``incorrect``, ``numerics``, ``syntax``, ...)
+    verdict_reason: str = ""
+    #: the verdict in one sentence, with its evidence (an integrity verdict's figures)
+    verdict_message: str = ""
     hardware: dict[str, Any] = field(default_factory=dict)
     performance: dict[str, Any] = field(default_factory=dict)
     not_assessed: list[str] = field(default_factory=list)
@@ -113,7 +120,8 @@ class Review:
             "task": {"id": self.task, "title": self.task_title},
             "candidate": {"name": self.candidate, "sha256": self.candidate_sha256},
             "target": self.target, "rubric": {"id": self.rubric, "version": self.rubric_version},
-            "verdict": self.verdict, "score": round(self.score, 2), "score_complete": self.score_complete,
+            "verdict": self.verdict, "verdict_reason": self.verdict_reason,
+            "verdict_message": self.verdict_message, "score": round(self.score, 2), "score_complete": self.score_complete,
             "criteria": [c.to_dict() for c in self.criteria],
             "cases": [c.to_dict() for c in self.cases],
             "seed": self.seed, "hardware": self.hardware, "performance": self.performance,

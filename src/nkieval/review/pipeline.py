@@ -27,11 +27,13 @@ from nkieval.review import adapters, npzio
 from nkieval.review.cache import CASE_CACHE, MAX_KEPT_ELEMENTS, CaseData, new_case_data, task_fingerprint
 from nkieval.review.compare import compare_outputs
 from nkieval.review.evidence import HardwareEvidence, trace_evidence
-from nkieval.review.integrity import scan
+from nkieval.review.integrity import IntegrityIssue, scan
 from nkieval.review.model import CaseResult, Review
+from nkieval.review.physics import output_bytes_violations, output_writes, roofline_violation
 from nkieval.review.rubric import DEFAULT_RUBRIC, Rubric, load_rubric
 from nkieval.review.sandbox import CaseJob, CaseRun, Isolation, SandboxLimits, run_candidate, seal_input
-from nkieval.review.scoring import Evidence, score_all
+from nkieval.review.scoring import Evidence, score_all, total_score
+from nkieval.review.verdict import JudgeError, check_target, confirmed_hacks, decide
 from nkieval.tasks import Task, load_reference, load_reference_variants, load_task, reference_outputs
 from nkieval.tasks.inputs import derive_seed, generate_inputs, is_random
 
@@ -97,8 +99,17 @@ def _load_source(candidate: str | Path) -> tuple[str, str]:
     if isinstance(candidate, Path) or (isinstance(candidate, str) and "\n" not in candidate
                                         and candidate.endswith(".py") and Path(candidate).is_file()):
         p = Path(candidate)
-        return p.read_text(), p.name
+        raw = p.read_bytes()
+        try:
+            return raw.decode("utf-8"), p.name
+        except UnicodeDecodeError:
+            # the candidate's fault, not the harness's: the integrity scan reports it (kind "encoding")
+            return NOT_TEXT + raw.hex(), p.name
     return str(candidate), "candidate.py"
+
+
+#: What :func:`_load_source` returns (followed by the file's bytes in hex) for a file that is not UTF-8 text.
+NOT_TEXT = "\x00not-utf8\x00"
 
 
 # Reference kernels (baseline, expert) are trusted and deterministic in their trace: their
@@ -148,7 +159,11 @@ def _trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int]
     except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError, MemoryError) as e:
         return None, None, f"the kernel's instruction trace could not be read ({type(e).__name__}: {str(e)[:200]})"
     rd, wr = task.compulsory_bytes(dims)
-    hw = trace_evidence(trace, target=get_target(target), compulsory_read=rd, compulsory_write=wr)
+    try:
+        hw = trace_evidence(trace, target=get_target(target), compulsory_read=rd, compulsory_write=wr)
+        hw.output_writes = output_writes(trace, task, dims)
+    except Exception as e:  # a parsed trace the evidence code cannot summarise: the judge's failure
+        raise JudgeError("evidence", f"trace evidence raised {type(e).__name__}: {e}") from e
     perf, why = adapters.perf_estimate(trace, target)
     return hw, perf, why
 
@@ -316,12 +331,13 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     timings: dict[str, float] = {}
     task = task if isinstance(task, Task) else load_task(task)
     rub = _rubric(rubric)
-    target = target or task.default_target
+    target = check_target(task, target)
     source, name = _load_source(candidate)
     base_seed = secrets.randbits(63) if seed is None else int(seed)
     fams = tuple(families) if families else task.families
     cases = _cases(task, base_seed, fams, shapes)
-    integrity = scan(source)
+    integrity = [IntegrityIssue(0, "the candidate is not UTF-8 text", "nothing can be checked", kind="encoding")] \
+        if source.startswith(NOT_TEXT) else scan(source)
     use_cache = (seed is not None) if cache is None else bool(cache)
 
     fingerprint = task_fingerprint(task) if use_cache else None
@@ -615,16 +631,20 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
                   numerics_reason=None if num_ok else num_reason, analysis=analysis, analysis_reason=analysis_reason,
                   migration=migration, migration_reason=migration_reason)
     crits = score_all(ev)
-    assessed = [c for c in crits if c.level is not None]
-    wsum = sum(c.weight for c in assessed)
-    score = 100.0 * sum(c.weight * c.level / 4 for c in assessed) / wsum if wsum else 0.0
+    # physics and confirmed static hack findings (integrity verdicts), then the verdict; the score
+    # of an integrity verdict is exactly 0 (scoring.total_score)
+    physics = [v for v in ([roofline_violation(task, ev_case[0].dims, target, perf["candidate"])]
+                              if ev_case and perf else [])
+               if v] + output_bytes_violations(hw.output_writes if hw else None, hw_case)
+    decision = decide(crits, results, integrity, physics, confirmed_hacks(analysis, results, physics))
+    score = total_score(crits, decision.verdict, decision.message)
     not_assessed = [f"{c.id}: {c.summary}" for c in crits if c.verdict == "not-assessed"]
     timings["scoring_s"] = time.perf_counter() - t5
     timings["total_s"] = time.perf_counter() - t0
     return Review(
-        task=task.id, task_title=task.title, candidate=name, candidate_sha256=hashlib.sha256(source.encode()).hexdigest(),
-        target=target, rubric=rub.id, rubric_version=rub.version, verdict=_overall(crits, results, integrity),
-        score=score, score_complete=not not_assessed, criteria=crits, cases=results, seed=base_seed,
+        task=task.id, task_title=task.title, candidate=name, candidate_sha256=hashlib.sha256(bytes.fromhex(source[len(NOT_TEXT):]) if source.startswith(NOT_TEXT) else source.encode()).hexdigest(),
+        target=target, rubric=rub.id, rubric_version=rub.version, verdict=decision.verdict,
+        verdict_reason=decision.reason, verdict_message=decision.message, score=score, score_complete=not not_assessed, criteria=crits, cases=results, seed=base_seed,
         hardware={"candidate": hw.to_dict() if hw else None, "solution": hw_sol.to_dict() if hw_sol else None,
                   "baseline": hw_base.to_dict() if hw_base else None,
                   "case": hw_case.case if hw_case else None},
@@ -638,24 +658,6 @@ def _oracle(task: Task) -> Callable[..., Any] | None:
     ns = runpy.run_path(str(task.reference_file))
     fn = ns.get("oracle")
     return fn if callable(fn) else None
-
-
-def _overall(crits: list[Any], cases: list[CaseResult], integrity: list[Any]) -> str:
-    """One word for scripts: pass, fail, or the specific reason nothing could be judged."""
-    if integrity or any(c.status == "bad-output" for c in cases):
-        return "hack-suspected"
-    statuses = {c.status for c in cases}
-    if "ok" not in statuses:
-        for s in ("timeout", "memory-limit", "crash", "rule-violation", "import-error", "exception",
-                  "instruction-limit", "infra-error"):
-            if s in statuses:
-                return s
-    by = {c.id: c for c in crits}
-    corr = by["correctness"].level or 0
-    num = by.get("numerics")
-    if corr >= 3 and (num is None or num.level is None or num.level >= 3):
-        return "pass"
-    return "fail"
 
 
 _VERSIONS: dict[str, str] = {}

@@ -15,7 +15,7 @@ from typing import Any
 
 from nkieval.review.model import Review
 
-SCHEMA_FILE = "review-report-v1.json"
+SCHEMA_FILE = "review-report-v2.json"
 
 
 @cache
@@ -41,6 +41,8 @@ def to_markdown(r: Review) -> str:
     lines.append(f"**Verdict: {r.verdict.upper()}** — score {r.score:.1f}/100 "
                  f"({assessed} of {len(r.criteria)} criteria assessed; rubric {r.rubric} {r.rubric_version}; "
                  f"seed {r.seed})")
+    if r.verdict != "pass" and r.verdict_message:
+        lines += ["", f"{r.verdict} ({r.verdict_reason}): {r.verdict_message}"]
     lines += ["", "| Criterion | Level | Weight | Summary |", "|---|---|---|---|"]
     for c in r.criteria:
         cap = f" _(capped: {c.capped_by})_" if c.capped_by else ""

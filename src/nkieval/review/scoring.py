@@ -72,6 +72,8 @@ _SUGGEST = {
     "instruction-limit": "issue one instruction per tile, not per element or row",
     "not-run": "fix the earlier failure first",
     "infra-error": "retry: this is a harness failure, not the candidate's",
+    "sandbox-violation": "a kernel only computes: no processes, files, network or signals",
+    "violation": "a kernel only computes: no processes, files, network or signals",
 }
 _EXPECT = {
     "unwritten": "every output element written, for any size including n % 128 != 0",
@@ -145,6 +147,13 @@ def _case_feedback(c: CaseResult, task: Task) -> Feedback:
 def score_correctness(ev: Evidence, crit: Criterion) -> CriterionResult:
     cases = ev.cases
     fb: list[Feedback] = []
+    not_program = [i for i in ev.integrity if getattr(i, "kind", "forbidden") != "forbidden"]
+    if not_program:
+        i = not_program[0]
+        fb.append(Feedback("correctness", "error", f"candidate.py:{i.line} {i.what}",
+                           "a UTF-8 Python file that parses", "fix the file so that Python can parse it",
+                           {"location": f"candidate.py:{i.line}", "rule": i.kind}))
+        return CriterionResult(crit.id, crit.title, crit.weight, "fail", 0, f"{i.what}; the candidate was not run", fb)
     if ev.integrity:
         for i in ev.integrity:
             fb.append(Feedback("correctness", "error", f"candidate.py:{i.line} {i.what}",
@@ -188,7 +197,7 @@ def score_correctness(ev: Evidence, crit: Criterion) -> CriterionResult:
         summary = f"does not run on the public shapes ({', '.join(statuses)})"
     if any(c.status == "bad-output" for c in cases):
         level = 0
-        summary = "outputs do not come from the kernel's own HBM writes (integrity)"
+        summary = "outputs are not HBM tensors the kernel allocated and wrote"
     return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, summary, fb)
 
 
@@ -563,6 +572,29 @@ def score_code_quality(ev: Evidence, crit: Criterion) -> CriterionResult:
                    {"rule": f["rule"], "location": f"candidate.py:{f['line']}"}) for f in (errs + warns)[:6]]
     return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level,
                            f"{len(errs)} error(s), {len(warns)} warning(s) from static analysis", fb)
+
+
+# ------------------------------------------------------------------------------ the reward
+def total_score(crits: list[CriterionResult], verdict: str, message: str = "") -> float:
+    """The review's score (0-100): the weighted mean level of the assessed criteria, except that an
+    integrity verdict (``verdict.INTEGRITY_VERDICTS``) and ``harness-error`` score exactly 0.0 and
+    every criterion's level is set to 0 (its reward contribution), with the verdict as the cap's
+    reason; the feedback lines are kept. This is the property the RL reward rests on:
+    ``tests/review/test_reward_semantics.py`` checks that no integrity verdict can score above 0.
+    """
+    from nkieval.review.verdict import INTEGRITY_VERDICTS
+
+    if verdict in INTEGRITY_VERDICTS or verdict == "harness-error":
+        for c in crits:
+            if c.level is not None and c.level > 0:
+                c.level = 0
+                c.verdict = "fail"
+                c.capped_by = f"verdict {verdict}" + (f": {message}" if message else "")
+        return 0.0
+    assessed = [c for c in crits if c.level is not None]
+    wsum = sum(c.weight for c in assessed)
+    score = 100.0 * sum(c.weight * c.level / 4 for c in assessed if c.level is not None) / wsum if wsum else 0.0
+    return max(0.0, min(100.0, score))
 
 
 SCORERS: dict[str, Callable[..., CriterionResult]] = {

@@ -46,7 +46,9 @@ from nkieval.tasks.schema import Task, TaskError
 ROLES = ("expert", "baseline", "flawed")
 #: 2: ``feedback`` holds only the findings (severity above info) of the flaw's criterion and ``also``.
 #: 3: expert records carry the task's ``expert_roofline_fraction`` (the judge checks it).
-RECORD_VERSION = 3
+#: 4: verdicts are the report-v2 set (nkieval.review.verdict: ``harness-error`` for a judge failure, was
+#: ``infra-error``), with ``verdict_reason`` and ``verdict_message``.
+RECORD_VERSION = 4
 #: Results live in the user's cache (stable across runs, so they resume; never inside a checkout).
 DEFAULT_RESULTS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nkieval" / "suite-results.jsonl"
 
@@ -148,7 +150,7 @@ def run_entry(entry: SuiteEntry, seed: int = 0) -> dict[str, Any]:
     try:
         r = review(entry.task_dir, Path(entry.path), target=entry.target, seed=derive_seed(seed, entry.key), **kw)
     except Exception as e:  # a harness bug must not stop the suite; it is a miss with its reason
-        rec.update(verdict="infra-error", error=f"{type(e).__name__}: {e}", elapsed_s=time.perf_counter() - t0)
+        rec.update(verdict="harness-error", error=f"{type(e).__name__}: {e}", elapsed_s=time.perf_counter() - t0)
         return rec
     perf = r.performance if "candidate" in r.performance else {}
 
@@ -160,7 +162,8 @@ def run_entry(entry: SuiteEntry, seed: int = 0) -> dict[str, Any]:
     summ = (perf.get("candidate") or {}).get("summary") or {}
     failing = [c.case for c in r.cases if not c.correct]
     rec.update(
-        verdict=r.verdict, score=round(r.score, 2),
+        verdict=r.verdict, verdict_reason=r.verdict_reason, verdict_message=r.verdict_message[:500],
+        score=round(r.score, 2),
         levels={c.id: c.level for c in r.criteria},
         summaries={c.id: c.summary for c in r.criteria},
         time_s=total("candidate"), baseline_time_s=total("baseline"), solution_time_s=total("solution"),
@@ -220,7 +223,7 @@ def run_suite(entries: Sequence[SuiteEntry], results: Path, *, workers: int = 1,
     have: dict[str, dict[str, Any]] = {}
     for e in entries:
         rec = done.get(e.key)
-        if rec is not None and rec.get("fingerprint") == e.fingerprint() and rec.get("verdict") != "infra-error":
+        if rec is not None and rec.get("fingerprint") == e.fingerprint() and rec.get("verdict") != "harness-error":
             have[e.key] = rec
         else:
             todo.append(e)
@@ -272,7 +275,7 @@ def _run_parallel(todo: Sequence[SuiteEntry], seed: int, workers: int,
                 except Exception as ex:  # the worker died: record every entry of its task, keep going
                     recs = [{"v": RECORD_VERSION, "key": e.key, "fingerprint": e.fingerprint(), "task": e.task,
                              "level": e.level, "role": e.role, "candidate": e.candidate, "target": e.target,
-                             "criterion": e.criterion, "flaw": e.flaw, "verdict": "infra-error",
+                             "criterion": e.criterion, "flaw": e.flaw, "verdict": "harness-error",
                              "error": f"worker: {type(ex).__name__}: {ex}"} for e in group]
                 for rec in recs:
                     record(rec)
@@ -367,7 +370,7 @@ def judge(records: Iterable[dict[str, Any]]) -> SuiteMatrix:
 def _passes(r: dict[str, Any]) -> tuple[bool, str]:
     lv = r.get("levels") or {}
     if r.get("verdict") != "pass":
-        why = r.get("error") or ", ".join(f"{k}={v}" for k, v in lv.items() if v is not None and v < 4)
+        why = r.get("error") or r.get("verdict_message") or ", ".join(f"{k}={v}" for k, v in lv.items() if v is not None and v < 4)
         fails = f"; failing cases {r['failing_cases']}" if r.get("failing_cases") else ""
         return False, f"verdict {r.get('verdict')} ({why}){fails}"
     if lv.get("correctness") != 4:
@@ -414,8 +417,8 @@ def _judge_one(r: dict[str, Any], experts: dict[tuple[str, str], dict[str, Any]]
         return True, f"expert {b / s:.2f}x faster ({s * 1e6:.2f} us vs {b * 1e6:.2f} us)"
     crit = r.get("criterion")
     lv = (r.get("levels") or {}).get(crit)
-    if r.get("verdict") == "infra-error":
-        return False, f"infra-error: {r.get('error')}"
+    if r.get("verdict") == "harness-error":
+        return False, f"harness-error: {r.get('error')}"
     ref = 4
     ex = experts.get((r["task"], r["target"]))
     if ex is not None and isinstance((ex.get("levels") or {}).get(crit), int):
