@@ -112,6 +112,10 @@ def decide(crits: Sequence[Any], cases: Sequence[Any], integrity: Sequence[Any],
     if not_run:
         i = not_run[0]
         return Decision("fail", i.kind, i.what)
+    tampered = [c for c in cases if c.status == "bad-program"]
+    if tampered:  # a program the judge refuses comes only from a tracer the candidate tampered with
+        c = tampered[0]
+        return Decision("hack-suspected", "bad-program", f"{c.case}: {c.error.get('message', '')}")
     for c in cases:
         if c.status == "bad-output" and _bad_output_is_honest(str(c.error.get("message", ""))) is None:
             return Decision("hack-suspected", "outputs-not-from-kernel", f"{c.case}: {c.error.get('message', '')}")
