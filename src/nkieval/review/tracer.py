@@ -21,45 +21,13 @@ import os
 import sys
 import tempfile
 import time
-import traceback
 from typing import Any
+
+from nkieval.review.child import _error
+from nkieval.review.child import _load_candidate as _load
 
 #: Largest answer the judge accepts from a tracer (programs of every shape together).
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
-
-
-def _candidate_frames(tb: Any, candidate: str) -> list[str]:
-    lines = []
-    for fs in traceback.extract_tb(tb):
-        if os.path.abspath(fs.filename) == candidate:
-            lines.append(f"candidate.py:{fs.lineno} in {fs.name}: {fs.line}")
-    return lines[-5:]
-
-
-def _error(kind: str, exc: BaseException, candidate: str) -> dict[str, Any]:
-    d: dict[str, Any] = {"status": kind, "error_type": type(exc).__name__, "message": str(exc)[:2000],
-                         "frames": _candidate_frames(exc.__traceback__, candidate)}
-    for key in ("rule", "instruction", "operand", "location"):
-        v = getattr(exc, key, None)
-        if v is not None:
-            d[key] = str(v)
-    return d
-
-
-def _load(path: str, kernel: str) -> Any:
-    import importlib.util
-
-    sys.dont_write_bytecode = True
-    spec = importlib.util.spec_from_file_location("candidate", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["candidate"] = mod
-    spec.loader.exec_module(mod)
-    fn = getattr(mod, kernel, None)
-    if fn is None:
-        raise AttributeError(f"the candidate defines no `{kernel}` (the task's kernel entry point)")
-    return fn
 
 
 def handle(request: bytes) -> bytes:
