@@ -14,7 +14,13 @@ from click.testing import CliRunner
 from nkieval.cli import main
 from nkieval.review import pipeline, review, validate_report
 from nkieval.review.model import CriterionResult
-from nkieval.review.physics import TOLERANCE, output_bytes_violations, roofline_violation, task_bound_ns
+from nkieval.review.physics import (
+    TOLERANCE,
+    fully_written,
+    output_bytes_violations,
+    roofline_violation,
+    task_bound_ns,
+)
 from nkieval.review.report import report_schema
 from nkieval.review.sandbox import CaseRun
 from nkieval.review.scoring import total_score
@@ -303,3 +309,23 @@ def test_unconfirmed_host_compute_finding_costs_code_quality_only():
     r = review("vector_add", src, seed=1)
     assert r.verdict == "pass", r.verdict_message
     assert r.criterion("code_quality").level == 0 and r.score > 90
+
+
+def test_a_kernel_that_skips_work_is_fail_not_impossible(monkeypatch):
+    """Fast because it leaves outputs unwritten: an ordinary failure (found by the full suite on a flawed
+    candidate that hard-codes a width), not physics."""
+    from nkieval.review import adapters
+    from nkieval.review.model import CaseResult
+
+    unwritten = CaseResult("c", {"N": 256}, False, "normal", 1, "ok", correct=False, mismatch={"kind": "unwritten"})
+    assert not fully_written(unwritten)
+    real = adapters.perf_estimate
+
+    def fast(trace: Any, target: str) -> Any:
+        d, why = real(trace, target)
+        return ({**d, "total_time_ns": 1.0, "_total_time": 1e-9} if d is not None else d), why
+
+    monkeypatch.setattr(adapters, "perf_estimate", fast)
+    monkeypatch.setattr(pipeline, "_REF_CACHE", {})
+    r = review("vector_add", SKIPS_TAIL, seed=5, compare_references=False)
+    assert r.verdict == "fail", r.verdict_message

@@ -1,6 +1,8 @@
 """Physics as an integrity check: a run that beats what the hardware can do is not a fast kernel.
 
-Two checks on the traced (largest) case, each a violation sentence giving both figures:
+Two checks on the traced (largest) case, each a violation sentence giving both figures, made only when
+that case returned every output element written (:func:`fully_written`: a kernel that skips part of
+the work is fast because it is wrong, an ordinary ``fail``):
 
 * **Roofline.** The performance estimate must not beat the task's roofline lower bound on the
   target: the bytes every correct kernel must move across HBM (each input read once, each output
@@ -111,12 +113,21 @@ def output_writes(trace: Any, task: Task, dims: Mapping[str, int]) -> list[dict[
     return out
 
 
+def fully_written(case: Any) -> bool:
+    """Whether the traced case returned every output element written, in its declared shape and dtype.
+
+    Both physics checks apply only then: a kernel that leaves elements unwritten did less than the
+    task's work, so its fast estimate is an ordinary bug (``fail``, with its own message), not physics.
+    """
+    if case is None or case.status != "ok":
+        return False
+    return (case.mismatch or {}).get("kind") not in ("unwritten", "shape", "dtype")
+
+
 def output_bytes_violations(writes: list[dict[str, Any]] | None, case: Any) -> list[str]:
     """Outputs the traced case reports fully written while the trace writes fewer bytes into them."""
-    if not writes or case is None or case.status != "ok":
+    if not writes or not fully_written(case):
         return []
-    if (case.mismatch or {}).get("kind") in ("unwritten", "shape", "dtype"):
-        return []  # already the candidate's failure, with its own message
     return [f"{case.case}: output {w['output']} is {w['bytes']} bytes but the kernel's instructions write only "
             f"{w['written_bytes']} bytes into it: its values did not come from the trace"
             for w in writes if isinstance(w.get("written_bytes"), int) and w["written_bytes"] < w["bytes"]]

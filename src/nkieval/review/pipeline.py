@@ -29,7 +29,7 @@ from nkieval.review.compare import compare_outputs
 from nkieval.review.evidence import HardwareEvidence, trace_evidence
 from nkieval.review.integrity import IntegrityIssue, scan
 from nkieval.review.model import CaseResult, Review
-from nkieval.review.physics import output_bytes_violations, output_writes, roofline_violation
+from nkieval.review.physics import fully_written, output_bytes_violations, output_writes, roofline_violation
 from nkieval.review.rubric import DEFAULT_RUBRIC, Rubric, load_rubric
 from nkieval.review.sandbox import CaseJob, CaseRun, Isolation, SandboxLimits, run_candidate, seal_input
 from nkieval.review.scoring import Evidence, score_all, total_score
@@ -634,7 +634,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     # physics and confirmed static hack findings (integrity verdicts), then the verdict; the score
     # of an integrity verdict is exactly 0 (scoring.total_score)
     physics = [v for v in ([roofline_violation(task, ev_case[0].dims, target, perf["candidate"])]
-                              if ev_case and perf else [])
+                              if ev_case and perf and fully_written(hw_case) else [])
                if v] + output_bytes_violations(hw.output_writes if hw else None, hw_case)
     decision = decide(crits, results, integrity, physics, confirmed_hacks(analysis, results, physics))
     score = total_score(crits, decision.verdict, decision.message)
