@@ -33,10 +33,21 @@ FILTER: bytes | None = None  # the seccomp BPF program, compiled once by the zyg
 
 
 def _private_tmp(tmp_mb: int) -> None:
+    """Fresh tmpfs over /tmp and /dev/shm. What the interpreter still needs from there (the package of an
+    install made in a temporary checkout, say) is cloned first and put back, read-only as it was."""
+    from nkieval.review.isolation._setup import _needed_paths, _under
+
     opts = f"size={tmp_mb}m,mode=1777"
-    _linux.mount("tmpfs", "/tmp", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, opts)
-    if os.path.isdir("/dev/shm"):
-        _linux.mount("tmpfs", "/dev/shm", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, opts)
+    tops = ["/tmp"] + (["/dev/shm"] if os.path.isdir("/dev/shm") else [])
+    keep = [p for p in _needed_paths("") if any(_under(p, t) and p != t for t in tops)]
+    keep = [p for p in keep if not any(p != q and _under(p, q) for q in keep)]
+    fds = {p: _linux.clone_tree(p) for p in keep}
+    for t in tops:
+        _linux.mount("tmpfs", t, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, opts)
+    for p, fd in fds.items():
+        os.makedirs(p, exist_ok=True)
+        _linux.attach_tree(fd, p)
+        os.close(fd)
 
 
 def _fresh_proc() -> None:
