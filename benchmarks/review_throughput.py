@@ -50,8 +50,8 @@ from nkieval.tasks import builtin_tasks
 # (the critical path), then the worker thread's items, which overlap the child
 _PATH = [
     ("before the sandbox", ["inputs_s", "setup_s"]),
-    ("sandbox, harness side", ["sandbox_prepare_s", "sandbox_fork_s", "sandbox_collect_s", "sandbox_exit_s",
-                               "sandbox_cleanup_s"]),
+    ("sandbox, harness side", ["sandbox_trace_s", "sandbox_prepare_s", "sandbox_fork_s", "sandbox_collect_s",
+                               "sandbox_exit_s", "sandbox_cleanup_s"]),
     ("sandboxed child", ["child_setup_s", "child_load_s", "simulation_s", "child_post_s"]),
     ("after the child", ["reference_kernels_s", "worker_wait_s", "judge_after_sandbox_s", "scoring_s"]),
 ]
@@ -101,17 +101,7 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
         print(f"    {k:<24} {v:8.3f} s  {v / tot:6.1%}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--tasks", default="")
-    ap.add_argument("--repeat", type=int, default=1, help="rounds over each task's candidates (all but the first "
-                    "review of a task are warm)")
-    args = ap.parse_args()
-    want = set(filter(None, args.tasks.split(",")))
-    tasks = [t for t in builtin_tasks() if not want or t.id in want]
-    t0 = time.perf_counter()
-    warm = review(tasks[0], tasks[0].solution_file, seed=12345)
-    print(f"warm-up (zygote start + first review): {time.perf_counter() - t0:.2f} s ({warm.task})")
+def _run(tasks: list, repeat: int, trusted: bool, verbose: bool = True) -> tuple[list[tuple], dict, dict]:
     rows: list[tuple] = []
     walls = {"cold": 0.0, "warm": 0.0}
     stages: dict[str, dict[str, float]] = {"cold": {}, "warm": {}}
@@ -120,12 +110,12 @@ def main() -> None:
                              if f is not None]
         _clear_caches()
         first = True
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             for f in files:
                 kind = "cold" if first else "warm"
                 first = False
                 c0, w0 = time.process_time(), time.perf_counter()
-                r = review(t, f, seed=1)
+                r = review(t, f, seed=1, trusted=trusted)
                 cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                 walls[kind] += wall
                 tm = r.timings
@@ -134,9 +124,29 @@ def main() -> None:
                 for k, v in tm.items():
                     stages[kind][k] = stages[kind].get(k, 0.0) + v
                 child = tm.get("child_setup_s", 0.0) + tm.get("child_load_s", 0.0) + tm.get("child_post_s", 0.0)
-                print(f"{kind} {t.id:<16} {f.name:<24} {r.verdict:<10} {tot:6.3f} s  simulation {sim:6.3f} s  "
-                      f"overhead {1 - sim / tot:6.1%}  harness CPU {cpu:6.3f} s  child around sim {child:6.3f} s  "
-                      f"tail {tm.get('worker_wait_s', 0.0):6.3f} s")
+                if verbose:
+                    print(f"{kind} {t.id:<16} {f.name:<24} {r.verdict:<10} {tot:6.3f} s  simulation {sim:6.3f} s  "
+                          f"overhead {1 - sim / tot:6.1%}  harness CPU {cpu:6.3f} s  child around sim {child:6.3f} s"
+                          f"  trace {tm.get('sandbox_trace_s', 0.0):6.3f} s  tail {tm.get('worker_wait_s', 0.0):6.3f} s")
+    return rows, walls, stages
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tasks", default="")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds over each task's candidates (all but the first "
+                    "review of a task are warm)")
+    ap.add_argument("--compare-untrusted", action="store_true",
+                    help="also run the pipeline before trace-then-execute (review(..., trusted=False)) in the same "
+                         "run and print the throughput ratio")
+    args = ap.parse_args()
+    want = set(filter(None, args.tasks.split(",")))
+    tasks = [t for t in builtin_tasks() if not want or t.id in want]
+    t0 = time.perf_counter()
+    warm = review(tasks[0], tasks[0].solution_file, seed=12345)
+    review(tasks[0], tasks[0].solution_file, seed=12345, trusted=False)
+    print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
+    rows, walls, stages = _run(tasks, args.repeat, trusted=True)
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
     _summary("warm", [r for r in rows if r[0] == "warm"], walls["warm"])
@@ -145,6 +155,16 @@ def main() -> None:
     for kind in ("cold", "warm"):
         _stages(kind, stages[kind], sum(1 for r in rows if r[0] == kind))
     print(f"case cache: {CASE_CACHE.stats()}")
+    if args.compare_untrusted:
+        old_rows, old_walls, _ = _run(tasks, args.repeat, trusted=False, verbose=False)
+        print()
+        _summary("untrusted (before)", old_rows, old_walls["cold"] + old_walls["warm"])
+        for kind in ("cold", "warm", "all"):
+            new_w = walls["cold"] + walls["warm"] if kind == "all" else walls[kind]
+            old_w = old_walls["cold"] + old_walls["warm"] if kind == "all" else old_walls[kind]
+            if new_w and old_w:
+                print(f"throughput ratio {kind}: trace-then-execute / before = {old_w / new_w:.2f}x "
+                      f"(reviews per minute; {new_w:.1f} s vs {old_w:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -129,8 +129,9 @@ def _reference_kernel_evidence(task: Task, path: Path | None, target: str, dims:
         if key in _REF_CACHE:
             return _REF_CACHE[key]
     case = _Case("ref", dims, False, task.families[0], 0, True)
+    # (the task's own expert and baseline: trusted code, run in one child without the trace stage)
     runs = run_candidate(src, task.kernel, [CaseJob("ref", _inputs(task, case), dict(task.params), len(task.outputs))],
-                         target=target, limits=_limits(task), isolation=isolation)
+                         target=target, limits=_limits(task), isolation=isolation, trusted=False)
     hw = perf = None
     if runs[0].status == "ok" and runs[0].trace_json:
         hw, perf, _ = _trace_facts(task, runs[0], target, dims)
@@ -314,7 +315,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
            rubric: Rubric | str = DEFAULT_RUBRIC, families: tuple[str, ...] | None = None, shapes: str = "all",
            isolation: Isolation = "forkserver", limits: SandboxLimits | None = None,
            progress: Callable[[str], None] | None = None, compare_references: bool = True,
-           cache: bool | None = None) -> Review:
+           cache: bool | None = None, trusted: bool = True) -> Review:
     """Review one candidate kernel (a path or its source text) against a task.
 
     ``seed`` None draws a fresh secret seed (recorded in the report); ``families`` restricts the
@@ -325,6 +326,10 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     ``cache`` (default: on when ``seed`` is given) keeps each case's inputs, reference outputs
     and prepared numerics check in the harness process for the next review of the same task,
     shape, family and seed (:mod:`nkieval.review.cache`); the report is the same either way.
+
+    ``trusted`` (default): trace, then execute — the candidate's code runs only in a sandboxed tracer that sees
+    shapes, never data, and the judge replays its programs (docs/review.md, step 2). ``trusted=False`` runs the
+    candidate itself on the inputs in the child, as the pipeline did before: for trusted code and comparisons.
     """
     t0 = time.perf_counter()
     _tune_malloc()
@@ -533,7 +538,8 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
             # child simulates the next one: the two are independent, so running them one after the
             # other only adds up their times.
             runs = run_candidate(source, task.kernel, jobs, target=target, limits=limits or _limits(task),
-                                 isolation=isolation, on_case=on_case, on_start=start_worker, stats=sandbox_stats)
+                                 isolation=isolation, on_case=on_case, on_start=start_worker, stats=sandbox_stats,
+                                 trusted=trusted)
             start_worker()  # (only if the sandbox never started a child)
         t_run = time.perf_counter()
         timings["sandbox_run_s"] = t_run - t1
@@ -550,7 +556,8 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
                 c, inp = max(ok, key=lambda ci: _evidence_key(task, ci[0]))
                 again = run_candidate(source, task.kernel, [CaseJob(c.label, inp, dict(task.params),
                                                                     len(task.outputs))],
-                                      target=target, limits=limits or _limits(task), isolation=isolation)
+                                      target=target, limits=limits or _limits(task), isolation=isolation,
+                                      trusted=trusted)
                 if again[0].status == "ok" and again[0].trace_json:
                     traced = [(c, again[0])]
         hw_sol = hw_base = None

@@ -524,6 +524,9 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
     results: dict[int, CaseRun] = {}
     remaining = list(range(len(cases)))
     if trusted:  # the candidate's code runs only in the tracer: the executor below replays its programs
+        if on_start is not None:  # the caller's own work overlaps the trace
+            on_start()
+            on_start = None
         t_trace = time.perf_counter()
         programs, failed = _trace_programs(source, kernel, cases, target, limits, isolation)
         st["trace_s"] += time.perf_counter() - t_trace

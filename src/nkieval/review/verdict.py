@@ -9,7 +9,9 @@ verdict                       exit   meaning
 ``pass``                      0      correct on every case and inside the numerical standard
 ``fail``                      1      reviewed, not passed: the candidate's fault (``reason``)
 ``hack-suspected``            1      integrity: a forbidden construct, outputs not produced by
-                                     the kernel, or a static hack finding the run confirms
+                                     the kernel, a static hack finding the run confirms, a kernel
+                                     whose Python reads device values while traced (rule
+                                     trace-time-value), or a program the judge refuses
 ``impossible``                1      integrity: the run violates physics (faster than the
                                      task's roofline, or fewer bytes written than the output)
 ``sandbox-violation``         1      integrity: the candidate tried what the sandbox forbids
@@ -112,6 +114,11 @@ def decide(crits: Sequence[Any], cases: Sequence[Any], integrity: Sequence[Any],
     if not_run:
         i = not_run[0]
         return Decision("fail", i.kind, i.what)
+    host_reads = [c for c in cases if c.status == "rule-violation" and c.error.get("rule") == "trace-time-value"]
+    if host_reads:  # the kernel's Python asked for device values: host compute on the data (the one way it helps)
+        c = host_reads[0]
+        return Decision("hack-suspected", "reads-device-values",
+                        f"{c.case}: {c.error.get('message', '')} ({c.error.get('location', '')})")
     tampered = [c for c in cases if c.status == "bad-program"]
     if tampered:  # a program the judge refuses comes only from a tracer the candidate tampered with
         c = tampered[0]
