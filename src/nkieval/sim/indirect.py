@@ -164,6 +164,7 @@ def make_ap(t: NkiTensor, pattern: Any, offset: int = 0, scalar_offset: Any = No
         view = np.zeros(shape, dtype=flat.dtype)
         out = NkiTensor(view, a, d)
         out._ap_base = ind
+        out._off = off * flat.dtype.itemsize  # (``view`` is scratch: the trace's addresses start at the offset)
         return out
     lo = off + sum((c - 1) * s for s, c in pat if s < 0)
     hi = off + sum((c - 1) * s for s, c in pat if s > 0)
@@ -174,6 +175,7 @@ def make_ap(t: NkiTensor, pattern: Any, offset: int = 0, scalar_offset: Any = No
             # a run-time start: DMA checks it when it runs (oob_mode), so the view itself is legal
             out = NkiTensor(np.zeros(tuple(c for _, c in pat), dtype=flat.dtype), a, d)
             out._ap_base = OutOfBoundsView(msg + " (run-time scalar_offset)")
+            out._off = 0
             _mark_indirect()
             return out
         raise NkiValidationError(msg, instruction="ap", operand=a.name or None, rule="out-of-bounds")
@@ -224,6 +226,7 @@ def vector_select(t: NkiTensor, dim: int, offsets: Any) -> NkiTensor:
                          row_stride=t.strides[0], rows=t.shape[0])
     out = NkiTensor(np.zeros((rows, *t.shape[1:]), dtype=t.data.dtype), a, t.dtype)
     out._ap_base = ind
+    out._off = t._byte_offset()
     _mark_indirect()
     return out
 
@@ -349,6 +352,7 @@ def make_indirect(t: NkiTensor, index: Any, num_elem: Any = None) -> NkiTensor:
         n = int(num_elem)
     out = NkiTensor(np.zeros((t.shape[0], n), dtype=t.data.dtype), t.alloc, t.dtype)
     out._ap_base = TensorIndirection(t, index, n)
+    out._off = t._byte_offset()
     ctx.has_indirect = True
     return out
 
