@@ -58,6 +58,7 @@ def _storage_dtypes() -> dict[str, np.dtype]:
 
 STORAGE_DTYPES = _storage_dtypes()
 _NKI_DTYPES = {d.name: d for d in dt.ALL_DTYPES}
+_VIEWS_MAX = 1 << 16
 
 
 class _State:
@@ -68,6 +69,7 @@ class _State:
         self.allocs: dict[int, Any] = {}
         self.objs: dict[int, Any] = {}
         self.dynamic: list[list[Any]] = []  # the device loops' frames in force, outermost first
+        self.views: dict[Any, tuple[Any, NkiTensor]] = {}  # decoded views (valid while their allocation is)
 
     # -- values ----------------------------------------------------------------------------------
     def value(self, x: Any, depth: int = 0) -> Any:
@@ -137,6 +139,13 @@ class _State:
         allocation's storage before NumPy makes it."""
         aid, dname, sname, off, shape, strides = _list(v, 6)
         a = self.allocs.get(aid)
+        try:  # a view used again (every iteration of a loop names the same ones): made and checked once
+            key = (aid, dname, sname, off, tuple(shape), tuple(strides))
+            hit = self.views.get(key)
+        except TypeError:  # (unhashable parts: not a valid view; the checks below say why)
+            key = hit = None
+        if hit is not None and hit[0] is a:
+            return hit[1]
         if a is None:
             raise ProgramError(f"allocation #{aid} is used before it is allocated or after it is freed",
                                rule="program-format")
@@ -161,6 +170,10 @@ class _State:
         arr = np.lib.stride_tricks.as_strided(base[off // isz:], shape=shape, strides=strides)
         t = NkiTensor(arr, a, d)
         t._off = off
+        if key is not None:
+            if len(self.views) >= _VIEWS_MAX:
+                self.views.clear()
+            self.views[key] = (a, t)
         return t
 
     def remade_view(self, v: Any, depth: int) -> NkiTensor:
