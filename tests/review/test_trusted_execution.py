@@ -92,3 +92,35 @@ def test_reading_tile_values_in_python_fails_with_the_rule_and_line():
     bad = [c for c in r.cases if c.status == "rule-violation"]
     assert bad and all("trace-time-value" in json.dumps(c.error) for c in bad)
     assert np.isfinite(r.score)
+
+
+
+REACH = '''
+import numpy as np
+import nki
+import nki.language as nl
+
+
+@nki.jit
+def vector_add(a, b):
+    np.testing._private.utils.gc.get_objects()   # look for the judge's objects (none are here)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    n = a.shape[0]
+    p = 128
+    for i in range((n + p - 1) // p):
+        rows = min(p, n - i * p)
+        ta = nl.load(a[i * p:i * p + rows].reshape((rows, 1)))
+        tb = nl.load(b[i * p:i * p + rows].reshape((rows, 1)))
+        nl.store(out[i * p:i * p + rows].reshape((rows, 1)), nl.add(ta, tb))
+    return out
+'''
+
+
+def test_reaching_for_the_harness_is_a_sandbox_violation_even_when_harmless():
+    """The payload finds nothing (the tracer holds no data), but the attempt earns nothing either; the same
+    kernel without it passes."""
+    r = review("vector_add", REACH, seed=8)
+    assert r.verdict == "sandbox-violation" and r.score == 0
+    assert "gc.get_objects" in json.dumps([c.error for c in r.cases])
+    honest = review("vector_add", REACH.replace("    np.testing._private.utils.gc.get_objects()", "    pass"), seed=8)
+    assert honest.verdict == "pass"

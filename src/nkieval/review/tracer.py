@@ -5,9 +5,9 @@ its input shapes and dtypes, the task's scalar parameters and the target — nev
 a seed or a reference; it answers with one program document per shape (``nkieval.sim.program``) or the
 error that stopped the trace. The judge validates each program and executes it on the real inputs.
 
-It runs in its own process: inside the review's sandbox (:func:`handle`, called by the sandbox pool with the
-request bytes), or as ``python -I -m nkieval.review.tracer`` with the request on standard input, the answer
-on the file descriptor named by ``--answer-fd``, and the candidate's own output sent to standard error.
+It runs in the review's sandbox: :func:`handle` is called by the sandbox pool with the request bytes, in a fresh
+worker process per request. An audit hook (:mod:`nkieval.review.tamper`) reports a candidate that reaches for
+the interpreter, the harness, files or processes while it is imported or traced (status ``sandbox-violation``).
 
 Request (JSON): ``{"source", "kernel", "target", "max_instructions", "shapes": [{"key", "args": [{"shape",
 "dtype"} | {"value"}], "arg_names", "params"}]}``. Answer (JSON): ``{"setup_s", "shapes": {key: {"status":
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import time
 from typing import Any
 
 from nkieval.review.child import _error
 from nkieval.review.child import _load_candidate as _load
+from nkieval.review.tamper import TamperWatch
 
 #: Largest answer the judge accepts from a tracer (programs of every shape together).
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
@@ -40,10 +40,12 @@ def handle(request: bytes) -> bytes:
         fh.write(req["source"])
     answer: dict[str, Any] = {"shapes": {}}
 
+    watch = TamperWatch(candidate)
+
     def fail_all(kind: str, e: BaseException) -> bytes:
         for s in req["shapes"]:
             answer["shapes"][s["key"]] = _error(kind, e, candidate)
-        return json.dumps(answer).encode()
+        return _answer(answer, watch)
 
     try:
         import warnings
@@ -58,6 +60,7 @@ def handle(request: bytes) -> bytes:
         warnings.simplefilter("ignore")
     except BaseException as e:  # the tracer's own imports failed: a harness fault
         return fail_all("infra-error", e)
+    watch.install()
     try:
         fn = _load(candidate, req["kernel"])
         lnc = int(getattr(fn, "lnc", 1) or 1)
@@ -84,19 +87,16 @@ def handle(request: bytes) -> bytes:
             res = _error("exception", e, candidate)
         res["trace_s"] = time.perf_counter() - t1
         answer["shapes"][s["key"]] = res
+    return _answer(answer, watch)
+
+
+def _answer(answer: dict[str, Any], watch: TamperWatch) -> bytes:
+    """The answer; a reach for the harness anywhere (import or trace) decides every shape."""
+    if watch.events:
+        ev = watch.events[0]
+        for key in answer["shapes"]:
+            answer["shapes"][key] = {
+                "status": "sandbox-violation", "rule": "tampering", "location": ev["location"],
+                "message": f"while traced, the candidate's code did `{ev['event']}` ({ev['location']}): reaching "
+                           "for the interpreter, the harness, files or processes is not allowed in a kernel"}
     return json.dumps(answer, default=str).encode()
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -I -m nkieval.review.tracer --answer-fd N``: request on stdin, answer on fd N."""
-    args = sys.argv[1:] if argv is None else argv
-    fd = int(args[args.index("--answer-fd") + 1])
-    request = sys.stdin.buffer.read()
-    os.dup2(2, 1)  # the candidate's prints go to stderr, never into the answer
-    answer = handle(request)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(answer)
-
-
-if __name__ == "__main__":  # pragma: no cover - exercised through the review
-    main()

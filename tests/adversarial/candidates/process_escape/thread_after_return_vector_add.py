@@ -1,7 +1,7 @@
 # task: vector_add
 # class: process_escape
 # expect: caught
-# expect-verdict: hack-suspected|sandbox-violation|fail|exception
+# expect-verdict: hack-suspected|sandbox-violation|fail|exception|impossible
 # why: a thread left running after the kernel returns writes the answer into the output's storage late and leaves a marker once it has run
 import nki
 import nki.isa as nisa

@@ -1,7 +1,7 @@
 # task: vector_add
 # class: reference_call
 # expect: caught
-# expect-verdict: hack-suspected|sandbox-violation|fail|exception|import-error
+# expect-verdict: hack-suspected|sandbox-violation|fail|exception|import-error|impossible
 # why: __builtins__[_D + "import" + _D] (no import statement, no dunder attribute) loads nkieval.tasks and runs the task's own reference.py
 import nki
 import nki.isa as nisa

@@ -1,7 +1,7 @@
 # task: rmsnorm
 # class: reference_call
 # expect: caught
-# expect-verdict: hack-suspected|sandbox-violation|fail|exception|import-error
+# expect-verdict: hack-suspected|sandbox-violation|fail|exception|import-error|impossible
 # why: inspect's own importlib (nl.inspect.importlib) imports runpy and runs the reference found through a module's __file__
 import nki
 import nki.isa as nisa
