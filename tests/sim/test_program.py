@@ -264,3 +264,19 @@ def test_eager_front_end_still_runs_the_same_machine():
     direct = nki.simulate(nki.jit(k_add))(a, a)
     _, replay = _roundtrip(k_add, [a, a])
     np.testing.assert_array_equal(direct, replay.outputs)
+
+
+def test_front_end_modules_expose_no_implementation_modules():
+    """``nl.inspect`` / ``nki.threading`` once handed a kernel importlib and threads without an import line."""
+    import types
+
+    import nki.isa
+    import nki.language
+    import neuronxcc.nki
+    import neuronxcc.nki.isa
+    import neuronxcc.nki.language
+
+    allowed = {"isa", "language", "lnc", "typing", "constants", "compiler", "collectives"}
+    for mod in (nki, nki.language, nki.isa, neuronxcc.nki, neuronxcc.nki.language, neuronxcc.nki.isa):
+        leaked = {k for k, v in vars(mod).items() if isinstance(v, types.ModuleType) and not k.startswith("_")}
+        assert leaked <= allowed, (mod.__name__, leaked - allowed)

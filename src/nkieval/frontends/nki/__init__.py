@@ -7,7 +7,7 @@ The trace of the last launch on this thread is available from :func:`last_result
 
 from __future__ import annotations
 
-import threading
+import threading as _threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +20,7 @@ from nkieval.sim.runner import RunResult, run_kernel
 
 __version__ = "0.6.0"  # the NKI API version whose semantics this front end follows
 
-_LAST = threading.local()
+_LAST = _threading.local()
 
 #: ``mode=`` values the current compiler still accepts (the NKI Library uses ``@nki.jit(mode="trace")`` on
 #: sub-kernels and ``mode="auto"`` on entry points); other modes are the Beta-1 launch modes.

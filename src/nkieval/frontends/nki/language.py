@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
+import inspect as _inspect
 
 from nkieval.sim import dtypes as _dt
 from nkieval.sim import language as _lang
@@ -28,7 +28,7 @@ class NKIObject:
     def __init__(self, *args: object, **kwargs: object) -> None:
         fields: list[str] = []
         for klass in reversed(type(self).__mro__):
-            for name, ann in inspect.get_annotations(klass).items():
+            for name, ann in _inspect.get_annotations(klass).items():
                 if name not in fields and "ClassVar" not in str(ann):
                     fields.append(name)
         if len(args) > len(fields):
