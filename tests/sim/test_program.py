@@ -270,11 +270,11 @@ def test_front_end_modules_expose_no_implementation_modules():
     """``nl.inspect`` / ``nki.threading`` once handed a kernel importlib and threads without an import line."""
     import types
 
-    import nki.isa
-    import nki.language
     import neuronxcc.nki
     import neuronxcc.nki.isa
     import neuronxcc.nki.language
+    import nki.isa
+    import nki.language
 
     allowed = {"isa", "language", "lnc", "typing", "constants", "compiler", "collectives"}
     for mod in (nki, nki.language, nki.isa, neuronxcc.nki, neuronxcc.nki.language, neuronxcc.nki.isa):
