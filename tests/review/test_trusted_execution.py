@@ -124,3 +124,28 @@ def test_reaching_for_the_harness_is_a_sandbox_violation_even_when_harmless():
     assert "gc.get_objects" in json.dumps([c.error for c in r.cases])
     honest = review("vector_add", REACH.replace("    np.testing._private.utils.gc.get_objects()", "    pass"), seed=8)
     assert honest.verdict == "pass"
+
+
+COPY_EXPERT = '''
+import numpy as np
+import nki
+
+_src = np.lib.npyio.DataSource(None).open("{expert}").read()   # (numpy's own open: no audit from this line)
+
+
+@nki.jit
+def vector_add(a, b):
+    return a
+'''
+
+
+def test_builtin_tasks_are_hidden_from_the_tracer():
+    """The built-in expert solutions live in the package: a tracer that could read one could run it."""
+    from nkieval.tasks.loader import BUILTIN_ROOT
+
+    expert = BUILTIN_ROOT / "vector_add" / "solution_nki.py"
+    assert expert.is_file()
+    r = review("vector_add", COPY_EXPERT.replace("{expert}", str(expert)), seed=9)
+    assert r.verdict != "pass"
+    msgs = json.dumps([c.error for c in r.cases])
+    assert "not found" in msgs or "No such file" in msgs, msgs[:500]

@@ -675,9 +675,17 @@ def tracer_pool(memory_mb: int) -> Any:
         if pool is None:
             pool = _POOLS[key] = SandboxPool("nkieval.review.tracer:handle",
                                              policy=SandboxPolicy(memory_mb=int(memory_mb),
-                                                                 max_response_bytes=256 << 20),
+                                                                 max_response_bytes=256 << 20,
+                                                                 hide_in_worker=(_builtin_tasks_dir(),)),
                                              unsafe_no_sandbox=UNSAFE_NO_SANDBOX[0])
         return pool
+
+
+def _builtin_tasks_dir() -> str:
+    """The built-in suite's task directories (references, expert solutions): a tracer has no use for them."""
+    from nkieval.tasks.loader import BUILTIN_ROOT
+
+    return str(BUILTIN_ROOT)
 
 
 def isolation_in_force() -> dict[str, Any]:

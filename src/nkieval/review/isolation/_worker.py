@@ -56,8 +56,18 @@ def _fresh_proc() -> None:
                  _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC | _linux.MS_RDONLY)
 
 
-def _worker_mounts(tmp_mb: int) -> None:
+def _hide(paths: list[str] | tuple[str, ...]) -> None:
+    """Cover ``paths`` with an empty read-only tmpfs: after /tmp is set up, so nothing re-exposed there (a
+    checkout under /tmp) shows them again."""
+    for h in paths:
+        if os.path.isdir(h):
+            _linux.mount("tmpfs", h, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_RDONLY,
+                         "size=4k,mode=555")
+
+
+def _worker_mounts(tmp_mb: int, hide: list[str] | tuple[str, ...] = ()) -> None:
     _private_tmp(tmp_mb)
+    _hide(hide)
     _fresh_proc()
 
 
@@ -216,6 +226,7 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
     if sandbox:
         _linux.unshare(_linux.CLONE_NEWPID | _linux.CLONE_NEWNS)
         _private_tmp(policy["tmp_mb"])
+        _hide(policy.get("hide_in_worker", ()))
         workdir = "/tmp"
     else:
         import tempfile

@@ -114,7 +114,8 @@ def _probe(cfg: dict[str, Any], out_fd: int) -> None:
                 _, st = os.waitpid(child, 0)
                 os._exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 1)
         if ok_pid:  # never mount outside a namespace of our own
-            wsteps.run("private_tmp_and_proc", _worker_mounts, cfg["policy"]["tmp_mb"])
+            wsteps.run("private_tmp_and_proc", _worker_mounts, cfg["policy"]["tmp_mb"],
+                       cfg["policy"].get("hide_in_worker", ()))
         else:
             wsteps.results["private_tmp_and_proc"] = [False, "requires pid_ns"]
         wsteps.run("rlimits", _set_rlimits, cfg["policy"], 10.0)

@@ -51,6 +51,9 @@ class SandboxPolicy:
     cpu_s: int | None = None  # RLIMIT_CPU; None: the request's timeout + 2 s
     max_file_bytes: int = 8 << 20  # RLIMIT_FSIZE: caps the captured stdout/stderr and any file
     tmp_mb: int = 64  # size of the private /tmp (and /dev/shm) tmpfs
+    #: directories each worker covers with an empty read-only tmpfs, even inside what is exposed (the built-in
+    #: tasks' reference code and expert solutions, which live inside the package)
+    hide_in_worker: tuple[str, ...] = ()
     max_open_files: int = 64  # RLIMIT_NOFILE
     max_threads: int = 64  # RLIMIT_NPROC (threads count; per user namespace)
     max_request_bytes: int = 64 << 20
