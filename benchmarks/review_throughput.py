@@ -101,34 +101,40 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
         print(f"    {k:<24} {v:8.3f} s  {v / tot:6.1%}")
 
 
-def _run(tasks: list, repeat: int, trusted: bool, verbose: bool = True) -> tuple[list[tuple], dict, dict]:
-    rows: list[tuple] = []
-    walls = {"cold": 0.0, "warm": 0.0}
-    stages: dict[str, dict[str, float]] = {"cold": {}, "warm": {}}
+def _run(tasks: list, repeat: int, modes: tuple[bool, ...], verbose: bool = True
+         ) -> dict[bool, tuple[list[tuple], dict, dict]]:
+    """Review every candidate; with two modes (trusted, untrusted) each candidate is reviewed in both, one right
+    after the other, so the machine's load falls on both alike."""
+    out: dict[bool, tuple[list[tuple], dict, dict]] = {
+        m: ([], {"cold": 0.0, "warm": 0.0}, {"cold": {}, "warm": {}}) for m in modes}
     for t in tasks:
         files: list[Path] = [f for f in [t.solution_file, t.baseline_file, *[t.directory / fl.file for fl in t.flawed]]
                              if f is not None]
-        _clear_caches()
-        first = True
+        first = dict.fromkeys(modes, True)
         for _ in range(repeat):
             for f in files:
-                kind = "cold" if first else "warm"
-                first = False
-                c0, w0 = time.process_time(), time.perf_counter()
-                r = review(t, f, seed=1, trusted=trusted)
-                cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-                walls[kind] += wall
-                tm = r.timings
-                tot, sim = tm["total_s"], tm["simulation_s"]
-                rows.append((kind, t.id, f.name, tot, sim, cpu, r.verdict))
-                for k, v in tm.items():
-                    stages[kind][k] = stages[kind].get(k, 0.0) + v
-                child = tm.get("child_setup_s", 0.0) + tm.get("child_load_s", 0.0) + tm.get("child_post_s", 0.0)
-                if verbose:
-                    print(f"{kind} {t.id:<16} {f.name:<24} {r.verdict:<10} {tot:6.3f} s  simulation {sim:6.3f} s  "
-                          f"overhead {1 - sim / tot:6.1%}  harness CPU {cpu:6.3f} s  child around sim {child:6.3f} s"
-                          f"  trace {tm.get('sandbox_trace_s', 0.0):6.3f} s  tail {tm.get('worker_wait_s', 0.0):6.3f} s")
-    return rows, walls, stages
+                for trusted in modes:
+                    rows, walls, stages = out[trusted]
+                    kind = "cold" if first[trusted] else "warm"
+                    if first[trusted]:
+                        _clear_caches()
+                    first[trusted] = False
+                    c0, w0 = time.process_time(), time.perf_counter()
+                    r = review(t, f, seed=1, trusted=trusted)
+                    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+                    walls[kind] += wall
+                    tm = r.timings
+                    tot, sim = tm["total_s"], tm["simulation_s"]
+                    rows.append((kind, t.id, f.name, tot, sim, cpu, r.verdict))
+                    for k, v in tm.items():
+                        stages[kind][k] = stages[kind].get(k, 0.0) + v
+                    child = tm.get("child_setup_s", 0.0) + tm.get("child_load_s", 0.0) + tm.get("child_post_s", 0.0)
+                    if verbose and trusted:
+                        print(f"{kind} {t.id:<16} {f.name:<24} {r.verdict:<10} {tot:6.3f} s  simulation {sim:6.3f} s "
+                              f" overhead {1 - sim / tot:6.1%}  harness CPU {cpu:6.3f} s  child around sim "
+                              f"{child:6.3f} s  trace {tm.get('sandbox_trace_s', 0.0):6.3f} s  "
+                              f"tail {tm.get('worker_wait_s', 0.0):6.3f} s")
+    return out
 
 
 def main() -> None:
@@ -146,7 +152,9 @@ def main() -> None:
     warm = review(tasks[0], tasks[0].solution_file, seed=12345)
     review(tasks[0], tasks[0].solution_file, seed=12345, trusted=False)
     print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
-    rows, walls, stages = _run(tasks, args.repeat, trusted=True)
+    modes = (True, False) if args.compare_untrusted else (True,)
+    res = _run(tasks, args.repeat, modes)
+    rows, walls, stages = res[True]
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
     _summary("warm", [r for r in rows if r[0] == "warm"], walls["warm"])
@@ -156,15 +164,17 @@ def main() -> None:
         _stages(kind, stages[kind], sum(1 for r in rows if r[0] == kind))
     print(f"case cache: {CASE_CACHE.stats()}")
     if args.compare_untrusted:
-        old_rows, old_walls, _ = _run(tasks, args.repeat, trusted=False, verbose=False)
+        old_rows, old_walls, _ = res[False]
         print()
-        _summary("untrusted (before)", old_rows, old_walls["cold"] + old_walls["warm"])
+        _summary("before", old_rows, old_walls["cold"] + old_walls["warm"])
         for kind in ("cold", "warm", "all"):
             new_w = walls["cold"] + walls["warm"] if kind == "all" else walls[kind]
             old_w = old_walls["cold"] + old_walls["warm"] if kind == "all" else old_walls[kind]
             if new_w and old_w:
                 print(f"throughput ratio {kind}: trace-then-execute / before = {old_w / new_w:.2f}x "
                       f"(reviews per minute; {new_w:.1f} s vs {old_w:.1f} s)")
+        same = sum(1 for a, b in zip(rows, old_rows) if a[6] == b[6])
+        print(f"verdicts equal in both pipelines: {same} of {len(rows)}")
 
 
 if __name__ == "__main__":
