@@ -288,23 +288,27 @@ def test_an_estimate_below_the_bound_makes_the_review_impossible(monkeypatch):
 
 
 # ------------------------------------------------------------------------------ confirmed static findings
-def _with_host_compute(path: Path) -> str:
+def _with_host_compute(path: Path, guard: str = "") -> str:
     src = path.read_text()
-    return src.replace("    n = a.shape[0]\n", "    n = a.shape[0]\n    _host = np.asarray(a) + 0\n", 1).replace(
+    line = f"    if {guard}:\n        _host = np.asarray(a) + 0\n" if guard else "    _host = np.asarray(a) + 0\n"
+    return src.replace("    n = a.shape[0]\n", "    n = a.shape[0]\n" + line, 1).replace(
         "import nki\n", "import nki\nimport numpy as np\n", 1)
 
 
 def test_confirmed_host_compute_finding_is_hack_suspected():
+    """NKI042 (host arrays from kernel tensors) confirmed by the trace: reading a tensor's values while traced
+    is refused (rule trace-time-value), and that read is the hack."""
     src = _with_host_compute(SKIPS_TAIL)
     assert "np.asarray(a)" in src
     r = review("vector_add", src, seed=1)
     assert r.verdict == "hack-suspected", (r.verdict, r.verdict_message)
-    assert "NKI042" in r.verdict_message and "never written" in r.verdict_message
+    assert "reads the values" in r.verdict_message and "candidate.py" in r.verdict_message
     assert r.score == 0.0
 
 
 def test_unconfirmed_host_compute_finding_costs_code_quality_only():
-    src = _with_host_compute(SOLUTION)
+    """The same finding on a line the trace never reaches: the static rule fires, the run does not confirm it."""
+    src = _with_host_compute(SOLUTION, guard="n < 0")
     assert "np.asarray(a)" in src
     r = review("vector_add", src, seed=1)
     assert r.verdict == "pass", r.verdict_message
