@@ -20,7 +20,9 @@ import ml_dtypes
 import numpy as np
 
 from nkieval.review import adapters
-from nkieval.review.pipeline import _cases, _inputs, _oracle
+from nkieval.review.stages.judge import oracle_of as _oracle
+from nkieval.review.stages.load import case_inputs as _inputs
+from nkieval.review.stages.load import plan_cases as _cases
 from nkieval.tasks import builtin_tasks, load_reference, reference_outputs
 from nkieval.tasks.inputs import is_random
 

@@ -41,9 +41,9 @@ import argparse
 import time
 from pathlib import Path
 
-from nkieval.review import pipeline as _pipeline
 from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE
+from nkieval.review.stages import clear_caches
 from nkieval.tasks import builtin_tasks
 
 # "where the time goes": the review's wall time, split into what happens one after the other
@@ -56,14 +56,6 @@ _PATH = [
     ("after the child", ["reference_kernels_s", "worker_wait_s", "judge_after_sandbox_s", "scoring_s"]),
 ]
 _WORKER = ["analysis_s", "prefetch_s", "numerics_s", "diagnosis_s", "reference_and_compare_s", "trace_parse_s"]
-
-
-def _clear_caches() -> None:
-    CASE_CACHE.clear()
-    with _pipeline._REF_LOCK:
-        _pipeline._REF_CACHE.clear()
-    with _pipeline._TASK_CODE_LOCK:
-        _pipeline._TASK_CODE.clear()
 
 
 def _summary(name: str, rows: list[tuple], wall: float) -> None:
@@ -117,7 +109,7 @@ def _run(tasks: list, repeat: int, modes: tuple[bool, ...], verbose: bool = True
                     rows, walls, stages = out[trusted]
                     kind = "cold" if first[trusted] else "warm"
                     if first[trusted]:
-                        _clear_caches()
+                        clear_caches()
                     first[trusted] = False
                     c0, w0 = time.process_time(), time.perf_counter()
                     r = review(t, f, seed=1, trusted=trusted)

@@ -103,7 +103,8 @@ def test_array_file_refuses_what_the_harness_did_not_write(tmp_path):
 
 def _run(task_id: str, rel: str, case_index: int = 0):
     from nkieval import frontends
-    from nkieval.review.pipeline import _cases, _inputs
+    from nkieval.review.stages.load import case_inputs as _inputs
+    from nkieval.review.stages.load import plan_cases as _cases
 
     frontends.install(force=True)
     task = load_task(task_id)
@@ -439,15 +440,15 @@ def test_compare_a_huge_error_over_a_zero_allowance_is_the_worst_without_a_warni
                                   '{"schema": "nkieval.trace.compact", "version": "1.0", "fields": [], "target": "trn2"}',
                                   '[1, 2]'])
 def test_unreadable_evidence_trace_is_not_assessed_not_a_harness_error(text, monkeypatch):
-    from nkieval.review import pipeline
     from nkieval.review.sandbox import CaseRun
+    from nkieval.review.stages import evidence
 
     task = load_task("vector_add")
-    hw, perf, why = pipeline._trace_facts(task, CaseRun("c", "ok", trace_json=text), "trn2", {"N": 128})
+    hw, perf, why = evidence.trace_facts(task, CaseRun("c", "ok", trace_json=text), "trn2", {"N": 128})
     assert hw is None and perf is None and "trace could not be read" in why
     # and a review whose evidence trace is unreadable still ends with a report
-    real = pipeline._trace_facts
-    monkeypatch.setattr(pipeline, "_trace_facts", lambda t, r, *a: real(t, CaseRun(r.label, "ok", trace_json=text), *a))
+    real = evidence.trace_facts
+    monkeypatch.setattr(evidence, "trace_facts", lambda t, r, *a: real(t, CaseRun(r.label, "ok", trace_json=text), *a))
     r = review(task, BUILTIN_ROOT / "vector_add" / "solution_nki.py", seed=2)
     assert "trace could not be read" in str(r.performance.get("not_assessed"))
     assert all(c.correct for c in r.cases)

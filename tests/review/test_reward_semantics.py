@@ -24,6 +24,7 @@ from nkieval.review.physics import (
 from nkieval.review.report import report_schema
 from nkieval.review.sandbox import CaseRun
 from nkieval.review.scoring import total_score
+from nkieval.review.stages import evidence as stage_evidence
 from nkieval.review.verdict import (
     EXIT_FAIL,
     EXIT_HARNESS,
@@ -165,7 +166,7 @@ def _raise(*a: object, **k: object) -> Any:
     ("numerics", "nkieval.numerics.PreparedCheck", "check"),
     ("perf", "nkieval.perf", "estimate"),
     ("analysis", "nkieval.analysis", "analyze_port"),
-    ("evidence", "nkieval.review.pipeline", "trace_evidence"),
+    ("evidence", "nkieval.review.stages.evidence", "trace_evidence"),
 ])
 def test_a_judge_component_that_raises_is_a_harness_error(monkeypatch, component, target, attr):
     import importlib
@@ -184,7 +185,9 @@ def test_a_judge_component_that_raises_is_a_harness_error(monkeypatch, component
 # ------------------------------------------------------------------------------ sandbox violations
 def _first_case_reports(monkeypatch: pytest.MonkeyPatch, status: str, message: str) -> None:
     """The sandbox reports ``status`` for the first case that comes back."""
-    real = pipeline.run_candidate
+    from nkieval.review.stages import execute
+
+    real = execute.run_candidate
 
     def violation(r: CaseRun) -> CaseRun:
         return CaseRun(r.label, status, error={"message": message})
@@ -206,7 +209,7 @@ def _first_case_reports(monkeypatch: pytest.MonkeyPatch, status: str, message: s
         runs[i] = violation(runs[i])
         return runs
 
-    monkeypatch.setattr(pipeline, "run_candidate", run)
+    monkeypatch.setattr(execute, "run_candidate", run)
 
 
 @pytest.mark.parametrize("status", ["sandbox-violation", "violation"])
@@ -280,7 +283,7 @@ def test_an_estimate_below_the_bound_makes_the_review_impossible(monkeypatch):
         return d, why
 
     monkeypatch.setattr(adapters, "perf_estimate", fast)
-    monkeypatch.setattr(pipeline, "_REF_CACHE", {})
+    monkeypatch.setattr(stage_evidence, "_REF_CACHE", {})
     r = review("vector_add", SOLUTION, seed=5, compare_references=False)
     assert r.verdict == "impossible", r.verdict_message
     assert r.score == 0.0 and "physical lower bound" in r.verdict_message
@@ -330,6 +333,6 @@ def test_a_kernel_that_skips_work_is_fail_not_impossible(monkeypatch):
         return ({**d, "total_time_ns": 1.0, "_total_time": 1e-9} if d is not None else d), why
 
     monkeypatch.setattr(adapters, "perf_estimate", fast)
-    monkeypatch.setattr(pipeline, "_REF_CACHE", {})
+    monkeypatch.setattr(stage_evidence, "_REF_CACHE", {})
     r = review("vector_add", SKIPS_TAIL, seed=5, compare_references=False)
     assert r.verdict == "fail", r.verdict_message

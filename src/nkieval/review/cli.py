@@ -41,8 +41,9 @@ def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir:
 
     sandbox.UNSAFE_NO_SANDBOX[0] = unsafe_no_sandbox
 
-    from nkieval.review.pipeline import _cases, review
+    from nkieval.review.pipeline import review
     from nkieval.review.report import to_markdown
+    from nkieval.review.stages.load import plan_cases
     from nkieval.review.verdict import JudgeError, UsageError, check_target, exit_code
     from nkieval.tasks import TaskError, load_task
 
@@ -52,7 +53,7 @@ def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir:
     except (TaskError, UsageError) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_USAGE)
-    total = len(_cases(t, 0, t.families, "all"))
+    total = len(plan_cases(t, 0, t.families, "all"))
     bar = tqdm(total=total, desc=f"review {t.id}", unit="case", disable=no_progress or None, file=sys.stderr,
                leave=False)
     try:

@@ -285,7 +285,7 @@ class _Zygote:
 
 def _malloc_env() -> dict[str, str]:
     """glibc malloc settings for the sandboxed children (the same reasoning as the harness's,
-    see ``pipeline._tune_malloc``: the simulator's large temporaries are reused instead of
+    see ``stages.load._tune_malloc``: the simulator's large temporaries are reused instead of
     faulted in again); ``NKIEVAL_REVIEW_MALLOPT=0`` leaves the defaults."""
     if os.environ.get("NKIEVAL_REVIEW_MALLOPT", "1") == "0":
         return {}

@@ -1,0 +1,36 @@
+"""The review pipeline's stages, each a function with typed inputs and outputs (docs/review.md, "Pipeline").
+
+=====================  ==============================================  =========================================
+stage                  function                                        in → out
+=====================  ==============================================  =========================================
+1. load task           :func:`load.load`                               ``ReviewRequest`` → ``Loaded``
+   (judge's kit)       :func:`judge.prepare_judge`                     ``Loaded`` → ``JudgeKit``
+2. trace in sandbox    :func:`execute.execute` (``run_candidate``)     ``Loaded`` → ``list[CaseRun]``, per case
+3. validate, execute   (the executor child, same call)                 as it arrives
+4. judge               :func:`judge.judge_case`, :func:`judge.collect`  ``CaseRun`` → ``JudgedCase`` → ``Judgement``
+5. evidence            :func:`evidence.trace_facts`,                   ``CaseRun`` → ``TraceFacts``;
+                       :func:`evidence.reference_evidence`,            → ``RunEvidence``;
+                       :func:`evidence.static_analysis`                ``Loaded`` → ``StaticFindings``
+6. score               :func:`score.score`                             → ``Scored``
+7. report              :func:`score.report`                            → ``Review``
+=====================  ==============================================  =========================================
+
+Stages 2-5 overlap: :func:`overlap.execute_and_judge` is the one place with threads (a worker judges
+case k while the child runs case k+1; the calling thread helps once the child has exited).
+Timings: :func:`timing.timed`.
+"""
+
+from __future__ import annotations
+
+
+def clear_caches() -> None:
+    """Forget what reviews keep per process for the next review (benchmarks' cold start): the case cache,
+    the task's reference code, the reference kernels' evidence."""
+    from nkieval.review.cache import CASE_CACHE
+    from nkieval.review.stages import evidence, judge
+
+    CASE_CACHE.clear()
+    with evidence._REF_LOCK:
+        evidence._REF_CACHE.clear()
+    with judge._TASK_CODE_LOCK:
+        judge._TASK_CODE.clear()
