@@ -626,6 +626,16 @@ def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: 
                            "args": [{"shape": list(a.shape), "dtype": a.dtype.name} for a in c.inputs.values()],
                            "params": c.params}
     outcome: dict[str, dict[str, Any]] = {}
+    # Every shape in one tracer run first (one worker, one import, caches warm from shape to shape); when that
+    # run dies or hangs, each shape again on its own, so the failure is the shape's that caused it.
+    answer, failure = run_tracer({"source": source, "kernel": kernel, "target": target,
+                                  "max_instructions": limits.max_instructions, "shapes": list(shapes.values())},
+                                 limits, isolation, n_shapes=len(shapes))
+    if failure is None and all(isinstance(answer.get(k), dict) for k in shapes):
+        shapes = {}
+        outcome = {k: answer[k] for k in keys}
+    elif failure is not None and failure.get("status") in ("sandbox-violation", "bad-program"):
+        shapes, outcome = {}, dict.fromkeys(keys, failure)  # the candidate's deed, whichever shape it was in
     hung: str | None = None
     for key, shape in shapes.items():
         if hung is not None:  # a kernel that hangs on one shape almost always hangs on the next

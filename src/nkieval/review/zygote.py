@@ -72,6 +72,11 @@ def _warm_up() -> None:
         _unwritten_masks(res.trace, cap.raw)
         npzio.dumps({"out0": np.asarray(res.outputs)})
         res.trace.to_compact()
+        # the executor replays recorded programs: its decoder and first-call caches too
+        from nkieval.sim.program import ArgSpec, Program, record_program, replay_program
+
+        prog = record_program(kernel, [ArgSpec((4, 8), "float32")], {}, target="trn2").program
+        replay_program(Program.from_json(prog.to_json()), args, {}, target="trn2")
     except Exception:  # a warm-up only: the children import and run everything themselves anyway
         pass
 

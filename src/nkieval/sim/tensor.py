@@ -218,17 +218,27 @@ def _recorded_view(method: Any) -> Any:
     return wrapper
 
 
+_STATIC = frozenset({int, float, str, slice, bool, type(None), type(Ellipsis)})
+_RUNTIME_TYPES: list[tuple[type, ...]] = []
+
+
 def _is_runtime(x: Any) -> bool:
     """Whether ``x`` (an index, offset or key) holds a value only the device knows."""
-    if isinstance(x, NkiTensor) or _is_runtime_index(x):
-        return True
-    if isinstance(x, DynSlice):
-        return x.runtime is not None
-    if isinstance(x, tuple | list):
+    t = type(x)
+    if t in _STATIC:
+        return False
+    if t is tuple or t is list:
         return any(_is_runtime(v) for v in x)
-    if isinstance(x, dict):
+    if t is DynSlice:
+        return x.runtime is not None
+    if t is dict:
         return any(_is_runtime(v) for v in x.values())
-    return False
+    if not _RUNTIME_TYPES:
+        from nkieval.sim.isa.registers import VirtualRegister
+        from nkieval.sim.isa.scalars import NkiScalar
+
+        _RUNTIME_TYPES.append((NkiTensor, VirtualRegister, NkiScalar))
+    return isinstance(x, _RUNTIME_TYPES[0])
 
 
 def _note_recipe(base: NkiTensor, out: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

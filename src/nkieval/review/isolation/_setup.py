@@ -60,9 +60,13 @@ def _preload(handler: str) -> Callable[[bytes], bytes]:
 
     tempfile.tempdir = None
     mod_name, _, fn_name = handler.partition(":")
-    fn = getattr(importlib.import_module(mod_name), fn_name)
+    mod = importlib.import_module(mod_name)
+    fn = getattr(mod, fn_name)
     if not callable(fn):
         raise TypeError(f"{handler} is not callable")
+    warm_up = getattr(mod, "warm_up", None)  # the handler's module may pay its first-call costs here, once
+    if callable(warm_up):
+        warm_up()
     return fn  # type: ignore[no-any-return]
 
 
