@@ -102,10 +102,24 @@ def _answer(answer: dict[str, Any], watch: TamperWatch) -> bytes:
     return json.dumps(answer, default=str).encode()
 
 
+def warm_kernel(a: Any) -> Any:
+    """Three instructions, for the zygotes' warm-ups (tracer and executor): what the first real kernel would
+    otherwise pay for (lazy imports, target tables, first-call caches)."""
+    import nkieval.frontends.nki.isa as nisa
+    import nkieval.frontends.nki.language as nl
+
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
 def warm_up() -> None:
     """Run in the sandbox's zygote before it forks workers: the imports and first-call caches every trace would
-    otherwise pay for (the program recorder, the target tables, a three-instruction kernel recorded and
-    encoded). Never fails the zygote's start."""
+    otherwise pay for (the program recorder, the target tables, :func:`warm_kernel` recorded and encoded).
+    Never fails the zygote's start."""
     try:
         from nkieval import frontends
 
@@ -113,23 +127,12 @@ def warm_up() -> None:
         import nki.isa
         import nki.language  # noqa: F401
 
-        import nkieval.frontends.nki.isa as nisa
-        import nkieval.frontends.nki.language as nl
         from nkieval.hardware import targets
         from nkieval.sim.options import SimOptions
         from nkieval.sim.program import ArgSpec, record_program
 
         targets.all_targets()
-
-        def kernel(a: Any) -> Any:
-            t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=t, src=a)
-            nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add)
-            out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-            nisa.dma_copy(dst=out, src=t)
-            return out
-
-        record_program(kernel, [ArgSpec((4, 8), "float32")], {}, target="trn2",
+        record_program(warm_kernel, [ArgSpec((4, 8), "float32")], {}, target="trn2",
                        options=SimOptions.from_env(max_instructions=100)).program.to_json()
     except Exception:  # a warm-up only: each worker imports and runs everything itself anyway
         pass

@@ -47,23 +47,16 @@ def _warm_up() -> None:
         import nki.isa
         import nki.language  # noqa: F401
 
-        import nkieval.frontends.nki.isa as nisa
-        import nkieval.frontends.nki.language as nl
         from nkieval.hardware import targets
         from nkieval.review import npzio
         from nkieval.review.child import _Capture, _check_outputs, _unwritten_masks
+        from nkieval.review.tracer import warm_kernel
         from nkieval.sim.options import SimOptions
         from nkieval.sim.runner import run_kernel
 
         targets.all_targets()
 
-        def kernel(a):  # type: ignore[no-untyped-def]
-            t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=t, src=a)
-            nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add)
-            out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-            nisa.dma_copy(dst=out, src=t)
-            return out
+        kernel = warm_kernel
 
         args = list(npzio.loads(bytearray(npzio.dumps({"a": np.ones((4, 8), np.float32)}))).values())
         cap = _Capture(kernel)
