@@ -61,9 +61,9 @@ def test_the_tracer_gets_shapes_and_parameters_only(monkeypatch):
     seen: list[dict] = []
     real = sb.run_tracer
 
-    def spy(request, limits, isolation, n_shapes):
+    def spy(request, limits, n_shapes):
         seen.append(json.loads(json.dumps(request)))
-        return real(request, limits, isolation, n_shapes)
+        return real(request, limits, n_shapes)
 
     monkeypatch.setattr(sb, "run_tracer", spy)
     review("vector_add", PATCH_NUMPY, seed=4)
@@ -71,7 +71,7 @@ def test_the_tracer_gets_shapes_and_parameters_only(monkeypatch):
     req = seen[0]
     assert set(req) == {"source", "kernel", "target", "max_instructions", "shapes"}
     for s in req["shapes"]:
-        assert set(s) == {"key", "arg_names", "args", "params"}
+        assert set(s) == {"key", "args", "params"}
         for a in s["args"]:
             assert set(a) == {"shape", "dtype"}  # no values, no seed, no file names
     # one trace per distinct shape, however many input families run on it

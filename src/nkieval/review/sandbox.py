@@ -520,7 +520,7 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
     st = stats if stats is not None else {}
     for key in ("prepare_s", "fork_s", "collect_s", "exit_s", "cleanup_s", "trace_s"):
         st.setdefault(key, 0.0)
-    programs: dict[int, str] = {}
+    program_of: dict[int, str] = {}  # case -> its shape's program file
     results: dict[int, CaseRun] = {}
     remaining = list(range(len(cases)))
     if trusted:  # the candidate's code runs only in the tracer: the executor below replays its programs
@@ -528,16 +528,16 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
             on_start()
             on_start = None
         t_trace = time.perf_counter()
-        programs, failed = _trace_programs(source, kernel, cases, target, limits, isolation)
+        programs, shape_of, failed = _trace_programs(source, kernel, cases, target, limits)
         st["trace_s"] += time.perf_counter() - t_trace
+        files = {key: f"prog_{i}.json" for i, key in enumerate(programs)}
+        program_of = {k: files[shape_of[k]] for k in remaining if k not in failed}
         for k, run in sorted(failed.items()):
             results[k] = run
             remaining.remove(k)
             if on_case is not None:
                 on_case(run)
         if not remaining:
-            if on_start is not None:
-                on_start()
             return [results[k] for k in range(len(cases))]
     t_prep = time.perf_counter()
     nbytes = sum(sum(a.nbytes for a in c.inputs.values()) for c in cases)
@@ -551,9 +551,8 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
         }
         if trusted:
             spec["mode"] = "execute"
-            for k, text in programs.items():
-                if programs_file(programs, k) == k:  # one file per shape
-                    (job / f"prog_{k}.json").write_text(text)
+            for key, name in files.items():
+                (job / name).write_text(programs[key])
         else:
             (job / "candidate.py").write_text(source)
             spec["candidate"] = "candidate.py"
@@ -569,8 +568,8 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
                 npzio.dump(job / name, c.inputs)
             case = {"inputs": name, "input_names": list(c.inputs), "params": c.params, "n_outputs": c.n_outputs,
                     "want_trace": c.want_trace}
-            if trusted and k in programs:
-                case["program"] = f"prog_{programs_file(programs, k)}.json"
+            if k in program_of:
+                case["program"] = program_of[k]
             if isolation == "forkserver":  # (runs take turns: the kept output files are this run's)
                 out_paths[k] = _OUTPUTS.path(k, nbytes)
                 case["outputs"] = str(out_paths[k])
@@ -600,29 +599,20 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
             st["cleanup_s"] += time.perf_counter() - t_clean
 
 
-def programs_file(programs: dict[int, str], k: int) -> int:
-    """The case whose program file case ``k`` uses (cases of one shape share the first one's file)."""
-    text = programs[k]
-    for j in sorted(programs):
-        if programs[j] is text:
-            return j
-    return k
-
-
 def _shape_key(c: CaseJob) -> str:
     return json.dumps([[n, list(a.shape), a.dtype.name] for n, a in c.inputs.items()] + [c.params],
                       sort_keys=True, default=str)
 
 
-def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
-                    isolation: Isolation) -> tuple[dict[int, str], dict[int, CaseRun]]:
-    """Record the candidate once per distinct shape, each shape in its own sandboxed tracer run (a crash or
-    hang on one shape is that shape's): (program text per case, failed cases' runs)."""
+def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits
+                    ) -> tuple[dict[str, str], list[str], dict[int, CaseRun]]:
+    """Record the candidate once per distinct shape: (program text per shape key that traced, each case's shape
+    key, failed cases' runs)."""
     keys = [_shape_key(c) for c in cases]
     shapes: dict[str, dict[str, Any]] = {}
     for key, c in zip(keys, cases):
         if key not in shapes:
-            shapes[key] = {"key": key, "arg_names": list(c.inputs),
+            shapes[key] = {"key": key,
                            "args": [{"shape": list(a.shape), "dtype": a.dtype.name} for a in c.inputs.values()],
                            "params": c.params}
     outcome: dict[str, dict[str, Any]] = {}
@@ -630,7 +620,7 @@ def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: 
     # run dies or hangs, each shape again on its own, so the failure is the shape's that caused it.
     answer, failure = run_tracer({"source": source, "kernel": kernel, "target": target,
                                   "max_instructions": limits.max_instructions, "shapes": list(shapes.values())},
-                                 limits, isolation, n_shapes=len(shapes))
+                                 limits, n_shapes=len(shapes))
     if failure is None and all(isinstance(answer.get(k), dict) for k in shapes):
         shapes = {}
         outcome = {k: answer[k] for k in keys}
@@ -643,26 +633,26 @@ def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: 
             continue
         request = {"source": source, "kernel": kernel, "target": target,
                    "max_instructions": limits.max_instructions, "shapes": [shape]}
-        answer, failure = run_tracer(request, limits, isolation, n_shapes=1)
+        answer, failure = run_tracer(request, limits, n_shapes=1)
         res = failure if failure is not None else answer.get(key)
         if not isinstance(res, dict):
             res = {"status": "bad-program", "message": "the tracer gave no answer for this shape"}
         outcome[key] = res
         if res.get("status") == "timeout":
             hung = ",".join(str(x) for x in _shape_label(shape))
-    programs: dict[int, str] = {}
+    programs: dict[str, str] = {}
     failed: dict[int, CaseRun] = {}
     for k, (key, c) in enumerate(zip(keys, cases)):
         res = outcome[key]
         if res.get("status") == "ok" and isinstance(res.get("program"), str):
-            programs[k] = res["program"]
+            programs[key] = res["program"]
         else:
             status = res.get("status") if res.get("status") in STATUSES else "crash"
             failed[k] = CaseRun(c.label, status, wall_s=float(res.get("wall_s", 0.0) or 0.0),
                                 error={x: v for x, v in res.items() if x in (
                                     "error_type", "message", "frames", "rule", "instruction", "operand", "location",
                                     "stdout_tail", "stderr_tail")})
-    return programs, failed
+    return programs, keys, failed
 
 
 def _shape_label(shape: dict[str, Any]) -> list[Any]:
@@ -707,7 +697,7 @@ _SANDBOX_STATUS = {"timeout": "timeout", "memory-limit": "memory-limit", "crash"
                    "output-limit": "bad-program", "violation": "sandbox-violation", "harness-error": "infra-error"}
 
 
-def run_tracer(request: dict[str, Any], limits: SandboxLimits, isolation: Isolation, n_shapes: int
+def run_tracer(request: dict[str, Any], limits: SandboxLimits, n_shapes: int
                ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Run the tracer on ``request`` in the sandbox: (answer per shape key, or a failure for every shape)."""
     budget = limits.startup_s + limits.timeout_s * max(1, n_shapes)
@@ -717,9 +707,9 @@ def run_tracer(request: dict[str, Any], limits: SandboxLimits, isolation: Isolat
     if res.status != "ok" or res.payload is None:
         status = _SANDBOX_STATUS.get(res.status, "crash")
         what = {"timeout": f"tracing the kernel took more than {budget:g} s; the process was killed",
-                "sandbox-violation": f"the candidate did something the sandbox forbids: {res.detail}"}.get(
-            status, f"the tracer ended without answering ({res.status}{': ' + res.detail if res.detail else ''}); "
-                    "the candidate process died while running this case")
+                "sandbox-violation": f"the candidate did something the sandbox forbids: {res.detail}",
+                "crash": "the candidate process died while running this case, without reporting"}.get(
+            status, f"the tracer ended without answering ({res.status}{': ' + res.detail if res.detail else ''})")
         err: dict[str, Any] = {"status": status, "message": what, "wall_s": wall}
         if res.stderr_tail.strip():
             err["stderr_tail"] = res.stderr_tail[-400:]

@@ -10,7 +10,7 @@ worker process per request. An audit hook (:mod:`nkieval.review.tamper`) reports
 the interpreter, the harness, files or processes while it is imported or traced (status ``sandbox-violation``).
 
 Request (JSON): ``{"source", "kernel", "target", "max_instructions", "shapes": [{"key", "args": [{"shape",
-"dtype"} | {"value"}], "arg_names", "params"}]}``. Answer (JSON): ``{"setup_s", "shapes": {key: {"status":
+"dtype"}], "params"}]}``. Answer (JSON): ``{"setup_s", "shapes": {key: {"status":
 "ok", "program": text, "trace_s"} | {"status", "error_type", "message", "frames", "rule", "location"}}}``.
 """
 
@@ -75,7 +75,7 @@ def handle(request: bytes) -> bytes:
     for s in req["shapes"]:
         t1 = time.perf_counter()
         try:
-            args = [ArgSpec(tuple(a["shape"]), a["dtype"]) if "shape" in a else a["value"] for a in s["args"]]
+            args = [ArgSpec(tuple(a["shape"]), a["dtype"]) for a in s["args"]]
             opts = SimOptions.from_env(max_instructions=int(req["max_instructions"]))
             rec = record_program(fn, args, dict(s["params"]), target=req["target"], options=opts, lnc=lnc)
             res: dict[str, Any] = {"status": "ok", "program": rec.program.to_json()}
