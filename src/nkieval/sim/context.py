@@ -48,6 +48,16 @@ class _Code:
         self.co_name = name
 
 
+def kernel_recorder() -> Any:
+    """The recorder of this thread's program when the kernel's own code (not an instruction it called) is
+    running under a recording; None otherwise (``nkieval.sim.program``)."""
+    if not RECORDING[0]:
+        return None
+    ctx = getattr(_LOCAL, "ctx", None)
+    rec = ctx.recorder if ctx is not None else None
+    return rec if rec is not None and not rec.depth else None
+
+
 def force_location(frame: ForcedFrame | None) -> ForcedFrame | None:
     """Make ``frame`` the kernel line of this thread's simulator calls (``None`` restores frame walking)."""
     prev = getattr(_LOCAL, "forced", None)

@@ -139,18 +139,14 @@ def _trace_body(ctx: Any, kind: str, params: list[Any], induction: Any, body_fun
     """Record a device loop: its body traced once with a symbolic induction value (the judge's replay runs
     it as many times as the device values say)."""
     rec = ctx.recorder
-    ev = rec.loop(ctx, kind, params, induction)
-    frame = ctx.push_loop("dynamic", -1)
-    nxt = None
-    try:
-        ctx.set_loop_index(frame, 0)
+    with rec.loop(ctx, kind, params, induction) as ev:
         nxt = body_fun(induction)
-        if kind == "while_loop" and not isinstance(nxt, VirtualRegister):
-            raise NkiValidationError(f"body_fun must return the next condition VirtualRegister, got "
-                                     f"{type(nxt).__name__}", instruction=kind, operand="body_fun", rule="argument")
-    finally:
-        ctx.pop_loop(frame)
-        rec.end_loop(ev, nxt if kind == "while_loop" else None)
+        if kind == "while_loop":
+            if not isinstance(nxt, VirtualRegister):
+                raise NkiValidationError(f"body_fun must return the next condition VirtualRegister, got "
+                                         f"{type(nxt).__name__}", instruction=kind, operand="body_fun",
+                                         rule="argument")
+            ev[5] = rec.encode(nxt)
 
 
 @contextlib.contextmanager

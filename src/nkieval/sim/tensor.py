@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import RECORDING, current, location_str, maybe_current
+from nkieval.sim.context import RECORDING, current, kernel_recorder, location_str
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import BUFFERS, PSUM, SBUF, SHARED_HBM, Allocation, Buffer, track_lifetime
 from nkieval.sim.trace import OperandAccess
@@ -37,11 +37,17 @@ class DynSlice:
         return slice(int(self.start), int(self.start) + int(self.size) * self.step, self.step)
 
 
-def _is_runtime_index(x: Any) -> bool:
-    from nkieval.sim.isa.registers import VirtualRegister
-    from nkieval.sim.isa.scalars import NkiScalar
+_RUNTIME_TYPES: list[tuple[type, ...]] = []
 
-    return isinstance(x, NkiTensor | VirtualRegister | NkiScalar)
+
+def _is_runtime_index(x: Any) -> bool:
+    """Whether ``x`` is a value only the device knows: a tensor, a register or an ``NkiScalar``."""
+    if not _RUNTIME_TYPES:  # (imported on first use: the ISA modules import this one)
+        from nkieval.sim.isa.registers import VirtualRegister
+        from nkieval.sim.isa.scalars import NkiScalar
+
+        _RUNTIME_TYPES.append((NkiTensor, VirtualRegister, NkiScalar))
+    return isinstance(x, _RUNTIME_TYPES[0])
 
 
 def ds(start: Any, size: int, step: int = 1) -> DynSlice:
@@ -219,7 +225,6 @@ def _recorded_view(method: Any) -> Any:
 
 
 _STATIC = frozenset({int, float, str, slice, bool, type(None), type(Ellipsis)})
-_RUNTIME_TYPES: list[tuple[type, ...]] = []
 
 
 def _is_runtime(x: Any) -> bool:
@@ -233,19 +238,11 @@ def _is_runtime(x: Any) -> bool:
         return x.runtime is not None
     if t is dict:
         return any(_is_runtime(v) for v in x.values())
-    if not _RUNTIME_TYPES:
-        from nkieval.sim.isa.registers import VirtualRegister
-        from nkieval.sim.isa.scalars import NkiScalar
-
-        _RUNTIME_TYPES.append((NkiTensor, VirtualRegister, NkiScalar))
-    return isinstance(x, _RUNTIME_TYPES[0])
+    return _is_runtime_index(x)
 
 
 def _note_recipe(base: NkiTensor, out: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    if not isinstance(out, NkiTensor) or out is base:
-        return
-    ctx = maybe_current()
-    if ctx is None or ctx.recorder is None or ctx.recorder.depth:
+    if not isinstance(out, NkiTensor) or out is base or kernel_recorder() is None:
         return
     if (getattr(base, "_recipe", None) is not None or out._ap_base is not None
             or getattr(out, "_dyn", None) is not None or _is_runtime(args) or _is_runtime(kwargs)):
@@ -253,8 +250,7 @@ def _note_recipe(base: NkiTensor, out: Any, method: str, args: tuple[Any, ...], 
 
 
 def _refuse_host_read(t: NkiTensor, how: str) -> None:
-    ctx = maybe_current()
-    if ctx is None or ctx.recorder is None or ctx.recorder.depth:
+    if kernel_recorder() is None:
         return
     raise NkiValidationError(
         f"{how} reads the values of `{t.alloc.name or 'tensor'}` {list(t.shape)} in Python: tensor values exist "

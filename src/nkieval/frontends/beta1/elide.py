@@ -29,7 +29,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import replace
 
-from nkieval.sim.context import SimContext
+from nkieval.sim.context import SimContext, kernel_recorder
 from nkieval.sim.program.replay import register_note_hook
 from nkieval.sim.trace import OperandAccess, Trace, TraceRecord
 
@@ -60,8 +60,9 @@ def _note(ctx: SimContext, opcode: str, kind: str) -> None:
     """Remember the ``opcode`` record the current program just recorded, as a ``kind`` hint of its launch's
     elision step (registered with the launch's first hint). A recorded program keeps the hint, so the judge's
     replay gives it again."""
-    if ctx.recorder is not None and not ctx.recorder.depth:
-        ctx.recorder.note(f"beta1.elide.{kind}")
+    rec = kernel_recorder()
+    if rec is not None:
+        rec.note(f"beta1.elide.{kind}")
     if not ctx.options.record_trace:
         return
     launch = ctx.launch

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import RECORDING, maybe_current
+from nkieval.sim.context import kernel_recorder
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import check_buffer, instruction, record, tensor_arg, write
 from nkieval.sim.tensor import NkiTensor
@@ -60,13 +60,11 @@ class VirtualRegister:
 
     def __bool__(self) -> bool:
         # `while reg:` (NKI 0.2-0.6): the loop test reads the register on device each iteration.
-        if RECORDING[0]:
-            ctx = maybe_current()
-            if ctx is not None and ctx.recorder is not None and not ctx.recorder.depth:
-                raise NkiValidationError(
-                    "`if reg:` / `while reg:` reads a register's value in Python; a kernel is traced without device "
-                    "values, so write the loop as nl.while_loop(init, body_fun)", operand="register",
-                    rule="trace-time-value")
+        if kernel_recorder() is not None:
+            raise NkiValidationError(
+                "`if reg:` / `while reg:` reads a register's value in Python; a kernel is traced without device "
+                "values, so write the loop as nl.while_loop(init, body_fun)", operand="register",
+                rule="trace-time-value")
         return self.get() != 0
 
     def __repr__(self) -> str:

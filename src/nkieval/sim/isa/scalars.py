@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import RECORDING, maybe_current
+from nkieval.sim.context import kernel_recorder
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import check_buffer, instruction, read_bits, record, tensor_arg, write_bits
 from nkieval.sim.tensor import NkiTensor
@@ -196,10 +196,9 @@ def _recorded(name: str) -> None:
     @functools.wraps(method)
     def wrapper(self: NkiScalar, *args: Any) -> Any:
         out = method(self, *args)
-        if RECORDING[0] and isinstance(out, NkiScalar):
-            ctx = maybe_current()
-            if ctx is not None and ctx.recorder is not None:
-                ctx.recorder.scalar_op(name, self, args[0] if args else None, out)
+        rec = kernel_recorder()
+        if rec is not None and isinstance(out, NkiScalar):
+            rec.scalar_op(name, self, args[0] if args else None, out)
         return out
 
     setattr(NkiScalar, name, wrapper)

@@ -24,7 +24,7 @@ runtime value (replayed by calling ``method`` on the replayed base), ``{"R": id}
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 PROGRAM_FORMAT = "nkieval-program"
@@ -83,14 +83,12 @@ class Program:
     arg_names: list[str]
     kwarg_names: list[str]
     programs: list[ProgramBody]
-    precise_fp: bool = True
-    n_events: int = 0
-    meta: dict[str, Any] = field(default_factory=dict)
+    n_events: int = 0  # events of every body (their size, for reports)
 
     def to_json(self) -> str:
         doc = {"format": PROGRAM_FORMAT, "version": PROGRAM_VERSION, "kernel": self.kernel, "target": self.target,
                "lnc": self.lnc, "grid": self.grid, "arg_names": self.arg_names, "kwarg_names": self.kwarg_names,
-               "precise_fp": self.precise_fp, "n_events": self.n_events, "meta": self.meta,
+               "n_events": self.n_events,
                "programs": [{"args": p.args, "kwargs": p.kwargs, "events": p.events, "ret": p.ret}
                             for p in self.programs]}
         return json.dumps(doc, separators=(",", ":"), allow_nan=False)
@@ -117,8 +115,7 @@ class Program:
             return cls(kernel=str(doc["kernel"]), target=str(doc["target"]), lnc=int(doc["lnc"]),
                        grid=[int(g) for g in doc["grid"]], arg_names=[str(a) for a in doc["arg_names"]],
                        kwarg_names=[str(k) for k in doc["kwarg_names"]], programs=programs,
-                       precise_fp=bool(doc.get("precise_fp", True)), n_events=int(doc.get("n_events", 0)),
-                       meta=dict(doc.get("meta") or {}))
+                       n_events=int(doc.get("n_events", 0)))
         except (KeyError, TypeError, ValueError) as e:
             raise ProgramError(f"malformed program document: {e!r}", rule="program-format") from None
 

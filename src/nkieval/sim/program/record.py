@@ -11,6 +11,7 @@ holds (``np.asarray(tile)``, ``if register:``) is refused with the kernel line, 
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 from base64 import b64encode
@@ -127,7 +128,6 @@ class Recorder:
             if self.fill_bytes > MAX_FILL_BYTES:
                 raise NkiValidationError(f"host constants of more than {MAX_FILL_BYTES} bytes in one kernel",
                                          rule="trace-argument")
-            return self.encode(fill)
         return self.encode(fill)
 
     def instruction(self, ctx: Any, name: str, call: Callable[[], Any], args: tuple[Any, ...],
@@ -145,8 +145,6 @@ class Recorder:
         return result
 
     def scalar_op(self, method: str, operand: Any, other: Any, result: Any) -> None:
-        if self.depth:
-            return
         self.emit(["s", self._obj(result), method, self.encode(operand), self.encode(other), _loc()])
 
     def note(self, hook: str) -> None:
@@ -157,34 +155,31 @@ class Recorder:
         return [None if kind == "dynamic" else [kind, i, n] for kind, i, n in ctx.loop_context]
 
     # -- device loops: the body is traced once ------------------------------------------------
-    def loop(self, ctx: Any, kind: str, params: list[Any], induction: Any) -> list[Any]:
-        """Open a loop event; the body's events go into it until :meth:`end_loop`."""
+    @contextlib.contextmanager
+    def loop(self, ctx: Any, kind: str, params: list[Any], induction: Any) -> Iterator[list[Any]]:
+        """A loop event around the body's one traced iteration (a device-loop frame in the loop context); the
+        body's events go into it. A ``while_loop`` body sets the event's next condition (``ev[5]``)."""
         ev = ["L", kind, self.encode(params), self._obj(induction), [], None, _loc()]
         self.emit(ev)
         self.stack.append(ev[4])
         if len(self.stack) > MAX_DEPTH:
             raise NkiValidationError(f"device loops nested deeper than {MAX_DEPTH}", rule="trace-argument")
-        return ev
-
-    def end_loop(self, ev: list[Any], next_value: Any = None) -> None:
-        if self.stack and self.stack[-1] is ev[4]:
-            self.stack.pop()
-        if next_value is not None:
-            ev[5] = self.encode(next_value)
+        frame = ctx.push_loop("dynamic", -1)
+        try:
+            ctx.set_loop_index(frame, 0)
+            yield ev
+        finally:
+            ctx.pop_loop(frame)
+            if self.stack and self.stack[-1] is ev[4]:
+                self.stack.pop()
 
     def iterate(self, ctx: Any, kind: str, params: list[Any], first: int) -> Iterator[Any]:
         """``dynamic_range`` traced: one iteration with a symbolic induction register."""
         from nkieval.sim.isa.registers import VirtualRegister
 
         reg = VirtualRegister(first, frozen=True, name="i")
-        ev = self.loop(ctx, kind, params, reg)
-        frame = ctx.push_loop("dynamic", -1)
-        try:
-            ctx.set_loop_index(frame, 0)
+        with self.loop(ctx, kind, params, reg):
             yield reg
-        finally:
-            ctx.pop_loop(frame)
-            self.end_loop(ev)
 
     # -- values --------------------------------------------------------------------------------
     def _obj(self, x: Any) -> int:
