@@ -23,9 +23,17 @@ runtime value (replayed by calling ``method`` on the replayed base), ``{"R": id}
 
 from __future__ import annotations
 
+import enum
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+
+from nkieval.sim import dtypes as dt
+from nkieval.sim.isa import enums as isa_enums
+from nkieval.sim.ops import _NUMPY_NAMES
 
 PROGRAM_FORMAT = "nkieval-program"
 PROGRAM_VERSION = 1
@@ -51,6 +59,28 @@ SCALAR_METHODS = frozenset({
     "__le__", "__gt__", "__ge__", "__eq__", "__ne__",
 })
 LOOP_KINDS = frozenset({"dynamic_range", "fori_loop", "while_loop"})
+
+#: ISA enum classes a program may name (``{"en": [class, member]}``).
+ENUMS: dict[str, type[enum.Enum]] = {
+    name: cls for name, cls in vars(isa_enums).items() if isinstance(cls, type) and issubclass(cls, enum.Enum)
+}
+#: NumPy functions accepted as operators (Beta 1 allowed ``op=np.add``), by their NumPy attribute name.
+NUMPY_OPS: dict[str, Any] = {f.__name__: f for f in _NUMPY_NAMES if getattr(np, getattr(f, "__name__", ""), None) is f}
+for _name in ("max", "min", "amax", "amin", "sum", "prod", "mean"):
+    if hasattr(np, _name):
+        NUMPY_OPS.setdefault(_name, getattr(np, _name))
+NUMPY_OP_NAMES = {id(f): name for name, f in NUMPY_OPS.items()}
+#: Python types a kernel may pass where a dtype goes.
+PY_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool}
+NKI_DTYPES = {d.name: d for d in dt.ALL_DTYPES}
+#: NumPy storage dtypes a view or host array may have, by name (every NKI dtype's storage in either precision
+#: mode, and the plain NumPy numbers).
+STORAGE_DTYPES: dict[str, np.dtype] = {
+    np.dtype(sd).name: np.dtype(sd)
+    for d in dt.ALL_DTYPES for sd in (dt.storage_dtype(d, True), dt.storage_dtype(d, False), d.storage)}
+STORAGE_DTYPES.update({n: np.dtype(n) for n in ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                                                 "uint8", "uint16", "uint32", "uint64", "bool")})
+NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 class ProgramError(ValueError):

@@ -24,34 +24,19 @@ import numpy as np
 from nkieval.sim import context
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
-from nkieval.sim.isa import enums as isa_enums
 from nkieval.sim.memory import Buffer
-from nkieval.sim.ops import _NUMPY_NAMES, Op
+from nkieval.sim.ops import Op
 from nkieval.sim.program.codec import (
+    ENUMS,
     MAX_DEPTH,
     MAX_EVENTS,
     MAX_FILL_BYTES,
+    NUMPY_OP_NAMES,
+    PY_TYPES,
     Program,
     ProgramBody,
 )
 from nkieval.sim.tensor import DynSlice, NkiTensor
-
-#: ISA enum classes a program may name (``{"en": [class, member]}``).
-ENUMS: dict[str, type[enum.Enum]] = {
-    name: cls for name, cls in vars(isa_enums).items() if isinstance(cls, type) and issubclass(cls, enum.Enum)
-}
-#: NumPy functions accepted as operators (Beta 1 allowed ``op=np.add``); by attribute name.
-NUMPY_OPS: dict[str, Any] = {}
-for _f in _NUMPY_NAMES:
-    for _name in (getattr(_f, "__name__", None), ):
-        if _name and getattr(np, _name, None) is _f:
-            NUMPY_OPS[_name] = _f
-for _name in ("max", "min", "amax", "amin", "sum", "prod", "mean", "add", "multiply", "maximum", "minimum"):
-    if hasattr(np, _name):
-        NUMPY_OPS.setdefault(_name, getattr(np, _name))
-_NUMPY_OP_NAMES = {id(f): name for name, f in NUMPY_OPS.items()}
-#: Python types a kernel may pass where a dtype goes.
-PY_TYPES = {"int": int, "float": float, "bool": bool}
 
 
 @dataclass(frozen=True)
@@ -244,7 +229,7 @@ class Recorder:
             for k, v in PY_TYPES.items():
                 if x is v:
                     return {"py": k}
-        name = _NUMPY_OP_NAMES.get(id(x))
+        name = NUMPY_OP_NAMES.get(id(x))
         if name is not None:
             return {"uf": name}
         from nkieval.sim.isa.registers import VirtualRegister

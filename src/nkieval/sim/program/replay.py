@@ -18,16 +18,21 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.sim import dtypes as dt
 from nkieval.sim.context import ForcedFrame, current, force_location
 from nkieval.sim.memory import BUFFERS
 from nkieval.sim.ops import OPS
 from nkieval.sim.program.codec import (
+    ENUMS,
     LOOP_KINDS,
     MAX_ALLOC_ELEMENTS,
     MAX_DEPTH,
     MAX_RANK,
+    NKI_DTYPES,
+    NONFINITE,
+    NUMPY_OPS,
+    PY_TYPES,
     SCALAR_METHODS,
+    STORAGE_DTYPES,
     VIEW_METHODS,
     Program,
     ProgramError,
@@ -43,21 +48,6 @@ def register_note_hook(name: str, fn: Callable[[Any], None]) -> None:
     NOTE_HOOKS[name] = fn
 
 
-def _storage_dtypes() -> dict[str, np.dtype]:
-    out: dict[str, np.dtype] = {}
-    for d in dt.ALL_DTYPES:
-        for precise in (True, False):
-            sd = np.dtype(dt.storage_dtype(d, precise))
-            out[sd.name] = sd
-        out[np.dtype(d.storage).name] = np.dtype(d.storage)
-    for n in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-              "bool", "float16"):
-        out[n] = np.dtype(n)
-    return out
-
-
-STORAGE_DTYPES = _storage_dtypes()
-_NKI_DTYPES = {d.name: d for d in dt.ALL_DTYPES}
 _VIEWS_MAX = 1 << 16
 
 
@@ -75,9 +65,7 @@ class _State:
     def value(self, x: Any, depth: int = 0) -> Any:
         if depth > MAX_DEPTH:
             raise ProgramError("value nested too deeply", rule="program-format")
-        if x is None or isinstance(x, bool | int | str):
-            return x
-        if isinstance(x, float):
+        if x is None or isinstance(x, bool | int | float | str):
             return x
         if isinstance(x, list):
             return [self.value(v, depth + 1) for v in x]
@@ -106,29 +94,22 @@ class _State:
             start, size, step, runtime = _list(v, 4)
             return DynSlice(self.value(start, depth + 1), _int(size), _int(step), self.value(runtime, depth + 1))
         if k == "dt":
-            return _lookup(_NKI_DTYPES, v, "dtype")
+            return _lookup(NKI_DTYPES, v, "dtype")
         if k == "buf":
             return _lookup(BUFFERS, v, "buffer")
         if k == "op":
             return _lookup(OPS, v, "operator")
         if k == "uf":
-            from nkieval.sim.program.record import NUMPY_OPS
-
             return _lookup(NUMPY_OPS, v, "NumPy operator")
         if k == "en":
-            from nkieval.sim.program.record import ENUMS
-
             cls_name, member = _list(v, 2)
             cls = _lookup(ENUMS, cls_name, "enum")
             return _lookup(cls.__members__, member, f"member of {cls_name}")
         if k == "f":
-            return float(_lookup({"nan": "nan", "inf": "inf", "-inf": "-inf"}, v, "float"))
+            return _lookup(NONFINITE, v, "float")
         if k == "npd":
-            sd = _lookup(STORAGE_DTYPES, v, "NumPy dtype")
-            return sd
+            return _lookup(STORAGE_DTYPES, v, "NumPy dtype")
         if k == "py":
-            from nkieval.sim.program.record import PY_TYPES
-
             return _lookup(PY_TYPES, v, "type")
         if k == "arr":
             return _array(v)
@@ -149,7 +130,7 @@ class _State:
         if a is None:
             raise ProgramError(f"allocation #{aid} is used before it is allocated or after it is freed",
                                rule="program-format")
-        d = _lookup(_NKI_DTYPES, dname, "dtype")
+        d = _lookup(NKI_DTYPES, dname, "dtype")
         sd = _lookup(STORAGE_DTYPES, sname, "storage dtype")
         shape = [_int(n) for n in _list(shape)]
         strides = [_int(s) for s in _list(strides)]
@@ -272,7 +253,7 @@ class _State:
         if len(shape) > MAX_RANK or math.prod(shape) > MAX_ALLOC_ELEMENTS:
             raise ProgramError(f"allocation {list(shape)} is too large", rule="program-bounds")
         self.at(loc)
-        d = _lookup(_NKI_DTYPES, dname, "dtype")
+        d = _lookup(NKI_DTYPES, dname, "dtype")
         buf = _lookup(BUFFERS, bname, "buffer")
         address = None if addr is None else tuple(_int(x) for x in _list(addr, 2))
         fill_value = self.value(fill)
