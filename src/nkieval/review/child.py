@@ -96,6 +96,16 @@ def _load_candidate(path: str, kernel: str) -> Any:
     return fn
 
 
+def _kernel_entry(path: str, kernel: str) -> tuple[Any, int]:
+    """The candidate's kernel function and its LNC degree (an ``@nki.jit`` Kernel wraps the function)."""
+    fn = _load_candidate(path, kernel)
+    lnc = int(getattr(fn, "lnc", 1) or 1)
+    fn = getattr(fn, "fn", fn)
+    if not callable(fn) or not hasattr(fn, "__code__"):
+        raise TypeError(f"`{kernel}` is not a function")
+    return fn, lnc
+
+
 class _Capture:
     """Calls the kernel and keeps its raw return value, so the child can check where outputs live."""
 
@@ -261,11 +271,7 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
     programs = _Programs()
     try:
         if not replay:
-            fn = _load_candidate(candidate, spec["kernel"])
-            lnc = int(getattr(fn, "lnc", 1) or 1)
-            fn = getattr(fn, "fn", fn)  # an @nki.jit Kernel wraps the function
-            if not callable(fn) or not hasattr(fn, "__code__"):
-                raise TypeError(f"`{spec['kernel']}` is not a function")
+            fn, lnc = _kernel_entry(candidate, spec["kernel"])
     except MemoryError as e:
         fail_all("memory-limit", e)
         return

@@ -668,6 +668,7 @@ _POOL_LOCK = threading.Lock()
 def tracer_pool(memory_mb: int) -> Any:
     """The sandbox pool that runs tracers (one per memory limit; started on first use)."""
     from nkieval.review.isolation import SandboxPolicy, SandboxPool
+    from nkieval.review.tracer import MAX_ANSWER_BYTES
 
     key = (int(memory_mb), UNSAFE_NO_SANDBOX[0])
     with _POOL_LOCK:
@@ -675,7 +676,7 @@ def tracer_pool(memory_mb: int) -> Any:
         if pool is None:
             pool = _POOLS[key] = SandboxPool("nkieval.review.tracer:handle",
                                              policy=SandboxPolicy(memory_mb=int(memory_mb),
-                                                                 max_response_bytes=256 << 20,
+                                                                 max_response_bytes=MAX_ANSWER_BYTES,
                                                                  hide_in_worker=(_builtin_tasks_dir(),)),
                                              unsafe_no_sandbox=UNSAFE_NO_SANDBOX[0])
         return pool

@@ -22,8 +22,7 @@ import tempfile
 import time
 from typing import Any
 
-from nkieval.review.child import _error
-from nkieval.review.child import _load_candidate as _load
+from nkieval.review.child import _error, _kernel_entry
 from nkieval.review.tamper import TamperWatch
 
 #: Largest answer the judge accepts from a tracer (programs of every shape together).
@@ -62,11 +61,7 @@ def handle(request: bytes) -> bytes:
         return fail_all("infra-error", e)
     watch.install()
     try:
-        fn = _load(candidate, req["kernel"])
-        lnc = int(getattr(fn, "lnc", 1) or 1)
-        fn = getattr(fn, "fn", fn)  # an @nki.jit Kernel wraps the function
-        if not callable(fn) or not hasattr(fn, "__code__"):
-            raise TypeError(f"`{req['kernel']}` is not a function")
+        fn, lnc = _kernel_entry(candidate, req["kernel"])
     except MemoryError as e:
         return fail_all("memory-limit", e)
     except BaseException as e:
