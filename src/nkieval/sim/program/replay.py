@@ -49,6 +49,12 @@ def register_note_hook(name: str, fn: Callable[[Any], None]) -> None:
 
 
 _VIEWS_MAX = 1 << 16
+#: value kinds that name a registered object: (its table, what it is, for the error)
+_NAMED: dict[str, tuple[Any, str]] = {
+    "dt": (NKI_DTYPES, "dtype"), "buf": (BUFFERS, "buffer"), "op": (OPS, "operator"),
+    "uf": (NUMPY_OPS, "NumPy operator"), "f": (NONFINITE, "float"), "npd": (STORAGE_DTYPES, "NumPy dtype"),
+    "py": (PY_TYPES, "type"),
+}
 
 
 class _State:
@@ -93,24 +99,13 @@ class _State:
         if k == "ds":
             start, size, step, runtime = _list(v, 4)
             return DynSlice(self.value(start, depth + 1), _int(size), _int(step), self.value(runtime, depth + 1))
-        if k == "dt":
-            return _lookup(NKI_DTYPES, v, "dtype")
-        if k == "buf":
-            return _lookup(BUFFERS, v, "buffer")
-        if k == "op":
-            return _lookup(OPS, v, "operator")
-        if k == "uf":
-            return _lookup(NUMPY_OPS, v, "NumPy operator")
+        named = _NAMED.get(k)
+        if named is not None:
+            return _lookup(named[0], v, named[1])
         if k == "en":
             cls_name, member = _list(v, 2)
             cls = _lookup(ENUMS, cls_name, "enum")
             return _lookup(cls.__members__, member, f"member of {cls_name}")
-        if k == "f":
-            return _lookup(NONFINITE, v, "float")
-        if k == "npd":
-            return _lookup(STORAGE_DTYPES, v, "NumPy dtype")
-        if k == "py":
-            return _lookup(PY_TYPES, v, "type")
         if k == "arr":
             return _array(v)
         raise ProgramError(f"unknown value kind {k!r}", rule="program-format")
