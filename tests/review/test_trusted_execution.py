@@ -61,9 +61,9 @@ def test_the_tracer_gets_shapes_and_parameters_only(monkeypatch):
     seen: list[dict] = []
     real = sb.run_tracer
 
-    def spy(request, limits, n_shapes):
+    def spy(request, limits, n_shapes, hide=()):
         seen.append(json.loads(json.dumps(request)))
-        return real(request, limits, n_shapes)
+        return real(request, limits, n_shapes, hide)
 
     monkeypatch.setattr(sb, "run_tracer", spy)
     review("vector_add", PATCH_NUMPY, seed=4)
