@@ -162,6 +162,12 @@ def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, A
     return nki.last_result()
 
 
+def _npz_value(a: np.ndarray) -> Any:
+    """An .npz entry as the kernel takes it: a 0-d array (``np.savez(f, eps=1e-5)``) is a Python scalar
+    parameter, as a caller in Python would pass it; anything else is an input array."""
+    return a.item() if a.ndim == 0 else a
+
+
 @click.command("profile")
 @click.argument("kernel_ref", metavar="FILE::KERNEL")
 @click.option("--target", default=None, help="trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
@@ -207,9 +213,9 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
         data = np.load(npz)
         keys = list(data.keys())
         if keys and all(re.fullmatch(r"arr_\d+", k) for k in keys):
-            args = [data[k] for k in sorted(keys, key=lambda k: int(k[4:]))]
+            args = [_npz_value(data[k]) for k in sorted(keys, key=lambda k: int(k[4:]))]
         elif all(k in params for k in keys):
-            kwargs = {k: data[k] for k in keys}
+            kwargs = {k: _npz_value(data[k]) for k in keys}
         else:
             unknown = [k for k in keys if k not in params]
             raise click.BadParameter(f"{npz}: arrays {', '.join(unknown)} name no parameter of {name} "
