@@ -20,6 +20,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -109,7 +110,8 @@ class WorkerPool:
             raise ValueError(f"workers must be at least 1, got {n}")
         self.workers = n
         self.timeout_s = timeout_s
-        self._jobs: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]], float | None] | None] = queue.Queue()
+        self._jobs: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]], float | None,
+                                      Callable[[], None] | None] | None] = queue.Queue()
         self._ctx = mp.get_context("spawn")
         self._threads = [threading.Thread(target=self._serve, daemon=True, name=f"nkieval-slot-{i}")
                          for i in range(n)]
@@ -119,11 +121,13 @@ class WorkerPool:
         for th in self._threads:
             th.start()
 
-    def submit(self, job: dict[str, Any], timeout_s: float | None = None) -> Future[dict[str, Any]]:
+    def submit(self, job: dict[str, Any], timeout_s: float | None = None,
+               on_start: Callable[[], None] | None = None) -> Future[dict[str, Any]]:
+        """Queue ``job``; ``on_start`` is called (in the pool's thread) when a worker takes it."""
         if self._closed:
             raise RuntimeError("the worker pool is closed")
         fut: Future[dict[str, Any]] = Future()
-        self._jobs.put((job, fut, timeout_s if timeout_s is not None else self.timeout_s))
+        self._jobs.put((job, fut, timeout_s if timeout_s is not None else self.timeout_s, on_start))
         return fut
 
     def close(self) -> None:
@@ -148,12 +152,15 @@ class WorkerPool:
                 item = self._jobs.get()
                 if item is None:
                     return
-                job, fut, limit = item
+                job, fut, limit, on_start = item
                 if not fut.set_running_or_notify_cancel():
                     continue
                 with self._lock:
                     self.busy += 1
                 try:
+                    if on_start is not None:
+                        with contextlib.suppress(Exception):
+                            on_start()
                     fut.set_result(self._run(slot, job, limit))
                 except BaseException as e:  # never leave a future unresolved
                     fut.set_result(_harness(job, f"pool: {type(e).__name__}: {e}"))
