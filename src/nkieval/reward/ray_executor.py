@@ -60,7 +60,11 @@ def run_jobs(jobs: Sequence[dict[str, Any]], *, workers: int | None = None, time
         while nxt < len(jobs) and len(pending) < limit:
             pending[_REMOTE[0].remote(jobs[nxt])] = (nxt, time.monotonic())
             nxt += 1
-        ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+        step = 1.0
+        if timeout_s is not None:
+            first = min(t0 for _, t0 in pending.values())
+            step = max(0.0, min(step, first + timeout_s - time.monotonic()))
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=step)
         for ref in ready:
             i, _t0 = pending.pop(ref)
             try:

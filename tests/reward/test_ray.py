@@ -1,0 +1,40 @@
+"""Reviews on a local Ray instance: ``score_many(..., executor="ray")`` and ``suite run --executor ray``."""
+
+import pytest
+from reward_helpers import SEED
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (the 'ray' extra; .ci/run installs it)")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_score_many_on_ray_matches_local(local_ray, responses, scored):
+    from nkieval.reward import score_many
+
+    kinds = ["expert", "flawed", "hostile", "none", "flawed"]
+    rs = score_many([("vector_add", responses[k]) for k in kinds], executor="ray", workers=2, seed=SEED)
+    assert [r.status for r in rs] == ["scored", "scored", "scored", "no-kernel", "scored"]
+    assert [r.reward for r in rs] == [scored(k).reward for k in kinds]
+    assert rs[1].feedback == scored("flawed").feedback
+
+
+def test_ray_time_limit_is_a_harness_error(local_ray, responses):
+    from nkieval.reward import score_many
+
+    r = score_many([("vector_add", responses["expert"])], executor="ray", seed=SEED + 99, timeout_s=0.01)[0]
+    assert r.status == "harness-error" and r.reward is None and "time limit" in r.error
+
+
+def test_suite_run_on_ray(local_ray, tmp_path):
+    from nkieval.review.suite import judge, plan, run_suite
+
+    entries = plan(tasks="vector_add", roles=("flawed",), all_targets=False)
+    recs = run_suite(entries, tmp_path / "results.jsonl", executor="ray", workers=2, progress=False)
+    assert len(recs) == len(entries) and all(r["verdict"] != "harness-error" for r in recs), recs
+    assert judge(recs).summary()["flawed_caught"] == [len(entries), len(entries)]
