@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ def resolve_task(task: Task | str | Path) -> Task:
 
 def score(task: Task | str | Path, response_or_source: str | Path, *, seed: int | None = None,
           target: str | None = None, extract: bool = True, full_report: bool = False, shaping: str = "tiered",
-          **review_kw: Any) -> RewardResult:
+          case_timeout_s: float | None = None, **review_kw: Any) -> RewardResult:
     """Review one candidate and return its reward.
 
     ``response_or_source``: a model's response (Markdown with fenced code; :mod:`nkieval.reward.extract`
@@ -48,7 +49,9 @@ def score(task: Task | str | Path, response_or_source: str | Path, *, seed: int 
     takes the text as the kernel's source as is. ``seed`` None draws a fresh secret seed (recorded in
     the result); a fixed seed makes the reward deterministic and lets reviews of one task share their
     cases' inputs and references (docs/review.md, "Case cache"). ``full_report`` attaches the review's
-    JSON report. Other keyword arguments go to :func:`nkieval.review.review`.
+    JSON report. ``case_timeout_s`` lowers the task's per-case time limit (``[limits] timeout_s``; a
+    candidate past it fails with ``timeout``, its own fault). Other keyword arguments go to
+    :func:`nkieval.review.review`.
 
     A candidate's fault is always a reward (``scored`` or ``no-kernel``); a judge failure is status
     ``harness-error`` with reward None (retry it, never train on it).
@@ -63,6 +66,11 @@ def score(task: Task | str | Path, response_or_source: str | Path, *, seed: int 
     t0 = time.perf_counter()
     t = resolve_task(task)
     tgt = check_target(t, target)
+    if case_timeout_s is not None and "limits" not in review_kw:
+        from nkieval.review.stages.load import sandbox_limits
+
+        lim = sandbox_limits(t)
+        review_kw["limits"] = replace(lim, timeout_s=min(lim.timeout_s, float(case_timeout_s)))
     if isinstance(response_or_source, Path):
         source: str | Path = response_or_source
         why = f"the file {response_or_source.name}"

@@ -72,11 +72,13 @@ class RewardService:
     """Admission, storage and execution of review requests (see the module docstring)."""
 
     def __init__(self, db: str | Path, *, workers: int | None = None, max_queue: int | None = None,
-                 timeout_s: float = 300.0, ray_address: str | None = None) -> None:
+                 timeout_s: float = 900.0, ray_address: str | None = None,
+                 case_timeout_s: float | None = None) -> None:
         self.workers = workers or os.cpu_count() or 1
         self.max_queue = max_queue if max_queue is not None else 8 * self.workers
         self.timeout_s = float(timeout_s)
         self.ray_address = ray_address
+        self.case_timeout_s = case_timeout_s
         self.store = Store(db)
         self.metrics = Metrics()
         self._lock = threading.RLock()
@@ -129,6 +131,8 @@ class RewardService:
         job = jobs[0]
         limit = req.get("timeout_s")
         job["timeout_s"] = min(self.timeout_s, float(limit)) if limit else self.timeout_s
+        if self.case_timeout_s is not None:
+            job["review_kw"] = {**job.get("review_kw", {}), "case_timeout_s": self.case_timeout_s}
         return rid, job, None
 
     def submit_many(self, reqs: Sequence[Mapping[str, Any]]) -> list[Row]:
