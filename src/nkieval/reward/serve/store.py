@@ -57,20 +57,10 @@ class Store:
             self._db.close()
 
     def add(self, rid: str, job: dict[str, Any]) -> tuple[Row, bool]:
-        """Insert a queued request unless the id exists; (its row, whether it is new).
+        """Insert a queued request unless the id exists; (its row, whether it is queued anew).
 
-        A request whose earlier result was a harness error is queued again (a retry is a new attempt)."""
-        with self._lock:
-            cur = self._db.execute("INSERT OR IGNORE INTO requests (id, state, job, created) VALUES (?, 'queued', ?, ?)",
-                                   (rid, json.dumps(job), time.time()))
-            if cur.rowcount == 1:
-                return Row(rid, "queued", job, None, 0), True
-            row = self._get(rid)
-            assert row is not None
-            if row.state == "done" and (row.result or {}).get("status") == "harness-error":
-                self._db.execute("UPDATE requests SET state='queued', result=NULL, finished=NULL WHERE id=?", (rid,))
-                return Row(rid, "queued", row.job, None, row.attempts), True
-            return row, False
+        A request whose stored result is a harness error is queued again (a retry is a new attempt)."""
+        return self.add_many([(rid, job)])[0]
 
     def add_many(self, entries: list[tuple[str, dict[str, Any]]]) -> list[tuple[Row, bool]]:
         """:meth:`add` for several requests in one transaction (all or nothing on disk)."""
