@@ -59,3 +59,10 @@ def test_tilde_fences_and_longer_fences():
 def test_non_text_response_is_no_kernel():
     ex = extract_kernel(None, "vector_add")  # type: ignore[arg-type]
     assert not ex.found
+
+
+def test_pathological_nesting_is_not_an_exception():
+    deep = "x = " + "(" * 5000 + ")" * 5000 + "\n"
+    ex = extract_kernel(f"```python\n{deep}def vector_add(a, b):\n    return a\n```", "vector_add")
+    assert ex.found  # judged by the text; the review reports the parser's error
+    assert not extract_kernel(deep, "vector_add").found

@@ -1,4 +1,7 @@
-"""Reviews on a local Ray instance: ``score_many(..., executor="ray")`` and ``suite run --executor ray``."""
+"""Reviews on a local Ray instance: ``score_many(..., executor="ray")``, ``suite run --executor ray`` and the
+service's Ray backend."""
+
+import time
 
 import pytest
 from reward_helpers import SEED
@@ -38,3 +41,21 @@ def test_suite_run_on_ray(local_ray, tmp_path):
     recs = run_suite(entries, tmp_path / "results.jsonl", executor="ray", workers=2, progress=False)
     assert len(recs) == len(entries) and all(r["verdict"] != "harness-error" for r in recs), recs
     assert judge(recs).summary()["flawed_caught"] == [len(entries), len(entries)]
+
+
+def test_service_backend_on_ray(local_ray, tmp_path, responses, scored):
+    from nkieval.reward.serve.service import RewardService
+
+    svc = RewardService(tmp_path / "db.sqlite3", workers=2, ray_address="auto")  # joins the running instance
+    svc.start()
+    try:
+        row, = svc.submit_many([{"task": "vector_add", "response": responses["flawed"], "seed": SEED}])
+        fut = svc.future(row.id)
+        assert fut is not None and fut.result(timeout=120)["reward"] == scored("flawed").reward
+        deadline = time.monotonic() + 10
+        while svc.get(row.id).state != "done" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert svc.get(row.id).result["reward"] == scored("flawed").reward
+        assert svc.health()["backend"] == "ray"
+    finally:
+        svc.close()

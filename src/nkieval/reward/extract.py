@@ -59,7 +59,7 @@ def defines(source: str, entry: str) -> bool:
     review says where the syntax error is."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # (deep nesting: a parser limit, not ours)
         return re.search(rf"^\s*(async\s+)?def\s+{re.escape(entry)}\s*\(", source, re.MULTILINE) is not None
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == entry:
@@ -86,7 +86,7 @@ def extract_kernel(response: str, entry: str) -> Extraction:
     if "```" not in text and "~~~" not in text and defines(text, entry):
         try:
             ast.parse(text)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return Extraction(None, f"no kernel found: no fenced code block, and the text is not Python "
                                     f"defining {entry}()", 0)
         return Extraction(text, "the whole response (Python source, no fences)", 0)

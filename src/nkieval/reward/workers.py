@@ -91,13 +91,19 @@ class _Slot:
             self.conn.close()
         self.conn = None
         if self.proc.is_alive():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
+            self._signal(signal.SIGTERM)
             self.proc.join(STOP_GRACE_S)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+            self._signal(signal.SIGKILL)
         self.proc.join(STOP_GRACE_S)
         self.proc = None
+
+    def _signal(self, sig: int) -> None:
+        """``sig`` to the worker's process group (its zygote and sandbox processes), and to the worker itself
+        in case it has not made its group yet."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.proc.pid, sig)
 
 
 class WorkerPool:

@@ -100,7 +100,10 @@ class RewardService:
             ensure_ray(self.ray_address)
         for row in self.store.unfinished():
             self.metrics.recovered += 1
-            self._launch(row.id, row.job)
+            if "known" in row.job:  # answered without a review; the crash came before its result was stored
+                self.store.finish(row.id, row.job["known"])
+            else:
+                self._launch(row.id, row.job)
 
     def close(self) -> None:
         if self._pool is not None:
