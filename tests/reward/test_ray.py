@@ -37,7 +37,7 @@ def test_ray_time_limit_is_a_harness_error(local_ray, responses):
 def test_suite_run_on_ray(local_ray, tmp_path):
     from nkieval.review.suite import judge, plan, run_suite
 
-    entries = plan(tasks="vector_add", roles=("flawed",), all_targets=False)
+    entries = plan(tasks="vector_add", roles=("flawed",), all_targets=False)[:2]
     recs = run_suite(entries, tmp_path / "results.jsonl", executor="ray", workers=2, progress=False)
     assert len(recs) == len(entries) and all(r["verdict"] != "harness-error" for r in recs), recs
     assert judge(recs).summary()["flawed_caught"] == [len(entries), len(entries)]

@@ -116,7 +116,7 @@ def _stop(proc, sig=signal.SIGKILL):
 def test_kill_9_mid_batch_loses_and_duplicates_nothing(tmp_path, responses):
     db = tmp_path / "serve.sqlite3"
     port = _free_port()
-    kinds = ["flawed", "expert", "baseline", "flawed", "expert", "hostile"]
+    kinds = ["flawed", "expert", "baseline", "hostile"]
     items = [{"task": "vector_add", "response": responses[k], "seed": 300 + i, "request_id": f"crash-{i}"}
              for i, k in enumerate(kinds)]
     proc, client = _start(db, port)
@@ -135,8 +135,8 @@ def test_kill_9_mid_batch_loses_and_duplicates_nothing(tmp_path, responses):
     proc2, client2 = _start(db, port)
     try:
         results = [client2.result(i, wait_s=120) for i in ids]
-        assert [r["status"] for r in results] == ["scored"] * 6
-        assert [r["verdict"] for r in results][:3] == ["fail", "pass", "pass"] and results[5]["reward"] == 0.0
+        assert [r["status"] for r in results] == ["scored"] * 4
+        assert [r["verdict"] for r in results][:3] == ["fail", "pass", "pass"] and results[3]["reward"] == 0.0
         again = client2.submit_many(items)  # a retry of the whole batch: the same ids, nothing re-run
         assert again == ids
         metrics = client2.metrics()
@@ -145,10 +145,10 @@ def test_kill_9_mid_batch_loses_and_duplicates_nothing(tmp_path, responses):
                              if ln.startswith("nkieval_requests_recovered_total ")))
         assert recovered >= 1
         assert int(next(ln.split()[-1] for ln in metrics.splitlines()
-                        if ln.startswith("nkieval_requests_deduplicated_total "))) == 6
+                        if ln.startswith("nkieval_requests_deduplicated_total "))) == 4
     finally:
         _stop(proc2, signal.SIGTERM)
     with sqlite3.connect(db) as con:
         rows = con.execute("SELECT id, state, result FROM requests ORDER BY id").fetchall()
     assert [r[0] for r in rows] == sorted(ids) and all(r[1] == "done" for r in rows)
-    assert [json.loads(r[2])["status"] for r in rows] == ["scored"] * 6
+    assert [json.loads(r[2])["status"] for r in rows] == ["scored"] * 4
