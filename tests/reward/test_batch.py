@@ -33,6 +33,12 @@ def test_score_many_in_processes_matches_score(responses, scored):
     assert rs[0].reward == scored("flawed").reward and rs[1].reward == scored("expert").reward
     assert rs[2].reward == 0.0 and rs[4] == rs[1]
     assert rs[0].feedback == scored("flawed").feedback  # deterministic given the seed
+    from nkieval.reward import batch
+
+    pool = batch.shared_pool(2)
+    again = score_many([("vector_add", responses["flawed"])], workers=2, seed=SEED)[0]
+    assert (again.reward, again.feedback, again.levels) == (rs[0].reward, rs[0].feedback, rs[0].levels)
+    assert batch.shared_pool(2) is pool  # the next call reuses the warm workers
 
 
 def test_time_limit_stops_the_worker_and_is_retryable(responses):

@@ -11,8 +11,10 @@ one whose review fails in the judge a ``harness-error`` (retry it).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -131,17 +133,44 @@ def score_many(items: Iterable[ItemLike], *, workers: int | None = None, executo
     return out
 
 
+_POOLS: dict[int, Any] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(workers: int) -> Any:
+    """The process's :class:`~nkieval.reward.workers.WorkerPool` of ``workers`` processes, started on first use and
+    kept for the next call (an RL loop calls ``score_many`` once per step: its workers stay warm); closed at exit."""
+    from nkieval.reward.workers import WorkerPool
+
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            if not _POOLS:
+                atexit.register(close_pools)
+            pool = _POOLS[workers] = WorkerPool(workers)
+        return pool
+
+
+def close_pools() -> None:
+    """Stop the shared worker pools (they start again on the next ``score_many``)."""
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for p in pools:
+        p.close()
+
+
 def run_local(jobs: Sequence[dict[str, Any]], *, workers: int | None = None,
               timeout_s: float | None = None) -> list[dict[str, Any]]:
-    """Run jobs in this process (``workers=1``, or a single job) or in a :class:`WorkerPool`."""
-    from nkieval.reward.workers import WorkerPool, run_job
+    """Run jobs in this process (``workers=1`` without a time limit) or in the shared pool of ``workers``."""
+    from nkieval.reward.workers import run_job
 
-    n = min(workers or os.cpu_count() or 1, max(1, len(jobs)))
+    n = workers or os.cpu_count() or 1
     if n == 1 and timeout_s is None:
         return [run_job(j) for j in jobs]
-    with WorkerPool(n, timeout_s=timeout_s) as pool:
-        futs = [pool.submit(j) for j in jobs]
-        return [f.result() for f in futs]
+    pool = shared_pool(n)
+    futs = [pool.submit(j, timeout_s=timeout_s) for j in jobs]
+    return [f.result() for f in futs]
 
 
 async def score_many_async(items: Iterable[ItemLike], **kw: Any) -> list[RewardResult]:
