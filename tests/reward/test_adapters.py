@@ -69,3 +69,12 @@ def test_task_and_completion_helpers():
         task_of()
     assert completion_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]) == "a"
     assert completion_text([{"role": "assistant", "content": [{"type": "text", "text": "b"}]}]) == "b"
+
+
+def test_verl_batch_form(monkeypatch, responses, scored):
+    monkeypatch.setenv("NKIEVAL_REWARD_WORKERS", "1")  # in this process (the pool is tested in test_batch)
+    got = verl.compute_score_batch(data_sources=["nkieval/vector_add"] * 3,
+                                   solution_strs=[responses["flawed"], responses["none"], responses["expert"]],
+                                   ground_truths=[None, "vector_add", {"task": "vector_add"}],
+                                   extra_infos=[{"seed": SEED}] * 3)
+    assert got == [scored("flawed").reward, 0.0, scored("expert").reward]

@@ -15,7 +15,6 @@ import atexit
 import hashlib
 import os
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,10 +183,3 @@ async def score_async(task: Task | str | Path, response_or_source: str | Path, *
     from nkieval.reward.core import score
 
     return await asyncio.to_thread(score, task, response_or_source, **kw)
-
-
-def timed_score_many(items: Iterable[ItemLike], **kw: Any) -> tuple[list[RewardResult], float]:
-    """:func:`score_many` and its wall time in seconds (benchmarks)."""
-    t0 = time.perf_counter()
-    out = score_many(items, **kw)
-    return out, time.perf_counter() - t0

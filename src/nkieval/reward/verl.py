@@ -12,7 +12,7 @@ verl loads this file by its path, so it imports only by absolute module names.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nkieval.reward.adapters import check_policy, settle, task_of
@@ -51,3 +51,29 @@ def compute_score_detailed(data_source: str | None, solution_str: str, ground_tr
     r = _score(data_source, solution_str, ground_truth, extra_info)
     return {"score": settle(r, ON_HARNESS_ERROR), "verdict": r.verdict or r.status, "status": r.status,
             "feedback": r.feedback}
+
+
+def compute_score_batch(data_sources: Sequence[str | None], solution_strs: Sequence[str],
+                        ground_truths: Sequence[Any] | None = None,
+                        extra_infos: Sequence[Mapping[str, Any] | None] | None = None, **kwargs: Any
+                        ) -> list[float | None]:
+    """verl's batch form (its batch reward manager calls ``compute_score(data_sources=, solution_strs=,
+    ground_truths=, extra_infos=)`` once per batch): the batch is reviewed with
+    :func:`nkieval.reward.score_many` in ``NKIEVAL_REWARD_WORKERS`` processes (default: the CPU count)."""
+    from nkieval.reward.batch import ScoreItem, score_many
+
+    check_policy(ON_HARNESS_ERROR)
+    n = len(solution_strs)
+    gts = list(ground_truths) if ground_truths is not None else [None] * n
+    infos = [dict(x or {}) for x in (extra_infos if extra_infos is not None else [None] * n)]
+    items = [ScoreItem(task_of(data_source=ds, ground_truth=gt, extra_info=info), s, info.get("seed"),
+                       info.get("target")) for ds, s, gt, info in zip(data_sources, solution_strs, gts, infos)]
+    workers = int(os.environ.get("NKIEVAL_REWARD_WORKERS", "0")) or None
+    results = score_many(items, workers=workers)
+    for _ in range(RETRIES):
+        again = [k for k, r in enumerate(results) if r.retryable]
+        if not again:
+            break
+        for k, r in zip(again, score_many([items[k] for k in again], workers=workers)):
+            results[k] = r
+    return [settle(r, ON_HARNESS_ERROR) for r in results]
