@@ -68,6 +68,11 @@ def request_id(req: Mapping[str, Any]) -> str:
     return "sha256-" + hashlib.sha256(canon.encode()).hexdigest()[:32]
 
 
+def _settled(row: Row | None) -> bool:
+    """A stored request with a result that a resend returns as is (a harness error is run again)."""
+    return row is not None and row.state == "done" and (row.result or {}).get("status") != "harness-error"
+
+
 class RewardService:
     """Admission, storage and execution of review requests (see the module docstring)."""
 
@@ -146,7 +151,8 @@ class RewardService:
             self.metrics.rejected_bad += 1
             raise
         with self._lock:
-            fresh = sum(1 for rid, job, _ in prepared if job is not None and rid not in self._pending)
+            fresh = sum(1 for rid, job, _ in prepared if job is not None and rid not in self._pending
+                        and not _settled(self.store.get(rid)))
             depth = len(self._pending)
             if fresh and depth + fresh > self.max_queue:
                 self.metrics.rejected_full += 1
