@@ -112,3 +112,10 @@ def test_score_async(responses, scored):
 
     r = asyncio.run(score_async("vector_add", responses["expert"], seed=SEED))
     assert r.reward == scored("expert").reward
+
+
+def test_source_text_is_never_read_as_a_path(scored):
+    from reward_helpers import VECTOR_ADD
+
+    r = score("vector_add", str(VECTOR_ADD / "solution_nki.py"), seed=SEED, extract=False)
+    assert r.status == "scored" and r.verdict == "fail" and r.reward < 0.5  # the path's text, not the file

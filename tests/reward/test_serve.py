@@ -54,6 +54,10 @@ def test_errors_have_their_status(api, responses):
     assert c.post("/review", json={"task": "no_such_task", "response": "x"}).status_code == 400
     assert c.post("/review", json={"task": "vector_add", "response": "x", "target": "trn9"}).status_code == 400
     assert c.post("/review", json={"task": "vector_add"}).status_code == 400
+    from reward_helpers import VECTOR_ADD
+
+    r = c.post("/review", json={"task": str(VECTOR_ADD), "response": "x"})  # a directory: not without --task-root
+    assert r.status_code == 400 and "--task-root" in r.text
     assert c.post("/review", json={"response": "x"}).status_code == 422
     assert c.post("/review", json={"task": "vector_add", "response": "x" * (MAX_TEXT_CHARS + 1)}).status_code == 413
     assert c.get("/results/nope").status_code == 404

@@ -96,9 +96,17 @@ def plan_jobs(items: Sequence[ScoreItem], *, seed: int | None, target: str | Non
             continue
         seen[key] = len(jobs)
         where.append(len(jobs))
-        jobs.append({"task": str(task.directory), "source": src, "seed": s, "target": tgt, "extraction": why,
+        jobs.append({"task": _portable(task), "source": src, "seed": s, "target": tgt, "extraction": why,
                      "full_report": full_report, "shaping": shaping, "review_kw": dict(review_kw or {})})
     return early, jobs, where
+
+
+def _portable(task: Task) -> str:
+    """How a job names its task: a built-in task by its id (the same on every node of a cluster, wherever nkieval
+    is installed), any other by its directory."""
+    from nkieval.tasks.loader import BUILTIN_ROOT
+
+    return task.id if task.directory.resolve() == (BUILTIN_ROOT / task.id).resolve() else str(task.directory)
 
 
 def score_many(items: Iterable[ItemLike], *, workers: int | None = None, executor: Executor = "local",

@@ -84,6 +84,10 @@ def score(task: Task | str | Path, response_or_source: str | Path, *, seed: int 
         source, why = ex.source, ex.reason
     else:
         source, why = str(response_or_source), "the source as given"
+    if isinstance(source, str) and "\n" not in source:
+        # text, never a path: the review reads a one-line string ending in .py as a file name, and a request's
+        # text must not make the judge read a file of its machine
+        source += "\n"
     digest = hashlib.sha256(source.read_bytes() if isinstance(source, Path) else source.encode()).hexdigest()
     return _review(t, source, seed, tgt, full_report, shaping, digest, why, t0, review_kw)
 

@@ -28,9 +28,12 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
               help="lower every task's per-case time limit to this (a candidate past it fails: timeout)")
 @click.option("--token", default=None, envvar="NKIEVAL_SERVE_TOKEN",
               help="bearer token every request but /health must carry (env NKIEVAL_SERVE_TOKEN)")
+@click.option("--task-root", "task_roots", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="also serve the task directories under DIR (repeatable; default: built-in tasks only)")
 @click.option("--ray-address", default=None, help="run reviews on this Ray cluster ('auto': the one this node joined)")
 def serve(host: str, port: int, db: str, workers: int | None, max_queue: int | None, timeout_s: float,
-          token: str | None, ray_address: str | None, case_timeout_s: float | None) -> None:
+          token: str | None, task_roots: tuple[str, ...], ray_address: str | None,
+          case_timeout_s: float | None) -> None:
     """Serve rewards over HTTP: POST /review, POST /batch, GET /results/{id}, /health, /metrics."""
     try:
         import uvicorn
@@ -44,7 +47,7 @@ def serve(host: str, port: int, db: str, workers: int | None, max_queue: int | N
     if host not in LOCAL_HOSTS and not token:
         click.echo(f"warning: serving on {host} without --token: anyone who can reach it can submit code", err=True)
     service = RewardService(db, workers=workers, max_queue=max_queue, timeout_s=timeout_s, ray_address=ray_address,
-                            case_timeout_s=case_timeout_s)
+                            case_timeout_s=case_timeout_s, task_roots=task_roots)
     click.echo(f"nkieval serve: http://{host}:{port} ({service.workers} worker(s), queue {service.max_queue}, "
                f"db {db})", err=True)
     uvicorn.run(create_app(service, token=token), host=host, port=port, log_level="warning", access_log=False)

@@ -78,12 +78,14 @@ class RewardService:
 
     def __init__(self, db: str | Path, *, workers: int | None = None, max_queue: int | None = None,
                  timeout_s: float = 900.0, ray_address: str | None = None,
-                 case_timeout_s: float | None = None) -> None:
+                 case_timeout_s: float | None = None, task_roots: Sequence[str | Path] = ()) -> None:
         self.workers = workers or os.cpu_count() or 1
         self.max_queue = max_queue if max_queue is not None else 8 * self.workers
         self.timeout_s = float(timeout_s)
         self.ray_address = ray_address
         self.case_timeout_s = case_timeout_s
+        #: directories whose task directories requests may name (built-in task ids are always allowed)
+        self.task_roots = [Path(r).resolve() for r in task_roots]
         self.store = Store(db)
         self.metrics = Metrics()
         self._lock = threading.RLock()
@@ -124,6 +126,7 @@ class RewardService:
         if len(str(text)) > MAX_TEXT_CHARS:
             raise TooLarge(f"the {'response' if req.get('response') is not None else 'source'} has {len(str(text))} "
                            f"characters; the limit is {MAX_TEXT_CHARS}")
+        self._check_task(str(req["task"]))
         shaping = req.get("shaping") or "tiered"
         if shaping not in SHAPINGS:
             raise BadRequest(f"unknown shaping {shaping!r}; one of {', '.join(SHAPINGS)}")
@@ -142,6 +145,21 @@ class RewardService:
         if self.case_timeout_s is not None:
             job["review_kw"] = {**job.get("review_kw", {}), "case_timeout_s": self.case_timeout_s}
         return rid, job, None
+
+    def _check_task(self, task: str) -> None:
+        """A built-in task id, or a task directory under one of ``task_roots``: a request must not make the judge
+        load (and run the reference code of) a directory of its choosing."""
+        from nkieval.tasks.loader import BUILTIN_ROOT
+
+        plain = "/" not in task and "\\" not in task and task not in (".", "..")
+        if plain and (BUILTIN_ROOT / task / "task.toml").is_file():
+            return
+        p = Path(task).resolve()
+        if any(p.is_relative_to(r) for r in self.task_roots) and (p / "task.toml").is_file():
+            return
+        raise BadRequest(f"unknown task {task!r}: a built-in task id"
+                         + (f" or a task directory under {', '.join(map(str, self.task_roots))}"
+                            if self.task_roots else " (start the service with --task-root DIR to serve others)"))
 
     def submit_many(self, reqs: Sequence[Mapping[str, Any]]) -> list[Row]:
         """Admit every request or none (BadRequest, TooLarge, QueueFull); their rows, in order."""
