@@ -45,8 +45,8 @@ def score(task: Task | str | Path, response_or_source: str | Path, *, seed: int 
     """Review one candidate and return its reward.
 
     ``response_or_source``: a model's response (Markdown with fenced code; :mod:`nkieval.reward.extract`
-    picks the block that defines the task's entry point) or a path to a kernel file. ``extract=False``
-    takes the text as the kernel's source as is. ``seed`` None draws a fresh secret seed (recorded in
+    picks the block that defines the task's entry point) or a :class:`~pathlib.Path` to a kernel file (a
+    ``str`` is always text, never a file name). ``extract=False`` takes the text as the kernel's source as is. ``seed`` None draws a fresh secret seed (recorded in
     the result); a fixed seed makes the reward deterministic and lets reviews of one task share their
     cases' inputs and references (docs/review.md, "Case cache"). ``full_report`` attaches the review's
     JSON report. ``case_timeout_s`` lowers the task's per-case time limit (``[limits] timeout_s``; a
