@@ -14,7 +14,9 @@ from nkieval.reward.trl import make_reward
 def test_verl_compute_score_positional_and_keyword(responses, scored):
     # verl's reward manager: compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=...)
     got = verl.compute_score(data_source="nkieval/vector_add", solution_str=responses["flawed"],
-                             ground_truth="vector_add", extra_info={"seed": SEED, "index": 3, "split": "train"})
+                             ground_truth="vector_add",
+                             extra_info={"seed": SEED, "index": 3, "split": "train", "num_turns": 1,
+                                         "rollout_reward_scores": {}})
     assert got == scored("flawed").reward
     assert verl.compute_score("nkieval/vector_add", responses["hostile"], None, {"seed": SEED}) == 0.0
     d = verl.compute_score_detailed("vector_add", responses["none"], None, None)
