@@ -59,6 +59,7 @@ def test_errors_have_their_status(api, responses):
     r = c.post("/review", json={"task": str(VECTOR_ADD), "response": "x"})  # a directory: not without --task-root
     assert r.status_code == 400 and "--task-root" in r.text
     assert c.post("/review", json={"response": "x"}).status_code == 422
+    assert c.post("/review", json={"task": "vector_add", "response": "x", "request_id": "a/b"}).status_code == 422
     assert c.post("/review", json={"task": "vector_add", "response": "x" * (MAX_TEXT_CHARS + 1)}).status_code == 413
     assert c.get("/results/nope").status_code == 404
     assert c.get("/metrics", headers={"authorization": "Bearer wrong"}).status_code == 401

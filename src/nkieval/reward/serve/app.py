@@ -44,7 +44,8 @@ class ReviewRequest(BaseModel):
     source: str | None = Field(None, description="the kernel's source as is (instead of response)")
     seed: int | None = None
     target: str | None = None
-    request_id: str | None = Field(None, max_length=200, description="idempotency key (default: the request's hash)")
+    request_id: str | None = Field(None, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$",
+                                   description="idempotency key (default: the request's hash)")
     full_report: bool = False
     shaping: str = "tiered"
     timeout_s: float | None = Field(None, gt=0)
