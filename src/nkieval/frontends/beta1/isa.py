@@ -316,6 +316,21 @@ def tensor_scalar_reduce(*, data: Any, op0: Any, operand0: Any, reduce_op: Any, 
     return _elementwise("tensor_scalar_reduce", data, dtype, mask, run, _v(operand0), _v(reduce_res))
 
 
+def tensor_scalar_cumulative(*, src: Any, dst: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None,
+                             reduce_cmd: Any = reduce_cmd.reset_reduce, mask: Any = None, dtype: Any = None,
+                             **kwargs: Any) -> None:
+    """Destination-passing in Beta 1 too (``dst=``), as in the current API."""
+    d = _view(dst)
+    full = tuple(d.shape)
+    s = _view(src)
+    i0, i1 = _v(imm0), _v(imm1)
+    for box in boxes_for(mask, full, "tensor_scalar_cumulative"):
+        dd = sub(wrap(d), box)
+        instr("tensor_scalar_cumulative")(dd, restrict(wrap(s), box, full), _op(op0), _op(op1), _cut(i0, box),
+                                          _cut(i1, box), reduce_cmd=reduce_cmd)
+        state.note_write(dd, what="tensor_scalar_cumulative")
+
+
 def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any = engine.unknown,
            **kwargs: Any) -> B1Tensor:
     out = new_tile(tuple(int(s) for s in shape), dtype, SBUF, "memset")
@@ -593,6 +608,7 @@ __all__ = [
     "nc_stream_shuffle", "nc_transpose", "nc_version", "oob_mode", "range_select", "reciprocal", "reduce_cmd",
     "scalar_engine", "scalar_tensor_tensor", "select_reduce", "sequence_bounds", "tensor_copy",
     "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src", "tensor_copy_predicated", "tensor_engine",
-    "tensor_partition_reduce", "tensor_reduce", "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor",
+    "tensor_partition_reduce", "tensor_reduce", "tensor_scalar", "tensor_scalar_cumulative", "tensor_scalar_reduce",
+    "tensor_tensor",
     "tensor_tensor_scan", "unknown_engine", "vector_engine",
 ]

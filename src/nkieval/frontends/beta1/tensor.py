@@ -129,6 +129,8 @@ class B1Tensor(TileOps, NkiTensor):
         return self.shape[0]
 
     def __bool__(self) -> bool:
+        if self.alloc.buffer.kind == "hbm":  # ``if bias:`` = "was the optional HBM argument given?" (no
+            return True  # Beta-1 arithmetic or comparison yields an HBM tensor, so this is never a value test)
         raise NkiValidationError(
             "control flow cannot depend on a tensor's value (use nl.where / affine_select / predicated ops)",
             operand=self.alloc.name or None, rule="argument")

@@ -50,13 +50,22 @@ def _check_int_operands(op: Op, pairs: list[tuple[str, Any]]) -> None:
 
 
 @instruction("tensor_copy", "vector")
-def tensor_copy(ctx: Any, dst: Any, src: Any, engine: Any = None, name: str | None = None) -> None:
+def tensor_copy(ctx: Any, dst: Any, src: Any, engine: Any = None, name: str | None = None,
+                dtype: Any = None) -> None:
     """Copy/cast ``src`` into ``dst``: bit-exact when dtypes match, else through fp32.
 
     The Scalar engine has no tensor_copy on NeuronCore-v2 (use activation(op=nl.copy)).
+    ``dtype=`` is NKI 0.2's output dtype (``tensor_copy(src, dtype=...)`` returned a new tile);
+    NKI 0.3+ dropped it, as the output dtype is ``dst``'s. AWS's own tutorials still pass it with
+    ``dst=``: accepted when it names ``dst.dtype``, refused otherwise (it cannot change ``dst``).
     """
     dst = tensor_arg(dst, "dst")
     src = tensor_arg(src, "src")
+    if dtype is not None and dt.to_dtype(dtype) != dst.dtype:
+        raise NkiValidationError(
+            f"dtype={dt.to_dtype(dtype)} differs from dst's dtype {dst.dtype}: since NKI 0.3 tensor_copy writes "
+            "dst's dtype (dtype= is NKI 0.2's output dtype, accepted only when it equals dst.dtype)",
+            operand="dtype", rule="dtype")
     eng = resolve_engine(engine, "vector", ("vector", "scalar", "gpsimd"), "tensor_copy")
     if eng == "scalar" and not ctx.target.has("scalar_tensor_copy"):
         raise NkiValidationError(f"tensor_copy on the Scalar engine needs trn2 or later (target {ctx.target.name}); "

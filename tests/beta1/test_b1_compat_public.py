@@ -1,0 +1,30 @@
+"""Issue 31: Beta-1 (`neuronxcc.nki`) code that public repositories run, rejected or mis-simulated by nkieval.
+
+Our own minimal kernels, one per defect (no public code is copied here).
+"""
+
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+import numpy as np
+
+
+def _running_sum(x, start=None):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    src = nl.load(x)
+    acc = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    first = nl.load(start) if start else None  # an HBM argument is truthy: "was it given?"
+    cmd = nisa.reduce_cmd.load_reduce if start else nisa.reduce_cmd.reset_reduce
+    nisa.tensor_scalar_cumulative(src=src, dst=acc, op0=nl.multiply, op1=nl.add, imm0=2.0, imm1=first,
+                                  reduce_cmd=cmd)
+    nl.store(out, acc)
+    return out
+
+
+def test_tensor_scalar_cumulative_in_beta1_namespace():
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    got = nki.jit(_running_sum, mode="simulation")(x)
+    np.testing.assert_allclose(got, np.cumsum(2 * x, axis=1))
+    start = np.array([[1.0], [-1.0], [5.0]], np.float32)
+    got = nki.jit(_running_sum, mode="simulation")(x, start)
+    np.testing.assert_allclose(got, np.cumsum(2 * x, axis=1) + start)

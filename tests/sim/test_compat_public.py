@@ -1,0 +1,33 @@
+"""Issue 31: current-API (`nki`) code that public repositories run, rejected or mis-simulated by nkieval.
+
+Our own minimal kernels, one per defect (no public code is copied here).
+"""
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+from nkieval.sim.errors import NkiValidationError
+
+
+@nki.jit
+def _evacuate_with_dtype(x, out_dtype):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    ps = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(dst=ps, src=t)
+    res = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=ps, dtype=out_dtype)  # NKI 0.2's output dtype, still passed with dst=
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_tensor_copy_dtype_accepted_when_it_is_dsts():
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(nki.simulate(_evacuate_with_dtype)(x, nl.float32), x)
+    np.testing.assert_array_equal(nki.simulate(_evacuate_with_dtype)(x, np.float32), x)
+    with pytest.raises(NkiValidationError, match=r"dtype=bfloat16 differs from dst's dtype float32"):
+        nki.simulate(_evacuate_with_dtype)(x, nl.bfloat16)
