@@ -28,3 +28,26 @@ def test_tensor_scalar_cumulative_in_beta1_namespace():
     start = np.array([[1.0], [-1.0], [5.0]], np.float32)
     got = nki.jit(_running_sum, mode="simulation")(x, start)
     np.testing.assert_allclose(got, np.cumsum(2 * x, axis=1) + start)
+
+
+def _bf16_activation(x):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    y = nisa.activation(op=nl.copy, data=nl.load(x), scale=3.0, dtype=nl.bfloat16)
+    nl.store(out, y)
+    return out
+
+
+def test_beta1_default_keeps_bf16_results_in_fp32_as_the_beta1_simulator(monkeypatch):
+    x = (np.arange(128 * 8, dtype=np.float32).reshape(128, 8) + 0.1) / 7
+    monkeypatch.delenv("NKI_PRECISE_FP", raising=False)
+    np.testing.assert_allclose(nki.jit(_bf16_activation, mode="simulation")(x), 3 * x, rtol=1e-6)
+    monkeypatch.setenv("NKI_PRECISE_FP", "1")  # the hardware's rounding on request
+    got = nki.jit(_bf16_activation, mode="simulation")(x)
+    np.testing.assert_array_equal(got, (3 * x).astype(nl.bfloat16.storage).astype(np.float32))
+    assert not np.allclose(got, 3 * x, rtol=1e-6)
+    # the trace counts a bf16 tile's real bytes in either mode
+    monkeypatch.setenv("NKI_PRECISE_FP", "0")
+    nki.jit(_bf16_activation, mode="simulation")(x)
+    (act,) = [r for r in nki.last_result().trace.records if r.opcode == "activation"]
+    dst = next(o for o in act.operands if "w" in o.mode)
+    assert (dst.dtype, dst.nbytes) == ("bfloat16", 128 * 8 * 2)

@@ -31,3 +31,23 @@ def test_tensor_copy_dtype_accepted_when_it_is_dsts():
     np.testing.assert_array_equal(nki.simulate(_evacuate_with_dtype)(x, np.float32), x)
     with pytest.raises(NkiValidationError, match=r"dtype=bfloat16 differs from dst's dtype float32"):
         nki.simulate(_evacuate_with_dtype)(x, nl.bfloat16)
+
+
+@nki.jit
+def _view_fp8_as_uint8(x):
+    out = nl.ndarray(x.shape, dtype=nl.uint8, buffer=nl.shared_hbm)
+    v = x.view(nl.float8_e5m2)  # the input's own dtype: a relabel
+    assert tuple(v.shape) == tuple(x.shape)
+    t = nl.ndarray(x.shape, dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=v.view(nl.uint8))  # the bits
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@pytest.mark.parametrize("precise", [True, False])
+def test_view_of_an_fp8_input_keeps_its_shape_in_either_precision(precise):
+    from nkieval.sim.options import SimOptions
+
+    x = (np.arange(16, dtype=np.float32).reshape(4, 2, 2) / 4).astype(nl.float8_e5m2.storage)
+    got = nki.simulate(_view_fp8_as_uint8, options=SimOptions(precise_fp=precise))(x)
+    np.testing.assert_array_equal(got, x.view(np.uint8))

@@ -92,7 +92,8 @@ class Allocation:
         """Bytes per partition (on-chip) — the free-dim footprint (fixed, so computed once)."""
         rb = self._row_bytes
         if rb is None:
-            rb = self._row_bytes = int(math.prod(self.shape[1:])) * self.storage.dtype.itemsize if self.shape else 0
+            # the dtype's bytes, also when a float format is held in fp32 storage (NKI_PRECISE_FP=0)
+            rb = self._row_bytes = int(math.prod(self.shape[1:])) * self.dtype.itemsize if self.shape else 0
         return rb
 
     @property

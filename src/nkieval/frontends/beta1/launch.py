@@ -11,6 +11,7 @@ labelled an *estimate*, or a clear error when the model is not available.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -210,7 +211,10 @@ class Kernel:
         kwargs = {k: _placeholder(v) for k, v in kwargs.items()}
         # Beta 1's compiler freed tiles after their last use; our tiles live until Python drops them, so
         # over-capacity is a warning here rather than an error.
-        options = self.options.get("sim_options") or SimOptions.from_env(capacity_check="warn")
+        # Precision: the Beta-1 simulator held bf16/fp8 results in fp32 (the SDK's own Beta-1 tests pass only that
+        # way), so that is this front end's default; NKI_PRECISE_FP=1 rounds to the real formats (docs/beta1.md).
+        options = self.options.get("sim_options") or SimOptions.from_env(
+            capacity_check="warn", precise_fp=os.environ.get("NKI_PRECISE_FP", "0") != "0")
         try:
             result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
                                 int64_args=False)  # Beta 1 has no 64-bit dtype
