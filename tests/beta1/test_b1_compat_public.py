@@ -7,6 +7,9 @@ import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
+import pytest
+
+from nkieval.sim.errors import NkiValidationError
 
 
 def _running_sum(x, start=None):
@@ -51,3 +54,29 @@ def test_beta1_default_keeps_bf16_results_in_fp32_as_the_beta1_simulator(monkeyp
     (act,) = [r for r in nki.last_result().trace.records if r.opcode == "activation"]
     dst = next(o for o in act.operands if "w" in o.mode)
     assert (dst.dtype, dst.nbytes) == ("bfloat16", 128 * 8 * 2)
+
+
+def _masked_copy(x, how):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    ip, jf = nl.mgrid[0:x.shape[0], 0:x.shape[1]]
+    t = nl.zeros(x.shape, dtype=nl.float32)
+    if how == "and":
+        t[ip, jf] = nl.load(x[ip, jf], mask=(ip < 4 and jf < 3))
+    elif how == "or":
+        t[ip, jf] = nl.load(x[ip, jf], mask=(ip < 4 or jf < 3))
+    else:
+        if ip < 4:  # control flow on an index grid stays an error
+            t[ip, jf] = nl.load(x[ip, jf])
+    nl.store(out, t)
+    return out
+
+
+def test_python_and_or_between_masks_join_them():
+    x = np.ones((8, 6), np.float32)
+    ip, jf = np.mgrid[0:8, 0:6]
+    got = nki.jit(_masked_copy, mode="simulation")(x, "and")
+    np.testing.assert_array_equal(got, ((ip < 4) & (jf < 3)).astype(np.float32))
+    got = nki.jit(_masked_copy, mode="simulation")(x, "or")
+    np.testing.assert_array_equal(got, ((ip < 4) | (jf < 3)).astype(np.float32))
+    with pytest.raises(NkiValidationError, match=r"Control-flow depending on nl\.arange"):
+        nki.jit(_masked_copy, mode="simulation")(x, "if")
