@@ -51,3 +51,24 @@ def test_view_of_an_fp8_input_keeps_its_shape_in_either_precision(precise):
     x = (np.arange(16, dtype=np.float32).reshape(4, 2, 2) / 4).astype(nl.float8_e5m2.storage)
     got = nki.simulate(_view_fp8_as_uint8, options=SimOptions(precise_fp=precise))(x)
     np.testing.assert_array_equal(got, x.view(np.uint8))
+
+
+@nki.jit
+def _select_by_bool(pred, x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    p = nl.ndarray(pred.shape, dtype=pred.dtype, buffer=nl.sbuf)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=p, src=pred)
+    nisa.dma_copy(dst=t, src=x)
+    res = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.select_reduce(dst=res, predicate=p, on_true=t, on_false=-1.0)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_select_reduce_takes_a_bool_predicate():
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    pred = (x % 3 == 0)
+    np.testing.assert_array_equal(nki.simulate(_select_by_bool)(pred, x), np.where(pred, x, -1.0))
+    with pytest.raises(NkiValidationError, match="predicate dtype float32"):
+        nki.simulate(_select_by_bool)(pred.astype(np.float32), x)
