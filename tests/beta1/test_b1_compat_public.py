@@ -80,3 +80,13 @@ def test_python_and_or_between_masks_join_them():
     np.testing.assert_array_equal(got, ((ip < 4) | (jf < 3)).astype(np.float32))
     with pytest.raises(NkiValidationError, match=r"Control-flow depending on nl\.arange"):
         nki.jit(_masked_copy, mode="simulation")(x, "if")
+
+
+def _return_the_tile(x):
+    t = nl.load(x)
+    return nl.multiply(t, 2.0)  # an SBUF tile, returned as the Beta-1 simulator allowed
+
+
+def test_beta1_kernel_may_return_an_sbuf_tile():
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    np.testing.assert_array_equal(nki.jit(_return_the_tile, mode="simulation")(x), 2 * x)

@@ -72,3 +72,27 @@ def test_select_reduce_takes_a_bool_predicate():
     np.testing.assert_array_equal(nki.simulate(_select_by_bool)(pred, x), np.where(pred, x, -1.0))
     with pytest.raises(NkiValidationError, match="predicate dtype float32"):
         nki.simulate(_select_by_bool)(pred.astype(np.float32), x)
+
+
+@nki.jit(platform_target="trn2")
+def _range_select_narrow(x, bound):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    b = nl.ndarray(bound.shape, dtype=bound.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=b, src=bound)
+    res = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.range_select(dst=res, on_true_tile=t, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=0.0,
+                      bound1=b, range_start=0, on_false_value=np.finfo(np.float32).min)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, nl.bfloat16])
+def test_range_select_fill_downcast_to_a_narrow_dst_is_minus_inf(dtype):
+    dtype = getattr(dtype, "storage", dtype)
+    x = np.ones((4, 8), np.float32).astype(dtype)
+    bound = np.full((4, 1), 5.0, np.float32)
+    got = np.asarray(nki.simulate(_range_select_narrow)(x, bound), np.float32)
+    fill = np.finfo(np.float32).min if dtype == np.float32 else -np.inf
+    np.testing.assert_array_equal(got, np.where(np.arange(8) < 5, 1.0, fill)[None, :].repeat(4, 0))

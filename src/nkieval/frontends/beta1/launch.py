@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from nkieval.frontends.beta1 import ops
 from nkieval.frontends.beta1.index import grid_dims
 from nkieval.frontends.beta1.language import NeedsConcurrentGrid
 from nkieval.frontends.beta1.tensor import wrap
@@ -26,7 +27,7 @@ from nkieval.sim.context import maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.options import SimOptions
 from nkieval.sim.runner import RunResult, run_kernel
-from nkieval.sim.tensor import NkiTensor
+from nkieval.sim.tensor import NkiTensor, wrap_hbm
 
 MODES = ("auto", "simulation", "baremetal", "benchmark", "profile", "jax", "torchxla", "trace")
 _LAST = threading.local()
@@ -63,7 +64,20 @@ class _Entry:
         names = list(self.fn.__code__.co_varnames[: self.fn.__code__.co_argcount])
         params = {**dict(zip(names, a)), **k}
         check_parameters(self.fn, params, result)
-        return result
+        return _deliver(result)
+
+
+def _deliver(result: Any) -> Any:
+    """A returned on-chip tile is delivered as an array, as the Beta-1 simulator did (its own per-API tests return
+    SBUF tiles); the current API's kernels must return HBM tensors."""
+    if isinstance(result, NkiTensor) and result.alloc.buffer.kind != "hbm":
+        ops.flush(result)
+        return wrap_hbm(np.asarray(result.data), f"returned_{result.alloc.name or 'tile'}", dtype=result.dtype)
+    if isinstance(result, tuple | list):
+        return type(result)(_deliver(r) for r in result)
+    if isinstance(result, dict):
+        return {k: _deliver(v) for k, v in result.items()}
+    return result
 
 
 def _is_mutable(annotation: Any) -> bool:
