@@ -96,3 +96,26 @@ def test_range_select_fill_downcast_to_a_narrow_dst_is_minus_inf(dtype):
     got = np.asarray(nki.simulate(_range_select_narrow)(x, bound), np.float32)
     fill = np.finfo(np.float32).min if dtype == np.float32 else -np.inf
     np.testing.assert_array_equal(got, np.where(np.arange(8) < 5, 1.0, fill)[None, :].repeat(4, 0))
+
+
+@nki.jit
+def _gather_rows(x, idx):
+    out = nl.ndarray((idx.shape[0], x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    i = nl.ndarray(idx.shape, dtype=idx.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=i, src=idx)
+    t = nl.ndarray((idx.shape[0], x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x.ap([[x.shape[1], idx.shape[0]], [1, x.shape[1]]], vector_offset=i, indirect_dim=0))
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_out_of_bounds_indirect_dma_is_also_an_index_error():
+    from nkieval.sim.errors import NkiIndexError
+
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    ok = nki.simulate(_gather_rows)(x, np.array([[3], [0]], np.int32))
+    np.testing.assert_array_equal(ok, x[[3, 0]])
+    with pytest.raises(IndexError, match=r"^dma_copy: index 40 is out of bounds for axis 0 with size 32") as e:
+        nki.simulate(_gather_rows)(x, np.array([[1], [5]], np.int32))
+    assert isinstance(e.value, NkiValidationError) and isinstance(e.value, NkiIndexError)
+    assert e.value.rule == "out-of-bounds"

@@ -205,7 +205,7 @@ CASES = [
     ("out-of-bounds", "slice", k_out_of_bounds, np.zeros((256, 64), np.float32), "trn2", None, "error",
      "Out-of-bound access for tensor `a` on dimension 0: index range [0, 299] exceed dimension size of 256"),
     ("out-of-bounds", "indirect_index", k_out_of_bounds_indirect, np.zeros((256, 64), np.float32), "trn2", None,
-     "error", "dma_copy: indirect src index 256 at row 1 is out of bounds for 256 rows"),
+     "error", "dma_copy: index 16384 is out of bounds for axis 0 with size 16384 (indirect src index 256 at row 1, of 256 rows)"),
     ("sbuf-capacity", "two_128k_tiles_trn2", k_sbuf_capacity, F32, "trn2", None, "error",
      "kernel: tiles live at once need 262144 bytes per partition of SBUF, exceeding the 229376-byte SBUF partition "
      "(live ranges, first to last access, at instruction 1); 2 live: big1[128, 32768] float32 131072 B "

@@ -93,7 +93,7 @@ EXAMPLES: dict[str, str] = {
                  "output must stay in one bank (512 fp32 elements)",
     "psum-alignment": "ndarray: PSUM address 1024 is not aligned to a 2048-byte bank",
     "generation": "dma_transpose: not available on trn1 (NeuronCore-v2); needs trn2 (NeuronCore-v3) or later",
-    "out-of-bounds": "dma_copy: indirect src index 256 at row 1 is out of bounds for 256 rows",
+    "out-of-bounds": "dma_copy: index 16384 is out of bounds for axis 0 with size 16384 (indirect src index 256 at row 1, of 256 rows)",
     "sbuf-capacity": "kernel: tiles live at once need 262144 bytes per partition of SBUF, exceeding the "
                      "229376-byte SBUF partition (live ranges, first to last access, at instruction 1); 2 live: "
                      "big1[128, 32768] float32 131072 B @ kernel.py:3, …",
@@ -202,6 +202,15 @@ class NkiUnsupportedError(NkiValidationError, NotImplementedError):
     def __init__(self, message: str, *, instruction: str | None = None, operand: str | None = None,
                  location: str | None = None) -> None:
         super().__init__(message, instruction=instruction, operand=operand, rule="unsupported", location=location)
+
+
+class NkiIndexError(NkiValidationError, IndexError):
+    """An index out of bounds at run time (rule ``out-of-bounds``): also an ``IndexError``, which NumPy and the
+    reference simulator raise there (its message starts as NumPy's)."""
+
+    def __init__(self, message: str, *, instruction: str | None = None, operand: str | None = None,
+                 location: str | None = None) -> None:
+        super().__init__(message, instruction=instruction, operand=operand, rule="out-of-bounds", location=location)
 
 
 class NkiSimulatorWarning(UserWarning):
