@@ -90,3 +90,28 @@ def _return_the_tile(x):
 def test_beta1_kernel_may_return_an_sbuf_tile():
     x = np.arange(24, dtype=np.float32).reshape(3, 8)
     np.testing.assert_array_equal(nki.jit(_return_the_tile, mode="simulation")(x), 2 * x)
+
+
+def _bank_of(bank_map, idx, pdim_size, fdim_size):  # a leading parameter bound by functools.partial
+    return bank_map[idx[0]], 0, 0
+
+
+def _two_products(a, b):
+    import functools
+
+    import neuronxcc.nki.compiler as ncc
+
+    out = nl.ndarray((2, a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    alloc = ncc.psum.alloc(functools.partial(_bank_of, bank_map=(5, 2)))
+    ps = nl.ndarray((2, nl.par_dim(a.shape[1]), b.shape[1]), dtype=nl.float32, buffer=alloc)
+    for i in nl.affine_range(2):
+        ps[i] = nisa.nc_matmul(nl.load(a) * float(i + 1), nl.load(b))
+        nl.store(out[i], nl.copy(ps[i]))
+    return out
+
+
+def test_direct_allocation_function_called_with_documented_keywords():
+    a = np.arange(64 * 32, dtype=np.float32).reshape(64, 32) / 1000
+    b = np.ones((64, 16), np.float32)
+    got = nki.jit(_two_products, mode="simulation")(a, b)
+    np.testing.assert_allclose(got, np.stack([a.T @ b, 2 * a.T @ b]), rtol=1e-5)
