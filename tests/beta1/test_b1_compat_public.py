@@ -115,3 +115,35 @@ def test_direct_allocation_function_called_with_documented_keywords():
     b = np.ones((64, 16), np.float32)
     got = nki.jit(_two_products, mode="simulation")(a, b)
     np.testing.assert_allclose(got, np.stack([a.T @ b, 2 * a.T @ b]), rtol=1e-5)
+
+
+def _ragged_rows(x, use_dma):
+    """A fixed [128, 64] tile over an x with fewer rows: the slice runs past x, the mask keeps its rows."""
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    t = nl.zeros((128, 64), dtype=nl.float32)
+    if use_dma:
+        nisa.dma_copy(dst=t, src=x[0:128, 0:64], mask=(i_p < x.shape[0]))
+    else:
+        t[...] = nl.load(x[0:128, nl.ds(0, 64)], mask=(i_p < x.shape[0]))
+    nl.store(out[0:128, 0:64], t)
+    return out
+
+
+@pytest.mark.parametrize("use_dma", [False, True])
+def test_masks_cut_slices_that_run_past_the_tensor(use_dma):
+    x = np.arange(40 * 64, dtype=np.float32).reshape(40, 64)
+    got = nki.jit(_ragged_rows, mode="simulation")(x, use_dma)
+    np.testing.assert_array_equal(got[:40], x)
+    np.testing.assert_array_equal(got[40:], 0)
+
+
+def _unmasked_past_end(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(x[0:128, 0:64]))
+    return out
+
+
+def test_slices_past_the_tensor_without_a_mask_stay_out_of_bounds():
+    with pytest.raises(NkiValidationError, match=r"Out-of-bound access for tensor `x` on dimension 0"):
+        nki.jit(_unmasked_past_end, mode="simulation")(np.zeros((40, 64), np.float32))

@@ -518,17 +518,23 @@ def local_gather(src_buffer: Any, index: Any, num_elem_per_idx: int = 1, num_val
 def dma_copy(*, dst: Any, src: Any, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = oob_mode.error,
              dge_mode: Any = dge_mode.unknown) -> None:
     """Beta-1 DMA: destination-passing, keyword-only; ``dst_rmw_op=np.add`` accumulates into dst."""
-    d = dst.view() if isinstance(dst, Access) else dst
-    s = _view(src)
+    d = dst.view() if isinstance(dst, Access) and mask is None else dst
+    s = _view(src) if mask is None else src
     if dst_rmw_op is not None:
+        d, s = (d.view() if isinstance(d, Access) else d), _view(s)
         o = as_op(dst_rmw_op, "dma_copy", "dst_rmw_op")
         instr("dma_compute")(d, [d, s], o)
         return
     if mask is not None:
-        full = tuple(d.shape)
+        # index expressions (and slices past the tensor) are cut to each mask box before they are viewed
+        d0 = dst if isinstance(dst, Access) else wrap(d)
+        s0 = src if isinstance(src, Access) else wrap(_view(src))
+        full = tuple(d0.shape)
         for box in boxes_for(mask, full, "dma_copy"):
-            instr("dma_copy")(restrict(wrap(d), box, full), restrict(wrap(s), box, full), oob_mode=oob_mode,
-                              dge_mode=dge_mode)
+            dd = restrict(d0, box, full)
+            instr("dma_copy")(dd, restrict(s0, box, full), oob_mode=oob_mode, dge_mode=dge_mode)
+            state.note_write(dd, what="dma_copy")
+        return
     else:
         instr("dma_copy")(d, s, oob_mode=oob_mode, dge_mode=dge_mode)
     state.note_write(d, what="dma_copy")

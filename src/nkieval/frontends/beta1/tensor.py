@@ -143,6 +143,9 @@ class B1Tensor(TileOps, NkiTensor):
             return self._block(keys)
         if any(_is_advanced(k) for k in keys):
             return Access(self, keys)
+        grids = _past_end_as_grids(keys, self.shape) if self.pdim == 0 else None
+        if grids is not None:
+            return Access(self, grids)
         return self._basic(keys)
 
     def _block(self, keys: tuple[Any, ...]) -> Any:
@@ -238,6 +241,43 @@ def _expand(key: Any, ndim: int) -> tuple[Any, ...]:
     if len(keys) > ndim:
         raise NkiValidationError(f"too many indices ({len(keys)}) for a tensor of rank {ndim}", rule="indexing")
     return keys
+
+
+def _past_end_as_grids(keys: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """Slices that run past the end of the tensor (``x[0:128, 0:64]`` of a 64-row ``x``), as the equivalent index
+    grids, so that a ``mask=`` cuts them before they are bounds-checked, as Beta 1 did (the mask box is what is
+    accessed). None when every slice is inside the tensor, or fewer than two are slices (the grid needs an axis
+    per slice)."""
+    sl = [k.to_slice() if isinstance(k, DynSlice) else k for k in keys]
+    if sum(isinstance(k, slice) for k in sl) < 2:
+        return None
+    past = False
+    resolved: list[Any] = []
+    for k, n in zip(sl, shape):
+        if not isinstance(k, slice):
+            resolved.append(k)
+            continue
+        step = 1 if k.step is None else int(k.step)
+        start = 0 if k.start is None else int(k.start) + (n if int(k.start) < 0 else 0)
+        stop = n if k.stop is None else int(k.stop) + (n if int(k.stop) < 0 else 0)
+        if step <= 0 or start < 0 or start >= stop:
+            return None
+        past = past or stop > n
+        resolved.append(np.arange(start, stop, step, dtype=np.int64))
+    if not past:
+        return None
+    nslices = sum(isinstance(k, np.ndarray) for k in resolved)
+    out: list[Any] = []
+    j = 0
+    for k in resolved:
+        if isinstance(k, np.ndarray):
+            shp = [1] * nslices
+            shp[j] = k.size
+            j += 1
+            out.append(IndexExpr(k.reshape(shp)))
+        else:
+            out.append(k)
+    return tuple(out)
 
 
 def _is_advanced(k: Any) -> bool:
