@@ -147,3 +147,30 @@ def _unmasked_past_end(x):
 def test_slices_past_the_tensor_without_a_mask_stay_out_of_bounds():
     with pytest.raises(NkiValidationError, match=r"Out-of-bound access for tensor `x` on dimension 0"):
         nki.jit(_unmasked_past_end, mode="simulation")(np.zeros((40, 64), np.float32))
+
+
+def _gather_scatter_middle_dim(x, idx):
+    """Rows of the middle dimension chosen by an index tile: x[b, idx_tile, i_f] loaded, then stored back
+    at the same positions of the output (the rest of it zero)."""
+    B, S, D = x.shape
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i_s, i_f = nl.mgrid[0:S, 0:D]
+    zero = nl.zeros((S, D), dtype=x.dtype)
+    it = nl.load(idx)
+    i_d = nl.arange(D)[None, :]
+    for b in nl.affine_range(B):
+        nl.store(out[b, i_s, i_f], zero)
+        t = nl.load(x[b, it, i_d])
+        nl.store(out[b, it, i_d], nl.multiply(t, 2.0))
+    return out
+
+
+def test_indirect_index_on_a_non_first_hbm_dimension():
+    x = np.arange(2 * 16 * 8, dtype=np.float32).reshape(2, 16, 8)
+    idx = np.array([[3], [15], [0], [7]], np.int32)
+    got = nki.jit(_gather_scatter_middle_dim, mode="simulation")(x, idx)
+    want = np.zeros_like(x)
+    want[:, idx[:, 0], :] = 2 * x[:, idx[:, 0], :]
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(IndexError, match="index 16 at row 1"):  # past the indexed dimension, inside the storage
+        nki.jit(_gather_scatter_middle_dim, mode="simulation")(x, np.array([[3], [16]], np.int32))

@@ -335,10 +335,10 @@ class Access(TileOps):
                 items.append(k.values)
                 arrays.append(k.values)
             elif isinstance(k, NkiTensor | Access):
-                if tensor.is_on_chip or d != 0:
+                if tensor.is_on_chip or self.dyn is not None:
                     raise Beta1Unsupported(
-                        f"dynamic (tensor) indices are supported only on the first dimension of an HBM tensor "
-                        f"(indexing '{name}' on dimension {d} in {tensor.buffer}); nkieval does not implement other "
+                        f"dynamic (tensor) indices are supported on one dimension of an HBM tensor (indexing "
+                        f"'{name}' on dimension {d} in {tensor.buffer}); nkieval does not implement other "
                         "dynamic indices yet")
                 shp = tuple(k.shape)
                 if len(shp) != 2 or shp[1] != 1:
@@ -429,7 +429,7 @@ class Access(TileOps):
         if t.is_on_chip:
             _check_partition_axis(t, forms, sub, name)
         if self.dyn is not None:
-            return _indirect_view(t, self.items[self.dyn], forms, sub, box, name)
+            return _indirect_view(t, self.items[self.dyn], forms, sub, box, name, self.dyn)
         if self.scalar is not None:
             return _scalar_offset_view(t, self.scalar, forms, sub)
         data = t.data
@@ -481,8 +481,9 @@ def _scalar_offset_view(t: B1Tensor, scalar: tuple[int, Any], forms: list[tuple[
 
 
 def _indirect_view(t: B1Tensor, index: Any, forms: list[tuple[int, list[int]]], shape: tuple[int, ...],
-                   box: tuple[slice, ...] | None, name: str) -> B1Tensor:
-    """``hbm[idx_tile, i_f]``: rows chosen at run time by an SBUF index tile (DMA with vector_offset)."""
+                   box: tuple[slice, ...] | None, name: str, dim: int = 0) -> B1Tensor:
+    """``hbm[idx_tile, i_f]`` / ``hbm[b, idx_tile, i_f]``: the index tile's values (one per tile partition)
+    choose positions along dimension ``dim`` at run time (DMA with vector_offset)."""
     idx = index.view() if isinstance(index, Access) else index
     OPERATORS["flush"](idx)
     if box is not None:
@@ -491,12 +492,16 @@ def _indirect_view(t: B1Tensor, index: Any, forms: list[tuple[int, list[int]]], 
         raise NkiValidationError("the index tile of a dynamic access must be in SBUF (load the indices first)",
                                  operand=name, rule="buffer")
     row_elems = int(np.prod(t.alloc.shape[1:]))
-    if t.ndim < 1 or t.strides[0] != row_elems:
+    if dim == 0 and (t.ndim < 1 or t.strides[0] != row_elems):
         raise NkiValidationError(f"dynamic indexing of '{name}' needs the whole tensor's first dimension",
                                  operand=name, rule="indexing")
-    offset = t.offset + sum(t.strides[d] * forms[d][0] for d in range(1, t.ndim))
-    pattern = [[row_elems, shape[0]]]
+    rest = [d for d in range(t.ndim) if d != dim]
+    offset = t.offset + sum(t.strides[d] * forms[d][0] for d in rest)
+    pattern = [[row_elems if dim == 0 else int(t.strides[dim]), shape[0]]]
     for k in range(1, len(shape)):
-        pattern.append([int(sum(t.strides[d] * forms[d][1][k] for d in range(1, t.ndim))), shape[k]])
+        pattern.append([int(sum(t.strides[d] * forms[d][1][k] for d in rest)), shape[k]])
     v = t.ap(pattern, offset=offset, vector_offset=idx, indirect_dim=0)
+    if dim != 0:  # the index steps along ``dim`` and must stay inside it (not only inside the storage)
+        v._ap_base.row_stride = int(t.strides[dim])
+        v._ap_base.rows = int(t.shape[dim])
     return wrap(v)
