@@ -119,3 +119,32 @@ def test_out_of_bounds_indirect_dma_is_also_an_index_error():
         nki.simulate(_gather_rows)(x, np.array([[1], [5]], np.int32))
     assert isinstance(e.value, NkiValidationError) and isinstance(e.value, NkiIndexError)
     assert e.value.rule == "out-of-bounds"
+
+
+@nki.jit(platform_target="trn3")
+def _tiled_by_moving_fmax(a, b):
+    """Tiles N by nl.tile_size.gemm_moving_fmax, as the trn3 tutorials do, and also issues one wider matmul."""
+    K, M = a.shape
+    N = b.shape[1]
+    tn = nl.tile_size.gemm_moving_fmax
+    assert tn == 512
+    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    at = nl.ndarray((K, M), dtype=a.dtype, buffer=nl.sbuf)
+    bt = nl.ndarray((K, N), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=at, src=a)
+    nisa.dma_copy(dst=bt, src=b)
+    res = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.sbuf)
+    for j in nl.affine_range(N // tn):
+        ps = nl.ndarray((M, tn), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=at, moving=bt[:, j * tn:(j + 1) * tn])
+        nisa.tensor_copy(dst=res[:, j * tn:(j + 1) * tn], src=ps)
+    wide = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.psum)  # NeuronCore-v4's nc_matmul takes N up to 4096
+    nisa.nc_matmul(dst=wide, stationary=at, moving=bt)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_trn3_tile_size_gemm_moving_fmax_is_the_tiling_constant():
+    a = np.ones((32, 16), np.float32)
+    b = np.arange(32 * 1024, dtype=np.float32).reshape(32, 1024) / 1024
+    np.testing.assert_allclose(nki.simulate(_tiled_by_moving_fmax)(a, b), a.T @ b, rtol=1e-5)
