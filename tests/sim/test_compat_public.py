@@ -148,3 +148,20 @@ def test_trn3_tile_size_gemm_moving_fmax_is_the_tiling_constant():
     a = np.ones((32, 16), np.float32)
     b = np.arange(32 * 1024, dtype=np.float32).reshape(32, 1024) / 1024
     np.testing.assert_allclose(nki.simulate(_tiled_by_moving_fmax)(a, b), a.T @ b, rtol=1e-5)
+
+
+@nki.jit
+def _buffers(x):
+    assert x.buffer == nl.hbm and x.buffer == nl.shared_hbm  # an input, asserted either way by AWS's kernels
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    assert out.buffer == nl.shared_hbm and out.buffer != nl.hbm and nl.hbm != nl.shared_hbm
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    assert t.buffer == nl.sbuf and t.buffer != nl.hbm and t.buffer != nl.psum
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_kernel_inputs_are_in_hbm_and_shared_hbm():
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(nki.simulate(_buffers)(x), x)
