@@ -165,3 +165,26 @@ def _buffers(x):
 def test_kernel_inputs_are_in_hbm_and_shared_hbm():
     x = np.ones((2, 3), np.float32)
     np.testing.assert_array_equal(nki.simulate(_buffers)(x), x)
+
+
+@nki.jit(platform_target="trn3")
+def _on_trn3(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return out
+
+
+def test_platform_target_wins_over_the_environment_and_the_default(monkeypatch):
+    x = np.zeros((2, 2), np.float32)
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn1")
+    nki.simulate(_on_trn3)(x)
+    assert nki.last_result().target.name == "trn3"
+    _on_trn3(x)  # called directly
+    assert nki.last_result().target.name == "trn3"
+    nki.simulate(_on_trn3, target="trn2")(x)  # an explicit target still wins
+    assert nki.last_result().target.name == "trn2"
+    nki.simulate(_on_trn3.fn)(x)  # the plain function: the environment
+    assert nki.last_result().target.name == "trn1"
+    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE")
+    nki.simulate(_on_trn3.fn)(x)
+    assert nki.last_result().target.name == "trn2"
