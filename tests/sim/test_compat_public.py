@@ -188,3 +188,12 @@ def test_platform_target_wins_over_the_environment_and_the_default(monkeypatch):
     monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE")
     nki.simulate(_on_trn3.fn)(x)
     assert nki.last_result().target.name == "trn2"
+
+
+def test_language_constants_is_a_module():
+    import nki.language.constants as constants
+    from neuronxcc.nki.language.constants import sizeinbytes as b1_sizeinbytes
+    from nki.language.constants import sizeinbytes
+
+    assert constants.sizeinbytes is sizeinbytes is b1_sizeinbytes
+    assert (sizeinbytes(nl.bfloat16), sizeinbytes(nl.float32), sizeinbytes(nl.float8_e4m3)) == (2, 4, 1)
