@@ -174,3 +174,18 @@ def test_indirect_index_on_a_non_first_hbm_dimension():
     np.testing.assert_array_equal(got, want)
     with pytest.raises(IndexError, match="index 16 at row 1"):  # past the indexed dimension, inside the storage
         nki.jit(_gather_scatter_middle_dim, mode="simulation")(x, np.array([[3], [16]], np.int32))
+
+
+def _column_max(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    m = nl.full((128, 64), -np.inf, dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(x.shape[0] // 128):
+        m[...] = nl.loop_reduce(nl.load(x[i * 128:(i + 1) * 128, :]), op=np.max, loop_indices=[i])
+    nl.store(out, m)
+    return out
+
+
+def test_loop_reduce_takes_numpy_reductions():
+    x = np.random.default_rng(3).standard_normal((384, 64)).astype(np.float32)
+    got = nki.jit(_column_max, mode="simulation")(x)
+    np.testing.assert_array_equal(got, x.reshape(3, 128, 64).max(axis=0))

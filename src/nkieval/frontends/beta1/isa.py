@@ -39,7 +39,7 @@ from nkieval.sim.isa.enums import (
     reduce_cmd,
 )
 from nkieval.sim.memory import PSUM, SBUF
-from nkieval.sim.ops import OPS, Op, as_op
+from nkieval.sim.ops import OPS, as_op
 
 tensor_engine = engine.tensor
 vector_engine = engine.vector
@@ -52,16 +52,7 @@ class fp32:
     min = float(np.finfo(np.float32).min)
 
 
-def _op(op: Any) -> Any:
-    """Beta 1 also took numpy reductions (np.max, np.amax, np.sum) and nl reductions as operators."""
-    if op is None or isinstance(op, Op):
-        return op
-    name = getattr(op, "__name__", None)
-    alias = {"amax": "maximum", "max": "maximum", "amin": "minimum", "min": "minimum", "sum": "add",
-             "prod": "multiply"}.get(name or "")
-    if alias is not None and (getattr(op, "__module__", "") or "").startswith(("numpy", "nkieval")):
-        return OPS[alias]
-    return op
+_op = ops.reduction_alias
 
 
 def _view(x: Any) -> Any:
