@@ -197,3 +197,30 @@ def test_language_constants_is_a_module():
 
     assert constants.sizeinbytes is sizeinbytes is b1_sizeinbytes
     assert (sizeinbytes(nl.bfloat16), sizeinbytes(nl.float32), sizeinbytes(nl.float8_e4m3)) == (2, 4, 1)
+
+
+@nki.jit
+def _transpose_sbuf_to_sbuf(x, engine):
+    out = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    r = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.sbuf)
+    if engine is None:
+        nisa.nc_transpose(dst=r, data=t)
+    else:
+        nisa.nc_transpose(dst=r, data=t, engine=engine)
+    nisa.dma_copy(dst=out, src=r)
+    return out
+
+
+def test_nc_transpose_engine_left_to_the_compiler_takes_the_tensor_engine_when_vector_cannot():
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    np.testing.assert_array_equal(nki.simulate(_transpose_sbuf_to_sbuf)(x, None), x.T)
+    assert [r.engine for r in nki.last_result().trace.records if r.opcode == "nc_transpose"] == ["tensor"]
+    small = x[:32, :16].copy()
+    np.testing.assert_array_equal(nki.simulate(_transpose_sbuf_to_sbuf)(small, None), small.T)
+    assert [r.engine for r in nki.last_result().trace.records if r.opcode == "nc_transpose"] == ["vector"]
+    with pytest.raises(NkiValidationError, match=r"exceeds the vector engine transpose limit \[32, 32\]"):
+        nki.simulate(_transpose_sbuf_to_sbuf)(x, nisa.vector_engine)
+    with pytest.raises(NkiValidationError, match="the Tensor engine writes PSUM"):
+        nki.simulate(_transpose_sbuf_to_sbuf)(x, nisa.tensor_engine)
