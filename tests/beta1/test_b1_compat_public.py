@@ -189,3 +189,37 @@ def test_loop_reduce_takes_numpy_reductions():
     x = np.random.default_rng(3).standard_normal((384, 64)).astype(np.float32)
     got = nki.jit(_column_max, mode="simulation")(x)
     np.testing.assert_array_equal(got, x.reshape(3, 128, 64).max(axis=0))
+
+
+def _quarter(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.divide(nl.load(x), 4.0))
+    return out
+
+
+def test_divide_is_not_simulator_only_in_beta1():
+    """Beta-1 compiled nl.divide (kernels with it ran on trn1); the current API's flag does not apply."""
+    import warnings
+
+    import nki as current_nki
+    import nki.isa as cur_isa
+    import nki.language as cur_nl
+
+    from nkieval.sim.errors import NkiSimulatorWarning
+
+    x = np.ones((4, 8), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NkiSimulatorWarning)
+        np.testing.assert_array_equal(nki.jit(_quarter, mode="simulation")(x), x / 4)
+
+    @current_nki.jit
+    def cur(x):
+        out = cur_nl.ndarray(x.shape, dtype=x.dtype, buffer=cur_nl.shared_hbm)
+        t = cur_nl.ndarray(x.shape, dtype=x.dtype, buffer=cur_nl.sbuf)
+        cur_isa.dma_copy(dst=t, src=x)
+        cur_isa.tensor_scalar(dst=t, data=t, op0=cur_nl.divide, operand0=4.0)
+        cur_isa.dma_copy(dst=out, src=t)
+        return out
+
+    with pytest.warns(NkiSimulatorWarning, match="nl.divide is not a hardware instruction"):
+        current_nki.simulate(cur)(x)

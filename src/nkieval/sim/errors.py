@@ -53,7 +53,8 @@ RULES: dict[str, Rule] = {
         Rule("instruction-limit", "free size or count outside the instruction's documented range",
              "e.g. bn_stats free size <= 512, max8 needs 8..16384 elements per partition."),
         Rule("simulator-only", "operation runs in simulation but not on hardware",
-             "e.g. nl.divide, fmod, mod are not hardware instructions (NKI release notes 0.4)."),
+             "e.g. nl.divide, fmod, mod are not hardware instructions in the current API (NKI release notes "
+             "0.4); Beta-1 kernels compiled them."),
         Rule("psum-accumulate", "PSUM accumulation pattern undefined on hardware",
              "Accumulating onto PSUM that no matmul wrote (never written, or written by memset/copy on v2/v3) is undefined."),
         Rule("kernel", "kernel launch or return rule",

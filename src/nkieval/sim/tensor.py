@@ -266,6 +266,7 @@ class NkiTensor:
     # recorded as a program, on views placed by a runtime value) are deliberately left unset by __init__; read
     # them with getattr(t, "_dyn", None).
     __slots__ = ("_acc", "_ap_base", "_dyn", "_dyn_ds", "_off", "_recipe", "_subs", "alloc", "data", "dtype")
+    api_generation = "current"  # the front end whose rules apply (a Beta-1 tensor says "beta1")
     __array_priority__ = 1000  # make numpy defer to our operators (Beta-1 front end overloads them)
 
     def __init__(self, data: np.ndarray, alloc: Allocation, dtype: dt.DType) -> None:

@@ -103,6 +103,7 @@ class B1Tensor(TileOps, NkiTensor):
     """A Beta-1 tensor view. ``pdim`` is the logical position of the partition dim (block dims first)."""
 
     __slots__ = ("blocks", "boxes", "pdim", "pending")
+    api_generation = "beta1"
 
     def __init__(self, data: np.ndarray, alloc: Any, dtype: Any, pdim: int = 0) -> None:
         NkiTensor.__init__(self, data, alloc, dtype)

@@ -95,7 +95,7 @@ def tensor_tensor(ctx: Any, dst: Any, data1: Any, data2: Any, op: Any, engine: A
     op = as_op(op, "tensor_tensor")
     if op.name not in ARITH and op.name not in _BITVEC_BINARY:
         raise NkiValidationError(f"op {op.name} is not a binary ALU operator", operand="op", rule="argument")
-    check_op_available(ctx, op, "tensor_tensor")
+    check_op_available(ctx, op, "tensor_tensor", dst=dst)
     all_int32 = dst.dtype.name in _INT32_NAMES and data1.dtype.name in _INT32_NAMES \
         and data2.dtype.name in _INT32_NAMES
     any_psum = dst.alloc.buffer.kind == "psum" or data1.alloc.buffer.kind == "psum" \
@@ -160,7 +160,7 @@ def tensor_scalar(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any, revers
     o1 = as_op(op1, "tensor_scalar", "op1") if op1 is not None else None
     for o, role in ((o0, "op0"), (o1, "op1")):
         if o is not None:
-            check_op_available(ctx, o, "tensor_scalar", role)
+            check_op_available(ctx, o, "tensor_scalar", role, dst=dst)
     bitvec = o0.name in BITVEC
     if o1 is not None and ((o1.name in BITVEC) != bitvec):
         raise NkiValidationError(f"op0 ({o0.name}) and op1 ({o1.name}) must both be bitvec or both arithmetic",
@@ -263,7 +263,7 @@ def tensor_reduce(ctx: Any, dst: Any, op: Any, data: Any, axis: Any, negate: boo
     o = as_op(op, "tensor_reduce")
     if o.name not in REDUCIBLE:
         raise NkiValidationError(f"op {o.name} cannot be used as a reduction", operand="op", rule="argument")
-    check_op_available(ctx, o, "tensor_reduce")
+    check_op_available(ctx, o, "tensor_reduce", dst=dst)
     axes = _trailing_axes(axis, data.ndim)
     if negate and o.name in BITVEC:
         raise NkiValidationError("negate is only valid for arithmetic ops", operand="negate", rule="argument")
