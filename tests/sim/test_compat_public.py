@@ -224,3 +224,25 @@ def test_nc_transpose_engine_left_to_the_compiler_takes_the_tensor_engine_when_v
         nki.simulate(_transpose_sbuf_to_sbuf)(x, nisa.vector_engine)
     with pytest.raises(NkiValidationError, match="the Tensor engine writes PSUM"):
         nki.simulate(_transpose_sbuf_to_sbuf)(x, nisa.tensor_engine)
+
+
+@nki.jit
+def _barrier_on_a_tile(x, cores):
+    """Each core writes its half of out, then a barrier on an SBUF token (as AWS's library writes it)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    half = x.shape[0] // nl.num_programs()
+    pid = nl.program_id(0)
+    t = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[pid * half:(pid + 1) * half, :])
+    nisa.dma_copy(dst=out[pid * half:(pid + 1) * half, :], src=t)
+    nisa.core_barrier(t, cores)
+    return out
+
+
+def test_core_barrier_takes_an_sbuf_token_and_a_single_core():
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    np.testing.assert_array_equal(nki.simulate(_barrier_on_a_tile[2], target="trn2")(x, (0, 1)), x)
+    np.testing.assert_array_equal(nki.simulate(_barrier_on_a_tile, target="trn2")(x, (0)), x)  # unsharded
+    np.testing.assert_array_equal(nki.simulate(_barrier_on_a_tile, target="trn2")(x, (0,)), x)
+    with pytest.raises(NkiValidationError, match="needs a kernel launched with LNC 2"):
+        nki.simulate(_barrier_on_a_tile, target="trn2")(x, (0, 1))
