@@ -246,3 +246,38 @@ def test_core_barrier_takes_an_sbuf_token_and_a_single_core():
     np.testing.assert_array_equal(nki.simulate(_barrier_on_a_tile, target="trn2")(x, (0,)), x)
     with pytest.raises(NkiValidationError, match="needs a kernel launched with LNC 2"):
         nki.simulate(_barrier_on_a_tile, target="trn2")(x, (0, 1))
+
+
+@nki.jit
+def _twelve_accumulators(a, b, interleaved):
+    """Twelve [K, 512] fp32 PSUM tiles (24 KiB a partition, PSUM has 16 KiB) accumulated over two K steps in one
+    loop nest, then evacuated in a second nest. Tile by tile (``interleaved=False``) each accumulation finishes
+    in its own iteration, so the compiler evacuates it early and few are live; with the K loop outside, all
+    twelve accumulate at once."""
+    K, M = a.shape
+    n = 12
+    out = nl.ndarray((M, n * 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    at = nl.ndarray((K, M), dtype=a.dtype, buffer=nl.sbuf)
+    bt = nl.ndarray((K, n * 512), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=at, src=a)
+    nisa.dma_copy(dst=bt, src=b)
+    ps = [nl.ndarray((M, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(n)]
+    steps = [(i, k) for k in range(2) for i in range(n)] if interleaved else [(i, k) for i in range(n) for k in range(2)]
+    for i, k in steps:
+        nisa.nc_matmul(dst=ps[i], stationary=at[k * (K // 2):(k + 1) * (K // 2), :],
+                       moving=bt[k * (K // 2):(k + 1) * (K // 2), i * 512:(i + 1) * 512])
+    res = nl.ndarray((M, n * 512), dtype=nl.float32, buffer=nl.sbuf)
+    for i in range(n):
+        nisa.tensor_copy(dst=res[:, i * 512:(i + 1) * 512], src=ps[i])
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_psum_capacity_by_dependency_driven_live_ranges():
+    a = np.ones((32, 16), np.float32)
+    b = np.arange(32 * 12 * 512, dtype=np.float32).reshape(32, 12 * 512) / 4096
+    np.testing.assert_allclose(nki.simulate(_twelve_accumulators, target="trn2")(a, b, False), a.T @ b, rtol=1e-5)
+    assert nki.last_result().trace.peak_psum_bytes <= 2 * 2048
+    with pytest.raises(NkiValidationError, match=r"need 24576 bytes per partition of PSUM") as e:
+        nki.simulate(_twelve_accumulators, target="trn2")(a, b, True)
+    assert e.value.rule == "psum-capacity"

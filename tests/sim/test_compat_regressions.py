@@ -167,11 +167,12 @@ def _replaced_banks(x):
 def _nine_auto_banks(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
-    for t in tiles:  # all nine written before any is read: nine banks live at once
+    for t in tiles:  # all nine written before any can be read (the reads also need acc, loaded after them)
         nisa.memset(dst=t, value=0.0)
     acc = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=acc, src=x)
     for t in tiles:
-        nisa.tensor_copy(dst=acc, src=t[:, 0:x.shape[1]])
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=t[:, 0:x.shape[1]], op=nl.add)
     nisa.dma_copy(dst=out, src=acc)
     return out
 

@@ -121,9 +121,10 @@ def k_psum_capacity(a):
     accs = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum, name=f"acc{i}") for i in range(9)]
     for t in accs:
         nisa.memset(dst=t, value=0.0)
-    s = sbuf((128, 512))
+    x = _load(a)  # every evacuation below also needs x, loaded after the nine memsets: all nine are live at once
+    s = sbuf((128, 64))
     for t in accs:
-        nisa.tensor_copy(dst=s, src=t)
+        nisa.tensor_tensor(dst=s, data1=t[:, 0:64], data2=x, op=nl.add)
 
 
 def k_indexing(a):
