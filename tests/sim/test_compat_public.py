@@ -25,12 +25,19 @@ def _evacuate_with_dtype(x, out_dtype):
     return out
 
 
-def test_tensor_copy_dtype_accepted_when_it_is_dsts():
-    x = np.arange(32, dtype=np.float32).reshape(4, 8)
-    np.testing.assert_array_equal(nki.simulate(_evacuate_with_dtype)(x, nl.float32), x)
-    np.testing.assert_array_equal(nki.simulate(_evacuate_with_dtype)(x, np.float32), x)
-    with pytest.raises(NkiValidationError, match=r"dtype=bfloat16 differs from dst's dtype float32"):
-        nki.simulate(_evacuate_with_dtype)(x, nl.bfloat16)
+def test_tensor_copy_takes_nki_02_dtype_and_writes_dsts_dtype():
+    import warnings
+
+    from nkieval.sim.errors import NkiSimulatorWarning
+
+    x = np.arange(32, dtype=np.float32).reshape(4, 8) + 1 / 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NkiSimulatorWarning)
+        np.testing.assert_array_equal(nki.simulate(_evacuate_with_dtype)(x, nl.float32), x)
+        np.testing.assert_array_equal(nki.simulate(_evacuate_with_dtype)(x, np.float32), x)
+    with pytest.warns(NkiSimulatorWarning, match=r"dtype=bfloat16 is ignored: .* writes dst's dtype \(float32\)"):
+        got = nki.simulate(_evacuate_with_dtype)(x, nl.bfloat16)
+    np.testing.assert_array_equal(got, x)  # dst is fp32: no bf16 rounding
 
 
 @nki.jit

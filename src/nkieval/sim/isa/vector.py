@@ -56,16 +56,16 @@ def tensor_copy(ctx: Any, dst: Any, src: Any, engine: Any = None, name: str | No
 
     The Scalar engine has no tensor_copy on NeuronCore-v2 (use activation(op=nl.copy)).
     ``dtype=`` is NKI 0.2's output dtype (``tensor_copy(src, dtype=...)`` returned a new tile);
-    NKI 0.3+ dropped it, as the output dtype is ``dst``'s. AWS's own tutorials still pass it with
-    ``dst=``: accepted when it names ``dst.dtype``, refused otherwise (it cannot change ``dst``).
+    NKI 0.3+ dropped it, as the output dtype is ``dst``'s. AWS's own current tutorials still pass
+    it with ``dst=`` (sometimes naming another dtype than dst's, e.g. the HBM result's, which the
+    DMA that follows casts to): it is accepted and the copy writes ``dst``'s dtype; a dtype that
+    differs from dst's is reported as a warning (it changes nothing).
     """
     dst = tensor_arg(dst, "dst")
     src = tensor_arg(src, "src")
     if dtype is not None and dt.to_dtype(dtype) != dst.dtype:
-        raise NkiValidationError(
-            f"dtype={dt.to_dtype(dtype)} differs from dst's dtype {dst.dtype}: since NKI 0.3 tensor_copy writes "
-            "dst's dtype (dtype= is NKI 0.2's output dtype, accepted only when it equals dst.dtype)",
-            operand="dtype", rule="dtype")
+        ctx.warn(f"dtype={dt.to_dtype(dtype)} is ignored: since NKI 0.3 tensor_copy writes dst's dtype "
+                 f"({dst.dtype}); dtype= was NKI 0.2's output dtype", rule="dtype", instruction="tensor_copy")
     eng = resolve_engine(engine, "vector", ("vector", "scalar", "gpsimd"), "tensor_copy")
     if eng == "scalar" and not ctx.target.has("scalar_tensor_copy"):
         raise NkiValidationError(f"tensor_copy on the Scalar engine needs trn2 or later (target {ctx.target.name}); "
