@@ -78,8 +78,8 @@ _NISA_NO_DST = {"nisa.core_barrier", "nisa.get_nc_version", "nisa.get_nc_sub_ver
 LOOP_KINDS = {"range": "range", "nl.affine_range": "affine_range", "nl.sequential_range": "sequential_range",
               "nl.static_range": "static_range", "nl.dynamic_range": "dynamic_range"}
 _TILE_SIZE_FACTS = {"pmax": "partitions", "gemm_stationary_fmax": "gemm_stationary_fmax",
-                    "gemm_moving_fmax": "gemm_moving_fmax", "psum_fmax": "gemm_moving_fmax",
-                    "psum_bank_fmax": "gemm_moving_fmax", "bn_stats_fmax": "bn_stats_fmax",
+                    "gemm_moving_fmax": "tile_size_gemm_moving_fmax", "psum_fmax": "tile_size_gemm_moving_fmax",
+                    "psum_bank_fmax": "tile_size_gemm_moving_fmax", "bn_stats_fmax": "bn_stats_fmax",
                     "psum_num_banks": "psum_banks"}
 
 

@@ -232,8 +232,11 @@ def check_free_limit(ctx: SimContext, t: NkiTensor, role: str) -> None:
                                  f"{where} operands of compute engines", operand=role, rule="instruction-limit")
 
 
-def check_op_available(ctx: SimContext, op: Op, instruction_name: str, role: str = "op") -> None:
-    """Generation gating of ALU operators, and the flag for operators that exist only in simulation."""
+def check_op_available(ctx: SimContext, op: Op, instruction_name: str, role: str = "op", dst: Any = None) -> None:
+    """Generation gating of ALU operators, and the flag for operators that exist only in simulation.
+
+    The simulator-only flag is the current API's (NKI 0.4 release notes: ``divide``, ``fmod`` and ``mod`` are
+    not hardware instructions); Beta-1 kernels (``dst`` a Beta-1 tensor) compiled them, and ran on trn1."""
     if op.name not in BINARY and op.name not in UNARY:
         raise NkiValidationError(f"{role} nl.{op.name} is an activation function ({instruction_name} takes ALU "
                                  "operators; nl.prelu works only as nisa.activate2's op)", operand=role,
@@ -241,7 +244,7 @@ def check_op_available(ctx: SimContext, op: Op, instruction_name: str, role: str
     if op.name in GEN4_ONLY and ctx.target.generation < 4:
         raise NkiValidationError(f"{role} {op.name} needs trn3 (NeuronCore-v4); target is {ctx.target.name}",
                                  operand=role, rule="generation")
-    if op.name in SIMULATOR_ONLY:
+    if op.name in SIMULATOR_ONLY and getattr(dst, "api_generation", "current") != "beta1":
         mode = ctx.options.simulator_only
         msg = f"nl.{op.name} is not a hardware instruction: it runs in simulation but fails on device"
         if mode == "error":

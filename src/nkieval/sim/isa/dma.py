@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.errors import NkiIndexError, NkiValidationError
 from nkieval.sim.isa.core import (
     check_buffer,
     check_partitions,
@@ -53,9 +53,11 @@ def _gather(ctx: Any, src: NkiTensor, oob: int, role: str) -> tuple[np.ndarray, 
     row_ok = np.all((offs >= 0) & (offs < n), axis=tuple(range(1, offs.ndim))) & ind.rows_ok(idx)
     if not row_ok.all() and oob == OobMode.error:
         bad = int(np.nonzero(~row_ok)[0][0])
-        raise NkiValidationError(
-            f"indirect {role} index {int(idx[bad])} at row {bad} is out of bounds for "
-            f"{ind.base_shape[ind.indirect_dim]} rows", operand=role, rule="out-of-bounds")
+        row = np.asarray(offs[bad]).reshape(-1)
+        off = int(row[(row < 0) | (row >= n)][0]) if ((row < 0) | (row >= n)).any() else int(row[0])
+        raise NkiIndexError(
+            f"index {off} is out of bounds for axis 0 with size {n} (indirect {role} index {int(idx[bad])} at row "
+            f"{bad}, of {ind.base_shape[ind.indirect_dim]} rows)", operand=role)
     return offs, row_ok
 
 
