@@ -354,7 +354,7 @@ def lookup(it: Interpreter, name: str, arg_nodes: list[Any], value_used: bool, l
         def un(fr: Frame, m: Mask) -> Any:
             x = args[0](fr, m)
             dt = dtype(x)
-            if name in arith.UNARY64 and dt == F64 or (name in arith.UNARY64 and dt.kind in "iub"):
+            if (name in arith.UNARY64 and dt == F64) or (name in arith.UNARY64 and dt.kind in "iub"):
                 return arith.UNARY64[name](cast(x, F64))
             x = cast(x, F32)
             if opts.ftz:

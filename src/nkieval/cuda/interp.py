@@ -39,6 +39,8 @@ from nkieval.cuda.values import (
     Buffer,
     CType,
     CudaError,
+    Frag,
+    FragT,
     KernelFault,
     Ptr,
     PtrT,
@@ -112,7 +114,7 @@ class HostLanes(Lanes):
 
 
 class Frame:
-    __slots__ = ("L", "vars", "ret", "ret_type", "loops", "fn", "top")
+    __slots__ = ("L", "fn", "loops", "ret", "ret_type", "top", "vars")
 
     def __init__(self, L: Lanes, fn: str) -> None:
         self.L = L
@@ -273,7 +275,7 @@ class LV:
 
 
 class VarLV(LV):
-    __slots__ = ("cell", "name", "line")
+    __slots__ = ("cell", "line", "name")
 
     def __init__(self, cell: list[Any], name: str, line: int) -> None:
         self.cell, self.name, self.line = cell, name, line
@@ -302,7 +304,7 @@ class VarLV(LV):
 
 
 class MemLV(LV):
-    __slots__ = ("p", "line")
+    __slots__ = ("line", "p")
 
     def __init__(self, p: Ptr, line: int) -> None:
         self.p, self.line = p, line
@@ -334,7 +336,7 @@ class ArrLV(LV):
 
 
 class FieldLV(LV):
-    __slots__ = ("parent", "field", "line")
+    __slots__ = ("field", "line", "parent")
 
     def __init__(self, parent: LV, field: str, line: int) -> None:
         self.parent, self.field, self.line = parent, field, line
@@ -425,7 +427,8 @@ _CONSTANTS: dict[str, Any] = {
     "M_LOG2E": np.float64(np.log2(np.e)), "M_LN2": np.float64(np.log(2)), "M_E": np.float64(np.e),
     "cudaSuccess": np.int32(0), "cudaErrorInvalidValue": np.int32(1), "cudaErrorInvalidConfiguration": np.int32(9),
     "NULL": np.int64(0), "nullptr": np.int64(0), "DBL_MAX": np.float64(np.finfo(np.float64).max),
-    "CUDART_PI_F": np.float32(np.pi),
+    "CUDART_PI_F": np.float32(np.pi), "wmma::mem_row_major": np.int32(0), "wmma::mem_col_major": np.int32(1),
+    "nvcuda::wmma::mem_row_major": np.int32(0), "nvcuda::wmma::mem_col_major": np.int32(1),
 }
 _IGNORED_CALLS = {"fprintf", "printf", "cudaFuncSetAttribute", "cudaDeviceSynchronize", "cudaStreamSynchronize",
                   "assert", "__syncwarp", "cudaGetLastError", "cudaPeekAtLastError", "__threadfence",
@@ -473,6 +476,8 @@ class Interpreter:
             nm = tn.child_by_field_name("name")
             return self.structs[_txt(nm)]
         txt = " ".join(_txt(tn).replace("std::", "").split())
+        if "fragment" in txt:
+            return _fragment_type(txt, _line(tn))
         if txt in SCALARS:
             return SCALARS[txt]
         if txt in VECTORS:
@@ -622,7 +627,7 @@ class Interpreter:
         return f
 
     # -- statements ----------------------------------------------------------------------------
-    def _make_stmt(self, n: Any) -> Stmt:  # noqa: C901 - one dispatch over statement kinds
+    def _make_stmt(self, n: Any) -> Stmt:
         k = n.type
         line = _line(n)
         if k == "compound_statement":
@@ -860,6 +865,11 @@ class Interpreter:
                     if init is not None:
                         self._init_array(fr, cell[0], init, m, line)
                     continue
+                if isinstance(t, FragT):
+                    nw = fr.L.nb * ((fr.L.nt + 31) // 32)
+                    fr.vars[name] = [Frag(t, np.zeros((nw, t.rows, t.cols), F32 if t.use == "accumulator"
+                                                      else t.dtype)), t, VAL]
+                    continue
                 if init is None:
                     fr.vars[name] = [_zero(t), t, VAL]
                     continue
@@ -951,7 +961,7 @@ class Interpreter:
         raise Unsupported(f"constructor of {t}", line)
 
     # -- expressions ---------------------------------------------------------------------------
-    def _compile_expr(self, n: Any) -> Expr:  # noqa: C901 - one dispatch over expression kinds
+    def _compile_expr(self, n: Any) -> Expr:
         k = n.type
         line = _line(n)
         if k == "number_literal":
@@ -1038,7 +1048,7 @@ class Interpreter:
                 return b(fr, m)
             return comma
         if k == "qualified_identifier":
-            name = _txt(n).replace("std::", "")
+            name = _txt(n).replace("std::", "").replace(" ", "")
             if name in _CONSTANTS:
                 v = _CONSTANTS[name]
                 return lambda fr, m: v
@@ -1239,7 +1249,7 @@ class Interpreter:
             if op == "-":
                 if dt in (BF16, F16):
                     return cast(-cast(v, F32), dt)
-                if dt == BOOL or dt.itemsize < 4 and dt.kind in "iu":
+                if dt == BOOL or (dt.itemsize < 4 and dt.kind in "iu"):
                     v = cast(v, I32)
                 return -v
             if op == "+":
@@ -1357,6 +1367,10 @@ class Interpreter:
         else:
             fname = _txt(fnode)
         fname = fname.replace("std::", "").replace("::", "") if fname.startswith(("std::", "::")) else fname
+        if fname.startswith(("wmma::", "nvcuda::wmma::")):
+            from nkieval.cuda import wmma
+
+            return wmma.call(self, fname.split("::")[-1], [self.expr(a) for a in arg_nodes], line)
         launch = next((c for c in n.children if c.type == "kernel_call_syntax"), None)
         if launch is not None:
             return self._launch_call(n, fname, targs, launch, arg_nodes, line)
@@ -1451,6 +1465,22 @@ class _Const(LV):
 # helpers
 
 
+def _fragment_type(txt: str, line: int) -> FragT:
+    import re
+
+    m = re.search(r"fragment\s*<\s*(?:[\w:]*::)?(\w+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*([\w:]+)"
+                  r"\s*(?:,\s*(?:[\w:]*::)?(\w+)\s*)?>", txt)
+    if m is None:
+        raise Unsupported(f"type {txt}", line)
+    use, mm, nn, kk, tname, layout = m.groups()
+    rows, cols = {"matrix_a": (int(mm), int(kk)), "matrix_b": (int(kk), int(nn)),
+                  "accumulator": (int(mm), int(nn))}[use]
+    st = SCALARS.get(tname.split("::")[-1])
+    if st is None:
+        raise Unsupported(f"fragment element type {tname}", line)
+    return FragT(use, rows, cols, st.dtype, layout or "")
+
+
 def _dim3(v: Any) -> tuple[int, int, int]:
     if isinstance(v, StructVal):
         return (int(v.fields["x"]), int(v.fields["y"]), int(v.fields["z"]))
@@ -1529,7 +1559,7 @@ def _literal(s: str, line: int) -> Any:
     return np.uint64(v)
 
 
-def arith_op(op: str, a: Any, b: Any, line: int, opts: Any) -> Any:  # noqa: C901
+def arith_op(op: str, a: Any, b: Any, line: int, opts: Any) -> Any:
     """``a op b`` with C's conversions; fp32 results rounded per operation (and flushed with FTZ)."""
     if isinstance(a, ArrRef):
         a = decay(a)

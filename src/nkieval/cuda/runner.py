@@ -64,7 +64,7 @@ def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: Build
                 buf = Buffer(np.zeros(0, dt), name, growable=True)
             else:
                 arr = np.ascontiguousarray(v).reshape(-1)
-                if arr.dtype != dt and arr.dtype.kind == "V" or dt.kind == "V" or (
+                if (arr.dtype != dt and arr.dtype.kind == "V") or dt.kind == "V" or (
                         arr.dtype.itemsize == 1 and dt.itemsize == 1 and arr.dtype != dt):
                     # ml_dtypes' floats (fp8 flavours): convert through fp32 (e4m3 values are e4m3fn values)
                     arr = arr.astype(np.float32).astype(dt)
@@ -75,7 +75,7 @@ def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: Build
             call_args.append(Ptr(buf, 0, t.elem))
         else:
             if v is None:
-                if isinstance(t, Scalar) and name in ("stream", "s") or "stream" in name:
+                if (isinstance(t, Scalar) and name in ("stream", "s")) or "stream" in name:
                     v = 0
                 else:
                     raise CudaError(f"no value for parameter {name} of {entry}")

@@ -91,7 +91,28 @@ class ArrT:
     dims: tuple[int, ...]
 
 
-CType = Scalar | PtrT | StructT | ArrT
+@dataclass(frozen=True)
+class FragT:
+    """``wmma::fragment<use, M, N, K, T, layout>``: one matrix per warp."""
+
+    use: str  # matrix_a | matrix_b | accumulator
+    rows: int
+    cols: int
+    dtype: np.dtype
+    layout: str  # row_major | col_major | "" (accumulator)
+
+
+class Frag:
+    """A fragment's value: ``data[warp, rows, cols]`` for the warps running together."""
+
+    __slots__ = ("data", "ftype")
+
+    def __init__(self, ftype: FragT, data: np.ndarray) -> None:
+        self.ftype = ftype
+        self.data = data
+
+
+CType = Scalar | PtrT | StructT | ArrT | FragT
 
 SCALARS: dict[str, Scalar] = {}
 for _names, _dt in (
@@ -160,7 +181,7 @@ def sizeof(t: CType) -> int:
 class Buffer:
     """A flat region of memory: a kernel argument, a workspace, a ``__shared__`` or local array."""
 
-    __slots__ = ("data", "name", "growable", "space")
+    __slots__ = ("data", "growable", "name", "space")
 
     def __init__(self, data: np.ndarray, name: str, space: str = "global", growable: bool = False) -> None:
         self.data = data
@@ -178,7 +199,7 @@ class Buffer:
 class Ptr:
     """A pointer: ``buf`` and an offset ``off`` (uniform int or int64 array) in the buffer's elements."""
 
-    __slots__ = ("buf", "off", "elem")
+    __slots__ = ("buf", "elem", "off")
 
     def __init__(self, buf: Buffer | None, off: Any, elem: CType) -> None:
         self.buf = buf
@@ -189,7 +210,7 @@ class Ptr:
 class ArrRef:
     """An array object (local, ``__shared__``, or a row of one): decays to a pointer to its first element."""
 
-    __slots__ = ("ptr", "dims")
+    __slots__ = ("dims", "ptr")
 
     def __init__(self, ptr: Ptr, dims: tuple[int, ...]) -> None:
         self.ptr = ptr
@@ -197,7 +218,7 @@ class ArrRef:
 
 
 class StructVal:
-    __slots__ = ("stype", "fields")
+    __slots__ = ("fields", "stype")
 
     def __init__(self, stype: StructT, fields: dict[str, Any]) -> None:
         self.stype = stype
