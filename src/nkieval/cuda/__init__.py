@@ -11,12 +11,13 @@ Stands alone: nothing here imports the review, the simulator or the analysis pac
 
 from nkieval.cuda.program import BuildOptions, parse_program
 from nkieval.cuda.runner import CudaRun, bind_task, host_params, run_host, run_task_cuda
-from nkieval.cuda.values import CudaError, KernelFault, Unsupported
+from nkieval.cuda.values import CudaError, ExecutorTimeout, KernelFault, Unsupported
 
 __all__ = [
     "BuildOptions",
     "CudaError",
     "CudaRun",
+    "ExecutorTimeout",
     "KernelFault",
     "Unsupported",
     "bind_task",

@@ -11,6 +11,7 @@ block, local arrays one per thread.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
@@ -39,6 +40,7 @@ from nkieval.cuda.values import (
     Buffer,
     CType,
     CudaError,
+    ExecutorTimeout,
     Frag,
     FragT,
     KernelFault,
@@ -447,6 +449,7 @@ class Interpreter:
         self.launches: list[LaunchRecord] = []
         self.warnings: list[str] = []
         self._host = HostLanes()
+        self.deadline: float | None = None
         for name in prog.structs:
             self.structs[name] = self._struct(name)
         g = Frame(self._host, "<global>")
@@ -788,6 +791,8 @@ class Interpreter:
                     if upd is not None:
                         upd(fr, active)
                     n_iter += 1
+                    if self.deadline is not None and time.perf_counter() > self.deadline:
+                        raise ExecutorTimeout("the CUDA executor ran out of the time it was given", line)
                     if n_iter > 50_000_000:
                         raise KernelFault("a loop ran more than 50,000,000 iterations", line)
             finally:

@@ -41,15 +41,21 @@ def host_params(source: str, entry: str) -> list[tuple[str, Any]]:
     return [(n, t) for n, t, _ in it._params(fn)]
 
 
-def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: BuildOptions | None = None) -> CudaRun:
+def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: BuildOptions | None = None,
+             time_limit_s: float | None = None) -> CudaRun:
     """Call host function ``entry`` of ``source``: pointer parameters take NumPy arrays (copied; a pointer
     parameter given ``None`` or left out is a workspace that grows as the kernels write it), other
-    parameters take numbers. Kernels launched by it run on the executor."""
+    parameters take numbers. Kernels launched by it run on the executor. ``time_limit_s``: raise
+    :class:`~nkieval.cuda.values.ExecutorTimeout` past it (checked once per loop iteration)."""
     prog = _program(source)
     if options is not None:
         prog = Program(prog.source, prog.root, prog.functions, prog.templates, prog.structs, prog.constants,
                        options)
     it = Interpreter(prog)
+    if time_limit_s is not None:
+        import time
+
+        it.deadline = time.perf_counter() + time_limit_s
     fn = prog.functions.get(entry)
     if fn is None:
         raise CudaError(f"no function {entry!r} in the CUDA source")
@@ -150,7 +156,7 @@ def bind_task(source: str, entry: str, inputs: Sequence[Any], outputs: Sequence[
 
 def run_task_cuda(task: Any, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int],
                   params: Mapping[str, Any] | None = None, *, options: BuildOptions | None = None,
-                  source: str | None = None) -> tuple[list[np.ndarray], CudaRun]:
+                  source: str | None = None, time_limit_s: float | None = None) -> tuple[list[np.ndarray], CudaRun]:
     """Run a task's ``kernel.cu`` on the task's inputs: its outputs (shaped as the signature says) and the
     run. ``task`` is a :class:`nkieval.tasks.Task` (only its signature, kernel name and CUDA file are read);
     ``source`` replaces the task's kernel.cu."""
@@ -173,7 +179,7 @@ def run_task_cuda(task: Any, inputs: Mapping[str, np.ndarray], dims: Mapping[str
             args[hname] = int(dims[name])
         elif kind == "param":
             args[hname] = prm[name]
-    run = run_host(src, task.kernel, args, options=options)
+    run = run_host(src, task.kernel, args, options=options, time_limit_s=time_limit_s)
     outs = []
     for spec in task.outputs:
         hname = next(h for h, w in binding.items() if w == f"out:{spec.name}")

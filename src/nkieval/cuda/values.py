@@ -49,6 +49,10 @@ class Unsupported(CudaError):
         super().__init__(f"not supported: {construct}", line)
 
 
+class ExecutorTimeout(CudaError):
+    """The run passed the time it was given (``run_host(..., time_limit_s=)``)."""
+
+
 class KernelFault(CudaError):
     """The kernel did something a GPU would fault on or leave undefined (out-of-bounds access, a
     barrier reached by part of a block)."""

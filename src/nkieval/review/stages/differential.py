@@ -52,7 +52,7 @@ def differential(loaded: Loaded, runs: list[CaseRun]) -> tuple[dict[str, Any] | 
     if task.cuda_file is None:
         return None, "the task has no CUDA source"
     try:
-        from nkieval.cuda import CudaError, run_task_cuda
+        from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
     except ImportError as e:  # pragma: no cover - part of the package
         return None, f"the CUDA executor is unavailable: {e}"
     cuda_src = task.cuda_file.read_text()
@@ -71,7 +71,9 @@ def differential(loaded: Loaded, runs: list[CaseRun]) -> tuple[dict[str, Any] | 
         inputs = loaded.data[i].inputs
         t0 = time.perf_counter()
         try:
-            gpu, cr = run_task_cuda(task, inputs, c.dims)
+            gpu, cr = run_task_cuda(task, inputs, c.dims, time_limit_s=max(0.5, EXECUTOR_BUDGET_S - spent))
+        except ExecutorTimeout:
+            break
         except CudaError as e:
             return None, f"the CUDA source could not be run: {e}"
         spent += time.perf_counter() - t0
@@ -190,7 +192,7 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
         if inp is None:
             continue
         try:
-            gpu, _ = run_task_cuda(task, inp, dims)
+            gpu, _ = run_task_cuda(task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S)
         except CudaError:
             continue
         label = f"edge/{kind}"
@@ -291,16 +293,19 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
                 base_err = e
                 break
     causes: list[dict[str, Any]] = []
+    stop = time.perf_counter() + 2 * EXECUTOR_BUDGET_S
     for _, kind, what, p in hyps:
+        if time.perf_counter() > stop:
+            break
         try:
             if kind == "literal":
                 suffix = "f" if what.text.lower().endswith("f") else ""
                 mutated = text[: what.start] + repr(p.value) + suffix + text[what.end:]
-                g2, _ = run_task_cuda(task, inputs, dims, source=mutated)
+                g2, _ = run_task_cuda(task, inputs, dims, source=mutated, time_limit_s=EXECUTOR_BUDGET_S / 2)
             else:
                 prm = dict(task.params)
                 prm[what] = p.value
-                g2, _ = run_task_cuda(task, inputs, dims, params=prm)
+                g2, _ = run_task_cuda(task, inputs, dims, params=prm, time_limit_s=EXECUTOR_BUDGET_S / 2)
         except CudaError:
             continue
         fixed = []
