@@ -62,7 +62,8 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
             judgement = collect(kit, out.judged, out.diagnosis)
         static = out.analysis.get()  # (a static analysis that raised raises here)
         with timed(timings, "differential_s"):
-            diff = differential(loaded, out.runs) if loaded.task.cuda_file is not None else (None, None)
+            diff = differential(loaded, out.runs, judgement.cases) if loaded.task.cuda_file is not None \
+                else (None, None)
         with timed(timings, "scoring_s"):
             scored = score(loaded, judgement, out.evidence, static, diff)
     return report(loaded, judgement, out.evidence, scored, timings.as_dict())

@@ -561,6 +561,10 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
     also fails the reference there); the GPU-vs-Trainium envelope is stated for every output."""
     d = ev.differential
     if d is None:
+        if ev.differential_reason:
+            fb.append(Feedback("migration", "info", f"differential check against the CUDA source not assessed: "
+                               f"{ev.differential_reason}", "the port and the CUDA kernel run on the same inputs",
+                               "none", {}))
         return level
     if d.get("causes"):
         level -= 2
