@@ -240,7 +240,7 @@ def _cuda_literals(src: str) -> list[_Lit]:
 def _port_literals(source: str) -> list[_Lit]:
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the candidate's text: anything goes
         return []
     out = []
     # (parameter defaults are not the constants the port computes with: the review passes every parameter)
