@@ -39,6 +39,9 @@ class Evidence:
     analysis_reason: str | None = None
     migration: list[dict[str, Any]] | None = None
     migration_reason: str | None = None
+    #: the port against the task's CUDA source run on the same inputs (stages.differential)
+    differential: dict[str, Any] | None = None
+    differential_reason: str | None = None
 
 
 def _verdict(level: int) -> str:
@@ -540,6 +543,7 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
             continue
         fb.append(Feedback("migration", sev, f"{rule} line {f.get('line')}: {f.get('message')}",
                            "the CUDA contract kept", f.get("suggestion") or "see the rule", loc))
+    level = _differential_feedback(ev, fb, level)
     level = max(0, min(level, start))
     defects = [f for f in fb if f.severity != "info"]
     note = "" if ev.migration is not None else \
@@ -548,6 +552,58 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            ("contract kept and idiomatic" if not defects else f"{len(defects)} fidelity defect(s)")
                            + (f"; static cross-check: {len(static)} finding(s)" if ev.migration is not None else "")
                            + note, fb)
+
+
+def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
+    """The port against the CUDA source run on the same inputs (stages.differential): a cause confirmed by
+    re-running the CUDA kernel with the port's constant costs two levels; a disagreement whose cause is not
+    identified is reported per output (one level when no other migration defect explains it and the port
+    also fails the reference there); the GPU-vs-Trainium envelope is stated for every output."""
+    d = ev.differential
+    if d is None:
+        if ev.differential_reason:
+            fb.append(Feedback("migration", "info", f"differential check against the CUDA source not assessed: "
+                               f"{ev.differential_reason}", "the port and the CUDA kernel run on the same inputs",
+                               "none", {}))
+        return level
+    if d.get("causes"):
+        level -= 2
+    for c in d.get("causes", []):
+        fb.append(Feedback("migration", "error", f"semantic infidelity: {c['summary']}",
+                           "the port computes the CUDA kernel's formula with its constants",
+                           f"use {c['cuda_text']} as the CUDA source does", {
+                               "cuda_location": f"kernel.cu:{c['cuda_line']}" if c.get("cuda_line") else None,
+                               "port_location": f"candidate.py:{c['port_line']}", "case": c["case"],
+                               "reproduced": c["reproduced"]}))
+    failing_ref = any(not c.correct for c in ev.cases)
+    other_defects = any(f.severity != "info" for f in fb)
+    charged = False
+    for o in d.get("outputs", []):
+        name = o["output"]
+        w = o.get("worst") or {}
+        if o["verdict"] == "disagree" and name in d.get("unexplained", []):
+            sev = "error" if failing_ref and not other_defects and not charged else "warning"
+            if sev == "error":
+                level -= 1
+                charged = True
+            fb.append(Feedback("migration", sev,
+                               f"output {name} disagrees with the CUDA kernel run on the same inputs ({w.get('case')}: "
+                               f"{o['tol_ratio']:.3g}x the tolerance at {w.get('index')}, GPU {w.get('gpu')!r} vs port "
+                               f"{w.get('port')!r}); cause not identified",
+                               "every output agrees with the CUDA kernel within the task's tolerance",
+                               "compare the port's formula for this output with the CUDA source line by line",
+                               {"output": name, **w}))
+        elif o.get("envelope") is not None:
+            build = d.get("gpu_build") or {}
+            fb.append(Feedback("migration", "info",
+                               f"output {name}: GPU (CUDA source{', fast-math' if build.get('fast_math') else ''}) vs "
+                               f"this port, observed max difference {o['observed']:.3g}, expected envelope "
+                               f"{o['envelope']:.3g} (GPU error + port error against the fp64 reference, "
+                               f"{o['cases']} case(s)); verdict {o['verdict']}",
+                               "GPU and Trainium results within the envelope of their own errors",
+                               "none", {"output": name, "observed": o["observed"], "envelope": o["envelope"],
+                                        "verdict": o["verdict"]}))
+    return level
 
 
 # ------------------------------------------------------------------------------ code quality

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,8 @@ class Scored:
     hw_case: CaseResult | None
 
 
-def score(loaded: Loaded, judgement: Judgement, run: RunEvidence, static: StaticFindings) -> Scored:
+def score(loaded: Loaded, judgement: Judgement, run: RunEvidence, static: StaticFindings,
+          differential: tuple[dict[str, Any] | None, str | None] = (None, None)) -> Scored:
     """Rubric levels from the evidence; physics and confirmed static hack findings (integrity verdicts),
     then the verdict; the score of an integrity verdict is exactly 0 (``scoring.total_score``)."""
     results = judgement.cases
@@ -38,7 +40,8 @@ def score(loaded: Loaded, judgement: Judgement, run: RunEvidence, static: Static
                   integrity=loaded.integrity, hw=run.hw, hw_case=hw_case, hw_solution=run.refs.hw_solution,
                   hw_baseline=run.refs.hw_baseline, perf=run.perf, perf_reason=run.perf_reason,
                   numerics_reason=judgement.numerics_reason, analysis=analysis, analysis_reason=analysis_reason,
-                  migration=migration, migration_reason=migration_reason)
+                  migration=migration, migration_reason=migration_reason,
+                  differential=differential[0], differential_reason=differential[1])
     crits = score_all(ev)
     physics = [v for v in ([roofline_violation(loaded.task, run.case.dims, loaded.target, run.perf["candidate"])]
                            if run.case and run.perf and fully_written(hw_case) else [])
