@@ -9,6 +9,8 @@ import sys
 import click
 import numpy as np
 
+from nkieval.cli_options import target_option
+
 
 @click.group()
 @click.version_option(package_name="nkieval")
@@ -17,7 +19,7 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--target", default=None, help="trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
+@target_option("trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
 def demo(target: str | None) -> None:
     """Simulate the bundled example kernels, check them against NumPy and summarise their instructions."""
     from nkieval import frontends

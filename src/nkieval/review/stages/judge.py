@@ -22,8 +22,9 @@ from nkieval.review.sandbox import CaseRun
 from nkieval.review.stages.load import Loaded
 from nkieval.review.stages.timing import Timings, timed
 from nkieval.review.verdict import JudgeError
-from nkieval.tasks import Task, load_reference, load_reference_variants, reference_outputs
+from nkieval.tasks import Task, load_reference, load_reference_variants
 from nkieval.tasks.inputs import is_random
+from nkieval.tasks.loader import checked_reference_outputs
 
 #: Failing cases per review whose numerics failure is diagnosed (likely causes named); the
 #: rubric's feedback cites at most this many (scoring.score_numerics).
@@ -71,8 +72,8 @@ def needs_prefetch(kit: JudgeKit, i: int) -> bool:
 
 
 def _reference(kit: JudgeKit, i: int) -> list[np.ndarray]:
-    return kit.loaded.data[i].get_reference(lambda: reference_outputs(kit.loaded.task, kit.reference,
-                                                                      kit.loaded.data[i].inputs))
+    return kit.loaded.data[i].get_reference(lambda: checked_reference_outputs(
+        kit.loaded.task, kit.reference, kit.loaded.data[i].inputs, dict(kit.loaded.cases[i].dims)))
 
 
 def _prepared(kit: JudgeKit, i: int, ref: list[np.ndarray]) -> tuple[Any, str | None]:
