@@ -623,7 +623,7 @@ class _FunctionBuilder:
             # method call: t.reshape(...), a.ap(...) read their receiver (or write it in dst position)
             self._expr(e.func.value, "write" if kind == "write" else "read")
         user_call = not known and (qn or "").split(".")[0] not in ("np", "math", "torch", "jnp", "jax") \
-            and qn not in _PURE_BUILTINS
+            and qn not in PURE_BUILTINS
         for r in reads:
             if user_call and isinstance(r, ast.Name):
                 self._event(r.id, "escape", r)
@@ -662,7 +662,7 @@ class _FunctionBuilder:
         self.f.shape_names = shape
 
 
-_PURE_BUILTINS = {"min", "max", "len", "range", "int", "float", "abs", "print", "isinstance", "tuple", "list",
+PURE_BUILTINS = {"min", "max", "len", "range", "int", "float", "abs", "print", "isinstance", "tuple", "list",
                   "enumerate", "zip", "divmod", "round", "sum", "any", "all", "bool", "str", "math.ceil"}
 
 
