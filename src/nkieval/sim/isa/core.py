@@ -238,7 +238,7 @@ def check_op_available(ctx: SimContext, op: Op, instruction_name: str, role: str
         raise NkiValidationError(f"{role} nl.{op.name} is an activation function ({instruction_name} takes ALU "
                                  "operators; nl.prelu works only as nisa.activate2's op)", operand=role,
                                  rule="argument")
-    if op.name in GEN4_ONLY and ctx.target.generation < 4:
+    if op.name in GEN4_ONLY and not ctx.target.has("abs_max"):
         raise NkiValidationError(f"{role} {op.name} needs trn3 (NeuronCore-v4); target is {ctx.target.name}",
                                  operand=role, rule="generation")
     if op.name in SIMULATOR_ONLY:
