@@ -196,7 +196,7 @@ def _check_tiling(ctx: Any, tile_position: Any, tile_size: Any, K: int, M: int) 
                                      operand="tile_size", rule="generation" if v in (32, 64, 128) else "argument")
     if not ctx.target.has("tile32") and r == 32 and c == 32:
         raise NkiValidationError("32x32 PE tiling is not supported on trn1", operand="tile_size", rule="generation")
-    if pr % r or pc % c or pr + r > 128 or pc + c > 128:
+    if pr % r or pc % c or pr + r > ctx.target.pe_array_rows or pc + c > ctx.target.pe_array_cols:
         raise NkiValidationError(f"tile_position {(pr, pc)} must be a multiple of tile_size {(r, c)} inside the 128x128 "
                                  "array", operand="tile_position", rule="argument")
     if K > r or M > c:
