@@ -238,14 +238,17 @@ def check_task(path: str | Path, *, run_reference: bool = True) -> CheckReport:
     except TaskError as e:
         return CheckReport(task=None, errors=[str(e)])
     rep = CheckReport(task=task)
+    from nkieval.hardware import get_target
+
+    p = int(get_target(task.default_target).partitions)  # one tile's rows
     dims = {d for s in task.shapes for d in s.dims}
     for d in sorted(dims):
         hidden_vals = [s.dims[d] for s in task.hidden_shapes]
-        if hidden_vals and all(v % 128 == 0 for v in hidden_vals) and max(hidden_vals) >= 128:
-            rep.warnings.append(f"task.toml:shapes.hidden: every hidden value of {d} is a multiple of 128; "
+        if hidden_vals and all(v % p == 0 for v in hidden_vals) and max(hidden_vals) >= p:
+            rep.warnings.append(f"task.toml:shapes.hidden: every hidden value of {d} is a multiple of {p}; "
                                 "add a ragged size to catch tail bugs")
-    if all(max(s.dims.values()) <= 128 for s in task.hidden_shapes):
-        rep.warnings.append("task.toml:shapes.hidden: no hidden shape overflows one 128-row tile")
+    if all(max(s.dims.values()) <= p for s in task.hidden_shapes):
+        rep.warnings.append(f"task.toml:shapes.hidden: no hidden shape overflows one {p}-row tile")
     if task.cuda_file is None:
         rep.warnings.append("no kernel.cu: Migration fidelity cannot be assessed for this task")
     if task.solution_file is None:

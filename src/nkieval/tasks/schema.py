@@ -100,13 +100,18 @@ class FlawedCandidate:
     families: tuple[str, ...] = ()
 
 
+#: The instruction budget of a candidate's run when task.toml's [limits] does not set one (a harness limit,
+#: not a hardware fact: it bounds the simulation's time and the trace's size).
+DEFAULT_MAX_INSTRUCTIONS = 200_000
+
+
 @dataclass(frozen=True)
 class Limits:
     """Per-candidate resource limits of the sandboxed run."""
 
     timeout_s: float = 60.0
     memory_mb: int = 4096
-    max_instructions: int = 200_000
+    max_instructions: int = DEFAULT_MAX_INSTRUCTIONS
 
 
 #: A stated expert roofline fraction below this needs a ``[perf] note`` giving the reason (rule perf-note).
@@ -416,7 +421,7 @@ def parse_task(data: Mapping[str, Any], directory: Path) -> Task:
     _check_keys(lim_t, ("timeout_s", "memory_mb", "max_instructions"), f"{W}:limits")
     limits = Limits(timeout_s=_opt(lim_t, "timeout_s", float, 60.0, f"{W}:limits"),
                     memory_mb=_opt(lim_t, "memory_mb", int, 4096, f"{W}:limits"),
-                    max_instructions=_opt(lim_t, "max_instructions", int, 200_000, f"{W}:limits"))
+                    max_instructions=_opt(lim_t, "max_instructions", int, DEFAULT_MAX_INSTRUCTIONS, f"{W}:limits"))
     if limits.timeout_s <= 0 or limits.memory_mb < 256 or limits.max_instructions < 1:
         raise TaskError("limits must be positive (memory_mb >= 256)", where=f"{W}:limits", rule="value")
 
