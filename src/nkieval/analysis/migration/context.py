@@ -52,9 +52,6 @@ class MigrationContext:
                     out.setdefault(qn, node.lineno)
         return out
 
-    def first_call(self, *qns: str) -> CallSite | None:
-        return next((c for c in self.calls if c.qn in qns), None)
-
     def op_of(self, c: CallSite) -> str | None:
         for key, pos in (("op", None), ("op0", None)):
             v = c.arg(key, pos)

@@ -9,7 +9,6 @@ is never imported or executed.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -247,11 +246,6 @@ class FunctionModel:
                 found = a
         return found
 
-    def calls_named(self, *qns: str) -> Iterator[CallSite]:
-        wanted = set(qns)
-        return (c for c in self.calls if c.qn in wanted)
-
-
 @dataclass(eq=False)
 class ImportRecord:
     module: str  # canonical, e.g. "nl", "os.path"
@@ -341,11 +335,6 @@ class SourceModel:
         if qn and qn.split(".")[0] in ("nl", "np", "nki", "torch", "ml_dtypes") and "." in qn:
             return qn.rsplit(".", 1)[1].replace("bfloat16", "bfloat16")
         return None
-
-    def line_text(self, line: int) -> str:
-        lines = self.source.splitlines()
-        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
-
 
 # --------------------------------------------------------------------------------------------
 # Building the model

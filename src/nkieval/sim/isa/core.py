@@ -448,10 +448,6 @@ def scalar_or_vector(ctx: SimContext, x: Any, role: str, p: int) -> np.ndarray |
                              rule="argument")
 
 
-def as2d(values: np.ndarray, p: int) -> np.ndarray:
-    return values.reshape(p, -1)
-
-
 # -- trace ------------------------------------------------------------------------------
 def record(ctx: SimContext, opcode: str, engine: str, accesses: list[OperandAccess], **attrs: Any) -> None:
     limit = ctx.options.max_instructions
