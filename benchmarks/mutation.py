@@ -5,8 +5,8 @@ mutation of the area's modules (comparison, arithmetic, boolean and unary operat
 replacement, break/continue, exception handlers, ...) and its ``mutate_and_test`` applies one and runs the
 area's tests. Cosmic Ray mutates files in place, so this script works on a copy of the checkout
 in a temporary directory (the checkout is never modified, even if the run is killed) and
-imports the copy through ``PYTHONPATH``. Each area runs a random sample of its mutants (``--per-area``,
-``--seed``) against its own fast tests (a full run of every mutant takes hours on two cores).
+imports the copy through ``PYTHONPATH``. Each area runs a random sample of its mutants (``--per-area``;
+the sample depends only on ``--seed`` and the area, so one area can be rerun alone) against its own fast tests (a full run of every mutant takes hours on two cores).
 
 Prints, per area, the mutants sampled out of all, killed, survived, incompetent (the mutant does not
 import) and the kill rate killed / (killed + survived); ``--survivors FILE`` writes each survivor's
@@ -117,7 +117,6 @@ def main() -> int:
     except ImportError:
         print("Cosmic Ray is not installed: pip install -e '.[mutation]'", file=sys.stderr)
         return 2
-    rng = random.Random(a.seed)
     survivors: list[str] = []
     rows = []
     with tempfile.TemporaryDirectory(prefix="nkieval-mutation-") as tmp:
@@ -131,10 +130,12 @@ def main() -> int:
         try:
             for name in a.areas.split(","):
                 t0 = time.perf_counter()
-                c = run_area(name, AREAS[name], copy, a.per_area, rng, survivors)
+                c = run_area(name, AREAS[name], copy, a.per_area, random.Random(f"{a.seed}:{name}"), survivors)
                 judged = c["killed"] + c["survived"]
                 rate = c["killed"] / judged if judged else float("nan")
                 rows.append((name, c, rate, time.perf_counter() - t0))
+                if a.survivors:  # (written as each area ends: a long run can be read while it goes on)
+                    Path(a.survivors).write_text("\n".join(survivors))
                 print(f"{name:<16} sampled {c['sampled']:>3} of {c['mutants']:>5}  killed {c['killed']:>3}  "
                       f"survived {c['survived']:>3}  incompetent {c['incompetent']:>3}  kill rate {rate:6.1%}  "
                       f"({rows[-1][3]:.0f} s)", flush=True)
