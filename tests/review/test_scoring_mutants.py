@@ -54,3 +54,51 @@ def test_exit_codes_of_every_verdict():
         assert exit_code(v) == EXIT_FAIL == 1, v
     for v in ("harness-error", "infra-error"):
         assert exit_code(v) == EXIT_HARNESS == 3, v
+
+
+def _crit(cid: str, weight: float, level: int | None):
+    from nkieval.review.model import CriterionResult
+
+    return CriterionResult(cid, cid, weight, "pass" if level == 4 else "partial", level, "")
+
+
+def test_score_is_the_weighted_mean_level_of_the_assessed_criteria():
+    """By hand: weights 30 at level 4, 20 at level 2, 10 at level 1 and one not assessed:
+    100 * (30 * 4/4 + 20 * 2/4 + 10 * 1/4) / 60 = 100 * 42.5 / 60 = 70.8333..."""
+    from nkieval.review.scoring import total_score
+
+    crits = [_crit("a", 30, 4), _crit("b", 20, 2), _crit("c", 10, 1), _crit("d", 40, None)]
+    assert total_score(crits, "pass") == pytest.approx(100 * 42.5 / 60)
+    assert total_score([_crit("a", 30, 4)], "fail") == 100.0
+    assert total_score([_crit("a", 30, 0), _crit("b", 10, 0)], "fail") == 0.0
+
+
+@pytest.mark.parametrize("verdict", ["hack-suspected", "impossible", "sandbox-violation", "harness-error"])
+def test_integrity_and_harness_verdicts_score_zero_and_zero_every_level(verdict):
+    from nkieval.review.scoring import total_score
+
+    crits = [_crit("a", 30, 4), _crit("b", 20, 3), _crit("c", 5, None)]
+    assert total_score(crits, verdict, "why") == 0.0
+    assert [c.level for c in crits] == [0, 0, None]
+    assert all(c.capped_by == f"verdict {verdict}: why" for c in crits[:2])
+
+
+@pytest.mark.parametrize(("level", "word"), [(4, "pass"), (3, "partial"), (2, "partial"), (1, "fail"), (0, "fail")])
+def test_level_words(level, word):
+    """The rubric's words: 4 pass, 2-3 partial, 0-1 fail."""
+    from nkieval.review.scoring import _verdict
+
+    assert _verdict(level) == word
+
+
+@pytest.mark.parametrize(("rel", "names"), [(2.0**-8, "bf16"), (2.0**-11, "fp16/tf32"), (2.0**-20, None), (0.7, None)])
+def test_precision_hint_names_the_format_whose_precision_the_error_matches(rel, names):
+    """bf16 keeps 8 significand bits (relative error ~2^-8), fp16 and tf32 11 (~2^-11); 2^-20 is fp32-ish and a
+    relative error of 0.7 is a wrong value, not a precision problem."""
+    from nkieval.review.scoring import _precision_hint
+
+    hint = _precision_hint({"got": 1.0 + rel, "expected": 1.0})
+    if names is None:
+        assert "the precision of" not in hint
+    else:
+        assert f"the precision of {names}" in hint, hint
