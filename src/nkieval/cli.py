@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from nkieval.cli_options import target_option
+
 # Sub-commands defined next to the code they drive: name -> ("module:attribute" of a click command, the
 # one-line help `nkieval --help` prints). Modules are imported only when their command runs, so the front
 # door stays fast (`nkieval --help` imports click and this file). Add one line here per command; a missing
@@ -60,7 +62,7 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--target", default=None, help="trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
+@target_option("trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
 def demo(target: str | None) -> None:
     """Simulate the bundled example kernels, check them against NumPy and summarise their instructions."""
     import numpy as np

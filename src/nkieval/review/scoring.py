@@ -280,6 +280,13 @@ def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
 
 
 # ------------------------------------------------------------------------------ hardware
+def _partitions(target: str) -> int:
+    """The target's partition count (hardware/data): utilisation fractions are reported as partitions."""
+    from nkieval.hardware import get_target
+
+    return int(get_target(target).partitions)
+
+
 def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
     R = ev.rubric
     hw, sol = ev.hw, ev.hw_solution
@@ -300,15 +307,16 @@ def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
     sol_txt = lambda v, fmt: f" (expert solution: {fmt.format(v)})" if v is not None else ""  # noqa: E731
     u = hw.partition_utilisation
     su = sol.partition_utilisation if sol else None
+    P = _partitions(ev.target)
     if su is None or su >= 0.5:
         if u < float(R.t("hardware", "partition_utilisation_severe")):
-            flag(major + 1, f"compute instructions drive {u * 128:.1f} of 128 partitions on average{sol_txt(su and su * 128, '{:.0f}')}",
+            flag(major + 1, f"compute instructions drive {u * P:.1f} of {P} partitions on average{sol_txt(su and su * P, '{:.0f}')}",
                  "all 128 partitions busy: the parallel axis on partitions, [128, F] tiles",
                  "lay the data out as [128, n/128] (or tile rows 128 at a time) so each instruction uses every lane; "
                  "a 1-partition instruction costs as much as a 128-partition one",
                  metric="partition_utilisation", value=u, reference=su)
         elif u < float(R.t("hardware", "partition_utilisation_min")):
-            flag(major, f"compute instructions drive {u * 128:.1f} of 128 partitions on average{sol_txt(su and su * 128, '{:.0f}')}",
+            flag(major, f"compute instructions drive {u * P:.1f} of {P} partitions on average{sol_txt(su and su * P, '{:.0f}')}",
                  "at least 64, ideally 128 partitions per instruction",
                  "put the parallel axis on partitions and tile 128 rows at a time", metric="partition_utilisation",
                  value=u, reference=su)
@@ -384,7 +392,7 @@ def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
              "fix the construct at the location shown", metric="warnings", value=len(hw.warnings),
              location=w.get("location"))
     level = max(0, 4 - penalty)
-    summary = (f"partitions {hw.partition_utilisation * 128:.0f}/128, median DMA {hw.dma_median_bytes_per_partition:.0f} "
+    summary = (f"partitions {hw.partition_utilisation * P:.0f}/{P}, median DMA {hw.dma_median_bytes_per_partition:.0f} "
                f"B/partition, reload {hw.reload_factor or 0:.2f}x, {hw.instructions} instructions"
                + (f", {hw.matmul_count} matmuls ({hw.matmul_accumulating} accumulating)" if hw.matmul_count else ""))
     return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, summary, fb,
@@ -507,7 +515,8 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
         level -= 2
         st = cite("MIG001")
         fb.append(Feedback("migration", "error",
-                           f"literal port: {hw.partition_utilisation * 128:.0f}/128 partitions per instruction and "
+                           f"literal port: {hw.partition_utilisation * _partitions(ev.target):.0f}/{_partitions(ev.target)} partitions "
+                           "per instruction and "
                            f"{hw.instructions} instructions ({hw.instructions / max(1, sol.instructions):.0f}x the expert)"
                            + (f"; static check {st['static_rule']} line {st['static_line']} agrees" if st else ""),
                            "the CUDA grid/block decomposition re-derived as 128-partition tiles, not transliterated",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nkieval.hardware import get_target
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.trace import AllocationRecord, Trace
 
@@ -102,7 +103,7 @@ def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityP
             events.append((lo, 0, i))
             events.append((hi + 0.25, -1, i))
         events.sort(key=lambda e: (e[0], e[1]))
-        usage = np.zeros(128, dtype=np.int64)
+        usage = np.zeros(get_target(trace.target).partitions, dtype=np.int64)
         live: set[int] = set()
         best, best_seq, best_live = 0, 0, ()
         for seq, kind, i in events:

@@ -324,7 +324,7 @@ def make_indirect(t: NkiTensor, index: Any, num_elem: Any = None) -> NkiTensor:
     from nkieval.sim.tensor import NkiTensor
 
     ctx = current()
-    if ctx.target.generation < 4:
+    if not ctx.target.has("indirect"):
         raise NkiValidationError(f"tensor indirection (.indirect()) needs trn3 (NeuronCore-v4); target is "
                                  f"{ctx.target.name}", instruction="indirect", rule="generation")
     if not t.is_on_chip:

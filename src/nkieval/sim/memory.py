@@ -143,7 +143,7 @@ class OnChipAllocator:
     """
 
     def __init__(self, kind: str, capacity: int, alignment: int, mode: str, on_event=None,
-                 defer: bool = False) -> None:
+                 defer: bool = False, *, partitions: int, bank_bytes: int) -> None:
         # defer: judge first-fit tiles after the run by live range (nkieval.sim.capacity), as the
         # compiler allocates; only explicitly placed tiles are checked here.
         self.defer = defer
@@ -151,8 +151,10 @@ class OnChipAllocator:
         self.capacity = capacity
         self.alignment = alignment
         self.mode = mode
+        self.partitions = partitions  # the target's (hardware/data)
+        self.bank_bytes = bank_bytes  # the PSUM bank an explicit PSUM address must align to
         self.live: dict[int, LiveBlock] = {}
-        self.usage = np.zeros(128, dtype=np.int64)  # live bytes per partition of first-fit blocks
+        self.usage = np.zeros(partitions, dtype=np.int64)  # live bytes per partition of first-fit blocks
         self.fixed: dict[int, LiveBlock] = {}  # live blocks at explicit addresses (counted as a union)
         self.peak_bytes = 0
         self._on_event = on_event
@@ -169,13 +171,13 @@ class OnChipAllocator:
         with self._lock:
             if address is not None:
                 p0, start = int(address[0]), int(address[1])
-                if p0 < 0 or p0 + nparts > 128:
+                if p0 < 0 or p0 + nparts > self.partitions:
                     raise NkiValidationError(
-                        f"address partition offset {p0} with {nparts} partitions exceeds 128 partitions",
+                        f"address partition offset {p0} with {nparts} partitions exceeds {self.partitions} partitions",
                         instruction=instruction, operand=alloc.name, rule="out-of-bounds")
-                if self.kind == "psum" and start % 2048:
+                if self.kind == "psum" and start % self.bank_bytes:
                     raise NkiValidationError(
-                        f"PSUM address {start} is not aligned to a 2048-byte bank",
+                        f"PSUM address {start} is not aligned to a {self.bank_bytes}-byte bank",
                         instruction=instruction, operand=alloc.name, rule="psum-alignment")
                 if start < 0 or start + alloc.row_bytes > self.capacity:
                     raise NkiValidationError(
@@ -218,7 +220,7 @@ class OnChipAllocator:
         if not self.fixed:
             return int(self.usage.max())
         blocks = list(self.fixed.values())
-        cuts = sorted({0, 128, *(b.partitions[0] for b in blocks), *(b.partitions[1] for b in blocks)})
+        cuts = sorted({0, self.partitions, *(b.partitions[0] for b in blocks), *(b.partitions[1] for b in blocks)})
         total = 0
         for lo, hi in itertools.pairwise(cuts):
             spans = sorted((b.start, b.end) for b in blocks if b.partitions[0] <= lo and hi <= b.partitions[1])

@@ -241,7 +241,7 @@ def check_op_available(ctx: SimContext, op: Op, instruction_name: str, role: str
         raise NkiValidationError(f"{role} nl.{op.name} is an activation function ({instruction_name} takes ALU "
                                  "operators; nl.prelu works only as nisa.activate2's op)", operand=role,
                                  rule="argument")
-    if op.name in GEN4_ONLY and ctx.target.generation < 4:
+    if op.name in GEN4_ONLY and not ctx.target.has("abs_max"):
         raise NkiValidationError(f"{role} {op.name} needs trn3 (NeuronCore-v4); target is {ctx.target.name}",
                                  operand=role, rule="generation")
     if op.name in SIMULATOR_ONLY and getattr(dst, "api_generation", "current") != "beta1":
@@ -449,10 +449,6 @@ def scalar_or_vector(ctx: SimContext, x: Any, role: str, p: int) -> np.ndarray |
         return np.float32(x)
     raise NkiValidationError(f"{role} must be a number or a [P, 1] tensor, got {type(x).__name__}", operand=role,
                              rule="argument")
-
-
-def as2d(values: np.ndarray, p: int) -> np.ndarray:
-    return values.reshape(p, -1)
 
 
 # -- trace ------------------------------------------------------------------------------

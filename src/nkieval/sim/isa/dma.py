@@ -80,7 +80,7 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
             raise NkiValidationError(f"hwdge DMA cannot cast ({src.dtype} -> {dst.dtype}); dtypes must match",
                                      operand="dst", rule="dtype")
     if priority is not None:
-        if ctx.target.generation < 4:
+        if not ctx.target.has("dma_priority"):
             raise NkiValidationError(f"priority needs trn3 (NeuronCore-v4); target is {ctx.target.name}",
                                      operand="priority", rule="generation")
         if int_value(priority, "priority") not in range(4):

@@ -33,7 +33,7 @@ _FP32_CLASS = (dt.float32, dt.tfloat32)
 
 def _check_psum_bank(ctx: Any, dst: NkiTensor, role: str = "dst") -> None:
     """On v2/v3 one matmul writes one 2 KiB PSUM bank per partition."""
-    if ctx.target.generation >= 4:
+    if ctx.target.has("matmul_multi_bank"):
         return
     acc = dst.access(role, "w")
     bank = ctx.target.psum_bank_bytes
@@ -151,7 +151,7 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     elif accumulate:
         if not mm.all():
             other = flag_view(dst, dst.alloc.other_written)
-            if other.any() and T.generation < 4:
+            if other.any() and not T.has("psum_accumulate_any_write"):
                 ctx.warn("accumulate=True onto PSUM written by a non-matmul instruction (memset/copy) is undefined "
                          "on NeuronCore-v2/v3", rule="psum-accumulate", instruction="nc_matmul")
             else:
@@ -194,9 +194,9 @@ def _check_tiling(ctx: Any, tile_position: Any, tile_size: Any, K: int, M: int) 
         if v not in sizes:
             raise NkiValidationError(f"tile_size {what} {v} not supported on {ctx.target.name} (allowed: {sizes})",
                                      operand="tile_size", rule="generation" if v in (32, 64, 128) else "argument")
-    if ctx.target.generation == 2 and r == 32 and c == 32:
+    if not ctx.target.has("tile32") and r == 32 and c == 32:
         raise NkiValidationError("32x32 PE tiling is not supported on trn1", operand="tile_size", rule="generation")
-    if pr % r or pc % c or pr + r > 128 or pc + c > 128:
+    if pr % r or pc % c or pr + r > ctx.target.pe_array_rows or pc + c > ctx.target.pe_array_cols:
         raise NkiValidationError(f"tile_position {(pr, pc)} must be a multiple of tile_size {(r, c)} inside the 128x128 "
                                  "array", operand="tile_position", rule="argument")
     if K > r or M > c:

@@ -176,7 +176,7 @@ def tensor_scalar(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any, revers
             raise NkiValidationError("tensor_scalar on the Scalar engine needs trn2 or later", operand="engine",
                                      rule="generation")
         combo = (o0.name, o1.name if o1 else None)
-        if ctx.target.generation == 3 and combo not in (("multiply", "add"), ("multiply", None), ("add", None)):
+        if not ctx.target.has("scalar_tensor_scalar_any_ops") and combo not in (("multiply", "add"), ("multiply", None), ("add", None)):
             raise NkiValidationError(f"the trn2 Scalar engine supports tensor_scalar (multiply, add), (multiply,) and "
                                      f"(add,) only, got {combo}", operand="op0", rule="argument")
     if eng == "gpsimd" and o0.name != "rsqrt":
