@@ -211,7 +211,7 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
         return []
     req = loaded.request
     ran = run_candidate(loaded.source, task.kernel, jobs, target=loaded.target, limits=loaded.limits,
-                        isolation=req.isolation, trusted=req.trusted)
+                        isolation=req.isolation, trusted=req.trusted, hide=(str(task.directory),))
     return [(lb, d, inp, gpu, r.outputs) for (lb, d, inp, gpu), r in zip(prepared, ran) if r.status == "ok"]
 
 
