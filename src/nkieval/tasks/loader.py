@@ -77,9 +77,22 @@ def candidate_files(task: Task) -> dict[str, Path]:
     return out
 
 
+def _run_reference_module(task: Task) -> dict[str, Any]:
+    """reference.py's namespace; a file that does not import (a syntax error, a raising top level) is a
+    TaskError naming the file and line, never a raw traceback."""
+    try:
+        return runpy.run_path(str(task.reference_file), run_name=f"nkieval_task_{task.id}_reference")
+    except SyntaxError as e:
+        raise TaskError(f"reference.py does not parse: {e.msg} (line {e.lineno})", where=task.reference_file.name,
+                        rule="reference") from None
+    except Exception as e:  # the task author's module raised while importing
+        raise TaskError(f"reference.py raised while loading: {type(e).__name__}: {e}",
+                        where=task.reference_file.name, rule="reference") from None
+
+
 def load_reference(task: Task) -> Callable[..., Any]:
     """The ``reference`` function of reference.py (executed fresh, never shared with candidates)."""
-    ns = runpy.run_path(str(task.reference_file), run_name=f"nkieval_task_{task.id}_reference")
+    ns = _run_reference_module(task)
     fn = ns.get("reference")
     if not callable(fn):
         raise TaskError("reference.py must define a function `reference(*inputs, **params)`",
@@ -103,7 +116,7 @@ class ReferenceVariant:
 
 def load_reference_variants(task: Task) -> list[ReferenceVariant]:
     """reference.py's optional ``VARIANTS = {id: {"cause": str, "action": str, "fn": callable}}``."""
-    ns = runpy.run_path(str(task.reference_file), run_name=f"nkieval_task_{task.id}_reference")
+    ns = _run_reference_module(task)
     raw = ns.get("VARIANTS", {})
     where = f"{task.reference_file.name}:VARIANTS"
     if not isinstance(raw, dict):
@@ -165,6 +178,24 @@ def reference_outputs(task: Task, fn: Callable[..., Any], inputs: dict[str, np.n
     return [np.asarray(o) for o in outs]
 
 
+def numerics_op_problem(task: Task) -> str | None:
+    """Why the task's numerics op cannot be judged (unknown op, no oracle), or None."""
+    if task.numerics.op == "reference":
+        ns = _run_reference_module(task)
+        if not callable(ns.get("oracle")):
+            return "numerics.op is 'reference' but reference.py defines no oracle()"
+        if task.numerics.k is None:
+            return "numerics.op is 'reference' but numerics.k (the contraction length) is not set"
+        return None
+    from nkieval.numerics.oracle import UnknownOpError, get_op
+
+    try:
+        get_op(task.numerics.op)
+    except UnknownOpError as e:
+        return str(e)
+    return None
+
+
 @dataclass
 class CheckReport:
     """What ``task check`` found: hard errors stop a task; warnings weaken it."""
@@ -188,6 +219,9 @@ def check_task(path: str | Path, *, run_reference: bool = True) -> CheckReport:
     except TaskError as e:
         return CheckReport(task=None, errors=[str(e)])
     rep = CheckReport(task=task)
+    why = numerics_op_problem(task)
+    if why:  # otherwise every review of a correct kernel fails later with a false "no outputs"
+        rep.errors.append(f"task.toml:numerics.op: {why} [task rule numerics-op]")
     dims = {d for s in task.shapes for d in s.dims}
     for d in sorted(dims):
         hidden_vals = [s.dims[d] for s in task.hidden_shapes]

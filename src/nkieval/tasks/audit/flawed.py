@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from nkieval.review.suite import names_flaw
 from nkieval.tasks.audit.context import AuditContext
+from nkieval.tasks.audit.hostile import trivial_kernels
 from nkieval.tasks.audit.model import CriterionAudit, Finding, level_of
 
 
@@ -21,7 +22,14 @@ def audit(ctx: AuditContext) -> CriterionAudit:
         return CriterionAudit("flawed", "Flawed candidates prove something", 1.0, level_of(fs), "none", fs)
     src = ctx.expert_source()
     ex = ctx.run("expert+refs", src, compare_references=True, keep_feedback=True) if src else None
-    expert_text = ex.text.lower() if ex is not None else ""
+    # text any review of this task may print whatever the kernel does: the expert's review, the recipe's
+    # formats, the op and kernel names (a word from it matches a review of any candidate)
+    recipe = task.numerics.recipe
+    boiler = [ex.text if ex is not None else "", task.numerics.op, task.kernel,
+              *(str(v) for v in recipe.values() if isinstance(v, str)),
+              *(str(x) for v in recipe.values() if isinstance(v, list) for x in v)]
+    expert_text = "\n".join(boiler).lower()
+    zeros = next((g for g in trivial_kernels(task) if g.id == "zeros" and g.source), None)
     caught = 0
     for fl in task.flawed:
         path = (task.directory / fl.file).resolve()
@@ -54,10 +62,20 @@ def audit(ctx: AuditContext) -> CriterionAudit:
         generic = [w for w in fl.evidence if w.strip() and w.lower() in expert_text]
         if generic:
             fs.append(Finding("flawed", "error", "evidence-in-expert-review",
-                              f"evidence word(s) {generic} of {fl.file} also appear in the expert's review, so they "
-                              "do not name the flaw", "evidence words that only a review of the flaw contains",
+                              f"evidence word(s) {generic} of {fl.file} also appear in the expert's review or in "
+                              "text every review of this task prints (recipe, op, kernel name), so they do not name "
+                              "the flaw", "evidence words that only a review of the flaw contains",
                               "choose a phrase from the flaw's own finding (e.g. the diagnosed cause)",
                               {"file": fl.file, "words": generic}))
+        elif named and zeros is not None and zeros.source is not None:
+            z = ctx.run("trivial:zeros+feedback", zeros.source, keep_feedback=True)
+            if names_flaw(fl.evidence, z.feedback.get(fl.criterion, [])):
+                fs.append(Finding("flawed", "warning", "evidence-symptom-only",
+                                  f"the evidence {list(fl.evidence)} of {fl.file} also names a kernel that writes "
+                                  f"zeros: it is the symptom, not the flaw ({fl.flaw})",
+                                  "evidence that names the flaw's cause", "declare the wrong formula in reference.py "
+                                  "VARIANTS so the review names its cause, then use that phrase",
+                                  {"file": fl.file}))
     summary = f"{caught}/{len(task.flawed)} flawed candidates caught with evidence"
     return CriterionAudit("flawed", "Flawed candidates prove something", 1.0, level_of(fs), summary, fs,
                           {"table": rows})
