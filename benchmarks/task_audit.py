@@ -23,7 +23,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tasks", nargs="*")
     ap.add_argument("--all", action="store_true", help="every built-in task")
-    ap.add_argument("--max-mutants", type=int, default=24)
+    ap.add_argument("--max-mutants", type=int, default=16)
     ap.add_argument("--default-target-only", action="store_true")
     ap.add_argument("--budget", type=float, default=120.0, help="seconds one audit may take")
     ap.add_argument("--jsonl", default=None)

@@ -35,7 +35,7 @@ __all__ = ["AUDIT_SCHEMA", "AUDIT_VERSION", "CRITERION_IDS", "RUBRIC", "AuditRep
            "HarnessError", "audit_task", "to_markdown"]
 
 
-def audit_task(path: str | Path, *, seed: int = 0, target: str | None = None, max_mutants: int = 24,
+def audit_task(path: str | Path, *, seed: int = 0, target: str | None = None, max_mutants: int = 16,
                criteria: Sequence[str] | None = None, all_targets: bool = True, probe_survivors: bool = True,
                progress: Callable[[str], None] | None = None) -> AuditReport:
     """Audit the task at ``path`` (a directory or built-in id) against the rubric (``criteria``: a subset).

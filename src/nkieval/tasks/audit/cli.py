@@ -20,7 +20,7 @@ import click
               help="write audit.json and audit.md into this directory")
 @click.option("--seed", type=int, default=0, show_default=True, help="input seed of every review the audit runs")
 @click.option("--target", default=None, help="target of the tests (default: the task's first)")
-@click.option("--max-mutants", type=click.IntRange(0, 500), default=24, show_default=True,
+@click.option("--max-mutants", type=click.IntRange(0, 500), default=16, show_default=True,
               help="mutants of the expert solution to review")
 @click.option("--criteria", default=None, help="comma-separated subset of the rubric's criteria")
 @click.option("--default-target-only", is_flag=True, help="hardware criterion on the first target only")
@@ -66,11 +66,11 @@ def audit_cmd(path: str, fmt: str, out_dir: str | None, seed: int, target: str |
 @click.option("--id", "task_id", default=None, help="task id (default: from the file name)")
 def import_cmd(source: str, kind: str, parent: str, task_id: str | None) -> None:
     """Import a KernelBench-style (PyTorch Model + get_inputs) or NKIBench-style task into a task directory."""
-    from nkieval.tasks.audit.importers import ImportError_, import_task
+    from nkieval.tasks.audit.importers import TaskImportError, import_task
 
     try:
         d = import_task(Path(source), Path(parent), kind=kind, task_id=task_id)
-    except ImportError_ as e:
+    except TaskImportError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
     click.echo(f"created {d}: check it with `nkieval task check {d}`, then `nkieval task audit {d}`")

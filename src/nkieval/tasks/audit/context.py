@@ -31,7 +31,7 @@ class AuditContext:
     task: Task
     seed: int
     target: str
-    max_mutants: int = 24
+    max_mutants: int = 16
     #: probe each surviving mutant on extra shapes to name one that kills it (costs reviews)
     probe_survivors: bool = True
     runs: dict[tuple[Any, ...], RunOutcome] = field(default_factory=dict)

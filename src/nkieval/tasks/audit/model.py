@@ -154,7 +154,7 @@ def to_markdown(rep: AuditReport) -> str:
         out.append(f"| {c.title} | {lv} | {c.summary} |")
     out.append("")
     for c in rep.criteria:
-        if not c.findings and not c.measurements:
+        if not c.findings and not c.measurements.get("table"):
             continue
         out += [f"## {c.title}", ""]
         for f in c.findings:

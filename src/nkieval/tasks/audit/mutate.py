@@ -79,9 +79,12 @@ def _sites(tree: ast.AST) -> list[tuple[str, int, str]]:
     """Every mutation site as (kind, index of the node in ast.walk order, description)."""
     out: list[tuple[str, int, str]] = []
     bounds: set[str] = set()  # names that appear in a slice's upper bound
-    for n in ast.walk(tree):
+    defaults: set[int] = set()  # constants that are parameter defaults: the task passes its params, so
+    for n in ast.walk(tree):      # perturbing a default is an equivalent mutant
         if isinstance(n, ast.Slice) and n.upper is not None:
             bounds |= {x.id for x in ast.walk(n.upper) if isinstance(x, ast.Name)}
+        if isinstance(n, ast.arguments):
+            defaults |= {id(x) for d in (*n.defaults, *n.kw_defaults) if d is not None for x in ast.walk(d)}
     for i, n in enumerate(ast.walk(tree)):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
                 and n.targets[0].id in bounds and isinstance(n.value, ast.BinOp | ast.Call):
@@ -103,7 +106,7 @@ def _sites(tree: ast.AST) -> list[tuple[str, int, str]]:
         elif isinstance(n, ast.If):
             out.append(("drop_branch", i, f"if {ast.unparse(n.test)} -> if False"))
         elif isinstance(n, ast.Constant) and isinstance(n.value, float) and n.value not in (0.0,) \
-                and n.value == n.value:
+                and n.value == n.value and id(n) not in defaults:
             out.append(("const_perturb", i, f"{n.value!r} -> {n.value * 1.01!r}"))
         elif isinstance(n, ast.Call):
             kw = {k.arg: k for k in n.keywords if k.arg}
@@ -160,7 +163,7 @@ def _spread(items: list, n: int) -> list:
     return [items[int(k * step)] for k in range(n)]
 
 
-def mutants(source: str, *, max_mutants: int = 24, kinds: tuple[str, ...] = KINDS,
+def mutants(source: str, *, max_mutants: int = 16, kinds: tuple[str, ...] = KINDS,
             keep: Callable[[str], bool] | None = None) -> tuple[list[Mutant], int]:
     """Up to ``max_mutants`` distinct mutants of ``source``, spread over the operators round-robin.
 
