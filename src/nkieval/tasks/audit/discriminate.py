@@ -76,7 +76,8 @@ def audit(ctx: AuditContext) -> CriterionAudit:
     summary = (f"expert {'passes' if ex.passed else 'FAILS'}; trivial kernels caught "
                f"{sum(1 for r in rows[2:] if '| yes |' in r)}/{sum(1 for r in rows[2:] if 'not applicable' not in r)}"
                + (f"; mutants killed {meas['killed']}/{meas['killed'] + meas['survived']} "  # type: ignore[operator]
-                  f"({100 * kr:.0f}%), {meas['stillborn']} stillborn" if isinstance(kr, float) else "")
+                  f"({100 * kr:.0f}%), {meas['stillborn']} stillborn, {meas['equivalent']} equivalent"
+                  if isinstance(kr, float) else "")
                + (f"; {len(errors)} error(s)" if errors else ""))
     return CriterionAudit("discriminates", "Tests discriminate", 2.0, level_of(fs), summary, fs,
                           {k: v for k, v in meas.items() if k != "trivial_table"})
@@ -86,11 +87,15 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
     fs: list[Finding] = []
     t0 = time.perf_counter()
     ms, n_sites = mutants(src, max_mutants=ctx.max_mutants)
-    killed, survived, stillborn = [], [], []
+    expert = ctx.run("expert", src)
+    killed, survived, stillborn, same = [], [], [], []
     rows = ["| mutant | operator | line | change | outcome |", "|---|---|---|---|---|"]
     for m in ms:
         o = ctx.run(f"mutant:{m.id}", m.source)
-        if o.passed:
+        if o.passed and o.errors == expert.errors and expert.errors:
+            same.append(m)  # its outputs' errors equal the expert's on every case: equivalent as far as tests go
+            outcome = "survived, equivalent on every case"
+        elif o.passed:
             survived.append(m)
             outcome = "SURVIVED"
         elif o.killed_by_tests:
@@ -100,14 +105,29 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
             stillborn.append(m)
             outcome = f"stillborn ({o.verdict}: {o.reason[:60]})"
         rows.append(f"| {m.id} | {m.kind} | {m.line} | {m.description.replace('|', '/')} | {outcome} |")
+    # a mutant whose outputs equal the expert's on every case is equivalent *or* changes code no case
+    # reaches (an untested tail branch): the probe shape tells them apart where it can
+    probes = _probe(ctx, [*same, *survived]) if ctx.probe_survivors and (survived or same) else {}
+    reached = [m for m in same if m.id in probes]
+    same = [m for m in same if m.id not in probes]
+    survived = reached + survived
+    for m in reached:
+        rows = [r.replace("survived, equivalent on every case", f"SURVIVED (the probe shape {probes[m.id]} kills it)")
+                if r.startswith(f"| {m.id} |") else r for r in rows]
     n = len(killed) + len(survived)
     rate = len(killed) / n if n else None
     meas.update(mutants=len(ms), mutation_sites=n_sites, killed=len(killed), survived=len(survived),
-                stillborn=len(stillborn), kill_rate=rate, mutant_table=rows,
+                stillborn=len(stillborn), equivalent=len(same), kill_rate=rate, mutant_table=rows,
                 mutation_s=round(time.perf_counter() - t0, 1),
                 per_operator={k: [sum(m.kind == k for m in killed), sum(m.kind == k for m in survived)]
                               for k in sorted({m.kind for m in ms})})
-    probes = _probe(ctx, survived) if ctx.probe_survivors and survived else {}
+    for m in same:
+        fs.append(Finding("discriminates", "info", "mutant-equivalent",
+                          f"mutant {m.id} ({m.kind}, line {m.line}: {m.description}) passes with outputs whose errors "
+                          "equal the expert's on every case" + (", and on the probe shape" if ctx.probe_survivors
+                                                                 else ""),
+                          "(likely an equivalent mutant: not counted in the kill rate)",
+                          "nothing, unless the change should matter", {"mutant": m.id, "diff": m.diff}))
     for m in survived:
         killer = probes.get(m.id)
         fs.append(Finding("discriminates", "warning", "mutant-survives",
@@ -120,7 +140,8 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
     if rate is not None and rate < KILL_RATE_BAR:
         fs.append(Finding("discriminates", "error", "mutation-kill-rate",
                           f"the tests kill {len(killed)} of {n} non-stillborn mutants of the expert "
-                          f"({100 * rate:.0f}%; {len(stillborn)} stillborn, {len(ms)} sampled of {n_sites} sites)",
+                          f"({100 * rate:.0f}%; {len(stillborn)} stillborn, {len(same)} equivalent, {len(ms)} sampled "
+                          f"of {n_sites} sites)",
                           f">= {100 * KILL_RATE_BAR:.0f}% of non-equivalent mutants killed",
                           "see the surviving mutants: add the shapes or families they name",
                           {"kill_rate": rate, "survivors": [m.id for m in survived]}))
@@ -140,7 +161,7 @@ def probe_shapes(task: Task) -> list[ShapeCase]:
     return out
 
 
-def _probe(ctx: AuditContext, survived: list[Mutant], limit: int = 3) -> dict[str, str]:
+def _probe(ctx: AuditContext, survived: list[Mutant], limit: int = 4) -> dict[str, str]:
     """For the first ``limit`` survivors: a probe shape on which the expert passes and the mutant fails."""
     task = ctx.task
     out: dict[str, str] = {}

@@ -40,6 +40,9 @@ class RunOutcome:
     baseline_time_s: float | None = None
     solution_time_s: float | None = None
     feedback: dict[str, list[str]] = field(default_factory=dict)  # criterion -> findings above info
+    #: per case, the output's error against the reference as the numerics standard measured it (max abs error,
+    #: relative L2, max ulp, ulp histogram): equal for two kernels whose outputs agree on every case
+    errors: dict[str, Any] = field(default_factory=dict)
     text: str = ""  # keep_feedback: everything the review wrote (summaries and every feedback line)
     elapsed_s: float = 0.0
 
@@ -92,10 +95,15 @@ def run_candidate(task: Task, source: str | Path, label: str, *, seed: int, targ
     summ = (perf.get("candidate") or {}).get("summary") or {}
     failing = [c.case for c in r.cases if not c.correct or (c.numerics or {}).get("status") == "fail"]
     ran = any(c.status == "ok" for c in r.cases)
+    errors: dict[str, Any] = {}
+    for c in r.cases:
+        m = (c.numerics or {}).get("metrics") or {}
+        errors[c.case] = (c.status, c.correct, repr(m.get("max_abs_err")), repr(m.get("rel_l2")), m.get("max_ulp"),
+                          repr(sorted((m.get("ulp_histogram") or {}).items())), m.get("mismatch_count"))
     out = RunOutcome(
         label=label, verdict=r.verdict, passed=passes(r), ran=ran,
         levels={c.id: c.level for c in r.criteria}, summaries={c.id: c.summary for c in r.criteria},
-        failing=failing, reason=r.verdict_message or r.verdict_reason,
+        failing=failing, reason=r.verdict_message or r.verdict_reason, errors=errors,
         percent_of_roofline=summ.get("percent_of_roofline"),
         time_s=total("candidate"), baseline_time_s=total("baseline"), solution_time_s=total("solution"),
         elapsed_s=time.perf_counter() - t0)
