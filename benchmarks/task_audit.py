@@ -16,7 +16,7 @@ import json
 import time
 
 from nkieval.tasks import builtin_ids
-from nkieval.tasks.audit import audit_task
+from nkieval.tasks.audit import audit_task, to_markdown
 
 
 def main() -> int:
@@ -27,6 +27,7 @@ def main() -> int:
     ap.add_argument("--default-target-only", action="store_true")
     ap.add_argument("--budget", type=float, default=120.0, help="seconds one audit may take")
     ap.add_argument("--jsonl", default=None)
+    ap.add_argument("--md-dir", default=None, help="write each task's audit.md report here as TASK.md")
     a = ap.parse_args()
     ids = builtin_ids() if a.all else a.tasks
     over = 0
@@ -43,6 +44,11 @@ def main() -> int:
         print(f"{rep.task:<26} {wall:7.1f} {rep.reviews:7d} {f'{k}/{(k or 0) + (s or 0)}':>9} "
               f"{'-' if rate is None else f'{100 * rate:.0f}%':>5} {m.get('stillborn', '-')!s:>6}  "
               f"{', '.join(rules) or 'clean'}" + ("  OVER BUDGET" if wall > a.budget else ""), flush=True)
+        if a.md_dir:
+            from pathlib import Path
+
+            Path(a.md_dir).mkdir(parents=True, exist_ok=True)
+            (Path(a.md_dir) / f"{rep.task}.md").write_text(to_markdown(rep))
         if a.jsonl:
             d = rep.to_dict()
             rec = {"task": rep.task, "wall_s": round(wall, 1), "reviews": rep.reviews, "summary": d["summary"],
