@@ -47,6 +47,16 @@ def audit(ctx: AuditContext) -> CriterionAudit:
                           "the expert passes every public and hidden shape and family",
                           "fix solution_nki.py or the task (reference, tolerance, shapes)",
                           {"levels": ex.levels}))
+    twin = task.directory / "solution_beta1.py"  # the Beta-1 expert some tasks ship: it must pass too
+    if twin.is_file():
+        b1 = ctx.run("expert:beta1", twin)
+        meas["expert_beta1"] = {"verdict": b1.verdict, "passed": b1.passed, "failing": b1.failing[:8]}
+        if not b1.passed:
+            fs.append(Finding("discriminates", "error", "beta1-expert-fails",
+                              f"solution_beta1.py does not pass its task on {ctx.target}: verdict {b1.verdict} "
+                              f"({b1.reason[:300]}); failing cases {b1.failing[:6]}",
+                              "every expert solution the task ships passes every case",
+                              "fix solution_beta1.py (or the Beta-1 front end, if the kernel is legal)"))
     rows = ["| kernel | verdict | caught by tests | failing cases |", "|---|---|---|---|"]
     for g in trivial_kernels(task):
         if g.source is None:
