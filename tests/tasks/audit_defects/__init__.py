@@ -140,13 +140,14 @@ DEFECTS: list[Defect] = [
 
 def make_base(base: str, root: Path, name: str) -> Path:
     """A copy of built-in task ``base`` named ``name``. For relu the thread-port flawed candidate is
-    dropped (its review is the slowest part of a relu audit and no defect is about it); the control
-    test audits this same prepared copy."""
+    dropped (its review is the slowest part of a relu audit and no defect is about it), and so is any
+    Beta-1 twin of the expert; the control test audits this same prepared copy."""
     d = root / name
     shutil.copytree(BUILTIN_ROOT / base, d)
     _sub(d / "task.toml", r'id = "[a-z_0-9]+"', f'id = "{name}"')
     if base == "relu":
         _sub(d / "task.toml", r'\[\[flawed\]\]\nfile = "flawed/thread_port\.py".*?\n\n', "")
+    (d / "solution_beta1.py").unlink(missing_ok=True)  # the Beta-1 twin is audited on the built-in task
     return d
 
 
