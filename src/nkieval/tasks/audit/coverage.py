@@ -19,17 +19,33 @@ HAZARDS: dict[str, tuple[tuple[str, ...], str]] = {
     "matmul": (("uniform", "heavy_tailed", "offset", "large"), "one-signed or heavy-tailed terms in a long "
                "contraction"),
 }
-_TAG_HAZARDS = {"softmax": "softmax", "attention": "softmax", "norm": "layernorm", "layernorm": "layernorm",
+_TAG_HAZARDS = {"softmax": "softmax", "norm": "layernorm", "layernorm": "layernorm",
                 "reduction": "sum", "gemm": "matmul", "matmul": "matmul", "scan": "cumsum"}
 
 
 def hazard_of(task: Task) -> str | None:
+    """The op's hazard class: the numerics op, else a tag, else a softmax the statement asks for."""
+    import re
+
     if task.numerics.op in HAZARDS:
         return task.numerics.op
     for t in task.tags:
         if t in _TAG_HAZARDS:
             return _TAG_HAZARDS[t]
+    low = task.statement.lower()
+    if any(not re.search(r"\b(no|not|without)\b[^.;]{0,20}$", low[max(0, m.start() - 30):m.start()])
+           for m in re.finditer(r"\bsoftmax\b", low)):
+        return "softmax"
     return None
+
+
+def _multi_tile(task: Task, dims: dict[str, int]) -> bool:
+    """Some dimension exceeds a tile, or some tensor has more than 128 rows viewed as [rows, last dim]."""
+    import math
+
+    if max(dims.values()) > P:
+        return True
+    return any(math.prod(t.concrete(dims)[:-1]) > P for t in (*task.inputs, *task.outputs))
 
 
 def audit(task: Task) -> CriterionAudit:
@@ -43,9 +59,10 @@ def audit(task: Task) -> CriterionAudit:
                           f"every hidden value of {', '.join(varying)} is a multiple of {P}",
                           "a hidden size that is not a multiple of 128 (the tail every kernel must handle)",
                           f"add a hidden shape with a ragged {varying[0]} (e.g. {varying[0]} = 300)"))
-    if not any(max(s.dims.values()) > P for s in hidden):
+    if not any(_multi_tile(task, dict(s.dims)) for s in hidden):
         fs.append(Finding("coverage", "error", "no-multi-tile-shape",
-                          f"no hidden shape has a dimension above {P} (every hidden case fits one tile)",
+                          f"no hidden shape has a dimension above {P} or a tensor of more than {P} rows (every hidden "
+                          "case fits one tile)",
                           "a hidden shape that needs more than one tile", "add a hidden shape with a dimension > 128"))
     small = [s for s in hidden if min(s.dims.values()) <= 8]
     if varying and not small:

@@ -21,6 +21,14 @@ _RECIPE_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8
                   "fp8_e5m2": "float8_e5m2", "tf32": "float32", "fp8": "float8_e4m3"}
 
 
+_NEGATION = re.compile(r"\b(no|not|never|without|instead of|rather than|nor)\b[^.;:]{0,24}$")
+
+
+def _negated(text: str, pos: int) -> bool:
+    """Whether the word at ``pos`` is negated by what precedes it in its clause ("no bf16 or TF32")."""
+    return bool(_NEGATION.search(text[max(0, pos - 40):pos]))
+
+
 def statement_findings(task: Task) -> list[Finding]:
     """Where the statement and task.toml disagree: names, dtypes, params and dimension names it mentions."""
     fs: list[Finding] = []
@@ -43,7 +51,7 @@ def statement_findings(task: Task) -> list[Finding]:
     allowed = declared | {_RECIPE_DTYPES.get(str(x), str(x)) for x in rdt if x}
     allowed_words = {w for d in allowed for w in _DTYPE_WORDS.get(d, (d,))}
     for d, words in _DTYPE_WORDS.items():
-        hit = [w for w in words if re.search(rf"\b{w}\b", low)]
+        hit = [w for w in words if any(not _negated(low, m.start()) for m in re.finditer(rf"\b{w}\b", low))]
         if hit and not any(w in allowed_words for w in hit):
             fs.append(Finding("reference", "error", "statement-dtype",
                               f"the statement says {hit[0]} but no input, output or recipe precision is {d} "
