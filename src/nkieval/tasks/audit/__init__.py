@@ -102,7 +102,12 @@ def audit_task(path: str | Path, *, seed: int = 0, target: str | None = None, ma
         if progress:
             progress(cid)
         t0 = time.perf_counter()
-        res = fn()
+        try:
+            res = fn()
+        except TaskError as e:  # found while auditing (a review or the reference): the task's fault, named
+            res = CriterionAudit(cid, spec.title, spec.weight, 0, f"the task failed here [{e.rule}]",
+                                 [Finding(cid, "error", e.rule, str(e), "a task every criterion can run on",
+                                          "fix what the error names", {"where": e.where})])
         timings[f"{cid}_s"] = round(time.perf_counter() - t0, 2)
         out.append(res)
         if cid == "well_formed" and any(f.rule == "numerics-op" for f in res.findings):
