@@ -31,6 +31,25 @@ def _within(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> bool:
         return bool(np.all(np.abs(g[fin] - r[fin]) <= atol + rtol * np.abs(r[fin])))
 
 
+def _standard_admits(ctx: AuditContext, case: object, output: np.ndarray) -> bool | None:
+    """Whether the numerics standard passes ``output`` as the first output on ``case`` (None: cannot judge)."""
+    from nkieval.review.adapters import numerics_judge, numerics_prepare
+    from nkieval.review.stages.judge import oracle_of
+    from nkieval.tasks.inputs import is_random
+
+    task = ctx.task
+    oracle = oracle_of(task) if task.numerics.op == "reference" else None
+    c = case
+    try:
+        pc, _ = numerics_prepare(task, c.inputs, c.family, is_random(c.family), oracle, c.dims)  # type: ignore[attr-defined]
+        if pc is None:
+            return None
+        v, _ = numerics_judge(pc, output, diagnose=False)
+    except Exception:  # reported by the reference criterion
+        return None
+    return None if v is None else v.get("status") != "fail"
+
+
 def audit(ctx: AuditContext) -> CriterionAudit:
     import ml_dtypes
 
@@ -53,7 +72,7 @@ def audit(ctx: AuditContext) -> CriterionAudit:
     except Exception:
         variants = []
     for v in variants:
-        admitted = []
+        admitted, outs = [], {}
         for c in first.values():
             try:
                 vo = np.asarray(v.fn(*[c.inputs[t.name] for t in task.inputs], **task.params))
@@ -64,23 +83,32 @@ def audit(ctx: AuditContext) -> CriterionAudit:
             if vo.shape == ref.shape and not np.array_equal(np.asarray(vo, np.float64), np.asarray(ref, np.float64)) \
                     and _within(vo, ref, rtol, atol):
                 admitted.append(c.label)
+                outs[c.label] = (c, vo)
         if admitted and len(admitted) == len(first):
-            fs.append(Finding("tolerance", "error", "tolerance-admits-variant",
+            std = any(_standard_admits(ctx, c, vo) is False for c, vo in outs.values())
+            fs.append(Finding("tolerance", "warning" if std else "error", "tolerance-admits-variant",
                               f"rtol={rtol:g}, atol={atol:g} accepts the known wrong formula VARIANTS[{v.id!r}] "
-                              f"({v.cause}) on every shape", "the tolerance rejects every known wrong formula",
+                              f"({v.cause}) on every shape"
+                              + ("; the numerics standard rejects it" if std else ", and so does the numerics standard"),
+                              "the tolerance rejects every known wrong formula",
                               "tighten [correctness] to the numerics standard's bound", {"variant": v.id}))
     out0 = task.outputs[0]
     bounds: dict[str, float] = ctx.notes.get("numeric_bounds", {})
     if out0.dtype == "float32" and str(task.numerics.recipe.get("output", "fp32")) in ("fp32", "float32"):
-        adm = [c.label for c in first.values()
+        adm = [c for c in first.values()
                if not _exact_bf16(c.outputs[0]) and  # type: ignore[index]
                _within(np.asarray(c.outputs[0]).astype(ml_dtypes.bfloat16), c.outputs[0], rtol, atol)]  # type: ignore[index]
         if adm and len(adm) == len(first):
-            fs.append(Finding("tolerance", "warning", "tolerance-admits-bf16",
+            std = [_standard_admits(ctx, c, np.asarray(c.outputs[0]).astype(ml_dtypes.bfloat16)  # type: ignore[index]
+                                    .astype(np.float32)) for c in adm]
+            caught = any(x is False for x in std)
+            fs.append(Finding("tolerance", "info" if caught else "warning", "tolerance-admits-bf16",
                               f"rtol={rtol:g}, atol={atol:g} accepts the reference rounded to bf16 on every shape, "
-                              "though the recipe's output is fp32",
-                              "an fp32-output task's tolerance rejects a bf16 result (rtol below ~4e-3)",
-                              "tighten rtol/atol to the fp32 recipe's bound", {"cases": adm}))
+                              "though the recipe's output is fp32"
+                              + ("; the numerics standard rejects it (the verdict needs both)" if caught else
+                                 ", and the numerics standard does not reject it either"),
+                              "an fp32-output task rejects a bf16 result (rtol below ~4e-3, or the standard does)",
+                              "tighten rtol/atol to the fp32 recipe's bound", {"cases": [c.label for c in adm]}))
     # too tight: a result one ulp away, where the standard allows more than one ulp
     tight = []
     for c in first.values():
