@@ -37,7 +37,7 @@ __all__ = ["AUDIT_SCHEMA", "AUDIT_VERSION", "CRITERION_IDS", "RUBRIC", "AuditRep
 
 def audit_task(path: str | Path, *, seed: int = 0, target: str | None = None, max_mutants: int = 16,
                criteria: Sequence[str] | None = None, all_targets: bool = True, probe_survivors: bool = True,
-               progress: Callable[[str], None] | None = None) -> AuditReport:
+               mutation_budget_s: float = 60.0, progress: Callable[[str], None] | None = None) -> AuditReport:
     """Audit the task at ``path`` (a directory or built-in id) against the rubric (``criteria``: a subset).
 
     A task that does not load gives a report with verdict ``bad-task`` and only Well-formed assessed.
@@ -74,7 +74,8 @@ def audit_task(path: str | Path, *, seed: int = 0, target: str | None = None, ma
                                           "fix what the error names", {"where": e.where})])
         return AuditReport(str(path), str(path), crit, seed, target or "", error=str(e)).finalize()
     tgt = target or task.default_target
-    ctx = AuditContext(task, seed, tgt, max_mutants=max_mutants, probe_survivors=probe_survivors)
+    ctx = AuditContext(task, seed, tgt, max_mutants=max_mutants, probe_survivors=probe_survivors,
+                       mutation_budget_s=mutation_budget_s)
     steps: list[tuple[str, Callable[[], CriterionAudit]]] = [
         ("well_formed", lambda: wellformed.audit(task, directory)),
         ("reference", lambda: refcheck.audit(ctx)),

@@ -22,11 +22,13 @@ import click
 @click.option("--target", default=None, help="target of the tests (default: the task's first)")
 @click.option("--max-mutants", type=click.IntRange(0, 500), default=16, show_default=True,
               help="mutants of the expert solution to review")
+@click.option("--mutation-budget", type=float, default=60.0, show_default=True,
+              help="seconds of mutant reviews (the rest of the sample is reported as not run)")
 @click.option("--criteria", default=None, help="comma-separated subset of the rubric's criteria")
 @click.option("--default-target-only", is_flag=True, help="hardware criterion on the first target only")
 @click.option("--no-probe", is_flag=True, help="do not look for shapes that kill surviving mutants")
 def audit_cmd(path: str, fmt: str, out_dir: str | None, seed: int, target: str | None, max_mutants: int,
-              criteria: str | None, default_target_only: bool, no_probe: bool) -> None:
+              mutation_budget: float, criteria: str | None, default_target_only: bool, no_probe: bool) -> None:
     """Audit a task directory (or built-in task id): is the task itself correct, discriminating, hard to game?"""
     from nkieval.review.verdict import EXIT_FAIL, EXIT_HARNESS, EXIT_PASS, EXIT_USAGE
     from nkieval.tasks.audit import CRITERION_IDS, HarnessError, audit_task, to_markdown
@@ -40,6 +42,7 @@ def audit_cmd(path: str, fmt: str, out_dir: str | None, seed: int, target: str |
         sys.exit(EXIT_USAGE)
     try:
         rep = audit_task(path, seed=seed, target=target, max_mutants=max_mutants, criteria=crit,
+                         mutation_budget_s=mutation_budget,
                          all_targets=not default_target_only, probe_survivors=not no_probe,
                          progress=lambda c: click.echo(f"auditing {c} ...", err=True))
     except HarnessError as e:

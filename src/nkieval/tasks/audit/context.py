@@ -32,6 +32,8 @@ class AuditContext:
     seed: int
     target: str
     max_mutants: int = 16
+    #: seconds of mutant reviews; the rest of the sample is reported "not run (time budget)"
+    mutation_budget_s: float = 60.0
     #: probe each surviving mutant on extra shapes to name one that kills it (costs reviews)
     probe_survivors: bool = True
     runs: dict[tuple[Any, ...], RunOutcome] = field(default_factory=dict)

@@ -67,7 +67,7 @@ def audit(ctx: AuditContext) -> CriterionAudit:
                               "the flaw", "evidence words that only a review of the flaw contains",
                               "choose a phrase from the flaw's own finding (e.g. the diagnosed cause)",
                               {"file": fl.file, "words": generic}))
-        elif named and zeros is not None and zeros.source is not None:
+        elif named and fl.criterion in ("correctness", "numerics") and zeros is not None and zeros.source is not None:
             z = ctx.run("trivial:zeros+feedback", zeros.source, keep_feedback=True)
             if names_flaw(fl.evidence, z.feedback.get(fl.criterion, [])):
                 fs.append(Finding("flawed", "warning", "evidence-symptom-only",
