@@ -7,6 +7,7 @@ change, with the evidence (numbers, case labels, diffs) it rests on. ``rule`` is
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -130,14 +131,21 @@ class AuditReport:
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, default=_json_default, allow_nan=False)
+        return json.dumps(_finite(self.to_dict()), indent=indent, allow_nan=False)
 
 
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "item"):
-        return o.item()
+def _finite(o: Any) -> Any:
+    """JSON-safe: NumPy scalars as Python numbers, non-finite floats as None, other objects as text."""
+    if isinstance(o, dict):
+        return {str(k): _finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_finite(v) for v in o]
+    if hasattr(o, "item") and not isinstance(o, str | bytes):
+        o = o.item()
     if isinstance(o, float):
-        return None
+        return o if math.isfinite(o) else None
+    if o is None or isinstance(o, bool | int | str):
+        return o
     return str(o)
 
 
