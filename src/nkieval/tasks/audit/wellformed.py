@@ -54,9 +54,11 @@ def audit(task: Task, path: Path) -> CriterionAudit:
 
         fn = load_reference(task)
         same: dict[str, list[str]] = {v.id: [] for v in variants}
-        for case in task.shapes:  # identical on *every* shape (a degenerate shape may make any two agree)
+        cases = [(case, fam) for case in task.shapes for fam in task.families]
+        for case, fam in cases:  # identical on *every* shape and family (a degenerate shape, or a family
+            # without the hazard the variant mishandles, may make any two agree)
             ins = generate_inputs([(t.name, t.concrete(case.dims), t.dtype, t.family) for t in task.inputs],
-                                  task.families[0], 0, case.label)
+                                  fam, 0, case.label)
             try:
                 ref = np.asarray(reference_outputs(task, fn, ins)[0], np.float64)
             except Exception:
@@ -70,10 +72,10 @@ def audit(task: Task, path: Path) -> CriterionAudit:
                 if vo.shape == ref.shape and np.allclose(vo, ref, rtol=0, atol=tol, equal_nan=True):
                     same[v.id].append(case.label)
         for v in variants:
-            if len(same[v.id]) == len(task.shapes):
+            if len(same[v.id]) == len(cases):
                 fs.append(Finding("well_formed", "error", "variant-is-reference",
                                   f"reference.py:VARIANTS[{v.id!r}] ({v.cause}) computes the reference's output on "
-                                  f"every shape", "each known wrong formula differs from the reference",
+                                  f"every shape and input family", "each known wrong formula differs from the reference",
                                   "write the variant as the flaw it names, or remove it", {"variant": v.id}))
     errors = [f for f in fs if f.severity == "error"]
     summary = "task check passes" if not errors else f"{len(errors)} problem(s): " + "; ".join(
