@@ -18,6 +18,9 @@ Usage::
 
     python benchmarks/suite_cuda_gpu.py [--tasks PATTERN] [--shapes public|all|small] [--arch sm_90]
 
+Each case also runs on ``nkieval.cuda`` (the CPU executor) with the same inputs and reports, per
+output, how much of it is bitwise equal to the GPU's and the largest difference in ulp.
+
 Exit status: 0 every kernel agrees, 1 some kernel disagrees or fails, 2 no GPU / no nvcc (with a
 message saying which), so a CPU-only machine reports cleanly instead of crashing.
 """
@@ -316,7 +319,32 @@ def run_case(cuda: Cuda, lib: Path, task: Any, case: Any) -> dict[str, Any]:
     err = max(float(np.nanmax(np.abs(np.asarray(g, np.float64) - np.asarray(w, np.float64)))) if g.size else 0.0
               for g, w in zip(got, want))
     return {"case": case.label, "dims": dict(case.dims), "ok": mismatch is None, "mismatch": mismatch,
-            "max_abs_err": err, "gpu_s": round(elapsed, 4)}
+            "max_abs_err": err, "gpu_s": round(elapsed, 4), "executor": executor_agreement(task, ins, case.dims, got)}
+
+
+def executor_agreement(task: Any, ins: dict[str, np.ndarray], dims: dict[str, int], got: list[np.ndarray]
+                       ) -> list[dict[str, Any]]:
+    """nkieval.cuda (the CPU executor) on the same inputs, per output: the fraction of elements bitwise equal
+    to the GPU's, the largest difference in fp32 ulp of the GPU's value, and whether it is within the task's
+    tolerance. Expected: bitwise where the order is deterministic and no transcendental is involved (the
+    executor rounds expf & co. correctly, a GPU is within 1-4 ulp); not for float atomics (order unspecified)."""
+    from nkieval.cuda import CudaError, run_task_cuda
+
+    try:
+        mine, _ = run_task_cuda(task, ins, dims)
+    except CudaError as e:
+        return [{"error": str(e)}]
+    out = []
+    for spec, m, g in zip(task.outputs, mine, got):
+        m64, g64 = np.asarray(m, np.float64), np.asarray(g, np.float64)
+        same = (m64 == g64) | (np.isnan(m64) & np.isnan(g64))
+        sp = np.spacing(np.abs(g64).astype(np.float32)).astype(np.float64)
+        with np.errstate(all="ignore"):
+            ulp = np.where(same, 0.0, np.abs(m64 - g64) / np.where(sp > 0, sp, 1e-45))
+        out.append({"output": spec.name, "bitwise": float(same.mean()) if same.size else 1.0,
+                    "max_ulp": float(np.nanmax(ulp)) if ulp.size else 0.0,
+                    "within_tolerance": bool(np.allclose(m64, g64, rtol=task.rtol, atol=task.atol, equal_nan=True))})
+    return out
 
 
 def _cases(task: Any, which: str) -> list[Any]:
@@ -399,6 +427,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{status}{t.id} {case.label} ({case.describe()}): max |gpu - reference| = {r['max_abs_err']:.3g}"
                   f" (rtol {t.rtol}, atol {t.atol}); {r['gpu_s'] * 1e3:.2f} ms"
                   + ("" if r["ok"] else f"; first problem: {r['mismatch']}"))
+            for x in r["executor"]:
+                print("          executor vs GPU: " + (x["error"] if "error" in x else
+                      f"{x['output']}: {x['bitwise']:.1%} bitwise, max {x['max_ulp']:.3g} ulp, "
+                      f"{'within' if x['within_tolerance'] else 'OUTSIDE'} tolerance"))
     shutil.rmtree(work, ignore_errors=True)
     print(f"{'all kernels agree' if not failures else f'{failures} failure(s)'}")
     return 0 if not failures else 1

@@ -2,24 +2,71 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import runpy
 import sys
+from typing import Any
 
 import click
-import numpy as np
+
+from nkieval.cli_options import target_option
+
+# Sub-commands defined next to the code they drive: name -> ("module:attribute" of a click command, the
+# one-line help `nkieval --help` prints). Modules are imported only when their command runs, so the front
+# door stays fast (`nkieval --help` imports click and this file). Add one line here per command; a missing
+# module is a bug, so import errors are not hidden (tests/test_cli.py imports every one and checks its help).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "profile": ("nkieval.perf.cli:profile", "Simulate FILE::KERNEL and print its estimated profile."),
+    "lint": ("nkieval.analysis.cli:lint", "Static analysis of an NKI KERNEL file (never executes it)."),
+    "review": ("nkieval.review.cli:review_cmd", "Review CANDIDATE (an NKI kernel file) on TASK."),
+    "task": ("nkieval.tasks.cli:task_group", "Create and validate task directories."),
+    "tasks": ("nkieval.tasks.cli:tasks_group", "The built-in task suite."),
+    "suite": ("nkieval.review.suite:suite_group", "Run the built-in task suite through the review."),
+    "compat": ("nkieval.frontends.cli:compat", "Run the NKI kernels/tests under PATH on nkieval's simulator."),
+    "doctor": ("nkieval.review.isolation.cli:doctor", "Check the OS isolation candidate kernels run under."),
+    "serve": ("nkieval.reward.serve.cli:serve", "Serve rewards over HTTP."),
+}
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """A group whose sub-commands in :data:`COMMANDS` are imported when used, not when the group is built."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:
+            return None
+        mod, attr = spec[0].split(":")
+        cmd = getattr(importlib.import_module(mod), attr)
+        self.add_command(cmd, cmd_name)
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: Any) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = [(n, self.commands[n].get_short_help_str(limit) if n in self.commands else COMMANDS[n][1])
+                for n in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(package_name="nkieval")
 def main() -> None:
     """nkieval: evaluate NKI kernels without Trainium hardware."""
 
 
 @main.command()
-@click.option("--target", default=None, help="trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
+@target_option("trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
 def demo(target: str | None) -> None:
     """Simulate the bundled example kernels, check them against NumPy and summarise their instructions."""
+    import numpy as np
+
     from nkieval import frontends
 
     frontends.install()
@@ -76,30 +123,6 @@ def rules() -> None:
     for r in RULES.values():
         click.echo(f"{r.id:<18} {r.title}")
 
-
-# Sub-commands defined next to the code they drive: "module:attribute" of a click command.
-# Add one line here per command; a missing module is a bug, so import errors are not hidden.
-COMMANDS: list[str] = [
-    "nkieval.perf.cli:profile",
-    "nkieval.analysis.cli:lint",
-    "nkieval.review.cli:review_cmd",
-    "nkieval.tasks.cli:task_group",
-    "nkieval.tasks.cli:tasks_group",
-    "nkieval.review.suite:suite_group",
-    "nkieval.frontends.cli:compat",
-    "nkieval.review.isolation.cli:doctor",
-]
-
-
-def _register() -> None:
-    import importlib
-
-    for spec in COMMANDS:
-        mod, attr = spec.split(":")
-        main.add_command(getattr(importlib.import_module(mod), attr))
-
-
-_register()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

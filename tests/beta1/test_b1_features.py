@@ -44,7 +44,9 @@ def test_all_reduce_groups_follow_the_other_grid_axes_and_inputs_are_untouched()
     np.testing.assert_array_equal(x, before)  # the sequential attempt wrote nothing back
 
 
-def test_all_reduce_single_program_is_identity_with_dtype():
+def test_all_reduce_single_program_is_identity_with_dtype(monkeypatch):
+    monkeypatch.setenv("NKI_PRECISE_FP", "1")  # bf16 held as bf16 (the Beta-1 default keeps fp32)
+
     @nki.jit(mode="simulation")
     def kern(x):
         out = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)

@@ -757,6 +757,14 @@ def k_tensor_scalar_reduce(x):
     return out
 
 
+def k_tensor_scalar_cumulative(x):
+    out = out_like(x.shape)
+    d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_cumulative(src=nl.load(x), dst=d, op0=np.multiply, op1=np.add, imm0=2.0)
+    nl.store(out, d)
+    return out
+
+
 def k_tensor_tensor_masked(x, y):
     out = out_like(x.shape)
     i_p = nl.arange(P)[:, None]
@@ -1194,6 +1202,8 @@ CASES = [
        lambda x: 2 * x + 1),
     B1("nisa.tensor_scalar_reduce", k_tensor_scalar_reduce, (X,),
        lambda x: np.concatenate([2 * x, (2 * x).sum(1, keepdims=True)], 1), rtol=1e-5, atol=1e-5),
+    B1("nisa.tensor_scalar_cumulative", k_tensor_scalar_cumulative, (X,), lambda x: np.cumsum(2 * x, axis=1),
+       rtol=1e-5, atol=1e-4),
     B1("nisa.tensor_tensor", k2(lambda a, b: nisa.tensor_tensor(a, b, np.subtract)), (X, Y), lambda x, y: x - y),
     B1("nisa.tensor_tensor", k_tensor_tensor_masked, (X, Y), _tt_masked_ref, id="mask"),
     B1("nisa.tensor_tensor_scan", k2(lambda a, b: nisa.tensor_tensor_scan(a, b, 0.5, np.multiply, np.add)),

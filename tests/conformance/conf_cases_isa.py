@@ -727,9 +727,9 @@ def _sendrecv_lnc1(x):
     return ret(b)
 
 
-def _barrier_private(x):
+def _barrier_bad_cores(x):
     t = nl.ndarray((2, 2), dtype=nl.float32, buffer=nl.hbm)
-    nisa.core_barrier(data=t, cores=(0, 1))
+    nisa.core_barrier(data=t, cores=(0, 2))
     return x
 
 
@@ -853,7 +853,7 @@ ILLEGAL: list[Illegal] = [
     Illegal("nisa.register_store", _register_uninit, (X,), "uninitialized"),
     Illegal("nisa.sendrecv", _sendrecv_lnc1, (X,), "kernel"),
     Illegal("nisa.sendrecv", _sendrecv_lnc1, (X,), "generation", target="trn1", id="trn1"),
-    Illegal("nisa.core_barrier", _barrier_private, (X,), "buffer", lnc=2),
+    Illegal("nisa.core_barrier", _barrier_bad_cores, (X,), "argument", lnc=2),
     Illegal("nl.fori_loop", _fori_in_no_reorder, (X,), "kernel"),
 ]
 

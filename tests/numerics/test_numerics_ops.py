@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import ml_dtypes
 import numpy as np
 import pytest
-from numerics_testlib import act32, log_softmax32, rmsnorm32, softmax32
+from numerics_testlib import log_softmax32, rmsnorm32, softmax32
 
 from nkieval.numerics import (
     PrecisionRecipe,
@@ -23,17 +26,50 @@ from nkieval.numerics.platforms import accumulate
 R32 = PrecisionRecipe()
 
 
+def _sigmoid64(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+#: Each activation written from its textbook definition with NumPy and ``math`` in float64 (independent of
+#: ``nkieval.numerics.oracle``, which the check uses as its reference).
+INDEPENDENT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "abs": np.abs, "copy": lambda x: x, "cos": np.cos, "erf": _ERF, "exp": np.exp, "exp2": np.exp2,
+    "gelu": lambda x: 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0))),
+    "gelu_sigmoid": lambda x: x * _sigmoid64(1.702 * x),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))),
+    "log": np.log, "neg": np.negative, "reciprocal": lambda x: 1.0 / x, "relu": lambda x: np.maximum(x, 0.0),
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "sigmoid": _sigmoid64, "silu": lambda x: x * _sigmoid64(x),
+    "sin": np.sin, "softplus": lambda x: np.log1p(np.exp(x)), "sqrt": np.sqrt, "square": np.square,
+    "tanh": np.tanh,
+}
+
+
+def test_every_activation_has_an_independent_formula() -> None:
+    assert set(INDEPENDENT) == set(ACTIVATIONS)
+
+
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_every_activation_correct_passes(name: str, dtype: str) -> None:
+    """An fp32 engine computing the textbook formula (float64, rounded once by NumPy) passes; the same
+    output with one element pushed 64 fp32 ulps off fails (so the check is not vacuous)."""
     x = generate("normal", (2048,), dtype, seed=1)
     if name in ("log", "sqrt", "rsqrt"):
         x = np.abs(x) + x.dtype.type(0.01)
-    got = act32(name, x)
+    exact = INDEPENDENT[name](np.asarray(x).astype(np.float64))
+    got = exact.astype(np.float32)
     if dtype == "bf16":
         got = got.astype(ml_dtypes.bfloat16)
-    v = check(got, [x], name, PrecisionRecipe(inputs=dtype, output=dtype), input_family="normal")
+    recipe = PrecisionRecipe(inputs=dtype, output=dtype)
+    v = check(got, [x], name, recipe, input_family="normal")
     assert v.status == "pass", v.explanation
+    if dtype == "fp32" and name != "copy":
+        i = int(np.argmax(np.abs(exact)))
+        bad = got.copy()
+        bad[i] = np.float32(float(bad[i]) * (1.0 + 64 * 2.0**-23))
+        assert check(bad, [x], name, recipe, input_family="normal").status == "fail", name
 
 
 def test_activation_with_lower_precision_than_declared_fails() -> None:

@@ -475,3 +475,34 @@ def test_an_empty_trace_says_it_ran_nothing() -> None:
     est = estimate(TraceBuilder("trn2").trace, "trn2")
     assert est.total_time_ns == 0.0
     assert "critical path   (none: the kernel ran no instructions)" in text_summary(est)
+
+
+_SCALE_KERNEL = """
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def scale(a, eps):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=eps)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+"""
+
+
+def test_cli_profile_npz_scalars_are_python_scalars(tmp_path) -> None:
+    """``np.savez(f, a=x, eps=1e-5)`` stores eps as a 0-d float64 array; the kernel gets the float, as a Python
+    caller would pass it (a 0-d float64 array is no NKI input)."""
+    kfile = tmp_path / "kernel.py"
+    kfile.write_text(_SCALE_KERNEL)
+    for name, save in (("named.npz", lambda f, x: np.savez(f, a=x, eps=1e-5)),
+                       ("pos.npz", lambda f, x: np.savez(f, x, 1e-5))):
+        npz = tmp_path / name
+        save(npz, np.ones((128, 64), np.float32))
+        res = CliRunner().invoke(main, ["profile", f"{kfile}::scale", "--target", "trn2", "--inputs", str(npz)])
+        assert res.exit_code == 0, res.output
+        assert "scale on trn2" in res.output

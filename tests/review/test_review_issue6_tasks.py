@@ -52,8 +52,9 @@ def test_expert_solution_passes_correctness_and_numerics_everywhere(reviewed, ta
     num = r.criterion("numerics")
     assert num.verdict != "not-assessed", num.summary
     assert num.level >= 3 and all(c.numerics and c.numerics["status"] != "fail" for c in r.cases), num.summary
-    assert r.criterion("hardware").level == 4, r.criterion("hardware").feedback
-    assert r.criterion("performance").level == 4
+    # (no hardware or performance level here: both compare the candidate with the expert, so on the expert
+    # they are 4 by construction; tests/review/test_review_vector_add.py checks the expert's hardware
+    # evidence against a hand count instead)
     validate_report(r.to_dict())
 
 

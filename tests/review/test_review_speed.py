@@ -439,16 +439,15 @@ def test_compare_a_huge_error_over_a_zero_allowance_is_the_worst_without_a_warni
 @pytest.mark.parametrize("text", ["", "{", '{"schema": "nkieval.trace.compact", "version": "1.0"}',
                                   '{"schema": "nkieval.trace.compact", "version": "1.0", "fields": [], "target": "trn2"}',
                                   '[1, 2]'])
-def test_unreadable_evidence_trace_is_not_assessed_not_a_harness_error(text, monkeypatch):
+def test_unreadable_evidence_trace(text):
+    """A trace the candidate's own code wrote (``trusted=False``) that cannot be read: no evidence, with the
+    reason; one the judge's replay wrote: the judge's failure (tests/review/test_fail_closed.py)."""
     from nkieval.review.sandbox import CaseRun
     from nkieval.review.stages import evidence
+    from nkieval.review.verdict import JudgeError
 
     task = load_task("vector_add")
     hw, perf, why = evidence.trace_facts(task, CaseRun("c", "ok", trace_json=text), "trn2", {"N": 128})
     assert hw is None and perf is None and "trace could not be read" in why
-    # and a review whose evidence trace is unreadable still ends with a report
-    real = evidence.trace_facts
-    monkeypatch.setattr(evidence, "trace_facts", lambda t, r, *a: real(t, CaseRun(r.label, "ok", trace_json=text), *a))
-    r = review(task, BUILTIN_ROOT / "vector_add" / "solution_nki.py", seed=2)
-    assert "trace could not be read" in str(r.performance.get("not_assessed"))
-    assert all(c.correct for c in r.cases)
+    with pytest.raises(JudgeError, match="trace could not be read"):
+        evidence.trace_facts(task, CaseRun("c", "ok", trace_json=text), "trn2", {"N": 128}, replayed=True)

@@ -18,7 +18,23 @@ def test_expert_solution_passes_everywhere(reviewed):
     assert any(c.hidden for c in r.cases)
     num = r.criterion("numerics")
     assert num.level is not None and num.level >= 3, num.summary  # a judge that cannot judge fails closed
-    assert r.criterion("hardware").level == 4
+
+
+def test_expert_hardware_evidence_matches_a_hand_count(reviewed):
+    """The hardware evidence of the expert on the largest shape, N = 300007, counted by hand from its source
+    (not compared with itself, as the hardware level would be: the expert is its own yardstick).
+    m = 300007 // 128 = 2343 columns in two bulk tiles (_spans: t = 2, w = ceil(3 * 2343 / 5) = 1406), each
+    two loads, one add, one store, then the 103-element tail the same way: 9 DMAs, 3 adds; every input byte
+    read once (2 x 4 x 300007) and every output byte written once (4 x 300007)."""
+    r = reviewed("vector_add", "solution_nki.py")
+    hw = r.to_dict()["hardware"]["candidate"]
+    n = max(s.dims["N"] for s in TASK.shapes)
+    assert n == 300007
+    assert hw["dma_count"] == 9 and hw["per_opcode"] == {"dma_copy": 9, "tensor_tensor": 3}
+    assert hw["hbm_read_bytes"] == 2 * 4 * n and hw["hbm_write_bytes"] == 4 * n
+    assert hw["reload_factor"] == 1.0 and hw["write_factor"] == 1.0
+    # 2343 columns x 4 bytes / 2 tiles: the median DMA moves 1406 or 937 columns per partition
+    assert hw["dma_median_bytes_per_partition"] in (1406 * 4, 937 * 4)
 
 
 @pytest.mark.parametrize("flaw", TASK.flawed, ids=lambda f: f.file)

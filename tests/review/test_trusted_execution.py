@@ -61,9 +61,9 @@ def test_the_tracer_gets_shapes_and_parameters_only(monkeypatch):
     seen: list[dict] = []
     real = sb.run_tracer
 
-    def spy(request, limits, n_shapes):
+    def spy(request, limits, n_shapes, hide=()):
         seen.append(json.loads(json.dumps(request)))
-        return real(request, limits, n_shapes)
+        return real(request, limits, n_shapes, hide)
 
     monkeypatch.setattr(sb, "run_tracer", spy)
     review("vector_add", PATCH_NUMPY, seed=4)
@@ -149,3 +149,46 @@ def test_builtin_tasks_are_hidden_from_the_tracer():
     assert r.verdict != "pass"
     msgs = json.dumps([c.error for c in r.cases])
     assert "not found" in msgs or "No such file" in msgs, msgs[:500]
+
+
+PROBE_TASK_DIR = '''
+import numpy as np
+import nki
+import nki.language as nl
+
+if np.lib.npyio.DataSource(None).exists("{task}" + "/refer" + "ence.py"):   # (a stat: no audit event)
+    raise RuntimeError("the tracer can see the task's reference")
+
+
+@nki.jit
+def vector_add(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    n = a.shape[0]
+    for i in range((n + 127) // 128):
+        rows = min(128, n - i * 128)
+        ta = nl.load(a[i * 128:i * 128 + rows].reshape((rows, 1)))
+        tb = nl.load(b[i * 128:i * 128 + rows].reshape((rows, 1)))
+        nl.store(out[i * 128:i * 128 + rows].reshape((rows, 1)), nl.add(ta, tb))
+    return out
+'''
+
+
+def test_a_task_directory_given_by_path_is_hidden_from_the_tracer():
+    """A task outside the package (here: a copy of vector_add inside the checkout, a world-readable place that
+    no policy path covers) is covered in the tracer's sandbox for its own review: the candidate cannot find
+    the reference or solutions it is judged against."""
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    from nkieval.tasks.loader import BUILTIN_ROOT
+
+    where = Path(__file__).resolve().parent / f".task-{uuid.uuid4().hex[:8]}"
+    try:
+        shutil.copytree(BUILTIN_ROOT / "vector_add", where)
+        reference = where / "reference.py"
+        assert reference.is_file()
+        r = review(where, PROBE_TASK_DIR.replace("{task}", str(where)), seed=10)
+        assert r.verdict == "pass", json.dumps([c.error for c in r.cases])[:500]
+    finally:
+        shutil.rmtree(where, ignore_errors=True)

@@ -167,11 +167,12 @@ def _replaced_banks(x):
 def _nine_auto_banks(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
-    for t in tiles:  # all nine written before any is read: nine banks live at once
+    for t in tiles:  # all nine written before any can be read (the reads also need acc, loaded after them)
         nisa.memset(dst=t, value=0.0)
     acc = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=acc, src=x)
     for t in tiles:
-        nisa.tensor_copy(dst=acc, src=t[:, 0:x.shape[1]])
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=t[:, 0:x.shape[1]], op=nl.add)
     nisa.dma_copy(dst=out, src=acc)
     return out
 
@@ -307,14 +308,13 @@ def test_lnc_namespace_has_the_lnc_instructions():
     assert nki.lnc.core_barrier is nisa.core_barrier and nki.lnc.sendrecv is nisa.sendrecv
 
     @nki.jit
-    def barrier_on_sbuf(x):  # the documented rule holds under the new name too: data lives in shared HBM
-        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=x)
-        nki.lnc.core_barrier(data=t, cores=(0, 1))
+    def barrier_bad_cores(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nki.lnc.core_barrier(data=out, cores=(1, 2))
 
-    with pytest.raises(NkiValidationError, match="shared_hbm") as e:
-        nki.simulate(barrier_on_sbuf[2])(np.ones((2, 2), np.float32))
-    assert e.value.rule == "buffer"
+    with pytest.raises(NkiValidationError, match="cores must be") as e:
+        nki.simulate(barrier_bad_cores[2])(np.ones((2, 2), np.float32))
+    assert e.value.rule == "argument"
 
 
 @nki.jit

@@ -200,6 +200,42 @@ def test_lnc2_programs_record_and_replay_separately():
     assert len(rec.program.programs) == 2
 
 
+def test_one_compiled_program_replays_many_inputs_without_leaking_state():
+    """The judge compiles a program once and replays it on every case of its shape: each replay must equal an
+    eager run on that case's inputs (no view, allocation or register of one run reaches the next)."""
+    rng = np.random.default_rng(3)
+    shape = (256, 32)
+    rec = record_program(k_add, [ArgSpec(shape, "float32")] * 2, {}, target="trn2")
+    prog = Program.from_json(rec.program.to_json())
+    for _ in range(3):
+        a, b = rng.standard_normal(shape, dtype=np.float32), rng.standard_normal(shape, dtype=np.float32)
+        eager = run_kernel(k_add, [a.copy(), b.copy()], {}, target="trn2")
+        _same(eager, replay_program(prog, [a, b], {}, target="trn2"))
+        np.testing.assert_array_equal(eager.outputs, a + b)
+
+
+def test_a_bad_event_anywhere_is_refused_before_the_first_instruction_runs():
+    """Every event is checked when the program is compiled, so a program that goes bad late (here: the last
+    event names an unknown instruction) runs nothing at all — not even its valid first instructions."""
+    doc = _program()
+    events = doc["programs"][0]["events"]
+    bad = [e for e in events if e[0] == "i"][-1]
+    bad[1] = "os_system"
+    ran = []
+    from nkieval.sim.isa import core
+
+    real = core.INSTRUCTIONS["dma_copy"]
+    core.INSTRUCTIONS["dma_copy"] = real.__class__(real.name, real.engine, real.min_generation,
+                                                   lambda *a, **k: ran.append(1) or real.fn(*a, **k), real.doc)
+    try:
+        with pytest.raises(ProgramError) as info:
+            _replay(doc)
+    finally:
+        core.INSTRUCTIONS["dma_copy"] = real
+    assert info.value.rule == "program-format" and "os_system" in str(info.value)
+    assert ran == []
+
+
 def _program() -> dict:
     rec = record_program(k_add, [ArgSpec((128, 8), "float32"), ArgSpec((128, 8), "float32")], {}, target="trn2")
     return json.loads(rec.program.to_json())

@@ -23,8 +23,13 @@ def test_task_check_reports_errors(tmp_path):
     d.mkdir()
     (d / "task.toml").write_text('id = "broken"\n')
     r = CliRunner().invoke(main, ["task", "check", str(d)])
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # a bad task, as `nkieval review` answers it
     assert "missing required key" in r.output
+
+
+def test_task_check_of_a_missing_directory_is_exit_2():
+    r = CliRunner().invoke(main, ["task", "check", "/nonexistent/task"])
+    assert r.exit_code == 2 and "neither a task directory nor a built-in task id" in r.output
 
 
 def test_tasks_list_shows_builtin():

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import click
 
+from nkieval.cli_options import target_option
+
 
 @click.command("lint")
 @click.argument("kernel", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--cuda", "cuda_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="the CUDA kernel.cu the NKI kernel ports (adds MIG findings)")
-@click.option("--target", default=None, help="trn1 | trn2 | trn3 (hardware facts quoted in messages)")
+@target_option("trn1 | trn2 | trn3 (hardware facts quoted in messages)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--select", default=None, help="comma-separated rule ids to run (default: all)")
 @click.option("--list-rules", is_flag=True, help="print the rule catalogue and exit")

@@ -231,6 +231,7 @@ def _child(path: str, kind: str, out: str, paths: list[str]) -> None:
                 sys.path.insert(0, module[0])
                 importlib.import_module(module[1])
             else:
+                sys.argv = [path]  # the script's own command line (no arguments), not the compat child's
                 runpy.run_path(path, run_name="__main__" if kind == "script" else "compat_import")
         except SystemExit as e:
             if e.code not in (0, None):

@@ -14,6 +14,8 @@ from typing import Any
 import click
 import numpy as np
 
+from nkieval.cli_options import target_option
+
 _SPEC = re.compile(r"^(?:(?P<name>[A-Za-z_]\w*)=)?(?P<shape>\d+(?:x\d+)*)(?::(?P<dtype>\w+))?$")
 
 
@@ -40,6 +42,34 @@ def make_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> 
     if d.is_int:
         vals = np.round(vals * 8)
     return vals.astype(d.storage)
+
+
+def check_input_bytes(shapes: list[tuple[tuple[int, ...], str]], target: str | None) -> None:
+    """Refuse ``--input`` shapes before allocating them when together they exceed one NeuronCore's HBM
+    (the target's ``hbm_bytes``) or half this machine's physical memory: a usage error, not a traceback
+    or a machine driven out of memory."""
+    from nkieval.hardware import get_target
+    from nkieval.sim import dtypes as dt
+
+    total = 0
+    for shape, dtype in shapes:
+        try:
+            n = dt.to_dtype(dtype).itemsize
+        except Exception as e:
+            raise InputSpecError(f"unknown dtype {dtype!r}: {e}") from None
+        for d in shape:
+            n *= d
+        total += n
+    hbm = int(get_target(target).hbm_bytes)
+    try:
+        host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        host = hbm
+    limit = min(hbm, host)
+    if total > limit:
+        which = "one NeuronCore's HBM" if limit == hbm else "half of this machine's memory"
+        raise InputSpecError(f"the inputs need {total / (1 << 30):,.1f} GiB; {which} is "
+                             f"{limit / (1 << 30):,.1f} GiB", param_hint="--input")
 
 
 def load_kernel(target: str) -> tuple[Any, str]:
@@ -162,9 +192,15 @@ def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, A
     return nki.last_result()
 
 
+def _npz_value(a: np.ndarray) -> Any:
+    """An .npz entry as the kernel takes it: a 0-d array (``np.savez(f, eps=1e-5)``) is a Python scalar
+    parameter, as a caller in Python would pass it; anything else is an input array."""
+    return a.item() if a.ndim == 0 else a
+
+
 @click.command("profile")
 @click.argument("kernel_ref", metavar="FILE::KERNEL")
-@click.option("--target", default=None, help="trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
+@target_option("trn1 | trn2 | trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or trn2)")
 @click.option("--inputs", "npz", type=click.Path(exists=True, dir_okay=False), help="NumPy .npz with the arguments "
               "(by parameter name, else arr_0, arr_1, ... in order)")
 @click.option("--input", "specs", multiple=True, help="random input [NAME=]SHAPE[:DTYPE], e.g. a=128x512:bfloat16 "
@@ -188,15 +224,9 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
             engine_order: str, trace_out: str | None, json_out: str | None, grid: str | None,
             capacity_check: str | None, spill_traffic: str, seed: int) -> None:
     """Simulate FILE::KERNEL and print its estimated profile (an estimate, not a measurement)."""
-    from nkieval.hardware.targets import UnknownTargetError, resolve_target_name
     from nkieval.perf import SchedulePolicy, estimate, text_summary, write_perfetto
     from nkieval.sim.errors import NkiValidationError
 
-    if target is not None:
-        try:
-            target = resolve_target_name(target)
-        except UnknownTargetError as e:
-            raise click.BadParameter(str(e), param_hint="--target") from None
     launch = parse_grid(grid)
     obj, name = load_kernel(kernel_ref)
     path = kernel_ref.rsplit("::", 1)[0]
@@ -207,17 +237,22 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
         data = np.load(npz)
         keys = list(data.keys())
         if keys and all(re.fullmatch(r"arr_\d+", k) for k in keys):
-            args = [data[k] for k in sorted(keys, key=lambda k: int(k[4:]))]
+            args = [_npz_value(data[k]) for k in sorted(keys, key=lambda k: int(k[4:]))]
         elif all(k in params for k in keys):
-            kwargs = {k: data[k] for k in keys}
+            kwargs = {k: _npz_value(data[k]) for k in keys}
         else:
             unknown = [k for k in keys if k not in params]
             raise click.BadParameter(f"{npz}: arrays {', '.join(unknown)} name no parameter of {name} "
                                      f"({', '.join(params)}); name them after the parameters, or save them "
                                      "unnamed (arr_0, arr_1, ...)", param_hint="--inputs")
+    for opt, out in (("--trace", trace_out), ("--json", json_out)):
+        parent = os.path.dirname(os.path.abspath(out)) if out else None
+        if parent is not None and not os.path.isdir(parent):
+            raise click.BadParameter(f"{out}: directory {parent} does not exist", param_hint=opt)
     rng = np.random.default_rng(seed)
-    for spec in specs:
-        nm, shape, dtype = parse_input_spec(spec)
+    parsed = [parse_input_spec(spec) for spec in specs]
+    check_input_bytes([(shape, dtype) for _, shape, dtype in parsed], target)
+    for nm, shape, dtype in parsed:
         arr = make_array(shape, dtype, rng)
         if nm:
             kwargs[nm] = arr

@@ -10,7 +10,9 @@ Model (research note perf-model.md §5.6, fitted in benchmarks/perf_fit.py):
 * An engine's service time is ``t_eng + Σ_desc (bytes + B0) / bw_eng``: a fixed per-transfer cost and: ``B0`` (descriptor
   overhead expressed in bytes) gives the documented efficiency curve (poor below 256 B per
   partition, near peak from 2–4 KiB).
-* DMA transposes run at a fraction of the DMA throughput (Trn2: 90 % from HBM, 50 % SBUF→SBUF).
+* DMA transposes run at a fraction of the DMA throughput (Trn2: 90 % from HBM, 50 % SBUF→SBUF), with the
+  plain copy's descriptors: the transpose engine (NeuronCore-v3 on) reorders whole descriptors. NeuronCore-v2
+  has no transpose engine: its transposing DMA (Beta-1 ``load_transpose2d``) moves one element per descriptor.
 * The per-engine rate is capped by the core's HBM bandwidth shared by all engines (an HBM→HBM
   transfer counts its bytes twice against it: read and written).
 
@@ -92,8 +94,11 @@ def plan_dma(rec: TraceRecord, p: PerfParams) -> DmaPlan:
     run = min(src.contiguous_bytes or nbytes, dst.contiguous_bytes or nbytes, per_part, int(p.dma_max_descriptor_bytes))
     if rec.attrs.get("indirect"):
         run = min(run, max(1, (src.contiguous_bytes or run)))
+    tr_eff = 0.0
     if transpose:
-        run = min(run, max(1, nbytes // max(1, elems(src))))  # element-wise descriptors on the transposed side
+        tr_eff = p.dma_transpose_efficiency_hbm if src.buffer == "hbm" else p.dma_transpose_efficiency_sbuf
+        if tr_eff <= 0:  # no DMA transpose engine (NeuronCore-v2): element-wise descriptors on the transposed side
+            run = min(run, max(1, nbytes // max(1, elems(src))))
     run = max(1, run)
     if parts:
         desc_per_part = -(-per_part // run)
@@ -106,10 +111,8 @@ def plan_dma(rec: TraceRecord, p: PerfParams) -> DmaPlan:
         desc_per_engine = -(-bytes_per_engine // run)
         descriptors = desc_per_engine * engines
     bw = effective_bw(p, (src.buffer == "hbm") + (dst.buffer == "hbm"))
-    if transpose:
-        eff = p.dma_transpose_efficiency_hbm if src.buffer == "hbm" else p.dma_transpose_efficiency_sbuf
-        if eff > 0:
-            bw *= eff
+    if tr_eff > 0:  # the transpose engine moves whole descriptors at this fraction of the DMA throughput
+        bw *= tr_eff
     service = p.dma_engine_fixed_ns + (bytes_per_engine + desc_per_engine * p.dma_descriptor_overhead_bytes) / bw
     dge = int(rec.attrs.get("dge_mode", 0) or 0)
     issue_engine, issue_ns = None, 0.0

@@ -33,6 +33,14 @@ def _import(*candidates: str) -> tuple[Any | None, str | None]:
     return None, "not available in this build: " + ", ".join(errors)
 
 
+def _is_request_error(e: Exception) -> bool:
+    """An error ``nkieval.numerics`` documents as a malformed request (unknown op, bad recipe, unknown dtype)."""
+    names = ("nkieval.numerics.oracle:UnknownOpError", "nkieval.numerics.recipe:RecipeError",
+             "nkieval.numerics.formats:UnknownDtypeError")
+    kinds = tuple(k for k in (_import(n)[0] for n in names) if isinstance(k, type))
+    return isinstance(e, kinds)
+
+
 def numerics_available() -> tuple[bool, str | None]:
     fn, why = _import("nkieval.numerics:check")
     if fn is None:
@@ -92,6 +100,9 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
     except TaskError:
         raise  # a malformed task: exit 2
     except Exception as e:  # a numerics bug is the judge's failure: fail closed
+        if _is_request_error(e):  # the task's numerics spec (op, recipe, dtypes) is malformed: exit 2
+            raise TaskError(f"the task's [numerics] is not a valid request: {type(e).__name__}: {e}",
+                            where="task.toml:numerics", rule="numerics") from e
         raise JudgeError("numerics", f"nkieval.numerics raised {type(e).__name__}: {e}") from e
     return pc, None
 

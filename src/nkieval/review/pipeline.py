@@ -17,6 +17,7 @@ from pathlib import Path
 from nkieval.review.model import Review
 from nkieval.review.rubric import DEFAULT_RUBRIC, Rubric
 from nkieval.review.sandbox import Isolation, SandboxLimits
+from nkieval.review.stages.differential import differential
 from nkieval.review.stages.judge import DIAGNOSED_FAILURES, collect, prepare_judge
 from nkieval.review.stages.load import NOT_TEXT, ReviewRequest, load
 from nkieval.review.stages.overlap import execute_and_judge
@@ -60,6 +61,9 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
         with timed(timings, "judge_after_sandbox_s"):
             judgement = collect(kit, out.judged, out.diagnosis)
         static = out.analysis.get()  # (a static analysis that raised raises here)
+        with timed(timings, "differential_s"):
+            diff = differential(loaded, out.runs, judgement.cases) if loaded.task.cuda_file is not None \
+                else (None, None)
         with timed(timings, "scoring_s"):
-            scored = score(loaded, judgement, out.evidence, static)
+            scored = score(loaded, judgement, out.evidence, static, diff)
     return report(loaded, judgement, out.evidence, scored, timings.as_dict())

@@ -502,7 +502,7 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
                   limits: SandboxLimits = SandboxLimits(), isolation: Isolation = "forkserver",
                   on_case: Callable[[CaseRun], None] | None = None, keep_dir: bool = False,
                   on_start: Callable[[], None] | None = None, stats: dict[str, float] | None = None,
-                  trusted: bool = True) -> list[CaseRun]:
+                  trusted: bool = True, hide: Sequence[str] = ()) -> list[CaseRun]:
     """Run ``source`` (a candidate .py text) on every case in a sandboxed child; never raises for candidate faults.
 
     ``on_case`` is called with each case's result as it arrives; ``on_start`` once, as soon as
@@ -516,6 +516,7 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
     receives shapes, dtypes and parameters (:mod:`nkieval.review.tracer`), once per distinct shape; the
     child that has the inputs runs no candidate code but replays the recorded programs. ``trusted=False``
     runs the candidate itself on the inputs, in the child (the previous pipeline, for trusted code only).
+    ``hide``: directories the tracer's sandbox covers (the task under review: its reference and solutions).
     """
     st = stats if stats is not None else {}
     for key in ("prepare_s", "fork_s", "collect_s", "exit_s", "cleanup_s", "trace_s"):
@@ -528,7 +529,7 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
             on_start()
             on_start = None
         t_trace = time.perf_counter()
-        programs, shape_of, failed = _trace_programs(source, kernel, cases, target, limits)
+        programs, shape_of, failed = _trace_programs(source, kernel, cases, target, limits, hide)
         st["trace_s"] += time.perf_counter() - t_trace
         files = {key: f"prog_{i}.json" for i, key in enumerate(programs)}
         program_of = {k: files[shape_of[k]] for k in remaining if k not in failed}
@@ -604,8 +605,8 @@ def _shape_key(c: CaseJob) -> str:
                       sort_keys=True, default=str)
 
 
-def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits
-                    ) -> tuple[dict[str, str], list[str], dict[int, CaseRun]]:
+def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
+                    hide: Sequence[str] = ()) -> tuple[dict[str, str], list[str], dict[int, CaseRun]]:
     """Record the candidate once per distinct shape: (program text per shape key that traced, each case's shape
     key, failed cases' runs)."""
     keys = [_shape_key(c) for c in cases]
@@ -620,7 +621,7 @@ def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: 
     # run dies or hangs, each shape again on its own, so the failure is the shape's that caused it.
     answer, failure = run_tracer({"source": source, "kernel": kernel, "target": target,
                                   "max_instructions": limits.max_instructions, "shapes": list(shapes.values())},
-                                 limits, n_shapes=len(shapes))
+                                 limits, n_shapes=len(shapes), hide=hide)
     if failure is None and all(isinstance(answer.get(k), dict) for k in shapes):
         shapes = {}
         outcome = {k: answer[k] for k in keys}
@@ -633,7 +634,7 @@ def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: 
             continue
         request = {"source": source, "kernel": kernel, "target": target,
                    "max_instructions": limits.max_instructions, "shapes": [shape]}
-        answer, failure = run_tracer(request, limits, n_shapes=1)
+        answer, failure = run_tracer(request, limits, n_shapes=1, hide=hide)
         res = failure if failure is not None else answer.get(key)
         if not isinstance(res, dict):
             res = {"status": "bad-program", "message": "the tracer gave no answer for this shape"}
@@ -698,12 +699,12 @@ _SANDBOX_STATUS = {"timeout": "timeout", "memory-limit": "memory-limit", "crash"
                    "output-limit": "bad-program", "violation": "sandbox-violation", "harness-error": "infra-error"}
 
 
-def run_tracer(request: dict[str, Any], limits: SandboxLimits, n_shapes: int
+def run_tracer(request: dict[str, Any], limits: SandboxLimits, n_shapes: int, hide: Sequence[str] = ()
                ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Run the tracer on ``request`` in the sandbox: (answer per shape key, or a failure for every shape)."""
     budget = limits.startup_s + limits.timeout_s * max(1, n_shapes)
     t0 = time.perf_counter()
-    res = tracer_pool(limits.memory_mb).run(json.dumps(request).encode(), timeout_s=budget)
+    res = tracer_pool(limits.memory_mb).run(json.dumps(request).encode(), timeout_s=budget, hide=hide)
     wall = time.perf_counter() - t0
     if res.status != "ok" or res.payload is None:
         status = _SANDBOX_STATUS.get(res.status, "crash")

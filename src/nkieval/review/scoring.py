@@ -39,6 +39,9 @@ class Evidence:
     analysis_reason: str | None = None
     migration: list[dict[str, Any]] | None = None
     migration_reason: str | None = None
+    #: the port against the task's CUDA source run on the same inputs (stages.differential)
+    differential: dict[str, Any] | None = None
+    differential_reason: str | None = None
 
 
 def _verdict(level: int) -> str:
@@ -277,6 +280,13 @@ def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
 
 
 # ------------------------------------------------------------------------------ hardware
+def _partitions(target: str) -> int:
+    """The target's partition count (hardware/data): utilisation fractions are reported as partitions."""
+    from nkieval.hardware import get_target
+
+    return int(get_target(target).partitions)
+
+
 def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
     R = ev.rubric
     hw, sol = ev.hw, ev.hw_solution
@@ -297,15 +307,16 @@ def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
     sol_txt = lambda v, fmt: f" (expert solution: {fmt.format(v)})" if v is not None else ""  # noqa: E731
     u = hw.partition_utilisation
     su = sol.partition_utilisation if sol else None
+    P = _partitions(ev.target)
     if su is None or su >= 0.5:
         if u < float(R.t("hardware", "partition_utilisation_severe")):
-            flag(major + 1, f"compute instructions drive {u * 128:.1f} of 128 partitions on average{sol_txt(su and su * 128, '{:.0f}')}",
+            flag(major + 1, f"compute instructions drive {u * P:.1f} of {P} partitions on average{sol_txt(su and su * P, '{:.0f}')}",
                  "all 128 partitions busy: the parallel axis on partitions, [128, F] tiles",
                  "lay the data out as [128, n/128] (or tile rows 128 at a time) so each instruction uses every lane; "
                  "a 1-partition instruction costs as much as a 128-partition one",
                  metric="partition_utilisation", value=u, reference=su)
         elif u < float(R.t("hardware", "partition_utilisation_min")):
-            flag(major, f"compute instructions drive {u * 128:.1f} of 128 partitions on average{sol_txt(su and su * 128, '{:.0f}')}",
+            flag(major, f"compute instructions drive {u * P:.1f} of {P} partitions on average{sol_txt(su and su * P, '{:.0f}')}",
                  "at least 64, ideally 128 partitions per instruction",
                  "put the parallel axis on partitions and tile 128 rows at a time", metric="partition_utilisation",
                  value=u, reference=su)
@@ -381,7 +392,7 @@ def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
              "fix the construct at the location shown", metric="warnings", value=len(hw.warnings),
              location=w.get("location"))
     level = max(0, 4 - penalty)
-    summary = (f"partitions {hw.partition_utilisation * 128:.0f}/128, median DMA {hw.dma_median_bytes_per_partition:.0f} "
+    summary = (f"partitions {hw.partition_utilisation * P:.0f}/{P}, median DMA {hw.dma_median_bytes_per_partition:.0f} "
                f"B/partition, reload {hw.reload_factor or 0:.2f}x, {hw.instructions} instructions"
                + (f", {hw.matmul_count} matmuls ({hw.matmul_accumulating} accumulating)" if hw.matmul_count else ""))
     return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, summary, fb,
@@ -504,7 +515,8 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
         level -= 2
         st = cite("MIG001")
         fb.append(Feedback("migration", "error",
-                           f"literal port: {hw.partition_utilisation * 128:.0f}/128 partitions per instruction and "
+                           f"literal port: {hw.partition_utilisation * _partitions(ev.target):.0f}/{_partitions(ev.target)} partitions "
+                           "per instruction and "
                            f"{hw.instructions} instructions ({hw.instructions / max(1, sol.instructions):.0f}x the expert)"
                            + (f"; static check {st['static_rule']} line {st['static_line']} agrees" if st else ""),
                            "the CUDA grid/block decomposition re-derived as 128-partition tiles, not transliterated",
@@ -540,6 +552,7 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
             continue
         fb.append(Feedback("migration", sev, f"{rule} line {f.get('line')}: {f.get('message')}",
                            "the CUDA contract kept", f.get("suggestion") or "see the rule", loc))
+    level = _differential_feedback(ev, fb, level)
     level = max(0, min(level, start))
     defects = [f for f in fb if f.severity != "info"]
     note = "" if ev.migration is not None else \
@@ -548,6 +561,58 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            ("contract kept and idiomatic" if not defects else f"{len(defects)} fidelity defect(s)")
                            + (f"; static cross-check: {len(static)} finding(s)" if ev.migration is not None else "")
                            + note, fb)
+
+
+def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
+    """The port against the CUDA source run on the same inputs (stages.differential): a cause confirmed by
+    re-running the CUDA kernel with the port's constant costs two levels; a disagreement whose cause is not
+    identified is reported per output (one level when no other migration defect explains it and the port
+    also fails the reference there); the GPU-vs-Trainium envelope is stated for every output."""
+    d = ev.differential
+    if d is None:
+        if ev.differential_reason:
+            fb.append(Feedback("migration", "info", f"differential check against the CUDA source not assessed: "
+                               f"{ev.differential_reason}", "the port and the CUDA kernel run on the same inputs",
+                               "none", {}))
+        return level
+    if d.get("causes"):
+        level -= 2
+    for c in d.get("causes", []):
+        fb.append(Feedback("migration", "error", f"semantic infidelity: {c['summary']}",
+                           "the port computes the CUDA kernel's formula with its constants",
+                           f"use {c['cuda_text']} as the CUDA source does", {
+                               "cuda_location": f"kernel.cu:{c['cuda_line']}" if c.get("cuda_line") else None,
+                               "port_location": f"candidate.py:{c['port_line']}", "case": c["case"],
+                               "reproduced": c["reproduced"]}))
+    failing_ref = any(not c.correct for c in ev.cases)
+    other_defects = any(f.severity != "info" for f in fb)
+    charged = False
+    for o in d.get("outputs", []):
+        name = o["output"]
+        w = o.get("worst") or {}
+        if o["verdict"] == "disagree" and name in d.get("unexplained", []):
+            sev = "error" if failing_ref and not other_defects and not charged else "warning"
+            if sev == "error":
+                level -= 1
+                charged = True
+            fb.append(Feedback("migration", sev,
+                               f"output {name} disagrees with the CUDA kernel run on the same inputs ({w.get('case')}: "
+                               f"{o['tol_ratio']:.3g}x the tolerance at {w.get('index')}, GPU {w.get('gpu')!r} vs port "
+                               f"{w.get('port')!r}); cause not identified",
+                               "every output agrees with the CUDA kernel within the task's tolerance",
+                               "compare the port's formula for this output with the CUDA source line by line",
+                               {"output": name, **w}))
+        elif o.get("envelope") is not None:
+            build = d.get("gpu_build") or {}
+            fb.append(Feedback("migration", "info",
+                               f"output {name}: GPU (CUDA source{', fast-math' if build.get('fast_math') else ''}) vs "
+                               f"this port, observed max difference {o['observed']:.3g}, expected envelope "
+                               f"{o['envelope']:.3g} (GPU error + port error against the fp64 reference, "
+                               f"{o['cases']} case(s)); verdict {o['verdict']}",
+                               "GPU and Trainium results within the envelope of their own errors",
+                               "none", {"output": name, "observed": o["observed"], "envelope": o["envelope"],
+                                        "verdict": o["verdict"]}))
+    return level
 
 
 # ------------------------------------------------------------------------------ code quality

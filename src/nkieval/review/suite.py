@@ -209,12 +209,17 @@ def load_records(path: Path) -> dict[str, dict[str, Any]]:
 
 def run_suite(entries: Sequence[SuiteEntry], results: Path, *, workers: int = 1, seed: int = 0,
               rerun: bool = False, progress: bool = True,
-              on_record: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+              on_record: Callable[[dict[str, Any]], None] | None = None, executor: str = "local",
+              ray_address: str | None = None) -> list[dict[str, Any]]:
     """Run every entry not already in ``results`` (same key and fingerprint); return all their records.
 
     Records are appended to ``results`` as each review finishes, so a killed run loses at most
-    the reviews in flight. ``workers`` > 1 reviews in that many processes.
+    the reviews in flight. ``workers`` > 1 reviews in that many processes; ``executor="ray"`` runs
+    one Ray task per task's entries instead, ``workers`` at a time, on the cluster at ``ray_address``
+    (None: a running one this process joined, else a local instance; docs/reward.md, "Ray").
     """
+    if executor not in ("local", "ray"):
+        raise ValueError(f"unknown executor {executor!r}; one of local, ray")
     from tqdm import tqdm
 
     results.parent.mkdir(parents=True, exist_ok=True)
@@ -238,7 +243,9 @@ def run_suite(entries: Sequence[SuiteEntry], results: Path, *, workers: int = 1,
             if on_record:
                 on_record(rec)
 
-        if workers <= 1:
+        if executor == "ray":
+            _run_ray(todo, seed, workers, record, ray_address)
+        elif workers <= 1:
             for e in todo:
                 record(run_entry(e, seed))
         else:
@@ -258,11 +265,7 @@ def _run_parallel(todo: Sequence[SuiteEntry], seed: int, workers: int,
     the expert's and baseline's trace evidence is reused across its candidates and targets."""
     import multiprocessing as mp
 
-    groups: dict[str, list[SuiteEntry]] = {}
-    for e in todo:
-        groups.setdefault(e.task, []).append(e)
-    # Longest first (levels 3 before 1, big groups first) so the pool does not end on one long task.
-    order = sorted(groups.values(), key=lambda g: (-g[0].level, -len(g)))
+    order = _task_groups(todo)
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
         pending: dict[Future[list[dict[str, Any]]], list[SuiteEntry]] = {
             pool.submit(run_entries, g, seed): g for g in order}
@@ -273,12 +276,50 @@ def _run_parallel(todo: Sequence[SuiteEntry], seed: int, workers: int,
                 try:
                     recs = f.result()
                 except Exception as ex:  # the worker died: record every entry of its task, keep going
-                    recs = [{"v": RECORD_VERSION, "key": e.key, "fingerprint": e.fingerprint(), "task": e.task,
-                             "level": e.level, "role": e.role, "candidate": e.candidate, "target": e.target,
-                             "criterion": e.criterion, "flaw": e.flaw, "verdict": "harness-error",
-                             "error": f"worker: {type(ex).__name__}: {ex}"} for e in group]
+                    recs = _worker_died(group, f"worker: {type(ex).__name__}: {ex}")
                 for rec in recs:
                     record(rec)
+
+
+def _task_groups(todo: Sequence[SuiteEntry]) -> list[list[SuiteEntry]]:
+    """The entries by task, longest first (levels 3 before 1, big groups first)."""
+    groups: dict[str, list[SuiteEntry]] = {}
+    for e in todo:
+        groups.setdefault(e.task, []).append(e)
+    return sorted(groups.values(), key=lambda g: (-g[0].level, -len(g)))
+
+
+def _worker_died(group: Sequence[SuiteEntry], why: str) -> list[dict[str, Any]]:
+    return [{"v": RECORD_VERSION, "key": e.key, "fingerprint": e.fingerprint(), "task": e.task, "level": e.level,
+             "role": e.role, "candidate": e.candidate, "target": e.target, "criterion": e.criterion, "flaw": e.flaw,
+             "verdict": "harness-error", "error": why} for e in group]
+
+
+def _run_ray(todo: Sequence[SuiteEntry], seed: int, workers: int, record: Callable[[dict[str, Any]], None],
+             address: str | None) -> None:
+    """One Ray task per task's entries (as :func:`_run_parallel`), at most ``workers`` in flight."""
+    try:
+        import ray
+    except ImportError as e:
+        raise click.UsageError("--executor ray needs Ray: pip install 'nkieval[ray]'") from e
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    remote = ray.remote(num_cpus=1, max_retries=0)(run_entries)
+    order = _task_groups(todo)
+    pending: dict[Any, list[SuiteEntry]] = {}
+    while order or pending:
+        while order and len(pending) < max(1, workers):
+            g = order.pop(0)
+            pending[remote.remote(g, seed)] = g
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for ref in ready:
+            group = pending.pop(ref)
+            try:
+                recs = ray.get(ref)
+            except Exception as ex:  # the Ray worker died: record every entry of its task, keep going
+                recs = _worker_died(group, f"ray worker: {type(ex).__name__}: {str(ex)[:300]}")
+            for rec in recs:
+                record(rec)
 
 
 # ----------------------------------------------------------------------------------- judging
@@ -504,7 +545,11 @@ def suite_group() -> None:
 @suite_group.command("run")
 @click.option("--level", type=click.IntRange(1, 3), default=None, help="only tasks of this level")
 @click.option("--tasks", "pattern", default=None, help="comma-separated fnmatch patterns over task ids")
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True, help="review processes")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="review processes (with --executor ray: Ray tasks at once)")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local processes, or a Ray cluster (the 'ray' extra)")
+@click.option("--ray-address", default=None, help="with --executor ray: the cluster's address (default: local)")
 @click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_RESULTS), show_default=True,
               help="JSON-lines results file (entries already in it are skipped: the run is resumable)")
 @click.option("--role", "roles", multiple=True, type=click.Choice(ROLES), help="only these candidate roles")
@@ -513,7 +558,8 @@ def suite_group() -> None:
 @click.option("--rerun", is_flag=True, help="ignore earlier results and review everything again")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON instead of the matrix")
-def run_cmd(level: int | None, pattern: str | None, workers: int, results: str, roles: tuple[str, ...],
+def run_cmd(level: int | None, pattern: str | None, workers: int, executor: str, ray_address: str | None,
+            results: str, roles: tuple[str, ...],
             default_target_only: bool, seed: int, rerun: bool, no_progress: bool, as_json: bool) -> None:
     """Review every expert, baseline and flawed candidate; exit 1 if any expectation is missed."""
     broken: list[str] = []
@@ -524,13 +570,15 @@ def run_cmd(level: int | None, pattern: str | None, workers: int, results: str, 
         click.echo("no tasks match", err=True)
         sys.exit(2)
     t0 = time.perf_counter()
-    recs = run_suite(entries, Path(results), workers=workers, seed=seed, rerun=rerun, progress=not no_progress)
+    recs = run_suite(entries, Path(results), workers=workers, seed=seed, rerun=rerun, progress=not no_progress,
+                     executor=executor, ray_address=ray_address)
     m = judge(recs)
     if as_json:
         click.echo(json.dumps(m.summary(), indent=2))
     else:
         click.echo(format_matrix(m))
-        click.echo(f"wall time {time.perf_counter() - t0:.1f} s with {workers} worker(s); results in {results}")
+        click.echo(f"wall time {time.perf_counter() - t0:.1f} s with {workers} worker(s) ({executor}); "
+                   f"results in {results}")
     sys.exit(0 if m.ok and not broken else 1)
 
 

@@ -37,6 +37,10 @@ _OUTSIDE = ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os
             "os.killpg", "os.putenv", "os.unsetenv", "subprocess.", "socket.", "ctypes.", "mmap.", "signal.",
             "pty.", "webbrowser.", "urllib.", "http.", "ftplib.", "smtplib.", "resource.setrlimit", "sys.remote_exec")
 
+#: attribute reads that reach nothing a candidate could not reach without an audited step first: a frame's code
+#: and line (a frame is had only through ``sys._getframe`` or ``tb_frame`` / ``gi_frame``, which are watched)
+_HARMLESS_ATTRIBUTES = frozenset({"f_code", "f_lineno"})
+
 
 class TamperError(PermissionError):
     """Raised into the candidate's operation when it reaches for the harness."""
@@ -49,15 +53,18 @@ class TamperWatch:
         self.candidate = os.path.abspath(candidate)
         self.events: list[dict[str, Any]] = []
         self._busy = threading.local()
+        self._files: dict[str, bool] = {}  # code file name -> whether it is the candidate's
 
     def install(self) -> None:
         sys.addaudithook(self._hook)
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
-        if getattr(self._busy, "on", False):
-            return
+        if event == "object.__getattr__" and args[1] in _HARMLESS_ATTRIBUTES:
+            return  # (the simulator reads the code of the frames it walks, about once per instruction)
         outside = event.startswith(_OUTSIDE)
         if not outside and not event.startswith(_INTROSPECTION) and event != "import":
+            return
+        if getattr(self._busy, "on", False):
             return
         self._busy.on = True
         try:
@@ -68,6 +75,12 @@ class TamperWatch:
             self.events.append(found)
             raise TamperError(f"{event} is not allowed in a kernel ({found['location']})")
 
+    def _is_candidate(self, filename: str) -> bool:
+        known = self._files.get(filename)
+        if known is None:
+            known = self._files[filename] = os.path.abspath(filename) == self.candidate
+        return known
+
     def _check(self, event: str, args: tuple[Any, ...], outside: bool) -> dict[str, Any] | None:
         f = sys._getframe(2)  # (0: _check, 1: the hook; 2: the line that raised the event)
         caller = f
@@ -76,7 +89,7 @@ class TamperWatch:
             if root not in FORBIDDEN_MODULES:
                 return None
         while f is not None:
-            if os.path.abspath(f.f_code.co_filename) == self.candidate:
+            if self._is_candidate(f.f_code.co_filename):
                 if outside or f is caller:
                     return {"event": event, "location": f"candidate.py:{f.f_lineno}",
                             "detail": _detail(args)}

@@ -31,7 +31,12 @@ MAX_ANSWER_BYTES = 256 * 1024 * 1024
 
 def handle(request: bytes) -> bytes:
     """Trace every shape of the request; the answer is JSON bytes (never raises for the candidate's faults)."""
+    import gc
+
+    from nkieval.review.child import GC_THRESHOLDS
+
     t0 = time.perf_counter()
+    gc.set_threshold(*GC_THRESHOLDS)  # (a recording, like a simulation, makes objects by the hundred thousand)
     req = json.loads(request)
     work = tempfile.mkdtemp(prefix="nkieval-trace-")
     candidate = os.path.join(work, "candidate.py")

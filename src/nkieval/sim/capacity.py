@@ -7,6 +7,14 @@ every on-chip allocation is live over ``[first access, last access]`` (tiles tha
 accessed take no space), its footprint is its per-partition bytes on its partitions, and the
 peak over time of the per-partition sum is compared with the target's size. Tiles placed at an
 explicit ``address=`` occupy their fixed range: tiles re-created over the same range count once.
+
+PSUM is judged in the order the compiler's dependency-driven scheduling allows: an instruction
+that only *reads* PSUM (an evacuation: ``tensor_copy`` / ``activation`` / ``tensor_tensor`` … of
+a finished accumulation) runs as soon as its inputs are written, not where the program wrote it.
+So a kernel that accumulates several PSUM tiles in one loop nest and evacuates them in a second
+is judged by how many accumulations are in flight at once, not by the whole first nest; tiles
+accumulated in the same iterations are still live together (real over-subscription stays an
+error). Instructions that write PSUM keep their program order.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nkieval.hardware import get_target
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.trace import AllocationRecord, Trace
 
@@ -47,17 +56,30 @@ class CapacityPeak:
 
 def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityPeak]:
     """Peak live bytes per partition for each (on-chip buffer, program) in the trace."""
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    written: dict[int, float] = {}  # alloc -> position of its latest write (PSUM readers are hoisted)
     for rec in trace.records:
         seq = rec.seq
-        for op in rec.operands:
+        pos: float = seq
+        ops = rec.operands
+        if any(op.buffer == "psum" and "r" in op.mode for op in ops) and \
+                not any(op.buffer == "psum" and "w" in op.mode for op in ops):
+            ready = max((written.get(op.alloc, -1.0) for op in ops if "r" in op.mode), default=-1.0)
+            pos = min(float(seq), ready + 0.5)
+        for op in ops:
+            if "w" in op.mode:
+                written[op.alloc] = pos
             if op.buffer == "hbm":
                 continue
             a = op.alloc
+            at = pos if op.buffer == "psum" else seq
             if a not in first:
-                first[a] = seq
-            last[a] = seq
+                first[a] = at
+                last[a] = at
+            else:
+                first[a] = min(first[a], at)
+                last[a] = max(last[a], at)
     groups: dict[tuple[str, int], list[AllocationRecord]] = {}
     for a in trace.allocations.values():
         if a.buffer in capacities and a.id in first:
@@ -75,13 +97,13 @@ def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityP
             else:
                 b[0] = min(b[0], first[a.id])
                 b[1] = max(b[1], last[a.id])
-        events: list[tuple[int, int, int]] = []  # (seq, +1 start / -1 end after, index)
+        events: list[tuple[float, int, int]] = []  # (position, +1 start / -1 end after, index)
         items = list(blocks.values())
         for i, (lo, hi, _a) in enumerate(items):
             events.append((lo, 0, i))
-            events.append((hi + 1, -1, i))
+            events.append((hi + 0.25, -1, i))
         events.sort(key=lambda e: (e[0], e[1]))
-        usage = np.zeros(128, dtype=np.int64)
+        usage = np.zeros(get_target(trace.target).partitions, dtype=np.int64)
         live: set[int] = set()
         best, best_seq, best_live = 0, 0, ()
         for seq, kind, i in events:
@@ -96,7 +118,7 @@ def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityP
                 live.add(i)
                 total = int(usage.max())
                 if total > best:
-                    best, best_seq, best_live = total, seq, tuple(items[j][2] for j in live)
+                    best, best_seq, best_live = total, int(seq), tuple(items[j][2] for j in live)
         peaks.append(CapacityPeak(buf, prog, best, capacities[buf], best_seq, best_live))
     return peaks
 

@@ -133,17 +133,19 @@ class SimContext:
         t = launch.target
         defer = launch.options.record_trace  # capacity is then judged by live range after the run
         self.sbuf = OnChipAllocator("sbuf", t.sbuf_bytes_per_partition, t.sbuf_alloc_alignment_bytes,
-                                    launch.options.capacity_check, self._on_alloc_event, defer=defer)
+                                    launch.options.capacity_check, self._on_alloc_event, defer=defer,
+                                    partitions=t.partitions, bank_bytes=t.psum_bank_bytes)
         self.psum = OnChipAllocator("psum", t.psum_bytes_per_partition, t.psum_alloc_granularity_bytes,
-                                    launch.options.capacity_check, self._on_alloc_event, defer=defer)
+                                    launch.options.capacity_check, self._on_alloc_event, defer=defer,
+                                    partitions=t.partitions, bank_bytes=t.psum_bank_bytes)
         self.shared_count = 0
         self.recorder: Any = None  # a nkieval.sim.program Recorder while the kernel is being recorded
         self.loc: tuple[str | None, int | None, str | None] = (None, None, None)
         self.loops: list[list[Any]] = []
         self._loops_tuple: tuple[tuple[str, int, int], ...] = ()
         # Engine accumulator registers (fp32 per partition) and PRNG state.
-        self.scalar_acc = np.zeros(128, dtype=np.float32)
-        self.vector_acc = np.zeros(128, dtype=np.float32)
+        self.scalar_acc = np.zeros(t.partitions, dtype=np.float32)
+        self.vector_acc = np.zeros(t.partitions, dtype=np.float32)
         self.rng = np.random.default_rng(0)
 
     # -- allocation bookkeeping -------------------------------------------------

@@ -274,14 +274,6 @@ def _has_inf(dt: DType) -> bool:
     return dt not in (float8_e4m3fn, float8_e8m0fnu)
 
 
-def to_fp32(values: np.ndarray) -> np.ndarray:
-    """Widen stored values to the engines' fp32 compute type."""
-    a = np.asarray(values)
-    if a.dtype == np.float32:
-        return a
-    return a.astype(np.float32)
-
-
 def promote(a: DType, b: DType) -> DType:
     """Beta-1 / nl.* type promotion (documented in the Beta-1 shared API page)."""
     if a is b or a == b:

@@ -53,7 +53,8 @@ RULES: dict[str, Rule] = {
         Rule("instruction-limit", "free size or count outside the instruction's documented range",
              "e.g. bn_stats free size <= 512, max8 needs 8..16384 elements per partition."),
         Rule("simulator-only", "operation runs in simulation but not on hardware",
-             "e.g. nl.divide, fmod, mod are not hardware instructions (NKI release notes 0.4)."),
+             "e.g. nl.divide, fmod, mod are not hardware instructions in the current API (NKI release notes "
+             "0.4); Beta-1 kernels compiled them."),
         Rule("psum-accumulate", "PSUM accumulation pattern undefined on hardware",
              "Accumulating onto PSUM that no matmul wrote (never written, or written by memset/copy on v2/v3) is undefined."),
         Rule("kernel", "kernel launch or return rule",
@@ -93,7 +94,7 @@ EXAMPLES: dict[str, str] = {
                  "output must stay in one bank (512 fp32 elements)",
     "psum-alignment": "ndarray: PSUM address 1024 is not aligned to a 2048-byte bank",
     "generation": "dma_transpose: not available on trn1 (NeuronCore-v2); needs trn2 (NeuronCore-v3) or later",
-    "out-of-bounds": "dma_copy: indirect src index 256 at row 1 is out of bounds for 256 rows",
+    "out-of-bounds": "dma_copy: index 16384 is out of bounds for axis 0 with size 16384 (indirect src index 256 at row 1, of 256 rows)",
     "sbuf-capacity": "kernel: tiles live at once need 262144 bytes per partition of SBUF, exceeding the "
                      "229376-byte SBUF partition (live ranges, first to last access, at instruction 1); 2 live: "
                      "big1[128, 32768] float32 131072 B @ kernel.py:3, …",
@@ -202,6 +203,15 @@ class NkiUnsupportedError(NkiValidationError, NotImplementedError):
     def __init__(self, message: str, *, instruction: str | None = None, operand: str | None = None,
                  location: str | None = None) -> None:
         super().__init__(message, instruction=instruction, operand=operand, rule="unsupported", location=location)
+
+
+class NkiIndexError(NkiValidationError, IndexError):
+    """An index out of bounds at run time (rule ``out-of-bounds``): also an ``IndexError``, which NumPy and the
+    reference simulator raise there (its message starts as NumPy's)."""
+
+    def __init__(self, message: str, *, instruction: str | None = None, operand: str | None = None,
+                 location: str | None = None) -> None:
+        super().__init__(message, instruction=instruction, operand=operand, rule="out-of-bounds", location=location)
 
 
 class NkiSimulatorWarning(UserWarning):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.errors import NkiIndexError, NkiValidationError
 
 if TYPE_CHECKING:
     from nkieval.sim.tensor import NkiTensor
@@ -289,8 +289,8 @@ def dynamic_select(t: NkiTensor, dim: int, index: Any) -> NkiTensor:
     n = t.shape[d]
     if not 0 <= i < n:
         nm = t.alloc.name or "tensor"
-        raise NkiValidationError(f"runtime index {i} is out of bounds for dimension {d} of size {n} of `{nm}`",
-                                 instruction="select", operand="index", rule="out-of-bounds")
+        raise NkiIndexError(f"index {i} is out of bounds for axis {d} with size {n} (runtime index of `{nm}`)",
+                            instruction="select", operand="index")
     key: list[Any] = [slice(None)] * nd
     key[d] = i
     if t.is_on_chip and nd == 2:  # on-chip tensors stay 2-D
@@ -324,7 +324,7 @@ def make_indirect(t: NkiTensor, index: Any, num_elem: Any = None) -> NkiTensor:
     from nkieval.sim.tensor import NkiTensor
 
     ctx = current()
-    if ctx.target.generation < 4:
+    if not ctx.target.has("indirect"):
         raise NkiValidationError(f"tensor indirection (.indirect()) needs trn3 (NeuronCore-v4); target is "
                                  f"{ctx.target.name}", instruction="indirect", rule="generation")
     if not t.is_on_chip:

@@ -230,7 +230,8 @@ class _TileSize:
 
     @property
     def gemm_moving_fmax(self) -> int:
-        return int(self._t().gemm_moving_fmax)
+        # the tiling constant (512 on every generation), not NeuronCore-v4's larger nc_matmul limit
+        return int(self._t().tile_size_gemm_moving_fmax)
 
     @property
     def bn_stats_fmax(self) -> int:

@@ -28,6 +28,7 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim import isa as _isa
+from nkieval.sim.context import current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.enums import engine as _engine
 from nkieval.sim.memory import PSUM, SBUF
@@ -466,10 +467,11 @@ def transpose(x: Any, dtype: Any = None) -> NkiTensor:
     if x.ndim != 2:
         raise NkiValidationError(f"parameter 'x{list(x.shape)}' of 'transpose' exceed max supported number of "
                                  "dimensions of 2.", instruction=api, operand="x", rule="argument")
+    limit = current().target.pe_array_rows  # a transpose through the Tensor engine's array
     for d, n in enumerate(x.shape):
-        if n > 128:
+        if n > limit:
             raise NkiValidationError(f"size of dimension {d} in 'x{list(x.shape)}' of 'transpose' exceed "
-                                     "architecture limitation of 128.", instruction=api, operand="x",
+                                     f"architecture limitation of {limit}.", instruction=api, operand="x",
                                      rule="instruction-limit")
     src = x
     if x.buffer.kind == "psum":

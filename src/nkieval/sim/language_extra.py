@@ -82,7 +82,7 @@ def rand(shape: Any, dtype: Any = dt.float32, buffer: Any = None) -> NkiTensor:
         raise NkiValidationError(f"nl.rand produces floats in [0, 1); dtype {d} is not a float type",
                                  instruction=api, operand="dtype", rule="dtype")
     out = allocate(shape, d, buf, instruction=api)
-    if current().target.generation >= 4:
+    if current().target.has("rand2"):
         _isa.rand2(out, 0.0, 1.0)
         return out
     bits = allocate(out.shape, dt.uint32, buf, instruction=api)

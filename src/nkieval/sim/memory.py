@@ -20,12 +20,25 @@ if TYPE_CHECKING:
 class Buffer:
     """A memory region: ``nl.sbuf``, ``nl.psum``, ``nl.hbm`` (= private_hbm), ``nl.shared_hbm``."""
 
-    __slots__ = ("kind", "name", "shared")
+    __slots__ = ("kernel_arg", "kind", "name", "shared")
 
-    def __init__(self, name: str, kind: str, shared: bool = False) -> None:
+    def __init__(self, name: str, kind: str, shared: bool = False, kernel_arg: bool = False) -> None:
         self.name = name
         self.kind = kind  # "sbuf" | "psum" | "hbm"
         self.shared = shared
+        self.kernel_arg = kernel_arg
+
+    def __eq__(self, other: object) -> bool:
+        """Identity, except that the kernel arguments' HBM equals both ``nl.hbm`` and ``nl.shared_hbm``: AWS's
+        kernels assert either of ``x.buffer == nl.hbm`` / ``x.buffer == nl.shared_hbm`` of an input."""
+        if self is other:
+            return True
+        if not isinstance(other, Buffer):
+            return NotImplemented
+        return (self.kernel_arg or other.kernel_arg) and self.kind == other.kind == "hbm"
+
+    def __hash__(self) -> int:
+        return hash(self.kind)
 
     @property
     def on_chip(self) -> bool:
@@ -41,6 +54,7 @@ SBUF = Buffer("sbuf", "sbuf")
 PSUM = Buffer("psum", "psum")
 PRIVATE_HBM = Buffer("private_hbm", "hbm")
 SHARED_HBM = Buffer("shared_hbm", "hbm", shared=True)
+KERNEL_ARG_HBM = Buffer("shared_hbm", "hbm", shared=True, kernel_arg=True)  # where kernel arguments live
 BUFFERS = {b.name: b for b in (SBUF, PSUM, PRIVATE_HBM, SHARED_HBM)}
 BUFFERS["hbm"] = PRIVATE_HBM
 
@@ -92,7 +106,8 @@ class Allocation:
         """Bytes per partition (on-chip) — the free-dim footprint (fixed, so computed once)."""
         rb = self._row_bytes
         if rb is None:
-            rb = self._row_bytes = int(math.prod(self.shape[1:])) * self.storage.dtype.itemsize if self.shape else 0
+            # the dtype's bytes, also when a float format is held in fp32 storage (NKI_PRECISE_FP=0)
+            rb = self._row_bytes = int(math.prod(self.shape[1:])) * self.dtype.itemsize if self.shape else 0
         return rb
 
     @property
@@ -128,7 +143,7 @@ class OnChipAllocator:
     """
 
     def __init__(self, kind: str, capacity: int, alignment: int, mode: str, on_event=None,
-                 defer: bool = False) -> None:
+                 defer: bool = False, *, partitions: int, bank_bytes: int) -> None:
         # defer: judge first-fit tiles after the run by live range (nkieval.sim.capacity), as the
         # compiler allocates; only explicitly placed tiles are checked here.
         self.defer = defer
@@ -136,8 +151,10 @@ class OnChipAllocator:
         self.capacity = capacity
         self.alignment = alignment
         self.mode = mode
+        self.partitions = partitions  # the target's (hardware/data)
+        self.bank_bytes = bank_bytes  # the PSUM bank an explicit PSUM address must align to
         self.live: dict[int, LiveBlock] = {}
-        self.usage = np.zeros(128, dtype=np.int64)  # live bytes per partition of first-fit blocks
+        self.usage = np.zeros(partitions, dtype=np.int64)  # live bytes per partition of first-fit blocks
         self.fixed: dict[int, LiveBlock] = {}  # live blocks at explicit addresses (counted as a union)
         self.peak_bytes = 0
         self._on_event = on_event
@@ -154,13 +171,13 @@ class OnChipAllocator:
         with self._lock:
             if address is not None:
                 p0, start = int(address[0]), int(address[1])
-                if p0 < 0 or p0 + nparts > 128:
+                if p0 < 0 or p0 + nparts > self.partitions:
                     raise NkiValidationError(
-                        f"address partition offset {p0} with {nparts} partitions exceeds 128 partitions",
+                        f"address partition offset {p0} with {nparts} partitions exceeds {self.partitions} partitions",
                         instruction=instruction, operand=alloc.name, rule="out-of-bounds")
-                if self.kind == "psum" and start % 2048:
+                if self.kind == "psum" and start % self.bank_bytes:
                     raise NkiValidationError(
-                        f"PSUM address {start} is not aligned to a 2048-byte bank",
+                        f"PSUM address {start} is not aligned to a {self.bank_bytes}-byte bank",
                         instruction=instruction, operand=alloc.name, rule="psum-alignment")
                 if start < 0 or start + alloc.row_bytes > self.capacity:
                     raise NkiValidationError(
@@ -203,7 +220,7 @@ class OnChipAllocator:
         if not self.fixed:
             return int(self.usage.max())
         blocks = list(self.fixed.values())
-        cuts = sorted({0, 128, *(b.partitions[0] for b in blocks), *(b.partitions[1] for b in blocks)})
+        cuts = sorted({0, self.partitions, *(b.partitions[0] for b in blocks), *(b.partitions[1] for b in blocks)})
         total = 0
         for lo, hi in itertools.pairwise(cuts):
             spans = sorted((b.start, b.end) for b in blocks if b.partitions[0] <= lo and hi <= b.partitions[1])

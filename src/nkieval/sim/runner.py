@@ -14,7 +14,7 @@ from nkieval.sim import dtypes as dt
 from nkieval.sim.capacity import check_capacity
 from nkieval.sim.context import Launch, SimContext, set_current
 from nkieval.sim.errors import NkiValidationError
-from nkieval.sim.memory import SHARED_HBM
+from nkieval.sim.memory import KERNEL_ARG_HBM
 from nkieval.sim.options import SimOptions
 from nkieval.sim.tensor import NkiTensor, wrap_hbm
 from nkieval.sim.trace import Trace
@@ -59,7 +59,7 @@ def _wrap_args(args: Sequence[Any], names: Sequence[str], int64_ok: bool = True
                 d = dt.argument_dtype(arr.dtype, int64_ok=int64_ok)
             except dt.UnknownDTypeError as e:
                 raise NkiValidationError(f"kernel argument '{name}': {e}", operand=name, rule="kernel") from None
-            t = wrap_hbm(arr, name, dtype=d, buffer=SHARED_HBM)
+            t = wrap_hbm(arr, name, dtype=d, buffer=KERNEL_ARG_HBM)
             wrapped.append(t)
             links.append((t, arr, torch_obj))
         elif isinstance(arr, list):

@@ -266,6 +266,7 @@ class NkiTensor:
     # recorded as a program, on views placed by a runtime value) are deliberately left unset by __init__; read
     # them with getattr(t, "_dyn", None).
     __slots__ = ("_acc", "_ap_base", "_dyn", "_dyn_ds", "_off", "_recipe", "_subs", "alloc", "data", "dtype")
+    api_generation = "current"  # the front end whose rules apply (a Beta-1 tensor says "beta1")
     __array_priority__ = 1000  # make numpy defer to our operators (Beta-1 front end overloads them)
 
     def __init__(self, data: np.ndarray, alloc: Allocation, dtype: dt.DType) -> None:
@@ -580,6 +581,10 @@ class NkiTensor:
         d = dt.to_dtype(dtype)
         if self.data.strides[-1] != self.data.dtype.itemsize:
             raise NkiValidationError("view(dtype) needs a contiguous last dimension", rule="indexing")
+        if self.data.dtype != self.dtype.storage:  # all-fp32 storage (NKI_PRECISE_FP=0): reinterpret the
+            if d == self.dtype:  # logical bits, not the fp32 storage's
+                return NkiTensor(self.data, self.alloc, d)
+            return self._bit_view_copy(d)
         try:
             v = self.data.view(d.storage)
         except ValueError as e:
@@ -587,6 +592,21 @@ class NkiTensor:
         return NkiTensor(v, self.alloc, d)
 
     reinterpret_cast = view
+
+    def _bit_view_copy(self, d: dt.DType) -> NkiTensor:
+        """``view(d)`` of a tensor held in fp32 storage for a narrower float format: the bit reinterpretation
+        of its logical values, as a read-only copy (writing through it would not reach the tensor)."""
+        try:
+            v = np.ascontiguousarray(self.data.astype(self.dtype.storage)).view(d.storage)
+        except ValueError as e:
+            raise NkiValidationError(f"cannot view {list(self.shape)} {self.dtype} as {d}: {e}", rule="indexing") from None
+        if v.dtype != dt.storage_dtype(d, precise=False):
+            v = v.astype(dt.storage_dtype(d, precise=False))
+        v.flags.writeable = False
+        out = NkiTensor(v, self.alloc, d)
+        logical_off = self._byte_offset() // self.data.dtype.itemsize * self.dtype.itemsize
+        out._off = logical_off // d.itemsize * v.dtype.itemsize  # the trace places it where the viewed bytes are
+        return out
 
     @_recorded_view
     def permute(self, dims: Any) -> NkiTensor:
@@ -765,6 +785,11 @@ class NkiTensor:
         off = self._byte_offset()
         shape = data.shape
         strides = data.strides
+        lsz = self.dtype.itemsize
+        if lsz != isz:  # a float format held in fp32 storage (NKI_PRECISE_FP=0): the trace counts its real bytes
+            off = off // isz * lsz
+            strides = tuple(st // isz * lsz for st in strides)
+            isz = lsz
         buf = a.buffer
         if buf.kind != "hbm":
             row = a.row_bytes or isz

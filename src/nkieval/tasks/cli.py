@@ -113,7 +113,8 @@ def new_cmd(name: str, parent: str) -> None:
 @click.argument("path")
 @click.option("--no-run", is_flag=True, help="skip running the reference on every shape")
 def check_cmd(path: str, no_run: bool) -> None:
-    """Validate a task directory (or built-in task id): schema, files, reference, shapes."""
+    """Validate a task directory (or built-in task id): schema, files, reference, shapes.
+    Exit 0 valid (warnings allowed), 2 the task has errors."""
     from nkieval.tasks.loader import check_task
 
     rep = check_task(path, run_reference=not no_run)
@@ -126,7 +127,7 @@ def check_cmd(path: str, no_run: bool) -> None:
         assert t is not None
         click.echo(f"OK      {t.id}: {len(t.public_shapes)} public + {len(t.hidden_shapes)} hidden shapes, "
                    f"{len(t.families)} input families, {len(t.flawed)} flawed candidates")
-    sys.exit(0 if rep.ok else 1)
+    sys.exit(0 if rep.ok else 2)  # a task with errors is a bad task: exit 2, as `nkieval review` says
 
 
 @click.group("tasks")

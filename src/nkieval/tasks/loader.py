@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import inspect
 import runpy
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,22 +78,25 @@ def candidate_files(task: Task) -> dict[str, Path]:
     return out
 
 
-def _run_reference_module(task: Task) -> dict[str, Any]:
-    """reference.py's namespace; a file that does not import (a syntax error, a raising top level) is a
-    TaskError naming the file and line, never a raw traceback."""
+def _run_reference(task: Task) -> dict[str, Any]:
+    """reference.py's namespace, executed fresh; a file that does not parse or whose top-level code raises
+    is the task's fault: :class:`TaskError` naming the line."""
+    where = task.reference_file.name
     try:
         return runpy.run_path(str(task.reference_file), run_name=f"nkieval_task_{task.id}_reference")
     except SyntaxError as e:
-        raise TaskError(f"reference.py does not parse: {e.msg} (line {e.lineno})", where=task.reference_file.name,
+        raise TaskError(f"reference.py does not parse: {e.msg} (line {e.lineno})", where=f"{where}:{e.lineno}",
                         rule="reference") from None
-    except Exception as e:  # the task author's module raised while importing
-        raise TaskError(f"reference.py raised while loading: {type(e).__name__}: {e}",
-                        where=task.reference_file.name, rule="reference") from None
+    except (Exception, SystemExit) as e:  # the task author's top-level code
+        line = next((fs.lineno for fs in reversed(traceback.extract_tb(e.__traceback__))
+                     if Path(fs.filename) == task.reference_file), None)
+        raise TaskError(f"reference.py raised {type(e).__name__} while loading: {e}",
+                        where=f"{where}:{line}" if line else where, rule="reference") from None
 
 
 def load_reference(task: Task) -> Callable[..., Any]:
     """The ``reference`` function of reference.py (executed fresh, never shared with candidates)."""
-    ns = _run_reference_module(task)
+    ns = _run_reference(task)
     fn = ns.get("reference")
     if not callable(fn):
         raise TaskError("reference.py must define a function `reference(*inputs, **params)`",
@@ -116,7 +120,7 @@ class ReferenceVariant:
 
 def load_reference_variants(task: Task) -> list[ReferenceVariant]:
     """reference.py's optional ``VARIANTS = {id: {"cause": str, "action": str, "fn": callable}}``."""
-    ns = _run_reference_module(task)
+    ns = _run_reference(task)
     raw = ns.get("VARIANTS", {})
     where = f"{task.reference_file.name}:VARIANTS"
     if not isinstance(raw, dict):
@@ -141,7 +145,11 @@ def load_reference_variants(task: Task) -> list[ReferenceVariant]:
 
 def _check_reference_signature(task: Task) -> None:
     fn = load_reference(task)
-    sig = inspect.signature(fn)
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as e:
+        raise TaskError(f"reference has no Python signature to check against the declared inputs ({e})",
+                        where=task.reference_file.name, rule="reference-signature") from None
     params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
                                                                  p.KEYWORD_ONLY)]
     names = [p.name for p in params]
@@ -162,10 +170,12 @@ def _check_reference_signature(task: Task) -> None:
 
 def _check_entry_point(path: Path, kernel: str, label: str) -> None:
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except SyntaxError as e:
         raise TaskError(f"{label} does not parse: {e.msg} (line {e.lineno})", where=path.name,
                         rule="candidate") from None
+    except (ValueError, OSError) as e:  # not UTF-8 text, a NUL byte, unreadable
+        raise TaskError(f"{label} is not readable Python source: {e}", where=path.name, rule="candidate") from None
     if not any(isinstance(n, ast.FunctionDef) and n.name == kernel for n in tree.body):
         raise TaskError(f"{label} does not define the kernel entry point `{kernel}` at top level", where=path.name,
                         rule="candidate")
@@ -181,7 +191,7 @@ def reference_outputs(task: Task, fn: Callable[..., Any], inputs: dict[str, np.n
 def numerics_op_problem(task: Task) -> str | None:
     """Why the task's numerics op cannot be judged (unknown op, no oracle), or None."""
     if task.numerics.op == "reference":
-        ns = _run_reference_module(task)
+        ns = _run_reference(task)
         if not callable(ns.get("oracle")):
             return "numerics.op is 'reference' but reference.py defines no oracle()"
         if task.numerics.k is None:
@@ -194,6 +204,33 @@ def numerics_op_problem(task: Task) -> str | None:
     except UnknownOpError as e:
         return str(e)
     return None
+
+
+def checked_reference_outputs(task: Task, fn: Callable[..., Any], inputs: dict[str, np.ndarray],
+                              dims: dict[str, int]) -> list[np.ndarray]:
+    """:func:`reference_outputs` for the review: a reference that raises or returns what the signature does
+    not declare (count, shape, dtype) is the task's fault, :class:`TaskError` (exit 2), never the
+    candidate's mismatch or the judge's failure."""
+    from nkieval.sim.dtypes import to_dtype
+
+    where = task.reference_file.name
+    shape = ", ".join(f"{k}={v}" for k, v in dims.items())
+    try:
+        outs = reference_outputs(task, fn, inputs)
+    except TaskError:
+        raise
+    except Exception as e:  # the task author's code
+        raise TaskError(f"reference raised on shape {shape}: {type(e).__name__}: {e}", where=where,
+                        rule="reference-output") from None
+    if len(outs) != len(task.outputs):
+        raise TaskError(f"reference returned {len(outs)} output(s) on shape {shape}; the signature declares "
+                        f"{len(task.outputs)}", where=where, rule="reference-output")
+    for spec, o in zip(task.outputs, outs):
+        want = spec.concrete(dims)
+        if tuple(o.shape) != want or o.dtype != to_dtype(spec.dtype).storage:
+            raise TaskError(f"reference output {spec.name} on shape {shape} is {o.dtype}{list(o.shape)}; the "
+                            f"signature declares {spec.dtype}{list(want)}", where=where, rule="reference-output")
+    return outs
 
 
 @dataclass
@@ -222,14 +259,17 @@ def check_task(path: str | Path, *, run_reference: bool = True) -> CheckReport:
     why = numerics_op_problem(task)
     if why:  # otherwise every review of a correct kernel fails later with a false "no outputs"
         rep.errors.append(f"task.toml:numerics.op: {why} [task rule numerics-op]")
+    from nkieval.hardware import get_target
+
+    p = int(get_target(task.default_target).partitions)  # one tile's rows
     dims = {d for s in task.shapes for d in s.dims}
     for d in sorted(dims):
         hidden_vals = [s.dims[d] for s in task.hidden_shapes]
-        if hidden_vals and all(v % 128 == 0 for v in hidden_vals) and max(hidden_vals) >= 128:
-            rep.warnings.append(f"task.toml:shapes.hidden: every hidden value of {d} is a multiple of 128; "
+        if hidden_vals and all(v % p == 0 for v in hidden_vals) and max(hidden_vals) >= p:
+            rep.warnings.append(f"task.toml:shapes.hidden: every hidden value of {d} is a multiple of {p}; "
                                 "add a ragged size to catch tail bugs")
-    if all(max(s.dims.values()) <= 128 for s in task.hidden_shapes):
-        rep.warnings.append("task.toml:shapes.hidden: no hidden shape overflows one 128-row tile")
+    if all(max(s.dims.values()) <= p for s in task.hidden_shapes):
+        rep.warnings.append(f"task.toml:shapes.hidden: no hidden shape overflows one {p}-row tile")
     if task.cuda_file is None:
         rep.warnings.append("no kernel.cu: Migration fidelity cannot be assessed for this task")
     if task.solution_file is None:

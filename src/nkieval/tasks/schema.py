@@ -100,13 +100,18 @@ class FlawedCandidate:
     families: tuple[str, ...] = ()
 
 
+#: The instruction budget of a candidate's run when task.toml's [limits] does not set one (a harness limit,
+#: not a hardware fact: it bounds the simulation's time and the trace's size).
+DEFAULT_MAX_INSTRUCTIONS = 200_000
+
+
 @dataclass(frozen=True)
 class Limits:
     """Per-candidate resource limits of the sandboxed run."""
 
     timeout_s: float = 60.0
     memory_mb: int = 4096
-    max_instructions: int = 200_000
+    max_instructions: int = DEFAULT_MAX_INSTRUCTIONS
 
 
 #: A stated expert roofline fraction below this needs a ``[perf] note`` giving the reason (rule perf-note).
@@ -217,6 +222,14 @@ def _opt(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], defa
     return _typed(table[key], kind, f"{where}:{key}" if ":" not in where else f"{where}.{key}")
 
 
+def _str_list(table: Mapping[str, Any], key: str, default: list[str], where: str) -> tuple[str, ...]:
+    """An optional list of strings."""
+    items = _opt(table, key, list, default, where)
+    for i, v in enumerate(items):
+        _typed(v, str, f"{where}{':' if ':' not in where else '.'}{key}[{i}]")
+    return tuple(items)
+
+
 def _check_keys(table: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
     import difflib
 
@@ -289,7 +302,7 @@ def parse_task(data: Mapping[str, Any], directory: Path) -> Task:
     api = _opt(data, "api", str, "nki", W)
     if api not in API_GENERATIONS:
         raise TaskError(f"api must be one of {API_GENERATIONS}, got {api!r}", where=f"{W}:api", rule="value")
-    targets = tuple(_opt(data, "targets", list, ["trn2"], W))
+    targets = _str_list(data, "targets", ["trn2"], W)
     if not targets or any(t not in TARGETS for t in targets):
         raise TaskError(f"targets must be a non-empty list drawn from {TARGETS}, got {list(targets)}",
                         where=f"{W}:targets", rule="value")
@@ -303,6 +316,8 @@ def parse_task(data: Mapping[str, Any], directory: Path) -> Task:
 
     files = _opt(data, "files", dict, {}, W)
     _check_keys(files, ("reference", "cuda", "baseline", "solution"), f"{W}:files")
+    for key, rel in files.items():
+        _typed(rel, str, f"{W}:files.{key}")
 
     sig = _req(data, "signature", dict, W)
     _check_keys(sig, ("inputs", "outputs", "params"), f"{W}:signature")
@@ -334,6 +349,10 @@ def parse_task(data: Mapping[str, Any], directory: Path) -> Task:
     k = num.get("k")
     if isinstance(k, str) and k not in symbols:
         raise TaskError(f"k names dimension {k!r}, which no input has", where=f"{W}:numerics.k", rule="signature")
+    if k is not None and not isinstance(k, str) and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise TaskError(f"k must be a dimension name or a positive int, got {k!r}", where=f"{W}:numerics.k",
+                        rule="type")
+    _validate_op(_req(num, "op", str, f"{W}:numerics"), f"{W}:numerics.op")
     numerics = NumericsSpec(op=_req(num, "op", str, f"{W}:numerics"), recipe=recipe,
                             op_params=dict(_opt(num, "op_params", dict, {}, f"{W}:numerics")), k=k)
 
@@ -346,7 +365,7 @@ def parse_task(data: Mapping[str, Any], directory: Path) -> Task:
 
     inp = _opt(data, "inputs", dict, {}, W)
     _check_keys(inp, ("families",), f"{W}:inputs")
-    families = tuple(_opt(inp, "families", list, ["normal"], f"{W}:inputs"))
+    families = _str_list(inp, "families", ["normal"], f"{W}:inputs")
     for i, f in enumerate(list(families) + [t.family for t in ins if t.family]):
         if f not in FAMILIES:
             raise TaskError(f"unknown input family {f!r}; known: {', '.join(FAMILIES)}",
@@ -402,29 +421,31 @@ def parse_task(data: Mapping[str, Any], directory: Path) -> Task:
     _check_keys(lim_t, ("timeout_s", "memory_mb", "max_instructions"), f"{W}:limits")
     limits = Limits(timeout_s=_opt(lim_t, "timeout_s", float, 60.0, f"{W}:limits"),
                     memory_mb=_opt(lim_t, "memory_mb", int, 4096, f"{W}:limits"),
-                    max_instructions=_opt(lim_t, "max_instructions", int, 200_000, f"{W}:limits"))
+                    max_instructions=_opt(lim_t, "max_instructions", int, DEFAULT_MAX_INSTRUCTIONS, f"{W}:limits"))
     if limits.timeout_s <= 0 or limits.memory_mb < 256 or limits.max_instructions < 1:
         raise TaskError("limits must be positive (memory_mb >= 256)", where=f"{W}:limits", rule="value")
+
+    _check_case_sizes(ins + outs, cases, limits, W)
 
     flawed: list[FlawedCandidate] = []
     for i, fl in enumerate(_opt(data, "flawed", list, [], W)):
         where = f"{W}:flawed[{i}]"
         fl = _typed(fl, dict, where)
         _check_keys(fl, ("file", "flaw", "criterion", "also", "evidence", "families"), where)
-        fl_fams = tuple(str(f) for f in _opt(fl, "families", list, [], where))
+        fl_fams = _str_list(fl, "families", [], where)
         for f in fl_fams:
             if f not in families:
                 raise TaskError(f"family {f!r} is not one of the task's input families ({', '.join(families)})",
                                 where=f"{where}.families", rule="family")
         crit = _req(fl, "criterion", str, where)
-        also = tuple(_opt(fl, "also", list, [], where))
+        also = _str_list(fl, "also", [], where)
         for c in (crit, *also):
             if c not in CRITERIA:
                 raise TaskError(f"criterion {c!r} is not a rubric criterion ({', '.join(CRITERIA)})", where=where,
                                 rule="value")
         flawed.append(FlawedCandidate(file=_req(fl, "file", str, where), flaw=_req(fl, "flaw", str, where),
                                       criterion=crit, also=also,
-                                      evidence=tuple(str(e) for e in _opt(fl, "evidence", list, [], where)),
+                                      evidence=_str_list(fl, "evidence", [], where),
                                       families=fl_fams))
 
     def path_of(key: str, default: str, required: bool) -> Path | None:
@@ -443,8 +464,34 @@ def parse_task(data: Mapping[str, Any], directory: Path) -> Task:
         reference_file=path_of("reference", "reference.py", True),  # type: ignore[arg-type]
         cuda_file=path_of("cuda", "kernel.cu", False), baseline_file=path_of("baseline", "baseline_nki.py", False),
         solution_file=path_of("solution", "solution_nki.py", False),
-        tags=tuple(_opt(data, "tags", list, [], W)), notes=_opt(data, "notes", str, "", W),
+        tags=_str_list(data, "tags", [], W), notes=_opt(data, "notes", str, "", W),
     )
+
+
+#: A case's inputs and outputs together may take at most this fraction of ``limits.memory_mb``: the
+#: sandboxed run also holds the simulator's copies of what the kernel loads, and the harness the
+#: reference outputs and the prepared numerics check (float64: twice an fp32 output).
+CASE_MEMORY_FRACTION = 0.25
+
+
+def _check_case_sizes(tensors: Sequence[TensorSpec], cases: Sequence[ShapeCase], limits: Limits, W: str) -> None:
+    """Every shape's tensors fit the task's memory limit (a 100000 x 100000 shape is a task error, found
+    before anything is allocated)."""
+    from nkieval.sim.dtypes import to_dtype
+
+    budget = int(limits.memory_mb * (1 << 20) * CASE_MEMORY_FRACTION)
+    for c in cases:
+        total = 0
+        for t in tensors:
+            n = to_dtype(t.dtype).itemsize
+            for d in t.concrete(c.dims):
+                n *= d
+            total += n
+        if total > budget:
+            raise TaskError(f"shape {c.describe()} needs {total / (1 << 20):,.0f} MiB for its inputs and outputs; "
+                            f"a case may use at most {CASE_MEMORY_FRACTION:g} of limits.memory_mb "
+                            f"({budget / (1 << 20):,.0f} MiB)",
+                            where=f"{W}:shapes.{'hidden' if c.hidden else 'public'}[{c.index}]", rule="shape-size")
 
 
 def _check_expr(expr: str, symbols: set[str], where: str) -> None:
@@ -461,6 +508,20 @@ def _check_expr(expr: str, symbols: set[str], where: str) -> None:
                           ast.UnaryOp | ast.unaryop):
             raise TaskError(f"only arithmetic over dimension names is allowed in {expr!r}", where=where,
                             rule="expression")
+
+
+def _validate_op(op: str, where: str) -> None:
+    """An op the numerics standard knows (or ``reference``: reference.py's oracle)."""
+    if op == "reference":
+        return
+    try:
+        from nkieval.numerics.oracle import UnknownOpError, get_op
+    except ImportError:  # numerics not built: the review says so
+        return
+    try:
+        get_op(op)
+    except UnknownOpError as e:
+        raise TaskError(str(e), where=where, rule="op") from None
 
 
 def _validate_recipe(recipe: dict[str, Any], where: str) -> None:
@@ -484,3 +545,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise TaskError(f"no task.toml in {path.parent}", where=str(path), rule="missing-file") from None
     except tomllib.TOMLDecodeError as e:
         raise TaskError(f"invalid TOML: {e}", where=path.name, rule="toml") from None
+    except UnicodeDecodeError as e:  # TOML is UTF-8
+        raise TaskError(f"invalid TOML: not UTF-8 text ({e.reason} at byte {e.start})", where=path.name,
+                        rule="toml") from None
+    except OSError as e:  # a directory named task.toml, no permission
+        raise TaskError(f"cannot read task.toml: {e.strerror}", where=str(path), rule="missing-file") from None

@@ -53,8 +53,12 @@ def _shapes(d: Path, public: str, hidden: str) -> None:
 
 DEFECTS: list[Defect] = [
     # --- Well-formed
-    Defect("unknown_numerics_op", "relu", "well_formed", "numerics-op", "numerics.op names no registered op",
-           lambda d: _toml(d, r'op = "relu"', 'op = "l2normalise"')),
+    Defect("unknown_numerics_op", "relu", "well_formed", "op", "numerics.op names no registered op",
+           lambda d: _toml(d, r'op = "relu"', 'op = "l2normalise"'), bad_task=True),
+    Defect("reference_op_without_k", "relu", "well_formed", "numerics-op",
+           "numerics.op = 'reference' with an oracle but no contraction length k",
+           lambda d: (_toml(d, r'op = "relu"', 'op = "reference"'),
+                      _append_ref(d, "def oracle(x):\n    return np.maximum(x.astype(np.float64), 0.0)\n"))),
     Defect("reference_syntax_error", "relu", "well_formed", "reference", "reference.py does not parse",
            lambda d: _append_ref(d, "def broken(:\n    pass\n"), bad_task=True),
     Defect("todo_statement", "relu", "well_formed", "placeholder", "the statement still holds a TODO",

@@ -18,6 +18,9 @@ from nkieval.analysis.nki.model import CallSite, SourceModel, base_name, walk
 EXP_OPS = {"nl.exp"}
 ACT_CALLS = {"nisa.activation", "nisa.activation_reduce", "nisa.activate2"}
 
+#: Loops that visit every index of their one argument, one per iteration.
+_EVERY_INDEX_LOOPS = frozenset({"range", "nl.affine_range", "nl.sequential_range", "nl.static_range"})
+
 
 @dataclass
 class MigrationContext:
@@ -49,9 +52,6 @@ class MigrationContext:
                     out.setdefault(qn, node.lineno)
         return out
 
-    def first_call(self, *qns: str) -> CallSite | None:
-        return next((c for c in self.calls if c.qn in qns), None)
-
     def op_of(self, c: CallSite) -> str | None:
         for key, pos in (("op", None), ("op0", None)):
             v = c.arg(key, pos)
@@ -61,10 +61,25 @@ class MigrationContext:
 
     @cached_property
     def has_tail_handling(self) -> bool:
-        """A ``min()`` clamp, a Beta 1 ``mask=``, or remainder arithmetic on a runtime size (not in an assert)."""
+        """A ``min()`` clamp, a Beta 1 ``mask=``, remainder arithmetic on a runtime size (``n % p``, or
+        ``n - bulk`` next to ``n // p``; not in an assert), or a loop over every index of a runtime size
+        (``for i in range(n)``: one row per iteration has no ragged tail)."""
         for f in self.nki.nki_functions:
             asserted = {id(n) for a in walk(f.node) if isinstance(a, ast.Assert) for n in walk(a)}
+
+            def runtime(e: ast.AST, shape_names: set[str] = f.shape_names) -> bool:
+                return any(isinstance(n, ast.Name) and n.id in shape_names for n in walk(e))
+
+            floordiv = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv) and runtime(n.left)
+                           and id(n) not in asserted for n in walk(f.node))
             for node in walk(f.node):
+                if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and not node.iter.keywords \
+                        and self.nki.qualname(node.iter.func) in _EVERY_INDEX_LOOPS and len(node.iter.args) == 1 \
+                        and isinstance(node.iter.args[0], ast.Name) and node.iter.args[0].id in f.shape_names:
+                    return True
+                if floordiv and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) \
+                        and id(node) not in asserted and runtime(node.left) and runtime(node.right):
+                    return True
                 if isinstance(node, ast.Call) and self.nki.qualname(node.func) == "min":
                     return True
                 if isinstance(node, ast.keyword) and node.arg == "mask":

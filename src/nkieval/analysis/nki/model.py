@@ -9,7 +9,6 @@ is never imported or executed.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -78,8 +77,8 @@ _NISA_NO_DST = {"nisa.core_barrier", "nisa.get_nc_version", "nisa.get_nc_sub_ver
 LOOP_KINDS = {"range": "range", "nl.affine_range": "affine_range", "nl.sequential_range": "sequential_range",
               "nl.static_range": "static_range", "nl.dynamic_range": "dynamic_range"}
 _TILE_SIZE_FACTS = {"pmax": "partitions", "gemm_stationary_fmax": "gemm_stationary_fmax",
-                    "gemm_moving_fmax": "gemm_moving_fmax", "psum_fmax": "gemm_moving_fmax",
-                    "psum_bank_fmax": "gemm_moving_fmax", "bn_stats_fmax": "bn_stats_fmax",
+                    "gemm_moving_fmax": "tile_size_gemm_moving_fmax", "psum_fmax": "tile_size_gemm_moving_fmax",
+                    "psum_bank_fmax": "tile_size_gemm_moving_fmax", "bn_stats_fmax": "bn_stats_fmax",
                     "psum_num_banks": "psum_banks"}
 
 
@@ -247,11 +246,6 @@ class FunctionModel:
                 found = a
         return found
 
-    def calls_named(self, *qns: str) -> Iterator[CallSite]:
-        wanted = set(qns)
-        return (c for c in self.calls if c.qn in wanted)
-
-
 @dataclass(eq=False)
 class ImportRecord:
     module: str  # canonical, e.g. "nl", "os.path"
@@ -341,11 +335,6 @@ class SourceModel:
         if qn and qn.split(".")[0] in ("nl", "np", "nki", "torch", "ml_dtypes") and "." in qn:
             return qn.rsplit(".", 1)[1].replace("bfloat16", "bfloat16")
         return None
-
-    def line_text(self, line: int) -> str:
-        lines = self.source.splitlines()
-        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
-
 
 # --------------------------------------------------------------------------------------------
 # Building the model
@@ -623,7 +612,7 @@ class _FunctionBuilder:
             # method call: t.reshape(...), a.ap(...) read their receiver (or write it in dst position)
             self._expr(e.func.value, "write" if kind == "write" else "read")
         user_call = not known and (qn or "").split(".")[0] not in ("np", "math", "torch", "jnp", "jax") \
-            and qn not in _PURE_BUILTINS
+            and qn not in PURE_BUILTINS
         for r in reads:
             if user_call and isinstance(r, ast.Name):
                 self._event(r.id, "escape", r)
@@ -662,7 +651,7 @@ class _FunctionBuilder:
         self.f.shape_names = shape
 
 
-_PURE_BUILTINS = {"min", "max", "len", "range", "int", "float", "abs", "print", "isinstance", "tuple", "list",
+PURE_BUILTINS = {"min", "max", "len", "range", "int", "float", "abs", "print", "isinstance", "tuple", "list",
                   "enumerate", "zip", "divmod", "round", "sum", "any", "all", "bool", "str", "math.ceil"}
 
 

@@ -2,7 +2,7 @@
 
 ``ncc.sbuf.mod_alloc(base_addr=..., num_free_tiles=(2,))`` places the logical blocks of a tensor
 at fixed physical tiles (block ``i`` at tile ``i % 2``); ``ncc.sbuf.alloc(func)`` asks
-``func(block_index, pdim_size, fdim_bytes)`` for each block's ``(start_partition, byte_addr)``
+``func(idx=, pdim_size=, fdim_size=)`` (bytes per partition) for each block's ``(start_partition, byte_addr)``
 (PSUM: ``(bank, start_partition, byte_addr)``). Blocks, and tensors, placed at the same
 location share one physical tile (see :func:`nkieval.frontends.beta1.language.ndarray`): a
 write through one is seen through the other, as on the hardware.
@@ -11,6 +11,7 @@ write through one is seen through the other, as on the hardware.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,6 +27,20 @@ def _modulo(base: int, tiles: tuple[int, ...], scale: int, idx: tuple[int, ...])
     mod = [i % n for i, n in zip(idx, shape)]
     lin = sum(i * math.prod(shape[d + 1:]) for d, i in enumerate(mod))
     return base + lin * scale
+
+
+def _call_alloc_func(func: Callable[..., Any], idx: tuple[int, ...], pdim_size: int, fdim_size: int) -> Any:
+    """Call an allocation function with the documented keyword parameters ``idx=, pdim_size=, fdim_size=`` (which
+    ``functools.partial(f, other=...)`` with a leading ``other`` parameter relies on), positionally when its
+    parameters have other names."""
+    kw = {"idx": idx, "pdim_size": pdim_size, "fdim_size": fdim_size}
+    try:
+        inspect.signature(func).bind(**kw)
+    except TypeError:
+        return func(idx, pdim_size, fdim_size)
+    except ValueError:  # no signature (a builtin): positional
+        return func(idx, pdim_size, fdim_size)
+    return func(**kw)
 
 
 class Allocator:
@@ -54,7 +69,7 @@ class Allocator:
             bank = _modulo(int(p.get("base_bank", 0) or 0), p.get("num_bank_tiles", ()), 1, idx) \
                 if self.buffer is PSUM else 0
             return bank, part, addr
-        got = p["func"](idx, pdim_size, fdim_bytes)
+        got = _call_alloc_func(p["func"], idx, pdim_size, fdim_bytes)
         try:
             loc = tuple(int(v) for v in got)
         except (TypeError, ValueError):

@@ -11,7 +11,11 @@ pattern — is checked when an expression is turned into a tensor view
 
 from __future__ import annotations
 
+import dis
+import functools
 import operator
+import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -146,7 +150,8 @@ class IndexExpr:
     # comparisons build mask predicates
     def _cmp(self, other: Any, fn: Callable[[Any, Any], Any]) -> Predicate:
         o = _arr(other)
-        return Predicate(fn(self.values, o), diff=self.values - o, cmp=_CMP_NAMES[fn])
+        p = Predicate(fn(self.values, o), diff=self.values - o, cmp=_CMP_NAMES[fn])
+        return _joined(p, sys._getframe(2)) if _PENDING.items else p
 
     def __lt__(self, o: Any) -> Predicate:  # type: ignore[override]
         return self._cmp(o, operator.lt)
@@ -214,7 +219,72 @@ class Predicate:
         return Predicate(~self.values)
 
     def __bool__(self) -> bool:
-        raise NkiValidationError("Control-flow depending on nl.arange or nl.mgrid is not supported", rule="indexing")
+        """``mask=(i_p < n and i_f < m)``: Python's ``and`` / ``or`` between masks joins them (as ``&`` / ``|``),
+        as the Beta-1 compiler read the kernel's expression; any other truth test is control flow."""
+        frame = sys._getframe(1)
+        found = _bool_operator(frame.f_code, frame.f_lasti)
+        if found is None:
+            raise NkiValidationError("Control-flow depending on nl.arange or nl.mgrid is not supported",
+                                     rule="indexing")
+        op, end = found
+        _PENDING.items = [*(_PENDING.items or [])[-7:], (op, self, frame, frame.f_lasti, end)]
+        return op == "and"  # evaluate the right operand, whose comparisons join this one
+
+
+class _Pending(threading.local):
+    items: list[tuple[str, Predicate, Any, int, int]] | None = None
+
+
+_PENDING = _Pending()  # left operands of ``and`` / ``or``: (operator, predicate, frame, from, to bytecode offset)
+
+
+def _joined(p: Predicate, frame: Any) -> Predicate:
+    """``p`` joined with the left operands of the ``and`` / ``or`` whose right operand (in ``frame``) it is in.
+
+    Each comparison of the right operand is joined, which joins the whole right operand when it combines
+    comparisons with ``&`` and ``|`` (distributivity)."""
+    keep = []
+    live = set()
+    f = frame
+    while f is not None:
+        live.add(id(f))
+        f = f.f_back
+    for item in _PENDING.items or []:
+        op, left, f, start, end = item
+        if f is not frame:
+            if id(f) in live:
+                keep.append(item)  # a caller's operator (this frame builds part of its right operand)
+        elif start < frame.f_lasti < end:
+            p = Predicate(p.values & left.values if op == "and" else p.values | left.values)
+            keep.append(item)
+        # else: this frame has left that operator's right operand
+    _PENDING.items = keep or None
+    return p
+
+
+@functools.lru_cache(maxsize=256)
+def _instructions(code: Any) -> tuple[dict[int, int], list[dis.Instruction]]:
+    ins = list(dis.get_instructions(code))
+    return {x.offset: i for i, x in enumerate(ins)}, ins
+
+
+def _bool_operator(code: Any, lasti: int) -> tuple[str, int] | None:
+    """(``and`` | ``or``, end offset of the right operand) when the truth test at ``lasti`` is a boolean operator's
+    (3.11: ``JUMP_IF_FALSE_OR_POP``; 3.12+: ``COPY 1`` then the conditional jump), else None."""
+    index, ins = _instructions(code)
+    i = index.get(lasti)
+    if i is None:
+        return None
+    name = ins[i].opname
+    if name in ("JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP"):
+        return ("and" if "FALSE" in name else "or"), int(ins[i].argval)
+    j = i + 1 if name == "TO_BOOL" else i  # 3.13+: the truth test is its own instruction
+    if j >= len(ins) or i < 1 or ins[i - 1].opname != "COPY" or ins[i - 1].arg != 1:
+        return None
+    jump = ins[j].opname
+    if jump.startswith("POP_JUMP") and jump.endswith(("IF_FALSE", "IF_TRUE")):
+        return ("and" if jump.endswith("IF_FALSE") else "or"), int(ins[j].argval)
+    return None
 
 
 def arange(*args: Any) -> IndexExpr:

@@ -39,7 +39,7 @@ from nkieval.sim.isa.enums import (
     reduce_cmd,
 )
 from nkieval.sim.memory import PSUM, SBUF
-from nkieval.sim.ops import OPS, Op, as_op
+from nkieval.sim.ops import OPS, as_op
 
 tensor_engine = engine.tensor
 vector_engine = engine.vector
@@ -52,16 +52,7 @@ class fp32:
     min = float(np.finfo(np.float32).min)
 
 
-def _op(op: Any) -> Any:
-    """Beta 1 also took numpy reductions (np.max, np.amax, np.sum) and nl reductions as operators."""
-    if op is None or isinstance(op, Op):
-        return op
-    name = getattr(op, "__name__", None)
-    alias = {"amax": "maximum", "max": "maximum", "amin": "minimum", "min": "minimum", "sum": "add",
-             "prod": "multiply"}.get(name or "")
-    if alias is not None and (getattr(op, "__module__", "") or "").startswith(("numpy", "nkieval")):
-        return OPS[alias]
-    return op
+_op = ops.reduction_alias
 
 
 def _view(x: Any) -> Any:
@@ -316,6 +307,21 @@ def tensor_scalar_reduce(*, data: Any, op0: Any, operand0: Any, reduce_op: Any, 
     return _elementwise("tensor_scalar_reduce", data, dtype, mask, run, _v(operand0), _v(reduce_res))
 
 
+def tensor_scalar_cumulative(*, src: Any, dst: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None,
+                             reduce_cmd: Any = reduce_cmd.reset_reduce, mask: Any = None, dtype: Any = None,
+                             **kwargs: Any) -> None:
+    """Destination-passing in Beta 1 too (``dst=``), as in the current API."""
+    d = _view(dst)
+    full = tuple(d.shape)
+    s = _view(src)
+    i0, i1 = _v(imm0), _v(imm1)
+    for box in boxes_for(mask, full, "tensor_scalar_cumulative"):
+        dd = sub(wrap(d), box)
+        instr("tensor_scalar_cumulative")(dd, restrict(wrap(s), box, full), _op(op0), _op(op1), _cut(i0, box),
+                                          _cut(i1, box), reduce_cmd=reduce_cmd)
+        state.note_write(dd, what="tensor_scalar_cumulative")
+
+
 def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any = engine.unknown,
            **kwargs: Any) -> B1Tensor:
     out = new_tile(tuple(int(s) for s in shape), dtype, SBUF, "memset")
@@ -503,17 +509,23 @@ def local_gather(src_buffer: Any, index: Any, num_elem_per_idx: int = 1, num_val
 def dma_copy(*, dst: Any, src: Any, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = oob_mode.error,
              dge_mode: Any = dge_mode.unknown) -> None:
     """Beta-1 DMA: destination-passing, keyword-only; ``dst_rmw_op=np.add`` accumulates into dst."""
-    d = dst.view() if isinstance(dst, Access) else dst
-    s = _view(src)
+    d = dst.view() if isinstance(dst, Access) and mask is None else dst
+    s = _view(src) if mask is None else src
     if dst_rmw_op is not None:
+        d, s = (d.view() if isinstance(d, Access) else d), _view(s)
         o = as_op(dst_rmw_op, "dma_copy", "dst_rmw_op")
         instr("dma_compute")(d, [d, s], o)
         return
     if mask is not None:
-        full = tuple(d.shape)
+        # index expressions (and slices past the tensor) are cut to each mask box before they are viewed
+        d0 = dst if isinstance(dst, Access) else wrap(d)
+        s0 = src if isinstance(src, Access) else wrap(_view(src))
+        full = tuple(d0.shape)
         for box in boxes_for(mask, full, "dma_copy"):
-            instr("dma_copy")(restrict(wrap(d), box, full), restrict(wrap(s), box, full), oob_mode=oob_mode,
-                              dge_mode=dge_mode)
+            dd = restrict(d0, box, full)
+            instr("dma_copy")(dd, restrict(s0, box, full), oob_mode=oob_mode, dge_mode=dge_mode)
+            state.note_write(dd, what="dma_copy")
+        return
     else:
         instr("dma_copy")(d, s, oob_mode=oob_mode, dge_mode=dge_mode)
     state.note_write(d, what="dma_copy")
@@ -593,6 +605,7 @@ __all__ = [
     "nc_stream_shuffle", "nc_transpose", "nc_version", "oob_mode", "range_select", "reciprocal", "reduce_cmd",
     "scalar_engine", "scalar_tensor_tensor", "select_reduce", "sequence_bounds", "tensor_copy",
     "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src", "tensor_copy_predicated", "tensor_engine",
-    "tensor_partition_reduce", "tensor_reduce", "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor",
+    "tensor_partition_reduce", "tensor_reduce", "tensor_scalar", "tensor_scalar_cumulative", "tensor_scalar_reduce",
+    "tensor_tensor",
     "tensor_tensor_scan", "unknown_engine", "vector_engine",
 ]

@@ -730,7 +730,7 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: 
     in place and returned."""
     from nkieval.sim.ops import as_op
 
-    name = as_op(op, "loop_reduce").name
+    name = as_op(ops.reduction_alias(op), "loop_reduce").name  # np.max as np.maximum, as the other reductions
     xt = ops.tile(x, "x", "loop_reduce")
     dst = _assignment_target(sys._getframe(1))
     if isinstance(dst, NkiTensor) and dst.is_on_chip:

@@ -11,6 +11,7 @@ labelled an *estimate*, or a clear error when the model is not available.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from nkieval.frontends.beta1 import ops
 from nkieval.frontends.beta1.index import grid_dims
 from nkieval.frontends.beta1.language import NeedsConcurrentGrid
 from nkieval.frontends.beta1.tensor import wrap
@@ -25,7 +27,7 @@ from nkieval.sim.context import maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.options import SimOptions
 from nkieval.sim.runner import RunResult, run_kernel
-from nkieval.sim.tensor import NkiTensor
+from nkieval.sim.tensor import NkiTensor, wrap_hbm
 
 MODES = ("auto", "simulation", "baremetal", "benchmark", "profile", "jax", "torchxla", "trace")
 _LAST = threading.local()
@@ -62,7 +64,20 @@ class _Entry:
         names = list(self.fn.__code__.co_varnames[: self.fn.__code__.co_argcount])
         params = {**dict(zip(names, a)), **k}
         check_parameters(self.fn, params, result)
-        return result
+        return _deliver(result)
+
+
+def _deliver(result: Any) -> Any:
+    """A returned on-chip tile is delivered as an array, as the Beta-1 simulator did (its own per-API tests return
+    SBUF tiles); the current API's kernels must return HBM tensors."""
+    if isinstance(result, NkiTensor) and result.alloc.buffer.kind != "hbm":
+        ops.flush(result)
+        return wrap_hbm(np.asarray(result.data), f"returned_{result.alloc.name or 'tile'}", dtype=result.dtype)
+    if isinstance(result, tuple | list):
+        return type(result)(_deliver(r) for r in result)
+    if isinstance(result, dict):
+        return {k: _deliver(v) for k, v in result.items()}
+    return result
 
 
 def _is_mutable(annotation: Any) -> bool:
@@ -210,7 +225,10 @@ class Kernel:
         kwargs = {k: _placeholder(v) for k, v in kwargs.items()}
         # Beta 1's compiler freed tiles after their last use; our tiles live until Python drops them, so
         # over-capacity is a warning here rather than an error.
-        options = self.options.get("sim_options") or SimOptions.from_env(capacity_check="warn")
+        # Precision: the Beta-1 simulator held bf16/fp8 results in fp32 (the SDK's own Beta-1 tests pass only that
+        # way), so that is this front end's default; NKI_PRECISE_FP=1 rounds to the real formats (docs/beta1.md).
+        options = self.options.get("sim_options") or SimOptions.from_env(
+            capacity_check="warn", precise_fp=os.environ.get("NKI_PRECISE_FP", "0") != "0")
         try:
             result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
                                 int64_args=False)  # Beta 1 has no 64-bit dtype

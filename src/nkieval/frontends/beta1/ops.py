@@ -36,10 +36,22 @@ from nkieval.sim.context import maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import flag_view
 from nkieval.sim.memory import PSUM, SBUF, Buffer
-from nkieval.sim.ops import COMPARE, OPS
+from nkieval.sim.ops import COMPARE, OPS, Op
 from nkieval.sim.tensor import NkiTensor, allocate
 
 _SCALARS = (bool, int, float, np.number)
+
+
+def reduction_alias(op: Any) -> Any:
+    """Beta 1 also took numpy reductions (np.max, np.amax, np.sum) and nl reductions as operators."""
+    if op is None or isinstance(op, Op):
+        return op
+    name = getattr(op, "__name__", None)
+    alias = {"amax": "maximum", "max": "maximum", "amin": "minimum", "min": "minimum", "sum": "add",
+             "prod": "multiply"}.get(name or "")
+    if alias is not None and (getattr(op, "__module__", "") or "").startswith(("numpy", "nkieval")):
+        return OPS[alias]
+    return op
 
 
 def instr(name: str) -> Callable[..., Any]:

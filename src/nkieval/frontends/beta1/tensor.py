@@ -103,6 +103,7 @@ class B1Tensor(TileOps, NkiTensor):
     """A Beta-1 tensor view. ``pdim`` is the logical position of the partition dim (block dims first)."""
 
     __slots__ = ("blocks", "boxes", "pdim", "pending")
+    api_generation = "beta1"
 
     def __init__(self, data: np.ndarray, alloc: Any, dtype: Any, pdim: int = 0) -> None:
         NkiTensor.__init__(self, data, alloc, dtype)
@@ -129,6 +130,8 @@ class B1Tensor(TileOps, NkiTensor):
         return self.shape[0]
 
     def __bool__(self) -> bool:
+        if self.alloc.buffer.kind == "hbm":  # ``if bias:`` = "was the optional HBM argument given?" (no
+            return True  # Beta-1 arithmetic or comparison yields an HBM tensor, so this is never a value test)
         raise NkiValidationError(
             "control flow cannot depend on a tensor's value (use nl.where / affine_select / predicated ops)",
             operand=self.alloc.name or None, rule="argument")
@@ -141,6 +144,9 @@ class B1Tensor(TileOps, NkiTensor):
             return self._block(keys)
         if any(_is_advanced(k) for k in keys):
             return Access(self, keys)
+        grids = _past_end_as_grids(keys, self.shape) if self.pdim == 0 else None
+        if grids is not None:
+            return Access(self, grids)
         return self._basic(keys)
 
     def _block(self, keys: tuple[Any, ...]) -> Any:
@@ -238,6 +244,43 @@ def _expand(key: Any, ndim: int) -> tuple[Any, ...]:
     return keys
 
 
+def _past_end_as_grids(keys: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """Slices that run past the end of the tensor (``x[0:128, 0:64]`` of a 64-row ``x``), as the equivalent index
+    grids, so that a ``mask=`` cuts them before they are bounds-checked, as Beta 1 did (the mask box is what is
+    accessed). None when every slice is inside the tensor, or fewer than two are slices (the grid needs an axis
+    per slice)."""
+    sl = [k.to_slice() if isinstance(k, DynSlice) else k for k in keys]
+    if sum(isinstance(k, slice) for k in sl) < 2:
+        return None
+    past = False
+    resolved: list[Any] = []
+    for k, n in zip(sl, shape):
+        if not isinstance(k, slice):
+            resolved.append(k)
+            continue
+        step = 1 if k.step is None else int(k.step)
+        start = 0 if k.start is None else int(k.start) + (n if int(k.start) < 0 else 0)
+        stop = n if k.stop is None else int(k.stop) + (n if int(k.stop) < 0 else 0)
+        if step <= 0 or start < 0 or start >= stop:
+            return None
+        past = past or stop > n
+        resolved.append(np.arange(start, stop, step, dtype=np.int64))
+    if not past:
+        return None
+    nslices = sum(isinstance(k, np.ndarray) for k in resolved)
+    out: list[Any] = []
+    j = 0
+    for k in resolved:
+        if isinstance(k, np.ndarray):
+            shp = [1] * nslices
+            shp[j] = k.size
+            j += 1
+            out.append(IndexExpr(k.reshape(shp)))
+        else:
+            out.append(k)
+    return tuple(out)
+
+
 def _is_advanced(k: Any) -> bool:
     return isinstance(k, IndexExpr | NkiTensor | Access | DynIndex)
 
@@ -293,10 +336,10 @@ class Access(TileOps):
                 items.append(k.values)
                 arrays.append(k.values)
             elif isinstance(k, NkiTensor | Access):
-                if tensor.is_on_chip or d != 0:
+                if tensor.is_on_chip or self.dyn is not None:
                     raise Beta1Unsupported(
-                        f"dynamic (tensor) indices are supported only on the first dimension of an HBM tensor "
-                        f"(indexing '{name}' on dimension {d} in {tensor.buffer}); nkieval does not implement other "
+                        f"dynamic (tensor) indices are supported on one dimension of an HBM tensor (indexing "
+                        f"'{name}' on dimension {d} in {tensor.buffer}); nkieval does not implement other "
                         "dynamic indices yet")
                 shp = tuple(k.shape)
                 if len(shp) != 2 or shp[1] != 1:
@@ -387,7 +430,7 @@ class Access(TileOps):
         if t.is_on_chip:
             _check_partition_axis(t, forms, sub, name)
         if self.dyn is not None:
-            return _indirect_view(t, self.items[self.dyn], forms, sub, box, name)
+            return _indirect_view(t, self.items[self.dyn], forms, sub, box, name, self.dyn)
         if self.scalar is not None:
             return _scalar_offset_view(t, self.scalar, forms, sub)
         data = t.data
@@ -439,8 +482,9 @@ def _scalar_offset_view(t: B1Tensor, scalar: tuple[int, Any], forms: list[tuple[
 
 
 def _indirect_view(t: B1Tensor, index: Any, forms: list[tuple[int, list[int]]], shape: tuple[int, ...],
-                   box: tuple[slice, ...] | None, name: str) -> B1Tensor:
-    """``hbm[idx_tile, i_f]``: rows chosen at run time by an SBUF index tile (DMA with vector_offset)."""
+                   box: tuple[slice, ...] | None, name: str, dim: int = 0) -> B1Tensor:
+    """``hbm[idx_tile, i_f]`` / ``hbm[b, idx_tile, i_f]``: the index tile's values (one per tile partition)
+    choose positions along dimension ``dim`` at run time (DMA with vector_offset)."""
     idx = index.view() if isinstance(index, Access) else index
     OPERATORS["flush"](idx)
     if box is not None:
@@ -449,12 +493,16 @@ def _indirect_view(t: B1Tensor, index: Any, forms: list[tuple[int, list[int]]], 
         raise NkiValidationError("the index tile of a dynamic access must be in SBUF (load the indices first)",
                                  operand=name, rule="buffer")
     row_elems = int(np.prod(t.alloc.shape[1:]))
-    if t.ndim < 1 or t.strides[0] != row_elems:
+    if dim == 0 and (t.ndim < 1 or t.strides[0] != row_elems):
         raise NkiValidationError(f"dynamic indexing of '{name}' needs the whole tensor's first dimension",
                                  operand=name, rule="indexing")
-    offset = t.offset + sum(t.strides[d] * forms[d][0] for d in range(1, t.ndim))
-    pattern = [[row_elems, shape[0]]]
+    rest = [d for d in range(t.ndim) if d != dim]
+    offset = t.offset + sum(t.strides[d] * forms[d][0] for d in rest)
+    pattern = [[row_elems if dim == 0 else int(t.strides[dim]), shape[0]]]
     for k in range(1, len(shape)):
-        pattern.append([int(sum(t.strides[d] * forms[d][1][k] for d in range(1, t.ndim))), shape[k]])
+        pattern.append([int(sum(t.strides[d] * forms[d][1][k] for d in rest)), shape[k]])
     v = t.ap(pattern, offset=offset, vector_offset=idx, indirect_dim=0)
+    if dim != 0:  # the index steps along ``dim`` and must stay inside it (not only inside the storage)
+        v._ap_base.row_stride = int(t.strides[dim])
+        v._ap_base.rows = int(t.shape[dim])
     return wrap(v)

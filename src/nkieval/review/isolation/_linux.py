@@ -115,14 +115,6 @@ def drop_all_capabilities() -> None:
         raise _fail("capset")
 
 
-def effective_capabilities() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("CapEff:"):
-                return int(line.split()[1], 16)
-    return -1
-
-
 OPEN_TREE_CLONE = 1
 O_CLOEXEC = 0o2000000
 MOVE_MOUNT_F_EMPTY_PATH = 4

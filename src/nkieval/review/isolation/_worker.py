@@ -65,6 +65,27 @@ def _hide(paths: list[str] | tuple[str, ...]) -> None:
                          "size=4k,mode=555")
 
 
+#: paths one request may ask to hide (a review hides its task's directory)
+MAX_REQUEST_HIDES = 16
+
+
+def _request_hides(paths: Any) -> list[str]:
+    """The directories a request asks its worker to cover (the task under review: its reference and expert
+    solution), minus any the interpreter needs (a directory holding the installed package cannot be covered
+    without breaking the worker's imports)."""
+    from nkieval.review.isolation._setup import _needed_paths, _under
+
+    if not isinstance(paths, list) or len(paths) > MAX_REQUEST_HIDES or not all(isinstance(p, str) for p in paths):
+        raise ValueError("the request's hide list is not a short list of paths")
+    needed = _needed_paths("")
+    out = []
+    for p in paths:
+        real = os.path.realpath(p)
+        if os.path.isabs(p) and real != "/" and not any(_under(n, real) for n in needed):
+            out.append(real)
+    return out
+
+
 def _worker_mounts(tmp_mb: int, hide: list[str] | tuple[str, ...] = ()) -> None:
     _private_tmp(tmp_mb)
     _hide(hide)
@@ -132,6 +153,8 @@ def _run_worker(fn: Callable[[bytes], bytes], req_fd: int, resp_fd: int, setup_f
         meta = json.loads(read_frame(req_fd, _META_CAP))
         request = read_frame(req_fd, policy["max_request_bytes"])
         os.close(req_fd)
+        if sandbox:
+            _hide(_request_hides(meta.get("hide", [])))
         _set_rlimits(policy, float(meta["timeout_s"]), sandbox)
         if sandbox:
             _linux.drop_all_capabilities()

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -249,7 +250,9 @@ class SandboxPool:
         return tail
 
     # -- requests
-    def run(self, request: bytes, *, timeout_s: float) -> SandboxResult:
+    def run(self, request: bytes, *, timeout_s: float, hide: Sequence[str] = ()) -> SandboxResult:
+        """Run one request. ``hide``: directories this request's worker covers with an empty read-only tmpfs
+        (the task under review), on top of the policy's."""
         if len(request) > self.policy.max_request_bytes:
             raise ValueError(f"request of {len(request)} bytes exceeds max_request_bytes")
         if timeout_s <= 0:
@@ -261,7 +264,7 @@ class SandboxPool:
                 raise SandboxBroken(self._broken)
             t0 = time.monotonic()
             try:
-                return self._exchange(request, timeout_s)
+                return self._exchange(request, timeout_s, list(hide))
             except (FrameError, OSError, ValueError, KeyError) as e:
                 tail = self._kill_zygote()
                 detail = f"the sandbox zygote failed ({type(e).__name__}: {e}); restarted"
@@ -273,10 +276,10 @@ class SandboxPool:
                 return SandboxResult("harness-error", None, None, None, tail[-self.policy.stderr_tail_bytes:],
                                      dict(self.isolation), time.monotonic() - t0, detail)
 
-    def _exchange(self, request: bytes, timeout_s: float) -> SandboxResult:
+    def _exchange(self, request: bytes, timeout_s: float, hide: list[str]) -> SandboxResult:
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
-        write_frame(proc.stdin.fileno(), json.dumps({"timeout_s": timeout_s}).encode())
+        write_frame(proc.stdin.fileno(), json.dumps({"timeout_s": timeout_s, "hide": hide}).encode())
         write_frame(proc.stdin.fileno(), request)
         deadline = time.monotonic() + timeout_s + self.policy.grace_s
         out = proc.stdout.fileno()

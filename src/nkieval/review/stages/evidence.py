@@ -63,9 +63,13 @@ class StaticFindings:
 _TRACE_ITEMS_PER_INSTRUCTION = 32
 
 
-def trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int]) -> TraceFacts:
+def trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int], *, replayed: bool = False
+                ) -> TraceFacts:
     """Hardware evidence and the performance estimate from one trace, parsed once. The trace comes
-    from the sandbox: one that cannot be read leaves both not assessed, with the reason."""
+    from the sandbox: one that cannot be read leaves both not assessed, with the reason, when the
+    candidate's own code ran there (``trusted=False``); ``replayed=True`` (trace, then execute: the
+    trace was written by the judge's replay, no candidate code ran) makes it the judge's failure,
+    :class:`JudgeError` ``"evidence"``."""
     from nkieval.hardware import get_target
     from nkieval.sim.trace import Trace
 
@@ -75,8 +79,10 @@ def trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int]) -> 
         trace = Trace.from_compact(run.trace_json or "",
                                    max_items=_TRACE_ITEMS_PER_INSTRUCTION * (task.limits.max_instructions + 1))
     except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError, MemoryError) as e:
-        return TraceFacts(None, None,
-                          f"the kernel's instruction trace could not be read ({type(e).__name__}: {str(e)[:200]})")
+        why = f"the kernel's instruction trace could not be read ({type(e).__name__}: {str(e)[:200]})"
+        if replayed:
+            raise JudgeError("evidence", why) from e
+        return TraceFacts(None, None, why)
     rd, wr = task.compulsory_bytes(dims)
     try:
         hw = trace_evidence(trace, target=get_target(target), compulsory_read=rd, compulsory_write=wr)
@@ -104,7 +110,7 @@ def evidence_case(loaded: Loaded, runs: list[CaseRun]) -> tuple[Case, CaseRun] |
             again = run_candidate(loaded.source, task.kernel, [CaseJob(c.label, inp, dict(task.params),
                                                                        len(task.outputs))],
                                   target=loaded.target, limits=loaded.limits, isolation=req.isolation,
-                                  trusted=req.trusted)
+                                  trusted=req.trusted, hide=(str(task.directory),))
             if again[0].status == "ok" and again[0].trace_json:
                 traced = [(c, again[0])]
     return max(traced, key=lambda cr: evidence_key(loaded.task, cr[0])) if traced else None

@@ -21,8 +21,10 @@ from nkieval.review.model import CaseResult
 from nkieval.review.sandbox import CaseRun
 from nkieval.review.stages.load import Loaded
 from nkieval.review.stages.timing import Timings, timed
-from nkieval.tasks import Task, load_reference, load_reference_variants, reference_outputs
+from nkieval.review.verdict import JudgeError
+from nkieval.tasks import Task, load_reference, load_reference_variants
 from nkieval.tasks.inputs import is_random
+from nkieval.tasks.loader import checked_reference_outputs
 
 #: Failing cases per review whose numerics failure is diagnosed (likely causes named); the
 #: rubric's feedback cites at most this many (scoring.score_numerics).
@@ -70,8 +72,8 @@ def needs_prefetch(kit: JudgeKit, i: int) -> bool:
 
 
 def _reference(kit: JudgeKit, i: int) -> list[np.ndarray]:
-    return kit.loaded.data[i].get_reference(lambda: reference_outputs(kit.loaded.task, kit.reference,
-                                                                      kit.loaded.data[i].inputs))
+    return kit.loaded.data[i].get_reference(lambda: checked_reference_outputs(
+        kit.loaded.task, kit.reference, kit.loaded.data[i].inputs, dict(kit.loaded.cases[i].dims)))
 
 
 def _prepared(kit: JudgeKit, i: int, ref: list[np.ndarray]) -> tuple[Any, str | None]:
@@ -111,7 +113,10 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
             return JudgedCase(cr, None, None, None)
         task = kit.loaded.task
         ref = _reference(kit, i)
-        cr.mismatch = compare_outputs(run.outputs, ref, task.outputs, task.rtol, task.atol, run.unwritten)
+        try:
+            cr.mismatch = compare_outputs(run.outputs, ref, task.outputs, task.rtol, task.atol, run.unwritten)
+        except Exception as e:  # outputs the sandbox read back are checked arrays: a raise is the judge's
+            raise JudgeError("compare", f"comparing the outputs raised {type(e).__name__}: {e}") from e
         cr.correct = cr.mismatch is None
     verdict, reason = None, None
     if kit.numerics_ok and (cr.mismatch is None or cr.mismatch["kind"] in ("mismatch", "unwritten", "nonfinite")):

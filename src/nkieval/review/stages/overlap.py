@@ -156,7 +156,8 @@ class _Overlap:
 
     def _facts(self, i: int, run: CaseRun) -> ev.TraceFacts:
         with timed(self._timings, "trace_parse_s"):
-            return ev.trace_facts(self._loaded.task, run, self._loaded.target, self._loaded.cases[i].dims)
+            return ev.trace_facts(self._loaded.task, run, self._loaded.target, self._loaded.cases[i].dims,
+                                  replayed=self._loaded.request.trusted)
 
     def help_until_done(self) -> None:
         """The child is gone, its core free: this thread works through the queue too, until every item is done

@@ -4,7 +4,10 @@ static hack findings, the verdict and the score; then the :class:`~nkieval.revie
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +17,7 @@ from nkieval.review.scoring import Evidence, score_all, total_score
 from nkieval.review.stages.evidence import RunEvidence, StaticFindings
 from nkieval.review.stages.judge import Judgement
 from nkieval.review.stages.load import NOT_TEXT, Loaded
-from nkieval.review.verdict import Decision, confirmed_hacks, decide
+from nkieval.review.verdict import Decision, JudgeError, confirmed_hacks, decide
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,19 @@ class Scored:
     hw_case: CaseResult | None
 
 
-def score(loaded: Loaded, judgement: Judgement, run: RunEvidence, static: StaticFindings) -> Scored:
+@contextmanager
+def _component(name: str) -> Iterator[None]:
+    """A judge component that raises fails closed: :class:`JudgeError` naming it (exit 3)."""
+    try:
+        yield
+    except JudgeError:
+        raise
+    except Exception as e:
+        raise JudgeError(name, f"{name} raised {type(e).__name__}: {e}") from e
+
+
+def score(loaded: Loaded, judgement: Judgement, run: RunEvidence, static: StaticFindings,
+          differential: tuple[dict[str, Any] | None, str | None] = (None, None)) -> Scored:
     """Rubric levels from the evidence; physics and confirmed static hack findings (integrity verdicts),
     then the verdict; the score of an integrity verdict is exactly 0 (``scoring.total_score``)."""
     results = judgement.cases
@@ -38,13 +53,18 @@ def score(loaded: Loaded, judgement: Judgement, run: RunEvidence, static: Static
                   integrity=loaded.integrity, hw=run.hw, hw_case=hw_case, hw_solution=run.refs.hw_solution,
                   hw_baseline=run.refs.hw_baseline, perf=run.perf, perf_reason=run.perf_reason,
                   numerics_reason=judgement.numerics_reason, analysis=analysis, analysis_reason=analysis_reason,
-                  migration=migration, migration_reason=migration_reason)
-    crits = score_all(ev)
-    physics = [v for v in ([roofline_violation(loaded.task, run.case.dims, loaded.target, run.perf["candidate"])]
-                           if run.case and run.perf and fully_written(hw_case) else [])
-               if v] + output_bytes_violations(run.hw.output_writes if run.hw else None, hw_case)
-    decision = decide(crits, results, loaded.integrity, physics, confirmed_hacks(analysis, results, physics))
-    total = total_score(crits, decision.verdict, decision.message)
+                  migration=migration, migration_reason=migration_reason,
+                  differential=differential[0], differential_reason=differential[1])
+    with _component("scoring"):
+        crits = score_all(ev)
+    with _component("physics"):
+        physics = [v for v in ([roofline_violation(loaded.task, run.case.dims, loaded.target, run.perf["candidate"])]
+                               if run.case and run.perf and fully_written(hw_case) else [])
+                   if v] + output_bytes_violations(run.hw.output_writes if run.hw else None, hw_case)
+    with _component("verdict"):
+        decision = decide(crits, results, loaded.integrity, physics, confirmed_hacks(analysis, results, physics))
+    with _component("scoring"):
+        total = total_score(crits, decision.verdict, decision.message)
     not_assessed = [f"{c.id}: {c.summary}" for c in crits if c.verdict == "not-assessed"]
     return Scored(crits, decision, total, not_assessed, hw_case)
 

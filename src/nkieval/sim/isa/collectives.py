@@ -148,18 +148,24 @@ def sendrecv(ctx: Any, src: Any, dst: Any, send_to_rank: Any, recv_from_rank: An
 
 @instruction("core_barrier", "gpsimd", min_generation=3)
 def core_barrier(ctx: Any, data: Any, cores: Any, engine: Any = None, name: str | None = None) -> None:
-    """Block until both cores of the LNC-2 pair reach the barrier (``data`` is the shared-HBM tensor guarded)."""
+    """Block until both cores of the LNC-2 pair reach the barrier (``data`` is the tensor guarded).
+
+    The documentation (``nki.isa.core_barrier`` since NKI 0.3, ``nki.lnc.core_barrier``) describes ``data`` as
+    shared HBM and ``cores=(0, 1)``; AWS's own NKI Library also passes SBUF tiles as the token, and
+    ``cores=(0)`` / ``(0,)`` when a kernel runs unsharded. Both are accepted: any tensor is the token, and a
+    barrier of one core waits for nobody."""
     data = tensor_arg(data, "data")
-    if data.buffer.kind != "hbm" or not data.buffer.shared:
-        raise NkiValidationError(f"data must be a shared_hbm tensor, got one in {data.buffer}", operand="data",
-                                 rule="buffer")
     try:
-        cs = tuple(int(c) for c in cores)
+        cs = tuple(int(c) for c in cores) if isinstance(cores, tuple | list) else (int(cores),)
     except (TypeError, ValueError):
         cs = ()
-    if cs != (0, 1):
-        raise NkiValidationError(f"cores must be (0, 1), got {cores!r}", operand="cores", rule="argument")
+    if cs not in ((0, 1), (0,)):
+        raise NkiValidationError(f"cores must be (0, 1) (or (0,): one core), got {cores!r}", operand="cores",
+                                 rule="argument")
     eng = resolve_engine(engine, "gpsimd", ("gpsimd", "vector", "scalar", "tensor", "sync"), "core_barrier")
+    if cs == (0,):
+        record(ctx, "core_barrier", eng, [data.access("data", "r")], cores=list(cs))
+        return
     _require_lnc2(ctx, "core_barrier")
     launch = ctx.launch
     with launch.cond:

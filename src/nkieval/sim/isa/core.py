@@ -232,16 +232,19 @@ def check_free_limit(ctx: SimContext, t: NkiTensor, role: str) -> None:
                                  f"{where} operands of compute engines", operand=role, rule="instruction-limit")
 
 
-def check_op_available(ctx: SimContext, op: Op, instruction_name: str, role: str = "op") -> None:
-    """Generation gating of ALU operators, and the flag for operators that exist only in simulation."""
+def check_op_available(ctx: SimContext, op: Op, instruction_name: str, role: str = "op", dst: Any = None) -> None:
+    """Generation gating of ALU operators, and the flag for operators that exist only in simulation.
+
+    The simulator-only flag is the current API's (NKI 0.4 release notes: ``divide``, ``fmod`` and ``mod`` are
+    not hardware instructions); Beta-1 kernels (``dst`` a Beta-1 tensor) compiled them, and ran on trn1."""
     if op.name not in BINARY and op.name not in UNARY:
         raise NkiValidationError(f"{role} nl.{op.name} is an activation function ({instruction_name} takes ALU "
                                  "operators; nl.prelu works only as nisa.activate2's op)", operand=role,
                                  rule="argument")
-    if op.name in GEN4_ONLY and ctx.target.generation < 4:
+    if op.name in GEN4_ONLY and not ctx.target.has("abs_max"):
         raise NkiValidationError(f"{role} {op.name} needs trn3 (NeuronCore-v4); target is {ctx.target.name}",
                                  operand=role, rule="generation")
-    if op.name in SIMULATOR_ONLY:
+    if op.name in SIMULATOR_ONLY and getattr(dst, "api_generation", "current") != "beta1":
         mode = ctx.options.simulator_only
         msg = f"nl.{op.name} is not a hardware instruction: it runs in simulation but fails on device"
         if mode == "error":
@@ -446,10 +449,6 @@ def scalar_or_vector(ctx: SimContext, x: Any, role: str, p: int) -> np.ndarray |
         return np.float32(x)
     raise NkiValidationError(f"{role} must be a number or a [P, 1] tensor, got {type(x).__name__}", operand=role,
                              rule="argument")
-
-
-def as2d(values: np.ndarray, p: int) -> np.ndarray:
-    return values.reshape(p, -1)
 
 
 # -- trace ------------------------------------------------------------------------------

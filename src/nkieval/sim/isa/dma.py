@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.errors import NkiIndexError, NkiValidationError
 from nkieval.sim.isa.core import (
     check_buffer,
     check_partitions,
@@ -53,9 +53,11 @@ def _gather(ctx: Any, src: NkiTensor, oob: int, role: str) -> tuple[np.ndarray, 
     row_ok = np.all((offs >= 0) & (offs < n), axis=tuple(range(1, offs.ndim))) & ind.rows_ok(idx)
     if not row_ok.all() and oob == OobMode.error:
         bad = int(np.nonzero(~row_ok)[0][0])
-        raise NkiValidationError(
-            f"indirect {role} index {int(idx[bad])} at row {bad} is out of bounds for "
-            f"{ind.base_shape[ind.indirect_dim]} rows", operand=role, rule="out-of-bounds")
+        row = np.asarray(offs[bad]).reshape(-1)
+        off = int(row[(row < 0) | (row >= n)][0]) if ((row < 0) | (row >= n)).any() else int(row[0])
+        raise NkiIndexError(
+            f"index {off} is out of bounds for axis 0 with size {n} (indirect {role} index {int(idx[bad])} at row "
+            f"{bad}, of {ind.base_shape[ind.indirect_dim]} rows)", operand=role)
     return offs, row_ok
 
 
@@ -78,7 +80,7 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
             raise NkiValidationError(f"hwdge DMA cannot cast ({src.dtype} -> {dst.dtype}); dtypes must match",
                                      operand="dst", rule="dtype")
     if priority is not None:
-        if ctx.target.generation < 4:
+        if not ctx.target.has("dma_priority"):
             raise NkiValidationError(f"priority needs trn3 (NeuronCore-v4); target is {ctx.target.name}",
                                      operand="priority", rule="generation")
         if int_value(priority, "priority") not in range(4):

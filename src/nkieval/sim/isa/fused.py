@@ -35,7 +35,7 @@ def _two_input_checks(ctx: Any, name: str, dst: NkiTensor, inputs: tuple[tuple[s
     o1 = as_op(op1, name, "op1")
     for o, role in ((o0, "op0"), (o1, "op1")):
         check_arith_op(o, role)
-        check_op_available(ctx, o, name, role)
+        check_op_available(ctx, o, name, role, dst=dst)
     pairs = [("dst", dst), *inputs]
     check_engine_operands(ctx, pairs)
     check_not_both_psum(*inputs)

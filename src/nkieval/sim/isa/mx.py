@@ -147,10 +147,10 @@ def _check_mx_tiling(ctx: Any, tile_position: Any, tile_size: Any, k: int) -> No
     except (TypeError, ValueError):
         raise NkiValidationError("tile_position and tile_size must be (row, column) pairs of ints",
                                  operand="tile_size", rule="argument") from None
-    if c != 128 or r not in ctx.target.matmul_tile_sizes:
+    if c != ctx.target.pe_array_cols or r not in ctx.target.matmul_tile_sizes:
         raise NkiValidationError(f"nc_matmul_mx supports row tiling only: tile_size must be (r, 128) with r in "
                                  f"{ctx.target.matmul_tile_sizes}, got {(r, c)}", operand="tile_size", rule="argument")
-    if pc != 0 or pr % r or pr + r > 128:
+    if pc != 0 or pr % r or pr + r > ctx.target.pe_array_rows:
         raise NkiValidationError(f"tile_position {(pr, pc)} must be (multiple of {r}, 0) inside the 128-row array",
                                  operand="tile_position", rule="argument")
     if k > r:

@@ -191,7 +191,7 @@ def set_rng_seed(ctx: Any, src_seeds: Any, name: str | None = None) -> None:
 
 def _state_engine(ctx: Any, engine: Any, what: str) -> str:
     eng = resolve_engine(engine, "gpsimd", ("gpsimd", "vector"), what)
-    if eng == "vector" and ctx.target.generation < 4:
+    if eng == "vector" and not ctx.target.has("vector_rng"):
         raise NkiValidationError(f"{what} on the Vector engine needs trn3 (NeuronCore-v4)", operand="engine",
                                  rule="generation")
     return eng

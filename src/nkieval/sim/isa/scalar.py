@@ -71,7 +71,7 @@ def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scal
                                      rule="generation")
         if hasattr(bias, "dtype") and getattr(bias.dtype, "tf32", False):
             raise NkiValidationError("bias cannot be tfloat32", operand="bias", rule="dtype")
-        if o.name == "reciprocal" and ctx.target.generation == 2:
+        if o.name == "reciprocal" and not ctx.target.has("reciprocal_bias"):
             raise NkiValidationError("activation(op=reciprocal) cannot take a bias on trn1", operand="bias",
                                      rule="generation")
         b = scalar_or_vector(ctx, bias, "bias", p)

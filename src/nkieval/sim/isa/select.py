@@ -39,6 +39,11 @@ COPY_PREDICATE_DTYPES = (dt.uint8, dt.uint16, dt.uint32)
 SELECT_PREDICATE_DTYPES = (dt.int8, dt.uint8, dt.int16, dt.uint16)
 
 
+def _bool_as_uint8(predicate: Any) -> Any:
+    """A bool predicate (a comparison's result, NumPy ``bool_`` inputs) is a 1-byte 0/1 integer tile: read as uint8."""
+    return predicate.view(dt.uint8) if predicate.dtype == dt.bool_ else predicate
+
+
 def _mask(predicate: Any, shape: tuple[int, ...], reverse: bool) -> np.ndarray:
     m = read_bits(predicate).reshape(shape) != 0
     return ~m if reverse else m
@@ -49,7 +54,7 @@ def tensor_copy_predicated(ctx: Any, dst: Any, src: Any, predicate: Any, reverse
                            name: str | None = None) -> None:
     """Where ``predicate != 0`` (inverted by ``reverse_pred``) copy ``src`` (tile or number) into ``dst``."""
     dst = tensor_arg(dst, "dst")
-    predicate = tensor_arg(predicate, "predicate")
+    predicate = _bool_as_uint8(tensor_arg(predicate, "predicate"))
     check_dtype(predicate, "predicate", COPY_PREDICATE_DTYPES)
     pairs = [("dst", dst), ("predicate", predicate)]
     is_tensor = hasattr(src, "alloc")
@@ -93,6 +98,7 @@ def select_reduce(ctx: Any, dst: Any, predicate: Any, on_true: Any, on_false: An
     dst = tensor_arg(dst, "dst")
     predicate = tensor_arg(predicate, "predicate")
     on_true = tensor_arg(on_true, "on_true")
+    predicate = _bool_as_uint8(predicate)
     check_dtype(predicate, "predicate", SELECT_PREDICATE_DTYPES)
     if on_true.dtype.tf32 or on_true.dtype in (dt.int32, dt.uint32):
         raise NkiValidationError(f"on_true dtype {on_true.dtype} is not supported (not tfloat32, int32 or uint32)",

@@ -33,7 +33,7 @@ _FP32_CLASS = (dt.float32, dt.tfloat32)
 
 def _check_psum_bank(ctx: Any, dst: NkiTensor, role: str = "dst") -> None:
     """On v2/v3 one matmul writes one 2 KiB PSUM bank per partition."""
-    if ctx.target.generation >= 4:
+    if ctx.target.has("matmul_multi_bank"):
         return
     acc = dst.access(role, "w")
     bank = ctx.target.psum_bank_bytes
@@ -151,7 +151,7 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     elif accumulate:
         if not mm.all():
             other = flag_view(dst, dst.alloc.other_written)
-            if other.any() and T.generation < 4:
+            if other.any() and not T.has("psum_accumulate_any_write"):
                 ctx.warn("accumulate=True onto PSUM written by a non-matmul instruction (memset/copy) is undefined "
                          "on NeuronCore-v2/v3", rule="psum-accumulate", instruction="nc_matmul")
             else:
@@ -194,9 +194,9 @@ def _check_tiling(ctx: Any, tile_position: Any, tile_size: Any, K: int, M: int) 
         if v not in sizes:
             raise NkiValidationError(f"tile_size {what} {v} not supported on {ctx.target.name} (allowed: {sizes})",
                                      operand="tile_size", rule="generation" if v in (32, 64, 128) else "argument")
-    if ctx.target.generation == 2 and r == 32 and c == 32:
+    if not ctx.target.has("tile32") and r == 32 and c == 32:
         raise NkiValidationError("32x32 PE tiling is not supported on trn1", operand="tile_size", rule="generation")
-    if pr % r or pc % c or pr + r > 128 or pc + c > 128:
+    if pr % r or pc % c or pr + r > ctx.target.pe_array_rows or pc + c > ctx.target.pe_array_cols:
         raise NkiValidationError(f"tile_position {(pr, pc)} must be a multiple of tile_size {(r, c)} inside the 128x128 "
                                  "array", operand="tile_position", rule="argument")
     if K > r or M > c:
@@ -210,37 +210,54 @@ def nc_transpose(ctx: Any, dst: Any, data: Any, engine: Any = None, name: str | 
 
     Tensor engine: data ≤ [128, 128], SBUF → PSUM (a matmul against an identity; bit-accurate on
     v3+). Vector engine: ≤ [32, 32], SBUF or PSUM on either side. Without ``engine`` the
-    Tensor engine is chosen for SBUF → PSUM, the Vector engine otherwise.
+    Tensor engine is chosen for SBUF → PSUM, the Vector engine for what fits it, and the Tensor
+    engine for a larger SBUF → SBUF transpose (the compiler's choice: kernels with such calls run
+    on hardware; its result goes through PSUM).
     """
     dst = tensor_arg(dst, "dst")
     data = tensor_arg(data, "data")
     p, f = data.shape[0], free_size(data)
-    default = "tensor" if (dst.alloc.buffer.kind == "psum" and data.alloc.buffer.kind == "sbuf") else "vector"
+    vlim = ctx.target.transpose_vector_max
+    staged = False
+    if dst.alloc.buffer.kind == "psum" and data.alloc.buffer.kind == "sbuf":
+        default = "tensor"
+    elif (p > vlim or f > vlim) and data.alloc.buffer.kind == "sbuf" and dst.alloc.buffer.kind == "sbuf":
+        default, staged = "tensor", True
+    else:
+        default = "vector"
     eng = resolve_engine(engine, default, ("tensor", "vector"), "nc_transpose")
+    staged = staged and eng == "tensor" and _engine_unset(engine)
     if eng == "tensor":
         check_buffer(data, "data", ("sbuf",), "the Tensor engine reads SBUF")
-        check_buffer(dst, "dst", ("psum",), "the Tensor engine writes PSUM")
+        if not staged:
+            check_buffer(dst, "dst", ("psum",), "the Tensor engine writes PSUM")
         lim = ctx.target.transpose_tensor_max
     else:
         check_buffer(data, "data", ("sbuf", "psum"))
         check_buffer(dst, "dst", ("sbuf", "psum"))
-        lim = ctx.target.transpose_vector_max
+        lim = vlim
     check_partitions(ctx, data, "data")
     check_partitions(ctx, dst, "dst")
     if p > lim or f > lim:
-        raise NkiValidationError(f"data [{p}, {f}] exceeds the {eng} engine transpose limit [{lim}, {lim}]",
-                                 operand="data", rule="instruction-limit")
+        raise NkiValidationError(f"data [{p}, {f}] exceeds the {eng} engine transpose limit [{lim}, {lim}] "
+                                 "(nki.isa.nc_transpose: Tensor engine up to [128, 128] SBUF to PSUM, Vector engine "
+                                 "up to [32, 32])", operand="data", rule="instruction-limit")
     if dst.shape[0] != f or free_size(dst) != p:
         raise NkiValidationError(f"dst{list(dst.shape)} must be [{f}, {p}] for data{list(data.shape)}", operand="dst",
                                  rule="shape-mismatch")
     if dst.dtype != data.dtype:
         raise NkiValidationError(f"dst dtype {dst.dtype} must equal data dtype {data.dtype}", operand="dst", rule="dtype")
-    if eng == "tensor":
+    if eng == "tensor" and not staged:
         _check_psum_bank(ctx, dst)
     vals = read_exact(data).reshape(p, f).T
     if eng == "tensor" and not ctx.target.has("pe_transpose_bitexact") and data.dtype.is_float:
         # v2 transposes through a matmul with an identity: NaN/Inf do not survive bit-accurately.
         with np.errstate(invalid="ignore"):
             vals = np.where(np.isfinite(vals.astype(np.float32)), vals, np.float32(np.nan)).astype(vals.dtype)
-    write(ctx, dst, vals, matmul=(eng == "tensor"))
+    write(ctx, dst, vals, matmul=(eng == "tensor" and not staged))
     record(ctx, "nc_transpose", eng, [dst.access("dst", "w"), data.access("data", "r")])
+
+
+def _engine_unset(engine: Any) -> bool:
+    """``engine`` left to the compiler (None / ``engine.unknown``)."""
+    return engine is None or getattr(engine, "name", engine) in ("unknown", 0)

@@ -50,13 +50,22 @@ def _check_int_operands(op: Op, pairs: list[tuple[str, Any]]) -> None:
 
 
 @instruction("tensor_copy", "vector")
-def tensor_copy(ctx: Any, dst: Any, src: Any, engine: Any = None, name: str | None = None) -> None:
+def tensor_copy(ctx: Any, dst: Any, src: Any, engine: Any = None, name: str | None = None,
+                dtype: Any = None) -> None:
     """Copy/cast ``src`` into ``dst``: bit-exact when dtypes match, else through fp32.
 
     The Scalar engine has no tensor_copy on NeuronCore-v2 (use activation(op=nl.copy)).
+    ``dtype=`` is NKI 0.2's output dtype (``tensor_copy(src, dtype=...)`` returned a new tile);
+    NKI 0.3+ dropped it, as the output dtype is ``dst``'s. AWS's own current tutorials still pass
+    it with ``dst=`` (sometimes naming another dtype than dst's, e.g. the HBM result's, which the
+    DMA that follows casts to): it is accepted and the copy writes ``dst``'s dtype; a dtype that
+    differs from dst's is reported as a warning (it changes nothing).
     """
     dst = tensor_arg(dst, "dst")
     src = tensor_arg(src, "src")
+    if dtype is not None and dt.to_dtype(dtype) != dst.dtype:
+        ctx.warn(f"dtype={dt.to_dtype(dtype)} is ignored: since NKI 0.3 tensor_copy writes dst's dtype "
+                 f"({dst.dtype}); dtype= was NKI 0.2's output dtype", rule="dtype", instruction="tensor_copy")
     eng = resolve_engine(engine, "vector", ("vector", "scalar", "gpsimd"), "tensor_copy")
     if eng == "scalar" and not ctx.target.has("scalar_tensor_copy"):
         raise NkiValidationError(f"tensor_copy on the Scalar engine needs trn2 or later (target {ctx.target.name}); "
@@ -86,7 +95,7 @@ def tensor_tensor(ctx: Any, dst: Any, data1: Any, data2: Any, op: Any, engine: A
     op = as_op(op, "tensor_tensor")
     if op.name not in ARITH and op.name not in _BITVEC_BINARY:
         raise NkiValidationError(f"op {op.name} is not a binary ALU operator", operand="op", rule="argument")
-    check_op_available(ctx, op, "tensor_tensor")
+    check_op_available(ctx, op, "tensor_tensor", dst=dst)
     all_int32 = dst.dtype.name in _INT32_NAMES and data1.dtype.name in _INT32_NAMES \
         and data2.dtype.name in _INT32_NAMES
     any_psum = dst.alloc.buffer.kind == "psum" or data1.alloc.buffer.kind == "psum" \
@@ -151,7 +160,7 @@ def tensor_scalar(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any, revers
     o1 = as_op(op1, "tensor_scalar", "op1") if op1 is not None else None
     for o, role in ((o0, "op0"), (o1, "op1")):
         if o is not None:
-            check_op_available(ctx, o, "tensor_scalar", role)
+            check_op_available(ctx, o, "tensor_scalar", role, dst=dst)
     bitvec = o0.name in BITVEC
     if o1 is not None and ((o1.name in BITVEC) != bitvec):
         raise NkiValidationError(f"op0 ({o0.name}) and op1 ({o1.name}) must both be bitvec or both arithmetic",
@@ -167,7 +176,7 @@ def tensor_scalar(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any, revers
             raise NkiValidationError("tensor_scalar on the Scalar engine needs trn2 or later", operand="engine",
                                      rule="generation")
         combo = (o0.name, o1.name if o1 else None)
-        if ctx.target.generation == 3 and combo not in (("multiply", "add"), ("multiply", None), ("add", None)):
+        if not ctx.target.has("scalar_tensor_scalar_any_ops") and combo not in (("multiply", "add"), ("multiply", None), ("add", None)):
             raise NkiValidationError(f"the trn2 Scalar engine supports tensor_scalar (multiply, add), (multiply,) and "
                                      f"(add,) only, got {combo}", operand="op0", rule="argument")
     if eng == "gpsimd" and o0.name != "rsqrt":
@@ -254,7 +263,7 @@ def tensor_reduce(ctx: Any, dst: Any, op: Any, data: Any, axis: Any, negate: boo
     o = as_op(op, "tensor_reduce")
     if o.name not in REDUCIBLE:
         raise NkiValidationError(f"op {o.name} cannot be used as a reduction", operand="op", rule="argument")
-    check_op_available(ctx, o, "tensor_reduce")
+    check_op_available(ctx, o, "tensor_reduce", dst=dst)
     axes = _trailing_axes(axis, data.ndim)
     if negate and o.name in BITVEC:
         raise NkiValidationError("negate is only valid for arithmetic ops", operand="negate", rule="argument")

@@ -263,7 +263,11 @@ def range_select(ctx: Any, dst: Any, on_true_tile: Any, comp_op0: Any, comp_op1:
     idx = (np.float32(range_start) + np.arange(f, dtype=np.float32))[None, :]
     mask = (c0.binary(idx, bounds[0]) != 0) & (c1.binary(idx, bounds[1]) != 0)
     y = np.where(mask, read(src).reshape(p, -1).astype(np.float32), np.float32(FP32_MIN))
-    write(ctx, dst, y.reshape(dst.shape))
+    if dst.dtype.is_float and dst.dtype != dt.float32:
+        # documented: a bf16/fp16/fp8 dst gets -inf where the FP32_MIN fill is downcast (not the format's -max)
+        write(ctx, dst, np.where(mask, y, np.float32(-np.inf)).reshape(dst.shape))
+    else:
+        write(ctx, dst, y.reshape(dst.shape))
     acc = ctx.vector_acc
     if cmd in (ReduceCmd.reset, ReduceCmd.reset_reduce):
         acc[:p] = -np.inf

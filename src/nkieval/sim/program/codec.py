@@ -23,9 +23,12 @@ runtime value (replayed by calling ``method`` on the replayed base), ``{"R": id}
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import gc
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,7 +134,8 @@ class Program:
             raise ProgramError(f"program of {len(text)} bytes exceeds the {MAX_JSON_BYTES}-byte limit",
                                rule="program-size")
         try:
-            doc = json.loads(text, parse_constant=_refuse_constant)
+            with no_gc():  # (a tree of many small containers and no cycles: collections would only walk it)
+                doc = json.loads(text, parse_constant=_refuse_constant)
         except (ValueError, RecursionError) as e:
             raise ProgramError(f"the program is not valid JSON: {e}", rule="program-format") from None
         if not isinstance(doc, dict) or doc.get("format") != PROGRAM_FORMAT:
@@ -152,3 +156,16 @@ class Program:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in a program (non-finite floats are encoded as objects)")
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off for a block that builds a large tree without cycles (parsing or
+    compiling a program): its collections would walk every node made so far, again and again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

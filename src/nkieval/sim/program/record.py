@@ -183,9 +183,14 @@ class Recorder:
         return self.encode(x)
 
     def encode(self, x: Any, depth: int = 0) -> Any:
+        cls = type(x)
+        if cls is NkiTensor:  # (the common cases first: operands and plain numbers)
+            return self.encode_tensor(x, depth)
+        if cls is int or cls is str or x is None:
+            return x
         if depth > MAX_DEPTH:
             raise NkiValidationError("a value nested too deeply to record", rule="trace-argument")
-        if x is None or isinstance(x, bool | str):
+        if isinstance(x, bool | str):
             return x
         if isinstance(x, enum.Enum):
             cls = type(x).__name__
@@ -254,7 +259,28 @@ class Recorder:
                                      "kernel program (a tensor made outside the kernel, or by another program)",
                                      rule="kernel")
         data = t.data
-        return {"T": [a.id, t.dtype.name, data.dtype.name, t._byte_offset(), list(data.shape), list(data.strides)]}
+        # Loops make the same views again and again: the encoding is kept with the allocation's other facts
+        # about this view geometry (the operand cache of NkiTensor.access), one per storage dtype.
+        cache = t._acc
+        if cache is None:
+            cache = t._acc = t._view_cache()
+        key = ("program", data.dtype)
+        enc = cache.get(key)
+        if enc is None:
+            enc = cache[key] = {"T": [a.id, t.dtype.name, _dtype_name(data.dtype), t._byte_offset(),
+                                      list(data.shape), list(data.strides)]}
+        return enc
+
+
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
+def _dtype_name(d: np.dtype) -> str:
+    """``d.name`` (NumPy computes it in Python on every read)."""
+    name = _DTYPE_NAMES.get(d)
+    if name is None:
+        name = _DTYPE_NAMES[d] = d.name
+    return name
 
 
 def _array(x: np.ndarray) -> Any:

@@ -11,6 +11,7 @@ trace name the candidate's source as an eager run would.
 
 from __future__ import annotations
 
+import functools
 import math
 from base64 import b64decode
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from nkieval.sim.program.codec import (
     VIEW_METHODS,
     Program,
     ProgramError,
+    no_gc,
 )
 from nkieval.sim.runner import RunResult, run_kernel
 from nkieval.sim.tensor import DynSlice, NkiTensor, allocate
@@ -56,6 +58,377 @@ _NAMED: dict[str, tuple[Any, str]] = {
     "py": (PY_TYPES, "type"),
 }
 
+#: A compiled value: called with the replay's state, it gives the value.
+Getter = Callable[["_State"], Any]
+#: A compiled event: called with the replay's state, it does the event.
+Step = Callable[["_State"], None]
+
+
+class _Const:
+    """A value that does not depend on the run (numbers, names, dtypes, operators...)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __call__(self, st: _State) -> Any:
+        return self.value
+
+
+def _const_of(g: Getter) -> tuple[bool, Any]:
+    return (True, g.value) if isinstance(g, _Const) else (False, None)
+
+
+# -- compiling: every check that does not need the run's memory, once per program ----------------------------
+def compile_value(x: Any, depth: int = 0) -> Getter:
+    """The getter of an encoded value; every name is looked up and every number checked here."""
+    if depth > MAX_DEPTH:
+        raise ProgramError("value nested too deeply", rule="program-format")
+    if x is None or isinstance(x, bool | int | float | str):
+        return _Const(x)
+    if isinstance(x, list):
+        parts = [compile_value(v, depth + 1) for v in x]
+        if all(isinstance(p, _Const) for p in parts):
+            vals = [p.value for p in parts]  # type: ignore[union-attr]
+            return lambda st: list(vals)  # (a fresh list each time: a callee may keep or change it)
+        return lambda st: [p(st) for p in parts]
+    if not isinstance(x, dict) or len(x) != 1:
+        raise ProgramError(f"not a program value: {str(x)[:80]}", rule="program-format")
+    (k, v), = x.items()
+    maker = _KINDS.get(k)
+    if maker is not None:
+        return maker(v, depth)
+    named = _NAMED.get(k)
+    if named is not None:
+        return _Const(_lookup(named[0], v, named[1]))
+    raise ProgramError(f"unknown value kind {k!r}", rule="program-format")
+
+
+def _compile_tuple(v: Any, depth: int) -> Getter:
+    parts = [compile_value(e, depth + 1) for e in _list(v)]
+    if all(isinstance(p, _Const) for p in parts):
+        return _Const(tuple(p.value for p in parts))  # type: ignore[union-attr]
+    return lambda st: tuple(p(st) for p in parts)
+
+
+def _compile_dict(v: Any, depth: int) -> Getter:
+    pairs = [(compile_value(a, depth + 1), compile_value(b, depth + 1)) for a, b in (_list(e, 2) for e in _list(v))]
+    return lambda st: {a(st): b(st) for a, b in pairs}
+
+
+def _compile_slice(v: Any, depth: int) -> Getter:
+    a, b, c = (compile_value(e, depth + 1) for e in _list(v, 3))
+    return lambda st: slice(a(st), b(st), c(st))
+
+
+def _compile_dynslice(v: Any, depth: int) -> Getter:
+    start, size, step, runtime = _list(v, 4)
+    s, r = compile_value(start, depth + 1), compile_value(runtime, depth + 1)
+    n, k = _int(size), _int(step)
+    return lambda st: DynSlice(s(st), n, k, r(st))
+
+
+def _compile_enum(v: Any, depth: int) -> Getter:
+    cls_name, member = _list(v, 2)
+    cls = _lookup(ENUMS, cls_name, "enum")
+    return _Const(_lookup(cls.__members__, member, f"member of {cls_name}"))
+
+
+def _compile_array(v: Any, depth: int) -> Getter:
+    arr = _array(v)
+    return lambda st: arr.copy()
+
+
+def _compile_object(v: Any, depth: int) -> Getter:
+    def get(st: _State) -> Any:
+        obj = st.objs.get(v)
+        if obj is None:
+            raise ProgramError(f"register or scalar #{v} is used before it exists", rule="program-format")
+        return obj
+
+    return get
+
+
+class _View:
+    """``{"T": [id, dtype, storage dtype, byte offset, shape, byte strides]}``: its geometry checked once; each
+    run checks it against the allocation's storage before NumPy makes it."""
+
+    __slots__ = ("aid", "d", "hi", "key", "off", "sd", "shape", "strides")
+
+    def __init__(self, aid: int, dname: str, sname: str, off: int, shape: tuple[int, ...],
+                 strides: tuple[int, ...]) -> None:
+        self.aid, self.off, self.shape, self.strides = aid, off, shape, strides
+        self.d = _lookup(NKI_DTYPES, dname, "dtype")
+        self.sd = np.dtype(_lookup(STORAGE_DTYPES, sname, "storage dtype"))
+        if len(shape) != len(strides) or len(shape) > MAX_RANK or any(n < 0 for n in shape):
+            raise ProgramError(f"bad view geometry {list(shape)} / {list(strides)}", rule="program-bounds")
+        isz = self.sd.itemsize
+        pairs = [(n, s) for n, s in zip(shape, strides) if n]
+        lo = off + sum(min(0, (n - 1) * s) for n, s in pairs)
+        self.hi = off + sum(max(0, (n - 1) * s) for n, s in pairs) + isz
+        if off % isz or lo < 0:
+            raise ProgramError(f"view [{lo}, {self.hi}) of allocation #{aid} starts outside it",
+                               rule="program-bounds")
+        if not math.prod(shape):
+            self.hi = off  # (an empty view reads nothing)
+        self.key = (aid, dname, sname, off, shape, strides)
+
+    def __call__(self, st: _State) -> NkiTensor:
+        a = st.allocs.get(self.aid)
+        hit = st.views.get(self.key)
+        if hit is not None and hit[0] is a:  # a view used again (a loop names the same ones every iteration)
+            return hit[1]
+        if a is None:
+            raise ProgramError(f"allocation #{self.aid} is used before it is allocated or after it is freed",
+                               rule="program-format")
+        storage = a.storage
+        nbytes = storage.nbytes
+        if self.hi > nbytes or self.off > nbytes:
+            raise ProgramError(f"view [{self.off}, {self.hi}) of allocation #{self.aid} is outside its {nbytes} bytes",
+                               rule="program-bounds")
+        if nbytes % self.sd.itemsize:
+            raise ProgramError("storage size is not a multiple of the view's element size", rule="program-bounds")
+        try:  # (the checks above keep it inside the storage: NumPy checks again)
+            arr = np.ndarray(self.shape, self.sd, storage, self.off, self.strides)
+        except (TypeError, ValueError):  # storage that does not export a plain buffer
+            base = storage.reshape(-1).view(np.uint8).view(self.sd)
+            arr = np.lib.stride_tricks.as_strided(base[self.off // self.sd.itemsize:], shape=self.shape,
+                                                  strides=self.strides)
+        t = NkiTensor(arr, a, self.d)
+        t._off = self.off
+        if len(st.views) >= _VIEWS_MAX:
+            st.views.clear()
+        st.views[self.key] = (a, t)
+        return t
+
+
+def _compile_view(v: Any, depth: int) -> Getter:
+    aid, dname, sname, off, shape, strides = _list(v, 6)
+    shape = tuple(_int(n) for n in _list(shape))
+    strides = tuple(_int(s) for s in _list(strides))
+    if not isinstance(dname, str) or not isinstance(sname, str):
+        raise ProgramError("a view's dtype is not a name", rule="program-format")
+    return _view(_int(aid), dname, sname, _int(off), shape, strides)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _view(aid: int, dname: str, sname: str, off: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> _View:
+    """The views of a program repeat (every iteration of a loop names the same ones): one check and one
+    object per distinct view (a view holds no run's memory, so programs can share them)."""
+    return _View(aid, dname, sname, off, shape, strides)
+
+
+def _compile_remade_view(v: Any, depth: int) -> Getter:
+    method, base, args, kwargs = _list(v, 4)
+    if method not in VIEW_METHODS:
+        raise ProgramError(f"{method!r} is not a view method", rule="program-format")
+    b, a, kw = (compile_value(x, depth + 1) for x in (base, args, kwargs))
+
+    def get(st: _State) -> NkiTensor:
+        t = b(st)
+        if not isinstance(t, NkiTensor):
+            raise ProgramError("a view's base is not a tensor", rule="program-format")
+        pos, named = a(st), kw(st)
+        if not isinstance(pos, list) or not isinstance(named, dict) or not all(isinstance(k, str) for k in named):
+            raise ProgramError("bad view arguments", rule="program-format")
+        out = getattr(t, method)(*pos, **named)
+        if not isinstance(out, NkiTensor):
+            raise ProgramError(f"{method} did not make a view", rule="program-format")
+        return out
+
+    return get
+
+
+_KINDS: dict[str, Callable[[Any, int], Getter]] = {
+    "T": _compile_view, "V": _compile_remade_view, "R": lambda v, depth: _compile_object(_int(v), depth),
+    "tu": _compile_tuple, "d": _compile_dict, "sl": _compile_slice, "el": lambda v, depth: _Const(Ellipsis),
+    "ds": _compile_dynslice, "en": _compile_enum, "arr": _compile_array,
+}
+
+
+def _frame(loc: Any) -> ForcedFrame | None:
+    if not loc:
+        return None
+    file, line, fn = _list(loc, 3)
+    return ForcedFrame(file if isinstance(file, str) else None, line if isinstance(line, int) else None,
+                       fn if isinstance(fn, str) else None)
+
+
+def compile_events(events: list[Any]) -> list[Step]:
+    """The steps of a program body (or a device loop's body), every event checked once."""
+    steps = []
+    for ev in events:
+        if not isinstance(ev, list) or not ev:
+            raise ProgramError("an event is not a list", rule="program-format")
+        maker = _EVENTS.get(ev[0]) if isinstance(ev[0], str) else None
+        if maker is None:
+            raise ProgramError(f"unknown event {ev[0]!r}", rule="program-format")
+        steps.append(maker(ev))
+    return steps
+
+
+def _compile_instruction(ev: list[Any]) -> Step:
+    from nkieval.sim.isa.core import INSTRUCTIONS
+
+    _, name, args, kwargs, ret, loc, loops = _list(ev, 7)
+    fn = _lookup(INSTRUCTIONS, name, "instruction").fn
+    frame = _frame(loc)
+    loop_frames = _compile_loops(loops)
+    a = compile_value(args)
+    kw = _compile_kwargs(kwargs, name)
+    if not isinstance(args, list):
+        raise ProgramError(f"bad arguments of {name}", rule="program-format")
+
+    def step(st: _State) -> None:
+        force_location(frame)
+        st.ctx._loops_tuple = loop_frames if type(loop_frames) is tuple else st.loops(loop_frames)
+        result = fn(*a(st), **kw(st))
+        if ret is not None:
+            st.bind(ret, result)
+
+    return step
+
+
+def _compile_kwargs(kwargs: Any, name: str) -> Getter:
+    """Keyword arguments: ``{"d": [[name, value], ...]}`` with names that are strings."""
+    if not isinstance(kwargs, dict) or set(kwargs) != {"d"}:
+        raise ProgramError(f"bad arguments of {name}", rule="program-format")
+    pairs = [_list(e, 2) for e in _list(kwargs["d"])]
+    if not all(isinstance(k, str) for k, _ in pairs):
+        raise ProgramError(f"bad arguments of {name}", rule="program-format")
+    getters = [(k, compile_value(v, 1)) for k, v in pairs]
+    return lambda st: {k: g(st) for k, g in getters}
+
+
+def _compile_loops(loops: Any) -> Any:
+    """The trace's loop context of an instruction: a tuple when it names no device loop, else a template
+    whose ``None`` places take the device loops in force when it runs."""
+    frames: list[Any] = []
+    for f in _list(loops):
+        if f is None:
+            frames.append(None)
+        else:
+            kind, i, n = _list(f, 3)
+            frames.append((str(kind), _int(i), _int(n)))
+    return tuple(frames) if None not in frames else frames
+
+
+def _compile_allocation(ev: list[Any]) -> Step:
+    _, aid, shape, dname, bname, name, addr, fill, instr, loc = _list(ev, 10)
+    shape = tuple(_int(n) for n in _list(shape))
+    if len(shape) > MAX_RANK or math.prod(shape) > MAX_ALLOC_ELEMENTS:
+        raise ProgramError(f"allocation {list(shape)} is too large", rule="program-bounds")
+    aid = _int(aid)
+    frame = _frame(loc)
+    d = _lookup(NKI_DTYPES, dname, "dtype")
+    buf = _lookup(BUFFERS, bname, "buffer")
+    address = None if addr is None else tuple(_int(x) for x in _list(addr, 2))
+    fill_value = compile_value(fill)
+    note = fill is not None and not buf.on_chip
+
+    def step(st: _State) -> None:
+        force_location(frame)
+        t = allocate(shape, d, buf, str(name), address, instruction=str(instr), fill=fill_value(st))
+        if note:
+            from nkieval.sim.isa.core import note_write
+
+            note_write(t.alloc)
+        st.allocs[aid] = t.alloc
+
+    return step
+
+
+def _compile_free(ev: list[Any]) -> Step:
+    _, aid = _list(ev, 2)
+    aid = _int(aid)
+
+    def step(st: _State) -> None:
+        a = st.allocs.pop(aid, None)
+        release = getattr(a, "release", None)
+        if release is not None:
+            release()
+
+    return step
+
+
+def _compile_scalar(ev: list[Any]) -> Step:
+    from nkieval.sim.isa.scalars import NkiScalar
+
+    _, rid, method, operand, other, loc = _list(ev, 6)
+    if method not in SCALAR_METHODS:
+        raise ProgramError(f"{method!r} is not a scalar operator", rule="program-format")
+    rid = _int(rid)
+    frame = _frame(loc)
+    x_of, other_of = compile_value(operand), compile_value(other)
+    unary = method in ("__neg__", "__pos__")
+
+    def step(st: _State) -> None:
+        force_location(frame)
+        x = x_of(st)
+        if not isinstance(x, NkiScalar):
+            raise ProgramError("scalar arithmetic on a value that is not an NkiScalar", rule="program-format")
+        fn = getattr(x, method)
+        st.objs[rid] = fn() if unary else fn(other_of(st))
+
+    return step
+
+
+def _compile_loop(ev: list[Any]) -> Step:
+    from nkieval.sim import control
+
+    _, kind, params, ind, body, nxt, loc = _list(ev, 7)
+    if kind not in LOOP_KINDS:
+        raise ProgramError(f"unknown loop kind {kind!r}", rule="program-format")
+    steps = compile_events(_list(body))
+    frame = _frame(loc)
+    params_of = compile_value(params)
+    next_of = compile_value(nxt)
+    ind = _int(ind)
+
+    def step(st: _State) -> None:
+        force_location(frame)
+        p = params_of(st)
+
+        def iteration(reg: Any) -> Any:
+            st.objs[ind] = reg
+            st.dynamic.append(st.ctx.loops[-1] if st.ctx.loops else ["dynamic", 0, -1])
+            try:
+                st.run(steps)
+            finally:
+                st.dynamic.pop()
+            return next_of(st) if kind == "while_loop" else None
+
+        if kind == "dynamic_range":
+            for reg in control.dynamic_range(*p):
+                iteration(reg)
+        elif kind == "fori_loop":
+            lower, upper, inc = _list(p, 3)
+            control.fori_loop(lower, upper, iteration, inc)
+        else:
+            (init,) = _list(p, 1)
+            control.while_loop(init, iteration)
+
+    return step
+
+
+def _compile_note(ev: list[Any]) -> Step:
+    _, hook, loc = _list(ev, 3)
+    fn = _lookup(NOTE_HOOKS, hook, "note hook")
+    frame = _frame(loc)
+
+    def step(st: _State) -> None:
+        force_location(frame)
+        fn(st.ctx)
+
+    return step
+
+
+_EVENTS: dict[str, Callable[[list[Any]], Step]] = {
+    "i": _compile_instruction, "a": _compile_allocation, "f": _compile_free, "s": _compile_scalar,
+    "L": _compile_loop, "n": _compile_note,
+}
+
 
 class _State:
     """One program's replay: what its ids name now (allocations, registers and scalars)."""
@@ -65,108 +438,24 @@ class _State:
         self.allocs: dict[int, Any] = {}
         self.objs: dict[int, Any] = {}
         self.dynamic: list[list[Any]] = []  # the device loops' frames in force, outermost first
-        self.views: dict[Any, tuple[Any, NkiTensor]] = {}  # decoded views (valid while their allocation is)
+        self.views: dict[Any, tuple[Any, NkiTensor]] = {}  # views made (valid while their allocation is)
 
-    # -- values ----------------------------------------------------------------------------------
-    def value(self, x: Any, depth: int = 0) -> Any:
-        if depth > MAX_DEPTH:
-            raise ProgramError("value nested too deeply", rule="program-format")
-        if x is None or isinstance(x, bool | int | float | str):
-            return x
-        if isinstance(x, list):
-            return [self.value(v, depth + 1) for v in x]
-        if not isinstance(x, dict) or len(x) != 1:
-            raise ProgramError(f"not a program value: {str(x)[:80]}", rule="program-format")
-        (k, v), = x.items()
-        if k == "T":
-            return self.view(v)
-        if k == "V":
-            return self.remade_view(v, depth)
-        if k == "R":
-            obj = self.objs.get(v)
-            if obj is None:
-                raise ProgramError(f"register or scalar #{v} is used before it exists", rule="program-format")
-            return obj
-        if k == "tu":
-            return tuple(self.value(e, depth + 1) for e in _list(v))
-        if k == "d":
-            return {self.value(a, depth + 1): self.value(b, depth + 1) for a, b in _list(v)}
-        if k == "sl":
-            a, b, c = _list(v, 3)
-            return slice(self.value(a, depth + 1), self.value(b, depth + 1), self.value(c, depth + 1))
-        if k == "el":
-            return Ellipsis
-        if k == "ds":
-            start, size, step, runtime = _list(v, 4)
-            return DynSlice(self.value(start, depth + 1), _int(size), _int(step), self.value(runtime, depth + 1))
-        named = _NAMED.get(k)
-        if named is not None:
-            return _lookup(named[0], v, named[1])
-        if k == "en":
-            cls_name, member = _list(v, 2)
-            cls = _lookup(ENUMS, cls_name, "enum")
-            return _lookup(cls.__members__, member, f"member of {cls_name}")
-        if k == "arr":
-            return _array(v)
-        raise ProgramError(f"unknown value kind {k!r}", rule="program-format")
+    def run(self, steps: list[Step]) -> None:
+        for step in steps:
+            step(self)
 
-    def view(self, v: Any) -> NkiTensor:
-        """``{"T": [id, dtype, storage dtype, byte offset, shape, byte strides]}``, checked against the
-        allocation's storage before NumPy makes it."""
-        aid, dname, sname, off, shape, strides = _list(v, 6)
-        a = self.allocs.get(aid)
-        try:  # a view used again (every iteration of a loop names the same ones): made and checked once
-            key = (aid, dname, sname, off, tuple(shape), tuple(strides))
-            hit = self.views.get(key)
-        except TypeError:  # (unhashable parts: not a valid view; the checks below say why)
-            key = hit = None
-        if hit is not None and hit[0] is a:
-            return hit[1]
-        if a is None:
-            raise ProgramError(f"allocation #{aid} is used before it is allocated or after it is freed",
-                               rule="program-format")
-        d = _lookup(NKI_DTYPES, dname, "dtype")
-        sd = _lookup(STORAGE_DTYPES, sname, "storage dtype")
-        shape = [_int(n) for n in _list(shape)]
-        strides = [_int(s) for s in _list(strides)]
-        off = _int(off)
-        if len(shape) != len(strides) or len(shape) > MAX_RANK or any(n < 0 for n in shape):
-            raise ProgramError(f"bad view geometry {shape} / {strides}", rule="program-bounds")
-        nbytes = a.storage.nbytes
-        isz = sd.itemsize
-        lo = off + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides) if n)
-        hi = off + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides) if n) + isz
-        if off % isz or lo < 0 or (math.prod(shape) and hi > nbytes) or off > nbytes:
-            raise ProgramError(f"view [{lo}, {hi}) of allocation #{aid} is outside its {nbytes} bytes",
-                               rule="program-bounds")
-        flat = a.storage.reshape(-1).view(np.uint8)
-        if nbytes % isz:
-            raise ProgramError("storage size is not a multiple of the view's element size", rule="program-bounds")
-        base = flat.view(sd)
-        arr = np.lib.stride_tricks.as_strided(base[off // isz:], shape=shape, strides=strides)
-        t = NkiTensor(arr, a, d)
-        t._off = off
-        if key is not None:
-            if len(self.views) >= _VIEWS_MAX:
-                self.views.clear()
-            self.views[key] = (a, t)
-        return t
-
-    def remade_view(self, v: Any, depth: int) -> NkiTensor:
-        method, base, args, kwargs = _list(v, 4)
-        if method not in VIEW_METHODS:
-            raise ProgramError(f"{method!r} is not a view method", rule="program-format")
-        b = self.value(base, depth + 1)
-        if not isinstance(b, NkiTensor):
-            raise ProgramError("a view's base is not a tensor", rule="program-format")
-        a = self.value(args, depth + 1)
-        kw = self.value(kwargs, depth + 1)
-        if not isinstance(a, list) or not isinstance(kw, dict) or not all(isinstance(k, str) for k in kw):
-            raise ProgramError("bad view arguments", rule="program-format")
-        out = getattr(b, method)(*a, **kw)
-        if not isinstance(out, NkiTensor):
-            raise ProgramError(f"{method} did not make a view", rule="program-format")
-        return out
+    def loops(self, template: list[Any]) -> tuple[Any, ...]:
+        """The trace's loop context: the recorded static loops, with the live device loops in their places."""
+        dyn = iter(self.dynamic)
+        frames = []
+        for f in template:
+            if f is None:
+                fr = next(dyn, None)
+                if fr is not None:
+                    frames.append(tuple(fr))
+            else:
+                frames.append(f)
+        return tuple(frames)
 
     def bind(self, enc: Any, value: Any) -> None:
         """Name what an instruction or loop produced: registers, scalars, and allocations it made itself."""
@@ -184,133 +473,6 @@ class _State:
         elif isinstance(enc, list) and isinstance(value, tuple | list):
             for e, x in zip(enc, value):
                 self.bind(e, x)
-
-    # -- events ----------------------------------------------------------------------------------
-    def run(self, events: list[Any]) -> None:
-        for ev in events:
-            if not isinstance(ev, list) or not ev:
-                raise ProgramError("an event is not a list", rule="program-format")
-            op = ev[0]
-            if op == "i":
-                self.instruction(ev)
-            elif op == "a":
-                self.allocation(ev)
-            elif op == "f":
-                self.free(ev)
-            elif op == "s":
-                self.scalar(ev)
-            elif op == "L":
-                self.loop(ev)
-            elif op == "n":
-                _, hook, loc = _list(ev, 3)
-                self.at(loc)
-                _lookup(NOTE_HOOKS, hook, "note hook")(self.ctx)
-            else:
-                raise ProgramError(f"unknown event {op!r}", rule="program-format")
-
-    def at(self, loc: Any) -> None:
-        file, line, fn = _list(loc, 3) if loc else (None, None, None)
-        force_location(ForcedFrame(file if isinstance(file, str) else None, line if isinstance(line, int) else None,
-                                   fn if isinstance(fn, str) else None))
-
-    def instruction(self, ev: list[Any]) -> None:
-        from nkieval.sim.isa.core import INSTRUCTIONS
-
-        _, name, args, kwargs, ret, loc, loops = _list(ev, 7)
-        info = _lookup(INSTRUCTIONS, name, "instruction")
-        self.at(loc)
-        self.loops(loops)
-        a = self.value(args)
-        kw = self.value(kwargs)
-        if not isinstance(a, list) or not isinstance(kw, dict) or not all(isinstance(k, str) for k in kw):
-            raise ProgramError(f"bad arguments of {name}", rule="program-format")
-        result = info.fn(*a, **kw)
-        if ret is not None:
-            self.bind(ret, result)
-
-    def loops(self, loops: Any) -> None:
-        """The trace's loop context: the recorded static loops, with the live device loops in their places."""
-        dyn = iter(self.dynamic)
-        frames = []
-        for f in _list(loops):
-            if f is None:
-                fr = next(dyn, None)
-                if fr is not None:
-                    frames.append(tuple(fr))
-            else:
-                kind, i, n = _list(f, 3)
-                frames.append((str(kind), _int(i), _int(n)))
-        self.ctx._loops_tuple = tuple(frames)
-
-    def allocation(self, ev: list[Any]) -> None:
-        _, aid, shape, dname, bname, name, addr, fill, instr, loc = _list(ev, 10)
-        shape = tuple(_int(n) for n in _list(shape))
-        if len(shape) > MAX_RANK or math.prod(shape) > MAX_ALLOC_ELEMENTS:
-            raise ProgramError(f"allocation {list(shape)} is too large", rule="program-bounds")
-        self.at(loc)
-        d = _lookup(NKI_DTYPES, dname, "dtype")
-        buf = _lookup(BUFFERS, bname, "buffer")
-        address = None if addr is None else tuple(_int(x) for x in _list(addr, 2))
-        fill_value = self.value(fill)
-        t = allocate(shape, d, buf, str(name), address, instruction=str(instr), fill=fill_value)
-        if fill is not None and not buf.on_chip:
-            from nkieval.sim.isa.core import note_write
-
-            note_write(t.alloc)
-        self.allocs[_int(aid)] = t.alloc
-
-    def free(self, ev: list[Any]) -> None:
-        _, aid = _list(ev, 2)
-        a = self.allocs.pop(_int(aid), None)
-        release = getattr(a, "release", None)
-        if release is not None:
-            release()
-
-    def scalar(self, ev: list[Any]) -> None:
-        _, rid, method, operand, other, loc = _list(ev, 6)
-        if method not in SCALAR_METHODS:
-            raise ProgramError(f"{method!r} is not a scalar operator", rule="program-format")
-        self.at(loc)
-        x = self.value(operand)
-        from nkieval.sim.isa.scalars import NkiScalar
-
-        if not isinstance(x, NkiScalar):
-            raise ProgramError("scalar arithmetic on a value that is not an NkiScalar", rule="program-format")
-        fn = getattr(x, method)
-        out = fn() if method in ("__neg__", "__pos__") else fn(self.value(other))
-        self.objs[_int(rid)] = out
-
-    def loop(self, ev: list[Any]) -> None:
-        from nkieval.sim import control
-
-        _, kind, params, ind, body, nxt, loc = _list(ev, 7)
-        if kind not in LOOP_KINDS:
-            raise ProgramError(f"unknown loop kind {kind!r}", rule="program-format")
-        body = _list(body)
-        self.at(loc)
-        p = self.value(params)
-        ind = _int(ind)
-
-        def step(reg: Any) -> Any:
-            self.objs[ind] = reg
-            self.dynamic.append(self.ctx.loops[-1] if self.ctx.loops else ["dynamic", 0, -1])
-            try:
-                self.run(body)
-            finally:
-                self.dynamic.pop()
-            if kind == "while_loop":
-                return self.value(nxt)
-            return None
-
-        if kind == "dynamic_range":
-            for reg in control.dynamic_range(*p):
-                step(reg)
-        elif kind == "fori_loop":
-            lower, upper, st = _list(p, 3)
-            control.fori_loop(lower, upper, step, st)
-        else:
-            (init,) = _list(p, 1)
-            control.while_loop(init, step)
 
 
 def _list(x: Any, n: int | None = None) -> list[Any]:
@@ -344,33 +506,46 @@ def _array(v: Any) -> np.ndarray:
     return np.frombuffer(raw, dtype=sd).reshape(shape).copy()
 
 
-class _Replayer:
-    """The kernel function ``run_kernel`` launches: each program walks its own events."""
+class _Compiled:
+    """A program's bodies compiled (once per program: every case of a shape replays the same one)."""
 
     def __init__(self, program: Program) -> None:
-        self.program = program
+        self.bodies = []
+        for body in program.programs:
+            args = [None if a is None else _int(a) for a in body.args]
+            if not isinstance(body.kwargs, dict):
+                raise ProgramError("bad keyword argument ids", rule="program-format")
+            kwargs = {str(k): None if a is None else _int(a) for k, a in body.kwargs.items()}
+            self.bodies.append((args, kwargs, compile_events(_list(body.events)), compile_value(body.ret)))
+
+
+class _Replayer:
+    """The kernel function ``run_kernel`` launches: each program walks its own steps."""
+
+    def __init__(self, program: Program, compiled: _Compiled) -> None:
+        self.compiled = compiled
         self.__qualname__ = self.__name__ = program.kernel
         self.raw: Any = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         ctx = current()
         pid = ctx.program_id
-        if not 0 <= pid < len(self.program.programs):
+        if not 0 <= pid < len(self.compiled.bodies):
             raise ProgramError(f"the program has no body for program {pid}", rule="program-format")
-        body = self.program.programs[pid]
+        arg_ids, kwarg_ids, steps, ret = self.compiled.bodies[pid]
         st = _State(ctx)
-        for aid, a in zip(body.args, args):
+        for aid, a in zip(arg_ids, args):
             if aid is not None and isinstance(a, NkiTensor):
-                st.allocs[_int(aid)] = a.alloc
-        for name, aid in body.kwargs.items():
+                st.allocs[aid] = a.alloc
+        for name, aid in kwarg_ids.items():
             a = kwargs.get(name)
             if aid is not None and isinstance(a, NkiTensor):
-                st.allocs[_int(aid)] = a.alloc
+                st.allocs[aid] = a.alloc
         prev = force_location(None)
         try:
-            st.run(body.events)
-            st.at(None)
-            out = st.value(body.ret)
+            st.run(steps)
+            force_location(None)
+            out = ret(st)
             if pid == 0:
                 self.raw = out
             return out
@@ -378,17 +553,28 @@ class _Replayer:
             force_location(prev)
 
 
+def compile_program(program: Program) -> _Compiled:
+    """Check ``program`` (:func:`nkieval.sim.program.validate.validate`, then every event and value) and
+    compile it for replays; kept on the program, so later replays of it skip this."""
+    from nkieval.sim.program.validate import validate
+
+    done = program.__dict__.get("_compiled")
+    if done is None:
+        validate(program)
+        with no_gc():  # (tens of thousands of small objects, no cycles: collections would only walk them)
+            done = program.__dict__["_compiled"] = _Compiled(program)
+    return done
+
+
 def replay_program(program: Program, args: Sequence[Any], kwargs: dict[str, Any] | None = None, *,
                    target: Any = None, options: Any = None) -> RunResult:
     """Execute ``program`` on the simulator with these inputs (NumPy arrays and the kernel's scalar
     parameters, in the order it was recorded with). Returns the run's outputs and trace, as ``run_kernel``."""
-    from nkieval.sim.program.validate import validate
-
-    validate(program)
+    compiled = compile_program(program)
     if len(args) != len(program.arg_names):
         raise ProgramError(f"the program takes {len(program.arg_names)} positional inputs, got {len(args)}",
                            rule="program-inputs")
-    replayer = _Replayer(program)
+    replayer = _Replayer(program, compiled)
     result = run_kernel(replayer, args, dict(kwargs or {}), target=target or program.target, options=options,
                         lnc=program.lnc if not program.grid else 1, grid=tuple(program.grid),
                         arg_names=program.arg_names)
@@ -396,4 +582,4 @@ def replay_program(program: Program, args: Sequence[Any], kwargs: dict[str, Any]
     return result
 
 
-__all__ = ["NOTE_HOOKS", "register_note_hook", "replay_program"]
+__all__ = ["NOTE_HOOKS", "compile_program", "register_note_hook", "replay_program"]

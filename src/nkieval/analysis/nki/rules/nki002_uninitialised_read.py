@@ -29,15 +29,55 @@ acc = nl.zeros((128, 1), dtype=nl.float32, buffer=nl.sbuf)  # or nisa.memset(dst
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import SourceModel
+from nkieval.analysis.nki.model import PURE_BUILTINS, Access, Alloc, FunctionModel, SourceModel
 from nkieval.analysis.rule import make_rule
+
+
+def _handed_on(f: FunctionModel) -> set[int]:
+    """Nodes through which a tile may be written without the model seeing the write: arguments of the
+    kernel's own helper functions (``_step(..., out[bi:bi + 1])``) and the tuples a ``for`` unpacks into
+    aliases (``for w, dst in ((w_gate, gate), (w_up, up))``)."""
+    out: set[int] = set()
+    for c in f.calls:
+        root = (c.qn or "").split(".")[0]
+        if root and root not in ("nl", "nisa", "np", "numpy", "math") and c.qn not in PURE_BUILTINS:
+            for a in [*c.node.args, *(k.value for k in c.node.keywords)]:
+                out |= {id(n) for n in ast.walk(a)}
+    for node in ast.walk(f.node):
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Tuple | ast.List):
+            out |= {id(n) for n in ast.walk(node.iter)}
+    return out
+
+
+def _conditional(f: FunctionModel) -> set[int]:
+    """Nodes that run only under a condition (an ``if`` body or a conditional expression's branch)."""
+    out: set[int] = set()
+    for node in ast.walk(f.node):
+        if isinstance(node, ast.If | ast.IfExp):
+            for part in (node.body, node.orelse):
+                for b in part if isinstance(part, list) else [part]:
+                    out |= {id(n) for n in ast.walk(b)}
+    return out
+
+
+def _written_later_in_loop(f: FunctionModel, alloc: Alloc, read: Access, conditional: set[int]) -> bool:
+    """A read under a condition (``if c > 0:``, ``... if ti == 0 else carry``) in a loop that holds it but
+    not the allocation, with a write to the tile later in that loop: the read sees the previous
+    iteration's value (an unconditional read, ``acc = acc + part`` from the first iteration, is flagged)."""
+    if id(read.node) not in conditional:
+        return False
+    carried = [lp for lp in read.loops if lp not in alloc.call.loops]
+    return any(a.name == alloc.name and a.kind == "write" and a.order > read.order and set(carried) & set(a.loops)
+               for a in f.accesses)
 
 
 def check(model: SourceModel) -> Iterator[Finding]:
     for f in model.nki_functions:
+        handed_on, conditional = _handed_on(f), _conditional(f)
         for alloc in f.allocs:
             if alloc.initialised:
                 continue
@@ -53,6 +93,8 @@ def check(model: SourceModel) -> Iterator[Finding]:
                     continue
                 if not started or acc.kind == "meta":
                     continue
+                if acc.kind == "read" and (id(acc.node) in handed_on or _written_later_in_loop(f, alloc, acc, conditional)):
+                    break  # written where the model cannot see it, or possibly by an earlier iteration
                 if acc.kind == "read":
                     yield RULE.finding(
                         f"tile `{alloc.name}` (nl.ndarray at line {alloc.line}, uninitialised) is read here "

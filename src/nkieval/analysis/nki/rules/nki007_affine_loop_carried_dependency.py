@@ -56,6 +56,19 @@ def _write_index_names(node: ast.AST) -> set[str]:
     return out
 
 
+def _written_expr(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.AST:
+    """The whole written expression around the name a write access records (``v16`` →
+    ``v16[0:jw, j, :]``), so its index can be read."""
+    while True:
+        p = parents.get(node)
+        if (isinstance(p, ast.Subscript) and p.value is node) or (isinstance(p, ast.Attribute) and p.value is node):
+            node = p
+        elif isinstance(p, ast.Call) and p.func is node:
+            node = p
+        else:
+            return node
+
+
 def _matmul_dsts(f: FunctionModel, loop: Loop) -> set[str]:
     out: set[str] = set()
     for c in f.calls:
@@ -80,13 +93,14 @@ def check(model: SourceModel) -> Iterator[Finding]:
                 continue
             outside = {a.name for a in f.allocs if loop not in a.call.loops and a.buffer in ("sbuf", "psum")}
             allowed = _matmul_dsts(f, loop)
+            parents = {c: p for p in walk(loop.node) for c in ast.iter_child_nodes(p)}
             reported: set[str] = set()
             for acc in f.accesses:
                 if loop not in acc.loops or acc.name not in outside or acc.name in allowed or acc.kind != "write":
                     continue
                 if acc.name in reported:
                     continue
-                if _write_index_names(acc.node) & loop.dependent:
+                if _write_index_names(_written_expr(acc.node, parents)) & loop.dependent:
                     continue
                 if any(r.name == acc.name and r.kind == "read" and loop in r.loops for r in f.accesses):
                     reported.add(acc.name)

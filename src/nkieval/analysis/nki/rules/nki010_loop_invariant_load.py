@@ -40,8 +40,15 @@ from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.nki.helpers import dma_src, is_hbm_load, loop_label
-from nkieval.analysis.nki.model import SourceModel, base_name, names_in
+from nkieval.analysis.nki.model import FunctionModel, Loop, SourceModel, base_name, names_in
 from nkieval.analysis.rule import make_rule
+
+
+def _varying(f: FunctionModel, loop: Loop) -> set[str]:
+    """Names whose value changes from one iteration of ``loop`` to the next: those derived from its
+    variable, and tiles written inside it (an indirect DMA's ``scalar_offset=pid``, where ``pid`` is
+    loaded from a block table in the loop, depends on the loop through the data)."""
+    return loop.dependent | {a.name for a in f.accesses if a.kind == "write" and loop in a.loops}
 
 
 def check(model: SourceModel) -> Iterator[Finding]:
@@ -54,9 +61,9 @@ def check(model: SourceModel) -> Iterator[Finding]:
             for depth in range(len(c.loops) - 1, -1, -1):
                 loop = c.loops[depth]
                 n = model.int_value(loop.stop, f)
-                if (n is not None and n <= 1) or used & loop.dependent:
+                if (n is not None and n <= 1) or used & _varying(f, loop):
                     continue
-                inner = [lp for lp in c.loops[depth + 1:] if used & lp.dependent]
+                inner = [lp for lp in c.loops[depth + 1:] if used & _varying(f, lp)]
                 text = ast.unparse(src) if src is not None else "?"
                 if not inner:
                     yield RULE.finding(

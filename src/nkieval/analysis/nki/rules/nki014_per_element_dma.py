@@ -30,7 +30,8 @@ for i in range(math.ceil(n / 128)):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import ast
+from collections.abc import Iterator, Sequence
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.nki.helpers import (
@@ -43,8 +44,31 @@ from nkieval.analysis.nki.helpers import (
     loop_label,
     subscript_indices,
 )
-from nkieval.analysis.nki.model import SourceModel, base_name, names_in
+from nkieval.analysis.nki.model import FunctionModel, Loop, SourceModel, base_name, names_in
 from nkieval.analysis.rule import make_rule
+
+
+def _ranks(f: FunctionModel) -> dict[str, int]:
+    """Tensors whose rank the kernel states by unpacking their shape (``b, h, d = q.shape``)."""
+    out: dict[str, int] = {}
+    for node in ast.walk(f.node):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) \
+                and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                and isinstance(node.value.value, ast.Name):
+            out[node.value.value.id] = len(node.targets[0].elts)
+    return out
+
+
+def _transfers(model: SourceModel, f: FunctionModel, loops: Sequence[Loop], cost: str) -> str:
+    """How many transfers the loops issue: their trip counts' product when every bound is a constant,
+    else one per iteration (the count is not claimed)."""
+    n = 1
+    for lp in loops:
+        k = model.int_value(lp.stop, f)
+        if k is None:
+            return f"one small transfer per iteration{cost}"
+        n *= k
+    return f"{n:,} small transfer{'s' if n != 1 else ''}{cost}"
 
 
 def check(model: SourceModel) -> Iterator[Finding]:
@@ -52,6 +76,7 @@ def check(model: SourceModel) -> Iterator[Finding]:
     cost = f" (~{fixed} ns fixed cost each on {model.target.name})" if fixed else ""
     for f in model.nki_functions:
         hbm = hbm_names(f)
+        ranks = _ranks(f)
         for c in f.calls:
             if c.qn not in DMA_ALL or not c.loops:
                 continue
@@ -62,15 +87,23 @@ def check(model: SourceModel) -> Iterator[Finding]:
             dependent = set().union(*(lp.dependent for lp in c.loops))
             unit = [is_unit_slice(i) for i in idx]
             varies = bool(names_in(idx[0]) & dependent)
-            if all(unit) and any(names_in(i) & dependent for i in idx):
-                what = "one element"
-            elif unit[0] and varies:
-                what = "one row"
-            else:
+            if not ((unit[0] and varies) or (all(unit) and any(names_in(i) & dependent for i in idx))):
                 continue
+            if not all(unit[:-1]):  # a range on a middle axis (`k_cache[bi, j0:j0 + jw, h, :]`): a block of rows
+                continue
+            rank = ranks.get(base_name(side) or "")
+            whole = rank - len(idx) if rank is not None else None  # trailing axes the subscript leaves whole
+            if whole is not None and whole >= 2:  # `q[bi]` of a 3-D q: a whole [h, d] slab
+                continue
+            if not all(unit) or whole == 1:
+                what = f"one row of `{base_name(side)}`"
+            elif whole == 0:
+                what = f"one element of `{base_name(side)}`"
+            else:  # the rank is unknown: name the slice rather than guess its size
+                what = f"`{ast.unparse(side)}`"
             yield RULE.finding(
-                f"this DMA moves {what} of `{base_name(side)}` per iteration of the {loop_label(c.loops[-1])}: "
-                f"thousands of tiny transfers{cost} instead of a few large ones", c.line, c.col,
+                f"this DMA moves {what} per iteration of the {loop_label(c.loops[-1])}: "
+                f"{_transfers(model, f, c.loops, cost)} instead of a few large ones", c.line, c.col,
                 "move a whole [128, F] tile per DMA (128 rows on the partition axis, a long contiguous free "
                 "dimension), clamping the last tile with min()")
 

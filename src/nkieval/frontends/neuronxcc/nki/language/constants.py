@@ -1,13 +1,5 @@
-"""``neuronxcc.nki.language.constants``: ``sizeinbytes(dtype)``."""
+"""``neuronxcc.nki.language.constants``: ``sizeinbytes(dtype)`` (the same as ``nki.language.constants``)."""
 
-from typing import Any
-
-from nkieval.sim import dtypes as _dt
-
-
-def sizeinbytes(dtype: Any) -> int:
-    """Bytes per element of an NKI dtype."""
-    return int(_dt.to_dtype(dtype).itemsize)
-
+from nkieval.frontends.nki.language.constants import sizeinbytes
 
 __all__ = ["sizeinbytes"]

@@ -45,4 +45,6 @@ class NKIObject:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
 
-__all__ = sorted({*_lang.__all__, *_OPS, *_DTYPES, "NKIObject"})
+from . import constants  # noqa: E402, F401 - ``nki.language.constants`` (``from nki.language.constants import sizeinbytes``)
+
+__all__ = sorted({*_lang.__all__, *_OPS, *_DTYPES, "NKIObject", "constants"})

@@ -1,0 +1,112 @@
+"""Does the migration criterion name semantic port mistakes? Constant mutants of the expert ports.
+
+    python benchmarks/cuda_port_acceptance.py [--tasks layernorm,adamw_step] [--workers 2] [--limit 40]
+
+For every built-in task with a kernel.cu and an expert solution, semantic flaws are made by mutating the
+expert port: (a) a float parameter of the task (eps, lr, beta1, scale, ...) replaced where the port uses
+it by a literal of a tenth of its value (the "epsilon 1e-6 for the CUDA's 1e-5" class); (b) a float
+literal of the port scaled by 1.01 (a wrong GELU constant, a wrong scale). Each mutant and each expert is
+reviewed; the table says per mutant whether the differential check found a disagreement with the CUDA
+kernel, whether a cause was stated, and whether it was the mutated line (a stated cause on any other line,
+or on an expert, is a wrong cause). A mutant whose outputs stay within tolerance of the CUDA kernel on
+every input is counted as "not observable" (the mutation does not change the function measurably).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+
+def mutants(task: Any) -> list[tuple[str, str, int]]:
+    """(name, source, mutated line) for the task's expert port."""
+    src = task.solution_file.read_text()
+    tree = ast.parse(src)
+    lines = src.splitlines()
+    out: list[tuple[str, str, int]] = []
+    floats = {k: v for k, v in task.params.items() if isinstance(v, float)}
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == task.kernel), None)
+    if fn is None:
+        return out
+    for k, v in floats.items():
+        uses = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)]
+        if not uses:
+            continue
+        n = uses[0]
+        ln = lines[n.lineno - 1]
+        new = ln[: n.col_offset] + repr(v / 10) + ln[n.end_col_offset:]
+        out.append((f"param_{k}", "\n".join([*lines[: n.lineno - 1], new, *lines[n.lineno:]]) + "\n", n.lineno))
+    defaults = {id(d) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for d in f.args.defaults}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, float) and n.value not in (0.0, 1.0, -1.0) \
+                and id(n) not in defaults and n.lineno == n.end_lineno:
+            ln = lines[n.lineno - 1]
+            new = ln[: n.col_offset] + repr(n.value * 1.01) + ln[n.end_col_offset:]
+            out.append((f"literal_{n.lineno}_{n.col_offset}", "\n".join([*lines[: n.lineno - 1], new,
+                                                                          *lines[n.lineno:]]) + "\n", n.lineno))
+    return out
+
+
+def _review(job: tuple[str, str, str, int | None]) -> dict[str, Any]:
+    from nkieval.review.pipeline import review
+
+    task_id, path, name, line = job
+    r = review(task_id, path, seed=5, compare_references=False)
+    mig = next(c for c in r.criteria if c.id == "migration")
+    causes = [f.evidence for f in mig.feedback if f.observed.startswith("semantic infidelity")]
+    disagree = [f for f in mig.feedback if "disagrees with the CUDA kernel" in f.observed or
+                (f.severity == "info" and "verdict disagree" in f.observed)]
+    lines = [int(str(c.get("port_location", ":0")).split(":")[1]) for c in causes]
+    return {"task": task_id, "name": name, "line": line, "score": r.score, "migration": mig.level,
+            "disagree": bool(disagree) or bool(causes), "causes": lines,
+            "right": line is not None and line in lines, "wrong": [x for x in lines if x != line]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", default="")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--limit", type=int, default=40, help="mutants at most (in task order)")
+    a = ap.parse_args()
+    from nkieval.tasks.loader import builtin_tasks
+
+    only = {t for t in a.tasks.split(",") if t}
+    tmp = Path(tempfile.mkdtemp(prefix="nkieval-mutants-"))
+    jobs: list[tuple[str, str, str, int | None]] = []
+    experts: list[tuple[str, str, str, int | None]] = []
+    for t in builtin_tasks():
+        if t.cuda_file is None or t.solution_file is None or (only and t.id not in only):
+            continue
+        ms = mutants(t)
+        if not ms:
+            continue
+        experts.append((t.id, str(t.solution_file), "expert", None))
+        for name, src, line in ms:
+            p = tmp / f"{t.id}__{name}.py"
+            p.write_text(src)
+            jobs.append((t.id, str(p), name, line))
+    jobs = jobs[: a.limit]
+    used = {j[0] for j in jobs}
+    experts = [e for e in experts if e[0] in used]
+    with ProcessPoolExecutor(a.workers) as pool:
+        res = list(pool.map(_review, experts + jobs))
+    for r in res:
+        print(f"{r['task']:24s} {r['name']:22s} line {r['line']!s:>4s} score {r['score']:5.1f} migration "
+              f"{r['migration']}  disagree {'yes' if r['disagree'] else 'no ':3s} causes at {r['causes']}"
+              + ("  RIGHT" if r["right"] else "") + (f"  WRONG {r['wrong']}" if r["wrong"] else ""))
+    muts = [r for r in res if r["name"] != "expert"]
+    obs = [r for r in muts if r["disagree"]]
+    print(f"\nexperts: {len(res) - len(muts)}, with a stated cause (wrong by definition): "
+          f"{sum(1 for r in res if r['name'] == 'expert' and r['causes'])}")
+    print(f"mutants: {len(muts)}; observable (the port disagrees with the CUDA kernel): {len(obs)}; "
+          f"mistake named (cause at the mutated line): {sum(r['right'] for r in muts)} "
+          f"({sum(r['right'] for r in obs)}/{len(obs)} of the observable); "
+          f"wrong causes stated: {sum(bool(r['wrong']) for r in muts)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""Run a CUDA source's host function on NumPy arrays, and bind a task's signature to it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from nkieval.cuda.interp import Interpreter, LaunchRecord
+from nkieval.cuda.program import BuildOptions, Program, parse_program
+from nkieval.cuda.values import Buffer, CudaError, Ptr, PtrT, Scalar, base_dtype
+
+
+@lru_cache(maxsize=64)
+def _program(source: str) -> Program:
+    return parse_program(source)
+
+
+@dataclass
+class CudaRun:
+    """What a run of the host function left: every pointer argument's memory after the run (by parameter
+    name), the launches made, and the build options the run followed."""
+
+    memory: dict[str, np.ndarray]
+    launches: list[LaunchRecord]
+    options: BuildOptions
+    returned: Any = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def host_params(source: str, entry: str) -> list[tuple[str, Any]]:
+    """(name, C type) of the host function's parameters."""
+    it = Interpreter(_program(source))
+    fn = it.prog.functions.get(entry)
+    if fn is None:
+        raise CudaError(f"no function {entry!r} in the CUDA source")
+    return [(n, t) for n, t, _ in it._params(fn)]
+
+
+def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: BuildOptions | None = None,
+             time_limit_s: float | None = None) -> CudaRun:
+    """Call host function ``entry`` of ``source``: pointer parameters take NumPy arrays (copied; a pointer
+    parameter given ``None`` or left out is a workspace that grows as the kernels write it), other
+    parameters take numbers. Kernels launched by it run on the executor. ``time_limit_s``: raise
+    :class:`~nkieval.cuda.values.ExecutorTimeout` past it (checked once per loop iteration)."""
+    prog = _program(source)
+    if options is not None:
+        prog = Program(prog.source, prog.root, prog.functions, prog.templates, prog.structs, prog.constants,
+                       options)
+    it = Interpreter(prog)
+    if time_limit_s is not None:
+        import time
+
+        it.deadline = time.perf_counter() + time_limit_s
+    fn = prog.functions.get(entry)
+    if fn is None:
+        raise CudaError(f"no function {entry!r} in the CUDA source")
+    params = it._params(fn)
+    bufs: dict[str, Buffer] = {}
+    call_args: list[Any] = []
+    for name, t, _ in params:
+        v = args.get(name)
+        if isinstance(t, PtrT):
+            dt = base_dtype(t.elem)
+            if v is None:
+                buf = Buffer(np.zeros(0, dt), name, growable=True)
+            else:
+                arr = np.ascontiguousarray(v).reshape(-1)
+                if (arr.dtype != dt and arr.dtype.kind == "V") or dt.kind == "V" or (
+                        arr.dtype.itemsize == 1 and dt.itemsize == 1 and arr.dtype != dt):
+                    # ml_dtypes' floats (fp8 flavours): convert through fp32 (e4m3 values are e4m3fn values)
+                    arr = arr.astype(np.float32).astype(dt)
+                if arr.dtype != dt:
+                    raise CudaError(f"argument {name}: a {arr.dtype} array for a pointer to {dt}")
+                buf = Buffer(arr.copy(), name)
+            bufs[name] = buf
+            call_args.append(Ptr(buf, 0, t.elem))
+        else:
+            if v is None:
+                if (isinstance(t, Scalar) and name in ("stream", "s")) or "stream" in name:
+                    v = 0
+                else:
+                    raise CudaError(f"no value for parameter {name} of {entry}")
+            call_args.append(t.dtype.type(v) if isinstance(t, Scalar) else v)
+    with np.errstate(all="ignore"):
+        ret = it.call_host(entry, call_args)
+    return CudaRun({k: b.data for k, b in bufs.items()}, it.launches, prog.options, ret, it.warnings)
+
+
+# ---------------------------------------------------------------------------------------------
+# tasks
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", s.lower())
+
+
+def bind_task(source: str, entry: str, inputs: Sequence[Any], outputs: Sequence[Any],
+              params: Mapping[str, Any]) -> dict[str, str]:
+    """How the task's tensors and parameters map onto the host function's parameters:
+    ``{host parameter: "in:NAME" | "out:NAME" | "dim:SYM" | "param:NAME" | "workspace" | "stream"}``.
+
+    Pointer parameters take the inputs, then the outputs, in order (the convention of the built-in tasks'
+    launch code); further pointers are workspaces. Integer parameters take the dimension or parameter of
+    the same name (case and underscores ignored), the rest the remaining dimensions in order of first
+    appearance in the inputs' shapes."""
+    hp = host_params(source, entry)
+    tensors = [("in", s) for s in inputs] + [("out", s) for s in outputs]
+    dims: list[str] = []
+    for s in [*inputs, *outputs]:
+        for d in s.shape:
+            if isinstance(d, str) and d not in dims:
+                dims.append(d)
+    out: dict[str, str] = {}
+    ti = 0
+    scalar_names = []
+    for name, t in hp:
+        if isinstance(t, PtrT):
+            if ti < len(tensors):
+                kind, spec = tensors[ti]
+                out[name] = f"{kind}:{spec.name}"
+                ti += 1
+            else:
+                out[name] = "workspace"
+        elif "stream" in name.lower():
+            out[name] = "stream"
+        else:
+            scalar_names.append(name)
+    if ti < len(tensors):
+        raise CudaError(f"the host function {entry} takes {ti} pointers; the task has {len(tensors)} tensors")
+    used: set[str] = set()
+    pending = []
+    for name in scalar_names:
+        key = _norm(name)
+        hit = next((p for p in params if _norm(p) == key), None)
+        if hit is not None:
+            out[name] = f"param:{hit}"
+            continue
+        hitd = next((d for d in dims if _norm(d) == key and d not in used), None)
+        if hitd is not None:
+            out[name] = f"dim:{hitd}"
+            used.add(hitd)
+            continue
+        pending.append(name)
+    rest = [d for d in dims if d not in used]
+    for name in pending:
+        if not rest:
+            raise CudaError(f"cannot tell what the host parameter {name} of {entry} is")
+        out[name] = f"dim:{rest.pop(0)}"
+    return out
+
+
+def run_task_cuda(task: Any, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int],
+                  params: Mapping[str, Any] | None = None, *, options: BuildOptions | None = None,
+                  source: str | None = None, time_limit_s: float | None = None) -> tuple[list[np.ndarray], CudaRun]:
+    """Run a task's ``kernel.cu`` on the task's inputs: its outputs (shaped as the signature says) and the
+    run. ``task`` is a :class:`nkieval.tasks.Task` (only its signature, kernel name and CUDA file are read);
+    ``source`` replaces the task's kernel.cu."""
+    src = source if source is not None else task.cuda_file.read_text()
+    prm = dict(task.params) if params is None else dict(params)
+    binding = bind_task(src, task.kernel, task.inputs, task.outputs, prm)
+    args: dict[str, Any] = {}
+    out_specs = {s.name: s for s in task.outputs}
+    for hname, what in binding.items():
+        kind, _, name = what.partition(":")
+        if kind == "in":
+            args[hname] = inputs[name]
+        elif kind == "out":
+            spec = out_specs[name]
+            shape = spec.concrete(dims)
+            dt = _out_dtype(src, task.kernel, hname)
+            fill = np.nan if dt.kind == "f" else 0
+            args[hname] = np.full(shape, fill, dt)
+        elif kind == "dim":
+            args[hname] = int(dims[name])
+        elif kind == "param":
+            args[hname] = prm[name]
+    run = run_host(src, task.kernel, args, options=options, time_limit_s=time_limit_s)
+    outs = []
+    for spec in task.outputs:
+        hname = next(h for h, w in binding.items() if w == f"out:{spec.name}")
+        outs.append(run.memory[hname].reshape(spec.concrete(dims)))  # in the CUDA pointer's dtype
+    return outs, run
+
+
+def _out_dtype(source: str, entry: str, pname: str) -> np.dtype:
+    for n, t in host_params(source, entry):
+        if n == pname and isinstance(t, PtrT):
+            return base_dtype(t.elem)
+    raise CudaError(f"no pointer parameter {pname}")

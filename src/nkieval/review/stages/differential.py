@@ -1,0 +1,362 @@
+"""Differential port checking: the task's CUDA source (run by :mod:`nkieval.cuda`) and the port on the same
+inputs, a verdict for every output, and disagreements attributed.
+
+* **Same inputs.** The review's own cases (the smallest first, within a time budget for the executor) and
+  edge inputs derived from the CUDA source (rows of tiny variance where the kernel normalises by a
+  square root; large magnitudes where it exponentiates), on which the port is run once more in the sandbox.
+* **A verdict for every output**: agree when ``|port - cuda| <= atol + rtol * |cuda|`` everywhere (the
+  task's tolerance), else disagree, with the case and the worst element.
+* **Causes are re-evaluated, never guessed.** A literal constant of the CUDA source (or a float parameter)
+  that the port does not use, paired with a constant the port uses and the CUDA source does not, is a
+  hypothesis; it is stated only when re-running the CUDA kernel with the port's constant reproduces the
+  port's outputs (the disagreement shrinks at least tenfold to within tolerance). Otherwise the
+  disagreement is reported with "cause not identified".
+* **GPU vs Trainium numerics from the real code**: per output, the observed port-vs-GPU difference next
+  to the envelope ``max|GPU - ref| + max|port - ref|`` (the GPU kernel's own error in its order and
+  precision, fast-math if built with it, plus the port's), on the review's cases.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nkieval.review.sandbox import CaseJob, CaseRun, run_candidate
+from nkieval.review.stages.load import Loaded
+
+#: seconds of executor time per review for the review's own cases (the edge case always runs)
+EXECUTOR_BUDGET_S = 6.0
+#: cases larger than this (elements of inputs and outputs) are not run on the executor
+MAX_ELEMENTS = 400_000
+MAX_HYPOTHESES = 16
+#: a difference (in units of the task's tolerance) below this is rounding noise: never attributed
+MIN_ATTRIBUTED = 2e-3
+
+
+@dataclass(frozen=True)
+class _Lit:
+    value: float
+    text: str
+    line: int
+    start: int = -1
+    end: int = -1
+
+
+def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None = None
+                 ) -> tuple[dict[str, Any] | None, str | None]:
+    """The differential record for the migration criterion, or (None, why not). ``judged``: the cases in
+    report form (a numerics failure there makes the attribution look at outputs that agree within
+    tolerance too: a systematic deviation the numerics standard caught)."""
+    task = loaded.task
+    if task.cuda_file is None:
+        return None, "the task has no CUDA source"
+    try:
+        from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
+    except ImportError as e:  # pragma: no cover - part of the package
+        return None, f"the CUDA executor is unavailable: {e}"
+    cuda_src = task.cuda_file.read_text()
+    outputs = [s.name for s in task.outputs]
+    per_out: dict[str, dict[str, Any]] = {o: {"output": o, "verdict": "agree", "cases": 0, "worst": None,
+                                              "tol_ratio": 0.0, "max_abs_diff": 0.0, "envelope": None,
+                                              "observed": 0.0} for o in outputs}
+    runs_gpu: list[tuple[str, dict[str, int], dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
+    order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
+    spent = 0.0
+    options = None
+    for i in order:
+        c, run = loaded.cases[i], runs[i]
+        if run.status != "ok" or _elements(task, c.dims) > MAX_ELEMENTS or spent > EXECUTOR_BUDGET_S:
+            continue
+        inputs = loaded.data[i].inputs
+        t0 = time.perf_counter()
+        try:
+            gpu, cr = run_task_cuda(task, inputs, c.dims, time_limit_s=max(0.5, EXECUTOR_BUDGET_S - spent))
+        except ExecutorTimeout:
+            break
+        except CudaError as e:
+            return None, f"the CUDA source could not be run: {e}"
+        spent += time.perf_counter() - t0
+        options = cr.options
+        ref = loaded.data[i].reference
+        _compare(task, c.label, gpu, run.outputs, ref, per_out)
+        runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
+    if not runs_gpu:
+        return None, "no case both ran and fits the executor's budget"
+    edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1])
+    for label, _d, _i, gpu, port in edge:
+        _compare(task, label, gpu, port, None, per_out)
+    disagreeing = [o for o in outputs if per_out[o]["verdict"] == "disagree"]
+    numerics_failed = any(getattr(c, "numerics", None) and c.numerics.get("status") == "fail" for c in judged or [])
+    causes: list[dict[str, Any]] = []
+    if disagreeing or numerics_failed:
+        causes = _attribute(loaded, cuda_src, [*edge, *runs_gpu], disagreeing or outputs)
+    explained = {o for c in causes for o in c["outputs"]}
+    for o in disagreeing:
+        per_out[o]["cause"] = next((c["summary"] for c in causes if o in c["outputs"]), "cause not identified")
+    return {
+        "outputs": [per_out[o] for o in outputs],
+        "disagree": disagreeing,
+        "unexplained": [o for o in disagreeing if o not in explained],
+        "causes": causes,
+        "cases": [r[0] for r in runs_gpu] + [r[0] for r in edge],
+        "gpu_build": None if options is None else {"fast_math": options.fast_math, "ftz": options.ftz,
+                                                    "fmad": options.fmad},
+    }, None
+
+
+def _elements(task: Any, dims: dict[str, int]) -> int:
+    return sum(int(np.prod(s.concrete(dims))) for s in [*task.inputs, *task.outputs])
+
+
+def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray],
+             ref: list[np.ndarray] | None, per_out: dict[str, dict[str, Any]]) -> None:
+    for k, spec in enumerate(task.outputs):
+        if k >= len(port):
+            continue
+        g = np.asarray(gpu[k], np.float64)
+        p = np.asarray(port[k], np.float64).reshape(g.shape) if np.size(port[k]) == g.size else None
+        rec = per_out[spec.name]
+        rec["cases"] += 1
+        if p is None:
+            rec["verdict"] = "disagree"
+            rec["worst"] = {"case": label, "why": f"shape {np.shape(port[k])} vs {g.shape}"}
+            continue
+        with np.errstate(all="ignore"):
+            both_nan = np.isnan(g) & np.isnan(p)
+            same_inf = np.isinf(g) & (g == p)
+            d = np.where(both_nan | same_inf, 0.0, np.abs(p - g))
+            d = np.where(np.isnan(d), np.inf, d)
+            ratio = d / (task.atol + task.rtol * np.abs(np.where(np.isfinite(g), g, 0.0)))
+        j = int(np.argmax(ratio)) if ratio.size else 0
+        r = float(ratio.reshape(-1)[j]) if ratio.size else 0.0
+        if r > rec["tol_ratio"]:
+            idx = np.unravel_index(j, g.shape) if g.size else ()
+            rec["tol_ratio"] = r
+            rec["max_abs_diff"] = float(d.reshape(-1)[j]) if d.size else 0.0
+            rec["worst"] = {"case": label, "index": [int(x) for x in idx], "gpu": float(g.reshape(-1)[j]),
+                            "port": float(p.reshape(-1)[j])}
+        if r > 1.0:
+            rec["verdict"] = "disagree"
+        if ref is not None and k < len(ref):
+            rf = np.asarray(ref[k], np.float64)
+            fin = np.isfinite(g) & np.isfinite(p) & np.isfinite(rf)
+            if fin.any():
+                env = float(np.abs(g - rf)[fin].max() + np.abs(p - rf)[fin].max())
+                obs = float(np.abs(g - p)[fin].max())
+                rec["envelope"] = max(rec["envelope"] or 0.0, env)
+                rec["observed"] = max(rec["observed"], obs)
+
+
+# ------------------------------------------------------------------------------ edge inputs
+def _edge_kinds(cuda_src: str) -> list[str]:
+    kinds = []
+    if re.search(r"\b(rsqrtf?|sqrtf?|__frsqrt_rn)\s*\(", cuda_src):
+        kinds += ["tiny_variance", "tiny_magnitude"]
+    if re.search(r"\b(__expf|expf?|exp2f?)\s*\(", cuda_src):
+        kinds.append("large_magnitude")
+    return kinds
+
+
+def _edge_inputs(task: Any, inputs: dict[str, np.ndarray], kind: str, seed: int) -> dict[str, np.ndarray] | None:
+    """The floating-point inputs of rank >= 2 shaped as the first of them, as rows: each row a constant plus
+    noise of 1e-3 (``tiny_variance``), noise of 1e-3 alone (``tiny_magnitude``), or scaled by 30
+    (``large_magnitude``); the other inputs unchanged."""
+    out = dict(inputs)
+    rng = np.random.default_rng(seed)
+    shape = None
+    for spec in task.inputs:
+        a = inputs[spec.name]
+        if a.ndim < 2 or a.dtype.kind not in "fV" or a.dtype.itemsize < 2 or (shape is not None and a.shape != shape):
+            continue
+        shape = a.shape
+        rows = a.astype(np.float32).reshape(-1, a.shape[-1])
+        noise = np.float32(1e-3) * rng.standard_normal(rows.shape).astype(np.float32)
+        if kind == "tiny_variance":
+            new = rng.standard_normal((rows.shape[0], 1)).astype(np.float32) + noise
+        elif kind == "tiny_magnitude":
+            new = noise
+        else:
+            new = rows * np.float32(30.0)
+        out[spec.name] = new.reshape(a.shape).astype(a.dtype)
+    return out if shape is not None else None
+
+
+def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
+               ) -> list[tuple[str, dict[str, int], dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]]:
+    from nkieval.cuda import CudaError, run_task_cuda
+
+    task = loaded.task
+    base = next((d.inputs for c, d in zip(loaded.cases, loaded.data) if c.dims == dims), None)
+    if base is None:
+        return []
+    jobs, prepared = [], []
+    for kind in _edge_kinds(cuda_src):
+        inp = _edge_inputs(task, base, kind, loaded.seed)
+        if inp is None:
+            continue
+        try:
+            gpu, _ = run_task_cuda(task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S)
+        except CudaError:
+            continue
+        label = f"edge/{kind}"
+        jobs.append(CaseJob(label, inp, dict(task.params), len(task.outputs)))
+        prepared.append((label, dims, inp, gpu))
+    if not jobs:
+        return []
+    req = loaded.request
+    ran = run_candidate(loaded.source, task.kernel, jobs, target=loaded.target, limits=loaded.limits,
+                        isolation=req.isolation, trusted=req.trusted, hide=(str(task.directory),))
+    return [(lb, d, inp, gpu, r.outputs) for (lb, d, inp, gpu), r in zip(prepared, ran) if r.status == "ok"]
+
+
+# ------------------------------------------------------------------------------ attribution
+def _cuda_literals(src: str) -> list[_Lit]:
+    from nkieval.cuda.program import _parser, preprocess
+
+    text = preprocess(src)
+    tree = _parser().parse(text.encode())
+    out: list[_Lit] = []
+    stack = [tree.root_node]
+    while stack:
+        n = stack.pop()
+        if n.type == "number_literal":
+            t = n.text.decode().lower()
+            if not t.startswith("0x") and ("." in t or "e" in t):
+                try:
+                    out.append(_Lit(float(t.rstrip("fl")), n.text.decode(), n.start_point[0] + 1, n.start_byte,
+                                    n.end_byte))
+                except ValueError:
+                    pass
+        stack.extend(n.children)
+    return out
+
+
+def _port_literals(source: str) -> list[_Lit]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the candidate's text: anything goes
+        return []
+    out = []
+    # (parameter defaults are not the constants the port computes with: the review passes every parameter)
+    defaults = {id(x) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                for d in [*f.args.defaults, *f.args.kw_defaults] if d is not None for x in ast.walk(d)}
+    for n in ast.walk(tree):
+        if id(n) in defaults:
+            continue
+        if isinstance(n, ast.Constant) and isinstance(n.value, float) and not isinstance(n.value, bool):
+            out.append(_Lit(float(n.value), ast.get_source_segment(source, n) or repr(n.value), n.lineno))
+        elif isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant) \
+                and isinstance(n.operand.value, float):
+            out.append(_Lit(-float(n.operand.value), ast.get_source_segment(source, n) or "", n.lineno))
+    return out
+
+
+def _close(a: float, b: float) -> bool:
+    return a == b or (a != 0 and abs(a - b) <= 1e-6 * abs(a))
+
+
+def _line_text(text: str, line: int) -> str:
+    lines = text.splitlines()
+    return lines[line - 1].strip()[:160] if 0 < line <= len(lines) else ""
+
+
+def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disagreeing: list[str]
+               ) -> list[dict[str, Any]]:
+    from nkieval.cuda import CudaError, run_task_cuda
+    from nkieval.cuda.program import preprocess
+
+    task = loaded.task
+    port_lits = _port_literals(loaded.source)
+    cuda_lits = _cuda_literals(cuda_src)
+    params = {k: float(v) for k, v in task.params.items() if isinstance(v, float)}
+    # (a port constant equal to another parameter's value is still a candidate: re-running decides)
+    known = [lit.value for lit in cuda_lits]
+    port_only = [p for p in port_lits if not any(_close(p.value, k) for k in known) and p.value != 0]
+    if not port_only:
+        return []
+    port_values = [p.value for p in port_lits]
+    # (constants the port does not use first; a parameter's value often appears as the port's default)
+    hyps: list[tuple[tuple[bool, float], str, Any, _Lit]] = []
+    for p in port_only:
+        for c in cuda_lits:
+            if c.value != 0 and p.value * c.value > 0:
+                used = any(_close(c.value, v) for v in port_values)
+                hyps.append(((used, abs(math.log(abs(p.value / c.value)))), "literal", c, p))
+        for k, v in params.items():
+            if v != 0 and p.value * v > 0:
+                hyps.append(((False, abs(math.log(abs(p.value / v)))), "param", k, p))
+    hyps.sort(key=lambda h: h[0])
+    hyps = hyps[:MAX_HYPOTHESES]
+    if not hyps:
+        return []
+    out_idx = {s.name: k for k, s in enumerate(task.outputs)}
+    text = preprocess(cuda_src)
+    # the run where the disagreement is largest decides; every output is re-checked there
+    best: tuple[float, Any, dict[str, float]] | None = None
+    for r in runs:
+        e = {o: _max_ratio(task, r[3][out_idx[o]], r[4][out_idx[o]]) for o in disagreeing}
+        if best is None or max(e.values()) > best[0]:
+            best = (max(e.values()), r, e)
+    assert best is not None
+    label, dims, inputs, _gpu, port = best[1]
+    base_err = best[2]
+    causes: list[dict[str, Any]] = []
+    stop = time.perf_counter() + 2 * EXECUTOR_BUDGET_S
+    for _, kind, what, p in hyps:
+        if time.perf_counter() > stop:
+            break
+        try:
+            if kind == "literal":
+                suffix = "f" if what.text.lower().endswith("f") else ""
+                mutated = text[: what.start] + repr(p.value) + suffix + text[what.end:]
+                g2, _ = run_task_cuda(task, inputs, dims, source=mutated, time_limit_s=EXECUTOR_BUDGET_S / 2)
+            else:
+                prm = dict(task.params)
+                prm[what] = p.value
+                g2, _ = run_task_cuda(task, inputs, dims, params=prm, time_limit_s=EXECUTOR_BUDGET_S / 2)
+        except CudaError:
+            continue
+        fixed = []
+        for o in disagreeing:
+            e0 = base_err[o]
+            e1 = _max_ratio(task, g2[out_idx[o]], port[out_idx[o]])
+            # (reproduced: the difference shrinks tenfold to within tolerance, from well above fp32 noise)
+            if e0 >= MIN_ATTRIBUTED and e1 <= 1.0 and e1 <= 0.1 * e0:
+                fixed.append((o, e0, e1))
+        if not fixed:
+            continue
+        outs = [f[0] for f in fixed]
+        if kind == "literal":
+            cuda_desc = f"the constant {what.text} at kernel.cu:{what.line} (`{_line_text(cuda_src, what.line)}`)"
+        else:
+            cuda_desc = f"the parameter {what} = {params[what]:g} that the CUDA kernel takes"
+        summary = (f"{cuda_desc} is {p.text} in the port at candidate.py:{p.line} "
+                   f"(`{_line_text(loaded.source, p.line)}`): re-running the CUDA kernel with {p.text} reproduces the "
+                   f"port's {', '.join(outs)} on {label} (difference "
+                   + ", ".join(f"{e0:.3g}x -> {e1:.3g}x the tolerance" for _, e0, e1 in fixed) + ")")
+        causes.append({"kind": "constant", "outputs": outs, "cuda_line": what.line if kind == "literal" else None,
+                       "cuda_text": what.text if kind == "literal" else what, "port_line": p.line,
+                       "port_text": p.text, "case": label, "summary": summary,
+                       "reproduced": [{"output": o, "before": e0, "after": e1} for o, e0, e1 in fixed]})
+        disagreeing = [o for o in disagreeing if o not in outs]
+        if not disagreeing:
+            break
+    return causes
+
+
+def _max_ratio(task: Any, g: np.ndarray, p: np.ndarray) -> float:
+    g64 = np.asarray(g, np.float64)
+    if np.size(p) != g64.size:
+        return math.inf
+    p64 = np.asarray(p, np.float64).reshape(g64.shape)
+    with np.errstate(all="ignore"):
+        d = np.where((np.isnan(g64) & np.isnan(p64)) | (np.isinf(g64) & (g64 == p64)), 0.0, np.abs(p64 - g64))
+        d = np.where(np.isnan(d), np.inf, d)
+        r = d / (task.atol + task.rtol * np.abs(np.where(np.isfinite(g64), g64, 0.0)))
+    return float(r.max()) if r.size else 0.0

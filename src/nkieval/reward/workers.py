@@ -1,0 +1,197 @@
+"""A pool of review processes with a time limit per job: what ``score_many(executor="local")`` and
+``nkieval serve`` run reviews in.
+
+Why not ``concurrent.futures.ProcessPoolExecutor``: a job that runs past its time limit must be stopped, and a
+process pool cannot stop one task. Here each slot is one spawned process (its own process group, so its
+sandbox zygote goes with it) fed through a pipe by one thread; past the limit the slot's process group is
+killed, the job's result is a ``harness-error`` (retryable), and a fresh process takes the slot. A worker
+that dies is the same. Each worker keeps its warm state (zygote, tracer pool, case cache) across jobs.
+
+A job is a JSON-safe dict of :func:`nkieval.reward.core.score` arguments; the answer is
+``RewardResult.to_dict()`` (or ``{"status": "bad-request", ...}`` for an unknown task or target).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+#: Seconds a stopping worker gets to shut its sandbox down before it is killed.
+STOP_GRACE_S = 2.0
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Score one job in this process: the worker's body (and the Ray task's)."""
+    from nkieval.review.verdict import UsageError
+    from nkieval.reward.core import score
+    from nkieval.tasks import TaskError
+
+    kw = dict(job.get("review_kw") or {})
+    try:
+        r = score(job["task"], job["source"], seed=job.get("seed"), target=job.get("target"), extract=False,
+                  full_report=bool(job.get("full_report")), shaping=job.get("shaping", "tiered"), **kw)
+    except (TaskError, UsageError, ValueError) as e:
+        return {"status": "bad-request", "reward": None, "task": str(job.get("task")), "error": str(e)}
+    d = r.to_dict()
+    if job.get("extraction"):
+        d["extraction"] = job["extraction"]
+    return d
+
+
+def _on_term(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # runs atexit: the sandbox zygote is shut down
+
+
+def _worker_main(conn: Any) -> None:
+    """A slot's process: answer jobs from ``conn`` until it closes."""
+    with contextlib.suppress(OSError):
+        os.setpgrp()
+    signal.signal(signal.SIGTERM, _on_term)
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            ans = run_job(job)
+        except BaseException as e:  # the harness broke: retryable
+            ans = {"status": "harness-error", "reward": None, "task": str(job.get("task")),
+                   "error": f"worker: {type(e).__name__}: {e}"}
+        try:
+            conn.send(ans)
+        except (BrokenPipeError, OSError):
+            return
+
+
+class _Slot:
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.proc: Any = None
+        self.conn: Any = None
+
+    def start(self) -> None:
+        parent, child = self.ctx.Pipe()
+        self.proc = self.ctx.Process(target=_worker_main, args=(child,), daemon=True, name="nkieval-reward-worker")
+        self.proc.start()
+        child.close()
+        self.conn = parent
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(OSError, AttributeError):
+            self.conn.close()
+        self.conn = None
+        if self.proc.is_alive():
+            self._signal(signal.SIGTERM)
+            self.proc.join(STOP_GRACE_S)
+            self._signal(signal.SIGKILL)
+        self.proc.join(STOP_GRACE_S)
+        self.proc = None
+
+    def _signal(self, sig: int) -> None:
+        """``sig`` to the worker's process group (its zygote and sandbox processes), and to the worker itself
+        in case it has not made its group yet."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.proc.pid, sig)
+
+
+class WorkerPool:
+    """``workers`` review processes; :meth:`submit` a job, get a :class:`~concurrent.futures.Future` of its
+    answer. ``timeout_s`` (per job, None: none) bounds a job's wall time from the moment a worker takes it."""
+
+    def __init__(self, workers: int | None = None, *, timeout_s: float | None = None) -> None:
+        n = workers or os.cpu_count() or 1
+        if n < 1:
+            raise ValueError(f"workers must be at least 1, got {n}")
+        self.workers = n
+        self.timeout_s = timeout_s
+        self._jobs: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]], float | None,
+                                      Callable[[], None] | None] | None] = queue.Queue()
+        self._ctx = mp.get_context("spawn")
+        self._threads = [threading.Thread(target=self._serve, daemon=True, name=f"nkieval-slot-{i}")
+                         for i in range(n)]
+        self._closed = False
+        self.busy = 0
+        self._lock = threading.Lock()
+        for th in self._threads:
+            th.start()
+
+    def submit(self, job: dict[str, Any], timeout_s: float | None = None,
+               on_start: Callable[[], None] | None = None) -> Future[dict[str, Any]]:
+        """Queue ``job``; ``on_start`` is called (in the pool's thread) when a worker takes it."""
+        if self._closed:
+            raise RuntimeError("the worker pool is closed")
+        fut: Future[dict[str, Any]] = Future()
+        self._jobs.put((job, fut, timeout_s if timeout_s is not None else self.timeout_s, on_start))
+        return fut
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._threads:
+            self._jobs.put(None)
+        for th in self._threads:
+            th.join()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _serve(self) -> None:
+        slot = _Slot(self._ctx)
+        try:
+            while True:
+                item = self._jobs.get()
+                if item is None:
+                    return
+                job, fut, limit, on_start = item
+                if not fut.set_running_or_notify_cancel():
+                    continue
+                with self._lock:
+                    self.busy += 1
+                try:
+                    if on_start is not None:
+                        with contextlib.suppress(Exception):
+                            on_start()
+                    fut.set_result(self._run(slot, job, limit))
+                except BaseException as e:  # never leave a future unresolved
+                    fut.set_result(_harness(job, f"pool: {type(e).__name__}: {e}"))
+                finally:
+                    with self._lock:
+                        self.busy -= 1
+        finally:
+            slot.stop()
+
+    def _run(self, slot: _Slot, job: dict[str, Any], limit: float | None) -> dict[str, Any]:
+        if slot.proc is None or not slot.proc.is_alive():
+            slot.stop()
+            slot.start()
+        t0 = time.monotonic()
+        try:
+            slot.conn.send(job)
+            if slot.conn.poll(limit):
+                return dict(slot.conn.recv())
+            why = f"the review ran past the request's time limit of {limit:g} s; its worker was stopped"
+        except (EOFError, OSError, BrokenPipeError) as e:
+            why = f"the review worker died ({type(e).__name__}) after {time.monotonic() - t0:.1f} s"
+        slot.stop()
+        return _harness(job, why)
+
+
+def _harness(job: dict[str, Any], why: str) -> dict[str, Any]:
+    return {"status": "harness-error", "reward": None, "task": str(job.get("task")), "error": why,
+            "seed": job.get("seed"), "target": job.get("target")}
