@@ -144,3 +144,14 @@ def list_cmd() -> None:
         files = "".join(x for x, f in (("C", t.cuda_file), ("B", t.baseline_file), ("S", t.solution_file)) if f)
         click.echo(f"{t.id:<24} L{t.level}  {files:<3} {len(t.hidden_shapes)} hidden  {len(t.flawed)} flawed  "
                    f"{t.title}")
+
+
+def _register_audit() -> None:
+    """``task audit`` and ``task import`` live in nkieval.tasks.audit (which composes the review)."""
+    from nkieval.tasks.audit.cli import audit_cmd, import_cmd
+
+    task_group.add_command(audit_cmd)
+    task_group.add_command(import_cmd)
+
+
+_register_audit()

@@ -188,6 +188,24 @@ def reference_outputs(task: Task, fn: Callable[..., Any], inputs: dict[str, np.n
     return [np.asarray(o) for o in outs]
 
 
+def numerics_op_problem(task: Task) -> str | None:
+    """Why the task's numerics op cannot be judged (unknown op, no oracle), or None."""
+    if task.numerics.op == "reference":
+        ns = _run_reference(task)
+        if not callable(ns.get("oracle")):
+            return "numerics.op is 'reference' but reference.py defines no oracle()"
+        if task.numerics.k is None:
+            return "numerics.op is 'reference' but numerics.k (the contraction length) is not set"
+        return None
+    from nkieval.numerics.oracle import UnknownOpError, get_op
+
+    try:
+        get_op(task.numerics.op)
+    except UnknownOpError as e:
+        return str(e)
+    return None
+
+
 def checked_reference_outputs(task: Task, fn: Callable[..., Any], inputs: dict[str, np.ndarray],
                               dims: dict[str, int]) -> list[np.ndarray]:
     """:func:`reference_outputs` for the review: a reference that raises or returns what the signature does
@@ -238,6 +256,9 @@ def check_task(path: str | Path, *, run_reference: bool = True) -> CheckReport:
     except TaskError as e:
         return CheckReport(task=None, errors=[str(e)])
     rep = CheckReport(task=task)
+    why = numerics_op_problem(task)
+    if why:  # otherwise every review of a correct kernel fails later with a false "no outputs"
+        rep.errors.append(f"task.toml:numerics.op: {why} [task rule numerics-op]")
     from nkieval.hardware import get_target
 
     p = int(get_target(task.default_target).partitions)  # one tile's rows

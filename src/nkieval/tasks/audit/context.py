@@ -1,0 +1,81 @@
+"""What the audit's criteria share: the task, the seed, the target and the review runs made so far."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nkieval.tasks.audit.runner import RunOutcome, run_candidate
+from nkieval.tasks.schema import Task
+
+
+@dataclass
+class CaseData:
+    """One (shape, family) case as the review draws it: inputs and the reference's outputs."""
+
+    label: str
+    dims: dict[str, int]
+    hidden: bool
+    family: str
+    inputs: dict[str, np.ndarray]
+    outputs: list[np.ndarray] | None  # None: the reference raised (see ``error``)
+    error: str = ""
+
+
+@dataclass
+class AuditContext:
+    task: Task
+    seed: int
+    target: str
+    max_mutants: int = 16
+    #: seconds of mutant reviews; the rest of the sample is reported "not run (time budget)"
+    mutation_budget_s: float = 60.0
+    #: probe each surviving mutant on extra shapes to name one that kills it (costs reviews)
+    probe_survivors: bool = True
+    runs: dict[tuple[Any, ...], RunOutcome] = field(default_factory=dict)
+    cases: list[CaseData] | None = None
+    times: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def run(self, label: str, source: str | Path, *, target: str | None = None,
+            families: tuple[str, ...] | None = None, compare_references: bool = False,
+            keep_feedback: bool = False, task: Task | None = None) -> RunOutcome:
+        """Review a candidate (cached per label, target, families and references)."""
+        key = (label, target or self.target, families, compare_references, keep_feedback, id(task) if task else 0)
+        hit = self.runs.get(key)
+        if hit is None:
+            t0 = time.perf_counter()
+            hit = run_candidate(task or self.task, source, label, seed=self.seed, target=target or self.target,
+                                families=families, compare_references=compare_references,
+                                keep_feedback=keep_feedback)
+            self.times["reviews_s"] = self.times.get("reviews_s", 0.0) + time.perf_counter() - t0
+            self.times["reviews"] = self.times.get("reviews", 0) + 1
+            self.runs[key] = hit
+        return hit
+
+    def expert_source(self) -> str | None:
+        f = self.task.solution_file
+        return f.read_text() if f is not None else None
+
+    def all_cases(self) -> list[CaseData]:
+        """Every (shape, family) case with the review's inputs (same seeds) and the reference's outputs."""
+        if self.cases is None:
+            from nkieval.review.stages.load import case_inputs, plan_cases
+            from nkieval.tasks.loader import load_reference, reference_outputs
+
+            fn = load_reference(self.task)
+            out = []
+            for c in plan_cases(self.task, self.seed, self.task.families, "all"):
+                ins = case_inputs(self.task, c)
+                try:
+                    outs: list[np.ndarray] | None = reference_outputs(self.task, fn, ins)
+                    err = ""
+                except Exception as e:  # the task author's code: a finding, not a crash
+                    outs, err = None, f"{type(e).__name__}: {e}"
+                out.append(CaseData(c.label, dict(c.dims), c.hidden, c.family, ins, outs, err))
+            self.cases = out
+        return self.cases

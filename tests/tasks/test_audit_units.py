@@ -1,0 +1,114 @@
+"""Units of the task audit that need no review: mutation operators, generated kernels, the loader's
+errors for a broken reference.py and an unknown numerics op, the CLI's exit codes on cheap criteria."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+
+from click.testing import CliRunner
+
+from nkieval.cli import main
+from nkieval.tasks import check_task, load_task
+from nkieval.tasks.audit.hostile import hostile_kernels, trivial_kernels
+from nkieval.tasks.audit.mutate import KINDS, mutants
+from nkieval.tasks.loader import BUILTIN_ROOT
+
+_SRC = '''
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def k(x, eps=1e-6):
+    n, d = x.shape
+    out = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
+    for i in nl.affine_range((n + 127) // 128):
+        rows = min(128, n - i * 128)
+        t = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.sbuf)
+        u = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[0:rows], src=x[i * 128:i * 128 + rows])
+        nisa.tensor_scalar(dst=t[0:rows], data=t[0:rows], op0=nl.multiply, operand0=0.5)
+        nisa.tensor_tensor(dst=t[0:rows], data1=t[0:rows], data2=u[0:rows], op=nl.subtract)
+        if rows > 1:
+            nisa.dma_copy(dst=out[i * 128:i * 128 + rows], src=t[0:rows])
+    return out
+'''
+
+
+def test_mutants_cover_the_operators_and_change_one_thing() -> None:
+    ms, sites = mutants(_SRC, max_mutants=100)
+    kinds = {m.kind for m in ms}
+    assert kinds == set(KINDS)
+    base = ast.unparse(ast.parse(_SRC))
+    for m in ms:
+        assert m.source != base
+        changed = [line for line in m.diff.splitlines() if line.startswith("+")]
+        assert len(changed) == 1, m.diff  # one line changed
+    # the default of `eps` is never perturbed (the task passes its params: an equivalent mutant)
+    assert not any("1e-06" in m.description for m in ms)
+    assert any(m.description.startswith("0.5 ->") for m in ms)
+    assert sites >= len(ms)
+
+
+def test_mutant_budget_is_spread_over_operators() -> None:
+    ms, _ = mutants(_SRC, max_mutants=len(KINDS))
+    assert len(ms) == len(KINDS) and {m.kind for m in ms} == set(KINDS)
+
+
+def test_generated_kernels_parse_for_multi_output_and_mixed_dtype_tasks() -> None:
+    for tid in ("row_argmax", "gemm_bf16", "embedding_gather", "fp8_quantize"):
+        t = load_task(tid)
+        assert t.solution_file is not None
+        for g in trivial_kernels(t) + hostile_kernels(t, t.solution_file.read_text()):
+            if g.source is not None:
+                tree = ast.parse(g.source)
+                assert any(isinstance(n, ast.FunctionDef) and n.name == t.kernel for n in tree.body), g.id
+            else:
+                assert g.why_not
+
+
+def test_broken_reference_is_a_task_error_not_a_traceback(tmp_path) -> None:
+    d = tmp_path / "relu_copy"
+    shutil.copytree(BUILTIN_ROOT / "relu", d)
+    (d / "reference.py").write_text((d / "reference.py").read_text() + "\ndef broken(:\n")
+    rep = check_task(d)
+    assert not rep.ok and "does not parse" in rep.errors[0] and "[task rule reference]" in rep.errors[0]
+    assert "Traceback" not in rep.errors[0]
+
+
+def test_unknown_numerics_op_fails_task_check(tmp_path) -> None:
+    d = tmp_path / "relu_copy"
+    shutil.copytree(BUILTIN_ROOT / "relu", d)
+    p = d / "task.toml"
+    p.write_text(p.read_text().replace('op = "relu"', 'op = "l2normalise"'))
+    rep = check_task(d)
+    assert any("l2normalise" in e and "[task rule op]" in e for e in rep.errors), rep.errors
+    assert check_task("relu").ok
+
+
+def test_cli_exit_codes_on_cheap_criteria(tmp_path) -> None:
+    r = CliRunner().invoke(main, ["task", "audit", "relu", "--criteria", "well_formed,coverage", "--format", "json",
+                                  "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "out" / "audit.json").read_text())
+    assert rep["summary"]["verdict"] == "clean" and rep["summary"]["levels"]["coverage"] == 4
+    assert (tmp_path / "out" / "audit.md").read_text().startswith("# Task audit: `relu`")
+    d = tmp_path / "relu_copy"
+    shutil.copytree(BUILTIN_ROOT / "relu", d)
+    p = d / "task.toml"
+    p.write_text(p.read_text().replace('hidden = [\n', 'hidden = [\n  { N = 256, D = 512 },\n', 1)
+                 .replace("{ N = 300, D = 1000, note = \"ragged rows and columns\" },\n", "")
+                 .replace("{ N = 1, D = 7, note = \"fewer elements than partitions\" },\n", "")
+                 .replace('  { N = 129, D = 4100, note = "one row past a tile; more than one 4096-column tile when '
+                          'flattened, ragged tail" },\n', ""))
+    r = CliRunner().invoke(main, ["task", "audit", str(d), "--criteria", "coverage"])
+    assert r.exit_code == 1, r.output
+    assert "hidden-equals-public" in r.output
+    (d / "reference.py").write_text("def broken(:\n")
+    r = CliRunner().invoke(main, ["task", "audit", str(d)])
+    assert r.exit_code == 2 and "bad-task" in r.output
+    r = CliRunner().invoke(main, ["task", "audit", "relu", "--criteria", "nonsense"])
+    assert r.exit_code == 2
