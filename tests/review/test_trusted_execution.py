@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from nkieval.review import review
 from nkieval.review import sandbox as sb
@@ -28,6 +29,7 @@ def vector_add(a, b):
 
 PATCH_NUMPY = '''
 import numpy as np
+import pytest
 import nki
 import nki.language as nl
 
@@ -97,6 +99,7 @@ def test_reading_tile_values_in_python_fails_with_the_rule_and_line():
 
 REACH = '''
 import numpy as np
+import pytest
 import nki
 import nki.language as nl
 
@@ -128,6 +131,7 @@ def test_reaching_for_the_harness_is_a_sandbox_violation_even_when_harmless():
 
 COPY_EXPERT = '''
 import numpy as np
+import pytest
 import nki
 
 _src = np.lib.npyio.DataSource(None).open("{expert}").read()   # (numpy's own open: no audit from this line)
@@ -153,6 +157,7 @@ def test_builtin_tasks_are_hidden_from_the_tracer():
 
 PROBE_TASK_DIR = '''
 import numpy as np
+import pytest
 import nki
 import nki.language as nl
 
@@ -192,3 +197,14 @@ def test_a_task_directory_given_by_path_is_hidden_from_the_tracer():
         assert r.verdict == "pass", json.dumps([c.error for c in r.cases])[:500]
     finally:
         shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.mark.parametrize("task_id", ["relu", "row_sum"])
+def test_a_beta1_kernel_is_reviewed_as_its_front_end_launches_it(task_id):
+    """A legacy ``neuronxcc.nki`` kernel (here the task's own Beta-1 expert) is traced and executed as the
+    Beta-1 front end launches it (Beta-1 tensors, index grids, its notes for copy elision replayed by the
+    executor): it passes, where calling its bare function rejected every index grid."""
+    from nkieval.tasks.loader import BUILTIN_ROOT
+
+    r = review(task_id, BUILTIN_ROOT / task_id / "solution_beta1.py", seed=11)
+    assert r.verdict == "pass", [(c.status, c.error) for c in r.cases if c.status != "ok"][:2]

@@ -30,6 +30,7 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +97,33 @@ def _load_candidate(path: str, kernel: str) -> Any:
     return fn
 
 
-def _kernel_entry(path: str, kernel: str) -> tuple[Any, int]:
-    """The candidate's kernel function and its LNC degree (an ``@nki.jit`` Kernel wraps the function)."""
-    fn = _load_candidate(path, kernel)
-    lnc = int(getattr(fn, "lnc", 1) or 1)
-    fn = getattr(fn, "fn", fn)
+@dataclass(frozen=True)
+class KernelEntry:
+    """How to launch the candidate's kernel: the function ``run_kernel`` calls, its LNC degree, its SPMD grid,
+    and what its front end changes in the simulator's options."""
+
+    fn: Any
+    lnc: int = 1
+    grid: tuple[int, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _kernel_entry(path: str, kernel: str) -> KernelEntry:
+    """The candidate's kernel as it is launched. An ``@nki.jit`` Kernel of the current API wraps the function
+    (and its LNC degree); a Beta-1 (``neuronxcc.nki``) kernel is launched as its front end launches it: its
+    arguments become Beta-1 tensors, its grid is the SPMD grid, and on-chip capacity is judged as a warning
+    (Beta 1's compiler freed tiles after their last use; ours live until Python drops them)."""
+    from nkieval.frontends.beta1.launch import Kernel as Beta1Kernel
+    from nkieval.frontends.beta1.launch import _Entry as Beta1Entry
+
+    obj = _load_candidate(path, kernel)
+    if isinstance(obj, Beta1Kernel):
+        return KernelEntry(Beta1Entry(obj.fn), 1, tuple(obj.grid), {"capacity_check": "warn"})
+    lnc = int(getattr(obj, "lnc", 1) or 1)
+    fn = getattr(obj, "fn", obj)
     if not callable(fn) or not hasattr(fn, "__code__"):
         raise TypeError(f"`{kernel}` is not a function")
-    return fn, lnc
+    return KernelEntry(fn, lnc)
 
 
 class _Capture:
@@ -275,15 +295,17 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
 
         frontends.install(force=True)
         import numpy as np
+
+        # the front ends' note hooks a program may carry (a replay looks them up when it compiles a program)
+        import nkieval.frontends.beta1.elide  # noqa: F401
     except BaseException as e:  # infrastructure: the harness's own imports failed
         fail_all("infra-error", e)
         return
-    fn: Any = None
-    lnc = 1
+    entry = KernelEntry(None)
     programs = _Programs()
     try:
         if not replay:
-            fn, lnc = _kernel_entry(candidate, spec["kernel"])
+            entry = _kernel_entry(candidate, spec["kernel"])
     except MemoryError as e:
         fail_all("memory-limit", e)
         return
@@ -304,7 +326,7 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
             args = [arrays[name] for name in case["input_names"]]
             # the simulator stops a runaway kernel at the limit (rule instruction-budget) instead of
             # letting it run to the wall-clock timeout
-            opts = SimOptions.from_env(max_instructions=int(spec["max_instructions"]))
+            opts = SimOptions.from_env(max_instructions=int(spec["max_instructions"]), **entry.options)
             if replay:
                 from nkieval.sim.program import replay_program
 
@@ -313,9 +335,10 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
                 result = replay_program(prog, args, dict(case["params"]), target=spec["target"], options=opts)
                 raw = result.raw
             else:
-                cap = _Capture(fn)
+                cap = _Capture(entry.fn)
                 t_loaded = time.perf_counter()
-                result = run_kernel(cap, args, dict(case["params"]), target=spec["target"], lnc=lnc, options=opts)
+                result = run_kernel(cap, args, dict(case["params"]), target=spec["target"], lnc=entry.lnc,
+                                    grid=entry.grid, options=opts)
                 raw = cap.raw
             t_sim = time.perf_counter()
             sim_s = t_sim - t_loaded

@@ -66,7 +66,7 @@ def handle(request: bytes) -> bytes:
         return fail_all("infra-error", e)
     watch.install()
     try:
-        fn, lnc = _kernel_entry(candidate, req["kernel"])
+        entry = _kernel_entry(candidate, req["kernel"])
     except MemoryError as e:
         return fail_all("memory-limit", e)
     except BaseException as e:
@@ -76,8 +76,9 @@ def handle(request: bytes) -> bytes:
         t1 = time.perf_counter()
         try:
             args = [ArgSpec(tuple(a["shape"]), a["dtype"]) for a in s["args"]]
-            opts = SimOptions.from_env(max_instructions=int(req["max_instructions"]))
-            rec = record_program(fn, args, dict(s["params"]), target=req["target"], options=opts, lnc=lnc)
+            opts = SimOptions.from_env(max_instructions=int(req["max_instructions"]), **entry.options)
+            rec = record_program(entry.fn, args, dict(s["params"]), target=req["target"], options=opts,
+                                 lnc=entry.lnc, grid=entry.grid)
             res: dict[str, Any] = {"status": "ok", "program": rec.program.to_json()}
         except NkiValidationError as e:
             res = _error("instruction-limit" if e.rule == "instruction-budget" else "rule-violation", e, candidate)
