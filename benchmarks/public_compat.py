@@ -110,6 +110,12 @@ def _pytest_child(out: str, args: list[str]) -> int:
     frontends.install(force=True)
     rows: dict[str, dict[str, Any]] = {}
 
+    def save() -> None:  # after every test: a child that dies (memory, a hard crash) still reports what ran
+        tmp = out + ".part"
+        with open(tmp, "w") as f:
+            json.dump(rows, f)
+        os.replace(tmp, out)
+
     class Recorder:
         def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
             if call.excinfo is not None and call.when in ("setup", "call") and \
@@ -124,6 +130,8 @@ def _pytest_child(out: str, args: list[str]) -> int:
                 row["outcome"] = "failed" if report.outcome == "failed" else report.outcome
             if report.failed and "kind" not in row:
                 row["kind"], row["error"] = "environment", str(report.longrepr).strip().splitlines()[-1][:300]
+            if report.when == "teardown":
+                save()
 
         def pytest_collectreport(self, report: Any) -> None:
             if report.failed:
@@ -133,8 +141,7 @@ def _pytest_child(out: str, args: list[str]) -> int:
                                                        "kind": "nkieval" if nki_missing else "environment"}
 
     code = pytest.main([*args, "-q", "-p", "no:cacheprovider"], plugins=[Recorder()])
-    with open(out, "w") as f:
-        json.dump(rows, f)
+    save()
     return int(code)
 
 
@@ -147,7 +154,10 @@ def run_pytest(name: str, cwd: Path, args: list[str], timeout: float, env: dict[
         cmd = [sys.executable, str(Path(__file__).resolve()), "--pytest-child", out, "--", *args]
         full_env = {**os.environ, **(env or {}), "MPLBACKEND": "Agg"}
         try:
-            subprocess.run(cmd, cwd=str(cwd), env=full_env, timeout=timeout, capture_output=True, text=True)
+            proc = subprocess.run(cmd, cwd=str(cwd), env=full_env, timeout=timeout, capture_output=True, text=True)
+            if proc.returncode not in (0, 1):
+                tail = (proc.stderr or proc.stdout).strip().splitlines()
+                suite.note = f"pytest exited {proc.returncode}: {tail[-1][:200] if tail else ''}"
         except subprocess.TimeoutExpired:
             suite.note = f"stopped after {timeout:.0f} s; cases that had not finished are not counted"
         rows = json.load(open(out)) if os.path.exists(out) else {}
