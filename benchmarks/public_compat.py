@@ -56,6 +56,9 @@ OUT_OF_SCOPE: dict[tuple[str, str], str] = {
     ("sdk-tests", r"test_nki_nl_broadcast\.py::test_nl_broadcast"):
         "repository bug: a helper named test_* takes parameters pytest cannot supply",
     ("samples-ci", r"test_neuron_profile"): "asserts on profiler output that only hardware writes",
+    ("samples-ci", r"test_double_row_matmul\.py"):
+        "the test module reads the EC2 instance type from /sys/devices/virtual/dmi/id/product_name, and its "
+        "fallback when the file is absent is the repository's bug (warnings is not imported: NameError)",
 }
 
 
@@ -110,6 +113,12 @@ def _pytest_child(out: str, args: list[str]) -> int:
     frontends.install(force=True)
     rows: dict[str, dict[str, Any]] = {}
 
+    def save() -> None:  # after every test: a child that dies (memory, a hard crash) still reports what ran
+        tmp = out + ".part"
+        with open(tmp, "w") as f:
+            json.dump(rows, f)
+        os.replace(tmp, out)
+
     class Recorder:
         def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
             if call.excinfo is not None and call.when in ("setup", "call") and \
@@ -124,6 +133,8 @@ def _pytest_child(out: str, args: list[str]) -> int:
                 row["outcome"] = "failed" if report.outcome == "failed" else report.outcome
             if report.failed and "kind" not in row:
                 row["kind"], row["error"] = "environment", str(report.longrepr).strip().splitlines()[-1][:300]
+            if report.when == "teardown":
+                save()
 
         def pytest_collectreport(self, report: Any) -> None:
             if report.failed:
@@ -133,9 +144,26 @@ def _pytest_child(out: str, args: list[str]) -> int:
                                                        "kind": "nkieval" if nki_missing else "environment"}
 
     code = pytest.main([*args, "-q", "-p", "no:cacheprovider"], plugins=[Recorder()])
-    with open(out, "w") as f:
-        json.dump(rows, f)
+    save()
     return int(code)
+
+
+def run_pytest_per_file(name: str, cwd: Path, test_dir: str, args: list[str], timeout: float,
+                        env: dict[str, str] | None = None) -> Suite:
+    """``pytest test_dir ARGS``, one pytest process per test file: a file whose cases exhaust the machine's
+    memory (the process is killed) then costs only its own cases, which are reported as not run."""
+    suite = Suite(name, f"(cd CHECKOUT && pytest {' '.join(args[:1])} {test_dir} {' '.join(args[1:])}), "
+                        "one process per test file")
+    t0 = time.perf_counter()
+    notes = []
+    for f in sorted((cwd / test_dir).glob("test_*.py")):
+        part = run_pytest(name, cwd, [args[0], f"{test_dir}/{f.name}", *args[1:]], timeout, env)
+        suite.cases += part.cases
+        if part.note:
+            notes.append(f"{f.name}: {part.note}")
+    suite.note = "; ".join(notes) or None
+    suite.seconds = time.perf_counter() - t0
+    return suite
 
 
 def run_pytest(name: str, cwd: Path, args: list[str], timeout: float, env: dict[str, str] | None = None,
@@ -147,7 +175,10 @@ def run_pytest(name: str, cwd: Path, args: list[str], timeout: float, env: dict[
         cmd = [sys.executable, str(Path(__file__).resolve()), "--pytest-child", out, "--", *args]
         full_env = {**os.environ, **(env or {}), "MPLBACKEND": "Agg"}
         try:
-            subprocess.run(cmd, cwd=str(cwd), env=full_env, timeout=timeout, capture_output=True, text=True)
+            proc = subprocess.run(cmd, cwd=str(cwd), env=full_env, timeout=timeout, capture_output=True, text=True)
+            if proc.returncode not in (0, 1, 5):
+                suite.note = f"pytest exited {proc.returncode}" + (" (killed: out of memory?)" if proc.returncode == -9
+                                                                    else "")
         except subprocess.TimeoutExpired:
             suite.note = f"stopped after {timeout:.0f} s; cases that had not finished are not counted"
         rows = json.load(open(out)) if os.path.exists(out) else {}
@@ -234,8 +265,8 @@ def main(argv: list[str] | None = None) -> int:
                                        generation="current"))
     if args.samples_ci:
         env = {"PYTHONPATH": os.pathsep.join([str(args.samples_ci / "src"), os.environ.get("PYTHONPATH", "")])}
-        suites.append(run_pytest("samples-ci", args.samples_ci, ["--nki-sim", "test/unit", "--simulation-only"],
-                                 args.timeout, env))
+        suites.append(run_pytest_per_file("samples-ci", args.samples_ci, "test/unit", ["--nki-sim", "--simulation-only"],
+                                          args.timeout, env))
     if args.library:
         if not (args.library_env and args.library_cases):
             ap.error("--library needs --library-env and --library-cases")

@@ -223,3 +223,21 @@ def test_divide_is_not_simulator_only_in_beta1():
 
     with pytest.warns(NkiSimulatorWarning, match="nl.divide is not a hardware instruction"):
         current_nki.simulate(cur)(x)
+
+
+def _broadcast_accessed_column(x):
+    out = nl.ndarray((2, 128, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    s = nl.ndarray((2, nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)
+    b = nl.ndarray((2, nl.par_dim(128), 8), dtype=nl.float32, buffer=nl.sbuf)
+    ip, i_f = nl.arange(128)[:, None], nl.arange(8)[None, :]
+    for g in nl.affine_range(2):
+        s[g, ip, 0] = nl.load(x[g])
+        b[g, ip, i_f] = s[g, ip, 0].broadcast_to((128, 8))  # an indexed access, broadcast
+        nl.store(out[g], b[g])
+    return out
+
+
+def test_an_indexed_access_broadcasts():
+    x = np.arange(256, dtype=np.float32).reshape(2, 128, 1)
+    np.testing.assert_array_equal(nki.jit(_broadcast_accessed_column, mode="simulation")(x),
+                                  np.broadcast_to(x, (2, 128, 8)))

@@ -403,8 +403,9 @@ def _banks(a, n):
     nisa.dma_copy(dst=x, src=a[:, 0:128])
     nisa.dma_copy(dst=y, src=a)
     accs = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(n)]
-    for acc in accs:
-        nisa.nc_matmul(dst=acc, stationary=x, moving=y)
+    for _ in range(2):  # every accumulator takes a step in each round: all n are live at once
+        for acc in accs:
+            nisa.nc_matmul(dst=acc, stationary=x, moving=y)
     for i, acc in enumerate(accs):
         r = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_copy(dst=r, src=acc)

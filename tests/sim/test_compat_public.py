@@ -288,3 +288,36 @@ def test_psum_capacity_by_dependency_driven_live_ranges():
     with pytest.raises(NkiValidationError, match=r"need 24576 bytes per partition of PSUM") as e:
         nki.simulate(_twelve_accumulators, target="trn2")(a, b, True)
     assert e.value.rule == "psum-capacity"
+
+
+def _new_parameters(x, pred):
+    """The instruction forms issue 31 made legal, in one kernel, for the record/replay round trip."""
+    out = nl.ndarray((x.shape[1], x.shape[0]), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    p = nl.ndarray(pred.shape, dtype=pred.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=p, src=pred)
+    s = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.select_reduce(dst=s, predicate=p, on_true=t, on_false=0.0)
+    c = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=c, src=s, dtype=nl.float32)
+    r = nl.ndarray((x.shape[1], x.shape[0]), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.nc_transpose(dst=r, data=c)
+    nisa.core_barrier(r, (0,))
+    nisa.dma_copy(dst=out, src=r)
+    return out
+
+
+def test_new_parameters_record_and_replay():
+    from nkieval.sim.program import ArgSpec, Program, record_program, replay_program
+    from nkieval.sim.runner import run_kernel
+
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    pred = (x % 3 == 0)
+    eager = run_kernel(_new_parameters, [x, pred], {}, target="trn2")
+    np.testing.assert_array_equal(eager.outputs, np.where(pred, x, 0.0).T)
+    rec = record_program(_new_parameters, [ArgSpec(x.shape, "float32"), ArgSpec(pred.shape, "bool")], {},
+                         target="trn2")
+    replay = replay_program(Program.from_json(rec.program.to_json()), [x, pred], {}, target="trn2")
+    np.testing.assert_array_equal(replay.outputs, eager.outputs)
+    assert [(r.opcode, r.engine) for r in replay.trace.records] == [(r.opcode, r.engine) for r in eager.trace.records]

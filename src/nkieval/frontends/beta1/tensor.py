@@ -389,6 +389,10 @@ class Access(TileOps):
     def __setitem__(self, key: Any, value: Any) -> None:
         self.view()[key] = value
 
+    def broadcast_to(self, shape: Any) -> Any:
+        """``t[i_p, 0].broadcast_to((P, F))``: the accessed tile, broadcast (as ``B1Tensor.broadcast_to``)."""
+        return self.view().broadcast_to(shape)
+
     def view(self, box: tuple[slice, ...] | None = None) -> B1Tensor:
         """The strided (or indirect) view addressed by this access, restricted to ``box`` of its shape."""
         t = self.tensor
