@@ -3,10 +3,12 @@ reach the op's hazards."""
 
 from __future__ import annotations
 
+from nkieval.hardware import all_targets
 from nkieval.tasks.audit.model import CriterionAudit, Finding, level_of
 from nkieval.tasks.schema import Task
 
-P = 128
+#: the partition count (one tile's rows) on every generation a task may declare
+P = min(t.partitions for t in all_targets().values())
 
 #: numerics op (or tag) -> (family, hazard) the task should include.
 HAZARDS: dict[str, tuple[tuple[str, ...], str]] = {

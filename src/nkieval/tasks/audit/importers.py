@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from nkieval.tasks.audit.coverage import P
+
 
 class TaskImportError(ValueError):
     """The source cannot be imported as a task (names the construct and why)."""
@@ -449,7 +451,7 @@ def _reduction_symbol(ref_src: str, symbols: list[list[str]], names: list[str]) 
 
 
 def _hidden(dims: dict[str, int]) -> list[dict[str, int]]:
-    ragged = {k: v + max(1, v // 4) + (1 if (v + max(1, v // 4)) % 128 == 0 else 0) for k, v in dims.items()}
+    ragged = {k: v + max(1, v // 4) + (1 if (v + max(1, v // 4)) % P == 0 else 0) for k, v in dims.items()}
     small = {k: (1 if i == 0 else min(v, 7)) for i, (k, v) in enumerate(dims.items())}
     tile = {k: 129 if v >= 129 else v for k, v in dims.items()}
     return [ragged, small, tile]
