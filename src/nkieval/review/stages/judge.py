@@ -149,7 +149,7 @@ def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult) ->
             continue
         c, data = lo.cases[i], lo.data[i]
         keep = lo.keys[i] is not None and run.outputs[j].size <= MAX_KEPT_ELEMENTS
-        pc, _ = data.get_extra_prepared(spec.name, lambda fn=fn, c=c, keep=keep: adapters.numerics_prepare(
+        pc, _ = data.get_extra_prepared(spec.name, lambda fn=fn, c=c, keep=keep, data=data: adapters.numerics_prepare(
             task, data.inputs, c.family, is_random(c.family), fn, c.dims, keep_blocks=keep))
         if pc is None:
             continue
