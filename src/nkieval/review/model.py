@@ -212,19 +212,34 @@ def _ref_hash(d: Any) -> str:
 
 def _lean(hardware: dict[str, Any], performance: dict[str, Any]
           ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The reference kernels' (``solution``, ``baseline``) evidence moved to one table keyed by its hash."""
+    """The reference kernels' (``solution``, ``baseline``) evidence moved to one table keyed by its hash, and
+    the performance model's uncertainty statement (the same for every estimate on a target) stored once
+    there too; each place that held one holds ``{"ref": hash}``."""
     refs: dict[str, Any] = {}
-    out: list[dict[str, Any]] = []
-    for part, kind in ((hardware, "hardware"), (performance, "performance")):
-        p = dict(part)
-        for who in ("solution", "baseline"):
-            d = p.get(who)
-            if isinstance(d, dict) and d:
-                h = _ref_hash({"kind": kind, "who": who, "data": d})
-                refs[h] = {"kind": kind, "of": who, "data": d}
-                p[who] = {"ref": h}
-        out.append(p)
-    return out[0], out[1], refs
+
+    def put(kind: str, of: str, d: dict[str, Any]) -> dict[str, str]:
+        h = _ref_hash({"kind": kind, "of": of, "data": d})
+        refs[h] = {"kind": kind, "of": of, "data": d}
+        return {"ref": h}
+
+    hw = dict(hardware)
+    for who in ("solution", "baseline"):
+        if isinstance(hw.get(who), dict) and hw[who]:
+            hw[who] = put("hardware", who, hw[who])
+    perf = dict(performance)
+    for who in ("candidate", "solution", "baseline"):
+        d = perf.get(who)
+        if not isinstance(d, dict) or not d:
+            continue
+        d = dict(d)
+        if isinstance(d.get("uncertainty"), dict):
+            d["uncertainty"] = put("uncertainty", "model", d["uncertainty"])
+        if who != "candidate":
+            d.pop("timeline", None)  # the report draws the candidate's only
+            perf[who] = put("performance", who, d)
+        else:
+            perf[who] = d
+    return hw, perf, refs
 
 
 def _json_safe(v: Any) -> Any:

@@ -169,13 +169,14 @@ def _group_feedback(group: list[CaseResult], task: Task) -> Feedback:
         elif kind == "nonfinite":
             obs = (f"{_shape(c)}: {W.share(m['count'], m['total'])} of {m['output']} are NaN ({W.num(m['nan'])}) or "
                    f"inf ({W.num(m['inf'])}) where the reference is finite; every element was written, so the kernel "
-                   f"computed them, indices {W.index(m['first_index'])}..{W.index(m['last_index'])}; "
-                   f"rows {m.get('rows_affected', '')}")
+                   f"computed them, indices {W.index(m['first_index'])}..{W.index(m['last_index'])}"
+                   + (f"; rows {m['rows_affected']}" if len(m.get("first_index") or []) > 1 else ""))
             cause, conf = "an intermediate overflows (or computes inf - inf, 0/0, inf * 0)", "suspected"
         elif kind == "mismatch":
             obs = (f"{_shape(c)}: {W.share(m['count'], m['total'])} of {m['output']} differ from the reference; "
                    f"worst at {W.index(m['worst_index'])}: got {W.num(m['got'])}, expected {W.num(m['expected'])} "
-                   f"(|err| {W.num(m['abs_error'])} > allowed {W.num(m['allowed'])}); rows {m.get('rows_affected', '')}")
+                   f"(|err| {W.num(m['abs_error'])} > allowed {W.num(m['allowed'])})"
+                   + (f"; rows {m['rows_affected']}" if len(m.get("worst_index") or []) > 1 else ""))
             rel = W.relative_error(m.get("got"), m.get("expected"))
             if m["count"] * 10 >= m["total"] and (rel is None or rel > 0.01):
                 sug = ("the values are wrong, not imprecise: check the formula against the task statement, "
