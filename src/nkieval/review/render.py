@@ -65,16 +65,20 @@ def _outputs(cs: Any) -> str:
 
 
 def _evidence(f: Any) -> str:
+    """What the finding's text does not already say: the candidate line and the rule it cites."""
     ev = f.evidence
-    keys = [k for k in ("metric", "value", "reference", "rule", "location") if ev.get(k) is not None]
-    return "; ".join(f"{k} {W.num(ev[k]) if k in ('value', 'reference') else ev[k]}" for k in keys)
+    parts = [f"{k} {ev[k]}" for k in ("location", "rule") if ev.get(k) is not None and str(ev[k]) not in f.observed]
+    return "; ".join(parts)
 
 
 def view(r: Review) -> dict[str, Any]:
     """What the templates show, with numbers already worded."""
     assessed = sum(c.level is not None for c in r.criteria)
-    findings = []
+    findings, notes = [], []
     for i, f in enumerate(r.findings, 1):
+        if f.severity == "info":  # no defect: a note (a static finding the runs contradict, an inconclusive gate)
+            notes.append(f"{' + '.join(f.criteria)}: {f.observed} ({f.suggestion})")
+            continue
         findings.append({
             "n": i, "criteria": " + ".join(f.criteria), "severity": f.severity, "observed": f.observed,
             "expected": f.expected, "suggestion": f.suggestion, "also": f.also,
@@ -101,7 +105,7 @@ def view(r: Review) -> dict[str, Any]:
                             if hist_case else None,
                             f"Numerics error distribution, {hist_case.case}" if hist_case else "")
     return {
-        "r": r, "assessed": assessed, "findings": findings, "schema_version": REPORT_VERSION,
+        "r": r, "assessed": assessed, "findings": findings, "notes": notes, "schema_version": REPORT_VERSION,
         "criteria": [{"title": c.title, "level": _level(c), "raw_level": c.level, "weight": W.num(float(c.weight)),
                       "summary": c.summary, "capped_by": c.capped_by, "id": c.id} for c in r.criteria],
         "cases": [{"case": cs.case, "shape": ", ".join(f"{k}={v}" for k, v in cs.shape.items()) or

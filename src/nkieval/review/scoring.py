@@ -472,9 +472,12 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
         obs += f"; {W.stated(cause, conf)}"
     else:
         hint = _precision_hint(w)
-        obs += hint
         if "probably" in hint:
-            cause, conf = hint.split("the precision of ", 1)[-1], "suspected"
+            figure, _, cause = hint.partition(", the precision of ")
+            conf = "suspected"
+            obs += f"{figure}; {W.stated('the precision of ' + cause, conf)}"
+        else:
+            obs += hint
     rel = W.relative_error(w.get("got"), w.get("expected"))
     if finding.get("action"):
         sug = finding["action"]
@@ -501,6 +504,10 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
 
 
 # ------------------------------------------------------------------------------ hardware
+#: trace metrics whose defect other criteria state too (a literal port, a static rule): one finding
+_HW_KEYS = {"partition_utilisation": "layout:partitions", "dma_median_bytes_per_partition": "dma:small"}
+
+
 def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
     R = ev.rubric
     hw, sol = ev.hw, ev.hw_solution
@@ -516,7 +523,10 @@ def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
     def flag(p: int, obs: str, exp: str, sug: str, **metric: Any) -> None:
         nonlocal penalty
         penalty += p
-        fb.append(Feedback("hardware", "error" if p >= major else "warning", obs, exp, sug, {**base_ev, **metric}))
+        m = str(metric.get("metric"))
+        fb.append(Feedback("hardware", "error" if p >= major else "warning", obs, exp, sug, {**base_ev, **metric},
+                           confidence="measured", key=_HW_KEYS.get(m, f"hardware:{m}"),
+                           brief=obs.split(";")[0]))
 
     sol_txt = lambda v, fmt: f" (expert solution: {fmt.format(v)})" if v is not None else ""  # noqa: E731
     u = hw.partition_utilisation
@@ -715,7 +725,10 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            + (f"; static check {st['static_rule']} (candidate line {st['static_line']}) agrees" if st
                               else ""),
                            "every CUDA bounds guard (i < n) has a matching tail treatment in NKI",
-                           "add the tail tile (min()-clamped slice) for the guarded dimension", {**_case_ev(c), **st}))
+                           "add the tail tile (min()-clamped slice) for the guarded dimension", {**_case_ev(c), **st},
+                           cause="the port drops the CUDA bounds guard", confidence="matched-pattern",
+                           key=_group_key(c, task), brief="the port drops a case the CUDA bounds guard handles"
+                           + (f" (static check {st['static_rule']} line {st['static_line']} agrees)" if st else "")))
     if num_only:
         level -= 1
         st = cite("MIG003") or cite("MIG004")
@@ -723,7 +736,10 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            + (f"; static check {st['static_rule']} line {st['static_line']}: {st['static_message']}"
                               if st else ""),
                            "the port keeps the CUDA kernel's precision (fp32 accumulation where CUDA accumulates in float)",
-                           "match the CUDA accumulator and math functions", {**numerics.evidence, **st}))
+                           "match the CUDA accumulator and math functions", {**numerics.evidence, **st},
+                           key=numerics.feedback[0].key if numerics.feedback else "",
+                           brief="the port does not keep the CUDA kernel's precision"
+                           + (f" (static check {st['static_rule']} line {st['static_line']})" if st else "")))
     if literal and hw and sol:
         level -= 2
         st = cite("MIG001")
@@ -734,7 +750,10 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            "the CUDA grid/block decomposition re-derived as 128-partition tiles, not transliterated",
                            "map CUDA threads to lanes of a [128, F] tile and blocks to tiles; drop the per-block loop",
                            {"metric": "partition_utilisation", "value": hw.partition_utilisation,
-                            "instructions": hw.instructions, "reference_instructions": sol.instructions, **st}))
+                            "instructions": hw.instructions, "reference_instructions": sol.instructions, **st},
+                           cause="a literal thread-by-thread port", confidence="matched-pattern",
+                           key="layout:partitions", brief="a literal port of the CUDA threads"
+                           + (f" (static check {st['static_rule']} line {st['static_line']} agrees)" if st else "")))
     confirmed = {"MIG002": bounds_broken, "MIG003": num_failed, "MIG004": num_failed, "MIG001": literal}
     all_correct = all(c.correct for c in ev.cases)
     # Run-time evidence able to contradict a finding: every (hidden, ragged) case correct for bounds;
@@ -775,6 +794,10 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
 
 
 # ------------------------------------------------------------------------------ code quality
+#: static rules that name the source of a trace defect another criterion measures: one finding for both
+_CODE_KEYS = {"NKI016": "layout:partitions", "NKI014": "dma:small"}
+
+
 def score_code_quality(ev: Evidence, crit: Criterion) -> CriterionResult:
     if ev.analysis is None:
         return CriterionResult(crit.id, crit.title, crit.weight, "not-assessed", None,
@@ -791,9 +814,20 @@ def score_code_quality(ev: Evidence, crit: Criterion) -> CriterionResult:
         level = 3
     else:
         level = 4
-    fb = [Feedback("code_quality", f["severity"], f"candidate.py:{f['line']} [{f['rule']}] {f['message']}",
-                   "no findings above info", f.get("suggestion") or "see the rule's documentation",
-                   {"rule": f["rule"], "location": f"candidate.py:{f['line']}"}) for f in (errs + warns)[:6]]
+    by_rule: dict[str, list[dict[str, Any]]] = {}
+    for f in errs + warns:  # one line per rule: the first finding quoted, the other lines listed
+        by_rule.setdefault(str(f["rule"]), []).append(f)
+    fb = []
+    for rule, fs in list(by_rule.items())[:6]:
+        f = fs[0]
+        more = (f"; the same at line(s) {', '.join(str(x['line']) for x in fs[1:])}" if len(fs) > 1 else "")
+        line = Feedback("code_quality", f["severity"], f"candidate.py:{f['line']} [{rule}] {f['message']}{more}",
+                        "no findings above info", f.get("suggestion") or "see the rule's documentation",
+                        {"rule": rule, "location": f"candidate.py:{f['line']}",
+                         "lines": [x["line"] for x in fs]},
+                        cause=f"static rule {rule}", confidence="matched-pattern", key=_CODE_KEYS.get(rule, ""))
+        line.brief = f"[{rule}] at line(s) {', '.join(str(x['line']) for x in fs)}"
+        fb.append(line)
     return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level,
                            f"{len(errs)} error(s), {len(warns)} warning(s) from static analysis", fb)
 
