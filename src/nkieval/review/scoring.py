@@ -110,17 +110,29 @@ def _out_shape(c: CaseResult, task: Task, name: str) -> tuple[int, ...] | None:
         return None
 
 
-def _unwritten_cause(c: CaseResult, task: Task, m: dict[str, Any]) -> tuple[str, str, str]:
+def _ends_at_last(c: CaseResult, task: Task, m: dict[str, Any]) -> bool:
+    shape = _out_shape(c, task, m["output"])
+    return bool(shape) and list(m.get("last_index") or []) == [d - 1 for d in shape]  # type: ignore[union-attr]
+
+
+def _tail_seen(cases: list[CaseResult], task: Task) -> set[str]:
+    """Outputs with a case whose unwritten elements are a partial tail: there, a small case left wholly
+    unwritten is the same bug (its only tile is the tail), not an output never stored."""
+    return {m["output"] for c in cases for m in [c.mismatch or {}]
+            if m.get("kind") == "unwritten" and m["count"] < m["total"] and _ends_at_last(c, task, m)}
+
+
+def _unwritten_cause(c: CaseResult, task: Task, m: dict[str, Any], tails: set[str] = frozenset()  # type: ignore[assignment]
+                     ) -> tuple[str, str, str]:
     """What the pattern of unwritten elements says: (key part, cause, suggestion); matched pattern."""
     out = m["output"]
+    ends = _ends_at_last(c, task, m)
+    if ends and (m["count"] < m["total"] or out in tails):
+        return ("tail", f"the last partial tile of {out} is skipped (a size that is not a multiple of the tile)",
+                _SUGGEST["unwritten"])
     if m["count"] >= m["total"]:
         return ("never-stored", f"the kernel never stores {out}",
                 f"store every result tile into {out} (nl.store / nisa.dma_copy into the kernel-allocated HBM tensor)")
-    shape = _out_shape(c, task, out)
-    last = list(m.get("last_index") or [])
-    if shape and last == [d - 1 for d in shape]:
-        return ("tail", f"the last partial tile of {out} is skipped",
-                _SUGGEST["unwritten"])
     return ("gaps", f"some tiles of {out} are never stored",
             "check the loop bounds and the tile origins of the stores: every tile of the index space must be written")
 
@@ -135,26 +147,27 @@ def _mismatch_cause(c: CaseResult) -> tuple[str | None, str | None, str | None, 
     return str(top.get("id")), str(top.get("cause")), conf, top.get("action") or None
 
 
-def _group_key(c: CaseResult, task: Task) -> str:
+def _group_key(c: CaseResult, task: Task, tails: set[str] = frozenset()) -> str:  # type: ignore[assignment]
     if c.status == "ok" and c.mismatch:
         m = c.mismatch
         kind = m["kind"]
         if kind == "unwritten":
-            return f"unwritten:{m['output']}:{_unwritten_cause(c, task, m)[0]}"
+            return f"unwritten:{m['output']}:{_unwritten_cause(c, task, m, tails)[0]}"
         cid = _mismatch_cause(c)[0]
         return f"cause:{cid}" if cid else f"correctness:{kind}:{m['output']}"
     e = c.error
     return f"status:{c.status}:{e.get('rule') or e.get('error_type') or ''}:{e.get('location') or ''}"
 
 
-def _group_feedback(group: list[CaseResult], task: Task) -> Feedback:
+def _group_feedback(group: list[CaseResult], task: Task, tails: set[str] = frozenset()  # type: ignore[assignment]
+                    ) -> Feedback:
     """One feedback line for every failing case with the same cause: the first case quoted, the others listed."""
     c = group[0]
     ev = _case_ev(c)
     names = [x.case for x in group]
     fams = sorted({x.family for x in group})
     more = (f"; the same in {len(group) - 1} more case(s): {W.case_list(names[1:])}" if len(group) > 1 else "")
-    key = _group_key(c, task)
+    key = _group_key(c, task, tails)
     cause = conf = None
     if c.status == "ok" and c.mismatch:
         m = c.mismatch
@@ -162,7 +175,7 @@ def _group_feedback(group: list[CaseResult], task: Task) -> Feedback:
         ev.update({k: v for k, v in m.items() if k != "kind"})
         sug = _SUGGEST[kind]
         if kind == "unwritten":
-            _, cause, sug = _unwritten_cause(c, task, m)
+            _, cause, sug = _unwritten_cause(c, task, m, tails)
             conf = "matched-pattern"
             obs = (f"{_shape(c)}: {W.share(m['count'], m['total'])} of {m['output']} were never written (NaN), "
                    f"indices {W.index(m['first_index'])}..{W.index(m['last_index'])}")
@@ -249,18 +262,20 @@ def score_correctness(ev: Evidence, crit: Criterion) -> CriterionResult:
     failed = [c for c in cases if not c.correct]
     groups: dict[str, list[CaseResult]] = {}
     later: list[CaseResult] = []
+    tails = _tail_seen(failed, ev.task)
     for c in sorted(failed, key=lambda x: x.hidden):  # one line per cause; a public case is quoted first
-        if str((c.numerics or {}).get("diagnosis", "")).startswith("skipped"):
-            later.append(c)  # not diagnosed: joins a diagnosed group of the same symptom below
+        if (c.mismatch or {}).get("kind") in ("mismatch", "nonfinite") and \
+                str((c.numerics or {}).get("diagnosis", "")).startswith("skipped"):
+            later.append(c)  # its cause was not diagnosed: joins a diagnosed group of the same symptom below
             continue
-        groups.setdefault(_group_key(c, ev.task), []).append(c)
+        groups.setdefault(_group_key(c, ev.task, tails), []).append(c)
     for c in later:
         sym = ((c.mismatch or {}).get("kind"), (c.mismatch or {}).get("output"))
         home = next((k for k, g in groups.items()
                      if ((g[0].mismatch or {}).get("kind"), (g[0].mismatch or {}).get("output")) == sym), None)
-        groups.setdefault(home or _group_key(c, ev.task), []).append(c)
+        groups.setdefault(home or _group_key(c, ev.task, tails), []).append(c)
     for g in list(groups.values())[:int(ev.rubric.t("correctness", "max_listed_cases"))]:
-        fb.append(_group_feedback(g, ev.task))
+        fb.append(_group_feedback(g, ev.task, tails))
     warns = [w for c in ok for w in c.error.get("warnings", [])]
     if not failed:
         level = 3 if warns else 4
@@ -361,10 +376,11 @@ def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
     recipe_txt = ", ".join(f"{k}={v}" for k, v in recipe.items())
     groups: dict[str, list[CaseResult]] = {}
     undiagnosed: list[CaseResult] = []
+    tails = _tail_seen(ev.cases, ev.task)
     for c in sorted(fails, key=lambda x: x.hidden):  # one line per cause; a public case quoted first
         n = c.numerics or {}
         if (c.mismatch or {}).get("kind") == "unwritten":
-            key = _group_key(c, ev.task)  # the same key as Correctness's line: one finding
+            key = _group_key(c, ev.task, tails)  # the same key as Correctness's line: one finding
         elif str(n.get("diagnosis", "")).startswith("skipped") or (not n.get("findings") and \
                 _num_status(c, first=True) != "fail"):
             undiagnosed.append(c)
@@ -380,7 +396,7 @@ def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
         undiagnosed = []
     for i, (key, g) in enumerate(list(groups.items())[:3]):
         extra = undiagnosed if i == 0 else []
-        fb.append(_numerics_feedback(key, g, extra, ev.task, recipe_txt))
+        fb.append(_numerics_feedback(key, g, extra, ev.task, recipe_txt, tails))
     if not fails and inconclusive:
         c = inconclusive[0]
         fb.append(Feedback("numerics", "info", f"{_shape(c)}: numerics inconclusive ({c.numerics.get('deciding_gate')})",
@@ -436,7 +452,7 @@ def _precision_class(c: CaseResult) -> str:
 
 
 def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResult], task: Task,
-                       recipe_txt: str) -> Feedback:
+                       recipe_txt: str, tails: set[str]) -> Feedback:
     c = g[0]
     n = c.numerics or {}
     names = [x.case for x in g]
@@ -444,7 +460,7 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
     expected = f"every element within the error budget of the recipe ({recipe_txt})"
     if (c.mismatch or {}).get("kind") == "unwritten":
         m = c.mismatch or {}
-        _, cause, sug = _unwritten_cause(c, task, m)
+        _, cause, sug = _unwritten_cause(c, task, m, tails)
         obs = (f"{_shape(c)}: the numerics cannot be judged where {m.get('output')} was never written "
                f"({W.share(m.get('count', 0), m.get('total', 0))}); {W.stated(cause, 'matched-pattern')}")
         if len(g) > 1:
@@ -727,7 +743,7 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            "every CUDA bounds guard (i < n) has a matching tail treatment in NKI",
                            "add the tail tile (min()-clamped slice) for the guarded dimension", {**_case_ev(c), **st},
                            cause="the port drops the CUDA bounds guard", confidence="matched-pattern",
-                           key=_group_key(c, task), brief="the port drops a case the CUDA bounds guard handles"
+                           key=_group_key(c, task, _tail_seen(ev.cases, task)), brief="the port drops a case the CUDA bounds guard handles"
                            + (f" (static check {st['static_rule']} line {st['static_line']} agrees)" if st else "")))
     if num_only:
         level -= 1
@@ -877,6 +893,12 @@ def score_all(ev: Evidence) -> list[CriterionResult]:
     for crit in ev.rubric.criteria:
         if crit.id == "migration":
             results["migration"] = score_migration(ev, crit, results["correctness"], results["numerics"])
+    hw, perf = results.get("hardware"), results.get("performance")
+    if hw is not None and perf is not None and not hw.feedback:  # no trace defect to point to
+        for f in perf.feedback:
+            f.suggestion = f.suggestion.replace("; see Hardware appropriateness for the specific defects", "") \
+                .replace("see Hardware appropriateness for the specific defects",
+                         "compare the engine timeline with the expert's (nkieval profile --trace)")
     for gate in ev.rubric.gates:
         src = results.get(gate.criterion)
         if src is None or src.level is None or src.level >= gate.below:
