@@ -219,7 +219,11 @@ def test_html_shows_the_cited_code(reviewed):
     loc = next(f.location for f in r.findings if f.location)
     assert loc in r.excerpts
     html = to_html(r)
-    assert 'class="hl"' in html and "def adamw_step" in html or r.excerpts[loc][0][1] in html
+    from html import escape
+
+    n = int(loc.rsplit(":", 1)[1])
+    cited = next(t for k, t in r.excerpts[loc] if k == n)
+    assert re.search(r'<span class="hl">\s*' + str(n) + "  " + re.escape(escape(cited)), html), cited
 
 
 def test_suite_dashboard_renders_every_task():
@@ -324,3 +328,14 @@ def test_redaction_hides_hidden_shapes_and_seeds(reviewed):
     # the original is untouched and the flaw is still named
     assert r.cases[0].seed != 0
     assert "never written" in _findings_md(md)
+
+
+def test_expand_references_restores_the_inline_layout(reviewed):
+    from nkieval.review.report import expand_references
+
+    r = reviewed("adamw_step", "flawed/no_bias_correction.py")
+    lean, full = json.loads(r.to_json()), json.loads(json.dumps(r.to_dict(lean=False)))
+    back = expand_references(lean)
+    assert back["performance"]["solution"]["_total_time"] == full["performance"]["solution"]["_total_time"]
+    assert back["hardware"]["baseline"] == full["hardware"]["baseline"]
+    assert back["performance"]["candidate"]["uncertainty"] == full["performance"]["candidate"]["uncertainty"]

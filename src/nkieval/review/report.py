@@ -65,3 +65,27 @@ def to_html(r: Review) -> str:
     from nkieval.review.render import to_html as html
 
     return html(r)
+
+
+def expand_references(report: dict[str, Any]) -> dict[str, Any]:
+    """A 3.x JSON report with every ``{"ref": hash}`` replaced by the evidence it names (``references``), so a
+    reader written for 2.x finds ``performance.solution._total_time`` and ``hardware.baseline`` where they were.
+    The result still carries ``references``; it is a copy."""
+    import copy
+
+    d = copy.deepcopy(report)
+    refs = d.get("references") or {}
+
+    def expand(v: Any) -> Any:
+        if isinstance(v, dict):
+            if set(v) == {"ref"} and v["ref"] in refs:
+                return expand(copy.deepcopy(refs[v["ref"]]["data"]))
+            return {k: expand(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [expand(x) for x in v]
+        return v
+
+    for k in ("hardware", "performance"):
+        if k in d:
+            d[k] = expand(d[k])
+    return d
