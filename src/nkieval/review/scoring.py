@@ -388,8 +388,9 @@ def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
         else:
             f0 = (n.get("findings") or [{}])[0]
             conf = W.finding_confidence(f0)
-            key = f"cause:{f0.get('id')}" if conf in ("reproduced", "matched-pattern") else \
-                f"numerics:{f0.get('id') or _precision_class(c)}"
+            # a cause the diagnosis established has its own finding; the unconfirmed ones (suspected from the
+            # error's shape, or none) share one, led by the first such case
+            key = f"cause:{f0.get('id')}" if conf in ("reproduced", "matched-pattern") else "numerics:unconfirmed"
         groups.setdefault(key, []).append(c)
     if undiagnosed and not groups:
         groups["numerics:undiagnosed"] = undiagnosed
@@ -439,16 +440,6 @@ def _num_margin(c: CaseResult) -> float | None:
     vals = [(c.numerics or {}).get("margin")] + [(o.get("numerics") or {}).get("margin") for o in c.outputs[1:]]
     xs = [float(v) for v in vals if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)]
     return max(xs) if xs else None
-
-
-def _precision_class(c: CaseResult) -> str:
-    w = ((c.numerics or {}).get("worst") or [{}])[0]
-    rel = W.relative_error(w.get("got"), w.get("expected"))
-    if rel is None:
-        return "undiagnosed"
-    if rel >= 0.5:
-        return "wrong-values"
-    return "precision"
 
 
 def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResult], task: Task,
