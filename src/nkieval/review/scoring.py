@@ -497,7 +497,7 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
         sug = "keep accumulations in fp32 (PSUM) and follow the task's precision recipe"
     rest = [x.case for x in g[1:]] + [x.case for x in undiagnosed]
     if len(g) > 1:
-        lead = "the same cause in" if key.startswith("cause:") else "also failing (diagnosed, no other cause found):"
+        lead = "the same cause in" if key.startswith("cause:") else "also failing, cause not confirmed, in"
         obs += f"; {lead} {len(g) - 1} more case(s): {W.case_list(names[1:])}"
     if undiagnosed:
         obs += (f"; {len(undiagnosed)} more failing case(s) not diagnosed: "
