@@ -339,3 +339,62 @@ def test_expand_references_restores_the_inline_layout(reviewed):
     assert back["performance"]["solution"]["_total_time"] == full["performance"]["solution"]["_total_time"]
     assert back["hardware"]["baseline"] == full["hardware"]["baseline"]
     assert back["performance"]["candidate"]["uncertainty"] == full["performance"]["candidate"]["uncertainty"]
+
+
+# ------------------------------------------------------------------------------ in a browser
+def _chromium():
+    import shutil
+
+    return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def _browser(args, timeout=120):
+    import subprocess
+
+    exe = _chromium()
+    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           "--enable-logging=stderr", "--v=0", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _console_errors(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ":CONSOLE" in ln]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium (Debian's chromium package)")
+@pytest.mark.parametrize(("task", "cand"), [("adamw_step", "flawed/no_bias_correction.py"),
+                                            ("vector_add", "flawed/skips_tail.py"),
+                                            ("row_softmax", "flawed/thread_port.py")])
+def test_html_report_in_headless_chromium(reviewed, tmp_path, task, cand):
+    r = reviewed(task, cand)
+    page = tmp_path / "review.html"
+    page.write_text(to_html(r))
+    dom = _browser(["--dump-dom", page.as_uri()])
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert not _console_errors(dom.stderr), _console_errors(dom.stderr)
+    p = _parse(dom.stdout)  # the DOM the browser built, not our text
+    assert [a["data-verdict"] for t, a in p.tags if a.get("id") == "verdict"] == [r.verdict]
+    assert [a["data-criterion"] for t, a in p.tags if t == "tr" and "data-criterion" in a] == \
+        [c.id for c in r.criteria]
+    assert sum(t == "article" for t, _ in p.tags) == sum(f.severity != "info" for f in r.findings)
+    shot = tmp_path / "review.png"
+    res = _browser([f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri()])
+    assert res.returncode == 0 and shot.stat().st_size > 10_000, res.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium (Debian's chromium package)")
+def test_suite_dashboard_in_headless_chromium(tmp_path):
+    from nkieval.review.render import suite_html
+    from nkieval.review.suite import judge
+
+    recs = [{"key": f"t{i}/solution@trn2", "task": f"t{i}", "level": 1, "role": "expert", "candidate": "solution",
+             "target": "trn2", "verdict": "pass", "score": 100.0, "levels": {"correctness": 4}} for i in range(3)]
+    page = tmp_path / "suite.html"
+    page.write_text(suite_html(judge(recs)))
+    dom = _browser(["--dump-dom", page.as_uri()])
+    assert dom.returncode == 0 and not _console_errors(dom.stderr)
+    assert [a["data-task"] for t, a in _parse(dom.stdout).tags if "data-task" in a] == ["t0", "t1", "t2"]
+    shot = tmp_path / "suite.png"
+    assert _browser([f"--screenshot={shot}", page.as_uri()]).returncode == 0 and shot.stat().st_size > 5_000
