@@ -138,8 +138,11 @@ def suite_html(matrix: Any) -> str:
         t = by_task.setdefault(o.task, {"task": o.task, "level": o.level, "expert": [], "baseline": [],
                                         "flawed": [], "ok": True})
         rec = recs.get(o.key, {})
+        b, sol = rec.get("time_s"), rec.get("solution_time_s")
+        speedup = f"{b / sol:.2g}x" if o.role == "baseline" and isinstance(b, int | float) and \
+            isinstance(sol, int | float) and sol else None
         t[o.role].append({"key": o.key, "target": o.target, "ok": o.ok, "detail": o.detail,
-                          "score": rec.get("score"), "verdict": rec.get("verdict")})
+                          "score": rec.get("score"), "verdict": rec.get("verdict"), "speedup": speedup})
         t["ok"] = t["ok"] and o.ok
     rows = sorted(by_task.values(), key=lambda t: (t["level"], t["task"]))
     return _env("html").get_template("suite.html.j2").render(s=s, rows=rows)
