@@ -398,3 +398,40 @@ def test_suite_dashboard_in_headless_chromium(tmp_path):
     assert [a["data-task"] for t, a in _parse(dom.stdout).tags if "data-task" in a] == ["t0", "t1", "t2"]
     shot = tmp_path / "suite.png"
     assert _browser([f"--screenshot={shot}", page.as_uri()]).returncode == 0 and shot.stat().st_size > 5_000
+
+
+def _numerics_of(cases, task_id="adamw_step"):
+    from nkieval.review.rubric import load_rubric
+    from nkieval.review.scoring import Evidence, score_numerics
+    from nkieval.tasks import load_task
+
+    rubric = load_rubric()
+    crit = next(c for c in rubric.criteria if c.id == "numerics")
+    return score_numerics(Evidence(task=load_task(task_id), rubric=rubric, target="trn2", cases=cases), crit)
+
+
+def _case(label, first, later=None, hidden=False):
+    c = CaseResult(label, {"N": 4}, hidden, "normal", 1, "ok", correct=first.get("status") == "pass")
+    c.numerics = dict(first)
+    c.outputs = [{"name": "param_new", "correct": c.correct, "numerics": dict(first)}]
+    c.outputs += [{"name": n, "correct": True, "numerics": v} for n, v in (later or {}).items()]
+    return c
+
+
+def test_a_failing_later_output_fails_the_case_and_is_named():
+    ok = {"status": "pass", "margin": 0.3, "deciding_gate": "G2"}
+    c = _case("public-0/normal", ok, {"m_new": {"status": "fail", "margin": 12.5, "deciding_gate": "G2"},
+                                      "v_new": ok})
+    res = _numerics_of([c, _case("hidden-0/normal", ok, {"m_new": ok, "v_new": ok}, hidden=True)])
+    assert res.level == 2 and res.evidence["failing_outputs"] == ["m_new"]
+    (fb,) = res.feedback
+    assert "m_new (margin 12.5)" in fb.observed and "first output passes" in fb.observed
+    assert "worst margin 12.5" in res.summary
+
+
+def test_a_failing_case_without_a_finite_margin_is_counted():
+    bad = {"status": "fail", "margin": float("inf"), "deciding_gate": "G0"}
+    ok = {"status": "pass", "margin": 0.3, "deciding_gate": "G2"}
+    res = _numerics_of([_case("public-0/normal", ok), _case("hidden-0/normal", bad, hidden=True)])
+    assert "1 failing case(s) have no finite margin" in res.summary and "hidden-0/normal" in res.summary
+    assert res.evidence["worst_margin"] == float("inf") and res.evidence["worst_finite_margin"] == 0.3

@@ -460,6 +460,20 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
                       cases=names, families=sorted({x.family for x in g}), key=key)
         fb.brief = f"numerics fails on {len(g)} case(s) (unwritten elements)"
         return fb
+    if _num_status(c, first=True) != "fail":  # only outputs after the first fail: they have no diagnosis
+        outs = [(o["name"], (o.get("numerics") or {}).get("margin")) for o in c.outputs[1:]
+                if (o.get("numerics") or {}).get("status") == "fail"]
+        obs = (f"{_shape(c)}: output(s) " + ", ".join(f"{nm} (margin {W.num(mg)})" for nm, mg in outs)
+               + " fail the numerical standard (error/bound must be <= 1); the first output passes")
+        everyone = [*g, *undiagnosed]
+        if len(everyone) > 1:
+            obs += f"; also failing in {len(everyone) - 1} more case(s): {W.case_list([x.case for x in everyone[1:]])}"
+        fb = Feedback("numerics", "error", obs, expected,
+                      "compute these outputs as the task statement does, in the recipe's precision; "
+                      f"reproduce on {c.case}", evd, cases=[x.case for x in everyone],
+                      families=sorted({x.family for x in everyone}), key=key)
+        fb.brief = f"output(s) {', '.join(nm for nm, _ in outs)} fail the numerical standard"
+        return fb
     w = (n.get("worst") or [{}])[0]
     finding = (n.get("findings") or [{}])[0]
     conf = W.finding_confidence(finding)
