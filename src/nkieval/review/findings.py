@@ -70,6 +70,8 @@ def build(criteria: Sequence[CriterionResult]) -> list[Finding]:
             have.also.append(f"{c.title}: {f.brief or f.observed.split(';')[0]}")
             have.cases += [x for x in f.cases if x not in have.cases]
             have.families = sorted({*have.families, *f.families})
+            if have.location is None:
+                have.location = location(f)
             if have.cause is None and cause is not None:
                 have.cause, have.confidence = cause, conf
             if _SEVERITY_ORDER[f.severity] < _SEVERITY_ORDER[have.severity]:
