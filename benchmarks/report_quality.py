@@ -47,7 +47,7 @@ def measure_one(task_dir: str, path: str, seed: int) -> dict[str, Any]:
     repeated = [c for c, n in clauses.items() if n > 1]
     no_conf = [f.key for f in r.findings if f.cause and not f.confidence]
     unworded = [f.key for f in r.findings if f.confidence == "suspected" and f.cause
-                and "suspected" not in f.observed.lower()]
+                and "suspected" not in " ".join([f.observed, *f.also]).lower()]
     return {"task": Path(task_dir).name, "candidate": Path(path).name, "verdict": r.verdict,
             "findings_chars": len(sec), "findings": len(r.findings), "duplicate_observed": dup_obs,
             "repeated_clauses": repeated, "cause_without_confidence": no_conf,

@@ -70,7 +70,7 @@ def test_every_stated_cause_carries_its_confidence(reviewed):
             if f.cause:
                 assert f.confidence in ("reproduced", "matched-pattern", "suspected", "measured"), (cand, f)
             if f.confidence == "suspected" and f.cause:
-                assert "suspected" in f.observed, (cand, f.observed)
+                assert "suspected" in " ".join([f.observed, *f.also]), (cand, f.observed, f.also)
         observed = [f.observed for f in r.findings]
         assert len(observed) == len(set(observed)), cand
 

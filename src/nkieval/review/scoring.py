@@ -390,7 +390,9 @@ def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
             conf = W.finding_confidence(f0)
             # a cause the diagnosis established has its own finding; the unconfirmed ones (suspected from the
             # error's shape, or none) share one, led by the first such case
-            key = f"cause:{f0.get('id')}" if conf in ("reproduced", "matched-pattern") else "numerics:unconfirmed"
+            # (on a case Correctness fails too, that case's Correctness finding: the same symptom, stated once)
+            key = (f"cause:{f0.get('id')}" if conf in ("reproduced", "matched-pattern") else
+                   _group_key(c, ev.task, tails) if not c.correct else "numerics:unconfirmed")
         groups.setdefault(key, []).append(c)
     if undiagnosed and not groups:
         groups["numerics:undiagnosed"] = undiagnosed
@@ -521,7 +523,8 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
     fb = Feedback("numerics", "error", obs, expected, sug, evd, cause=cause, confidence=conf if cause else None,
                   cases=names + [x.case for x in undiagnosed],
                   families=sorted({x.family for x in [*g, *undiagnosed]}), key=key)
-    fb.brief = f"numerics fails on {len(g) + len(undiagnosed)} case(s), {mtxt}"
+    fb.brief = (f"numerics fails on {len(g) + len(undiagnosed)} case(s), {mtxt}"
+                + (f"; {W.stated(cause, conf)}" if cause and conf != "reproduced" else ""))
     return fb
 
 
@@ -784,16 +787,14 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                     "MIG004": not num_failed and any(c.numerics for c in ev.cases),
                     "MIG001": bool(hw and not literal)}
     untestable_errs = untestable_warns = 0
+    refuted: list[tuple[str, dict[str, Any]]] = []
     for f in static:
         rule, sev = str(f.get("rule")), f.get("severity")
         if sev not in ("error", "warning") or confirmed.get(rule):
             continue
         loc = {"rule": rule, "line": f.get("line"), "location": f"candidate.py:{f.get('line')}"}
         if contradicted.get(rule):
-            fb.append(Feedback("migration", "info", f"static check {rule} line {f.get('line')}: {f.get('message')}",
-                               "a static finding the run-time evidence confirms",
-                               "none: the runs on every shape contradict it (kept for the record)",
-                               {**loc, "contradicted_by": "run-time evidence"}))
+            refuted.append((f"static check {rule} line {f.get('line')}: {f.get('message')}", loc))
             continue
         if sev == "error" and untestable_errs < 2:
             untestable_errs += 1
@@ -805,6 +806,13 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
             continue
         fb.append(Feedback("migration", sev, f"{rule} line {f.get('line')}: {f.get('message')}",
                            "the CUDA contract kept", f.get("suggestion") or "see the rule", loc))
+    if refuted:  # one line for every static finding the runs contradict
+        fb.append(Feedback("migration", "info", "; ".join(t for t, _ in refuted),
+                           "a static finding the run-time evidence confirms",
+                           "none: the runs on every shape contradict "
+                           + ("it" if len(refuted) == 1 else "them") + " (kept for the record)",
+                           {**refuted[0][1], "contradicted_by": "run-time evidence",
+                            "rules": [x["rule"] for _, x in refuted]}, key="migration:contradicted"))
     level = max(0, min(level, start))
     defects = [f for f in fb if f.severity != "info"]
     note = "" if ev.migration is not None else \
