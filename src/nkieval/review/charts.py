@@ -81,7 +81,7 @@ def histogram(hist: Mapping[str, int] | None, title: str) -> str:
     if not items:
         return ""
     w, h, bottom, top = 620, 190, 40, 22
-    bw = (w - 40) / len(items)
+    bw = min(48.0, (w - 40) / len(items))
     cmax = math.log10(max(v for _, v in items) + 1)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
              f'aria-label="{escape(title)}" class="chart" data-chart="histogram">',
