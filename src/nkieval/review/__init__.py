@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Review", "load_rubric", "review", "to_markdown", "validate_report"]
+__all__ = ["Review", "load_rubric", "redact_hidden", "review", "to_html", "to_markdown", "validate_report"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,10 +21,14 @@ def __getattr__(name: str) -> Any:
         from nkieval.review.model import Review
 
         return Review
-    if name in ("to_markdown", "validate_report"):
+    if name in ("to_markdown", "to_html", "validate_report"):
         from nkieval.review import report
 
         return getattr(report, name)
+    if name == "redact_hidden":
+        from nkieval.review.redact import redact_hidden
+
+        return redact_hidden
     if name == "load_rubric":
         from nkieval.review.rubric import load_rubric
 

@@ -180,7 +180,52 @@ def perf_estimate(trace: Any, target: str) -> tuple[dict[str, Any] | None, str |
     sched = getattr(res, "schedule", None)
     if isinstance(getattr(sched, "cores", None), int):
         keep["cores"] = sched.cores  # the NeuronCores the estimate spreads the programs over (physics check)
+        keep["timeline"] = timeline_bins(sched)
     return keep, None
+
+
+#: columns of the report's engine/DMA timeline picture
+TIMELINE_BINS = 120
+
+
+def timeline_bins(sched: Any, bins: int = TIMELINE_BINS) -> dict[str, Any]:
+    """The estimate's schedule in ``bins`` equal time slices: per compute engine (and all DMA queues together,
+    as ``dma``), the fraction of each slice it is busy, rounded to 2 digits; core 0 only. A few hundred
+    numbers: the report draws its engine/DMA timeline from them (the Perfetto JSON has every slice)."""
+    start = np.asarray(sched.start, dtype=np.float64)
+    end = np.asarray(sched.end, dtype=np.float64)
+    span = float(end.max()) if end.size else 0.0
+    out: dict[str, Any] = {"bins": bins, "span_ns": span, "tracks": {}}
+    if span <= 0:
+        return out
+    width = span / bins
+    edges = np.arange(bins + 1) * width
+    tracks: dict[str, list[int]] = {}
+    for i, t in enumerate(sched.track):
+        if "/" in t and not t.startswith("nc0/"):
+            continue
+        name = t.rpartition("/")[2]
+        tracks.setdefault("dma" if name.startswith("dma") else name, []).append(i)
+    order = ["tensor", "vector", "scalar", "gpsimd", "sync", "dma"]
+    for name in sorted(tracks, key=lambda n: (order.index(n) if n in order else 9, n)):
+        idx = np.asarray(tracks[name])
+        s0, e0 = start[idx], end[idx]
+        if name == "dma":  # the union of the queues' busy intervals
+            o = np.argsort(s0, kind="stable")
+            s0, e0 = s0[o], np.maximum.accumulate(e0[o])
+            first = np.flatnonzero(np.r_[True, s0[1:] > e0[:-1]])
+            last = np.r_[first[1:] - 1, s0.size - 1]
+            s0, e0 = s0[first], e0[last]
+        busy = np.zeros(bins)
+        k0 = np.minimum(bins - 1, (s0 // width).astype(np.int64))
+        k1 = np.minimum(bins - 1, (e0 // width).astype(np.int64))
+        one = k0 == k1
+        np.add.at(busy, k0[one], (e0 - s0)[one])
+        for x, y, i0, i1 in zip(s0[~one], e0[~one], k0[~one], k1[~one]):
+            for k in range(int(i0), int(i1) + 1):
+                busy[k] += max(0.0, min(y, edges[k + 1]) - max(x, edges[k]))
+        out["tracks"][name] = [round(float(x), 2) for x in np.clip(busy / width, 0.0, 1.0)]
+    return out
 
 
 _CUDA_CACHE: dict[str, Any] = {}

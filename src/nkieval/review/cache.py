@@ -69,6 +69,8 @@ class CaseData:
     prepared: Any = None
     prepared_reason: str | None = None
     prepared_done: bool = False
+    #: the prepared checks of the outputs after the first that have their own oracle, by output name
+    extra_prepared: dict[str, tuple[Any, str | None]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def get_reference(self, compute: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
@@ -84,11 +86,19 @@ class CaseData:
                 self.prepared_done = True
             return self.prepared, self.prepared_reason
 
+    def get_extra_prepared(self, name: str, compute: Callable[[], tuple[Any, str | None]]
+                           ) -> tuple[Any, str | None]:
+        with self.lock:
+            if name not in self.extra_prepared:
+                self.extra_prepared[name] = compute()
+            return self.extra_prepared[name]
+
     def nbytes(self) -> int:
         n = len(self.packed) + sum(a.nbytes for a in self.inputs.values())
         n += sum(r.nbytes for r in self.reference or [])
-        if self.prepared is not None and hasattr(self.prepared, "nbytes"):
-            n += int(self.prepared.nbytes())
+        for p in [self.prepared, *(x for x, _ in self.extra_prepared.values())]:
+            if p is not None and hasattr(p, "nbytes"):
+                n += int(p.nbytes())
         return n
 
 

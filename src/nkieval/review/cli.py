@@ -24,16 +24,19 @@ __all__ = ["EXIT_FAIL", "EXIT_HARNESS", "EXIT_INFRA", "EXIT_PASS", "EXIT_USAGE",
 @click.argument("task")
 @click.argument("candidate", type=click.Path(exists=True, dir_okay=False))
 @click.option("--target", default=None, help="trn1 | trn2 | trn3 (default: the task's first target)")
-@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True,
+              help="what to print: Markdown, the JSON report, or one self-contained HTML page")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="write review.json and review.md into this directory")
+              help="write review.json, review.md and review.html into this directory")
+@click.option("--redact-hidden", is_flag=True,
+              help="withhold hidden shapes and input seeds (feedback meant for the model under training)")
 @click.option("--seed", type=int, default=None, help="input seed (default: fresh and secret, recorded in the report)")
 @click.option("--isolation", type=click.Choice(["forkserver", "subprocess"]), default="forkserver", show_default=True)
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--unsafe-no-sandbox", is_flag=True,
               help="trace the candidate without OS isolation (trusted code only; the report records it)")
-def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir: str | None, seed: int | None,
-               isolation: str, no_progress: bool, unsafe_no_sandbox: bool) -> None:
+def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir: str | None, redact_hidden: bool,
+               seed: int | None, isolation: str, no_progress: bool, unsafe_no_sandbox: bool) -> None:
     """Review CANDIDATE (an NKI kernel file) on TASK (a task directory or a built-in task id)."""
     from tqdm import tqdm
 
@@ -42,7 +45,7 @@ def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir:
     sandbox.UNSAFE_NO_SANDBOX[0] = unsafe_no_sandbox
 
     from nkieval.review.pipeline import review
-    from nkieval.review.report import to_markdown
+    from nkieval.review.report import to_html, to_markdown
     from nkieval.review.stages.load import plan_cases
     from nkieval.review.verdict import JudgeError, UsageError, check_target, exit_code
     from nkieval.tasks import TaskError, load_task
@@ -72,14 +75,17 @@ def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir:
         click.echo(f"harness-error: {type(e).__name__}: {e}", err=True)
         sys.exit(EXIT_HARNESS)
     bar.close()
-    md = to_markdown(r)
-    js = r.to_json(indent=2)
+    if redact_hidden:
+        from nkieval.review.redact import redact_hidden as redact
+
+        r = redact(r)
+    render = {"md": to_markdown, "json": lambda x: x.to_json(indent=2), "html": to_html}
     if out_dir:
         d = Path(out_dir)
         d.mkdir(parents=True, exist_ok=True)
-        (d / "review.json").write_text(js)
-        (d / "review.md").write_text(md)
-    click.echo(js if fmt == "json" else md)
+        for ext, fn in render.items():
+            (d / f"review.{ext}").write_text(fn(r))
+    click.echo(render[fmt](r))
     if r.verdict != "pass":
         click.echo(f"{r.verdict}: {r.verdict_message}", err=True)
     sys.exit(exit_code(r.verdict))

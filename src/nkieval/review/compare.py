@@ -75,6 +75,25 @@ def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[T
     return None
 
 
+def compare_each(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[TensorSpec, ...], rtol: float,
+                 atol: float, unwritten: list[np.ndarray | None] | None = None
+                 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """:func:`compare_outputs` (the first problem) and one record per output: its name, whether it is
+    correct, and its problem's kind and counts (the same checks, output by output)."""
+    first: dict[str, Any] | None = None
+    per: list[dict[str, Any]] = []
+    for i, (spec, g, r) in enumerate(zip(specs, got, ref)):
+        mask = [unwritten[i] if i < len(unwritten) else None] if unwritten is not None else None
+        m = compare_outputs([g], [r], (spec,), rtol, atol, mask)
+        if m is not None and first is None:
+            first = m
+        rec: dict[str, Any] = {"name": spec.name, "correct": m is None}
+        if m is not None:
+            rec["mismatch"] = {k: m[k] for k in ("kind", "count", "total") if k in m}
+        per.append(rec)
+    return first, per
+
+
 def _first_last(mask: np.ndarray) -> tuple[list[int], list[int]]:
     """The multi-indices of the first and the last True of ``mask`` (C order), as lists; what
     ``np.argwhere(mask)[[0, -1]]`` gives without listing every True."""

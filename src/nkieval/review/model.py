@@ -15,9 +15,24 @@ REPORT_SCHEMA = "nkieval.review-report"
 #: 2.0: the verdict set is pass, fail, hack-suspected, impossible, sandbox-violation, harness-error
 #: (nkieval.review.verdict); the run statuses that were verdicts in 1.x (timeout, exception, ...) are
 #: ``verdict_reason`` of a ``fail`` now, and ``infra-error`` is ``harness-error``.
-REPORT_VERSION = "2.0"
+#: 3.0: feedback lines carry ``key`` (the cause they state, shared by the lines of several criteria that
+#: state the same one), ``cause``, ``confidence``, and the ``cases``/``families`` they explain; a report has
+#: ``findings`` (one per cause, deduplicated across cases, families and criteria), ``summary`` (the
+#: verdict's scope, the share of wrong elements), per-output results on each case (``outputs``), criteria
+#: carry ``uncapped_level``, and the reference kernels' evidence is stored once under ``references`` and
+#: referred to by its hash (``hardware``/``performance`` ``solution``/``baseline`` are ``{"ref": hash}``).
+#: docs/reports.md, "Schema 3.0", says how to read a 2.x report's fields from a 3.0 one.
+REPORT_VERSION = "3.0"
 
 Severity = Literal["error", "warning", "info"]
+#: How a stated cause was established: re-evaluating the op that way reproduced the kernel's output;
+#: the evidence matches a known pattern (a static rule, an error signature); suspected from the error's
+#: shape only; or the finding is a direct measurement (no cause inferred).
+Confidence = Literal["reproduced", "matched-pattern", "suspected", "measured"]
+CONFIDENCE_WORDS: dict[str, str] = {
+    "reproduced": "reproduced by re-evaluation", "matched-pattern": "matched pattern",
+    "suspected": "suspected, not confirmed", "measured": "measured",
+}
 CriterionVerdict = Literal["pass", "partial", "fail", "not-assessed", "not-applicable"]
 
 
@@ -31,10 +46,22 @@ class Feedback:
     expected: str
     suggestion: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    #: the cause this line states (None: a measurement that names none) and how sure it is
+    cause: str | None = None
+    confidence: Confidence | None = None
+    #: the cases and input families this line explains (all of them, not only the one quoted)
+    cases: list[str] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
+    #: one finding per key: lines of several criteria that state the same cause share it (the report merges them)
+    key: str = ""
+    #: this line in one clause, shown under a finding another criterion's line leads
+    brief: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"criterion": self.criterion, "severity": self.severity, "observed": self.observed,
-                "expected": self.expected, "suggestion": self.suggestion, "evidence": _json_safe(self.evidence)}
+                "expected": self.expected, "suggestion": self.suggestion, "evidence": _json_safe(self.evidence),
+                "cause": self.cause, "confidence": self.confidence, "cases": list(self.cases),
+                "families": list(self.families), "key": self.key or None}
 
     def line(self) -> str:
         return f"{self.observed} → expected: {self.expected} → {self.suggestion}"
@@ -56,6 +83,9 @@ class CaseResult:
     error: dict[str, Any] = field(default_factory=dict)
     instructions: int | None = None
     sim_s: float = 0.0
+    #: one record per output, in the task's order: name, correct, mismatch kind and counts, numerics status
+    #: and margin (``numerics`` above is the first output's full verdict)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return _json_safe(asdict(self))
@@ -72,6 +102,8 @@ class CriterionResult:
     feedback: list[Feedback] = field(default_factory=list)
     capped_by: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+    #: the level before a gate or an integrity verdict capped it (None: not capped)
+    uncapped_level: int | None = None
 
     @property
     def assessed(self) -> bool:
@@ -80,8 +112,32 @@ class CriterionResult:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "weight": self.weight, "verdict": self.verdict,
                 "level": self.level, "score": None if self.level is None else self.level / 4.0,
-                "summary": self.summary, "capped_by": self.capped_by,
+                "summary": self.summary, "capped_by": self.capped_by, "uncapped_level": self.uncapped_level,
                 "feedback": [f.to_dict() for f in self.feedback], "evidence": _json_safe(self.evidence)}
+
+
+@dataclass
+class Finding:
+    """One cause, stated once: the feedback lines of every criterion that state it (``Feedback.key``),
+    merged; the first line leads, the others add their one-clause ``brief``. Built by
+    :func:`nkieval.review.findings.build` from the criteria; the report's Findings section."""
+
+    key: str
+    criteria: list[str]
+    severity: Severity
+    observed: str
+    expected: str
+    suggestion: str
+    cause: str | None = None
+    confidence: Confidence | None = None
+    cases: list[str] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
+    also: list[str] = field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    location: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _json_safe(asdict(self))
 
 
 @dataclass
@@ -110,11 +166,22 @@ class Review:
     not_assessed: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
+    #: one per cause, deduplicated across cases, families and criteria (``findings.build``)
+    findings: list[Finding] = field(default_factory=list)
+    #: the verdict's scope and the headline figures in words and numbers (``findings.summarise``)
+    summary: dict[str, Any] = field(default_factory=dict)
+    #: candidate source lines around each location a finding cites: ``{"candidate.py:39": [[37, "..."], ...]}``
+    excerpts: dict[str, list[list[Any]]] = field(default_factory=dict)
 
     def criterion(self, cid: str) -> CriterionResult:
         return next(c for c in self.criteria if c.id == cid)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, lean: bool = True) -> dict[str, Any]:
+        """The JSON report. ``lean`` (the default) stores the expert's and the baseline's evidence once, under
+        ``references`` keyed by content hash, and refers to it from ``hardware`` and ``performance``."""
+        hardware, performance, references = self.hardware, self.performance, {}
+        if lean:
+            hardware, performance, references = _lean(self.hardware, self.performance)
         return _json_safe({
             "schema": REPORT_SCHEMA, "version": REPORT_VERSION,
             "task": {"id": self.task, "title": self.task_title},
@@ -124,15 +191,55 @@ class Review:
             "verdict_message": self.verdict_message, "score": round(self.score, 2), "score_complete": self.score_complete,
             "criteria": [c.to_dict() for c in self.criteria],
             "cases": [c.to_dict() for c in self.cases],
-            "seed": self.seed, "hardware": self.hardware, "performance": self.performance,
+            "seed": self.seed, "hardware": hardware, "performance": performance, "references": references,
             "not_assessed": self.not_assessed, "timings": {k: round(v, 4) for k, v in self.timings.items()},
-            "versions": self.versions,
+            "versions": self.versions, "findings": [f.to_dict() for f in self.findings], "summary": self.summary,
+            "excerpts": self.excerpts,
         })
 
     def to_json(self, **kw: Any) -> str:
         import json
 
         return json.dumps(self.to_dict(), allow_nan=False, **kw)
+
+
+def _ref_hash(d: Any) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(_json_safe(d), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _lean(hardware: dict[str, Any], performance: dict[str, Any]
+          ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The reference kernels' (``solution``, ``baseline``) evidence moved to one table keyed by its hash, and
+    the performance model's uncertainty statement (the same for every estimate on a target) stored once
+    there too; each place that held one holds ``{"ref": hash}``."""
+    refs: dict[str, Any] = {}
+
+    def put(kind: str, of: str, d: dict[str, Any]) -> dict[str, str]:
+        h = _ref_hash({"kind": kind, "of": of, "data": d})
+        refs[h] = {"kind": kind, "of": of, "data": d}
+        return {"ref": h}
+
+    hw = dict(hardware)
+    for who in ("solution", "baseline"):
+        if isinstance(hw.get(who), dict) and hw[who]:
+            hw[who] = put("hardware", who, hw[who])
+    perf = dict(performance)
+    for who in ("candidate", "solution", "baseline"):
+        d = perf.get(who)
+        if not isinstance(d, dict) or not d:
+            continue
+        d = dict(d)
+        if isinstance(d.get("uncertainty"), dict):
+            d["uncertainty"] = put("uncertainty", "model", d["uncertainty"])
+        if who != "candidate":
+            d.pop("timeline", None)  # the report draws the candidate's only
+            perf[who] = put("performance", who, d)
+        else:
+            perf[who] = d
+    return hw, perf, refs
 
 
 def _json_safe(v: Any) -> Any:

@@ -1,9 +1,10 @@
-"""Reports: the published JSON Schema, validation, and Markdown written for people.
+"""Reports: the published JSON Schema, validation, and the Markdown and HTML written for people.
 
-The Markdown is evidence-first and short: a verdict line, a table of criteria, then only the
-feedback lines the scorers produced (each observed → expected → suggestion with its evidence)
-and a compact case table. No praise, no generic advice: every sentence comes from a number or
-a source line of this kernel.
+The Markdown and the HTML come from templates (:mod:`nkieval.review.render`); both are evidence-first
+and short: a verdict line that says what ``pass`` covers, a table of criteria (a capped level says what
+it would have been and why), one finding per cause (observed → expected → suggestion with its evidence and
+how sure its stated cause is), and a compact case table. No praise, no generic advice: every sentence
+comes from a number or a source line of this kernel.
 """
 
 from __future__ import annotations
@@ -15,64 +16,76 @@ from typing import Any
 
 from nkieval.review.model import Review
 
-SCHEMA_FILE = "review-report-v2.json"
+SCHEMA_FILE = "review-report-v3.json"
+#: earlier schemas, kept to validate old reports (``validate_report(d, schema=...)``)
+SCHEMA_FILES = {"2": "review-report-v2.json", "3": SCHEMA_FILE}
 
 
 @cache
-def report_schema() -> dict[str, Any]:
-    """The checked-in JSON Schema of ``Review.to_dict()``."""
-    return json.loads(resources.files("nkieval.review").joinpath("schemas", SCHEMA_FILE).read_text())
+def report_schema(version: str = "3") -> dict[str, Any]:
+    """The checked-in JSON Schema of ``Review.to_dict()`` (``version``: the report's major version)."""
+    return json.loads(resources.files("nkieval.review").joinpath("schemas", SCHEMA_FILES[version]).read_text())
+
+
+class ReportValidationError(ValueError):
+    """A report does not follow its schema (the path in the document and what is wrong)."""
 
 
 def validate_report(report: dict[str, Any]) -> None:
-    """Raise ``jsonschema.ValidationError`` when ``report`` does not follow the schema (needs jsonschema)."""
-    import jsonschema
+    """Raise when ``report`` does not follow the schema of its major version (2 or 3).
 
-    jsonschema.validate(report, report_schema(), cls=jsonschema.Draft202012Validator)
+    With jsonschema installed (the dev extra) it validates fully and raises
+    ``jsonschema.ValidationError``; without it, :mod:`nkieval.review.minischema` checks the subset of
+    JSON Schema the report schemas use (types, required, enum, const, minimum/maximum, items,
+    properties, additionalProperties, $ref to $defs) and raises :class:`ReportValidationError`.
+    """
+    major = str(report.get("version", "3")).split(".")[0] if isinstance(report, dict) else "3"
+    schema = report_schema(major if major in SCHEMA_FILES else "3")
+    try:
+        import jsonschema
+    except ImportError:
+        from nkieval.review.minischema import validate
 
-
-def _level(c: Any) -> str:
-    return "—" if c.level is None else f"{c.level}/4"
+        problem = validate(report, schema)
+        if problem:
+            raise ReportValidationError(problem) from None
+        return
+    jsonschema.validate(report, schema, cls=jsonschema.Draft202012Validator)
 
 
 def to_markdown(r: Review) -> str:
-    lines = [f"# Review: {r.task} — {r.candidate} on {r.target}", ""]
-    assessed = sum(c.level is not None for c in r.criteria)
-    lines.append(f"**Verdict: {r.verdict.upper()}** — score {r.score:.1f}/100 "
-                 f"({assessed} of {len(r.criteria)} criteria assessed; rubric {r.rubric} {r.rubric_version}; "
-                 f"seed {r.seed})")
-    if r.verdict != "pass" and r.verdict_message:
-        lines += ["", f"{r.verdict} ({r.verdict_reason}): {r.verdict_message}"]
-    lines += ["", "| Criterion | Level | Weight | Summary |", "|---|---|---|---|"]
-    for c in r.criteria:
-        cap = f" _(capped: {c.capped_by})_" if c.capped_by else ""
-        lines.append(f"| {c.title} | {_level(c)} | {c.weight:g} | {c.summary}{cap} |")
-    fb = [(c, f) for c in r.criteria for f in c.feedback]
-    if fb:
-        lines += ["", "## Findings"]
-        for c, f in fb:
-            ev = _evidence_tag(f.evidence)
-            lines.append(f"- **{c.title}** ({f.severity}): {f.observed} → *expected* {f.expected} → "
-                         f"*suggestion* {f.suggestion}{ev}")
-    lines += ["", "## Cases", "", "| Case | Shape | Family | Status | Result | Instructions |", "|---|---|---|---|---|---|"]
-    for cs in r.cases:
-        res = "correct" if cs.correct else (cs.mismatch or {}).get("kind", cs.status) if cs.status == "ok" else "—"
-        if cs.numerics:
-            res += f"; numerics {cs.numerics.get('status')} (margin {_num(cs.numerics.get('margin'))})"
-        shape = ", ".join(f"{k}={v}" for k, v in cs.shape.items())
-        lines.append(f"| {cs.case} | {shape} | {cs.family} | {cs.status} | {res} | {cs.instructions or '—'} |")
-    if r.not_assessed:
-        lines += ["", "## Not assessed", *[f"- {x}" for x in r.not_assessed]]
-    return "\n".join(lines) + "\n"
+    """The review as Markdown (``templates/review.md.j2``)."""
+    from nkieval.review.render import to_markdown as md
+
+    return md(r)
 
 
-def _num(v: Any) -> str:
-    return f"{v:.3g}" if isinstance(v, int | float) else str(v)
+def to_html(r: Review) -> str:
+    """The review as one self-contained HTML page (``templates/review.html.j2``)."""
+    from nkieval.review.render import to_html as html
+
+    return html(r)
 
 
-def _evidence_tag(ev: dict[str, Any]) -> str:
-    keys = [k for k in ("case", "seed", "metric", "value", "reference", "location", "rule") if ev.get(k) is not None]
-    if not keys:
-        return ""
-    parts = [f"{k} {_num(ev[k]) if k in ('value', 'reference') else ev[k]}" for k in keys]
-    return " _(evidence: " + "; ".join(parts) + ")_"
+def expand_references(report: dict[str, Any]) -> dict[str, Any]:
+    """A 3.x JSON report with every ``{"ref": hash}`` replaced by the evidence it names (``references``), so a
+    reader written for 2.x finds ``performance.solution._total_time`` and ``hardware.baseline`` where they were.
+    The result still carries ``references``; it is a copy."""
+    import copy
+
+    d = copy.deepcopy(report)
+    refs = d.get("references") or {}
+
+    def expand(v: Any) -> Any:
+        if isinstance(v, dict):
+            if set(v) == {"ref"} and v["ref"] in refs:
+                return expand(copy.deepcopy(refs[v["ref"]]["data"]))
+            return {k: expand(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [expand(x) for x in v]
+        return v
+
+    for k in ("hardware", "performance"):
+        if k in d:
+            d[k] = expand(d[k])
+    return d

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nkieval.review import wording as W
 from nkieval.review.evidence import HardwareEvidence
 from nkieval.review.integrity import IntegrityIssue
 from nkieval.review.model import CaseResult, CriterionResult, Feedback
@@ -102,32 +103,118 @@ def _reproduced_cause(c: CaseResult) -> dict[str, Any] | None:
     return None
 
 
-def _case_feedback(c: CaseResult, task: Task) -> Feedback:
+def _out_shape(c: CaseResult, task: Task, name: str) -> tuple[int, ...] | None:
+    spec = next((o for o in task.outputs if o.name == name), None)
+    if spec is None:
+        return None
+    try:
+        return tuple(int(d) if isinstance(d, int) else int(c.shape[d]) for d in spec.shape)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _ends_at_last(c: CaseResult, task: Task, m: dict[str, Any]) -> bool:
+    shape = _out_shape(c, task, m["output"])
+    return bool(shape) and list(m.get("last_index") or []) == [d - 1 for d in shape]  # type: ignore[union-attr]
+
+
+def _tail_seen(cases: list[CaseResult], task: Task) -> set[str]:
+    """Outputs with a case whose unwritten elements are a partial tail: there, a small case left wholly
+    unwritten is the same bug (its only tile is the tail), not an output never stored."""
+    return {m["output"] for c in cases for m in [c.mismatch or {}]
+            if m.get("kind") == "unwritten" and m["count"] < m["total"] and _ends_at_last(c, task, m)}
+
+
+def _unwritten_cause(c: CaseResult, task: Task, m: dict[str, Any], tails: set[str] = frozenset()  # type: ignore[assignment]
+                     ) -> tuple[str, str, str]:
+    """What the pattern of unwritten elements says: (key part, cause, suggestion); matched pattern."""
+    out = m["output"]
+    ends = _ends_at_last(c, task, m)
+    if ends and (m["count"] < m["total"] or out in tails):
+        return ("tail", f"the last partial tile of {out} is skipped (a size that is not a multiple of the tile)",
+                _SUGGEST["unwritten"])
+    if m["count"] >= m["total"]:
+        return ("never-stored", f"the kernel never stores {out}",
+                f"store every result tile into {out} (nl.store / nisa.dma_copy into the kernel-allocated HBM tensor)")
+    return ("gaps", f"some tiles of {out} are never stored",
+            "check the loop bounds and the tile origins of the stores: every tile of the index space must be written")
+
+
+def _mismatch_cause(c: CaseResult) -> tuple[str | None, str | None, str | None, str | None]:
+    """(cause id, cause, confidence, action) of a mismatching case, from its numerics diagnosis."""
+    findings = (c.numerics or {}).get("findings") or []
+    top = findings[0] if findings and isinstance(findings[0], dict) else None
+    conf = W.finding_confidence(top)
+    if top is None or conf is None or conf == "suspected":
+        return None, None, None, None
+    return str(top.get("id")), str(top.get("cause")), conf, top.get("action") or None
+
+
+def _group_key(c: CaseResult, task: Task, tails: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+    if c.status == "ok" and c.mismatch:
+        m = c.mismatch
+        kind = m["kind"]
+        if kind == "unwritten":
+            return f"unwritten:{m['output']}:{_unwritten_cause(c, task, m, tails)[0]}"
+        cid = _mismatch_cause(c)[0]
+        return f"cause:{cid}" if cid else f"correctness:{kind}:{m['output']}"
+    e = c.error
+    return f"status:{c.status}:{e.get('rule') or e.get('error_type') or ''}:{e.get('location') or ''}"
+
+
+def _group_feedback(group: list[CaseResult], task: Task, tails: set[str] = frozenset()  # type: ignore[assignment]
+                    ) -> Feedback:
+    """One feedback line for every failing case with the same cause: the first case quoted, the others listed."""
+    c = group[0]
     ev = _case_ev(c)
+    names = [x.case for x in group]
+    fams = sorted({x.family for x in group})
+    more = (f"; the same in {len(group) - 1} more case(s): {W.case_list(names[1:])}" if len(group) > 1 else "")
+    key = _group_key(c, task, tails)
+    cause = conf = None
     if c.status == "ok" and c.mismatch:
         m = c.mismatch
         kind = m["kind"]
         ev.update({k: v for k, v in m.items() if k != "kind"})
+        sug = _SUGGEST[kind]
         if kind == "unwritten":
-            obs = (f"{_shape(c)}: {m['count']} of {m['total']} elements of {m['output']} were never written (NaN), "
-                   f"indices {m['first_index']}..{m['last_index']}")
+            _, cause, sug = _unwritten_cause(c, task, m, tails)
+            conf = "matched-pattern"
+            obs = (f"{_shape(c)}: {W.share(m['count'], m['total'])} of {m['output']} were never written (NaN), "
+                   f"indices {W.index(m['first_index'])}..{W.index(m['last_index'])}")
         elif kind == "nonfinite":
-            obs = (f"{_shape(c)}: {m['count']} of {m['total']} elements of {m['output']} are NaN ({m['nan']}) or inf "
-                   f"({m['inf']}) where the reference is finite; every element was written, so the kernel computed "
-                   f"them (overflow), indices {m['first_index']}..{m['last_index']}; rows {m.get('rows_affected', '')}")
+            obs = (f"{_shape(c)}: {W.share(m['count'], m['total'])} of {m['output']} are NaN ({W.num(m['nan'])}) or "
+                   f"inf ({W.num(m['inf'])}) where the reference is finite; every element was written, so the kernel "
+                   f"computed them, indices {W.index(m['first_index'])}..{W.index(m['last_index'])}"
+                   + (f"; rows {m['rows_affected']}" if len(m.get("first_index") or []) > 1 else ""))
+            cause, conf = "an intermediate overflows (or computes inf - inf, 0/0, inf * 0)", "suspected"
         elif kind == "mismatch":
-            obs = (f"{_shape(c)}: {m['count']} of {m['total']} elements of {m['output']} differ from the reference; "
-                   f"worst at {m['worst_index']}: got {m['got']:.6g}, expected {m['expected']:.6g} "
-                   f"(|err| {m['abs_error']:.3g} > allowed {m['allowed']:.3g}); rows {m.get('rows_affected', '')}")
+            obs = (f"{_shape(c)}: {W.share(m['count'], m['total'])} of {m['output']} differ from the reference; "
+                   f"worst at {W.index(m['worst_index'])}: got {W.num(m['got'])}, expected {W.num(m['expected'])} "
+                   f"(|err| {W.num(m['abs_error'])} > allowed {W.num(m['allowed'])})"
+                   + (f"; rows {m['rows_affected']}" if len(m.get("worst_index") or []) > 1 else ""))
+            rel = W.relative_error(m.get("got"), m.get("expected"))
+            if m["count"] * 10 >= m["total"] and (rel is None or rel > 0.01):
+                sug = ("the values are wrong, not imprecise: check the formula against the task statement, "
+                       f"reproducing it on {c.case} (seed {c.seed})")
         else:
             obs = f"{_shape(c)}: output {m['output']} has {kind} {m['got']}, expected {m['expected']}"
-        sug = _SUGGEST[kind]
-        cause = _reproduced_cause(c)
-        if cause is not None:
-            obs += f"; likely cause: {cause['cause']} ({cause['evidence']})"
-            sug = cause.get("action") or sug
-            ev["finding"] = cause.get("id")
-        return Feedback("correctness", "error", obs, _EXPECT[kind], sug, ev)
+        cid, rcause, rconf, action = _mismatch_cause(c) if kind != "unwritten" else (None, None, None, None)
+        if rcause is not None:
+            cause, conf = rcause, rconf
+            if rconf == "reproduced":
+                f0 = ((c.numerics or {}).get("findings") or [{}])[0]
+                obs += f"; {W.stated(rcause, rconf)} ({f0.get('evidence')})"
+            else:
+                obs += f"; {W.stated(rcause, rconf)}"
+            sug = action or sug
+            ev["finding"] = cid
+        elif cause is not None:
+            obs += f"; {W.stated(cause, conf)}"
+        fb = Feedback("correctness", "error", obs + more, _EXPECT[kind], sug, ev, cause=cause, confidence=conf,
+                      cases=names, families=fams, key=key)
+        fb.brief = f"{kind} on {len(group)} case(s)"
+        return fb
     e = c.error
     ev.update({k: v for k, v in e.items() if k in ("rule", "instruction", "location", "error_type")})
     if c.status == "rule-violation":
@@ -137,14 +224,21 @@ def _case_feedback(c: CaseResult, task: Task) -> Feedback:
         obs = f"{_shape(c)}: hardware rule violated: {e.get('message', '')}"
         exp = f"every instruction respects rule {e.get('rule')}: {rule.title if rule else 'see nkieval rules'}"
         sug = rule.why if rule else "see `nkieval rules`"
-        return Feedback("correctness", "error", obs, exp, sug, ev)
+        return Feedback("correctness", "error", obs + more, exp, sug, ev, cause=f"rule {e.get('rule')}",
+                        confidence="measured", cases=names, families=fams, key=key)
     where = f" at {e['frames'][-1]}" if e.get("frames") else ""
     obs = f"{_shape(c)}: {c.status}: {e.get('error_type', '')} {e.get('message', '')}".rstrip() + where
     for k in ("stdout_tail", "stderr_tail"):
         if k in e:
             ev[k] = e[k][-200:]
-    return Feedback("correctness", "error", obs, _EXPECT.get(c.status, "the kernel runs and returns its outputs"),
-                    _SUGGEST.get(c.status, "fix the failure shown"), ev)
+    return Feedback("correctness", "error", obs + more,
+                    _EXPECT.get(c.status, "the kernel runs and returns its outputs"),
+                    _SUGGEST.get(c.status, "fix the failure shown"), ev, cases=names, families=fams, key=key)
+
+
+def _case_feedback(c: CaseResult, task: Task) -> Feedback:
+    """One case's feedback line (the group of one)."""
+    return _group_feedback([c], task)
 
 
 def score_correctness(ev: Evidence, crit: Criterion) -> CriterionResult:
@@ -169,15 +263,22 @@ def score_correctness(ev: Evidence, crit: Criterion) -> CriterionResult:
     hidden = [c for c in cases if c.hidden]
     ok = [c for c in cases if c.correct]
     failed = [c for c in cases if not c.correct]
-    seen: set[tuple[str, str]] = set()
-    for c in failed:  # one line per distinct failure kind, hidden and public shapes both shown
-        key = (c.status, (c.mismatch or {}).get("kind", ""))
-        if key in seen and len(fb) >= 2:
+    groups: dict[str, list[CaseResult]] = {}
+    later: list[CaseResult] = []
+    tails = _tail_seen(failed, ev.task)
+    for c in sorted(failed, key=lambda x: x.hidden):  # one line per cause; a public case is quoted first
+        if (c.mismatch or {}).get("kind") in ("mismatch", "nonfinite") and \
+                str((c.numerics or {}).get("diagnosis", "")).startswith("skipped"):
+            later.append(c)  # its cause was not diagnosed: joins a diagnosed group of the same symptom below
             continue
-        seen.add(key)
-        fb.append(_case_feedback(c, ev.task))
-        if len(fb) >= int(ev.rubric.t("correctness", "max_listed_cases")):
-            break
+        groups.setdefault(_group_key(c, ev.task, tails), []).append(c)
+    for c in later:
+        sym = ((c.mismatch or {}).get("kind"), (c.mismatch or {}).get("output"))
+        home = next((k for k, g in groups.items()
+                     if ((g[0].mismatch or {}).get("kind"), (g[0].mismatch or {}).get("output")) == sym), None)
+        groups.setdefault(home or _group_key(c, ev.task, tails), []).append(c)
+    for g in list(groups.values())[:int(ev.rubric.t("correctness", "max_listed_cases"))]:
+        fb.append(_group_feedback(g, ev.task, tails))
     warns = [w for c in ok for w in c.error.get("warnings", [])]
     if not failed:
         level = 3 if warns else 4
@@ -198,10 +299,33 @@ def score_correctness(ev: Evidence, crit: Criterion) -> CriterionResult:
         level = 0
         statuses = sorted({c.status for c in public})
         summary = f"does not run on the public shapes ({', '.join(statuses)})"
+    wrong = _wrong_share(failed)
+    if wrong:
+        summary += f"; {wrong}"
+    bad_outs = sorted({o["name"] for c in cases for o in c.outputs if o.get("correct") is False})
+    if len(ev.task.outputs) > 1 and bad_outs:
+        good = [o.name for o in ev.task.outputs if o.name not in bad_outs]
+        summary += (f"; outputs wrong somewhere: {', '.join(bad_outs)}"
+                    + (f"; right on every case that ran: {', '.join(good)}" if bad_outs and good else ""))
     if any(c.status == "bad-output" for c in cases):
         level = 0
         summary = "outputs are not HBM tensors the kernel allocated and wrote"
-    return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, summary, fb)
+    return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, summary, fb,
+                           evidence={"wrong_outputs": bad_outs, "failed_cases": [c.case for c in failed]})
+
+
+def _wrong_share(failed: list[CaseResult]) -> str:
+    """The share of wrong elements, smallest and largest over the failing cases that ran: 5 wrong elements of
+    262,144 and a kernel wrong everywhere must not read alike."""
+    xs = [(int(m["count"]), int(m["total"]), c.case) for c in failed
+          for m in [c.mismatch or {}] if isinstance(m.get("count"), int) and m.get("total")]
+    if not xs:
+        return ""
+    lo = min(xs, key=lambda t: t[0] / t[1])
+    hi = max(xs, key=lambda t: t[0] / t[1])
+    if lo == hi:
+        return f"wrong elements: {W.share(lo[0], lo[1])} on {lo[2]}"
+    return f"wrong elements: {W.share(lo[0], lo[1])} on {lo[2]} up to {W.share(hi[0], hi[1])} on {hi[2]}"
 
 
 # ------------------------------------------------------------------------------ numerics
@@ -236,10 +360,12 @@ def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
     if not judged:
         return CriterionResult(crit.id, crit.title, crit.weight, "fail", 0,
                                "no output to judge: the kernel produced no outputs")
-    fails = [c for c in judged if c.numerics.get("status") == "fail"]
-    inconclusive = [c for c in judged if c.numerics.get("status") == "inconclusive"]
-    margins = [float(c.numerics["margin"]) for c in judged if isinstance(c.numerics.get("margin"), int | float)]
-    worst_margin = max(margins) if margins else float("nan")
+    fails = [c for c in judged if _num_status(c) == "fail"]
+    inconclusive = [c for c in judged if _num_status(c) == "inconclusive"]
+    margins = [(_num_margin(c), c) for c in judged]
+    finite = [(m, c) for m, c in margins if m is not None]
+    worst_margin, worst_case = max(finite, key=lambda t: t[0]) if finite else (float("nan"), None)
+    no_margin = [c for m, c in margins if m is None and _num_status(c) == "fail"]
     if not fails:
         level = 3 if inconclusive else 4
     elif len(fails) == len(judged):
@@ -251,32 +377,158 @@ def score_numerics(ev: Evidence, crit: Criterion) -> CriterionResult:
     fb: list[Feedback] = []
     recipe = ev.task.numerics.recipe
     recipe_txt = ", ".join(f"{k}={v}" for k, v in recipe.items())
-    for c in fails[:3]:
-        n = c.numerics
-        w = (n.get("worst") or [{}])[0]
-        finding = (n.get("findings") or [{}])[0]
-        obs = (f"{_shape(c)}: margin {n.get('margin')} (error/bound; must be <= 1), deciding gate "
-               f"{n.get('deciding_gate')}")
-        if w:
-            obs += f"; worst element {w.get('index')}: got {w.get('got')}, oracle {w.get('expected')}, bound {w.get('bound')}"
-        if finding.get("cause"):
-            obs += f"; likely cause: {finding['cause']}"
+    groups: dict[str, list[CaseResult]] = {}
+    undiagnosed: list[CaseResult] = []
+    tails = _tail_seen(ev.cases, ev.task)
+    for c in sorted(fails, key=lambda x: x.hidden):  # one line per cause; a public case quoted first
+        n = c.numerics or {}
+        if (c.mismatch or {}).get("kind") == "unwritten":
+            key = _group_key(c, ev.task, tails)  # the same key as Correctness's line: one finding
+        elif str(n.get("diagnosis", "")).startswith("skipped") or (not n.get("findings") and \
+                _num_status(c, first=True) != "fail"):
+            undiagnosed.append(c)
+            continue
         else:
-            obs += _precision_hint(w)
-        sug = finding.get("action") or "keep accumulations in fp32 (PSUM) and follow the task's precision recipe"
-        evd = _case_ev(c)
-        evd.update({"margin": n.get("margin"), "gate": n.get("deciding_gate"), "worst": w,
-                    "finding": finding.get("id")})
-        fb.append(Feedback("numerics", "error", obs, f"every element within the error budget of the recipe ({recipe_txt})",
-                           sug, evd))
+            f0 = (n.get("findings") or [{}])[0]
+            conf = W.finding_confidence(f0)
+            # a cause the diagnosis established has its own finding; the unconfirmed ones (suspected from the
+            # error's shape, or none) share one, led by the first such case
+            # (on a case Correctness fails too, that case's Correctness finding: the same symptom, stated once)
+            key = (f"cause:{f0.get('id')}" if conf in ("reproduced", "matched-pattern") else
+                   _group_key(c, ev.task, tails) if not c.correct else "numerics:unconfirmed")
+        groups.setdefault(key, []).append(c)
+    if undiagnosed and not groups:
+        groups["numerics:undiagnosed"] = undiagnosed
+        undiagnosed = []
+    for i, (key, g) in enumerate(list(groups.items())[:3]):
+        extra = undiagnosed if i == 0 else []
+        fb.append(_numerics_feedback(key, g, extra, ev.task, recipe_txt, tails))
     if not fails and inconclusive:
         c = inconclusive[0]
         fb.append(Feedback("numerics", "info", f"{_shape(c)}: numerics inconclusive ({c.numerics.get('deciding_gate')})",
-                           "a decisive pass", "none needed if other cases pass", _case_ev(c)))
-    summary = (f"{len(judged) - len(fails)} of {len(judged)} cases inside the error budget; worst margin "
-               f"{worst_margin:.3g}")
+                           "a decisive pass", "none needed if other cases pass", _case_ev(c),
+                           cases=[x.case for x in inconclusive], families=sorted({x.family for x in inconclusive}),
+                           key="numerics:inconclusive"))
+    summary = f"{len(judged) - len(fails)} of {len(judged)} cases inside the error budget"
+    if finite:
+        summary += f"; worst margin {W.num(worst_margin)} (error/bound, must be <= 1) on {worst_case.case}"
+    if no_margin:
+        summary += (f"; {len(no_margin)} failing case(s) have no finite margin (NaN, inf or unwritten elements): "
+                    f"{W.case_list([c.case for c in no_margin], 2)}")
+    bad_outs = sorted({o["name"] for c in judged for o in c.outputs
+                       if (o.get("numerics") or {}).get("status") == "fail"})
+    if len(ev.task.outputs) > 1:
+        judged_outs = sorted({o["name"] for c in judged for o in c.outputs if o.get("numerics")})
+        summary += (f"; outputs judged: {', '.join(judged_outs) or ev.task.outputs[0].name}"
+                    + (f", failing: {', '.join(bad_outs)}" if bad_outs else ""))
     return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, summary, fb,
-                           evidence={"worst_margin": worst_margin, "failed_cases": [c.case for c in fails]})
+                           evidence={"worst_margin": worst_margin if not no_margin else float("inf"),
+                                     "worst_finite_margin": worst_margin,
+                                     "failed_cases": [c.case for c in fails], "failing_outputs": bad_outs})
+
+
+def _num_status(c: CaseResult, first: bool = False) -> str | None:
+    """A case's numerics status over every judged output (``first``: the first output's only)."""
+    st = [(c.numerics or {}).get("status")]
+    if not first:
+        st += [(o.get("numerics") or {}).get("status") for o in c.outputs[1:]]
+    for s in ("fail", "inconclusive", "pass"):
+        if s in st:
+            return s
+    return None
+
+
+def _num_margin(c: CaseResult) -> float | None:
+    """The case's largest finite margin over its judged outputs (None: none finite)."""
+    import math
+
+    vals = [(c.numerics or {}).get("margin")] + [(o.get("numerics") or {}).get("margin") for o in c.outputs[1:]]
+    xs = [float(v) for v in vals if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)]
+    return max(xs) if xs else None
+
+
+def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResult], task: Task,
+                       recipe_txt: str, tails: set[str]) -> Feedback:
+    c = g[0]
+    n = c.numerics or {}
+    names = [x.case for x in g]
+    evd = _case_ev(c)
+    expected = f"every element within the error budget of the recipe ({recipe_txt})"
+    if (c.mismatch or {}).get("kind") == "unwritten":
+        m = c.mismatch or {}
+        _, cause, sug = _unwritten_cause(c, task, m, tails)
+        obs = (f"{_shape(c)}: the numerics cannot be judged where {m.get('output')} was never written "
+               f"({W.share(m.get('count', 0), m.get('total', 0))}); {W.stated(cause, 'matched-pattern')}")
+        if len(g) > 1:
+            obs += f"; the same in {len(g) - 1} more case(s): {W.case_list(names[1:])}"
+        fb = Feedback("numerics", "error", obs, expected, sug, evd, cause=cause, confidence="matched-pattern",
+                      cases=names, families=sorted({x.family for x in g}), key=key)
+        fb.brief = f"numerics fails on {len(g)} case(s) (unwritten elements)"
+        return fb
+    if _num_status(c, first=True) != "fail":  # only outputs after the first fail: they have no diagnosis
+        outs = [(o["name"], (o.get("numerics") or {}).get("margin")) for o in c.outputs[1:]
+                if (o.get("numerics") or {}).get("status") == "fail"]
+        obs = (f"{_shape(c)}: output(s) " + ", ".join(f"{nm} (margin {W.num(mg)})" for nm, mg in outs)
+               + " fail the numerical standard (error/bound must be <= 1); the first output passes")
+        everyone = [*g, *undiagnosed]
+        if len(everyone) > 1:
+            obs += f"; also failing in {len(everyone) - 1} more case(s): {W.case_list([x.case for x in everyone[1:]])}"
+        fb = Feedback("numerics", "error", obs, expected,
+                      "compute these outputs as the task statement does, in the recipe's precision; "
+                      f"reproduce on {c.case}", evd, cases=[x.case for x in everyone],
+                      families=sorted({x.family for x in everyone}), key=key)
+        fb.brief = f"output(s) {', '.join(nm for nm, _ in outs)} fail the numerical standard"
+        return fb
+    w = (n.get("worst") or [{}])[0]
+    finding = (n.get("findings") or [{}])[0]
+    conf = W.finding_confidence(finding)
+    margins = [m for m in (_num_margin(x) for x in g) if m is not None]
+    mtxt = (f"margin {W.num(n.get('margin'))}" if len(g) == 1 or not margins
+            else f"margin {W.num(min(margins))}..{W.num(max(margins))}")
+    obs = f"{_shape(c)}: {mtxt} (error/bound; must be <= 1), deciding gate {n.get('deciding_gate')}"
+    if w:
+        obs += (f"; worst element {W.index(w.get('index'))}: got {W.num(w.get('got'))}, oracle "
+                f"{W.num(w.get('expected'))}, bound {W.num(w.get('bound'))}")
+    bad_outs = [o["name"] for o in c.outputs[1:] if (o.get("numerics") or {}).get("status") == "fail"]
+    if bad_outs:
+        obs += f"; also failing: output(s) {', '.join(bad_outs)}"
+    cause = None
+    if finding.get("cause") and conf:
+        cause = str(finding["cause"])
+        obs += f"; {W.stated(cause, conf)}"
+    else:
+        hint = _precision_hint(w)
+        if "probably" in hint:
+            figure, _, cause = hint.partition(", the precision of ")
+            conf = "suspected"
+            obs += f"{figure}; {W.stated('the precision of ' + cause, conf)}"
+        else:
+            obs += hint
+    rel = W.relative_error(w.get("got"), w.get("expected"))
+    if finding.get("action"):
+        sug = finding["action"]
+    elif conf == "suspected" and cause:
+        sug = "keep accumulations in fp32 (PSUM) and follow the task's precision recipe"
+    elif (rel is not None and rel >= 0.01) or not c.correct:
+        sug = ("the values are wrong, not imprecise: check the formula against the task statement "
+               f"(reproduce on {c.case}, seed {c.seed})")
+    else:
+        sug = "keep accumulations in fp32 (PSUM) and follow the task's precision recipe"
+    rest = [x.case for x in g[1:]] + [x.case for x in undiagnosed]
+    if len(g) > 1:
+        lead = "the same cause in" if key.startswith("cause:") else "also failing, cause not confirmed, in"
+        obs += f"; {lead} {len(g) - 1} more case(s): {W.case_list(names[1:])}"
+    if undiagnosed:
+        obs += (f"; {len(undiagnosed)} more failing case(s) not diagnosed: "
+                f"{W.case_list([x.case for x in undiagnosed])}")
+    evd.update({"margin": n.get("margin"), "gate": n.get("deciding_gate"), "worst": w, "finding": finding.get("id"),
+                "also_cases": rest})
+    fb = Feedback("numerics", "error", obs, expected, sug, evd, cause=cause, confidence=conf if cause else None,
+                  cases=names + [x.case for x in undiagnosed],
+                  families=sorted({x.family for x in [*g, *undiagnosed]}), key=key)
+    fb.brief = (f"numerics fails on {len(g) + len(undiagnosed)} case(s), {mtxt}"
+                + (f"; {W.stated(cause, conf)}" if cause and conf != "reproduced" else ""))
+    return fb
 
 
 # ------------------------------------------------------------------------------ hardware
@@ -285,6 +537,8 @@ def _partitions(target: str) -> int:
     from nkieval.hardware import get_target
 
     return int(get_target(target).partitions)
+#: trace metrics whose defect other criteria state too (a literal port, a static rule): one finding
+_HW_KEYS = {"partition_utilisation": "layout:partitions", "dma_median_bytes_per_partition": "dma:small"}
 
 
 def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
@@ -302,7 +556,10 @@ def score_hardware(ev: Evidence, crit: Criterion) -> CriterionResult:
     def flag(p: int, obs: str, exp: str, sug: str, **metric: Any) -> None:
         nonlocal penalty
         penalty += p
-        fb.append(Feedback("hardware", "error" if p >= major else "warning", obs, exp, sug, {**base_ev, **metric}))
+        m = str(metric.get("metric"))
+        fb.append(Feedback("hardware", "error" if p >= major else "warning", obs, exp, sug, {**base_ev, **metric},
+                           confidence="measured", key=_HW_KEYS.get(m, f"hardware:{m}"),
+                           brief=obs.split(";")[0]))
 
     sol_txt = lambda v, fmt: f" (expert solution: {fmt.format(v)})" if v is not None else ""  # noqa: E731
     u = hw.partition_utilisation
@@ -473,8 +730,8 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
     hidden_fail = [c for c in ev.cases if c.hidden and not c.correct]
     public_ok = all(c.correct for c in ev.cases if not c.hidden)
     bounds_broken = bool(hidden_fail and public_ok)
-    num_only = [c for c in ev.cases if c.correct and c.numerics and c.numerics.get("status") == "fail"]
-    num_failed = any(c.numerics and c.numerics.get("status") == "fail" for c in ev.cases)
+    num_only = [c for c in ev.cases if c.correct and c.numerics and _num_status(c) == "fail"]
+    num_failed = any(c.numerics and _num_status(c) == "fail" for c in ev.cases)
     hw, sol = ev.hw, ev.hw_solution
     literal = bool(hw and sol and sol.partition_utilisation >= 0.5 and (
         hw.partition_utilisation < 0.25 or (sol.instructions and hw.instructions > 8 * sol.instructions)))
@@ -502,7 +759,10 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            + (f"; static check {st['static_rule']} (candidate line {st['static_line']}) agrees" if st
                               else ""),
                            "every CUDA bounds guard (i < n) has a matching tail treatment in NKI",
-                           "add the tail tile (min()-clamped slice) for the guarded dimension", {**_case_ev(c), **st}))
+                           "add the tail tile (min()-clamped slice) for the guarded dimension", {**_case_ev(c), **st},
+                           cause="the port drops the CUDA bounds guard", confidence="matched-pattern",
+                           key=_group_key(c, task, _tail_seen(ev.cases, task)), brief="the port drops a case the CUDA bounds guard handles"
+                           + (f" (static check {st['static_rule']} line {st['static_line']} agrees)" if st else "")))
     if num_only:
         level -= 1
         st = cite("MIG003") or cite("MIG004")
@@ -510,7 +770,10 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            + (f"; static check {st['static_rule']} line {st['static_line']}: {st['static_message']}"
                               if st else ""),
                            "the port keeps the CUDA kernel's precision (fp32 accumulation where CUDA accumulates in float)",
-                           "match the CUDA accumulator and math functions", {**numerics.evidence, **st}))
+                           "match the CUDA accumulator and math functions", {**numerics.evidence, **st},
+                           key=numerics.feedback[0].key if numerics.feedback else "",
+                           brief="the port does not keep the CUDA kernel's precision"
+                           + (f" (static check {st['static_rule']} line {st['static_line']})" if st else "")))
     if literal and hw and sol:
         level -= 2
         st = cite("MIG001")
@@ -522,7 +785,10 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            "the CUDA grid/block decomposition re-derived as 128-partition tiles, not transliterated",
                            "map CUDA threads to lanes of a [128, F] tile and blocks to tiles; drop the per-block loop",
                            {"metric": "partition_utilisation", "value": hw.partition_utilisation,
-                            "instructions": hw.instructions, "reference_instructions": sol.instructions, **st}))
+                            "instructions": hw.instructions, "reference_instructions": sol.instructions, **st},
+                           cause="a literal thread-by-thread port", confidence="matched-pattern",
+                           key="layout:partitions", brief="a literal port of the CUDA threads"
+                           + (f" (static check {st['static_rule']} line {st['static_line']} agrees)" if st else "")))
     confirmed = {"MIG002": bounds_broken, "MIG003": num_failed, "MIG004": num_failed, "MIG001": literal}
     all_correct = all(c.correct for c in ev.cases)
     # Run-time evidence able to contradict a finding: every (hidden, ragged) case correct for bounds;
@@ -531,16 +797,14 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                     "MIG004": not num_failed and any(c.numerics for c in ev.cases),
                     "MIG001": bool(hw and not literal)}
     untestable_errs = untestable_warns = 0
+    refuted: list[tuple[str, dict[str, Any]]] = []
     for f in static:
         rule, sev = str(f.get("rule")), f.get("severity")
         if sev not in ("error", "warning") or confirmed.get(rule):
             continue
         loc = {"rule": rule, "line": f.get("line"), "location": f"candidate.py:{f.get('line')}"}
         if contradicted.get(rule):
-            fb.append(Feedback("migration", "info", f"static check {rule} line {f.get('line')}: {f.get('message')}",
-                               "a static finding the run-time evidence confirms",
-                               "none: the runs on every shape contradict it (kept for the record)",
-                               {**loc, "contradicted_by": "run-time evidence"}))
+            refuted.append((f"static check {rule} line {f.get('line')}: {f.get('message')}", loc))
             continue
         if sev == "error" and untestable_errs < 2:
             untestable_errs += 1
@@ -552,6 +816,13 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
             continue
         fb.append(Feedback("migration", sev, f"{rule} line {f.get('line')}: {f.get('message')}",
                            "the CUDA contract kept", f.get("suggestion") or "see the rule", loc))
+    if refuted:  # one line for every static finding the runs contradict
+        fb.append(Feedback("migration", "info", "; ".join(t for t, _ in refuted),
+                           "a static finding the run-time evidence confirms",
+                           "none: the runs on every shape contradict "
+                           + ("it" if len(refuted) == 1 else "them") + " (kept for the record)",
+                           {**refuted[0][1], "contradicted_by": "run-time evidence",
+                            "rules": [x["rule"] for _, x in refuted]}, key="migration:contradicted"))
     level = _differential_feedback(ev, fb, level)
     level = max(0, min(level, start))
     defects = [f for f in fb if f.severity != "info"]
@@ -616,6 +887,10 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
 
 
 # ------------------------------------------------------------------------------ code quality
+#: static rules that name the source of a trace defect another criterion measures: one finding for both
+_CODE_KEYS = {"NKI016": "layout:partitions", "NKI014": "dma:small"}
+
+
 def score_code_quality(ev: Evidence, crit: Criterion) -> CriterionResult:
     if ev.analysis is None:
         return CriterionResult(crit.id, crit.title, crit.weight, "not-assessed", None,
@@ -632,9 +907,20 @@ def score_code_quality(ev: Evidence, crit: Criterion) -> CriterionResult:
         level = 3
     else:
         level = 4
-    fb = [Feedback("code_quality", f["severity"], f"candidate.py:{f['line']} [{f['rule']}] {f['message']}",
-                   "no findings above info", f.get("suggestion") or "see the rule's documentation",
-                   {"rule": f["rule"], "location": f"candidate.py:{f['line']}"}) for f in (errs + warns)[:6]]
+    by_rule: dict[str, list[dict[str, Any]]] = {}
+    for f in errs + warns:  # one line per rule: the first finding quoted, the other lines listed
+        by_rule.setdefault(str(f["rule"]), []).append(f)
+    fb = []
+    for rule, fs in list(by_rule.items())[:6]:
+        f = fs[0]
+        more = (f"; the same at line(s) {', '.join(str(x['line']) for x in fs[1:])}" if len(fs) > 1 else "")
+        line = Feedback("code_quality", f["severity"], f"candidate.py:{f['line']} [{rule}] {f['message']}{more}",
+                        "no findings above info", f.get("suggestion") or "see the rule's documentation",
+                        {"rule": rule, "location": f"candidate.py:{f['line']}",
+                         "lines": [x["line"] for x in fs]},
+                        cause=f"static rule {rule}", confidence="matched-pattern", key=_CODE_KEYS.get(rule, ""))
+        line.brief = f"[{rule}] at line(s) {', '.join(str(x['line']) for x in fs)}"
+        fb.append(line)
     return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level,
                            f"{len(errs)} error(s), {len(warns)} warning(s) from static analysis", fb)
 
@@ -652,6 +938,7 @@ def total_score(crits: list[CriterionResult], verdict: str, message: str = "") -
     if verdict in INTEGRITY_VERDICTS or verdict == "harness-error":
         for c in crits:
             if c.level is not None and c.level > 0:
+                c.uncapped_level = c.level if c.uncapped_level is None else c.uncapped_level
                 c.level = 0
                 c.verdict = "fail"
                 c.capped_by = f"verdict {verdict}" + (f": {message}" if message else "")
@@ -683,6 +970,12 @@ def score_all(ev: Evidence) -> list[CriterionResult]:
     for crit in ev.rubric.criteria:
         if crit.id == "migration":
             results["migration"] = score_migration(ev, crit, results["correctness"], results["numerics"])
+    hw, perf = results.get("hardware"), results.get("performance")
+    if hw is not None and perf is not None and not hw.feedback:  # no trace defect to point to
+        for f in perf.feedback:
+            f.suggestion = f.suggestion.replace("; see Hardware appropriateness for the specific defects", "") \
+                .replace("see Hardware appropriateness for the specific defects",
+                         "compare the engine timeline with the expert's (nkieval profile --trace)")
     for gate in ev.rubric.gates:
         src = results.get(gate.criterion)
         if src is None or src.level is None or src.level >= gate.below:
@@ -690,6 +983,7 @@ def score_all(ev: Evidence) -> list[CriterionResult]:
         for cid, cap in gate.cap.items():
             r = results.get(cid)
             if r is not None and r.level is not None and r.level > cap:
+                r.uncapped_level = r.level if r.uncapped_level is None else r.uncapped_level
                 r.level = cap
                 r.verdict = _verdict(cap)
                 r.capped_by = f"{gate.criterion} < {gate.below}: {gate.reason}"

@@ -536,6 +536,14 @@ def format_matrix(m: SuiteMatrix) -> str:
     return "\n".join(lines)
 
 
+def write_dashboard(m: SuiteMatrix, path: Path) -> None:
+    """The suite dashboard (``review.render.suite_html``) written to ``path``."""
+    from nkieval.review.render import suite_html
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(suite_html(m))
+
+
 # ----------------------------------------------------------------------------------- CLI
 @click.group("suite")
 def suite_group() -> None:
@@ -558,9 +566,12 @@ def suite_group() -> None:
 @click.option("--rerun", is_flag=True, help="ignore earlier results and review everything again")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON instead of the matrix")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="also write the suite dashboard (one self-contained HTML page) to this file")
 def run_cmd(level: int | None, pattern: str | None, workers: int, executor: str, ray_address: str | None,
             results: str, roles: tuple[str, ...],
-            default_target_only: bool, seed: int, rerun: bool, no_progress: bool, as_json: bool) -> None:
+            default_target_only: bool, seed: int, rerun: bool, no_progress: bool, as_json: bool,
+            html_out: str | None) -> None:
     """Review every expert, baseline and flawed candidate; exit 1 if any expectation is missed."""
     broken: list[str] = []
     entries = plan(level, pattern, roles=roles or ROLES, all_targets=not default_target_only, errors=broken)
@@ -573,6 +584,8 @@ def run_cmd(level: int | None, pattern: str | None, workers: int, executor: str,
     recs = run_suite(entries, Path(results), workers=workers, seed=seed, rerun=rerun, progress=not no_progress,
                      executor=executor, ray_address=ray_address)
     m = judge(recs)
+    if html_out:
+        write_dashboard(m, Path(html_out))
     if as_json:
         click.echo(json.dumps(m.summary(), indent=2))
     else:
@@ -586,11 +599,15 @@ def run_cmd(level: int | None, pattern: str | None, workers: int, executor: str,
 @click.option("--results", type=click.Path(dir_okay=False, exists=True), default=str(DEFAULT_RESULTS),
               show_default=True)
 @click.option("--json", "as_json", is_flag=True)
-def report_cmd(results: str, as_json: bool) -> None:
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="also write the suite dashboard (one self-contained HTML page) to this file")
+def report_cmd(results: str, as_json: bool, html_out: str | None) -> None:
     """Reprint the matrix of an earlier run from its results file."""
     m = judge(load_records(Path(results)).values())
+    if html_out:
+        write_dashboard(m, Path(html_out))
     click.echo(json.dumps(m.summary(), indent=2) if as_json else format_matrix(m))
 
 
 __all__ = ["ROLES", "SuiteEntry", "SuiteMatrix", "feedback_text", "format_matrix", "judge", "load_records",
-           "names_flaw", "plan", "run_entries", "run_entry", "run_suite", "suite_group"]
+           "names_flaw", "plan", "run_entries", "run_entry", "run_suite", "suite_group", "write_dashboard"]

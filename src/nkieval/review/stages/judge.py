@@ -16,7 +16,7 @@ import numpy as np
 
 from nkieval.review import adapters
 from nkieval.review.cache import CASE_CACHE, MAX_KEPT_ELEMENTS
-from nkieval.review.compare import compare_outputs
+from nkieval.review.compare import compare_each
 from nkieval.review.model import CaseResult
 from nkieval.review.sandbox import CaseRun
 from nkieval.review.stages.load import Loaded
@@ -41,6 +41,8 @@ class JudgeKit:
     variants: list[Any]
     numerics_ok: bool
     numerics_reason: str | None
+    #: float64 oracles of the outputs after the first (reference.py's ``oracle_<output name>``)
+    output_oracles: Mapping[str, Callable[..., Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ def prepare_judge(loaded: Loaded) -> JudgeKit:
     """The task's reference code (cached per content) and the numerics' availability (timed as ``setup_s``)."""
     ref_fn, oracle, variants = task_code(loaded.task, loaded.fingerprint)
     num_ok, num_reason = adapters.numerics_available()
-    return JudgeKit(loaded, ref_fn, oracle, variants, num_ok, num_reason)
+    return JudgeKit(loaded, ref_fn, oracle, variants, num_ok, num_reason, output_oracles_of(loaded.task))
 
 
 def needs_prefetch(kit: JudgeKit, i: int) -> bool:
@@ -114,7 +116,8 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
         task = kit.loaded.task
         ref = _reference(kit, i)
         try:
-            cr.mismatch = compare_outputs(run.outputs, ref, task.outputs, task.rtol, task.atol, run.unwritten)
+            cr.mismatch, cr.outputs = compare_each(run.outputs, ref, task.outputs, task.rtol, task.atol,
+                                                   run.unwritten)
         except Exception as e:  # outputs the sandbox read back are checked arrays: a raise is the judge's
             raise JudgeError("compare", f"comparing the outputs raised {type(e).__name__}: {e}") from e
         cr.correct = cr.mismatch is None
@@ -127,9 +130,43 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
                 if verdict is not None:
                     # the report's form, here in the worker (a diagnosis replaces it)
                     cr.numerics = adapters.numerics_dict(verdict)
+            _judge_other_outputs(kit, i, run, cr)
     with timed(timings, "reference_and_compare_s"):
         _grew(kit, i)
     return JudgedCase(cr, verdict, run.outputs[0] if verdict is not None else None, reason)
+
+
+def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult) -> None:
+    """The numerics verdict of each output after the first that has its own oracle (no diagnosis); the
+    others say why they are judged by Correctness only."""
+    task, lo = kit.loaded.task, kit.loaded
+    for j, rec in enumerate(cr.outputs):
+        if j == 0:
+            if cr.numerics is not None:
+                rec["numerics"] = _brief(cr.numerics)
+            continue
+        spec = task.outputs[j]
+        fn = (kit.output_oracles or {}).get(spec.name)
+        if fn is None:
+            rec["numerics_note"] = ("an integer output: exact, judged by Correctness" if "int" in spec.dtype else
+                                    "the task gives no float64 oracle for this output: judged by Correctness only")
+            continue
+        if (rec.get("mismatch") or {}).get("kind") in ("shape", "dtype"):
+            continue
+        c, data = lo.cases[i], lo.data[i]
+        keep = lo.keys[i] is not None and run.outputs[j].size <= MAX_KEPT_ELEMENTS
+        pc, _ = data.get_extra_prepared(spec.name, lambda fn=fn, c=c, keep=keep, data=data: adapters.numerics_prepare(
+            task, data.inputs, c.family, is_random(c.family), fn, c.dims, keep_blocks=keep))
+        if pc is None:
+            continue
+        v, _ = adapters.numerics_check(pc, run.outputs[j])
+        if v is not None:
+            rec["numerics"] = _brief(adapters.numerics_dict(v))
+
+
+def _brief(n: dict[str, Any]) -> dict[str, Any]:
+    """An output's numerics verdict in a few fields (the first output's full record is ``CaseResult.numerics``)."""
+    return {k: n.get(k) for k in ("status", "margin", "deciding_gate")}
 
 
 def diagnose_case(kit: JudgeKit, i: int, judged: JudgedCase, hint: str | None, timings: Timings
@@ -215,6 +252,8 @@ def collect(kit: JudgeKit, judged: Mapping[int, JudgedCase],
         cr = jc.result
         if jc.verdict is None:
             cr.numerics = None  # none, or a diagnosis raised (reported as the reason)
+            if cr.outputs:
+                cr.outputs[0].pop("numerics", None)
         elif jc.verdict.status == "fail":
             n_failing += 1
             if n_failing <= DIAGNOSED_FAILURES:
@@ -246,6 +285,16 @@ def task_code(task: Task, fingerprint: str | None) -> tuple[Callable[..., Any], 
         with _TASK_CODE_LOCK:
             _TASK_CODE[fingerprint] = code
     return code
+
+
+def output_oracles_of(task: Task) -> dict[str, Callable[..., Any]]:
+    """reference.py's float64 oracles of the outputs after the first: ``oracle_<output name>``."""
+    import runpy
+
+    if len(task.outputs) < 2 or task.numerics.op != "reference":
+        return {}
+    ns = runpy.run_path(str(task.reference_file))
+    return {o.name: ns[f"oracle_{o.name}"] for o in task.outputs[1:] if callable(ns.get(f"oracle_{o.name}"))}
 
 
 def oracle_of(task: Task) -> Callable[..., Any] | None:

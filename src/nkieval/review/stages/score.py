@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from nkieval.review import findings
 from nkieval.review.model import CaseResult, CriterionResult, Review
 from nkieval.review.physics import fully_written, output_bytes_violations, roofline_violation
 from nkieval.review.scoring import Evidence, score_all, total_score
@@ -75,6 +76,8 @@ def report(loaded: Loaded, judgement: Judgement, run: RunEvidence, scored: Score
     src = loaded.source
     raw = bytes.fromhex(src[len(NOT_TEXT):]) if src.startswith(NOT_TEXT) else src.encode()
     hw, refs, d = run.hw, run.refs, scored.decision
+    found = findings.build(scored.criteria)
+    text = "" if src.startswith(NOT_TEXT) else src
     return Review(
         task=loaded.task.id, task_title=loaded.task.title, candidate=loaded.name,
         candidate_sha256=hashlib.sha256(raw).hexdigest(), target=loaded.target, rubric=loaded.rubric.id,
@@ -86,7 +89,9 @@ def report(loaded: Loaded, judgement: Judgement, run: RunEvidence, scored: Score
                   "baseline": refs.hw_baseline.to_dict() if refs.hw_baseline else None,
                   "case": scored.hw_case.case if scored.hw_case else None},
         performance=run.perf or {"not_assessed": run.perf_reason or "no successful run"},
-        not_assessed=scored.not_assessed, timings=timings, versions=_versions())
+        not_assessed=scored.not_assessed, timings=timings, versions=_versions(), findings=found,
+        summary=findings.summarise(scored.criteria, judgement.cases, d.verdict, len(loaded.task.outputs)),
+        excerpts=findings.excerpts(found, text))
 
 
 _VERSIONS: dict[str, str] = {}

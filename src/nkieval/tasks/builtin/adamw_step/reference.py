@@ -20,6 +20,16 @@ def oracle(param, grad, m, v, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight
     return _step(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step)[0]
 
 
+def oracle_m_new(param, grad, m, v, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=10):
+    """float64 m_new (the review judges each output with its own oracle)."""
+    return _step(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step)[1]
+
+
+def oracle_v_new(param, grad, m, v, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=10):
+    """float64 v_new."""
+    return _step(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step)[2]
+
+
 def no_bias_correction_oracle(param, grad, m, v, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01,
                               step=10):
     """param_new from the raw moments m and v, not divided by 1 - beta1^step and 1 - beta2^step."""

@@ -1,0 +1,109 @@
+"""How readable the review's reports are, over the built-in flawed candidates (issue 30's acceptance figures).
+
+For every flawed candidate of every built-in task (on the task's default target, one fixed seed) it reviews
+the candidate, renders the Markdown, and measures:
+
+* the length of the Markdown's Findings section (characters; target: median <= 1,500);
+* repeated text: findings of one report whose observed text is the same, and clauses (the ``;``-separated
+  parts of a finding, 40 characters or longer) that appear in more than one finding of one report
+  (target: none);
+* stated causes without a confidence, and suspected causes not worded as suspected (target: none);
+* findings per report and the lean JSON report's size.
+
+Usage: ``.venv/bin/python benchmarks/report_quality.py [--tasks PATTERN] [--workers 2] [--seed 7]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+
+def findings_section(md: str) -> str:
+    m = re.search(r"^## Findings\n(.*?)(?=^## |\Z)", md, flags=re.S | re.M)
+    return m.group(0).rstrip() if m else ""
+
+
+def measure_one(task_dir: str, path: str, seed: int) -> dict[str, Any]:
+    from nkieval.review import review
+    from nkieval.review.report import to_markdown
+
+    r = review(task_dir, Path(path), seed=seed)
+    md = to_markdown(r)
+    sec = findings_section(md)
+    observed = [f.observed for f in r.findings]
+    dup_obs = len(observed) - len(set(observed))
+    clauses: dict[str, int] = {}
+    for f in r.findings:
+        for part in {p.strip() for p in re.split(r"; | → ", f"{f.observed}; {f.suggestion}") if len(p.strip()) >= 40}:
+            clauses[part] = clauses.get(part, 0) + 1
+    repeated = [c for c, n in clauses.items() if n > 1]
+    no_conf = [f.key for f in r.findings if f.cause and not f.confidence]
+    unworded = [f.key for f in r.findings if f.confidence == "suspected" and f.cause
+                and "suspected" not in " ".join([f.observed, *f.also]).lower()]
+    return {"task": Path(task_dir).name, "candidate": Path(path).name, "verdict": r.verdict,
+            "findings_chars": len(sec), "findings": len(r.findings), "duplicate_observed": dup_obs,
+            "repeated_clauses": repeated, "cause_without_confidence": no_conf,
+            "suspected_not_worded": unworded, "stated_causes": sum(bool(f.cause) for f in r.findings),
+            "confidence": [f.confidence for f in r.findings if f.cause],
+            "json_bytes": len(r.to_json()), "json_bytes_full": len(json.dumps(r.to_dict(lean=False)))}
+
+
+def _run(args: tuple[str, str, int]) -> dict[str, Any]:
+    return measure_one(*args)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tasks", default=None, help="comma-separated fnmatch patterns over task ids")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--json", dest="json_out", default=None, help="write the per-candidate records here")
+    a = ap.parse_args()
+    from nkieval.review.suite import plan
+
+    entries = plan(None, a.tasks, roles=("flawed",))
+    jobs = [(e.task_dir, e.path, a.seed) for e in entries]
+    t0 = time.perf_counter()
+    import multiprocessing as mp
+
+    with ProcessPoolExecutor(max_workers=a.workers, mp_context=mp.get_context("spawn")) as pool:
+        recs = list(pool.map(_run, jobs))
+    chars = sorted(r["findings_chars"] for r in recs)
+    q = lambda f: chars[min(len(chars) - 1, int(f * (len(chars) - 1) + 0.5))]  # noqa: E731
+    causes = sum(r["stated_causes"] for r in recs)
+    conf: dict[str, int] = {}
+    for r in recs:
+        for c in r["confidence"]:
+            conf[str(c)] = conf.get(str(c), 0) + 1
+    print(f"flawed candidates reviewed: {len(recs)} (seed {a.seed}, {time.perf_counter() - t0:.0f} s)")
+    print(f"Findings section, characters: median {statistics.median(chars):.0f}, p90 {q(0.9)}, max {chars[-1]} "
+          f"(target: median <= 1500)")
+    print(f"findings per report: median {statistics.median(r['findings'] for r in recs):.0f}, "
+          f"max {max(r['findings'] for r in recs)}")
+    print(f"reports with a finding's observed text repeated: {sum(r['duplicate_observed'] > 0 for r in recs)}")
+    print(f"reports with a clause (>= 40 chars) in more than one finding: {sum(bool(r['repeated_clauses']) for r in recs)}")
+    print(f"stated causes: {causes}; without a confidence: {sum(len(r['cause_without_confidence']) for r in recs)}; "
+          f"suspected but not worded so: {sum(len(r['suspected_not_worded']) for r in recs)}; by confidence: "
+          f"{dict(sorted(conf.items()))}")
+    sizes = sorted(r["json_bytes"] for r in recs)
+    full = sorted(r["json_bytes_full"] for r in recs)
+    print(f"JSON report bytes: median {statistics.median(sizes):.0f} lean, {statistics.median(full):.0f} with the "
+          f"reference evidence inline")
+    bad = [r for r in recs if r["repeated_clauses"] or r["duplicate_observed"]]
+    for r in bad[:10]:
+        print(f"  repeated in {r['task']}/{r['candidate']}: {r['repeated_clauses'][:2]}")
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(recs, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
