@@ -38,7 +38,7 @@ INJECTIONS = [
     ("numerics", "nkieval.numerics", "PreparedCheck.__init__", SOLUTION, 101),
     ("numerics", "nkieval.numerics", "PreparedCheck.check", SOLUTION, 102),
     ("numerics", "nkieval.numerics", "PreparedCheck.diagnose", SKIPS_TAIL, 103),
-    ("compare", "nkieval.review.stages.judge", "compare_outputs", SOLUTION, 104),
+    ("compare", "nkieval.review.stages.judge", "compare_each", SOLUTION, 104),
     ("perf", "nkieval.perf", "estimate", SOLUTION, 105),
     ("evidence", "nkieval.review.stages.evidence", "trace_evidence", SOLUTION, 106),
     ("analysis", "nkieval.analysis", "analyze_port", SOLUTION, 107),

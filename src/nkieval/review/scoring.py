@@ -834,6 +834,11 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            + note, fb)
 
 
+def _sig3(x: Any) -> str:
+    """A number to 3 significant digits (as every figure of a finding), anything else as it is."""
+    return f"{x:.3g}" if isinstance(x, int | float) and not isinstance(x, bool) else repr(x)
+
+
 def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
     """The port against the CUDA source run on the same inputs (stages.differential): a cause confirmed by
     re-running the CUDA kernel with the port's constant costs two levels; a disagreement whose cause is not
@@ -868,8 +873,8 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
                 charged = True
             fb.append(Feedback("migration", sev,
                                f"output {name} disagrees with the CUDA kernel run on the same inputs ({w.get('case')}: "
-                               f"{o['tol_ratio']:.3g}x the tolerance at {w.get('index')}, GPU {w.get('gpu')!r} vs port "
-                               f"{w.get('port')!r}); cause not identified",
+                               f"{o['tol_ratio']:.3g}x the tolerance at {w.get('index')}, GPU {_sig3(w.get('gpu'))} vs port "
+                               f"{_sig3(w.get('port'))}); cause not identified",
                                "every output agrees with the CUDA kernel within the task's tolerance",
                                "compare the port's formula for this output with the CUDA source line by line",
                                {"output": name, **w}))
