@@ -76,11 +76,6 @@ class _Const:
         return self.value
 
 
-def _const_of(g: Getter) -> tuple[bool, Any]:
-    return (True, g.value) if isinstance(g, _Const) else (False, None)
-
-
-# -- compiling: every check that does not need the run's memory, once per program ----------------------------
 def compile_value(x: Any, depth: int = 0) -> Getter:
     """The getter of an encoded value; every name is looked up and every number checked here."""
     if depth > MAX_DEPTH:
