@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -171,6 +172,68 @@ def test_printing_a_gigabyte_is_contained(pool: SandboxPool) -> None:
 def test_oversized_response_is_output_limit(pool: SandboxPool) -> None:
     res = run(pool, probe="big_response", bytes=100 << 20)
     assert res.status == "output-limit" and res.payload is None
+
+
+def _run_parts(pool: SandboxPool, timeout_s: float = 10.0, on_part=None, **req: object) -> tuple[SandboxResult, list]:
+    parts: list[tuple[bytes, float]] = []
+    res = pool.run(json.dumps({"probe": "parts", **req}).encode(), timeout_s=timeout_s,
+                   on_part=on_part or (lambda b: parts.append((b, time.monotonic()))))
+    return res, parts
+
+
+def test_streamed_parts_arrive_in_order_before_the_result(pool: SandboxPool) -> None:
+    res, parts = _run_parts(pool, n=5)
+    assert ok_payload(res) == {"ok": True, "sent": True}
+    assert [b for b, _ in parts] == [f"part {i};".encode() for i in range(5)]
+
+
+def test_parts_reach_the_judge_while_the_worker_still_runs(pool: SandboxPool) -> None:
+    t0 = time.monotonic()
+    res, parts = _run_parts(pool, timeout_s=1.5, n=2, then="hang")
+    assert res.status == "timeout"
+    assert [b for b, _ in parts] == [b"part 0;", b"part 1;"]
+    assert all(t - t0 < 1.0 for _, t in parts), "parts were held back until the worker ended"
+
+
+def test_a_worker_that_goes_quiet_between_parts_is_stopped_by_the_per_part_budget(pool: SandboxPool) -> None:
+    parts: list[bytes] = []
+    t0 = time.monotonic()
+    res = pool.run(json.dumps({"probe": "parts", "n": 2, "then": "hang"}).encode(), timeout_s=20,
+                   on_part=parts.append, part_timeout_s=(5.0, 0.5))
+    assert res.status == "timeout" and len(parts) == 2
+    assert "no part within 0.5 s (after 2 parts)" in res.detail
+    assert time.monotonic() - t0 < 5, "stopped by the total limit, not the per-part one"
+    res = pool.run(json.dumps({"probe": "sleep", "s": 3}).encode(), timeout_s=20, part_timeout_s=(0.5, 0.5))
+    assert res.status == "timeout" and "no part within 0.5 s (after 0 parts)" in res.detail
+    res = pool.run(json.dumps({"probe": "parts", "n": 3}).encode(), timeout_s=20, part_timeout_s=(5.0, 0.5))
+    assert res.status == "ok", "a worker that keeps sending in time is not stopped"
+
+
+def test_too_many_or_too_large_parts_are_an_output_limit(pool: SandboxPool) -> None:
+    from nkieval.review.isolation._worker import MAX_PARTS
+
+    res, parts = _run_parts(pool, n=MAX_PARTS + 1)
+    assert res.status == "output-limit" and len(parts) == MAX_PARTS
+    res, parts = _run_parts(pool, n=8, repeat=(SandboxPolicy().max_response_bytes // 3) // len("part 0;"))
+    assert res.status == "output-limit" and len(parts) < 8
+
+
+def test_a_failing_part_handler_is_a_harness_fault_and_the_pool_stays_usable(pool: SandboxPool) -> None:
+    from nkieval.review.isolation import PartHandlerError
+
+    def boom(_: bytes) -> None:
+        raise KeyError("judge bug")
+
+    with pytest.raises(PartHandlerError):
+        _run_parts(pool, n=3, on_part=boom)
+    res, parts = _run_parts(pool, n=1)
+    assert res.status == "ok" and len(parts) == 1
+
+
+def test_send_part_outside_a_worker_sends_nothing() -> None:
+    from nkieval.review.isolation import send_part
+
+    assert send_part(b"x") is False
 
 
 def test_worker_cannot_kill_the_zygote(pool: SandboxPool) -> None:

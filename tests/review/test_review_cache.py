@@ -71,3 +71,30 @@ def test_lru_is_bounded_by_bytes_and_arrays_are_read_only():
     with pytest.raises(ValueError):
         entries[0].inputs["a"][0] = 1.0
     assert CaseCache(max_bytes=0).get(1) is None
+
+
+
+def test_the_cuda_kernels_outputs_are_computed_once_per_case_and_seed(monkeypatch):
+    """The differential stage's GPU side (the task's kernel.cu on the review's inputs and on the edge inputs) does
+    not depend on the candidate: a later review with the same seed reuses it, and reports the same."""
+    import nkieval.cuda as cuda
+
+    task = load_task("rmsnorm")
+    calls: list[int] = []
+    real = cuda.run_task_cuda
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(cuda, "run_task_cuda", counting)
+    CASE_CACHE.clear()
+    cold = review(task, task.solution_file, seed=5)
+    n_cold = len(calls)
+    assert n_cold >= 2, "the review runs the CUDA kernel on its cases and on edge inputs"
+    other = review(task, task.baseline_file, seed=5)
+    assert len(calls) == n_cold, "a warm review ran the CUDA kernel again"
+    assert "differential check against the CUDA source not assessed" not in _report(other)
+    assert _report(other) == _report(review(task, task.baseline_file, seed=5, cache=False))
+    assert len(calls) > n_cold, "without the cache the kernel runs again"
+    assert _report(cold) == _report(review(task, task.solution_file, seed=5))

@@ -8,8 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from nkieval.review import review
-from nkieval.review import sandbox as sb
+from nkieval.review import review, tracing
 
 HOST_WRITE = '''
 import nki
@@ -61,23 +60,25 @@ def test_host_writes_into_backing_arrays_do_not_reach_the_judge():
 
 def test_the_tracer_gets_shapes_and_parameters_only(monkeypatch):
     seen: list[dict] = []
-    real = sb.run_tracer
+    real = tracing.run_tracer
 
-    def spy(request, limits, n_shapes, hide=()):
+    def spy(request, limits, n_shapes, hide=(), on_part=None):
         seen.append(json.loads(json.dumps(request)))
-        return real(request, limits, n_shapes, hide)
+        return real(request, limits, n_shapes, hide, on_part)
 
-    monkeypatch.setattr(sb, "run_tracer", spy)
+    monkeypatch.setattr(tracing, "run_tracer", spy)
     review("vector_add", PATCH_NUMPY, seed=4)
     assert seen
-    req = seen[0]
-    assert set(req) == {"source", "kernel", "target", "max_instructions", "shapes"}
-    for s in req["shapes"]:
-        assert set(s) == {"key", "args", "params"}
-        for a in s["args"]:
-            assert set(a) == {"shape", "dtype"}  # no values, no seed, no file names
-    # one trace per distinct shape, however many input families run on it
-    assert len({s["key"] for s in req["shapes"]}) == len(req["shapes"])
+    for req in seen:
+        assert set(req) == {"source", "kernel", "target", "max_instructions", "shapes"}
+        for s in req["shapes"]:
+            assert set(s) == {"key", "args", "params"}
+            for a in s["args"]:
+                assert set(a) == {"shape", "dtype"}  # no values, no seed, no file names
+    # one trace per distinct shape in the whole review (the evidence and differential stages re-run shapes the
+    # cases ran: they reuse those programs), however many input families run on it
+    keys = [s["key"] for req in seen for s in req["shapes"]]
+    assert len(set(keys)) == len(keys)
 
 
 def test_patching_numpy_in_the_tracer_changes_nothing_the_judge_computes():
@@ -208,3 +209,54 @@ def test_a_beta1_kernel_is_reviewed_as_its_front_end_launches_it(task_id):
 
     r = review(task_id, BUILTIN_ROOT / task_id / "solution_beta1.py", seed=11)
     assert r.verdict == "pass", [(c.status, c.error) for c in r.cases if c.status != "ok"][:2]
+
+
+def test_the_known_good_kernel_traces_in_the_real_tracer():
+    """The check of a tracer's claim that the harness failed is only worth something if a healthy tracer records
+    the known-good kernel."""
+    from nkieval.review.sandbox import SandboxLimits
+
+    probe = {"key": "k", "args": [{"shape": [4, 8], "dtype": "float32"}], "params": {}}
+    answer, failure = tracing.run_tracer({"source": tracing.KNOWN_GOOD_KERNEL, "kernel": "known_good",
+                                          "target": "trn2", "max_instructions": 100, "shapes": [probe]},
+                                         SandboxLimits(), n_shapes=1)
+    assert failure is None and answer["k"]["status"] == "ok", (answer, failure)
+
+
+LATE_REACH = '''
+import numpy as np
+import pytest
+import nki
+import nki.language as nl
+
+TRACED = [0]
+
+
+@nki.jit
+def vector_add(a, b):
+    TRACED[0] += 1
+    if TRACED[0] == N_SHAPES:   # only while the last shape is traced: every earlier one is streamed and executed
+        np.testing._private.utils.gc.get_objects()
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    n = a.shape[0]
+    p = 128
+    for i in range((n + p - 1) // p):
+        rows = min(p, n - i * p)
+        ta = nl.load(a[i * p:i * p + rows].reshape((rows, 1)))
+        tb = nl.load(b[i * p:i * p + rows].reshape((rows, 1)))
+        nl.store(out[i * p:i * p + rows].reshape((rows, 1)), nl.add(ta, tb))
+    return out
+'''
+
+
+def test_a_reach_for_the_harness_after_the_streamed_shapes_still_decides_the_review():
+    from nkieval.review.stages.load import plan_cases
+    from nkieval.tasks import load_task
+
+    task = load_task("vector_add")
+    n_shapes = len({tuple(sorted(c.dims.items())) for c in plan_cases(task, 9, task.families, "all")})
+    assert n_shapes > 1
+    r = review(task, LATE_REACH.replace("N_SHAPES", str(n_shapes)), seed=9)
+    statuses = [c.status for c in r.cases]
+    assert "ok" in statuses, "the earlier shapes were streamed and executed"
+    assert r.verdict == "sandbox-violation" and r.score == 0, statuses

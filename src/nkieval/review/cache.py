@@ -71,6 +71,9 @@ class CaseData:
     prepared_done: bool = False
     #: the prepared checks of the outputs after the first that have their own oracle, by output name
     extra_prepared: dict[str, tuple[Any, str | None]] = field(default_factory=dict)
+    #: other candidate-independent results on this case, by a key naming what computed them (the task's CUDA
+    #: kernel's outputs on these inputs, by the source's hash); each value's arrays are read-only
+    derived: dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def get_reference(self, compute: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
@@ -93,9 +96,22 @@ class CaseData:
                 self.extra_prepared[name] = compute()
             return self.extra_prepared[name]
 
+    def get_derived(self, key: str, compute: Callable[[], tuple[list[np.ndarray], Any]]) -> tuple[list[np.ndarray], Any]:
+        """``compute()`` = (arrays, facts), once per key: the arrays are kept read-only; an exception is not kept
+        (the next review computes again)."""
+        with self.lock:
+            hit = self.derived.get(key)
+        if hit is not None:
+            return hit
+        arrays, facts = compute()  # (outside the lock: the case's other data stay available meanwhile)
+        value = ([_readonly(a) for a in arrays], facts)
+        with self.lock:
+            return self.derived.setdefault(key, value)
+
     def nbytes(self) -> int:
         n = len(self.packed) + sum(a.nbytes for a in self.inputs.values())
         n += sum(r.nbytes for r in self.reference or [])
+        n += sum(a.nbytes for arrays, _ in self.derived.values() for a in arrays)
         for p in [self.prepared, *(x for x, _ in self.extra_prepared.values())]:
             if p is not None and hasattr(p, "nbytes"):
                 n += int(p.nbytes())

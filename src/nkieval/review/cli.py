@@ -40,9 +40,9 @@ def review_cmd(task: str, candidate: str, target: str | None, fmt: str, out_dir:
     """Review CANDIDATE (an NKI kernel file) on TASK (a task directory or a built-in task id)."""
     from tqdm import tqdm
 
-    from nkieval.review import sandbox
+    from nkieval.review import tracing
 
-    sandbox.UNSAFE_NO_SANDBOX[0] = unsafe_no_sandbox
+    tracing.UNSAFE_NO_SANDBOX[0] = unsafe_no_sandbox
 
     from nkieval.review.pipeline import review
     from nkieval.review.report import to_html, to_markdown

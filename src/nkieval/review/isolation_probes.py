@@ -205,6 +205,14 @@ def handle(request: bytes) -> bytes:
         os.mkfifo(path)
         print("after swap", flush=True)
         os._exit(9)
+    elif name == "parts":  # stream n parts ahead of the result (then, optionally, hang)
+        from nkieval.review.isolation import send_part
+
+        sent = [send_part(f"part {i};".encode() * int(req.get("repeat", 1))) for i in range(int(req["n"]))]
+        if req.get("then") == "hang":
+            while True:
+                pass
+        out = {"ok": True, "sent": all(sent)}
     elif name == "raise":
         raise RuntimeError("probe raised")
     else:

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nkieval.review import npzio
+from nkieval.review.tracing import ProgramStream
 
 Isolation = Literal["forkserver", "subprocess"]
 
@@ -502,7 +503,8 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
                   limits: SandboxLimits = SandboxLimits(), isolation: Isolation = "forkserver",
                   on_case: Callable[[CaseRun], None] | None = None, keep_dir: bool = False,
                   on_start: Callable[[], None] | None = None, stats: dict[str, float] | None = None,
-                  trusted: bool = True, hide: Sequence[str] = ()) -> list[CaseRun]:
+                  trusted: bool = True, hide: Sequence[str] = (), programs: dict[str, str] | None = None
+                  ) -> list[CaseRun]:
     """Run ``source`` (a candidate .py text) on every case in a sandboxed child; never raises for candidate faults.
 
     ``on_case`` is called with each case's result as it arrives; ``on_start`` once, as soon as
@@ -510,220 +512,155 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
     the child's start). ``stats``, when given, gets this side's seconds added under
     ``prepare_s`` (job directory and input files), ``fork_s`` (asking for the child),
     ``collect_s`` (reading results back), ``exit_s`` (waiting for the child to end after its
-    last result), ``cleanup_s`` (removing the job directory) and ``trace_s`` (the tracer).
+    last result), ``cleanup_s`` (removing the job directory), ``trace_s`` (waiting for the tracer's
+    programs) and ``trace_total_s`` (the tracer's own time, most of it overlapping the executor).
 
     ``trusted`` (the default): trace, then execute. The candidate's code runs only in a tracer process that
     receives shapes, dtypes and parameters (:mod:`nkieval.review.tracer`), once per distinct shape; the
-    child that has the inputs runs no candidate code but replays the recorded programs. ``trusted=False``
-    runs the candidate itself on the inputs, in the child (the previous pipeline, for trusted code only).
+    child that has the inputs runs no candidate code but replays the recorded programs, shape by shape as
+    they arrive (:class:`nkieval.review.tracing.ProgramStream`). ``trusted=False`` runs the candidate itself
+    on the inputs, in the child (the previous pipeline, for trusted code only).
     ``hide``: directories the tracer's sandbox covers (the task under review: its reference and solutions).
+    ``programs``: the review's programs by shape key, reused and added to (see ``ProgramStream``).
     """
     st = stats if stats is not None else {}
-    for key in ("prepare_s", "fork_s", "collect_s", "exit_s", "cleanup_s", "trace_s"):
+    for key in ("prepare_s", "fork_s", "collect_s", "exit_s", "cleanup_s", "trace_s", "trace_total_s"):
         st.setdefault(key, 0.0)
-    program_of: dict[int, str] = {}  # case -> its shape's program file
-    results: dict[int, CaseRun] = {}
-    remaining = list(range(len(cases)))
+    stream: ProgramStream | None = None
     if trusted:  # the candidate's code runs only in the tracer: the executor below replays its programs
         if on_start is not None:  # the caller's own work overlaps the trace
             on_start()
             on_start = None
-        t_trace = time.perf_counter()
-        programs, shape_of, failed = _trace_programs(source, kernel, cases, target, limits, hide)
-        st["trace_s"] += time.perf_counter() - t_trace
-        files = {key: f"prog_{i}.json" for i, key in enumerate(programs)}
-        program_of = {k: files[shape_of[k]] for k in remaining if k not in failed}
-        for k, run in sorted(failed.items()):
-            results[k] = run
-            remaining.remove(k)
-            if on_case is not None:
-                on_case(run)
-        if not remaining:
-            return [results[k] for k in range(len(cases))]
+        stream = ProgramStream(source, kernel, cases, target, limits, hide, programs)
     t_prep = time.perf_counter()
     nbytes = sum(sum(a.nbytes for a in c.inputs.values()) for c in cases)
     job = Path(tempfile.mkdtemp(prefix="nkieval-review-", dir=_job_root(nbytes)))
     try:
-        spec: dict[str, Any] = {
-            "kernel": kernel, "target": target, "memory_mb": limits.memory_mb,
-            "cpu_s": limits.timeout_s * max(1, len(cases)) + limits.startup_s,
-            "max_instructions": limits.max_instructions,
-            "cases": [],
-        }
-        if trusted:
-            spec["mode"] = "execute"
-            for key, name in files.items():
-                (job / name).write_text(programs[key])
-        else:
-            (job / "candidate.py").write_text(source)
-            spec["candidate"] = "candidate.py"
-        sealed_ok = isolation == "forkserver" and _zygote().sealed_inputs
-        out_paths: dict[int, Path] = {}
-        for k, c in enumerate(cases):
-            name = f"in_{k}.arr"
-            if sealed_ok and c.sealed is not None:
-                name = c.sealed.path  # (absolute: the child's job / name is this path)
-            elif c.packed is not None:
-                (job / name).write_bytes(c.packed)
-            else:
-                npzio.dump(job / name, c.inputs)
-            case = {"inputs": name, "input_names": list(c.inputs), "params": c.params, "n_outputs": c.n_outputs,
-                    "want_trace": c.want_trace}
-            if k in program_of:
-                case["program"] = program_of[k]
-            if isolation == "forkserver":  # (runs take turns: the kept output files are this run's)
-                out_paths[k] = _OUTPUTS.path(k, nbytes)
-                case["outputs"] = str(out_paths[k])
-            spec["cases"].append(case)
-        (job / "job.json").write_text(json.dumps(spec))
+        out_paths = _write_job(job, source, kernel, cases, target, limits, isolation, nbytes, stream)
         st["prepare_s"] += time.perf_counter() - t_prep
-        wake = _Wake(job)
-        pending_start = [on_start]
-
-        def started() -> None:
-            cb, pending_start[0] = pending_start[0], None
-            if cb is not None:
-                cb()
-
+        runner = _Runner(job, cases, limits, isolation, on_case, on_start, st, out_paths)
         try:
-            with _ZYGOTE_LOCK if isolation == "forkserver" else _NULL_LOCK:
-                while remaining:
-                    _run_batch(job, cases, remaining, results, limits, isolation, on_case, wake, started, st,
-                               out_paths)
+            if stream is None:
+                runner.run(list(range(len(cases))))
+            else:
+                _replay_as_traced(stream, runner, job, st)
         finally:
-            wake.close()
-        return [results[k] for k in range(len(cases))]
+            runner.close()
+        return [runner.results[k] for k in range(len(cases))]
     finally:
+        if stream is not None:
+            stream.join()
+            st["trace_total_s"] += stream.trace_s
         if not keep_dir:
             t_clean = time.perf_counter()
             _JANITOR.remove(job)
             st["cleanup_s"] += time.perf_counter() - t_clean
 
 
-def _shape_key(c: CaseJob) -> str:
-    return json.dumps([[n, list(a.shape), a.dtype.name] for n, a in c.inputs.items()] + [c.params],
-                      sort_keys=True, default=str)
+def _program_file(i: int) -> str:
+    return f"prog_{i}.json"
 
 
-def _trace_programs(source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
-                    hide: Sequence[str] = ()) -> tuple[dict[str, str], list[str], dict[int, CaseRun]]:
-    """Record the candidate once per distinct shape: (program text per shape key that traced, each case's shape
-    key, failed cases' runs)."""
-    keys = [_shape_key(c) for c in cases]
-    shapes: dict[str, dict[str, Any]] = {}
-    for key, c in zip(keys, cases):
-        if key not in shapes:
-            shapes[key] = {"key": key,
-                           "args": [{"shape": list(a.shape), "dtype": a.dtype.name} for a in c.inputs.values()],
-                           "params": c.params}
-    outcome: dict[str, dict[str, Any]] = {}
-    # Every shape in one tracer run first (one worker, one import, caches warm from shape to shape); when that
-    # run dies or hangs, each shape again on its own, so the failure is the shape's that caused it.
-    answer, failure = run_tracer({"source": source, "kernel": kernel, "target": target,
-                                  "max_instructions": limits.max_instructions, "shapes": list(shapes.values())},
-                                 limits, n_shapes=len(shapes), hide=hide)
-    if failure is None and all(isinstance(answer.get(k), dict) for k in shapes):
-        shapes = {}
-        outcome = {k: answer[k] for k in keys}
-    elif failure is not None and failure.get("status") in ("sandbox-violation", "bad-program"):
-        shapes, outcome = {}, dict.fromkeys(keys, failure)  # the candidate's deed, whichever shape it was in
-    hung: str | None = None
-    for key, shape in shapes.items():
-        if hung is not None:  # a kernel that hangs on one shape almost always hangs on the next
-            outcome[key] = {"status": "not-run", "message": f"skipped: tracing shape {hung} timed out"}
-            continue
-        request = {"source": source, "kernel": kernel, "target": target,
-                   "max_instructions": limits.max_instructions, "shapes": [shape]}
-        answer, failure = run_tracer(request, limits, n_shapes=1, hide=hide)
-        res = failure if failure is not None else answer.get(key)
-        if not isinstance(res, dict):
-            res = {"status": "bad-program", "message": "the tracer gave no answer for this shape"}
-        outcome[key] = res
-        if res.get("status") == "timeout":
-            hung = ",".join(str(x) for x in _shape_label(shape))
-    programs: dict[str, str] = {}
-    failed: dict[int, CaseRun] = {}
-    for k, (key, c) in enumerate(zip(keys, cases)):
-        res = outcome[key]
-        if res.get("status") == "ok" and isinstance(res.get("program"), str):
-            programs[key] = res["program"]
+def _write_job(job: Path, source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
+               isolation: Isolation, nbytes: int, stream: ProgramStream | None) -> dict[int, Path]:
+    """The job directory: ``job.json`` and the input files (a trusted job's program files are written as they
+    arrive); the kept output files by case."""
+    spec: dict[str, Any] = {
+        "kernel": kernel, "target": target, "memory_mb": limits.memory_mb,
+        "cpu_s": limits.timeout_s * max(1, len(cases)) + limits.startup_s,
+        "max_instructions": limits.max_instructions,
+        "cases": [],
+    }
+    if stream is not None:
+        spec["mode"] = "execute"
+    else:
+        (job / "candidate.py").write_text(source)
+        spec["candidate"] = "candidate.py"
+    sealed_ok = isolation == "forkserver" and _zygote().sealed_inputs
+    out_paths: dict[int, Path] = {}
+    for k, c in enumerate(cases):
+        name = f"in_{k}.arr"
+        if sealed_ok and c.sealed is not None:
+            name = c.sealed.path  # (absolute: the child's job / name is this path)
+        elif c.packed is not None:
+            (job / name).write_bytes(c.packed)
         else:
-            status = res.get("status") if res.get("status") in STATUSES else "crash"
-            failed[k] = CaseRun(c.label, status, wall_s=float(res.get("wall_s", 0.0) or 0.0),
-                                error={x: v for x, v in res.items() if x in (
-                                    "error_type", "message", "frames", "rule", "instruction", "operand", "location",
-                                    "stdout_tail", "stderr_tail")})
-    return programs, keys, failed
+            npzio.dump(job / name, c.inputs)
+        case = {"inputs": name, "input_names": list(c.inputs), "params": c.params, "n_outputs": c.n_outputs,
+                "want_trace": c.want_trace}
+        if stream is not None:
+            case["program"] = _program_file(stream.order.index(stream.keys[k]))
+        if isolation == "forkserver":  # (runs take turns: the kept output files are this run's)
+            out_paths[k] = _OUTPUTS.path(k, nbytes)
+            case["outputs"] = str(out_paths[k])
+        spec["cases"].append(case)
+    (job / "job.json").write_text(json.dumps(spec))
+    return out_paths
 
 
-def _shape_label(shape: dict[str, Any]) -> list[Any]:
-    return [tuple(a["shape"]) for a in shape["args"]]
+_ERROR_FIELDS = ("error_type", "message", "frames", "rule", "instruction", "operand", "location", "stdout_tail",
+                 "stderr_tail")
 
 
-#: ``--unsafe-no-sandbox``: trace candidates without OS isolation (trusted code only; reports say so).
-UNSAFE_NO_SANDBOX = [False]
-_POOLS: dict[tuple[int, bool], Any] = {}
-_POOL_LOCK = threading.Lock()
+def _replay_as_traced(stream: ProgramStream, runner: _Runner, job: Path, st: dict[str, float]) -> None:
+    """Each shape's cases, in the order the shapes are traced, as soon as the shape's program is in (the tracer
+    meanwhile records the next shape). A shape whose trace failed fails its cases with the tracer's record."""
+    for i, key in enumerate(stream.order):
+        ks = [k for k, kk in enumerate(stream.keys) if kk == key]
+        if runner.hung is not None:
+            runner.skip(ks)
+            continue
+        t_wait = time.perf_counter()
+        res = stream.get(key)
+        st["trace_s"] += time.perf_counter() - t_wait
+        if res.get("status") == "ok" and isinstance(res.get("program"), str):
+            (job / _program_file(i)).write_text(res["program"])
+            runner.run(ks)
+            continue
+        status = res.get("status") if res.get("status") in STATUSES else "crash"
+        for k in ks:
+            runner.finish(k, CaseRun(runner.cases[k].label, status, wall_s=float(res.get("wall_s", 0.0) or 0.0),
+                                     error={x: v for x, v in res.items() if x in _ERROR_FIELDS}))
 
 
-def tracer_pool(memory_mb: int) -> Any:
-    """The sandbox pool that runs tracers (one per memory limit; started on first use)."""
-    from nkieval.review.isolation import SandboxPolicy, SandboxPool
-    from nkieval.review.tracer import MAX_ANSWER_BYTES
+class _Runner:
+    """Runs cases in sandboxed children (a fresh child after one dies), keeping every case's result."""
 
-    key = (int(memory_mb), UNSAFE_NO_SANDBOX[0])
-    with _POOL_LOCK:
-        pool = _POOLS.get(key)
-        if pool is None:
-            pool = _POOLS[key] = SandboxPool("nkieval.review.tracer:handle",
-                                             policy=SandboxPolicy(memory_mb=int(memory_mb),
-                                                                 max_response_bytes=MAX_ANSWER_BYTES,
-                                                                 hide_in_worker=(_builtin_tasks_dir(),)),
-                                             unsafe_no_sandbox=UNSAFE_NO_SANDBOX[0])
-        return pool
+    def __init__(self, job: Path, cases: Sequence[CaseJob], limits: SandboxLimits, isolation: Isolation,
+                 on_case: Callable[[CaseRun], None] | None, on_start: Callable[[], None] | None,
+                 st: dict[str, float], out_paths: dict[int, Path]) -> None:
+        self.job, self.cases, self.limits, self.isolation = job, cases, limits, isolation
+        self.on_case, self.st, self.out_paths = on_case, st, out_paths
+        self._pending_start = on_start
+        self.results: dict[int, CaseRun] = {}
+        #: the label of a case that timed out: every case not run yet is skipped
+        self.hung: str | None = None
+        self.wake = _Wake(job)
 
+    def started(self) -> None:
+        cb, self._pending_start = self._pending_start, None
+        if cb is not None:
+            cb()
 
-def _builtin_tasks_dir() -> str:
-    """The built-in suite's task directories (references, expert solutions): a tracer has no use for them."""
-    from nkieval.tasks.loader import BUILTIN_ROOT
+    def finish(self, k: int, run: CaseRun) -> None:
+        self.results[k] = run
+        if self.on_case is not None:
+            self.on_case(run)
 
-    return str(BUILTIN_ROOT)
+    def skip(self, ks: list[int]) -> None:
+        for k in ks:
+            self.finish(k, CaseRun(self.cases[k].label, "not-run",
+                                   error={"message": f"skipped: case {self.hung} timed out"}))
 
+    def run(self, ks: list[int]) -> None:
+        """Cases ``ks`` (in order), each child going on from where the last one died."""
+        remaining = list(ks)
+        with _ZYGOTE_LOCK if self.isolation == "forkserver" else _NULL_LOCK:
+            while remaining:
+                _run_batch(self, remaining)
 
-def isolation_in_force() -> dict[str, Any]:
-    """What isolated the tracers of this process's reviews (empty before the first one)."""
-    return dict(next(iter(_POOLS.values())).isolation) if _POOLS else {}
-
-
-_SANDBOX_STATUS = {"timeout": "timeout", "memory-limit": "memory-limit", "crash": "crash",
-                   "output-limit": "bad-program", "violation": "sandbox-violation", "harness-error": "infra-error"}
-
-
-def run_tracer(request: dict[str, Any], limits: SandboxLimits, n_shapes: int, hide: Sequence[str] = ()
-               ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Run the tracer on ``request`` in the sandbox: (answer per shape key, or a failure for every shape)."""
-    budget = limits.startup_s + limits.timeout_s * max(1, n_shapes)
-    t0 = time.perf_counter()
-    res = tracer_pool(limits.memory_mb).run(json.dumps(request).encode(), timeout_s=budget, hide=hide)
-    wall = time.perf_counter() - t0
-    if res.status != "ok" or res.payload is None:
-        status = _SANDBOX_STATUS.get(res.status, "crash")
-        what = {"timeout": f"tracing the kernel took more than {budget:g} s; the process was killed",
-                "sandbox-violation": f"the candidate did something the sandbox forbids: {res.detail}",
-                "crash": "the candidate process died while running this case, without reporting"}.get(
-            status, f"the tracer ended without answering ({res.status}{': ' + res.detail if res.detail else ''})")
-        err: dict[str, Any] = {"status": status, "message": what, "wall_s": wall}
-        if res.stderr_tail.strip():
-            err["stderr_tail"] = res.stderr_tail[-400:]
-        return {}, err
-    try:
-        answer = json.loads(res.payload)
-        shapes = answer["shapes"]
-        if not isinstance(shapes, dict):
-            raise ValueError("shapes is not an object")
-    except (ValueError, KeyError, TypeError) as e:
-        return {}, {"status": "bad-program", "message": f"the tracer's answer is not readable: {e}"}
-    return shapes, None
+    def close(self) -> None:
+        self.wake.close()
 
 
 class _Wake:
@@ -785,17 +722,16 @@ def _wait(wake: _Wake, proc: _Proc, timeout: float) -> None:
         pass
 
 
-def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], results: dict[int, CaseRun],
-               limits: SandboxLimits, isolation: Isolation, on_case: Callable[[CaseRun], None] | None,
-               wake: _Wake, started: Callable[[], None], st: dict[str, float], out_paths: dict[int, Path]) -> None:
+def _run_batch(runner: _Runner, remaining: list[int]) -> None:
     """Start one child for ``remaining``; return when it finishes or a case fails hard (removing what is done).
-    ``out_paths``: where case k's outputs are written when not ``job/out_<k>.arr`` (kept output files)."""
+    Case k's outputs are written to ``runner.out_paths[k]`` when set (kept output files), else ``job/out_<k>.arr``.
+    A case that times out skips every case not run yet (``runner.hung``)."""
+    job, cases, limits, isolation = runner.job, runner.cases, runner.limits, runner.isolation
+    results, wake, st, out_paths = runner.results, runner.wake, runner.st, runner.out_paths
 
     def finish(k: int, run: CaseRun) -> None:
-        results[k] = run
         remaining.remove(k)
-        if on_case is not None:
-            on_case(run)
+        runner.finish(k, run)
 
     def collect(k: int) -> CaseRun:
         t = time.perf_counter()
@@ -815,7 +751,7 @@ def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], result
     started_at = t_start
     rescan_at = t_start + _RESCAN_S
     try:
-        started()
+        runner.started()
         while True:
             hints = wake.drain()
             if hints is None or time.monotonic() >= rescan_at:
@@ -864,9 +800,10 @@ def _run_batch(job: Path, cases: Sequence[CaseJob], remaining: list[int], result
                     "message": f"no result after {limits.timeout_s:g} s; the process was killed", **_tails(job)}))
                 # A kernel that hangs on one shape almost always hangs on the next: do not spend
                 # n x timeout on it. The skipped cases are reported as such.
-                for k in list(remaining):
-                    finish(k, CaseRun(cases[k].label, "not-run", error={
-                        "message": f"skipped: case {cases[current].label} timed out"}))
+                runner.hung = cases[current].label
+                skipped = list(remaining)
+                remaining.clear()
+                runner.skip(skipped)
                 return
             if current is None and now - t_start > limits.startup_s + limits.timeout_s:
                 proc.kill()

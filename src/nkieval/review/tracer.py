@@ -12,6 +12,9 @@ the interpreter, the harness, files or processes while it is imported or traced 
 Request (JSON): ``{"source", "kernel", "target", "max_instructions", "shapes": [{"key", "args": [{"shape",
 "dtype"}], "params"}]}``. Answer (JSON): ``{"setup_s", "shapes": {key: {"status":
 "ok", "program": text, "trace_s"} | {"status", "error_type", "message", "frames", "rule", "location"}}}``.
+Each shape but the last is streamed ahead of the answer as a part as soon as it is traced (``{"key", "status":
+"ok", "program", "trace_s"}`` or the failure record; :func:`nkieval.review.isolation.send_part`) and stands in the
+answer as ``{"status": "sent"}``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 from nkieval.review.child import _error, _kernel_entry
 from nkieval.review.tamper import TamperWatch
+from nkieval.review.tracing import STREAMED_STATUSES
 
 #: Largest answer the judge accepts from a tracer (programs of every shape together).
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
@@ -72,6 +76,7 @@ def handle(request: bytes) -> bytes:
     except BaseException as e:
         return fail_all("import-error", e)
     answer["setup_s"] = time.perf_counter() - t0
+    last = req["shapes"][-1]["key"] if req["shapes"] else None
     for s in req["shapes"]:
         t1 = time.perf_counter()
         try:
@@ -87,8 +92,20 @@ def handle(request: bytes) -> bytes:
         except BaseException as e:  # SystemExit, KeyboardInterrupt and anything else the candidate raises
             res = _error("exception", e, candidate)
         res["trace_s"] = time.perf_counter() - t1
+        if s["key"] != last and res["status"] in STREAMED_STATUSES and not watch.events and _stream(s["key"], res):
+            res = {"status": "sent", "trace_s": res["trace_s"]}
         answer["shapes"][s["key"]] = res
     return _answer(answer, watch)
+
+
+def _stream(key: str, res: dict[str, Any]) -> bool:
+    """Send one shape's outcome to the judge now (a streamed part), so that the judge executes its program while
+    the next shape is traced (and knows which shape a run that dies later was tracing). Never the last shape's: the answer, which says whether the candidate reached for the
+    harness anywhere, always brings at least one shape, so a reach after the last part still decides the
+    review."""
+    from nkieval.review.isolation import send_part
+
+    return send_part(json.dumps({"key": key, **res}).encode())
 
 
 def _answer(answer: dict[str, Any], watch: TamperWatch) -> bytes:

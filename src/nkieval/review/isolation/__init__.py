@@ -4,16 +4,19 @@ Public API::
 
     probe() -> IsolationReport                       # what this machine allows (``nkieval doctor``)
     SandboxPool(handler, *, policy, unsafe_no_sandbox=False)
-        .run(request: bytes, *, timeout_s) -> SandboxResult
+        .run(request: bytes, *, timeout_s, hide=(), on_part=None) -> SandboxResult
+    send_part(data: bytes) -> bool                   # in a handler: stream a part to the judge ahead of the result
         .close()  /  with SandboxPool(...) as pool: ...
 
 See docs/security.md for the threat model and every layer.
 """
 
+from nkieval.review.isolation._worker import send_part
 from nkieval.review.isolation.pool import (
     CHECKS,
     ENV_ALLOW_NO_SANDBOX,
     IsolationReport,
+    PartHandlerError,
     SandboxBroken,
     SandboxPolicy,
     SandboxPool,
@@ -27,6 +30,7 @@ __all__ = [
     "CHECKS",
     "ENV_ALLOW_NO_SANDBOX",
     "IsolationReport",
+    "PartHandlerError",
     "SandboxBroken",
     "SandboxPolicy",
     "SandboxPool",
@@ -34,4 +38,5 @@ __all__ = [
     "SandboxUnavailable",
     "Status",
     "probe",
+    "send_part",
 ]

@@ -19,8 +19,14 @@ from nkieval.review.isolation._frames import FrameError, read_frame, write_frame
 OUTPUT_FILE = ".nkieval-output"  # the worker's stdout+stderr, in its private /tmp
 _META_CAP = 1 << 20
 
-# Worker -> supervisor record kinds (first byte of the response pipe)
-_OK, _ERROR, _MEMORY = b"R", b"E", b"M"
+# Worker -> supervisor record kinds (first byte of a frame on the response pipe): any number of parts, then one
+# final record
+_OK, _ERROR, _MEMORY, _PART = b"R", b"E", b"M", b"P"
+#: most parts one request may stream (each is forwarded to the judge as it arrives)
+MAX_PARTS = 4096
+
+#: the response pipe while the handler runs (None before): :func:`send_part` writes to it
+_PART_FD: list[int | None] = [None]
 
 #: Python operations that end in a blocked system call; the worker logs the last one it saw to
 #: its stderr (an audit hook), so a seccomp kill can say what was attempted. Best effort only.
@@ -116,6 +122,18 @@ def _record(fd: int, kind: bytes, body: bytes) -> None:
         pass
 
 
+def send_part(data: bytes) -> bool:
+    """Send ``data`` to the judge now, ahead of the handler's response: a streamed part the judge may act on
+    while the handler goes on (the tracer sends each shape's program as soon as it is recorded). False when
+    not called in a sandbox worker's handler. A part is as untrusted as the response: the hostile code in
+    the worker can send parts too, and the judge treats them so."""
+    fd = _PART_FD[0]
+    if fd is None:
+        return False
+    write_frame(fd, _PART + bytes(data))
+    return True
+
+
 def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
     if event.startswith(_AUDITED):
         try:
@@ -174,6 +192,7 @@ def _run_worker(fn: Callable[[bytes], bytes], req_fd: int, resp_fd: int, setup_f
             pass
         os._exit(70)
     try:
+        _PART_FD[0] = resp_fd
         result = fn(request)
         if not isinstance(result, bytes | bytearray | memoryview):
             raise TypeError(f"the handler returned {type(result).__name__}, not bytes")
@@ -239,6 +258,32 @@ def _wait(pid: int, deadline: float) -> tuple[int | None, bool]:
             os.close(pidfd)
 
 
+class _PartRelay:
+    """The supervisor's side of streamed parts: each complete part frame at the head of the worker's response is
+    forwarded to the zygote at once, as a (``{"part": n}``, bytes) pair of frames; the final record stays in the
+    buffer. Bounds the parts' count and, with the final record, their bytes."""
+
+    def __init__(self, out_fd: int, cap: int) -> None:
+        self.out_fd, self.cap = out_fd, cap
+        self.parts = 0
+        self.forwarded = 0  # bytes
+
+    def forward(self, buf: bytearray) -> str:
+        """Forward what is complete; "" or the status that ends the request ("output-limit")."""
+        while len(buf) >= 9 and buf[8:9] == _PART:
+            size = int.from_bytes(buf[:8], "big")
+            if self.forwarded + 8 + size > self.cap or self.parts >= MAX_PARTS:
+                return "output-limit"
+            if len(buf) < 8 + size:
+                break
+            write_frame(self.out_fd, json.dumps({"part": self.parts}).encode())
+            write_frame(self.out_fd, bytes(buf[9:8 + size]))
+            del buf[:8 + size]
+            self.parts += 1
+            self.forwarded += 8 + size
+        return "output-limit" if self.forwarded + len(buf) > self.cap else ""
+
+
 def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, out_fd: int) -> None:
     """Prepare a fresh worker, wait for one request on ``in_fd``, run it, and write the (meta,
     payload) frames to ``out_fd``."""
@@ -274,7 +319,11 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
         os.waitpid(pid, 0)
         return
     t0 = time.monotonic()
-    timeout_s = float(json.loads(meta_bytes)["timeout_s"])
+    meta_req = json.loads(meta_bytes)
+    timeout_s = float(meta_req["timeout_s"])
+    # (optional) how long the worker may go without a part: [before the first, between two]; the last
+    # stretch ends with the final record
+    part_timeouts = meta_req.get("part_timeout_s")
     try:
         write_frame(qw, meta_bytes)
         write_frame(qw, request)
@@ -284,7 +333,10 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
     cap = policy["max_response_bytes"] + 1 + 8
     buf = bytearray()
     status = ""
-    deadline = t0 + timeout_s
+    deadline = end = t0 + timeout_s
+    relay = _PartRelay(out_fd, cap)
+    if part_timeouts:
+        deadline = min(end, t0 + float(part_timeouts[0]))
     while True:
         wait = deadline - time.monotonic()
         if wait <= 0:
@@ -296,12 +348,15 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
         if not chunk:
             break
         buf += chunk
-        if len(buf) > cap:
-            status = "output-limit"
+        n_parts = relay.parts
+        status = relay.forward(buf)
+        if status:
             break
+        if part_timeouts and relay.parts > n_parts:
+            deadline = min(end, time.monotonic() + float(part_timeouts[1]))
     wstatus: int | None = None
     if not status:  # the worker closed its pipe: it still has to exit before the deadline
-        wstatus, timed_out = _wait(pid, deadline)
+        wstatus, timed_out = _wait(pid, end)
         if timed_out:
             status = "timeout"
     if status:
@@ -333,6 +388,9 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
         detail = "worker set-up failed: " + setup_error.decode(errors="replace")
     elif status == "timeout":
         detail = f"wall-clock limit of {timeout_s:g} s"
+        if part_timeouts and deadline < end:
+            detail = (f"no part within {float(part_timeouts[0 if relay.parts == 0 else 1]):g} s"
+                      f" (after {relay.parts} parts)")
     elif status == "output-limit":
         detail = f"response larger than {policy['max_response_bytes']} bytes"
     elif sig == signal.SIGSYS:

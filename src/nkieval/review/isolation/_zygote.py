@@ -75,9 +75,14 @@ def _serve(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, out_fd
         try:
             write_frame(qw, meta)
             write_frame(qw, request)
-            res_meta = read_frame(rr, _META_CAP)
-            res_payload = read_frame(rr, policy["max_response_bytes"])
-        except (FrameError, OSError) as e:
+            while True:  # streamed parts first (forwarded as they come), then the final (meta, payload)
+                res_meta = read_frame(rr, _META_CAP)
+                res_payload = read_frame(rr, policy["max_response_bytes"])
+                if "part" not in json.loads(res_meta):
+                    break
+                write_frame(out_fd, res_meta)
+                write_frame(out_fd, res_payload)
+        except (FrameError, OSError, ValueError) as e:
             res_meta = json.dumps({"status": "harness-error", "detail": f"supervisor failed: {e}",
                                    "exit_code": None, "signal": None, "stderr_tail": "", "wall_s": 0.0}).encode()
             res_payload = b""

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -38,6 +38,10 @@ class SandboxUnavailable(RuntimeError):
         super().__init__("sandbox unavailable; missing: " + "; ".join(missing)
                          + " (run `nkieval doctor`; --unsafe-no-sandbox only for trusted code)")
         self.missing = missing
+
+
+class PartHandlerError(RuntimeError):
+    """The judge's own handler of streamed parts raised (a harness fault, never the candidate's)."""
 
 
 class SandboxBroken(RuntimeError):
@@ -250,9 +254,16 @@ class SandboxPool:
         return tail
 
     # -- requests
-    def run(self, request: bytes, *, timeout_s: float, hide: Sequence[str] = ()) -> SandboxResult:
+    def run(self, request: bytes, *, timeout_s: float, hide: Sequence[str] = (),
+            on_part: Callable[[bytes], None] | None = None,
+            part_timeout_s: tuple[float, float] | None = None) -> SandboxResult:
         """Run one request. ``hide``: directories this request's worker covers with an empty read-only tmpfs
-        (the task under review), on top of the policy's."""
+        (the task under review), on top of the policy's. ``on_part`` gets each part the handler streams
+        (``_worker.send_part``) as it arrives, before the result: untrusted bytes, like the payload. An
+        exception it raises is raised here once the request is over (the zygote stays in step).
+        ``part_timeout_s`` = (first, next): the worker is also stopped (status ``timeout``, the detail saying which
+        part it was on) when its first part, or its result, takes longer than ``first`` seconds from the start,
+        or a later part or the result longer than ``next`` from the part before: a budget per streamed step."""
         if len(request) > self.policy.max_request_bytes:
             raise ValueError(f"request of {len(request)} bytes exceeds max_request_bytes")
         if timeout_s <= 0:
@@ -264,7 +275,7 @@ class SandboxPool:
                 raise SandboxBroken(self._broken)
             t0 = time.monotonic()
             try:
-                return self._exchange(request, timeout_s, list(hide))
+                return self._exchange(request, timeout_s, list(hide), on_part, part_timeout_s)
             except (FrameError, OSError, ValueError, KeyError) as e:
                 tail = self._kill_zygote()
                 detail = f"the sandbox zygote failed ({type(e).__name__}: {e}); restarted"
@@ -276,15 +287,31 @@ class SandboxPool:
                 return SandboxResult("harness-error", None, None, None, tail[-self.policy.stderr_tail_bytes:],
                                      dict(self.isolation), time.monotonic() - t0, detail)
 
-    def _exchange(self, request: bytes, timeout_s: float, hide: list[str]) -> SandboxResult:
+    def _exchange(self, request: bytes, timeout_s: float, hide: list[str],
+                  on_part: Callable[[bytes], None] | None,
+                  part_timeout_s: tuple[float, float] | None) -> SandboxResult:
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
-        write_frame(proc.stdin.fileno(), json.dumps({"timeout_s": timeout_s, "hide": hide}).encode())
+        meta: dict[str, Any] = {"timeout_s": timeout_s, "hide": hide}
+        if part_timeout_s is not None:
+            meta["part_timeout_s"] = [float(part_timeout_s[0]), float(part_timeout_s[1])]
+        write_frame(proc.stdin.fileno(), json.dumps(meta).encode())
         write_frame(proc.stdin.fileno(), request)
         deadline = time.monotonic() + timeout_s + self.policy.grace_s
         out = proc.stdout.fileno()
-        meta = json.loads(read_frame(out, _META_CAP, deadline))
-        payload = read_frame(out, self.policy.max_response_bytes, deadline)
+        failed: BaseException | None = None
+        while True:
+            meta = json.loads(read_frame(out, _META_CAP, deadline))
+            payload = read_frame(out, self.policy.max_response_bytes, deadline)
+            if "part" not in meta:
+                break
+            if on_part is not None and failed is None:
+                try:
+                    on_part(payload)
+                except Exception as e:  # (the stream is read to its end either way)
+                    failed = e
+        if failed is not None:
+            raise PartHandlerError(f"the part handler failed: {failed}") from failed
         status = meta["status"]
         return SandboxResult(status=status, payload=payload if status == "ok" else None,
                              exit_code=meta.get("exit_code"), signal=meta.get("signal"),

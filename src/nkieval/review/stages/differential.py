@@ -19,14 +19,17 @@ inputs, a verdict for every output, and disagreements attributed.
 from __future__ import annotations
 
 import ast
+import hashlib
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from nkieval.review.cache import CaseData
 from nkieval.review.sandbox import CaseJob, CaseRun, run_candidate
 from nkieval.review.stages.load import Loaded
 
@@ -74,15 +77,16 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         if run.status != "ok" or _elements(task, c.dims) > MAX_ELEMENTS or spent > EXECUTOR_BUDGET_S:
             continue
         inputs = loaded.data[i].inputs
-        t0 = time.perf_counter()
         try:
-            gpu, cr = run_task_cuda(task, inputs, c.dims, time_limit_s=max(0.5, EXECUTOR_BUDGET_S - spent))
+            gpu, (options, took) = _gpu_outputs(
+                loaded.data[i], cuda_src, "case",
+                lambda inp=inputs, dims=c.dims, left=EXECUTOR_BUDGET_S - spent: run_task_cuda(  # type: ignore[misc]
+                    task, inp, dims, time_limit_s=max(0.5, left)))
         except ExecutorTimeout:
             break
         except CudaError as e:
             return None, f"the CUDA source could not be run: {e}"
-        spent += time.perf_counter() - t0
-        options = cr.options
+        spent += took  # (the first review's seconds: a cached run counts as much, so every review runs alike)
         ref = loaded.data[i].reference
         _compare(task, c.label, gpu, run.outputs, ref, per_out)
         runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
@@ -108,6 +112,20 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         "gpu_build": None if options is None else {"fast_math": options.fast_math, "ftz": options.ftz,
                                                     "fmad": options.fmad},
     }, None
+
+
+def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tuple[list[np.ndarray], Any]]
+                 ) -> tuple[list[np.ndarray], tuple[Any, float]]:
+    """The CUDA kernel's outputs on a case's inputs (``what``: the case's own, or an edge input made from them)
+    and (build options, executor seconds): candidate-independent, so kept with the case's cached data for the
+    next review of the task with the same seed."""
+    def compute() -> tuple[list[np.ndarray], tuple[Any, float]]:
+        t0 = time.perf_counter()
+        gpu, cr = run()
+        return gpu, (cr.options, time.perf_counter() - t0)
+
+    key = f"cuda:{what}:{hashlib.sha256(cuda_src.encode()).hexdigest()}"
+    return data.get_derived(key, compute)
 
 
 def _elements(task: Any, dims: dict[str, int]) -> int:
@@ -192,16 +210,17 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
     from nkieval.cuda import CudaError, run_task_cuda
 
     task = loaded.task
-    base = next((d.inputs for c, d in zip(loaded.cases, loaded.data) if c.dims == dims), None)
-    if base is None:
+    data = next((d for c, d in zip(loaded.cases, loaded.data) if c.dims == dims), None)
+    if data is None:
         return []
     jobs, prepared = [], []
     for kind in _edge_kinds(cuda_src):
-        inp = _edge_inputs(task, base, kind, loaded.seed)
+        inp = _edge_inputs(task, data.inputs, kind, loaded.seed)
         if inp is None:
             continue
         try:
-            gpu, _ = run_task_cuda(task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S)
+            gpu, _ = _gpu_outputs(data, cuda_src, f"edge/{kind}/{loaded.seed}", lambda inp=inp: run_task_cuda(
+                task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S))
         except CudaError:
             continue
         label = f"edge/{kind}"
@@ -211,7 +230,8 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
         return []
     req = loaded.request
     ran = run_candidate(loaded.source, task.kernel, jobs, target=loaded.target, limits=loaded.limits,
-                        isolation=req.isolation, trusted=req.trusted, hide=(str(task.directory),))
+                        isolation=req.isolation, trusted=req.trusted, hide=(str(task.directory),),
+                        programs=loaded.programs)
     return [(lb, d, inp, gpu, r.outputs) for (lb, d, inp, gpu), r in zip(prepared, ran) if r.status == "ok"]
 
 

@@ -110,7 +110,7 @@ def evidence_case(loaded: Loaded, runs: list[CaseRun]) -> tuple[Case, CaseRun] |
             again = run_candidate(loaded.source, task.kernel, [CaseJob(c.label, inp, dict(task.params),
                                                                        len(task.outputs))],
                                   target=loaded.target, limits=loaded.limits, isolation=req.isolation,
-                                  trusted=req.trusted, hide=(str(task.directory),))
+                                  trusted=req.trusted, hide=(str(task.directory),), programs=loaded.programs)
             if again[0].status == "ok" and again[0].trace_json:
                 traced = [(c, again[0])]
     return max(traced, key=lambda cr: evidence_key(loaded.task, cr[0])) if traced else None

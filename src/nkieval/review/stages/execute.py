@@ -22,7 +22,8 @@ def execute(loaded: Loaded, *, on_case: Callable[[CaseRun], None], on_start: Cal
     req = loaded.request
     return run_candidate(loaded.source, loaded.task.kernel, loaded.jobs, target=loaded.target, limits=loaded.limits,
                          isolation=req.isolation, on_case=on_case, on_start=on_start, stats=stats,
-                         trusted=req.trusted, hide=(str(loaded.task.directory),))
+                         trusted=req.trusted, hide=(str(loaded.task.directory),),
+                         programs=loaded.programs)
 
 
 def record_child_timings(runs: list[CaseRun], stats: dict[str, float], timings: Timings) -> None:

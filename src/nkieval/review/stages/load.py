@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,9 @@ class Loaded:
     keys: list[tuple[Any, ...] | None]
     jobs: list[CaseJob]
     limits: SandboxLimits
+    #: the candidate's programs by shape key, as its runs trace them: a later run of a shape (evidence,
+    #: differential edge inputs) replays the program instead of tracing the candidate again
+    programs: dict[str, str] = field(default_factory=dict)
 
     @cached_property
     def index(self) -> dict[str, int]:

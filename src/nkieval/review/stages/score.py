@@ -103,7 +103,7 @@ def _versions() -> dict[str, str]:
     out = dict(_VERSIONS)
     # which OS isolation the candidate's tracer ran under (docs/security.md): "full", or "none" when the
     # review was run with --unsafe-no-sandbox
-    from nkieval.review.sandbox import isolation_in_force
+    from nkieval.review.tracing import isolation_in_force
 
     iso = isolation_in_force()
     if iso:

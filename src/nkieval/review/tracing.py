@@ -1,0 +1,257 @@
+"""The judge's side of tracing: the candidate's programs, one per distinct shape, recorded in the sandboxed
+tracer (:mod:`nkieval.review.tracer`) and handed to the executor as each one arrives.
+
+One tracer run records every shape (one worker, one import of the candidate). Each shape's program but the
+last is streamed back as soon as it is recorded (a sandbox part), so the executor replays shape k on the inputs
+while the tracer records shape k+1: on a machine with a core to spare, a review costs about one trace of one
+shape more than the simulation alone, not a trace of every shape. Parts are the tracer's words like its answer:
+untrusted, validated by the executor before anything runs. Only shapes the judge asked for are taken, the first
+answer for a shape wins, and the last shape comes only with the answer, which reports a reach for the harness
+anywhere in the trace (so such a reach always decides the review).
+
+Each shape's outcome, a failed trace's too, is streamed as soon as it is known, so when the tracer run dies or
+hangs, the first shape it did not answer is the one it was tracing: that shape gets the failure, and the shapes
+after it are traced again in a fresh run (after a hang, skipped). A fault of the judge's own making answers
+every open shape with ``infra-error`` (the review fails closed).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nkieval.review.sandbox import CaseJob, SandboxLimits
+
+#: ``--unsafe-no-sandbox``: trace candidates without OS isolation (trusted code only; reports say so).
+UNSAFE_NO_SANDBOX = [False]
+_POOLS: dict[tuple[int, bool], Any] = {}
+_POOL_LOCK = threading.Lock()
+
+_SANDBOX_STATUS = {"timeout": "timeout", "memory-limit": "memory-limit", "crash": "crash",
+                   "output-limit": "bad-program", "violation": "sandbox-violation", "harness-error": "infra-error"}
+#: tracer outcomes that are the candidate's deed whichever shape it was in: every open shape gets them
+_DECIDES_ALL = ("sandbox-violation", "bad-program")
+#: the outcomes a tracer may stream for a shape, ahead of its answer: the statuses of a shape's own trace (never
+#: ``infra-error``: a harness fault is not the candidate's to claim, nor a violation, which the answer reports)
+STREAMED_STATUSES = frozenset({"ok", "rule-violation", "instruction-limit", "memory-limit", "exception"})
+
+
+#: a kernel every healthy tracer records (the check of a tracer's claim that the harness failed)
+KNOWN_GOOD_KERNEL = """
+import nki.isa as nisa
+import nki.language as nl
+
+
+def known_good(a):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+"""
+
+
+def tracer_pool(memory_mb: int) -> Any:
+    """The sandbox pool that runs tracers (one per memory limit; started on first use)."""
+    from nkieval.review.isolation import SandboxPolicy, SandboxPool
+    from nkieval.review.tracer import MAX_ANSWER_BYTES
+
+    key = (int(memory_mb), UNSAFE_NO_SANDBOX[0])
+    with _POOL_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = SandboxPool("nkieval.review.tracer:handle",
+                                             policy=SandboxPolicy(memory_mb=int(memory_mb),
+                                                                 max_response_bytes=MAX_ANSWER_BYTES,
+                                                                 hide_in_worker=(_builtin_tasks_dir(),)),
+                                             unsafe_no_sandbox=UNSAFE_NO_SANDBOX[0])
+        return pool
+
+
+def _builtin_tasks_dir() -> str:
+    """The built-in suite's task directories (references, expert solutions): a tracer has no use for them."""
+    from nkieval.tasks.loader import BUILTIN_ROOT
+
+    return str(BUILTIN_ROOT)
+
+
+def isolation_in_force() -> dict[str, Any]:
+    """What isolated the tracers of this process's reviews (empty before the first one)."""
+    return dict(next(iter(_POOLS.values())).isolation) if _POOLS else {}
+
+
+def run_tracer(request: dict[str, Any], limits: SandboxLimits, n_shapes: int, hide: Sequence[str] = (),
+               on_part: Callable[[bytes], None] | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Run the tracer on ``request`` in the sandbox: (answer per shape key, or a failure for every shape).
+    ``on_part`` gets each part the tracer streams ahead of its answer (untrusted bytes)."""
+    budget = limits.startup_s + limits.timeout_s * max(1, n_shapes)
+    t0 = time.perf_counter()
+    # each shape has the case's time limit (the first one, the start-up allowance too, for the import)
+    res = tracer_pool(limits.memory_mb).run(json.dumps(request).encode(), timeout_s=budget, hide=hide,
+                                            on_part=on_part,
+                                            part_timeout_s=(limits.startup_s + limits.timeout_s, limits.timeout_s))
+    wall = time.perf_counter() - t0
+    if res.status != "ok" or res.payload is None:
+        status = _SANDBOX_STATUS.get(res.status, "crash")
+        what = {"timeout": f"tracing the kernel took more than its time limit ({res.detail or f'{budget:g} s'}); "
+                           "the process was killed",
+                "sandbox-violation": f"the candidate did something the sandbox forbids: {res.detail}",
+                "crash": "the candidate process died while running this case, without reporting"}.get(
+            status, f"the tracer ended without answering ({res.status}{': ' + res.detail if res.detail else ''})")
+        err: dict[str, Any] = {"status": status, "message": what, "wall_s": wall}
+        if res.stderr_tail.strip():
+            err["stderr_tail"] = res.stderr_tail[-400:]
+        return {}, err
+    try:
+        answer = json.loads(res.payload)
+        shapes = answer["shapes"]
+        if not isinstance(shapes, dict):
+            raise ValueError("shapes is not an object")
+    except (ValueError, KeyError, TypeError) as e:
+        return {}, {"status": "bad-program", "message": f"the tracer's answer is not readable: {e}"}
+    return shapes, None
+
+
+def shape_key(c: CaseJob) -> str:
+    """What a trace depends on: the inputs' names, shapes and dtypes, and the parameters."""
+    return json.dumps([[n, list(a.shape), a.dtype.name] for n, a in c.inputs.items()] + [c.params],
+                      sort_keys=True, default=str)
+
+
+def _shape_request(c: CaseJob, key: str) -> dict[str, Any]:
+    return {"key": key, "args": [{"shape": list(a.shape), "dtype": a.dtype.name} for a in c.inputs.values()],
+            "params": c.params}
+
+
+def _shape_label(shape: dict[str, Any]) -> str:
+    return ",".join(str(tuple(a["shape"])) for a in shape["args"])
+
+
+class ProgramStream:
+    """The programs of ``cases``' distinct shapes, traced in a background thread; :meth:`get` waits for one.
+
+    ``memo`` (shape key -> program text) holds the programs of this review's earlier runs: a shape found there is
+    not traced again (the evidence and differential stages re-run shapes the cases ran), and every program traced
+    here is added to it."""
+
+    def __init__(self, source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
+                 hide: Sequence[str] = (), memo: dict[str, str] | None = None) -> None:
+        self.keys = [shape_key(c) for c in cases]
+        self.order = list(dict.fromkeys(self.keys))
+        self._shapes = {k: _shape_request(c, k) for k, c in zip(self.keys, cases)}
+        self._base = {"source": source, "kernel": kernel, "target": target,
+                      "max_instructions": limits.max_instructions}
+        self._limits, self._hide = limits, tuple(hide)
+        self._memo = memo if memo is not None else {}
+        self._done: dict[str, dict[str, Any]] = {}
+        self._cv = threading.Condition()
+        #: the tracer's own wall time (it overlaps the executor)
+        self.trace_s = 0.0
+        self._run_started = 0.0
+        self._last_part_at: float | None = None  # seconds into the current tracer run
+        self._thread = threading.Thread(target=self._run, name="nkieval-trace", daemon=True)
+        self._thread.start()
+
+    def get(self, key: str) -> dict[str, Any]:
+        """The tracer's outcome for shape ``key``: ``{"status": "ok", "program": text}`` or a failure record."""
+        with self._cv:
+            while key not in self._done:
+                self._cv.wait()
+            return self._done[key]
+
+    def join(self) -> None:
+        self._thread.join()
+
+    # -- the tracing thread
+    def _publish(self, key: str, res: dict[str, Any]) -> None:
+        if res.get("status") == "ok" and isinstance(res.get("program"), str):
+            self._memo.setdefault(key, res["program"])
+        elif res.get("status") == "sent":  # only a tampered tracer says so of a part it never sent
+            res = {"status": "bad-program", "message": "the tracer's answer names a program it never sent"}
+        with self._cv:
+            if key not in self._done:  # (the first answer for a shape wins)
+                self._done[key] = res
+                self._cv.notify_all()
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._trace()
+        except BaseException as e:  # the judge's own fault: every open shape fails closed
+            for key in self.order:
+                self._publish(key, {"status": "infra-error",
+                                    "message": f"tracing failed in the harness: {type(e).__name__}: {e}"})
+        finally:
+            self.trace_s = time.perf_counter() - t0
+
+    def _trace(self) -> None:
+        open_keys = [k for k in self.order if k not in self._memo]
+        for k in self.order:
+            if k in self._memo:
+                self._publish(k, {"status": "ok", "program": self._memo[k]})
+        while open_keys:
+            self._run_started, self._last_part_at = time.perf_counter(), None
+            answer, failure = run_tracer({**self._base, "shapes": [self._shapes[k] for k in open_keys]},
+                                         self._limits, n_shapes=len(open_keys), hide=self._hide,
+                                         on_part=self._on_part(set(open_keys[:-1])))
+            open_keys = [k for k in open_keys if k not in self._done]
+            if not open_keys:
+                return
+            if failure is None:
+                for k in open_keys:
+                    res = answer.get(k)
+                    self._publish(k, self._checked(res) if isinstance(res, dict) else {
+                        "status": "bad-program", "message": "the tracer gave no answer for this shape"})
+                return
+            if failure.get("status") in _DECIDES_ALL:
+                for k in open_keys:
+                    self._publish(k, failure)
+                return
+            # The run died or hung while tracing the first shape it had not streamed (shapes are traced in
+            # order, and each one's outcome is streamed as soon as it is known): that shape's failure. A kernel
+            # that hangs on one shape almost always hangs on the next, so after a hang the rest are skipped;
+            # after anything else they are traced again, in a fresh run.
+            culprit, open_keys = open_keys[0], open_keys[1:]
+            if self._last_part_at is not None and "wall_s" in failure:  # (the culprit's own time)
+                failure = {**failure, "wall_s": max(0.0, failure["wall_s"] - self._last_part_at)}
+            self._publish(culprit, failure)
+            if failure.get("status") == "timeout":
+                for k in open_keys:
+                    self._publish(k, {"status": "not-run", "message": "skipped: tracing shape "
+                                      f"{_shape_label(self._shapes[culprit])} timed out"})
+                return
+
+    def _checked(self, res: dict[str, Any]) -> dict[str, Any]:
+        """A tracer's answer that the harness failed (``infra-error``: a retry, never the candidate's fault) comes
+        from the candidate's process, which can say anything: it stands only if a known-good kernel fails in a
+        tracer too."""
+        if res.get("status") != "infra-error":
+            return res
+        probe = {"key": "k", "args": [{"shape": [4, 8], "dtype": "float32"}], "params": {}}
+        answer, failure = run_tracer({**self._base, "source": KNOWN_GOOD_KERNEL, "kernel": "known_good",
+                                      "shapes": [probe]}, self._limits, n_shapes=1)
+        healthy = failure is None and isinstance(answer.get("k"), dict) and answer["k"].get("status") == "ok"
+        if not healthy:
+            return res
+        return {"status": "crash", "message": "the tracer reported a harness fault that a known-good kernel does "
+                                              "not reproduce: the candidate's process said so"}
+
+    def _on_part(self, streamable: set[str]) -> Callable[[bytes], None]:
+        """The handler of the run's parts: a shape's outcome, for shapes asked for and not the last one."""
+        def on_part(data: bytes) -> None:
+            try:
+                part = json.loads(data)
+            except ValueError:
+                return  # (an unreadable part is ignored: the shape then comes with the answer, or fails there)
+            if not isinstance(part, dict) or part.get("key") not in streamable \
+                    or part.get("status") not in STREAMED_STATUSES:
+                return
+            if part["status"] == "ok" and not isinstance(part.get("program"), str):
+                return
+            self._last_part_at = time.perf_counter() - self._run_started
+            self._publish(part["key"], {k: v for k, v in part.items() if k != "key"})
+        return on_part

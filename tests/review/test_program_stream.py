@@ -1,0 +1,140 @@
+"""The judge's side of streamed tracing (``nkieval.review.tracing.ProgramStream``): what it takes from the tracer's
+parts and answer, with the tracer replaced by a scripted one (the real one is exercised by every review)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from nkieval.review import tracing
+from nkieval.review.sandbox import CaseJob, SandboxLimits
+
+
+def _cases(*ns: int) -> list[CaseJob]:
+    return [CaseJob(f"c{i}", {"a": np.zeros((n, 4), np.float32)}, {}, 1) for i, n in enumerate(ns)]
+
+
+def _stream(monkeypatch, cases, script, memo=None) -> tracing.ProgramStream:
+    calls: list[list[str]] = []
+
+    def fake(request, limits, n_shapes, hide=(), on_part=None):
+        keys = [s["key"] for s in request["shapes"]]
+        calls.append(keys)
+        return script(keys, on_part)
+
+    monkeypatch.setattr(tracing, "run_tracer", fake)
+    s = tracing.ProgramStream("src", "k", cases, "trn2", SandboxLimits(), memo=memo)
+    s.join()
+    s.calls = calls  # type: ignore[attr-defined]
+    return s
+
+
+def test_parts_are_taken_only_for_asked_shapes_but_the_last_first_answer_wins(monkeypatch):
+    cases = _cases(8, 8, 16, 32)  # three distinct shapes, the first twice
+
+    def script(keys, on_part):
+        k0, k1, k2 = keys
+        on_part(json.dumps({"key": k2, "status": "ok", "program": "forged last"}).encode())  # the last: ignored
+        on_part(json.dumps({"key": "not asked", "status": "ok", "program": "x"}).encode())
+        on_part(b"\xff not json")
+        on_part(json.dumps({"key": k0, "status": "ok", "program": "P0"}).encode())
+        on_part(json.dumps({"key": k0, "status": "ok", "program": "second"}).encode())  # the first one wins
+        return {k0: {"status": "sent"}, k1: {"status": "sent"}, k2: {"status": "ok", "program": "P2"}}, None
+
+    s = _stream(monkeypatch, cases, script)
+    k0, k1, k2 = s.order
+    assert s.keys == [k0, k0, k1, k2]
+    assert s.get(k0) == {"status": "ok", "program": "P0"}
+    assert s.get(k1)["status"] == "bad-program"  # the answer says it was sent; it never was
+    assert s.get(k2) == {"status": "ok", "program": "P2"}
+    assert s.calls == [[k0, k1, k2]]  # one tracer run, each distinct shape once
+
+
+def test_a_violation_in_the_answer_reaches_the_shapes_not_streamed(monkeypatch):
+    cases = _cases(8, 16)
+    violation = {"status": "sandbox-violation", "rule": "tampering", "message": "reached for the harness"}
+
+    def script(keys, on_part):
+        on_part(json.dumps({"key": keys[0], "status": "ok", "program": "P0"}).encode())
+        return {k: violation for k in keys}, None
+
+    s = _stream(monkeypatch, cases, script)
+    assert s.get(s.order[0])["status"] == "ok"
+    assert s.get(s.order[1]) == violation
+
+
+def test_a_dead_tracer_run_blames_the_shape_it_was_tracing_and_retraces_the_rest(monkeypatch):
+    cases = _cases(8, 16, 32, 64)
+    order = [tracing.shape_key(c) for c in cases]
+
+    def script(keys, on_part):
+        if keys == order:  # dies while tracing the second shape, after streaming the first
+            on_part(json.dumps({"key": keys[0], "status": "ok", "program": "P0"}).encode())
+            return {}, {"status": "crash", "message": "died"}
+        if keys == order[2:]:  # the fresh run hangs on its first shape
+            on_part(json.dumps({"key": keys[0], "status": "exception", "message": "raised"}).encode())
+            return {}, {"status": "timeout", "message": "hung"}
+        raise AssertionError(keys)
+
+    s = _stream(monkeypatch, cases, script)
+    assert [s.get(k)["status"] for k in s.order] == ["ok", "crash", "exception", "timeout"]
+    assert s.calls == [order, order[2:]]
+
+    def hangs_first(keys, on_part):
+        return {}, {"status": "timeout", "message": "hung"}
+
+    s = _stream(monkeypatch, cases, hangs_first)
+    assert [s.get(k)["status"] for k in s.order] == ["timeout", "not-run", "not-run", "not-run"]
+    assert len(s.calls) == 1
+
+
+def test_a_tracer_claiming_a_harness_fault_is_believed_only_if_a_known_good_kernel_fails_too(monkeypatch):
+    fault = {"status": "infra-error", "message": "the tracer's own imports failed"}
+
+    def script(healthy):
+        def run(keys, on_part):
+            if keys == ["k"]:  # the known-good kernel
+                return ({"k": {"status": "ok", "program": "p"}}, None) if healthy else ({}, {"status": "crash"})
+            on_part(json.dumps({"key": keys[0], **fault}).encode())  # not a status a part may claim
+            return {k: fault for k in keys}, None
+        return run
+
+    s = _stream(monkeypatch, _cases(8, 16), script(healthy=True))
+    assert {s.get(k)["status"] for k in s.order} == {"crash"}
+    s = _stream(monkeypatch, _cases(8, 16), script(healthy=False))
+    assert {s.get(k)["status"] for k in s.order} == {"infra-error"}
+
+
+def test_memoised_shapes_are_not_traced_again_and_new_programs_are_memoised(monkeypatch):
+    cases = _cases(8, 16)
+    first = tracing.shape_key(cases[0])
+    memo = {first: "cached"}
+
+    def script(keys, on_part):
+        return {k: {"status": "ok", "program": "new"} for k in keys}, None
+
+    s = _stream(monkeypatch, cases, script, memo)
+    assert s.get(first) == {"status": "ok", "program": "cached"}
+    assert s.calls == [[tracing.shape_key(cases[1])]]
+    assert memo[tracing.shape_key(cases[1])] == "new"
+
+
+def test_a_judge_fault_while_tracing_fails_every_open_shape_closed(monkeypatch):
+    def script(keys, on_part):
+        raise RuntimeError("judge bug")
+
+    s = _stream(monkeypatch, _cases(8, 16), script)
+    assert {s.get(k)["status"] for k in s.order} == {"infra-error"}
+
+
+@pytest.mark.parametrize("status", ["sandbox-violation", "bad-program"])
+def test_a_whole_run_failure_that_is_the_candidates_deed_decides_every_open_shape(monkeypatch, status):
+    def script(keys, on_part):
+        if len(keys) == 1:
+            raise AssertionError("retraced shape by shape")
+        return {}, {"status": status, "message": "m"}
+
+    s = _stream(monkeypatch, _cases(8, 16, 32), script)
+    assert {s.get(k)["status"] for k in s.order} == {status}
