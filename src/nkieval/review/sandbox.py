@@ -604,23 +604,30 @@ _ERROR_FIELDS = ("error_type", "message", "frames", "rule", "instruction", "oper
 
 def _replay_as_traced(stream: ProgramStream, runner: _Runner, job: Path, st: dict[str, float]) -> None:
     """Each shape's cases, in the order the shapes are traced, as soon as the shape's program is in (the tracer
-    meanwhile records the next shape). A shape whose trace failed fails its cases with the tracer's record."""
-    for i, key in enumerate(stream.order):
-        ks = [k for k, kk in enumerate(stream.keys) if kk == key]
+    meanwhile records the next shape); the shapes whose programs are in already run in the same child. A shape
+    whose trace failed fails its cases with the tracer's record."""
+    groups = [(i, key, [k for k, kk in enumerate(stream.keys) if kk == key]) for i, key in enumerate(stream.order)]
+    while groups:
         if runner.hung is not None:
-            runner.skip(ks)
-            continue
+            runner.skip([k for _, _, ks in groups for k in ks])
+            return
         t_wait = time.perf_counter()
-        res = stream.get(key)
+        stream.get(groups[0][1])
         st["trace_s"] += time.perf_counter() - t_wait
-        if res.get("status") == "ok" and isinstance(res.get("program"), str):
-            (job / _program_file(i)).write_text(res["program"])
-            runner.run(ks)
-            continue
-        status = res.get("status") if res.get("status") in STATUSES else "crash"
-        for k in ks:
-            runner.finish(k, CaseRun(runner.cases[k].label, status, wall_s=float(res.get("wall_s", 0.0) or 0.0),
-                                     error={x: v for x, v in res.items() if x in _ERROR_FIELDS}))
+        batch: list[int] = []
+        while groups and stream.ready(groups[0][1]):
+            i, key, ks = groups.pop(0)
+            res = stream.get(key)
+            if res.get("status") == "ok" and isinstance(res.get("program"), str):
+                (job / _program_file(i)).write_text(res["program"])
+                batch += ks
+                continue
+            status = res.get("status") if res.get("status") in STATUSES else "crash"
+            for k in ks:
+                runner.finish(k, CaseRun(runner.cases[k].label, status, wall_s=float(res.get("wall_s", 0.0) or 0.0),
+                                         error={x: v for x, v in res.items() if x in _ERROR_FIELDS}))
+        if batch:
+            runner.run(sorted(batch))
 
 
 class _Runner:

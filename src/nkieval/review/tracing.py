@@ -163,6 +163,11 @@ class ProgramStream:
                 self._cv.wait()
             return self._done[key]
 
+    def ready(self, key: str) -> bool:
+        """Whether :meth:`get` would answer for ``key`` without waiting."""
+        with self._cv:
+            return key in self._done
+
     def join(self) -> None:
         self._thread.join()
 
