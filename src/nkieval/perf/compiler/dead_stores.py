@@ -23,11 +23,14 @@ from nkieval.perf.compiler.regions import ON_CHIP, covers, dense, overlaps, part
 from nkieval.sim.trace import OperandAccess, TraceRecord
 
 REMOVABLE_ENGINES = ("vector", "scalar", "gpsimd")
+#: opcodes with no effect but their output (an opcode not listed may have others, and is kept)
+PURE = ("memset", "tensor_copy", "tensor_scalar", "tensor_tensor", "scalar_tensor_tensor", "activation",
+        "reciprocal", "iota", "tensor_reduce")
 
 
 def _removable(r: TraceRecord) -> OperandAccess | None:
     """The one on-chip output of an instruction that may be removed when dead, else None."""
-    if r.engine not in REMOVABLE_ENGINES and r.opcode != "memset":
+    if r.opcode not in PURE or (r.engine not in REMOVABLE_ENGINES and r.opcode != "memset"):
         return None
     writes = [o for o in r.operands if "w" in o.mode]
     if len(writes) != 1 or writes[0].mode != "w" or writes[0].buffer not in ON_CHIP:
@@ -39,7 +42,30 @@ def _zero_memset(r: TraceRecord) -> bool:
     return r.opcode == "memset" and r.attrs.get("value") in (0, 0.0)
 
 
+MAX_SWEEPS = 16  # removing a dead write can make the writes it read dead: sweep until nothing changes
+
+
 def run(records: list[TraceRecord], ctx: PassContext) -> list[TraceRecord]:
+    removed: dict[str, int] = {}
+    folds = 0
+    for _ in range(MAX_SWEEPS):
+        records, dead_ops, folded = _sweep(records)
+        if not dead_ops and not folded:
+            break
+        folds += folded
+        for op, n in dead_ops.items():
+            removed[op] = removed.get(op, 0) + n
+    if removed:
+        ctx.notes.append("removed " + ", ".join(f"{n} {op}" for op, n in sorted(removed.items()))
+                         + " whose output was overwritten or never read")
+    if folds:
+        ctx.notes.append(f"{folds} zeroing memset(s) folded into the first accumulating matmul")
+    ctx.changed += sum(removed.values()) + folds
+    return records
+
+
+def _sweep(records: list[TraceRecord]) -> tuple[list[TraceRecord], dict[str, int], int]:
+    """One forward pass: the records without the dead writes found, the removed opcodes, the folds."""
     dead: set[int] = set()
     folded: dict[int, TraceRecord] = {}  # index -> the matmul rewritten to start its accumulation group
     pending: dict[int, list[tuple[int, OperandAccess]]] = {}  # alloc -> unread removable writes
@@ -71,13 +97,8 @@ def run(records: list[TraceRecord], ctx: PassContext) -> list[TraceRecord]:
     for lst in pending.values():  # never read again
         dead.update(j for j, _ in lst)
     if not dead:
-        return records
+        return records, {}, 0
     ops: dict[str, int] = {}
     for j in dead:
         ops[records[j].opcode] = ops.get(records[j].opcode, 0) + 1
-    ctx.notes.append("removed " + ", ".join(f"{n} {op}" for op, n in sorted(ops.items()))
-                     + " whose output was overwritten or never read")
-    if folded:
-        ctx.notes.append(f"{len(folded)} zeroing memset(s) folded into the first accumulating matmul")
-    ctx.changed += len(dead) + len(folded)
-    return [folded.get(i, r) for i, r in enumerate(records) if i not in dead]
+    return [folded.get(i, r) for i, r in enumerate(records) if i not in dead], ops, len(folded)
