@@ -94,15 +94,35 @@ def report(name: str, scale: int, cache: str) -> None:
                               for s in r.steps))
 
 
+def report_ranks(name: str, scale: int, cache: str) -> None:
+    """A ladder published without times, only as "each step is faster": rank agreement only."""
+    from nkieval.perf import estimate
+
+    lad = published()["ladders"][name]
+    traces = ladder_traces(name, scale, cache)
+    print(f"\n== {name} ({lad['target']}; steps in published order, each faster; no times published) ==")
+    print(f"   source: {lad['source']}; shape divided by {scale}")
+    print(f"   traced {', '.join(str(len(t.records)) for t in traces)} instructions")
+    rank = list(range(len(traces), 0, -1))  # the published order: later steps faster
+    for label, opts in (("compiler model off", CompilerOptions.off()), ("compiler model on", CompilerOptions())):
+        pred = [estimate(t, lad["target"], compiler=opts).total_time_ns for t in traces]
+        print(f"  {label}: rho {spearman(rank, pred):+.2f}, pairwise {100 * pairwise(rank, pred):.0f} %; predicted "
+              + ", ".join(f"{s['label']} {p / 1e3:.0f} us" for s, p in zip(lad["steps"], pred)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=int, default=2, help="divide the matmul ladders' shapes by this")
     ap.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "nkieval-perf"))
     ap.add_argument("--ladders", default="matmul_tutorial_trn1,matmul_bounds_trn2,layernorm_trn1")
+    ap.add_argument("--rank-ladders", default="kernel_optimization_trn2",
+                    help="ladders published as an order only ('' to skip)")
     a = ap.parse_args()
     print(f"shape divisor {a.scale} for the matmul ladders; layernorm at its published shape")
     for name in a.ladders.split(","):
         report(name, a.scale, a.cache)
+    for name in filter(None, a.rank_ladders.split(",")):
+        report_ranks(name, a.scale, a.cache)
     print("\n== micro-results (NKI performance guide, DMA overview) ==")
     off, on = micro_results(compiler=CompilerOptions.off()), micro_results()
     for m0, m1 in zip(off, on):

@@ -137,7 +137,7 @@ def evaluate_ladder(name: str, traces: list[Trace], params: dict[str, Any] | Non
         est = estimate(tr, lad["target"], params=params, policy=policy, compiler=compiler)
         steps.append(StepResult(
             label=step["label"], kernel=step["kernel"], published=float(step["value"]),
-            predicted_ns=est.total_time_ns, bound_published=step["bound"], bound_predicted=est.bottleneck.bound,
+            predicted_ns=est.total_time_ns, bound_published=step.get("bound", ""), bound_predicted=est.bottleneck.bound,
             resource_predicted=est.bottleneck.resource, hfu_published=step.get("hfu"),
             hfu_predicted=est.summary["hfu_estimated_percent"], spill_bytes=_spill_bytes(est)))
     return LadderResult(name, lad["source"], tuple(steps))
