@@ -293,3 +293,45 @@ def test_cli_profile_reports_what_the_compiler_did(tmp_path):
     assert off.exit_code == 0 and "redundant-loads   off" in off.output
     bad = CliRunner().invoke(profile, [f"{src}::k", "--compiler-pass", "nope=on"])
     assert bad.exit_code == 2 and "no compiler pass 'nope'" in bad.output
+
+
+# -- invariants over a family of kernels ------------------------------------------------------------------
+def _offset_chain(d: int):
+    """Iteration j writes column j + d from column j: iterations d apart depend on each other (d = 0: none)."""
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=y, src=x[0:128, 0:64])
+        for j in nl.affine_range(64 - d):
+            nisa.tensor_scalar(dst=y[:, j + d:j + d + 1], data=y[:, j:j + 1], op0=nl.add, operand0=1.0)
+        nisa.dma_copy(dst=out, src=y)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("d", [0, 1, 2, 3])
+def test_no_merged_instruction_joins_iterations_that_depend_on_each_other(d):
+    tr = _trace(_offset_chain(d), X)
+    out, _ = _report(tr, "merge-iterations")
+    n_orig = tr.opcode_counts()["tensor_scalar"]
+    merged = [r for r in out.records if r.opcode == "tensor_scalar"]
+    assert sum(r.attrs.get("merged_iterations", 1) for r in merged) == n_orig  # every instance kept once
+    for r in merged:
+        k = r.attrs.get("merged_iterations", 1)
+        dst, src = r.operands[0], r.operands[1]
+        # a merged group's reads must not overlap its own writes unless it is one instance reading itself (d = 0)
+        if k > 1 and d > 0:
+            assert src.addr_hi <= dst.addr_lo or dst.addr_hi <= src.addr_lo
+    if d == 0:
+        assert len(merged) == 1
+    else:
+        assert len(merged) > 1 and max(r.attrs.get("merged_iterations", 1) for r in merged) <= d
+
+
+def test_compiler_model_never_adds_instructions_or_dma_bytes():
+    for kernel, args in ((zeros_then_overwrite, (X,)), (invariant_weight_load, (X, W)), (column_by_column, (X,)),
+                         (prefix_chain, (X,))):
+        _, rep = compile_trace(_trace(kernel, *args))
+        for p in rep.passes:
+            assert p.instructions_after <= p.instructions_before and p.dma_bytes_after <= p.dma_bytes_before

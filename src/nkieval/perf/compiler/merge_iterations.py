@@ -22,7 +22,7 @@ from nkieval.sim.trace import OperandAccess, TraceRecord
 MERGEABLE = ("tensor_copy", "tensor_scalar", "tensor_tensor", "scalar_tensor_tensor", "activation", "memset",
              "reciprocal")
 ENGINES = ("vector", "scalar", "gpsimd")
-WINDOW = 2048  # the most records a member may move ahead over (bounds the dependency checks)
+WINDOW = 256  # the most records a member may move ahead over (bounds the dependency checks: O(n * WINDOW))
 
 
 @dataclass
