@@ -249,7 +249,7 @@ def test_merged_iterations_estimate_faster_than_the_instructions_one_by_one():
 
 # -- options, report, CLI ------------------------------------------------------------------------------------
 def test_options_name_every_pass_and_refuse_unknown_ones():
-    assert [p.name for p in PASSES] == ["dead-stores", "redundant-loads", "merge-iterations"]
+    assert [p.name for p in PASSES] == ["dead-stores", "redundant-loads", "merge-iterations", "engine-balance"]
     assert all(p.source.strip() and p.what.strip() for p in PASSES)
     assert parse_options(["redundant-loads=off"]).is_on(PASSES[1]) is False
     assert parse_options([]).is_on(PASSES[1]) is True
@@ -335,3 +335,52 @@ def test_compiler_model_never_adds_instructions_or_dma_bytes():
         _, rep = compile_trace(_trace(kernel, *args))
         for p in rep.passes:
             assert p.instructions_after <= p.instructions_before and p.dma_bytes_after <= p.dma_bytes_before
+
+
+# -- engine-balance (opt-in) -------------------------------------------------------------------------------
+@nki.jit
+def copies_and_scalings(x):
+    out = nl.ndarray((128, 2048), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(4):
+        t = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[0:128, i * 512:(i + 1) * 512])
+        a = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=a, src=t)
+        b = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=b, data=a, op0=nl.multiply, operand0=2.0)
+        acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=acc, src=b)
+        c = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=c, src=acc)
+        nisa.dma_copy(dst=out[0:128, i * 512:(i + 1) * 512], src=c)
+    return out
+
+
+X4 = np.random.default_rng(2).standard_normal((128, 2048), dtype=np.float32)
+
+
+def test_engine_balance_is_off_by_default_and_spreads_placeable_ops_when_on():
+    tr = _trace(copies_and_scalings, X4)
+    _, rep = compile_trace(tr)
+    assert not next(p for p in rep.passes if p.name == "engine-balance").enabled
+    assert {r.engine for r in tr.records if r.engine != "dma"} == {"vector"}
+    out, rep = _report(tr, "engine-balance")
+    engines = {r.engine for r in out.records if r.engine != "dma"}
+    assert {"vector", "scalar"} <= engines and rep.changed > 0
+    for r in out.records:
+        if r.engine == "gpsimd":  # GpSimd cannot access PSUM
+            assert all(o.buffer != "psum" for o in r.operands)
+    on = estimate(tr, "trn2", compiler=_only("engine-balance"))
+    off = estimate(tr, "trn2", compiler=CompilerOptions.off())
+    assert on.summary["vector_active_time"] < off.summary["vector_active_time"]
+
+
+def test_engine_balance_keeps_tensor_copy_off_the_scalar_engine_on_neuroncore_v2():
+    from nkieval.perf.compiler.engine_balance import allowed_engines
+
+    tr = _trace(copies_and_scalings, X4)
+    copies = [r for r in tr.records if r.opcode == "tensor_copy"]
+    assert all("scalar" not in allowed_engines(r, "trn1") for r in copies)
+    assert all("scalar" in allowed_engines(r, "trn2") for r in copies)
+    psum_reads = [r for r in copies if any(o.buffer == "psum" for o in r.operands)]
+    assert psum_reads and all("gpsimd" not in allowed_engines(r, "trn2") for r in psum_reads)

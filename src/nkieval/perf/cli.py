@@ -220,8 +220,8 @@ def _npz_value(a: np.ndarray) -> Any:
               show_default=True, help="SBUF spill saves and reloads as DMAs, a reload running ahead of its use "
               "(prefetch) or waiting for the space it takes (on_demand); or only reported (off)")
 @click.option("--compiler-pass", "compiler_passes", multiple=True, metavar="NAME=on|off",
-              help="switch a compiler-model pass (dead-stores, redundant-loads, merge-iterations) on or off; "
-              "all=off runs none (repeatable, later ones win; default: all on)")
+              help="switch a compiler-model pass on or off: dead-stores, redundant-loads, merge-iterations (on by "
+              "default), engine-balance (off by default); all=off runs none (repeatable, later ones win)")
 @click.option("--seed", default=0, show_default=True)
 def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[str, ...], mode: str,
             engine_order: str, trace_out: str | None, json_out: str | None, grid: str | None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from nkieval.perf.compiler import dead_stores, merge_iterations, redundant_loads
+from nkieval.perf.compiler import dead_stores, engine_balance, merge_iterations, redundant_loads
 from nkieval.perf.compiler.model import (
     CompilerOptionError,
     CompilerOptions,
@@ -46,6 +46,13 @@ PASSES: tuple[CompilerPass, ...] = (
         f"vectorization' ({_NKI_DOCS}api/generated/nki.language.affine_range.html); NKI performance guide: fewer, "
         f"larger instructions amortise the fixed instruction overhead ({_NKI_DOCS}nki_perf_guide.html)",
         True, merge_iterations.run),
+    CompilerPass(
+        "engine-balance", "place tensor_copy / tensor_scalar / memset left to the compiler on the least loaded "
+        "allowed engine (off by default: the trace does not say whether the kernel pinned the engine)",
+        "nki.isa engine selection: engine=unknown lets the compiler choose "
+        f"({_NKI_DOCS}api/nki.api.shared.html); allowed engines per instruction from the nki.isa reference "
+        f"({_NKI_DOCS}api/generated/nki.isa.tensor_copy.html, nki.isa.tensor_scalar.html, nki.isa.memset.html)",
+        False, engine_balance.run),
 )
 PASS_BY_NAME = MappingProxyType({p.name: p for p in PASSES})
 
