@@ -384,3 +384,27 @@ def test_engine_balance_keeps_tensor_copy_off_the_scalar_engine_on_neuroncore_v2
     assert all("scalar" in allowed_engines(r, "trn2") for r in copies)
     psum_reads = [r for r in copies if any(o.buffer == "psum" for o in r.operands)]
     assert psum_reads and all("gpsimd" not in allowed_engines(r, "trn2") for r in psum_reads)
+
+
+def _accesses_outside_lifetimes(trace: Trace) -> list[tuple[int, int]]:
+    """(record, alloc) of every on-chip access outside its allocation's [alloc_seq, free_seq) span."""
+    bad = []
+    for i, r in enumerate(trace.records):
+        for o in r.operands:
+            a = trace.allocations.get(o.alloc)
+            if a is None or a.buffer == "hbm":
+                continue
+            if not (a.alloc_seq <= i and (a.free_seq is None or i < a.free_seq)):
+                bad.append((i, o.alloc))
+    return bad
+
+
+@pytest.mark.filterwarnings("ignore:nc_matmul. accumulate=True onto PSUM written by a non-matmul")
+def test_compiled_traces_access_every_tile_within_its_lifetime():
+    for kernel, args in ((zeros_then_overwrite, (X,)), (invariant_weight_load, (X, W)), (column_by_column, (X,)),
+                         (psum_zeroed_then_accumulated, (X, W))):
+        tr = _trace(kernel, *args)
+        assert _accesses_outside_lifetimes(tr) == []
+        out, _ = compile_trace(tr)
+        assert [r.seq for r in out.records] == list(range(len(out.records)))
+        assert _accesses_outside_lifetimes(out) == []
