@@ -8,12 +8,13 @@ from types import MappingProxyType
 from typing import Any
 
 from nkieval.hardware import Target, get_target
+from nkieval.perf.compiler import CompilerOptions, CompilerReport, compile_trace
 from nkieval.perf.metrics import Bottleneck, classify, compute_metrics, critical_path, stall_breakdown
 from nkieval.perf.params import PerfParams, load_params
 from nkieval.perf.schedule import Schedule, SchedulePolicy, schedule
 from nkieval.sim.trace import Trace
 
-MODEL_VERSION = "nkieval-perf 0.6"
+MODEL_VERSION = "nkieval-perf 0.7"  # 0.7: the compiler model rewrites the trace before scheduling
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class PerfEstimate:
     schedule: Schedule = field(repr=False, compare=False)
     engine_order: str = "program"  # SchedulePolicy.engine_order
     spill_traffic: str = "prefetch"  # SchedulePolicy.spill_traffic
+    compiler: CompilerReport | None = None  # what the compiler model did to the trace (None: not run)
+    traced_instructions: int = 0  # instructions in the simulator's trace, before the compiler model
 
     @property
     def total_time_us(self) -> float:
@@ -70,7 +73,8 @@ class PerfEstimate:
             "estimate": True, "kernel": self.kernel, "target": self.target, "model_version": self.model_version,
             "mode": self.mode, "engine_order": self.engine_order, "spill_traffic": self.spill_traffic,
             "total_time_ns": self.total_time_ns, "interval_ns": list(self.interval_ns),
-            "instructions": self.instructions, "summary": dict(self.summary), "utilization": dict(self.utilization),
+            "instructions": self.instructions, "traced_instructions": self.traced_instructions,
+            "compiler": self.compiler.to_dict() if self.compiler else None, "summary": dict(self.summary), "utilization": dict(self.utilization),
             "bottleneck": {"resource": b.resource, "bound": b.bound, "reason": b.reason},
             "stalls": {k: dict(v) for k, v in self.stalls.items()},
             "critical_path_share": dict(self.critical_path_share),
@@ -114,14 +118,19 @@ def psum_excess_assumption(peak: int, capacity: int) -> str:
 
 
 def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: SchedulePolicy | None = None,
-             params: dict[str, Any] | PerfParams | None = None) -> PerfEstimate:
+             params: dict[str, Any] | PerfParams | None = None,
+             compiler: CompilerOptions | None = None) -> PerfEstimate:
     """Estimate how ``trace`` would run on ``target`` (default: the trace's own target).
 
     ``policy`` sets the modelled compiler freedom (:class:`SchedulePolicy`); ``params``
-    overrides model parameters by name (the fitting script's hook), recorded as ``override``.
+    overrides model parameters by name (the fitting script's hook), recorded as ``override``;
+    ``compiler`` says which compiler-model passes rewrite the trace before it is scheduled
+    (default: every pass that is on by default; ``CompilerOptions.off()``: none).
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"estimate() needs an nkieval.sim.trace.Trace, got {type(trace).__name__}")
+    traced = len(trace.records)
+    trace, compiled = compile_trace(trace, compiler)
     tgt = target if isinstance(target, Target) else get_target(target if target is not None else trace.target)
     p = params if isinstance(params, PerfParams) else load_params(tgt, params)
     pol = policy or SchedulePolicy()
@@ -142,6 +151,8 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
         by_status=MappingProxyType({k: tuple(v) for k, v in p.by_status().items()}),
         unmodelled_instructions=MappingProxyType(dict(s.unmodelled)),
         assumptions=((BACKFILL_ASSUMPTION, *ASSUMPTIONS[1:]) if pol.engine_order == "backfill" else ASSUMPTIONS)
+        + ((f"compiler model: {', '.join(compiled.enabled)} rewrote the trace before scheduling",)
+           if compiled.enabled else ())
         + ((SPILL_ASSUMPTIONS[pol.spill_traffic],) if s.spill else ())
         + ((psum_excess_assumption(trace.peak_psum_bytes, int(p.psum_bytes_per_partition)),)
            if trace.peak_psum_bytes > p.psum_bytes_per_partition else ())
@@ -154,4 +165,4 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
         summary=MappingProxyType(m), utilization=MappingProxyType(util), bottleneck=classify(util),
         stalls=MappingProxyType(stall_breakdown(s)), critical_path_share=MappingProxyType(cp["share"]),
         opcode_summary=opsum, rotation=rot, uncertainty=unc, schedule=s, engine_order=pol.engine_order,
-        spill_traffic=pol.spill_traffic)
+        spill_traffic=pol.spill_traffic, compiler=compiled, traced_instructions=traced)

@@ -171,4 +171,22 @@ def text_summary(est: PerfEstimate) -> str:
         lines.append("  UNMODELLED (generic cost): " + ", ".join(f"{k} ×{v}" for k, v in un.items()))
     st = est.uncertainty.by_status
     lines.append("  parameters: " + ", ".join(f"{k} {len(v)}" for k, v in st.items()))
+    lines.extend(compiler_lines(est))
     return "\n".join(lines)
+
+
+def compiler_lines(est: PerfEstimate) -> list[str]:
+    """The profile's "what the compiler did": per pass, instructions and DMA bytes before -> after."""
+    rep = est.compiler
+    if rep is None:
+        return []
+    if not rep.enabled:
+        return ["  compiler model  off (the trace as simulated)"]
+    lines = [f"  what the compiler did ({est.traced_instructions} traced -> {est.instructions} instructions):"]
+    for p in rep.passes:
+        if not p.enabled:
+            lines.append(f"    {p.name:<17} off")
+            continue
+        lines.append(f"    {p.name:<17} instr {p.instructions_before} -> {p.instructions_after}, DMA bytes "
+                     f"{p.dma_bytes_before} -> {p.dma_bytes_after}" + (f": {'; '.join(p.notes)}" if p.notes else ""))
+    return lines

@@ -175,7 +175,7 @@ def perf_estimate(trace: Any, target: str) -> tuple[dict[str, Any] | None, str |
         return None, "nkieval.perf.estimate returned no positive total time"
     # Keep the report small: the headline numbers, not the per-instruction tables.
     keep = {k: d[k] for k in ("model_version", "mode", "total_time_ns", "instructions", "summary", "utilization",
-                              "bottleneck", "uncertainty") if k in d}
+                              "bottleneck", "uncertainty", "compiler") if k in d}
     keep["_total_time"] = float(t)
     sched = getattr(res, "schedule", None)
     if isinstance(getattr(sched, "cores", None), int):

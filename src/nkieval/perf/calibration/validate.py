@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.perf.calibration import published
+from nkieval.perf.compiler import CompilerOptions
 from nkieval.perf.estimate import PerfEstimate, estimate
 from nkieval.perf.schedule import SchedulePolicy
 from nkieval.sim.trace import Trace
@@ -128,15 +129,15 @@ def ladder_traces(name: str, scale: int = 1, cache_dir: str | None = None) -> li
 
 
 def evaluate_ladder(name: str, traces: list[Trace], params: dict[str, Any] | None = None,
-                    policy: SchedulePolicy | None = None) -> LadderResult:
+                    policy: SchedulePolicy | None = None, compiler: CompilerOptions | None = None) -> LadderResult:
     """Estimate each step's trace and pair it with the published figure."""
     lad = published()["ladders"][name]
     steps = []
     for step, tr in zip(lad["steps"], traces):
-        est = estimate(tr, lad["target"], params=params, policy=policy)
+        est = estimate(tr, lad["target"], params=params, policy=policy, compiler=compiler)
         steps.append(StepResult(
             label=step["label"], kernel=step["kernel"], published=float(step["value"]),
-            predicted_ns=est.total_time_ns, bound_published=step["bound"], bound_predicted=est.bottleneck.bound,
+            predicted_ns=est.total_time_ns, bound_published=step.get("bound", ""), bound_predicted=est.bottleneck.bound,
             resource_predicted=est.bottleneck.resource, hfu_published=step.get("hfu"),
             hfu_predicted=est.summary["hfu_estimated_percent"], spill_bytes=_spill_bytes(est)))
     return LadderResult(name, lad["source"], tuple(steps))
@@ -202,7 +203,8 @@ def _span(est: PerfEstimate, engine: str) -> float:
     return max(s.end[i] for i in idx) - min(s.start[i] for i in idx)
 
 
-def micro_results(params: dict[str, Any] | None = None) -> list[MicroResult]:
+def micro_results(params: dict[str, Any] | None = None,
+                  compiler: CompilerOptions | None = None) -> list[MicroResult]:
     """Reproduce the performance guide's micro-results with our kernels."""
     import ml_dtypes
 
@@ -211,7 +213,7 @@ def micro_results(params: dict[str, Any] | None = None) -> list[MicroResult]:
     x = np.random.default_rng(0).standard_normal((128, 512), dtype=np.float32)
 
     def est(kernel: str, args: tuple, target: str, **kw: Any) -> PerfEstimate:
-        return estimate(simulate(kernel, args, target, **kw), target, params=params)
+        return estimate(simulate(kernel, args, target, **kw), target, params=params, compiler=compiler)
 
     m = pub["fused_activation"]
     r = _span(est("act_three_ops", (x,), m["target"]), "scalar") / _span(est("act_fused", (x,), m["target"]), "scalar")
