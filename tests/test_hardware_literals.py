@@ -27,7 +27,7 @@ FACTS = {128: "partitions / PE array rows", 2048: "PSUM bank bytes", 16384: "PSU
 
 #: (module, value) -> (count, why the literal stays)
 ALLOWED: dict[tuple[str, int], tuple[int, str]] = {
-    ("numerics/gates.py", 128): (7, "numerics stands alone (no hardware import): the 128-row tile edge a "
+    ("numerics/locate.py", 128): (7, "numerics stands alone (no hardware import): the 128-row tile edge a "
                                     "diagnosis looks for in error patterns"),
     ("numerics/platforms.py", 128): (3, "numerics stands alone: default K chunk of the platform models"),
     ("numerics/recipe.py", 128): (2, "numerics stands alone: the recipe's default tile_k and FP8 promotion"),

@@ -12,7 +12,8 @@ from numerics_testlib import softmax32
 
 from nkieval.numerics import PrecisionRecipe, PreparedCheck, check
 from nkieval.numerics.formats import FORMATS, representable, round_to
-from nkieval.numerics.gates import _grid_held, _top_k
+from nkieval.numerics.grids import _grid_held
+from nkieval.numerics.stream import _top_k
 
 BF16_MM = PrecisionRecipe(inputs=("bf16", "bf16"), accumulate="fp32", output="fp32", accumulation="psum_fp32_k128")
 
@@ -162,7 +163,7 @@ def test_verdicts_are_kept_per_output_bytes():
 
 
 def test_ulp_bucket_table_matches_the_bit_length_rule():
-    from nkieval.numerics.gates import _ULP_BUCKET
+    from nkieval.numerics.ulp_hist import _ULP_BUCKET
 
     d = np.arange(_ULP_BUCKET.size, dtype=np.int64)
     want = np.where(d <= 2, d, np.minimum(np.array([int(x - 1).bit_length() + 1 for x in d.tolist()]), 39))
@@ -181,7 +182,7 @@ _ULP_EDGES = sorted({max(0, min((1 << j) + o, (1 << 63) - 1)) for j in range(64)
 @given(st.lists(st.one_of(st.integers(0, 70), st.integers(0, (1 << 63) - 1), st.sampled_from(_ULP_EDGES)),
                 max_size=50))
 def test_ulp_hist_counts_the_bucket_rule(ds):
-    from nkieval.numerics.gates import _ulp_buckets, _ulp_hist
+    from nkieval.numerics.ulp_hist import _ulp_buckets, _ulp_hist
 
     d = np.array(ds, dtype=np.int64)
     want = np.bincount([_ulp_bucket_rule(x) for x in ds], minlength=40).astype(np.int64)
@@ -190,7 +191,7 @@ def test_ulp_hist_counts_the_bucket_rule(ds):
 
 
 def test_ulp_hist_on_every_small_distance_and_every_power_of_two_edge():
-    from nkieval.numerics.gates import _ulp_hist
+    from nkieval.numerics.ulp_hist import _ulp_hist
 
     small = np.arange(1 << 18, dtype=np.int64)
     want = np.bincount([_ulp_bucket_rule(x) for x in small.tolist()], minlength=40)
@@ -211,7 +212,7 @@ def _z_bin_rule(z: float) -> int:
 
 def _z_edge_values() -> list[float]:
     """Every bin edge 10^(k/20 - 4) (and the stored _Z_EDGES) with its neighbours within 8 ulps."""
-    from nkieval.numerics.gates import _Z_EDGES
+    from nkieval.numerics.stream import _Z_EDGES
 
     centres = [10.0 ** (k / 20 - 4) for k in range(-2, 224)] + [float(x) for x in _Z_EDGES]
     out = [0.0, 5e-324, 1e-300, 1e308, float(np.finfo(np.float64).max), np.inf]
@@ -227,7 +228,7 @@ _Z_EDGE_VALUES = _z_edge_values()
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.floats(0.0, np.inf), st.floats(1e-5, 1e8), st.sampled_from(_Z_EDGE_VALUES)), max_size=40))
 def test_z_bins_in_place_matches_the_definition(zs):
-    from nkieval.numerics.gates import _z_bins
+    from nkieval.numerics.stream import _z_bins
 
     z = np.array(zs, dtype=np.float64)
     want = np.array([_z_bin_rule(x) for x in zs], dtype=np.int64)
@@ -239,7 +240,7 @@ def test_z_bins_in_place_matches_the_definition(zs):
 
 
 def test_z_bins_at_every_edge():
-    from nkieval.numerics.gates import _z_bins
+    from nkieval.numerics.stream import _z_bins
 
     z = np.array(_Z_EDGE_VALUES)
     want = np.array([_z_bin_rule(x) for x in _Z_EDGE_VALUES], dtype=np.int64)

@@ -16,7 +16,9 @@ import pytest
 
 from nkieval.numerics import PreparedCheck
 from nkieval.numerics.formats import get_format, ulp_key
-from nkieval.numerics.gates import _few, _fp16_held, _grid_held, _narrow_held, _ulp_key32
+from nkieval.numerics.grids import _fp16_held, _grid_held, _narrow_held
+from nkieval.numerics.locate import _few
+from nkieval.numerics.ulp_hist import _ulp_key32
 from nkieval.review import npzio, review
 from nkieval.review.child import _Capture, _load_candidate, _unwritten_masks
 from nkieval.review.sandbox import CaseJob, run_candidate

@@ -1,0 +1,589 @@
+"""Streaming the output block by block: what the gates derive from the oracle and the bounds per block
+(:class:`_Block`, kept by a prepared check to judge many outputs), and the statistics gathered over the
+blocks of one output (:class:`_Stream`)."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .bounds import BoundsBlock, _fl_out_neighbours
+from .formats import FORMATS, Format, round_to, ulp_key
+from .grids import _GRID_CANDIDATES, _grid_counts, _grid_held
+from .oracle import OracleBlock
+from .recipe import PrecisionRecipe
+from .special_values import SPECIAL_VALUE_TABLE
+from .ulp_hist import _ULP_BUCKET, _ULP_TABLE_N, _ulp_buckets, _ulp_hist, _ulp_key32
+from .verdict import WorstElement
+
+Z_P99_LIMIT = 10.0  # research note §4.4 G5: 99th percentile of z above 10 fails
+RATIO_RMS_LIMIT = 1.5  # G4, FlashAttention/AWS-style ratio to a same-precision reference
+RATIO_MAX_LIMIT = 3.0
+_MISMATCH_CAP = 1 << 16
+_GRID_SAMPLE = 1 << 20  # elements enough to fingerprint the output grid
+_Z_EDGES = np.concatenate([[0.0], 10.0 ** np.linspace(-4, 7, 221)])
+_S_EDGES = np.linspace(-20.0, 20.0, 81)
+
+
+def _z_bins(z: np.ndarray, overwrite: bool = False) -> np.ndarray:
+    """Index into _Z_EDGES (0, then 10^-4 … 10^7 in 220 log steps) without a search.
+
+    ``overwrite``: ``z`` (float64, no longer needed) is used as the work buffer and the int64
+    bins come back in its memory: the same operations on the same values, without the two fresh
+    arrays (first touches of fresh memory cost more than the arithmetic on it)."""
+    t = np.maximum(z, 1e-300, out=z if overwrite else None)
+    with np.errstate(divide="ignore"):
+        np.log10(t, out=t)
+    t += 4.0
+    t *= 20.0
+    np.floor(t, out=t)
+    np.clip(t, -1.0, len(_Z_EDGES) - 2.0, out=t)  # same bins as clipping the integer b = t + 1
+    b = t.view(np.int64)
+    np.copyto(b, t, casting="unsafe")  # integral values in [-1, 220]: the cast is exact, element by element
+    b += 1
+    # z <= 0 needs no fix-up: max(z, 1e-300) makes t = -5920 there, clipped to -1, so b = 0 already
+    return b
+
+
+def _ratio(e: np.ndarray, tau: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """``e/tau`` where ``mask`` (inf where ``tau`` is not positive and ``e > 0``, else 0),
+    0 outside ``mask``: ``np.where`` chains in one pass."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = e / tau
+    bad = ~(tau > 0)
+    if bad.any():
+        r[bad] = np.where(e[bad] > 0, np.inf, 0.0)
+    if mask is not None:
+        r[~mask] = 0.0
+    return r
+
+def _top_k(score: np.ndarray, k: int) -> np.ndarray:
+    """Indices (ascending) of the ``k`` largest scores, ties to the lowest index.
+
+    Exact: the ``k``-th largest of a strided subsample is at most the ``k``-th largest of
+    all, so every element of the top ``k`` passes the first filter; the rest is a partition
+    of the (few) survivors."""
+    n = score.size
+    if n <= k:
+        return np.arange(n)
+    step = max(1, n // (256 * k))
+    smp = score[::step]
+    thr = np.partition(smp, smp.size - k)[smp.size - k] if smp.size > k else smp.min()
+    cand = np.flatnonzero(score >= thr)
+    if cand.size > k:
+        vals = score[cand]
+        # Often most candidates tie at the threshold (0 for an exact output, inf for unwritten
+        # elements): with fewer than k above it, the k-th largest is the threshold itself, and
+        # otherwise it lies among those above, so only they need a partition.
+        above_thr = vals[vals > thr]
+        if above_thr.size < k:
+            kth = thr
+        else:
+            kth = np.partition(above_thr, above_thr.size - k)[above_thr.size - k]
+        above = cand[vals > kth]
+        tied = cand[vals == kth][: k - above.size]
+        cand = np.sort(np.concatenate([above, tied]))
+    return cand
+
+# --------------------------------------------------------------------------- prepared blocks
+
+
+def _ratio_pre(e: np.ndarray, tau: np.ndarray, bad: np.ndarray | None, mask: np.ndarray | None) -> np.ndarray:
+    """:func:`_ratio` with the ``tau``-only part (where ``tau`` is not positive) precomputed."""
+    r = e / tau
+    if bad is not None:
+        r[bad] = np.where(e[bad] > 0, np.inf, 0.0)
+    if mask is not None:
+        np.putmask(r, ~mask, 0.0)
+    return r
+
+
+@dataclass
+class _Block:
+    """One block of output elements with everything the gates derive from the oracle and the
+    bounds alone (nothing here depends on the kernel's output), so a :class:`PreparedCheck`
+    can keep it and judge many outputs against it."""
+
+    e0: int
+    y: np.ndarray
+    scale: np.ndarray | None
+    bb: BoundsBlock
+    y_out: np.ndarray
+    exp_nan: np.ndarray
+    exp_inf: np.ndarray
+    exp_sp: np.ndarray
+    exp_special: bool
+    valid: np.ndarray
+    all_valid: bool
+    n_contract: int
+    nan_expected: int
+    inf_expected: int
+    ay: np.ndarray
+    y_zero: bool
+    ulp_y: np.ndarray
+    sum_y2: float
+    det_bad: np.ndarray | None
+    prb_bad: np.ndarray | None
+    exact_any: bool
+    exact_nz: np.ndarray | None
+    exact_nz_any: bool
+    sig_fin: np.ndarray | None
+    sig_fin_all: bool
+    sg_all: np.ndarray | None
+    sig_sum2: float
+    sig_max: float
+    zeros_ratio: float
+    grid_y: dict[str, np.ndarray]
+    grid_y_n: dict[str, int]
+    #: G7 witness (generic path, provisional magnitudes): compared, non-exact elements whose
+    #: |y| exceeds the bound under the inflated witness magnitude; None elsewhere
+    witness: np.ndarray | None = None
+
+    def nbytes(self) -> int:
+        seen: set[int] = set()
+        total = 0
+
+        def add(a: Any) -> None:
+            nonlocal total
+            if isinstance(a, np.ndarray) and id(a) not in seen:
+                seen.add(id(a))
+                total += a.nbytes
+
+        for v in vars(self).values():
+            add(v)
+        for v in vars(self.bb).values():
+            add(v)
+        for v in (*self.bb.terms.values(), *self.grid_y.values()):
+            add(v)
+        return total
+
+
+def _make_block(e0: int, ob: OracleBlock, bb: BoundsBlock, recipe: PrecisionRecipe, statistical: bool,
+                witness_bb: BoundsBlock | None = None) -> _Block:
+    out = recipe.out_format
+    y = ob.y
+    n = y.size
+    with np.errstate(all="ignore"):
+        y_out = round_to(y, out, overflow=recipe.overflow)
+        exp_nan, exp_inf = np.isnan(y_out), np.isinf(y_out)
+        exp_sp = exp_nan | exp_inf
+        if bb.contract is None:
+            valid = np.ones(n, dtype=bool)
+            n_contract = 0
+        else:
+            valid = ~bb.contract
+            n_contract = int(bb.contract.sum())
+        ay = np.abs(y)
+        det_bad = ~(bb.tau_det > 0)
+        prb_bad = ~(bb.tau_prb > 0)
+        exact_nz = None if bb.exact is None else bb.exact & (y_out != 0)
+        sig = bb.sigma
+        sig_fin = None if sig is None else np.isfinite(sig)
+        sig_fin_all = sig_fin is not None and bool(sig_fin.all())
+        sg_all = np.maximum(sig, np.finfo(np.float64).tiny) if sig_fin_all else None
+        tau_gate = bb.tau_prb if statistical else bb.tau_det
+        zeros_ratio = float(_ratio(ay, tau_gate, None).max()) if n else 0.0
+        grid_y = _grid_held(y_out, out) if out.kind == "float" and out.p > 8 else {}
+        witness = None
+        if witness_bb is not None:
+            m = np.isfinite(y_out)
+            if witness_bb.contract is not None:
+                m &= ~witness_bb.contract
+            if witness_bb.exact is not None:
+                m &= ~witness_bb.exact
+            tau_w = witness_bb.tau_prb if statistical else witness_bb.tau_det
+            witness = m & (ay > tau_w)
+        return _Block(
+            e0=e0, y=y, scale=ob.scale, bb=bb, y_out=y_out, exp_nan=exp_nan, exp_inf=exp_inf, exp_sp=exp_sp,
+            exp_special=bool(exp_sp.any()), valid=valid, all_valid=bool(valid.all()), n_contract=n_contract,
+            nan_expected=int((exp_nan & valid).sum()), inf_expected=int((exp_inf & valid).sum()), ay=ay,
+            y_zero=bool((ay == 0).any() or np.isnan(ay).any()),
+            ulp_y=ulp_key(y_out, out), sum_y2=float(np.sum(y * y)),
+            det_bad=det_bad if det_bad.any() else None, prb_bad=prb_bad if prb_bad.any() else None,
+            exact_any=bool(bb.exact is not None and bb.exact.any()), exact_nz=exact_nz,
+            exact_nz_any=bool(exact_nz is not None and exact_nz.any()), sig_fin=sig_fin, sig_fin_all=sig_fin_all,
+            sg_all=sg_all, sig_sum2=float(np.sum(sg_all * sg_all)) if sg_all is not None else 0.0,
+            sig_max=float(sg_all.max()) if sg_all is not None and n else 0.0, zeros_ratio=zeros_ratio,
+            grid_y=grid_y, grid_y_n={c: int(np.count_nonzero(v)) for c, v in grid_y.items()}, witness=witness)
+
+
+# --------------------------------------------------------------------------- streaming stats
+
+
+@dataclass
+class _Stream:
+    recipe: PrecisionRecipe
+    statistical: bool
+    out_shape: tuple[int, ...]
+    worst_k: int
+    has_ref: bool
+    n: int = 0
+    n_compared: int = 0
+    n_exact: int = 0
+    n_contract: int = 0
+    contract_reasons: set[str] = field(default_factory=set)
+    max_abs: float = 0.0
+    max_abs_idx: int = -1
+    max_abs_allowed: float = math.nan
+    max_rel: float = 0.0
+    max_rel_idx: int = -1
+    max_ulp: int = 0
+    ulp_hist: np.ndarray = field(default_factory=lambda: np.zeros(40, dtype=np.int64))
+    sum_e2: float = 0.0
+    sum_y2: float = 0.0
+    margin_det: float = 0.0
+    margin_prb: float = 0.0
+    exceed_det: int = 0
+    exceed_prb: int = 0
+    exact_bad: int = 0
+    exact_bad_maxulp: int = 0
+    nan_expected: int = 0
+    nan_got: int = 0
+    inf_expected: int = 0
+    inf_got: int = 0
+    nan_produced: int = 0
+    nan_swallowed: int = 0
+    inf_mismatch: int = 0
+    explained: int = 0
+    explained_by: dict[str, int] = field(default_factory=dict)
+    first_special: int = -1
+    z_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(_Z_EDGES), dtype=np.int64))
+    z_max: float = 0.0
+    z_over: int = 0
+    z_sum2: float = 0.0
+    z_n: int = 0
+    s_sum: float = 0.0
+    s_sum2: float = 0.0
+    sig_sum2: float = 0.0
+    sig_max: float = 0.0
+    ref_sum2: float = 0.0
+    ref_max: float = 0.0
+    ref_e_sum2: float = 0.0
+    ref_e_max: float = 0.0
+    ref_n: int = 0
+    cr: int = 0
+    cr_ref: int = 0
+    s_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(_S_EDGES) + 1, dtype=np.int64))
+    s_hist_ref: np.ndarray = field(default_factory=lambda: np.zeros(len(_S_EDGES) + 1, dtype=np.int64))
+    zeros_ratio: float = 0.0
+    zeros_fail: bool = False
+    grid_got: dict[str, int] = field(default_factory=dict)
+    grid_exp: dict[str, int] = field(default_factory=dict)
+    grid_total: int = 0
+    mismatch_idx: list[np.ndarray] = field(default_factory=list)
+    mismatch_n: int = 0
+    heap: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
+
+    def _push_worst(self, score: np.ndarray, base: int, rec: Callable[[int], dict[str, Any]]) -> None:
+        if score.size == 0:
+            return
+        for j in _top_k(score, min(self.worst_k, score.size)):
+            s = float(score[j])
+            if not s > 0 and not math.isinf(s):
+                continue
+            item = (s, -(base + int(j)), rec(int(j)))
+            if len(self.heap) < self.worst_k:
+                heapq.heappush(self.heap, item)
+            elif item[:2] > self.heap[0][:2]:
+                heapq.heapreplace(self.heap, item)
+
+    def update(self, blk: _Block, got: np.ndarray, ref: np.ndarray | None, out: Format,
+               raw: np.ndarray | None = None) -> None:
+        """Fold one block in. ``got`` is the block of the output in float64; ``raw``, when given,
+        the same elements in the output's own dtype if that is ``out``'s storage type: the ULP
+        keys and grid membership are read off it directly (the float64 round trip is exact, so
+        the results are the same, without two conversions)."""
+        r = self.recipe
+        e0, y, bb = blk.e0, blk.y, blk.bb
+        nblk = y.size
+        self.n += nblk
+        valid = blk.valid
+        if bb.contract is not None:
+            self.n_contract += blk.n_contract
+            if bb.contract_reason:
+                self.contract_reasons.add(bb.contract_reason)
+        y_out = blk.y_out
+        unexplained: np.ndarray | None = None
+        fin: np.ndarray | None = None  # None: every element finite on both sides
+        self.nan_expected += blk.nan_expected
+        self.inf_expected += blk.inf_expected
+        if blk.exp_special or not np.isfinite(got).all():
+            exp_nan, exp_inf = blk.exp_nan, blk.exp_inf
+            got_nan, got_inf = np.isnan(got), np.isinf(got)
+            fin = ~(blk.exp_sp | got_nan | got_inf)
+            sp_match = (exp_nan & got_nan) | (exp_inf & got_inf & (y_out == got))
+            sp_bad = ~fin & ~sp_match & valid
+            self.nan_got += int((got_nan & valid).sum())
+            self.inf_got += int((got_inf & valid).sum())
+            if sp_bad.any():
+                # the rules are elementwise: test the offending elements only
+                bi = np.flatnonzero(sp_bad)
+                y_b, got_b = y.take(bi), got.take(bi)
+                expl = np.zeros(bi.size, dtype=bool)
+                for rule in SPECIAL_VALUE_TABLE:
+                    if rule.applies is None or (rule.platforms and r.platform not in rule.platforms):
+                        continue
+                    hit = ~expl & rule.applies(y_b, got_b, out)
+                    if hit.any():
+                        self.explained_by[rule.id] = self.explained_by.get(rule.id, 0) + int(hit.sum())
+                        expl |= hit
+                self.explained += int(expl.sum())
+                unexplained = sp_bad.copy()
+                unexplained[bi[expl]] = False
+                un_b = ~expl
+                gn_b, en_b = got_nan.take(bi), exp_nan.take(bi)
+                self.nan_produced += int((un_b & gn_b & ~en_b).sum())
+                self.nan_swallowed += int((un_b & en_b & ~gn_b).sum())
+                self.inf_mismatch += int((un_b & ~(gn_b & ~en_b) & ~(en_b & ~gn_b)).sum())
+                if self.first_special < 0 and un_b.any():
+                    self.first_special = e0 + int(bi[np.argmax(un_b)])
+        if fin is None:
+            cmp_ = valid
+            all_cmp = blk.all_valid
+        else:
+            cmp_ = fin & valid
+            all_cmp = bool(cmp_.all())
+        exact = bb.exact
+        if exact is None or not blk.exact_any:
+            ex_any = False
+            ex = None
+        else:
+            ex = exact if all_cmp else exact & cmp_
+            ex_any = bool(ex.any())
+        all_ne = all_cmp and not ex_any
+        if all_ne:
+            ne = cmp_
+        else:
+            ne = cmp_ & ~ex if ex is not None else cmp_
+        self.n_compared += nblk if all_cmp else int(np.count_nonzero(cmp_))
+        if ex_any:
+            self.n_exact += int(np.count_nonzero(ex))
+        diff = got - y
+        e = np.abs(diff)
+        # the compared elements as indices (gathering with them is several times faster than
+        # indexing with the mask each time); None: all of them
+        ci = None if all_cmp else np.flatnonzero(cmp_)
+        if not all_cmp:
+            np.putmask(e, ~cmp_, 0.0)
+        # exact elements: bitwise (value) equality with fl_out(y), or either neighbour
+        exact_bad = None
+        n_exact_bad = 0
+        if ex_any:
+            assert ex is not None
+            ok = got == y_out
+            if out.kind == "float":  # flush-to-zero equivalence for subnormal results
+                ok |= (blk.ay < out.tiny) & (got == 0)
+            if bb.allowed_lo is not None:
+                ok |= (got == bb.allowed_lo) | (got == bb.allowed_hi)
+            if r.rounding == "sr" and out.kind == "float":
+                lo, hi = _fl_out_neighbours(np.where(ex, y, 0.0), r)
+                ok |= (got == lo) | (got == hi)
+            exact_bad = ex & ~ok
+            n_exact_bad = int(np.count_nonzero(exact_bad))
+            if n_exact_bad:
+                self.exact_bad += n_exact_bad
+                d = np.abs(ulp_key(got[exact_bad], out) - ulp_key(y_out[exact_bad], out))
+                self.exact_bad_maxulp = max(self.exact_bad_maxulp, int(d.max()))
+            else:
+                exact_bad = None
+        r_det = _ratio_pre(e, bb.tau_det, blk.det_bad, None if all_ne else ne)
+        r_prb = _ratio_pre(e, bb.tau_prb, blk.prb_bad, None if all_ne else ne)
+        if exact_bad is not None:
+            r_det[exact_bad] = np.inf
+            r_prb[exact_bad] = np.inf
+        if nblk:
+            self.margin_det = max(self.margin_det, float(r_det.max()))
+            self.margin_prb = max(self.margin_prb, float(r_prb.max()))
+        over_det, over_prb = r_det > 1, r_prb > 1
+        self.exceed_det += int(np.count_nonzero(over_det)) - n_exact_bad
+        self.exceed_prb += int(np.count_nonzero(over_prb)) - n_exact_bad
+        tau_gate = bb.tau_prb if self.statistical else bb.tau_det
+        # plain metrics
+        if nblk and (all_cmp or cmp_.any()):
+            j = int(np.argmax(e))
+            if e[j] > self.max_abs or self.max_abs_idx < 0:
+                self.max_abs, self.max_abs_idx = float(e[j]), e0 + j
+                self.max_abs_allowed = 0.0 if (ex is not None and ex[j]) else float(tau_gate[j])
+            # e/|y| on compared elements (inf where y = 0 < e), 0 elsewhere: outside cmp_ e is
+            # 0 and 0/|y| is 0 or NaN, as is 0/0 inside, so NaN -> 0 is exactly the old where-chain
+            rel = e / blk.ay
+            if blk.y_zero or not all_cmp:  # 0/0 only where y = 0 (or e was zeroed outside cmp_)
+                rel[np.isnan(rel)] = 0.0
+            j = int(np.argmax(rel))
+            if rel[j] > self.max_rel or self.max_rel_idx < 0:
+                self.max_rel, self.max_rel_idx = float(rel[j]), e0 + j
+            gc, yoc = (got, y_out) if ci is None else (got.take(ci), y_out.take(ci))
+            if raw is not None and raw.dtype == np.float32 and out.name == "fp32":
+                d = _ulp_key32(raw if ci is None else raw.take(ci))
+            elif raw is not None:
+                d = ulp_key(raw if ci is None else raw.take(ci), out)
+            else:
+                d = ulp_key(gc, out)
+            d -= blk.ulp_y if ci is None else blk.ulp_y.take(ci)
+            np.abs(d, out=d)
+            if d.size:
+                dmax = int(d.max())
+                self.max_ulp = max(self.max_ulp, dmax)
+                if dmax < _ULP_TABLE_N:
+                    # count each distance once, then add the counts up per bucket (two passes, not six)
+                    counts = np.bincount(d)
+                    self.ulp_hist += np.bincount(_ULP_BUCKET[:counts.size], weights=counts,
+                                                 minlength=40)[:40].astype(np.int64)
+                elif d.dtype == np.int64:
+                    self.ulp_hist += _ulp_hist(d)
+                else:
+                    self.ulp_hist += np.bincount(_ulp_buckets(d.astype(np.int64)), minlength=40)[:40]
+            ec = e if ci is None else e.take(ci)
+            self.sum_e2 += float(np.sum(ec * ec))
+            if ci is None:
+                self.sum_y2 += blk.sum_y2
+            else:
+                yc = y.take(ci)
+                self.sum_y2 += float(np.sum(yc * yc))
+            self.cr += int(np.count_nonzero(gc == yoc))
+        # z-score (expected error of a correct kernel under the declared recipe)
+        sig = bb.sigma
+        if sig is not None and nblk:
+            all_z = all_ne and blk.sig_fin_all
+            zm = None if all_z else (ne if blk.sig_fin_all else ne & blk.sig_fin)
+            if all_z or zm.any():  # type: ignore[union-attr]
+                if all_z:
+                    sg = blk.sg_all
+                    s = diff / sg
+                    self.sig_sum2 += blk.sig_sum2
+                    self.sig_max = max(self.sig_max, blk.sig_max)
+                else:
+                    zi = np.flatnonzero(zm)
+                    sg = np.maximum(sig.take(zi), np.finfo(np.float64).tiny)
+                    s = diff.take(zi) / sg
+                    self.sig_sum2 += float(np.sum(sg * sg))
+                    self.sig_max = max(self.sig_max, float(sg.max()))
+                # z = e / sg = |diff| / sg is exactly |s| (sg > 0; division is sign-symmetric), and
+                # so z * z is s * s: one division and one sum of squares serve both statistics
+                z = np.abs(s)
+                self.z_max = max(self.z_max, float(z.max()))
+                self.z_over += int(np.count_nonzero(z > Z_P99_LIMIT))
+                s2 = float(np.sum(z * z))
+                self.z_sum2 += s2
+                self.z_n += int(z.size)
+                # z is not needed after this: its memory holds the bins
+                self.z_hist += np.bincount(_z_bins(z, overwrite=True), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
+                self.s_sum += float(s.sum())
+                self.s_sum2 += s2
+                if self.has_ref:
+                    self.s_hist += np.bincount(np.searchsorted(_S_EDGES, s), minlength=len(_S_EDGES) + 1)
+        # reference implementation in the same recipe
+        if ref is not None:
+            fin_m = np.ones(nblk, dtype=bool) if fin is None else fin
+            rf = fin_m & valid & np.isfinite(ref) & (blk.sig_fin if sig is not None else True)
+            if rf.any():
+                er = np.abs(ref[rf] - y[rf])
+                self.ref_n += int(rf.sum())
+                self.ref_sum2 += float(np.sum(er * er))
+                self.ref_max = max(self.ref_max, float(er.max()))
+                self.ref_e_sum2 += float(np.sum(e[rf] ** 2))
+                self.ref_e_max = max(self.ref_e_max, float(e[rf].max()))
+                self.cr_ref += int(np.sum(ref[rf] == y_out[rf]))
+                if sig is not None:
+                    sgr = np.maximum(sig[rf], np.finfo(np.float64).tiny)
+                    self.s_hist_ref += np.bincount(np.searchsorted(_S_EDGES, (ref[rf] - y[rf]) / sgr),
+                                                   minlength=len(_S_EDGES) + 1)
+        # would an all-zeros output pass?
+        if nblk:
+            if all_ne:
+                self.zeros_ratio = max(self.zeros_ratio, blk.zeros_ratio)
+            elif ne.any():
+                ni = np.flatnonzero(ne)
+                zr = _ratio(blk.ay.take(ni), tau_gate.take(ni), None)
+                self.zeros_ratio = max(self.zeros_ratio, float(zr.max()))
+        if blk.exp_special or (ex_any and (blk.exact_nz_any if all_cmp else bool((blk.exact_nz & cmp_).any()))):
+            self.zeros_fail = True
+        # output-grid fingerprint (silent downcast of the output)
+        if out.kind == "float" and out.p > 8 and self.grid_total < _GRID_SAMPLE:
+            gv = got if raw is None else raw
+            nz = gv != 0
+            if not all_cmp:
+                nz &= cmp_
+            n_nz = int(np.count_nonzero(nz))
+            if n_nz:
+                self.grid_total += n_nz
+                all_nz = n_nz == nblk
+                for c, n in _grid_counts(gv if all_nz else gv.take(np.flatnonzero(nz)), out).items():
+                    self.grid_got[c] = self.grid_got.get(c, 0) + n
+                for c, held in blk.grid_y.items():
+                    n = blk.grid_y_n[c] if all_nz else int(np.count_nonzero(held & nz))
+                    self.grid_exp[c] = self.grid_exp.get(c, 0) + n
+        # mismatches (for counts and location patterns)
+        mism = over_det
+        if self.statistical:
+            mism |= over_prb
+        if unexplained is not None:
+            mism |= unexplained
+        if exact_bad is not None:
+            mism |= exact_bad
+        n_mism = int(np.count_nonzero(mism))
+        if n_mism:
+            self.mismatch_n += n_mism
+            if sum(len(a) for a in self.mismatch_idx) < _MISMATCH_CAP:
+                self.mismatch_idx.append(np.flatnonzero(mism)[:_MISMATCH_CAP] + e0)
+        # worst elements
+        r_gate = r_prb if self.statistical else r_det
+        score = r_gate if unexplained is None else np.where(unexplained, np.inf, r_gate)
+        terms = bb.terms
+        scale = blk.scale
+
+        def rec(j: int) -> dict[str, Any]:
+            dom = ""
+            if terms:
+                vals = {k: float(np.asarray(v)[j]) if np.ndim(v) else float(v) for k, v in terms.items()}
+                dom = max(vals, key=vals.get)  # type: ignore[arg-type]
+            exj = ex is not None and bool(ex[j])
+            return {
+                "got": float(got[j]), "expected": float(y[j]),
+                "error": float(abs(got[j] - y[j])) if (fin is None or fin[j]) else math.nan,
+                "bound": 0.0 if exj else float(tau_gate[j]), "bound_det": 0.0 if exj else float(bb.tau_det[j]),
+                "scale": None if scale is None else float(scale[j]),
+                "z": None if sig is None or not ne[j] else float(e[j] / max(sig[j], 1e-300)),
+                "dominant": "bitwise (exact in every order)" if exj else dom,
+            }
+
+        self._push_worst(score, e0, rec)
+
+    # ------------------------------------------------------------------ summaries
+
+    def z_quantile(self, q: float) -> float:
+        if self.z_n == 0:
+            return math.nan
+        c = np.cumsum(self.z_hist)
+        i = int(np.searchsorted(c, q * self.z_n))
+        i = min(i, len(_Z_EDGES) - 1)
+        return float(_Z_EDGES[min(i + 1, len(_Z_EDGES) - 1)])
+
+    def worst(self) -> list[WorstElement]:
+        out = []
+        for score, negi, d in sorted(self.heap, key=lambda t: (-t[0], -t[1])):
+            flat = -negi
+            index = tuple(int(v) for v in np.unravel_index(flat, self.out_shape)) if self.out_shape else ()
+            out.append(WorstElement(index=index, ratio=score, **d))
+        return out
+
+    def grid_fingerprint(self) -> str | None:
+        """Coarsest format that holds (nearly) every output although the oracle's rounded
+        values would mostly not fit it: the output was silently rounded to that format."""
+        if self.grid_total < 16:
+            return None
+        best = None
+        for c in _GRID_CANDIDATES:
+            if c not in self.grid_got:
+                continue
+            frac_got = self.grid_got[c] / self.grid_total
+            frac_exp = self.grid_exp[c] / self.grid_total
+            if frac_got >= 0.999 and frac_exp <= 0.5:
+                if best is None or FORMATS[c].p < FORMATS[best].p:
+                    best = c
+        return best
