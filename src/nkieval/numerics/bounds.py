@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .formats import Format, next_toward, round_to
+from .formats import Format, get_format, next_toward, round_to
 from .oracle import ACTIVATIONS, OracleBlock
 from .recipe import PrecisionRecipe
 
@@ -192,7 +192,6 @@ def rule_contraction(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
     psum_fmt = r.structure.get("psum_rounds")
     psum_det = psum_prb = psum_var = 0.0
     if psum_fmt:
-        from .formats import get_format
 
         sr = bool(r.structure.get("psum_sr"))
         up = get_format(psum_fmt).u * (2.0 if sr else 1.0)
@@ -247,7 +246,6 @@ def rule_contraction(b: OracleBlock, ctx: RuleContext) -> BoundsBlock:
     if grid is not None and ctx.operands_exact_in_compute:
         p_eff = min(acc.p, round(-math.log2(u_acc)))
         if psum_fmt:
-            from .formats import get_format
 
             p_eff = min(p_eff, get_format(psum_fmt).p)
         limit = 2.0 ** (p_eff + grid)
@@ -568,7 +566,6 @@ def worked_example(k: int = 4096, inputs: str = "bf16", acc: str = "fp32", out: 
                    y: float = 43.0, s: float = 2608.0, lam: float = 6.0) -> dict[str, float]:
     """The research note's worked numbers for one element (median |y| and S of N(0,1) data
     at K = 4096): output-rounding, probabilistic and worst-case accumulation terms."""
-    from .formats import get_format
 
     ua, uo = get_format(acc).u, get_format(out).u
     return {

@@ -253,6 +253,7 @@ def round_inputs(inputs: list[np.ndarray], spec: OpSpec, recipe: PrecisionRecipe
             out.append(arr)
     return out, notes
 
+
 def _format_or_none(x: np.ndarray) -> Format | None:
     try:
         return format_of(x)

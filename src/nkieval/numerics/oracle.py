@@ -15,7 +15,7 @@ the element) and ``Q = Σ terms²`` (for the expected-error model).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -108,3 +108,42 @@ def evaluate(op: str | OpSpec, inputs: Sequence[np.ndarray], recipe: PrecisionRe
     prep = spec.prepare([np.asarray(x) for x in inputs], {**spec.defaults, **params}, recipe)
     block = prep.evaluate(0, prep.n_rows)
     return block.y.reshape(prep.out_shape)
+
+
+def _normalise_inputs(inputs: Any, spec: OpSpec, params: dict[str, Any]) -> list[np.ndarray]:
+    if isinstance(inputs, np.ndarray) or np.isscalar(inputs):
+        arrs: list[Any] = [inputs]
+    elif isinstance(inputs, Mapping):
+        names = spec.input_names
+        unknown = [k for k in inputs if k not in names]
+        if unknown and names:
+            raise ValueError(f"unknown input name(s) {unknown} for op {spec.name!r}; expected {list(names)}")
+        arrs = [inputs.get(n) for n in names] if names else list(inputs.values())
+        while arrs and arrs[-1] is None:
+            arrs.pop()
+    else:
+        arrs = list(inputs)
+    if len(arrs) < spec.n_required:
+        raise ValueError(f"op {spec.name!r} needs {spec.n_required} inputs ({', '.join(spec.input_names[:spec.n_required])}), "
+                         f"got {len(arrs)}")
+    if spec.name == "matmul" and len(arrs) > 2:
+        for name, v in zip(("scale_a", "scale_b"), arrs[2:4]):
+            if v is not None:
+                params.setdefault(name, v)
+        arrs = arrs[:2]
+    return [None if a is None else np.asarray(a) for a in arrs]
+
+
+def _resolve_op(op: Any, params: dict[str, Any]) -> OpSpec:
+    if isinstance(op, OpSpec):
+        return op
+    if callable(op) and not isinstance(op, str):
+        return generic_op(op, k=params.pop("k", None), multilinear=params.pop("multilinear", True),
+                          variants=params.pop("variants", ()))
+    if op == "generic":
+        fn = params.pop("fn", None)
+        if fn is None:
+            raise ValueError("op='generic' needs fn=<float64 reference function>")
+        return generic_op(fn, k=params.pop("k", None), multilinear=params.pop("multilinear", True),
+                          variants=params.pop("variants", ()))
+    return get_op(op)

@@ -28,7 +28,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .formats import Format, get_format, round_mantissa, round_stochastic, round_to
+from .bounds import RULES, RuleContext
+from .formats import Format, format_of, get_format, round_mantissa, round_stochastic, round_to
+from .oracle import ACTIVATIONS, _normalise_inputs, _resolve_op, exact_in, round_inputs
 from .recipe import PrecisionRecipe
 
 __all__ = [
@@ -230,7 +232,6 @@ def _emulate_matmul(a, b, *, order, acc, out, chunk, splits, input_format, input
 
 
 def _fmt(x: np.ndarray) -> Format:
-    from .formats import format_of
 
     try:
         return format_of(np.asarray(x))
@@ -287,7 +288,6 @@ def gpu_fast_expf(x: np.ndarray) -> np.ndarray:
 def engine_activation(name: str, x: np.ndarray, *, out: str | Format = "fp32") -> np.ndarray:
     """Trainium engine model: fp32 input, function evaluated (here: exactly, then rounded to
     fp32 as the engine's internal format), cast to ``out``."""
-    from .oracle import ACTIVATIONS
 
     y = ACTIVATIONS[name].f(np.asarray(x).astype(np.float32).astype(np.float64))
     return round_to(round_to(y, "fp32"), out)
@@ -383,9 +383,6 @@ class Envelope:
 
 
 def _bounds_full(op: Any, inputs: Sequence[np.ndarray], recipe: PrecisionRecipe, params: Mapping[str, Any]):
-    from .bounds import RULES, RuleContext
-    from .gates import _normalise_inputs, _resolve_op
-    from .oracle import exact_in, round_inputs
 
     p = dict(params)
     spec = _resolve_op(op, p)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .formats import Format, get_format, round_to
+from .formats import Format, get_format, next_toward, round_to
 from .verdict import GateResult
 
 
@@ -43,7 +43,6 @@ def check_stochastic_rounding(runs: np.ndarray, exact: np.ndarray, fmt: str | Fo
 
 
 def _next(r: np.ndarray, f: Format, d: int) -> np.ndarray:
-    from .formats import next_toward
 
     return next_toward(r, f, float(d))
 
