@@ -841,7 +841,8 @@ def _sig3(x: Any) -> str:
 
 def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
     """The port against the CUDA source run on the same inputs (stages.differential): a cause confirmed by
-    re-running the CUDA kernel with the port's constant costs two levels; a disagreement whose cause is not
+    re-running the CUDA kernel with the port's constant (or a mutation: formula, order, indexing, precision)
+    costs two levels; a disagreement whose cause is not
     identified is reported per output (one level when no other migration defect explains it and the port
     also fails the reference there); the GPU-vs-Trainium envelope is stated for every output."""
     d = ev.differential
@@ -854,11 +855,16 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
     if d.get("causes"):
         level -= 2
     for c in d.get("causes", []):
-        fb.append(Feedback("migration", "error", f"semantic infidelity: {c['summary']}",
+        constant = c.get("kind", "constant") == "constant"
+        fb.append(Feedback("migration", "error",
+                           f"semantic infidelity{'' if constant else ' (' + c['kind'] + ')'}: {c['summary']}",
                            "the port computes the CUDA kernel's formula with its constants",
-                           f"use {c['cuda_text']} as the CUDA source does", {
+                           f"use {c['cuda_text']} as the CUDA source does" if constant else
+                           f"compute what kernel.cu:{c['cuda_line']} computes (`{c['cuda_text']}`), not the variant "
+                           f"{c.get('mutation')}", {
                                "cuda_location": f"kernel.cu:{c['cuda_line']}" if c.get("cuda_line") else None,
-                               "port_location": f"candidate.py:{c['port_line']}", "case": c["case"],
+                               "port_location": f"candidate.py:{c['port_line']}" if c.get("port_line") else None,
+                               "case": c["case"], "kind": c.get("kind", "constant"),
                                "reproduced": c["reproduced"]}))
     failing_ref = any(not c.correct for c in ev.cases)
     other_defects = any(f.severity != "info" for f in fb)

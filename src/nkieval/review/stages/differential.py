@@ -11,6 +11,10 @@ inputs, a verdict for every output, and disagreements attributed.
   hypothesis; it is stated only when re-running the CUDA kernel with the port's constant reproduces the
   port's outputs (the disagreement shrinks at least tenfold to within tolerance). Otherwise the
   disagreement is reported with "cause not identified".
+* **Beyond constants** (:mod:`.mutation_causes`): when no constant explains a disagreement, mutations of
+  the CUDA source (an operator, a dropped term or statement, a reordering, an index off by one, a bf16
+  rounding) are the hypotheses, stated only when the mutated kernel reproduces the port's outputs on two
+  different inputs.
 * **GPU vs Trainium numerics from the real code**: per output, the observed port-vs-GPU difference next
   to the envelope ``max|GPU - ref| + max|port - ref|`` (the GPU kernel's own error in its order and
   precision, fast-math if built with it, plus the port's), on the review's cases.
@@ -29,6 +33,7 @@ import numpy as np
 
 from nkieval.review.sandbox import CaseJob, CaseRun, run_candidate
 from nkieval.review.stages.load import Loaded
+from nkieval.review.stages.mutation_causes import mutation_causes
 
 #: seconds of executor time per review for the review's own cases (the edge case always runs)
 EXECUTOR_BUDGET_S = 6.0
@@ -97,6 +102,10 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     if disagreeing or numerics_failed:
         causes = _attribute(loaded, cuda_src, [*edge, *runs_gpu], disagreeing or outputs)
     explained = {o for c in causes for o in c["outputs"]}
+    if [o for o in disagreeing if o not in explained] and not causes:
+        # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
+        causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing)
+        explained = {o for c in causes for o in c["outputs"]}
     for o in disagreeing:
         per_out[o]["cause"] = next((c["summary"] for c in causes if o in c["outputs"]), "cause not identified")
     return {
