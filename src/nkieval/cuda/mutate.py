@@ -7,12 +7,13 @@ Each :class:`Mutation` is one small edit of the (preprocessed) source text, made
 * ``order``: the operands of ``-`` or ``/`` swapped, an expression re-associated (``(a op b) op2 c`` as
   ``a op (b op2 c)`` and back), two adjacent statements swapped;
 * ``indexing``: a subscript off by one (``a[e]`` as ``a[(e) + 1]`` / ``a[(e) - 1]``), a comparison bound off
-  by one, a ``%`` dropped;
+  by one (loop conditions included), a divisor off by one (``n - 1`` for ``n``), a ``%`` dropped;
 * ``precision``: the value of a ``float`` declaration rounded to bf16.
 
 The review's differential stage runs the CUDA kernel with a mutation and states the mutation as the cause
 of a disagreement only when the mutated kernel reproduces the port's outputs: a mutation is a hypothesis,
-never a diagnosis. Host launch statements (``<<<``), error reporting and loop headers are not mutated.
+never a diagnosis. Host launch statements (``<<<``), error reporting and loop headers (but for their
+conditions' bounds) are not mutated.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from nkieval.cuda.program import _parser, preprocess
 ARITH = ("+", "-", "*", "/")
 COMPARE = ("<", "<=", ">", ">=")
 #: statements that are plumbing, not the kernel's math
-_SKIP_STATEMENT = ("<<<", "cudaGetLastError", "fprintf", "printf", "cudaGetErrorString", "return")
+_SKIP_STATEMENT = ("<<<", "cudaGetLastError", "fprintf", "printf", "cudaGetErrorString")
 KINDS = ("formula", "order", "indexing", "precision")
 
 
@@ -109,20 +110,24 @@ def _binary(n: Any) -> Iterator[Mutation]:
     whole = _short(_t(n))
     idx = _in_subscript(n)
     if o in ARITH and not idx:
+        yield _m("formula", f"`{whole}` as `{_short(a)}` (term `{_short(o + ' ' + b)}` dropped)", n, f"({a})")
+        if o == "/":  # a mean over a count one too many or too few (n - 1 for n: the unbiased variance)
+            for d in ("- 1", "+ 1"):
+                yield _m("indexing", f"`{whole}` as `{_short(f'{a} / ({b} {d})')}` (count off by one)", right,
+                         f"(({b}) {d})")
+        if o in ("+", "*"):
+            yield _m("formula", f"`{whole}` as `{_short(b)}` (term `{_short(a + ' ' + o)}` dropped)", n, f"({b})")
         for o2 in ARITH:
             if o2 != o:
                 yield _m("formula", f"`{whole}` as `{_short(f'{a} {o2} {b}')}`", n, f"({a}) {o2} ({b})")
         if o in ("-", "/"):
             yield _m("order", f"`{whole}` as `{_short(f'{b} {o} {a}')}` (operands swapped)", n, f"({b}) {o} ({a})")
-        yield _m("formula", f"`{whole}` as `{_short(a)}` (term `{_short(o + ' ' + b)}` dropped)", n, f"({a})")
-        if o in ("+", "*"):
-            yield _m("formula", f"`{whole}` as `{_short(b)}` (term `{_short(a + ' ' + o)}` dropped)", n, f"({b})")
         yield from _reassociate(n, left, right, o)
     elif o == "%":
         yield _m("indexing", f"`{whole}` as `{_short(a)}` (the `% {_short(b)}` dropped)", n, f"({a})")
     elif o in ("+", "-") and idx:
         yield _m("indexing", f"`{whole}` as `{_short(a)}` (the offset `{_short(o + ' ' + b)}` dropped)", n, f"({a})")
-    elif o in COMPARE and not _in_loop_header(n):
+    elif o in COMPARE:
         for d in ("+ 1", "- 1"):
             yield _m("indexing", f"`{whole}` as `{_short(f'{a} {o} {b} {d}')}` (bound off by one)", right,
                      f"(({b}) {d})")
@@ -236,7 +241,9 @@ def mutations(source: str) -> list[Mutation]:
         n = stack.pop()
         stmt = _statement_text(n)
         skip = any(k in stmt for k in _SKIP_STATEMENT)
-        if n.type == "binary_expression" and not skip and not _in_loop_header(n) and not _thread_index(n):
+        header = _in_loop_header(n)
+        if n.type == "binary_expression" and not skip and not _thread_index(n) and \
+                (not header or _t(n.child_by_field_name("operator")) in COMPARE):
             out.extend(_binary(n))
         elif n.type == "subscript_expression" and not skip and not _in_loop_header(n):
             out.extend(_subscript(n))
