@@ -823,6 +823,7 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            + ("it" if len(refuted) == 1 else "them") + " (kept for the record)",
                            {**refuted[0][1], "contradicted_by": "run-time evidence",
                             "rules": [x["rule"] for _, x in refuted]}, key="migration:contradicted"))
+    level = _fusion_feedback(ev, fb, level)
     level = _differential_feedback(ev, fb, level)
     level = max(0, min(level, start))
     defects = [f for f in fb if f.severity != "info"]
@@ -837,6 +838,30 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
 def _sig3(x: Any) -> str:
     """A number to 3 significant digits (as every figure of a finding), anything else as it is."""
     return f"{x:.3g}" if isinstance(x, int | float) and not isinstance(x, bool) else repr(x)
+
+
+def _fusion_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
+    """Fusion lost: the CUDA source computes in one kernel launch, and the port writes more to HBM than its
+    outputs (intermediates making a round trip), past the hardware criterion's write-factor limit. A
+    migration finding of one level: the port changed the CUDA kernel's dataflow, whatever its values."""
+    hw, sol = ev.hw, ev.hw_solution
+    cuda = ev.task.cuda_file
+    if hw is None or hw.write_factor is None or cuda is None:
+        return level
+    launches = cuda.read_text().count("<<<")
+    wmax = float(R.t("hardware", "write_factor_max"))
+    limit = max(wmax, wmax * sol.write_factor) if sol is not None and sol.write_factor else wmax
+    if launches != 1 or hw.write_factor <= limit:
+        return level
+    fb.append(Feedback("migration", "error",
+                       f"fusion lost: the CUDA source computes in one kernel launch, the port writes "
+                       f"{hw.write_factor:.2f}x its outputs' size to HBM (intermediate results make a round trip "
+                       "through HBM)",
+                       "the CUDA kernel's fusion kept: intermediates stay in SBUF/PSUM, each output written once",
+                       "keep the intermediate tile in SBUF and apply the next step before the single store",
+                       {"metric": "write_factor", "value": hw.write_factor, "limit": limit, "cuda_launches": launches},
+                       key="migration:fusion"))
+    return level - 1
 
 
 def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:

@@ -8,7 +8,7 @@ import nki.language as nl
 
 
 @nki.jit
-def bias_gelu_tanh(x, b):
+def bias_leaky_gain(x, b):
     n, d = x.shape
     y = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     p = nl.tile_size.pmax
@@ -17,18 +17,16 @@ def bias_gelu_tanh(x, b):
     for i in nl.affine_range(math.ceil(n / p)):
         r0 = i * p
         rows = min(p, n - r0)
+        xt = nl.ndarray((p, d), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt[0:rows], src=x[r0:r0 + rows])
         u = nl.ndarray((p, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=u[0:rows], src=x[r0:r0 + rows])
-        nisa.tensor_tensor(dst=u[0:rows], data1=u[0:rows], data2=b_all[0:rows], op=nl.add)
+        nisa.tensor_tensor(dst=u[0:rows], data1=xt[0:rows], data2=b_all[0:rows], op=nl.add)
         nisa.dma_copy(dst=u_hbm[r0:r0 + rows], src=u[0:rows])
         u = nl.ndarray((p, d), dtype=nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=u[0:rows], src=u_hbm[r0:r0 + rows])
         s = nl.ndarray((p, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=s[0:rows], data1=u[0:rows], data2=u[0:rows], op=nl.multiply)
-        nisa.tensor_scalar(dst=s[0:rows], data=s[0:rows], op0=nl.multiply, operand0=0.044715, op1=nl.add,
-                           operand1=1.0)
-        nisa.tensor_tensor(dst=s[0:rows], data1=s[0:rows], data2=u[0:rows], op=nl.multiply)
-        nisa.activation(dst=s[0:rows], op=nl.sigmoid, data=s[0:rows], scale=1.5957691216)
-        nisa.tensor_tensor(dst=s[0:rows], data1=s[0:rows], data2=u[0:rows], op=nl.multiply)
+        nisa.scalar_tensor_tensor(dst=s[0:rows], data=u[0:rows], op0=nl.multiply, operand0=0.2, op1=nl.maximum,
+                                  operand1=u[0:rows])
+        nisa.tensor_scalar(dst=s[0:rows], data=s[0:rows], op0=nl.multiply, operand0=1.4142135624)
         nisa.dma_copy(dst=y[r0:r0 + rows], src=s[0:rows])
     return y
