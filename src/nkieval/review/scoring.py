@@ -849,7 +849,7 @@ def _fusion_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
     if hw is None or hw.write_factor is None or cuda is None:
         return level
     launches = cuda.read_text().count("<<<")
-    wmax = float(R.t("hardware", "write_factor_max"))
+    wmax = float(ev.rubric.t("hardware", "write_factor_max"))
     limit = max(wmax, wmax * sol.write_factor) if sol is not None and sol.write_factor else wmax
     if launches != 1 or hw.write_factor <= limit:
         return level
