@@ -7,7 +7,8 @@ Each :class:`Mutation` is one small edit of the (preprocessed) source text, made
 * ``order``: the operands of ``-`` or ``/`` swapped, an expression re-associated (``(a op b) op2 c`` as
   ``a op (b op2 c)`` and back), two adjacent statements swapped;
 * ``indexing``: a subscript off by one (``a[e]`` as ``a[(e) + 1]`` / ``a[(e) - 1]``), a comparison bound off
-  by one (loop conditions included), a divisor off by one (``n - 1`` for ``n``), a ``%`` dropped;
+  by one (loop conditions included), a divisor off by one (``n - 1`` for ``n``), an ``int`` declaration's
+  value off by one, a ``%`` dropped;
 * ``precision``: the value of a ``float`` declaration rounded to bf16.
 
 The review's differential stage runs the CUDA kernel with a mutation and states the mutation as the cause
@@ -29,7 +30,7 @@ ARITH = ("+", "-", "*", "/")
 COMPARE = ("<", "<=", ">", ">=")
 #: statements that are plumbing, not the kernel's math
 _SKIP_STATEMENT = ("<<<", "cudaGetLastError", "fprintf", "printf", "cudaGetErrorString")
-KINDS = ("formula", "order", "indexing", "precision")
+KINDS = ("formula", "precision", "order", "indexing")
 
 
 @dataclass(frozen=True)
@@ -188,16 +189,23 @@ def _statements(block: Any) -> Iterator[Mutation]:
 
 
 def _declaration(n: Any) -> Iterator[Mutation]:
+    """A float value rounded to bf16; an integer value (an index, a bound) off by one."""
     ty = n.child_by_field_name("type")
-    if ty is None or _t(ty) != "float":
+    if ty is None or _t(ty) not in ("float", "int"):
         return
     for d in n.named_children:
-        if d.type == "init_declarator":
-            v = d.child_by_field_name("value")
-            if v is not None and v.type != "initializer_list":
-                name = _t(d.child_by_field_name("declarator"))
-                yield _m("precision", f"`{name}` rounded to bf16", v,
-                         f"__bfloat162float(__float2bfloat16({_t(v)}))")
+        if d.type != "init_declarator":
+            continue
+        v = d.child_by_field_name("value")
+        if v is None or v.type == "initializer_list" or (_t(ty) == "int" and _thread_index(v)):
+            continue
+        name = _t(d.child_by_field_name("declarator"))
+        if _t(ty) == "float":
+            yield _m("precision", f"`{name}` rounded to bf16", v, f"__bfloat162float(__float2bfloat16({_t(v)}))")
+        else:
+            for k in ("+ 1", "- 1"):
+                yield _m("indexing", f"`{name} = {_short(_t(v))}` as `{_short(_t(v))} {k}` (off by one)", v,
+                         f"({_t(v)}) {k}")
 
 
 def _call(n: Any) -> Iterator[Mutation]:
@@ -232,7 +240,7 @@ def _device_functions(root: Any) -> list[Any]:
 
 def mutations(source: str) -> list[Mutation]:
     """Every mutation of ``source`` (raw kernel.cu text; offsets refer to :func:`preprocess` of it), in source
-    order within each kind: formula, order, indexing, precision. Only device code is mutated."""
+    order within each kind: formula, precision, order, indexing. Only device code is mutated."""
     text = preprocess(source)
     tree = _parser().parse(text.encode())
     out: list[Mutation] = []

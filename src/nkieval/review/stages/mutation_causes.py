@@ -8,8 +8,8 @@ stated as the cause only when the mutated CUDA kernel reproduces the port's outp
 * on a second, different run (another case or edge input), every output of the mutated kernel is again
   within tolerance of the port's (a mutation that matches by coincidence on one input rarely does on two).
 
-The first mutation that passes both is stated (mutations are tried in the order formula, order, indexing,
-precision, each in source order, within a time budget); when none does, the disagreement keeps "cause not
+The first mutation that passes both is stated (mutations are tried in the order formula, precision, order,
+indexing, each in source order, within a time budget); when none does, the disagreement keeps "cause not
 identified". A mutation that faults (an index off by one running out of bounds) is not a hypothesis.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 #: seconds spent re-running mutated CUDA kernels per review
-MUTATION_BUDGET_S = 12.0
+MUTATION_BUDGET_S = 20.0
 #: a disagreement below this many tolerances is not attributed to a mutation (one is a real disagreement)
 MIN_RATIO = 1.0
 

@@ -12,7 +12,6 @@ def bias_leaky_gain(x, b):
     n, d = x.shape
     y = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     p = nl.tile_size.pmax
-    b_all = nl.broadcast_to(nl.load(b.reshape((1, d))), (p, d))
     for i in nl.affine_range(math.ceil(n / p)):
         r0 = i * p
         rows = min(p, n - r0)

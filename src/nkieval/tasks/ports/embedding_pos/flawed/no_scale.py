@@ -14,7 +14,6 @@ def embedding_pos(idx, wte, wpe):
     out = nl.ndarray((b_sz, t_sz, c), dtype=nl.float32, buffer=nl.shared_hbm)
     flat_idx = idx.reshape((b_sz * t_sz,))
     p = nl.tile_size.pmax
-    scale = math.sqrt(c)
     for b in range(b_sz):
         for j in range(math.ceil(t_sz / p)):
             t0 = j * p

@@ -15,7 +15,6 @@ def layernorm_block(x, gamma, beta):
     rstd_out = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
     p = nl.tile_size.pmax
     g_all = nl.broadcast_to(nl.load(gamma.reshape((1, d))), (p, d))
-    b_all = nl.broadcast_to(nl.load(beta.reshape((1, d))), (p, d))
     for i in nl.affine_range(math.ceil(n / p)):
         r0 = i * p
         rows = min(p, n - r0)

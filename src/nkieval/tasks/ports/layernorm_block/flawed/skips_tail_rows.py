@@ -1,6 +1,5 @@
 """Flawed port: only whole 128-row tiles are normalised."""
 
-import math
 
 import nki
 import nki.isa as nisa
