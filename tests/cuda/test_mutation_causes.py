@@ -68,6 +68,7 @@ def _runs(task_id: str, cuda_port: str) -> tuple[object, str, list[tuple[object,
     return task, src, runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("task_id", "old", "new", "kind", "line"), [
     ("rmsnorm_warp", "xr[c] * inv_rms * (1.0f + w[c])", "xr[c] * inv_rms * w[c]", "formula", 22),
     ("layernorm_block", "block_sum(q, smem) / (float)n_cols", "block_sum(q, smem) / (float)(n_cols - 1)",
@@ -89,6 +90,7 @@ def test_the_mistake_is_named_at_its_cuda_line(task_id: str, old: str, new: str,
     assert all(r["after"] <= 1.0 < r["before"] for r in c["reproduced"])
 
 
+@pytest.mark.slow
 def test_two_mistakes_at_once_are_not_explained_by_one_mutation() -> None:
     task = load_task(PORTS_ROOT / "adam_lerp")
     src = task.cuda_file.read_text()
