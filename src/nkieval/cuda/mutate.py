@@ -9,7 +9,8 @@ Each :class:`Mutation` is one small edit of the (preprocessed) source text, made
 * ``indexing``: a subscript off by one (``a[e]`` as ``a[(e) + 1]`` / ``a[(e) - 1]``), a comparison bound off
   by one (loop conditions included), a divisor off by one (``n - 1`` for ``n``), an ``int`` declaration's
   value off by one, a ``%`` dropped;
-* ``precision``: the value of a ``float`` declaration rounded to bf16.
+* ``precision``: the value of a ``float`` declaration, an arithmetic expression or a math function's result
+  rounded to bf16.
 
 The review's differential stage runs the CUDA kernel with a mutation and states the mutation as the cause
 of a disagreement only when the mutated kernel reproduces the port's outputs: a mutation is a hypothesis,
@@ -31,6 +32,9 @@ COMPARE = ("<", "<=", ">", ">=")
 #: statements that are plumbing, not the kernel's math
 _SKIP_STATEMENT = ("<<<", "cudaGetLastError", "fprintf", "printf", "cudaGetErrorString")
 KINDS = ("formula", "precision", "order", "indexing")
+#: math functions whose result a port may keep in bf16
+_MATH = ("expf", "__expf", "exp2f", "logf", "__logf", "sqrtf", "rsqrtf", "tanhf", "powf", "__powf", "sinf", "cosf",
+         "erff", "fmaxf", "fminf", "__fdividef")
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,7 @@ def _binary(n: Any) -> Iterator[Mutation]:
         if o in ("-", "/"):
             yield _m("order", f"`{whole}` as `{_short(f'{b} {o} {a}')}` (operands swapped)", n, f"({b}) {o} ({a})")
         yield from _reassociate(n, left, right, o)
+        yield _m("precision", f"`{whole}` rounded to bf16", n, f"__bfloat162float(__float2bfloat16({_t(n)}))")
     elif o == "%":
         yield _m("indexing", f"`{whole}` as `{_short(a)}` (the `% {_short(b)}` dropped)", n, f"({a})")
     elif o in ("+", "-") and idx:
@@ -200,7 +205,7 @@ def _declaration(n: Any) -> Iterator[Mutation]:
         if v is None or v.type == "initializer_list" or (_t(ty) == "int" and _thread_index(v)):
             continue
         name = _t(d.child_by_field_name("declarator"))
-        if _t(ty) == "float":
+        if _t(ty) == "float" and v.type != "number_literal":
             yield _m("precision", f"`{name}` rounded to bf16", v, f"__bfloat162float(__float2bfloat16({_t(v)}))")
         else:
             for k in ("+ 1", "- 1"):
@@ -211,10 +216,15 @@ def _declaration(n: Any) -> Iterator[Mutation]:
 def _call(n: Any) -> Iterator[Mutation]:
     args = n.child_by_field_name("arguments")
     fn = n.child_by_field_name("function")
-    if args is None or fn is None or len(args.named_children) < 2:
+    if args is None or fn is None:
         return
     name = _t(fn)
-    if name.startswith(("__shfl", "__ballot", "__any", "__all", "atomic", "cuda", "printf", "fprintf")):
+    if name.startswith(("__shfl", "__ballot", "__any", "__all", "atomic", "cuda", "printf", "fprintf", "__bfloat16",
+                        "__float2", "__half", "__syncthreads")):
+        return
+    if name in _MATH:
+        yield _m("precision", f"`{_short(_t(n))}` rounded to bf16", n, f"__bfloat162float(__float2bfloat16({_t(n)}))")
+    if len(args.named_children) < 2:
         return
     a, b = args.named_children[0], args.named_children[1]
     yield Mutation("order", f"the arguments `{_short(_t(a))}` and `{_short(_t(b))}` of `{name}` swapped",
