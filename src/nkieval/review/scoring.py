@@ -923,7 +923,11 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
             fb.append(Feedback("migration", sev,
                                f"output {name} disagrees with the CUDA kernel run on the same inputs ({w.get('case')}: "
                                f"{o['tol_ratio']:.3g}x the tolerance at {w.get('index')}, GPU {_sig3(w.get('gpu'))} vs port "
-                               f"{_sig3(w.get('port'))}); cause not identified",
+                               f"{_sig3(w.get('port'))}); cause not identified"
+                               + (f"; the port leaves {o['unwritten']['count']} of {o['unwritten']['total']} elements "
+                                  f"unwritten (NaN) on {o['unwritten']['case']}, from index "
+                                  f"{o['unwritten']['first_index']}, where the CUDA kernel writes values"
+                                  if o.get("unwritten") else ""),
                                "every output agrees with the CUDA kernel within the task's tolerance",
                                "compare the port's formula for this output with the CUDA source line by line",
                                {"output": name, **w}))

@@ -89,7 +89,7 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         spent += time.perf_counter() - t0
         options = cr.options
         ref = loaded.data[i].reference
-        _compare(task, c.label, gpu, run.outputs, ref, per_out)
+        _compare(task, c.label, gpu, run.outputs, ref, per_out, getattr(run, "unwritten", None))
         runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
     if not runs_gpu:
         return None, "no case both ran and fits the executor's budget"
@@ -124,7 +124,10 @@ def _elements(task: Any, dims: dict[str, int]) -> int:
 
 
 def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray],
-             ref: list[np.ndarray] | None, per_out: dict[str, dict[str, Any]]) -> None:
+             ref: list[np.ndarray] | None, per_out: dict[str, dict[str, Any]],
+             unwritten: list[Any] | None = None) -> None:
+    """Fold one case into the per-output verdicts; ``unwritten``: the sandbox's masks of the elements the
+    port never wrote (per output, or None), reported where the CUDA kernel writes a value there."""
     for k, spec in enumerate(task.outputs):
         if k >= len(port):
             continue
@@ -152,6 +155,12 @@ def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray
                             "port": float(p.reshape(-1)[j])}
         if r > 1.0:
             rec["verdict"] = "disagree"
+            mask = unwritten[k] if unwritten is not None and k < len(unwritten) else None
+            holes = None if mask is None or np.shape(mask) != g.shape else np.asarray(mask, bool) & np.isfinite(g)
+            if holes is not None and holes.any() and holes.sum() > (rec.get("unwritten") or {}).get("count", 0):
+                first = np.unravel_index(int(np.argmax(holes)), g.shape)
+                rec["unwritten"] = {"case": label, "count": int(holes.sum()), "total": int(g.size),
+                                    "first_index": [int(x) for x in first]}
         if ref is not None and k < len(ref):
             rf = np.asarray(ref[k], np.float64)
             fin = np.isfinite(g) & np.isfinite(p) & np.isfinite(rf)
