@@ -63,3 +63,15 @@ def test_fusion_lost_through_hbm_is_a_migration_finding() -> None:
     assert lines[0].evidence["value"] > lines[0].evidence["limit"]
     assert mig.level is not None and mig.level < 4
     assert r.verdict == "pass"  # (the values are right: only the dataflow changed)
+
+
+@pytest.mark.slow
+def test_a_port_that_leaves_sequences_unwritten_is_told_so() -> None:
+    from nkieval.review.pipeline import review
+
+    task = PORTS_ROOT / "rope_half"
+    r = review(str(task), str(task / "flawed" / "first_sequence_only.py"), seed=5, compare_references=False)
+    mig = next(c for c in r.criteria if c.id == "migration")
+    lines = [f.observed for f in mig.feedback if f.severity != "info" and "unwritten (NaN)" in f.observed]
+    assert lines and "where the CUDA kernel writes values" in lines[0]
+    assert not [f for f in mig.feedback if f.observed.startswith("semantic infidelity")]  # (no cause guessed)
