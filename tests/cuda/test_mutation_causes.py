@@ -105,3 +105,42 @@ def test_a_port_that_agrees_gets_no_cause() -> None:
     task, src, runs = _runs("sgd_nesterov", task.cuda_file.read_text())
     assert all(np.array_equal(r[3][0], r[4][0]) for r in runs)
     assert mutation_causes(task, src, runs, ["param_new", "buf_new"]) == []
+
+
+RACY = """\
+__global__ void shift(const float* x, float* y, int n) {
+    __shared__ float s[64];
+    const int t = threadIdx.x;
+    s[t] = x[blockIdx.x * 64 + t];
+    BARRIER
+    y[blockIdx.x * 64 + t] = s[(t + 1) % 64];
+}
+void host(const float* x, float* y, int n) { shift<<<n / 64, 64>>>(x, y, n); }
+"""
+
+
+def test_a_shared_memory_read_of_another_threads_write_without_a_barrier_is_a_race() -> None:
+    from nkieval.cuda import run_host
+
+    x = np.arange(128, dtype=np.float32)
+    racy = run_host(RACY.replace("BARRIER", ""), "host", {"x": x, "y": np.zeros(128, np.float32), "n": 128})
+    assert len(racy.warnings) == 1 and racy.warnings[0].startswith("shared-memory race in shift at kernel.cu:6")
+    assert "written by thread 1" in racy.warnings[0]
+    synced = run_host(RACY.replace("BARRIER", "__syncthreads();"), "host",
+                      {"x": x, "y": np.zeros(128, np.float32), "n": 128})
+    assert synced.warnings == []
+    np.testing.assert_array_equal(synced.memory["y"], np.roll(x.reshape(2, 64), -1, axis=1).reshape(-1))
+
+
+@pytest.mark.slow
+def test_no_race_is_reported_in_the_shipped_shared_memory_kernels() -> None:
+    from nkieval.tasks.loader import builtin_tasks, port_tasks
+
+    for t in [*builtin_tasks(), *port_tasks()]:
+        if t.cuda_file is None or "__shared__" not in t.cuda_file.read_text():
+            continue
+        small = min(t.shapes, key=lambda s: sum(s.dims.values()))
+        dims = dict(small.dims)
+        specs = [(v.name, v.concrete(dims), v.dtype, v.family) for v in t.inputs]
+        _, run = run_task_cuda(t, generate_inputs(specs, t.families[0], 7, "race"), dims)
+        assert not [w for w in run.warnings if w.startswith("shared-memory race")], (t.id, run.warnings)

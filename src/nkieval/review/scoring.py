@@ -895,6 +895,13 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
                                f"{ev.differential_reason}", "the port and the CUDA kernel run on the same inputs",
                                "none", {}))
         return level
+    for race in d.get("cuda_races", []):  # about the CUDA source, not the port: no level is charged
+        fb.append(Feedback("migration", "info", f"the CUDA source has a data race: {race}; its result depends "
+                           "on the order in which the GPU runs the block's threads, so the differential check "
+                           "compares against one of the possible results",
+                           "the CUDA kernel synchronises (__syncthreads) between a shared-memory write and "
+                           "another thread's read", "none for the port; the CUDA source needs a barrier there",
+                           {"race": race}, key="migration:cuda-race"))
     if d.get("causes"):
         level -= 2
     for c in d.get("causes", []):

@@ -74,6 +74,7 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
     spent = 0.0
     options = None
+    races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
     for i in order:
         c, run = loaded.cases[i], runs[i]
         if run.status != "ok" or _elements(task, c.dims) > MAX_ELEMENTS or spent > EXECUTOR_BUDGET_S:
@@ -88,6 +89,7 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
             return None, f"the CUDA source could not be run: {e}"
         spent += time.perf_counter() - t0
         options = cr.options
+        races.extend(w for w in cr.warnings if w.startswith("shared-memory race") and w not in races)
         ref = loaded.data[i].reference
         _compare(task, c.label, gpu, run.outputs, ref, per_out, getattr(run, "unwritten", None))
         runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
@@ -116,6 +118,7 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         "cases": [r[0] for r in runs_gpu] + [r[0] for r in edge],
         "gpu_build": None if options is None else {"fast_math": options.fast_math, "ftz": options.ftz,
                                                     "fmad": options.fmad},
+        "cuda_races": races,
     }, None
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 #: seconds spent re-running mutated CUDA kernels per review
-MUTATION_BUDGET_S = 20.0
+MUTATION_BUDGET_S = 10.0
 #: a disagreement below this many tolerances is not attributed to a mutation (one is a real disagreement)
 MIN_RATIO = 1.0
 
