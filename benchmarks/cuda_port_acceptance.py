@@ -1,6 +1,16 @@
-"""Does the migration criterion name semantic port mistakes? Constant mutants of the expert ports.
+"""Does the migration criterion name semantic port mistakes?
 
+    python benchmarks/cuda_port_acceptance.py --set ports [--tasks rmsnorm_warp,...] [--workers 2]
     python benchmarks/cuda_port_acceptance.py [--tasks layernorm,adamw_step] [--workers 2] [--limit 40]
+
+``--set ports`` (the acceptance set, ``src/nkieval/tasks/ports``): every task's expert port and every
+flawed port is reviewed. A flawed port's mistake is *named* when a migration feedback line (error or
+warning) contains one of the evidence phrases its task.toml declares (for a semantic flaw, the cause's kind
+and CUDA line, e.g. "formula at kernel.cu:22" or "1e-6f at kernel.cu:20"). A *stated cause* is a migration
+line that names one (a "semantic infidelity" or "fusion lost" line, or any line carrying a cause); it is
+*wrong* when it contains none of the flaw's evidence phrases. Experts must pass and state no cause.
+
+Without ``--set`` (the built-in tasks): constant mutants of the expert ports.
 
 For every built-in task with a kernel.cu and an expert solution, semantic flaws are made by mutating the
 expert port: (a) a float parameter of the task (eps, lr, beta1, scale, ...) replaced where the port uses
@@ -66,12 +76,86 @@ def _review(job: tuple[str, str, str, int | None]) -> dict[str, Any]:
             "right": line is not None and line in lines, "wrong": [x for x in lines if x != line]}
 
 
+def _stated_causes(mig: Any) -> list[str]:
+    """The migration lines that state a cause (what a wrong cause would be)."""
+    out = []
+    for f in mig.feedback:
+        if f.severity == "info":
+            continue
+        if f.observed.startswith(("semantic infidelity", "fusion lost")) or getattr(f, "cause", None):
+            out.append(f"{f.observed} | {f.cause or ''}")
+    return out
+
+
+def _review_port(job: tuple[str, str, str, tuple[str, ...], str]) -> dict[str, Any]:
+    from nkieval.review.pipeline import review
+
+    task_dir, path, name, evidence, kind = job
+    try:
+        r = review(task_dir, path, seed=5, compare_references=False)
+    except Exception as e:  # a harness failure is a miss, reported
+        return {"task": Path(task_dir).name, "name": name, "kind": kind, "error": f"{type(e).__name__}: {e}",
+                "named": False, "wrong": [], "passed": False, "migration": None}
+    mig = next(c for c in r.criteria if c.id == "migration")
+    lines = [f"{f.observed} | {f.expected} | {f.suggestion}" for f in mig.feedback if f.severity != "info"]
+    words = [w.lower() for w in evidence]
+    named = any(w in t.lower() for t in lines for w in words)
+    causes = _stated_causes(mig)
+    wrong = causes if name == "expert" else [c for c in causes if not any(w in c.lower() for w in words)]
+    return {"task": Path(task_dir).name, "name": name, "kind": kind, "named": named, "wrong": wrong,
+            "passed": r.verdict == "pass", "migration": mig.level, "score": r.score,
+            "causes": [c.split(" | ")[0][:110] for c in causes]}
+
+
+def _semantic(evidence: tuple[str, ...]) -> bool:
+    """A flaw declared by the cause it must produce (a kind or constant at a kernel.cu line) is semantic."""
+    return any("kernel.cu:" in w for w in evidence)
+
+
+def ports_main(a: argparse.Namespace) -> None:
+    from nkieval.tasks.loader import port_tasks
+
+    only = {t for t in a.tasks.split(",") if t}
+    jobs = []
+    for t in port_tasks():
+        if only and t.id not in only:
+            continue
+        jobs.append((str(t.directory), str(t.solution_file), "expert", (), "expert"))
+        for fl in t.flawed:
+            ev = tuple(fl.evidence)
+            jobs.append((str(t.directory), str((t.directory / fl.file).resolve()), Path(fl.file).stem, ev,
+                         "semantic" if _semantic(ev) else "structural"))
+    with ProcessPoolExecutor(a.workers) as pool:
+        res = list(pool.map(_review_port, jobs))
+    for r in res:
+        mark = ("PASS" if r["passed"] and not r["wrong"] else "FAIL") if r["name"] == "expert" else \
+            ("named" if r["named"] else "MISSED")
+        print(f"{r['task']:16s} {r['name']:22s} {r['kind']:10s} migration {r['migration']!s:>4s}  {mark:6s}"
+              + (f"  WRONG CAUSE: {r['wrong']}" if r["wrong"] else "") + (f"  ERROR {r['error']}" if "error" in r else ""))
+        for c in r.get("causes") or []:
+            print(f"{'':40s}cause: {c}")
+    experts = [r for r in res if r["name"] == "expert"]
+    flawed = [r for r in res if r["name"] != "expert"]
+    sem = [r for r in flawed if r["kind"] == "semantic"]
+    print(f"\ntasks {len(experts)}; experts passing with no stated cause: "
+          f"{sum(r['passed'] and not r['wrong'] for r in experts)}/{len(experts)}")
+    print(f"flawed ports {len(flawed)} ({len(sem)} semantic): mistake named {sum(r['named'] for r in flawed)}/"
+          f"{len(flawed)} ({100.0 * sum(r['named'] for r in flawed) / max(1, len(flawed)):.0f}%); semantic "
+          f"{sum(r['named'] for r in sem)}/{len(sem)}; structural {sum(r['named'] for r in flawed if r not in sem)}/"
+          f"{len(flawed) - len(sem)}")
+    print(f"ports with a wrong cause stated: {sum(bool(r['wrong']) for r in flawed)}/{len(flawed)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", dest="task_set", choices=["builtin", "ports"], default="builtin")
     ap.add_argument("--tasks", default="")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--limit", type=int, default=40, help="mutants at most (in task order)")
     a = ap.parse_args()
+    if a.task_set == "ports":
+        ports_main(a)
+        return
     from nkieval.tasks.loader import builtin_tasks
 
     only = {t for t in a.tasks.split(",") if t}

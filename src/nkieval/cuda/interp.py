@@ -105,6 +105,7 @@ class Lanes:
             "warpSize": np.int32(32),
         }
         self.shared: dict[int, Any] = {}
+        self.shared_bufs: list[Buffer] = []  # (their writers are reset at every barrier)
         self.empty = np.zeros(T, bool)
         self.exited = np.zeros(T, bool)  # threads that returned from the kernel
 
@@ -208,7 +209,23 @@ def gather(buf: Buffer, off: Any, m: Mask, line: int) -> Any:
         return buf.data.dtype.type(0)
     if isinstance(off, np.ndarray) and m is not None:
         off = np.where(m, off, off[m][0] if m.any() else 0)
+    if buf.writer is not None and buf.race is None and isinstance(off, np.ndarray):
+        _race_check(buf, off, m, line)
     return buf.data[off]
+
+
+def _race_check(buf: Buffer, off: np.ndarray, m: Mask, line: int) -> None:
+    """A read of a ``__shared__`` element that another thread wrote since the last barrier: on the GPU the
+    threads of a block run in no fixed order, so the read may see the old or the new value. Only the first
+    race of a buffer is kept (the executor's lock-step order gives one of the possible results)."""
+    w = buf.writer[off]  # type: ignore[index]
+    lanes = np.arange(off.size)
+    bad = (w >= 0) & (w != lanes)
+    if m is not None:
+        bad &= m
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        buf.race = (line, k, int(w[k]), int(off[k]))
 
 
 def scatter(buf: Buffer, off: Any, val: Any, m: Mask, line: int) -> None:
@@ -223,11 +240,23 @@ def scatter(buf: Buffer, off: Any, val: Any, m: Mask, line: int) -> None:
             buf.data[off] = val[-1]
         else:
             buf.data[off] = val
+        _mark_written(buf, off, m)
         return
     if isinstance(off, np.ndarray):
         buf.data[off[m]] = val[m] if isinstance(val, np.ndarray) else val
     else:
         buf.data[off] = val[m][-1] if isinstance(val, np.ndarray) else val
+    _mark_written(buf, off, m)
+
+
+def _mark_written(buf: Buffer, off: Any, m: Mask) -> None:
+    if buf.writer is None or not isinstance(off, np.ndarray):
+        return
+    lanes = np.arange(off.size)
+    if m is None:
+        buf.writer[off] = lanes
+    else:
+        buf.writer[off[m]] = lanes[m]
 
 
 def load(p: Ptr, m: Mask, line: int) -> Any:
@@ -606,6 +635,18 @@ class Interpreter:
             fr = Frame(L, name)
             fr.top = True
             self._invoke(fn, name, fr, list(args), None, dict(tparams), line)
+            self._report_races(L, name)
+
+    def _report_races(self, L: Lanes, name: str) -> None:
+        for buf in L.shared_bufs:
+            if buf.race is None:
+                continue
+            at, lane, wlane, el = buf.race
+            msg = (f"shared-memory race in {name} at kernel.cu:{at}: thread {lane % L.nt} of a block reads "
+                   f"{buf.name.split(' ')[0]} element {el % max(1, buf.data.size // L.nb)}, written by thread "
+                   f"{wlane % L.nt} since the last __syncthreads()")
+            if msg not in self.warnings:
+                self.warnings.append(msg)
 
     # -- compilation caches --------------------------------------------------------------------
     def expr(self, n: Any) -> Expr:
@@ -910,15 +951,18 @@ class Interpreter:
                     buf = Buffer(np.zeros(max(1, n_el) * L.nb, base_dtype(elem, line)), f"{name} (dynamic shared)",
                                  "shared")
                     L.shared[key_dyn] = buf
+                    L.shared_bufs.append(buf)
                 size = max(1, n_el) * units(elem)
                 dims = (n_el,)
             else:
                 size = prod(dims) * units(elem)
                 buf = Buffer(np.zeros(size * L.nb, base_dtype(elem, line)), f"{name} (shared)", "shared")
+                L.shared_bufs.append(buf)
             cell = [ArrRef(Ptr(buf, L.blk * size, elem), dims), t, VAL]
         else:
             size = units(t)
             buf = Buffer(np.zeros(size * L.nb, base_dtype(t, line)), f"{name} (shared)", "shared")
+            L.shared_bufs.append(buf)
             cell = [Ptr(buf, L.blk * size, t), t, MEM]
         L.shared[key] = cell
         return cell

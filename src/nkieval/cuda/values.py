@@ -185,13 +185,17 @@ def sizeof(t: CType) -> int:
 class Buffer:
     """A flat region of memory: a kernel argument, a workspace, a ``__shared__`` or local array."""
 
-    __slots__ = ("data", "growable", "name", "space")
+    __slots__ = ("data", "growable", "name", "race", "space", "writer")
 
     def __init__(self, data: np.ndarray, name: str, space: str = "global", growable: bool = False) -> None:
         self.data = data
         self.name = name
         self.space = space
         self.growable = growable
+        #: ``__shared__`` memory: the lane that wrote each element since the last barrier (-1: none), and the
+        #: first read-after-write race seen, (line, reading lane, writing lane, element)
+        self.writer: np.ndarray | None = np.full(data.size, -1, np.int64) if space == "shared" else None
+        self.race: tuple[int, int, int, int] | None = None
 
     def grow(self, n: int) -> None:
         if n > self.data.size:

@@ -118,6 +118,22 @@ def _ends_at_last(c: CaseResult, task: Task, m: dict[str, Any]) -> bool:
     return bool(shape) and list(m.get("last_index") or []) == [d - 1 for d in shape]  # type: ignore[union-attr]
 
 
+def _tail_failure(c: CaseResult, task: Task) -> bool | None:
+    """Whether a failing case can be a dropped bounds guard: anything but wrong values (unwritten, NaN), or
+    wrong values whose worst element lies in the last partial 128-tile of the first axis. A value mismatch
+    inside the whole tiles (a bf16 intermediate on a ragged shape) is not a bounds problem; on a first axis
+    no longer than one tile the case cannot tell (None)."""
+    m = c.mismatch or {}
+    if m.get("kind") != "mismatch" or not m.get("worst_index"):
+        return True
+    shape = _out_shape(c, task, m["output"])
+    if not shape:
+        return True
+    if shape[0] <= 128:
+        return None
+    return int(m["worst_index"][0]) >= (shape[0] // 128) * 128
+
+
 def _tail_seen(cases: list[CaseResult], task: Task) -> set[str]:
     """Outputs with a case whose unwritten elements are a partial tail: there, a small case left wholly
     unwritten is the same bug (its only tile is the tail), not an output never stored."""
@@ -727,7 +743,9 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
         return CriterionResult(crit.id, crit.title, crit.weight, "fail", 0,
                                "the port does not run or does not implement the CUDA kernel's function")
     level = start
-    hidden_fail = [c for c in ev.cases if c.hidden and not c.correct]
+    failing = [(c, _tail_failure(c, ev.task)) for c in ev.cases if c.hidden and not c.correct]
+    # (a mismatch on a shape smaller than a tile cannot tell; it counts when another case shows the tail)
+    hidden_fail = [c for c, t in failing if t] + [c for c, t in failing if t is None and any(t for _, t in failing)]
     public_ok = all(c.correct for c in ev.cases if not c.hidden)
     bounds_broken = bool(hidden_fail and public_ok)
     num_only = [c for c in ev.cases if c.correct and c.numerics and _num_status(c) == "fail"]
@@ -823,6 +841,7 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            + ("it" if len(refuted) == 1 else "them") + " (kept for the record)",
                            {**refuted[0][1], "contradicted_by": "run-time evidence",
                             "rules": [x["rule"] for _, x in refuted]}, key="migration:contradicted"))
+    level = _fusion_feedback(ev, fb, level)
     level = _differential_feedback(ev, fb, level)
     level = max(0, min(level, start))
     defects = [f for f in fb if f.severity != "info"]
@@ -839,9 +858,34 @@ def _sig3(x: Any) -> str:
     return f"{x:.3g}" if isinstance(x, int | float) and not isinstance(x, bool) else repr(x)
 
 
+def _fusion_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
+    """Fusion lost: the CUDA source computes in one kernel launch, and the port writes more to HBM than its
+    outputs (intermediates making a round trip), past the hardware criterion's write-factor limit. A
+    migration finding of one level: the port changed the CUDA kernel's dataflow, whatever its values."""
+    hw, sol = ev.hw, ev.hw_solution
+    cuda = ev.task.cuda_file
+    if hw is None or hw.write_factor is None or cuda is None:
+        return level
+    launches = cuda.read_text().count("<<<")
+    wmax = float(ev.rubric.t("hardware", "write_factor_max"))
+    limit = max(wmax, wmax * sol.write_factor) if sol is not None and sol.write_factor else wmax
+    if launches != 1 or hw.write_factor <= limit:
+        return level
+    fb.append(Feedback("migration", "error",
+                       f"fusion lost: the CUDA source computes in one kernel launch, the port writes "
+                       f"{hw.write_factor:.2f}x its outputs' size to HBM (intermediate results make a round trip "
+                       "through HBM)",
+                       "the CUDA kernel's fusion kept: intermediates stay in SBUF/PSUM, each output written once",
+                       "keep the intermediate tile in SBUF and apply the next step before the single store",
+                       {"metric": "write_factor", "value": hw.write_factor, "limit": limit, "cuda_launches": launches},
+                       key="migration:fusion"))
+    return level - 1
+
+
 def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
     """The port against the CUDA source run on the same inputs (stages.differential): a cause confirmed by
-    re-running the CUDA kernel with the port's constant costs two levels; a disagreement whose cause is not
+    re-running the CUDA kernel with the port's constant (or a mutation: formula, order, indexing, precision)
+    costs two levels; a disagreement whose cause is not
     identified is reported per output (one level when no other migration defect explains it and the port
     also fails the reference there); the GPU-vs-Trainium envelope is stated for every output."""
     d = ev.differential
@@ -851,14 +895,26 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
                                f"{ev.differential_reason}", "the port and the CUDA kernel run on the same inputs",
                                "none", {}))
         return level
+    for race in d.get("cuda_races", []):  # about the CUDA source, not the port: no level is charged
+        fb.append(Feedback("migration", "info", f"the CUDA source has a data race: {race}; its result depends "
+                           "on the order in which the GPU runs the block's threads, so the differential check "
+                           "compares against one of the possible results",
+                           "the CUDA kernel synchronises (__syncthreads) between a shared-memory write and "
+                           "another thread's read", "none for the port; the CUDA source needs a barrier there",
+                           {"race": race}, key="migration:cuda-race"))
     if d.get("causes"):
         level -= 2
     for c in d.get("causes", []):
-        fb.append(Feedback("migration", "error", f"semantic infidelity: {c['summary']}",
+        constant = c.get("kind", "constant") == "constant"
+        fb.append(Feedback("migration", "error",
+                           f"semantic infidelity{'' if constant else ' (' + c['kind'] + ')'}: {c['summary']}",
                            "the port computes the CUDA kernel's formula with its constants",
-                           f"use {c['cuda_text']} as the CUDA source does", {
+                           f"use {c['cuda_text']} as the CUDA source does" if constant else
+                           f"compute what kernel.cu:{c['cuda_line']} computes (`{c['cuda_text']}`), not the variant "
+                           f"{c.get('mutation')}", {
                                "cuda_location": f"kernel.cu:{c['cuda_line']}" if c.get("cuda_line") else None,
-                               "port_location": f"candidate.py:{c['port_line']}", "case": c["case"],
+                               "port_location": f"candidate.py:{c['port_line']}" if c.get("port_line") else None,
+                               "case": c["case"], "kind": c.get("kind", "constant"),
                                "reproduced": c["reproduced"]}))
     failing_ref = any(not c.correct for c in ev.cases)
     other_defects = any(f.severity != "info" for f in fb)
@@ -874,7 +930,11 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
             fb.append(Feedback("migration", sev,
                                f"output {name} disagrees with the CUDA kernel run on the same inputs ({w.get('case')}: "
                                f"{o['tol_ratio']:.3g}x the tolerance at {w.get('index')}, GPU {_sig3(w.get('gpu'))} vs port "
-                               f"{_sig3(w.get('port'))}); cause not identified",
+                               f"{_sig3(w.get('port'))}); cause not identified"
+                               + (f"; the port leaves {o['unwritten']['count']} of {o['unwritten']['total']} elements "
+                                  f"unwritten (NaN) on {o['unwritten']['case']}, from index "
+                                  f"{o['unwritten']['first_index']}, where the CUDA kernel writes values"
+                                  if o.get("unwritten") else ""),
                                "every output agrees with the CUDA kernel within the task's tolerance",
                                "compare the port's formula for this output with the CUDA source line by line",
                                {"output": name, **w}))

@@ -40,7 +40,7 @@ from typing import Any
 
 import click
 
-from nkieval.tasks.loader import BUILTIN_ROOT, builtin_ids, load_task
+from nkieval.tasks.loader import BUILTIN_ROOT, TASK_SETS, builtin_ids, load_task
 from nkieval.tasks.schema import Task, TaskError
 
 ROLES = ("expert", "baseline", "flawed")
@@ -551,6 +551,8 @@ def suite_group() -> None:
 
 
 @suite_group.command("run")
+@click.option("--set", "task_set", type=click.Choice(sorted(TASK_SETS)), default="builtin", show_default=True,
+              help="the task set: the built-in suite, or the CUDA port acceptance set (tasks/ports)")
 @click.option("--level", type=click.IntRange(1, 3), default=None, help="only tasks of this level")
 @click.option("--tasks", "pattern", default=None, help="comma-separated fnmatch patterns over task ids")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
@@ -568,13 +570,14 @@ def suite_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON instead of the matrix")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="also write the suite dashboard (one self-contained HTML page) to this file")
-def run_cmd(level: int | None, pattern: str | None, workers: int, executor: str, ray_address: str | None,
+def run_cmd(task_set: str, level: int | None, pattern: str | None, workers: int, executor: str, ray_address: str | None,
             results: str, roles: tuple[str, ...],
             default_target_only: bool, seed: int, rerun: bool, no_progress: bool, as_json: bool,
             html_out: str | None) -> None:
     """Review every expert, baseline and flawed candidate; exit 1 if any expectation is missed."""
     broken: list[str] = []
-    entries = plan(level, pattern, roles=roles or ROLES, all_targets=not default_target_only, errors=broken)
+    root = None if task_set == "builtin" else TASK_SETS[task_set]
+    entries = plan(level, pattern, roles=roles or ROLES, all_targets=not default_target_only, root=root, errors=broken)
     for b in broken:
         click.echo(f"invalid task (not run): {b}", err=True)
     if not entries:

@@ -6,6 +6,8 @@ lives in ``nkieval/tasks/builtin/<task_id>/``.
 
 from nkieval.tasks.loader import (
     BUILTIN_ROOT,
+    PORTS_ROOT,
+    TASK_SETS,
     CheckReport,
     ReferenceVariant,
     builtin_ids,
@@ -15,8 +17,10 @@ from nkieval.tasks.loader import (
     load_reference,
     load_reference_variants,
     load_task,
+    port_tasks,
     reference_outputs,
     resolve_task_dir,
+    set_ids,
 )
 from nkieval.tasks.schema import (
     CRITERIA,
@@ -34,7 +38,9 @@ from nkieval.tasks.schema import (
 __all__ = [
     "BUILTIN_ROOT",
     "CRITERIA",
+    "PORTS_ROOT",
     "SCHEMA_VERSION",
+    "TASK_SETS",
     "CheckReport",
     "FlawedCandidate",
     "Limits",
@@ -52,6 +58,8 @@ __all__ = [
     "load_reference",
     "load_reference_variants",
     "load_task",
+    "port_tasks",
     "reference_outputs",
     "resolve_task_dir",
+    "set_ids",
 ]

@@ -23,6 +23,10 @@ import numpy as np
 from nkieval.tasks.schema import Task, TaskError, parse_task, read_toml
 
 BUILTIN_ROOT = Path(__file__).resolve().parent / "builtin"
+#: the CUDA port acceptance set: our own CUDA kernels, faithful and flawed NKI ports (docs/suite.md)
+PORTS_ROOT = Path(__file__).resolve().parent / "ports"
+#: task sets by name (``nkieval suite run --set``)
+TASK_SETS = {"builtin": BUILTIN_ROOT, "ports": PORTS_ROOT}
 
 
 def load_task(path: str | Path) -> Task:
@@ -44,8 +48,10 @@ def resolve_task_dir(path: str | Path) -> Path:
     p = Path(path)
     if (p / "task.toml").is_file():
         return p.resolve()
-    if not p.exists() and (BUILTIN_ROOT / str(path) / "task.toml").is_file():
-        return (BUILTIN_ROOT / str(path)).resolve()
+    if not p.exists():
+        for root in TASK_SETS.values():
+            if (root / str(path) / "task.toml").is_file():
+                return (root / str(path)).resolve()
     if p.is_dir():
         raise TaskError(f"no task.toml in {p}", where=str(p), rule="missing-file")
     raise TaskError(f"{path!r} is neither a task directory nor a built-in task id "
@@ -53,9 +59,20 @@ def resolve_task_dir(path: str | Path) -> Path:
 
 
 def builtin_ids() -> list[str]:
-    if not BUILTIN_ROOT.is_dir():
+    return set_ids("builtin")
+
+
+def set_ids(name: str) -> list[str]:
+    """The task ids of task set ``name`` (a key of :data:`TASK_SETS`)."""
+    root = TASK_SETS[name]
+    if not root.is_dir():
         return []
-    return sorted(p.name for p in BUILTIN_ROOT.iterdir() if (p / "task.toml").is_file())
+    return sorted(p.name for p in root.iterdir() if (p / "task.toml").is_file())
+
+
+def port_tasks() -> list[Task]:
+    """The CUDA port acceptance set (``tasks/ports``), loaded."""
+    return [load_task(PORTS_ROOT / t) for t in set_ids("ports")]
 
 
 def builtin_tasks() -> list[Task]:

@@ -11,6 +11,10 @@ inputs, a verdict for every output, and disagreements attributed.
   hypothesis; it is stated only when re-running the CUDA kernel with the port's constant reproduces the
   port's outputs (the disagreement shrinks at least tenfold to within tolerance). Otherwise the
   disagreement is reported with "cause not identified".
+* **Beyond constants** (:mod:`.mutation_causes`): when no constant explains a disagreement, mutations of
+  the CUDA source (an operator, a dropped term or statement, a reordering, an index off by one, a bf16
+  rounding) are the hypotheses, stated only when the mutated kernel reproduces the port's outputs on two
+  different inputs.
 * **GPU vs Trainium numerics from the real code**: per output, the observed port-vs-GPU difference next
   to the envelope ``max|GPU - ref| + max|port - ref|`` (the GPU kernel's own error in its order and
   precision, fast-math if built with it, plus the port's), on the review's cases.
@@ -32,6 +36,7 @@ import numpy as np
 from nkieval.review.cache import CaseData
 from nkieval.review.sandbox import CaseJob, CaseRun, run_candidate
 from nkieval.review.stages.load import Loaded
+from nkieval.review.stages.mutation_causes import mutation_causes
 
 #: seconds of executor time per review for the review's own cases (the edge case always runs)
 EXECUTOR_BUDGET_S = 6.0
@@ -72,13 +77,14 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
     spent = 0.0
     options = None
+    races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
     for i in order:
         c, run = loaded.cases[i], runs[i]
         if run.status != "ok" or _elements(task, c.dims) > MAX_ELEMENTS or spent > EXECUTOR_BUDGET_S:
             continue
         inputs = loaded.data[i].inputs
         try:
-            gpu, (options, took) = _gpu_outputs(
+            gpu, (options, took, warnings) = _gpu_outputs(
                 loaded.data[i], cuda_src, "case",
                 lambda inp=inputs, dims=c.dims, left=EXECUTOR_BUDGET_S - spent: run_task_cuda(  # type: ignore[misc]
                     task, inp, dims, time_limit_s=max(0.5, left)))
@@ -87,8 +93,9 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         except CudaError as e:
             return None, f"the CUDA source could not be run: {e}"
         spent += took  # (the first review's seconds: a cached run counts as much, so every review runs alike)
+        races.extend(w for w in warnings if w.startswith("shared-memory race") and w not in races)
         ref = loaded.data[i].reference
-        _compare(task, c.label, gpu, run.outputs, ref, per_out)
+        _compare(task, c.label, gpu, run.outputs, ref, per_out, getattr(run, "unwritten", None))
         runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
     if not runs_gpu:
         return None, "no case both ran and fits the executor's budget"
@@ -101,6 +108,10 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     if disagreeing or numerics_failed:
         causes = _attribute(loaded, cuda_src, [*edge, *runs_gpu], disagreeing or outputs)
     explained = {o for c in causes for o in c["outputs"]}
+    if [o for o in disagreeing if o not in explained] and not causes:
+        # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
+        causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing)
+        explained = {o for c in causes for o in c["outputs"]}
     for o in disagreeing:
         per_out[o]["cause"] = next((c["summary"] for c in causes if o in c["outputs"]), "cause not identified")
     return {
@@ -111,18 +122,19 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         "cases": [r[0] for r in runs_gpu] + [r[0] for r in edge],
         "gpu_build": None if options is None else {"fast_math": options.fast_math, "ftz": options.ftz,
                                                     "fmad": options.fmad},
+        "cuda_races": races,
     }, None
 
 
 def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tuple[list[np.ndarray], Any]]
-                 ) -> tuple[list[np.ndarray], tuple[Any, float]]:
+                 ) -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
     """The CUDA kernel's outputs on a case's inputs (``what``: the case's own, or an edge input made from them)
-    and (build options, executor seconds): candidate-independent, so kept with the case's cached data for the
-    next review of the task with the same seed."""
-    def compute() -> tuple[list[np.ndarray], tuple[Any, float]]:
+    and (build options, executor seconds, the executor's warnings): candidate-independent, so kept with the
+    case's cached data for the next review of the task with the same seed."""
+    def compute() -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
         t0 = time.perf_counter()
         gpu, cr = run()
-        return gpu, (cr.options, time.perf_counter() - t0)
+        return gpu, (cr.options, time.perf_counter() - t0, list(getattr(cr, "warnings", [])))
 
     key = f"cuda:{what}:{hashlib.sha256(cuda_src.encode()).hexdigest()}"
     return data.get_derived(key, compute)
@@ -133,7 +145,10 @@ def _elements(task: Any, dims: dict[str, int]) -> int:
 
 
 def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray],
-             ref: list[np.ndarray] | None, per_out: dict[str, dict[str, Any]]) -> None:
+             ref: list[np.ndarray] | None, per_out: dict[str, dict[str, Any]],
+             unwritten: list[Any] | None = None) -> None:
+    """Fold one case into the per-output verdicts; ``unwritten``: the sandbox's masks of the elements the
+    port never wrote (per output, or None), reported where the CUDA kernel writes a value there."""
     for k, spec in enumerate(task.outputs):
         if k >= len(port):
             continue
@@ -161,6 +176,12 @@ def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray
                             "port": float(p.reshape(-1)[j])}
         if r > 1.0:
             rec["verdict"] = "disagree"
+            mask = unwritten[k] if unwritten is not None and k < len(unwritten) else None
+            holes = None if mask is None or np.shape(mask) != g.shape else np.asarray(mask, bool) & np.isfinite(g)
+            if holes is not None and holes.any() and holes.sum() > (rec.get("unwritten") or {}).get("count", 0):
+                first = np.unravel_index(int(np.argmax(holes)), g.shape)
+                rec["unwritten"] = {"case": label, "count": int(holes.sum()), "total": int(g.size),
+                                    "first_index": [int(x) for x in first]}
         if ref is not None and k < len(ref):
             rf = np.asarray(ref[k], np.float64)
             fin = np.isfinite(g) & np.isfinite(p) & np.isfinite(rf)

@@ -1,0 +1,283 @@
+"""Hypothesised changes to a CUDA source: the mutations a port's semantic mistake may correspond to.
+
+Each :class:`Mutation` is one small edit of the (preprocessed) source text, made on its tree-sitter parse:
+
+* ``formula``: a binary operator replaced (``+ - * /`` among themselves), a term dropped (``a op b`` kept as
+  ``a`` or ``b``), a statement dropped (an assignment or compound assignment), two call arguments swapped;
+* ``order``: the operands of ``-`` or ``/`` swapped, an expression re-associated (``(a op b) op2 c`` as
+  ``a op (b op2 c)`` and back), two adjacent statements swapped;
+* ``indexing``: a subscript off by one (``a[e]`` as ``a[(e) + 1]`` / ``a[(e) - 1]``), a comparison bound off
+  by one (loop conditions included), a divisor off by one (``n - 1`` for ``n``), an ``int`` declaration's
+  value off by one, a ``%`` dropped;
+* ``precision``: the value of a ``float`` declaration, an arithmetic expression or a math function's result
+  rounded to bf16.
+
+The review's differential stage runs the CUDA kernel with a mutation and states the mutation as the cause
+of a disagreement only when the mutated kernel reproduces the port's outputs: a mutation is a hypothesis,
+never a diagnosis. Host launch statements (``<<<``), error reporting and loop headers (but for their
+conditions' bounds) are not mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+from nkieval.cuda.program import _parser, preprocess
+
+ARITH = ("+", "-", "*", "/")
+COMPARE = ("<", "<=", ">", ">=")
+#: statements that are plumbing, not the kernel's math
+_SKIP_STATEMENT = ("<<<", "cudaGetLastError", "fprintf", "printf", "cudaGetErrorString")
+KINDS = ("formula", "precision", "order", "indexing")
+#: math functions whose result a port may keep in bf16
+_MATH = ("expf", "__expf", "exp2f", "logf", "__logf", "sqrtf", "rsqrtf", "tanhf", "powf", "__powf", "sinf", "cosf",
+         "erff", "fmaxf", "fminf", "__fdividef")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One edit: bytes ``start:end`` of the preprocessed source become ``new``."""
+
+    kind: str  # one of KINDS
+    what: str  # a short description: "`a + b` as `a - b`"
+    line: int  # 1-based line in kernel.cu
+    start: int
+    end: int
+    old: str
+    new: str
+
+    def apply(self, text: str) -> str:
+        b = text.encode()
+        return (b[: self.start] + self.new.encode() + b[self.end:]).decode()
+
+
+def _t(n: Any) -> str:
+    return n.text.decode()
+
+
+def _short(s: str, limit: int = 60) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _in_subscript(n: Any) -> bool:
+    p = n.parent
+    while p is not None:
+        if p.type == "subscript_argument_list":
+            return True
+        if p.type in ("expression_statement", "declaration", "compound_statement"):
+            return False
+        p = p.parent
+    return False
+
+
+def _statement_text(n: Any) -> str:
+    p = n
+    while p is not None and p.type not in ("expression_statement", "declaration", "for_statement",
+                                            "return_statement", "if_statement"):
+        p = p.parent
+    return "" if p is None else _t(p)
+
+
+def _in_loop_header(n: Any) -> bool:
+    p = n
+    while p is not None and p.parent is not None:
+        if p.parent.type == "for_statement" and p.type != "compound_statement" \
+                and p != p.parent.child_by_field_name("body"):
+            return True
+        if p.type == "compound_statement":
+            return False
+        p = p.parent
+    return False
+
+
+def _thread_index(n: Any) -> bool:
+    """An expression over the thread's coordinates: where a thread works, not what it computes."""
+    t = _t(n)
+    return any(k in t for k in ("threadIdx", "blockIdx", "blockDim", "gridDim"))
+
+
+def _m(kind: str, what: str, node: Any, new: str, start: int | None = None, end: int | None = None) -> Mutation:
+    s = node.start_byte if start is None else start
+    e = node.end_byte if end is None else end
+    return Mutation(kind, what, node.start_point[0] + 1, s, e, _t(node) if start is None else "", new)
+
+
+def _binary(n: Any) -> Iterator[Mutation]:
+    left, right, op = n.child_by_field_name("left"), n.child_by_field_name("right"), n.child_by_field_name("operator")
+    if left is None or right is None or op is None:
+        return
+    o = _t(op)
+    a, b = _t(left), _t(right)
+    whole = _short(_t(n))
+    idx = _in_subscript(n)
+    if o in ARITH and not idx:
+        yield _m("formula", f"`{whole}` as `{_short(a)}` (term `{_short(o + ' ' + b)}` dropped)", n, f"({a})")
+        if o == "/":  # a mean over a count one too many or too few (n - 1 for n: the unbiased variance)
+            for d in ("- 1", "+ 1"):
+                yield _m("indexing", f"`{whole}` as `{_short(f'{a} / ({b} {d})')}` (count off by one)", right,
+                         f"(({b}) {d})")
+        if o in ("+", "*"):
+            yield _m("formula", f"`{whole}` as `{_short(b)}` (term `{_short(a + ' ' + o)}` dropped)", n, f"({b})")
+        for o2 in ARITH:
+            if o2 != o:
+                yield _m("formula", f"`{whole}` as `{_short(f'{a} {o2} {b}')}`", n, f"({a}) {o2} ({b})")
+        if o in ("-", "/"):
+            yield _m("order", f"`{whole}` as `{_short(f'{b} {o} {a}')}` (operands swapped)", n, f"({b}) {o} ({a})")
+        yield from _reassociate(n, left, right, o)
+        yield _m("precision", f"`{whole}` rounded to bf16", n, f"__bfloat162float(__float2bfloat16({_t(n)}))")
+    elif o == "%":
+        yield _m("indexing", f"`{whole}` as `{_short(a)}` (the `% {_short(b)}` dropped)", n, f"({a})")
+    elif o in ("+", "-") and idx:
+        yield _m("indexing", f"`{whole}` as `{_short(a)}` (the offset `{_short(o + ' ' + b)}` dropped)", n, f"({a})")
+    elif o in COMPARE:
+        for d in ("+ 1", "- 1"):
+            yield _m("indexing", f"`{whole}` as `{_short(f'{a} {o} {b} {d}')}` (bound off by one)", right,
+                     f"(({b}) {d})")
+
+
+def _strip_parens(n: Any) -> Any:
+    while n is not None and n.type == "parenthesized_expression" and n.named_child_count == 1:
+        n = n.named_children[0]
+    return n
+
+
+def _reassociate(n: Any, left: Any, right: Any, o: str) -> Iterator[Mutation]:
+    """``(a p b) o c`` as ``a p (b o c)`` and ``a o (b p c)`` as ``(a o b) p c``, for arithmetic p."""
+    inner_l = _strip_parens(left)
+    if left.type == "parenthesized_expression" and inner_l is not None and inner_l.type == "binary_expression":
+        p = _t(inner_l.child_by_field_name("operator"))
+        if p in ARITH:
+            a, b, c = _t(inner_l.child_by_field_name("left")), _t(inner_l.child_by_field_name("right")), _t(right)
+            new = f"({a}) {p} (({b}) {o} ({c}))"
+            yield _m("order", f"`{_short(_t(n))}` as `{_short(new)}` (grouping changed)", n, new)
+    inner_r = _strip_parens(right)
+    if right.type == "parenthesized_expression" and inner_r is not None and inner_r.type == "binary_expression":
+        p = _t(inner_r.child_by_field_name("operator"))
+        if p in ARITH:
+            a, b, c = _t(left), _t(inner_r.child_by_field_name("left")), _t(inner_r.child_by_field_name("right"))
+            new = f"(({a}) {o} ({b})) {p} ({c})"
+            yield _m("order", f"`{_short(_t(n))}` as `{_short(new)}` (grouping changed)", n, new)
+
+
+def _subscript(n: Any) -> Iterator[Mutation]:
+    lst = n.child_by_field_name("indices") or n.child_by_field_name("index")
+    if lst is None:
+        return
+    idx = lst.named_children[0] if lst.type == "subscript_argument_list" and lst.named_children else lst
+    if idx is None:
+        return
+    e = _t(idx)
+    arr = _t(n.child_by_field_name("argument"))
+    for d in ("+ 1", "- 1"):
+        new = _short(f"{arr}[{e} {d}]")
+        yield _m("indexing", f"`{_short(_t(n))}` as `{new}` (index off by one)", idx, f"({e}) {d}")
+
+
+def _statements(block: Any) -> Iterator[Mutation]:
+    stmts = [c for c in block.named_children if c.type in ("expression_statement", "declaration")]
+    for s in stmts:
+        text = _t(s)
+        if any(k in text for k in _SKIP_STATEMENT):
+            continue
+        if s.type == "expression_statement" and s.named_children and \
+                s.named_children[0].type in ("assignment_expression", "update_expression"):
+            yield _m("formula", f"the statement `{_short(text)}` dropped", s, "")
+    for a, b in pairwise(block.named_children):
+        if a.type == b.type == "expression_statement" and not any(k in _t(a) + _t(b) for k in _SKIP_STATEMENT):
+            # (the whitespace between the two becomes one newline: only this mutant's later lines shift)
+            yield Mutation("order", f"the statements `{_short(_t(a))}` and `{_short(_t(b))}` swapped",
+                           a.start_point[0] + 1, a.start_byte, b.end_byte, _t(a) + "\n" + _t(b), _t(b) + "\n" + _t(a))
+
+
+def _declaration(n: Any) -> Iterator[Mutation]:
+    """A float value rounded to bf16; an integer value (an index, a bound) off by one."""
+    ty = n.child_by_field_name("type")
+    if ty is None or _t(ty) not in ("float", "int"):
+        return
+    for d in n.named_children:
+        if d.type != "init_declarator":
+            continue
+        v = d.child_by_field_name("value")
+        if v is None or v.type == "initializer_list" or (_t(ty) == "int" and _thread_index(v)):
+            continue
+        name = _t(d.child_by_field_name("declarator"))
+        if _t(ty) == "float" and v.type != "number_literal":
+            yield _m("precision", f"`{name}` rounded to bf16", v, f"__bfloat162float(__float2bfloat16({_t(v)}))")
+        else:
+            for k in ("+ 1", "- 1"):
+                yield _m("indexing", f"`{name} = {_short(_t(v))}` as `{_short(_t(v))} {k}` (off by one)", v,
+                         f"({_t(v)}) {k}")
+
+
+def _call(n: Any) -> Iterator[Mutation]:
+    args = n.child_by_field_name("arguments")
+    fn = n.child_by_field_name("function")
+    if args is None or fn is None:
+        return
+    name = _t(fn)
+    if name.startswith(("__shfl", "__ballot", "__any", "__all", "atomic", "cuda", "printf", "fprintf", "__bfloat16",
+                        "__float2", "__half", "__syncthreads")):
+        return
+    if name in _MATH:
+        yield _m("precision", f"`{_short(_t(n))}` rounded to bf16", n, f"__bfloat162float(__float2bfloat16({_t(n)}))")
+    if len(args.named_children) < 2:
+        return
+    a, b = args.named_children[0], args.named_children[1]
+    yield Mutation("order", f"the arguments `{_short(_t(a))}` and `{_short(_t(b))}` of `{name}` swapped",
+                   a.start_point[0] + 1, a.start_byte, b.end_byte, "", _t(b) + ", " + _t(a))
+
+
+def _device_functions(root: Any) -> list[Any]:
+    """The bodies of ``__global__`` and ``__device__`` functions (templates included): the host launch code
+    (grid sizes, workspace sizes) is never mutated."""
+    out = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type == "function_definition":
+            head = _t(n)[: max(0, (n.child_by_field_name("body") or n).start_byte - n.start_byte)]
+            body = n.child_by_field_name("body")
+            if body is not None and ("__global__" in head or "__device__" in head):
+                out.append(body)
+            continue
+        stack.extend(n.children)
+    return out[::-1]
+
+
+def mutations(source: str) -> list[Mutation]:
+    """Every mutation of ``source`` (raw kernel.cu text; offsets refer to :func:`preprocess` of it), in source
+    order within each kind: formula, precision, order, indexing. Only device code is mutated."""
+    text = preprocess(source)
+    tree = _parser().parse(text.encode())
+    out: list[Mutation] = []
+    stack = [n for n in _device_functions(tree.root_node)]
+    while stack:
+        n = stack.pop()
+        stmt = _statement_text(n)
+        skip = any(k in stmt for k in _SKIP_STATEMENT)
+        header = _in_loop_header(n)
+        if n.type == "binary_expression" and not skip and not _thread_index(n) and \
+                (not header or _t(n.child_by_field_name("operator")) in COMPARE):
+            out.extend(_binary(n))
+        elif n.type == "subscript_expression" and not skip and not _in_loop_header(n):
+            out.extend(_subscript(n))
+        elif n.type == "compound_statement":
+            out.extend(_statements(n))
+        elif n.type == "declaration" and not skip:
+            out.extend(_declaration(n))
+        elif n.type == "call_expression" and not skip:
+            out.extend(_call(n))
+        stack.extend(reversed(n.children))
+    seen: set[tuple[int, int, str]] = set()
+    uniq = []
+    for m in out:
+        key = (m.start, m.end, m.new)
+        if key not in seen:
+            seen.add(key)
+            uniq.append(m)
+    order = {k: i for i, k in enumerate(KINDS)}
+    return sorted(uniq, key=lambda m: (order[m.kind], m.start))

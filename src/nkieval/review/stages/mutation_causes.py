@@ -1,0 +1,149 @@
+"""Causes beyond constants for a port that disagrees with its CUDA source: formula, order of operations,
+indexing, precision. Each hypothesis is a mutation of the CUDA source (:mod:`nkieval.cuda.mutate`); it is
+stated as the cause only when the mutated CUDA kernel reproduces the port's outputs:
+
+* on the run where the hypotheses are tried (the smallest run that disagrees), every output of the mutated
+  kernel is within the task's tolerance of the port's, and every disagreeing output's difference shrinks
+  at least tenfold; for a bf16-rounding hypothesis, up to 0.1% of an output's elements may sit one bf16 step
+  from the port's (double rounding: a fused and an unfused multiply-add round to neighbouring bf16 values),
+  and the share of disagreeing elements must shrink at least tenfold;
+* on a second, different run (another case or edge input), every output of the mutated kernel is again
+  within tolerance of the port's (a mutation that matches by coincidence on one input rarely does on two).
+
+The first mutation that passes both is stated (mutations are tried in the order formula, precision, order,
+indexing, each in source order, within a time budget); when none does, the disagreement keeps "cause not
+identified". A mutation that faults (an index off by one running out of bounds) is not a hypothesis.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+#: seconds spent re-running mutated CUDA kernels per review
+MUTATION_BUDGET_S = 10.0
+#: a disagreement below this many tolerances is not attributed to a mutation (one is a real disagreement)
+MIN_RATIO = 1.0
+
+
+def _ratio(task: Any, g: np.ndarray, p: np.ndarray) -> float:
+    g64 = np.asarray(g, np.float64)
+    if np.size(p) != g64.size:
+        return float("inf")
+    p64 = np.asarray(p, np.float64).reshape(g64.shape)
+    with np.errstate(all="ignore"):
+        d = np.where((np.isnan(g64) & np.isnan(p64)) | (np.isinf(g64) & (g64 == p64)), 0.0, np.abs(p64 - g64))
+        d = np.where(np.isnan(d), np.inf, d)
+        r = d / (task.atol + task.rtol * np.abs(np.where(np.isfinite(g64), g64, 0.0)))
+    return float(r.max()) if r.size else 0.0
+
+
+def _off(task: Any, g: np.ndarray, p: np.ndarray) -> tuple[float, bool]:
+    """(fraction of elements outside the task's tolerance, whether every one of them is within one bf16 step,
+    2^-7 relative, of the port's value) for the mutated kernel's ``g`` against the port's ``p``. A bf16
+    hypothesis may leave a few such elements: the port and the mutated kernel round nearly equal fp32 values
+    (after a fused vs an unfused multiply-add) and may land on neighbouring bf16 values."""
+    g64 = np.asarray(g, np.float64)
+    if np.size(p) != g64.size:
+        return 1.0, False
+    p64 = np.asarray(p, np.float64).reshape(g64.shape)
+    with np.errstate(all="ignore"):
+        d = np.where((np.isnan(g64) & np.isnan(p64)) | (np.isinf(g64) & (g64 == p64)), 0.0, np.abs(p64 - g64))
+        d = np.where(np.isnan(d), np.inf, d)
+        bad = d > task.atol + task.rtol * np.abs(np.where(np.isfinite(g64), g64, 0.0))
+        near = bool(np.all(d[bad] <= 2.0**-7 * np.abs(p64[bad])))
+    return (float(bad.mean()) if bad.size else 0.0), near
+
+
+#: a bf16 hypothesis may leave this fraction of an output's elements on a neighbouring bf16 value
+MAX_TIES = 1e-3
+
+
+def _reproduces(task: Any, outs: list[np.ndarray], port: list[np.ndarray], idx: dict[str, int], names: list[str],
+                before: dict[str, float] | None, precision: bool) -> dict[str, float] | None:
+    """The mutated kernel's max ratio per output when it reproduces the port's outputs, else None. Without
+    ``precision`` every element must be within tolerance; with it, up to :data:`MAX_TIES` of them may sit one
+    bf16 step away, and then the disagreeing outputs' share of such elements must shrink at least tenfold."""
+    after = {o: _ratio(task, outs[idx[o]], port[idx[o]]) for o in names}
+    if all(after[o] <= 1.0 for o in names):
+        return after
+    if not precision:
+        return None
+    for o in names:
+        frac, near = _off(task, outs[idx[o]], port[idx[o]])
+        if frac > MAX_TIES or not near or (before is not None and frac > 0.1 * before[o]):
+            return None
+    return after
+
+
+def _size(run: tuple[Any, ...]) -> int:
+    return sum(int(np.size(a)) for a in run[2].values())
+
+
+def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disagreeing: list[str],
+                    budget_s: float = MUTATION_BUDGET_S) -> list[dict[str, Any]]:
+    """At most one cause (a dict as the differential record's ``causes``) for the ``disagreeing`` outputs.
+
+    ``runs``: ``(label, dims, inputs, gpu outputs, port outputs)`` for every case both ran on."""
+    from nkieval.cuda import run_task_cuda
+    from nkieval.cuda.mutate import mutations
+    from nkieval.cuda.program import preprocess
+
+    names = [s.name for s in task.outputs]
+    idx = {o: k for k, o in enumerate(names)}
+    scored = []
+    for r in runs:
+        if len(r[4]) < len(names):
+            continue
+        e = {o: _ratio(task, r[3][idx[o]], r[4][idx[o]]) for o in names}
+        if any(e[o] > MIN_RATIO and np.isfinite(e[o]) for o in disagreeing):
+            scored.append((r, e))
+    if not scored:
+        return []
+    scored.sort(key=lambda x: _size(x[0]))
+    (first, base), rest = scored[0], scored[1:]
+    # the confirming run: another disagreeing run when there is one (the largest disagreement), else any other
+    confirm = max(rest, key=lambda x: max(x[1][o] for o in disagreeing))[0] if rest else \
+        next((r for r in runs if r[0] != first[0] and len(r[4]) >= len(names)), None)
+    text = preprocess(cuda_src)
+    stop = time.perf_counter() + budget_s
+    label, dims, inputs, gpu, port = first
+    before = {o: _off(task, gpu[idx[o]], port[idx[o]])[0] for o in names}
+    for m in mutations(cuda_src):
+        left = stop - time.perf_counter()
+        if left <= 0:
+            break
+        try:
+            g2, _ = run_task_cuda(task, inputs, dims, source=m.apply(text), time_limit_s=min(left, 2.0))
+        except Exception:  # (a hypothesis the executor cannot run is not a hypothesis)
+            continue
+        precision = m.kind == "precision"
+        after = _reproduces(task, g2, port, idx, names, before, precision)
+        if after is None or (not precision and any(after[o] > 0.1 * base[o] for o in disagreeing if base[o] > MIN_RATIO)):
+            continue
+        labels = [label]
+        if confirm is not None:
+            try:
+                g3, _ = run_task_cuda(task, confirm[2], confirm[1], source=m.apply(text),
+                                      time_limit_s=max(0.5, stop - time.perf_counter()))
+            except Exception:  # (a hypothesis the executor cannot run is not a hypothesis)
+                continue
+            if _reproduces(task, g3, confirm[4], idx, names, None, precision) is None:
+                continue
+            labels.append(confirm[0])
+        outs = [o for o in disagreeing if base[o] > MIN_RATIO]
+        line_text = _line(cuda_src, m.line)
+        summary = (f"{m.kind} at kernel.cu:{m.line} (`{line_text}`): re-running the CUDA kernel with {m.what} "
+                   f"reproduces the port's {', '.join(names)} on {' and '.join(labels)} (difference of "
+                   + ", ".join(f"{o} {base[o]:.3g}x -> {after[o]:.3g}x the tolerance" for o in outs) + ")")
+        return [{"kind": m.kind, "outputs": outs, "cuda_line": m.line, "cuda_text": line_text, "mutation": m.what,
+                 "port_line": None, "port_text": None, "case": label, "summary": summary,
+                 "reproduced": [{"output": o, "before": base[o], "after": after[o]} for o in outs]}]
+    return []
+
+
+def _line(text: str, line: int) -> str:
+    lines = text.splitlines()
+    return lines[line - 1].strip()[:160] if 0 < line <= len(lines) else ""
