@@ -48,7 +48,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     op_count: Counter = Counter()
     op_time: Counter = Counter()
     op_busy: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    hw_flops = adj_flops = tr_flops = 0.0
+    hw_flops = adj_flops = tr_flops = adj_tr_flops = 0.0
     hbm_r = hbm_w = sbuf_r = sbuf_w = psum_r = psum_w = psum_to_sbuf = 0
     dma_bytes = dma_desc = hbm_to_hbm = 0
     dma_intervals: list[tuple[float, float]] = []
@@ -90,6 +90,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
             adj_flops += adj
             if is_t:
                 tr_flops += raw
+                adj_tr_flops += adj
         reads_psum = False
         writes_sbuf = False
         for o in rec.operands:
@@ -143,8 +144,13 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["transpose_flops"] = tr_flops
     m["model_flops"] = model_flops
     m["adjusted_hardware_flops"] = adj_flops
-    m["mfu_estimated_percent"] = 100.0 * model_flops / denom if denom else 0.0
-    m["hfu_estimated_percent"] = 100.0 * hw_flops / denom if denom else 0.0
+    # HFU/MFU against the peak of the dtype each instruction used: adjusted FLOPs are BF16-equivalent (a dtype's
+    # FLOPs x BF16 peak / its own peak: FP32 x4, FP8 x0.5 on Trn2+), so over the BF16 peak they divide each
+    # dtype's work by its own peak. The *_bf16_peak_percent figures divide everything by the BF16 peak.
+    m["mfu_estimated_percent"] = 100.0 * (adj_flops - adj_tr_flops) / denom if denom else 0.0
+    m["hfu_estimated_percent"] = 100.0 * adj_flops / denom if denom else 0.0
+    m["mfu_bf16_peak_percent"] = 100.0 * model_flops / denom if denom else 0.0
+    m["hfu_bf16_peak_percent"] = 100.0 * hw_flops / denom if denom else 0.0
     m["pe_utilization_adjusted_percent"] = 100.0 * adj_flops / denom if denom else 0.0
     hbm = hbm_r + hbm_w
     m["hbm_read_bytes"] = hbm_r

@@ -6,10 +6,15 @@ not from the model's parameters: the tests fail if a data file or a cost rule dr
 
 from __future__ import annotations
 
+import ml_dtypes
+import nki
+import numpy as np
 import pytest
 from perf_helpers import TraceBuilder
 
+from nkieval.examples import kernels as ex
 from nkieval.hardware import get_target
+from nkieval.perf import estimate
 from nkieval.perf.costs import cost_of
 from nkieval.perf.params import load_params
 
@@ -103,3 +108,23 @@ def test_two_stream_rule_leaves_gpsimd_at_2n() -> None:
     rec = b.rec("tensor_tensor", "gpsimd", [b.op(z, "dst", "w"), b.op(x, "data1", "r"), b.op(y, "data2", "r")],
                 op="add")
     assert _ns(rec, "trn2") == pytest.approx(2 * 512 / 1.2)
+
+
+# -- HFU / MFU against the peak of the dtype used ------------------------------------------------------------
+PE_FLOPS_PER_NS_BF16_TRN2 = 2 * 128 * 128 * 2.4  # A3: 128x128 PE array at 2.4 GHz (79 TFLOPS BF16)
+FP32_RATE = 1 / 4  # A3: 20 FP32 TFLOPS of the 79 BF16 (B1I: fp32 matmul costs x4)
+
+
+@pytest.mark.parametrize("dtype,peak", [("float32", PE_FLOPS_PER_NS_BF16_TRN2 * FP32_RATE),
+                                        ("bfloat16", PE_FLOPS_PER_NS_BF16_TRN2)])
+def test_hfu_divides_by_the_peak_of_the_dtype_used(dtype: str, peak: float) -> None:
+    np_dtype = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
+    a_t = np.ones((256, 128), dtype=np_dtype)
+    b = np.ones((256, 512), dtype=np_dtype)
+    nki.simulate(ex.matmul_bf16, target="trn2")(a_t, b)
+    s = estimate(nki.last_result().trace, "trn2").summary
+    flops = 2 * 256 * 128 * 512
+    assert s["hardware_flops"] == flops
+    assert s["hfu_estimated_percent"] == pytest.approx(100 * flops / (s["total_time_ns"] * peak))
+    assert s["mfu_estimated_percent"] == pytest.approx(100 * flops / (s["total_time_ns"] * peak))
+    assert s["hfu_bf16_peak_percent"] == pytest.approx(100 * flops / (s["total_time_ns"] * PE_FLOPS_PER_NS_BF16_TRN2))

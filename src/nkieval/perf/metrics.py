@@ -4,7 +4,8 @@ Definitions follow the Explorer profile-schema reference (research note perf-mod
 ``total_time``, ``<engine>_active_time(_percent)`` (busy, semaphore waits excluded),
 ``<engine>_instruction_time/count``, ``hardware_flops`` (Σ 2·rows·cols·elements of Tensor-engine
 instructions, transposes included), ``adjusted_hardware_flops`` (FP32 ×4, FP8 per generation),
-``mfu/hfu_estimated_percent`` (against the BF16 peak 2·128²·f_PE), ``mm_arithmetic_intensity``,
+``mfu/hfu_estimated_percent`` (against the peak of the dtype used: adjusted FLOPs over the BF16 peak
+2·128²·f_PE; ``*_bf16_peak_percent`` against the BF16 peak alone), ``mm_arithmetic_intensity``,
 ``peak_flops_bandwidth_ratio``, ``mbu_estimated_percent`` (per-stack HBM bandwidth), DMA and
 memory traffic. Beyond the profiler: stall breakdown by reason, critical path, roofline
 lower bound and a bottleneck class.
@@ -174,7 +175,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
         ix = np.flatnonzero(comp)[ix]
         busy_len[tracks[k]] = _union_length(start[ix], comp_end[ix])
     # FLOPs of Tensor-engine records, bytes of compute records, DMA plans (per signature x records)
-    hw_flops = adj_flops = tr_flops = 0.0
+    hw_flops = adj_flops = tr_flops = adj_tr_flops = 0.0
     if "tensor" in e_ix:
         ts = sid[eid == e_ix["tensor"]]
         fl = np.array(flops_of_sig, dtype=np.float64).reshape(-1, 3)
@@ -182,6 +183,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
         hw_flops = 0.0 + _seq_sum(raw)
         adj_flops = 0.0 + _seq_sum(adj)
         tr_flops = 0.0 + _seq_sum(raw[is_t])
+        adj_tr_flops = 0.0 + _seq_sum(adj[is_t])
     per_sig_comp = np.bincount(sid[comp], minlength=len(reps)).tolist()
     psum_r = psum_w = sbuf_r = sbuf_w = psum_to_sbuf = 0
     for c, (pr, pw, sr, sw, p2s) in zip(per_sig_comp, bytes_of_sig):
@@ -250,8 +252,13 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["transpose_flops"] = tr_flops
     m["model_flops"] = model_flops
     m["adjusted_hardware_flops"] = adj_flops
-    m["mfu_estimated_percent"] = 100.0 * model_flops / denom if denom else 0.0
-    m["hfu_estimated_percent"] = 100.0 * hw_flops / denom if denom else 0.0
+    # HFU/MFU against the peak of the dtype each instruction used: adjusted FLOPs are BF16-equivalent (a dtype's
+    # FLOPs x BF16 peak / its own peak: FP32 x4, FP8 x0.5 on Trn2+), so over the BF16 peak they divide each
+    # dtype's work by its own peak. The *_bf16_peak_percent figures divide everything by the BF16 peak.
+    m["mfu_estimated_percent"] = 100.0 * (adj_flops - adj_tr_flops) / denom if denom else 0.0
+    m["hfu_estimated_percent"] = 100.0 * adj_flops / denom if denom else 0.0
+    m["mfu_bf16_peak_percent"] = 100.0 * model_flops / denom if denom else 0.0
+    m["hfu_bf16_peak_percent"] = 100.0 * hw_flops / denom if denom else 0.0
     m["pe_utilization_adjusted_percent"] = 100.0 * adj_flops / denom if denom else 0.0
     hbm = hbm_r + hbm_w
     m["hbm_read_bytes"] = hbm_r
