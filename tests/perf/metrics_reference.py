@@ -52,6 +52,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     hbm_r = hbm_w = sbuf_r = sbuf_w = psum_r = psum_w = psum_to_sbuf = 0
     dma_bytes = dma_desc = hbm_to_hbm = 0
     dma_intervals: list[tuple[float, float]] = []
+    spill_intervals: list[tuple[float, float]] = []
     perf_modes: Counter = Counter()
     hbm_touch_r: Counter = Counter()
     hbm_touch_w: Counter = Counter()
@@ -65,6 +66,8 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
         if eng == "dma":
             pl = s.dma[i]
             dma_intervals.append((st, en))
+            if rec.opcode in ("spill_save", "spill_reload"):
+                spill_intervals.append((st, en))
             dma_bytes += pl.bytes
             hbm_to_hbm += min(pl.hbm_read, pl.hbm_write)
             dma_desc += pl.descriptors
@@ -164,6 +167,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["dma_bandwidth_utilization_percent"] = 100.0 * dma_bytes / (total * agg_bw * cores) if total else 0.0
     m["dma_active_time"] = dma_active * 1e-9
     m["dma_active_time_percent"] = 100.0 * util["dma"]
+    m["spill_dma_active_time_percent"] = 100.0 * merged_length(spill_intervals) / total if total else 0.0
     m["dma_packet_time"] = sum(pl.service_ns * pl.engines for pl in s.dma.values()) * 1e-9
     n_dma = len(dma_intervals)
     m["dma_transfer_count"] = n_dma

@@ -252,7 +252,7 @@ def _tensor_reduce(rec: TraceRecord, p: PerfParams) -> Cost:
     return _cycles_cost(rec, p, max(p.min_ii_cycles, n / 2 if fast else n))
 
 
-@cost_rule("memset")
+@cost_rule("memset", "spill_refill")
 def _memset(rec: TraceRecord, p: PerfParams) -> Cost:
     dst = rec.operands[0]
     n = free_elems(dst)
