@@ -48,10 +48,11 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     op_count: Counter = Counter()
     op_time: Counter = Counter()
     op_busy: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    hw_flops = adj_flops = tr_flops = 0.0
+    hw_flops = adj_flops = tr_flops = adj_tr_flops = 0.0
     hbm_r = hbm_w = sbuf_r = sbuf_w = psum_r = psum_w = psum_to_sbuf = 0
     dma_bytes = dma_desc = hbm_to_hbm = 0
     dma_intervals: list[tuple[float, float]] = []
+    spill_intervals: list[tuple[float, float]] = []
     perf_modes: Counter = Counter()
     hbm_touch_r: Counter = Counter()
     hbm_touch_w: Counter = Counter()
@@ -65,6 +66,8 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
         if eng == "dma":
             pl = s.dma[i]
             dma_intervals.append((st, en))
+            if rec.opcode in ("spill_save", "spill_reload"):
+                spill_intervals.append((st, en))
             dma_bytes += pl.bytes
             hbm_to_hbm += min(pl.hbm_read, pl.hbm_write)
             dma_desc += pl.descriptors
@@ -90,6 +93,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
             adj_flops += adj
             if is_t:
                 tr_flops += raw
+                adj_tr_flops += adj
         reads_psum = False
         writes_sbuf = False
         for o in rec.operands:
@@ -143,8 +147,13 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["transpose_flops"] = tr_flops
     m["model_flops"] = model_flops
     m["adjusted_hardware_flops"] = adj_flops
-    m["mfu_estimated_percent"] = 100.0 * model_flops / denom if denom else 0.0
-    m["hfu_estimated_percent"] = 100.0 * hw_flops / denom if denom else 0.0
+    # HFU/MFU against the peak of the dtype each instruction used: adjusted FLOPs are BF16-equivalent (a dtype's
+    # FLOPs x BF16 peak / its own peak: FP32 x4, FP8 x0.5 on Trn2+), so over the BF16 peak they divide each
+    # dtype's work by its own peak. The *_bf16_peak_percent figures divide everything by the BF16 peak.
+    m["mfu_estimated_percent"] = 100.0 * (adj_flops - adj_tr_flops) / denom if denom else 0.0
+    m["hfu_estimated_percent"] = 100.0 * adj_flops / denom if denom else 0.0
+    m["mfu_bf16_peak_percent"] = 100.0 * model_flops / denom if denom else 0.0
+    m["hfu_bf16_peak_percent"] = 100.0 * hw_flops / denom if denom else 0.0
     m["pe_utilization_adjusted_percent"] = 100.0 * adj_flops / denom if denom else 0.0
     hbm = hbm_r + hbm_w
     m["hbm_read_bytes"] = hbm_r
@@ -158,6 +167,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["dma_bandwidth_utilization_percent"] = 100.0 * dma_bytes / (total * agg_bw * cores) if total else 0.0
     m["dma_active_time"] = dma_active * 1e-9
     m["dma_active_time_percent"] = 100.0 * util["dma"]
+    m["spill_dma_active_time_percent"] = 100.0 * merged_length(spill_intervals) / total if total else 0.0
     m["dma_packet_time"] = sum(pl.service_ns * pl.engines for pl in s.dma.values()) * 1e-9
     n_dma = len(dma_intervals)
     m["dma_transfer_count"] = n_dma

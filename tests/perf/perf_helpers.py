@@ -70,7 +70,7 @@ def over_capacity(target: str = "trn1", width: int = 20 * 1024) -> Trace:
     hbm = b.alloc("hbm", (128, 3 * width))
     tiles = [b.alloc("sbuf", (128, width)) for _ in range(3)]
     for i, t in enumerate(tiles):
-        b.rec("memset", "vector", [b.op(t, "dst", "w")], line=10 + i, value=float(i))
+        b.rec("iota", "gpsimd", [b.op(t, "dst", "w")], line=10 + i)  # computed: exists nowhere else
     for i, t in enumerate(tiles):
         b.rec("dma_copy", "dma", [b.op(hbm, "dst", "w", cols=(i * width, (i + 1) * width)), b.op(t, "src", "r")],
               line=20 + i)

@@ -334,7 +334,8 @@ def keep_three(a):
     out = nl.ndarray((3, *a.shape), dtype=a.dtype, buffer=nl.shared_hbm)
     tiles = [nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf) for _ in range(3)]
     for i, t in enumerate(tiles):
-        nisa.memset(dst=t, value=float(i))
+        nisa.dma_copy(dst=t, src=a)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(i))
     for i, t in enumerate(tiles):
         nisa.dma_copy(dst=out[i], src=t)
     return out

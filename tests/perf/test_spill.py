@@ -62,7 +62,7 @@ def test_a_clean_tile_is_reread_from_its_source_never_saved() -> None:
 def test_a_tile_computed_on_chip_is_saved_before_it_is_dropped() -> None:
     b = TraceBuilder()
     hbm, (x, y) = _tiles(b, 256, 256)
-    b.rec("memset", "vector", [b.op(x, "dst", "w")], value=1.0)  # x's data exists nowhere else
+    b.rec("iota", "gpsimd", [b.op(x, "dst", "w")])  # x's data exists nowhere else
     _load(b, y, hbm)  # evicts x: saved
     _store(b, x, hbm)  # x reloaded, evicts y (clean)
     _store(b, y, hbm)
@@ -70,6 +70,46 @@ def test_a_tile_computed_on_chip_is_saved_before_it_is_dropped() -> None:
     assert e.evictions == 2
     assert e.save_bytes == KIB * 128
     assert e.reload_bytes == 2 * KIB * 128
+
+
+def test_a_memset_tile_is_refilled_not_saved_and_reloaded() -> None:
+    b = TraceBuilder()
+    hbm, (x, y) = _tiles(b, 256, 256)
+    b.rec("memset", "vector", [b.op(x, "dst", "w")], value=0.0)  # a constant: a memset makes it again
+    _load(b, y, hbm)  # evicts x: nothing to save
+    _store(b, x, hbm)  # x read: refilled by a memset, no HBM read; evicts y (clean)
+    _store(b, y, hbm)  # y re-read from its source
+    e = estimate_spill(b.trace, KIB)
+    assert e.evictions == 2
+    assert e.save_bytes == 0
+    assert e.reload_bytes == KIB * 128
+    assert e.refill_bytes == KIB * 128
+
+
+def test_a_tile_overwritten_before_it_is_read_moves_nothing() -> None:
+    b = TraceBuilder()
+    hbm, (x, y) = _tiles(b, 256, 256)
+    b.rec("iota", "gpsimd", [b.op(x, "dst", "w")])  # dirty
+    _load(b, y, hbm)  # evicts x: its next access overwrites it, so it is dead: no save
+    _store(b, y, hbm)
+    b.rec("iota", "gpsimd", [b.op(x, "dst", "w")])  # written whole without being read: no reload
+    _store(b, x, hbm)
+    e = estimate_spill(b.trace, KIB)
+    assert e.evictions == 1
+    assert (e.save_bytes, e.reload_bytes, e.refill_bytes) == (0, 0, 0)
+
+
+def test_a_partial_overwrite_still_reloads() -> None:
+    b = TraceBuilder()
+    hbm, (x, y) = _tiles(b, 256, 256)
+    b.rec("iota", "gpsimd", [b.op(x, "dst", "w")])
+    _load(b, y, hbm)  # evicts x
+    _store(b, y, hbm)
+    b.rec("iota", "gpsimd", [b.op(x, "dst", "w", rows=(0, 64))])  # half its partitions: the rest is still live
+    _store(b, x, hbm)
+    e = estimate_spill(b.trace, KIB)
+    assert e.save_bytes == KIB * 128
+    assert e.reload_bytes == KIB * 128
 
 
 def test_the_tile_used_furthest_ahead_goes_first() -> None:
@@ -131,12 +171,12 @@ def test_spill_traffic_goes_in_ahead_of_the_instructions_it_serves() -> None:
     assert [(t.before, t.kind, t.alloc) for t in sp.transfers] == [(2, "save", 3), (2, "evict", 3),
                                                                   (4, "reload", 3)]  # the second tile: used last
     out = with_spill_traffic(tr, sp)
-    assert [r.opcode for r in out.records] == ["memset", "memset", "spill_save", "memset", "dma_copy",
+    assert [r.opcode for r in out.records] == ["iota", "iota", "spill_save", "iota", "dma_copy",
                                                "spill_reload", "dma_copy", "dma_copy"]
     assert [r.seq for r in out.records] == list(range(8))
     assert out.records[2].line == 12 and out.records[5].line == 21  # the line of the instruction served
     # each on the spill queue of the engine running the instruction served (a DMA's: the Sync engine's)
-    assert [out.records[i].attrs["queue"] for i in (2, 5)] == ["qVectorSpillReload", "qSyncSpillReload"]
+    assert [out.records[i].attrs["queue"] for i in (2, 5)] == ["qGpSimdSpillReload", "qSyncSpillReload"]
     save, reload = out.records[2], out.records[5]
     assert [(o.buffer, o.mode) for o in save.operands] == [("hbm", "w"), ("sbuf", "r")]
     assert [(o.buffer, o.mode) for o in reload.operands] == [("sbuf", "w"), ("hbm", "r")]
@@ -144,7 +184,7 @@ def test_spill_traffic_goes_in_ahead_of_the_instructions_it_serves() -> None:
     assert save.operands[0].nbytes == 80 * KIB * 128
     area = out.allocations[save.operands[0].alloc]
     assert area.site == SPILL_SITE and area.bytes_per_partition == 80 * KIB * 128
-    assert len(tr.records) == 6 and tr.records[2].opcode == "memset"  # the original is untouched
+    assert len(tr.records) == 6 and tr.records[2].opcode == "iota"  # the original is untouched
     # trace positions move with the records: ahead of the spill traffic inserted for the instruction there
     assert (out.allocations[4].alloc_seq, out.allocations[4].free_seq) == (2, 7)
     # every other field of the copied records and allocations is the original's (a field added to either class
@@ -214,7 +254,7 @@ def test_a_reload_waits_for_the_space_it_takes_to_be_given_up() -> None:
     x, y, z = (b.alloc("sbuf", (128, width)) for _ in range(3))
     b.rec("dma_copy", "dma", [b.op(x, "dst", "w"), b.op(src, "src", "r")], line=10)  # x: a copy of HBM data
     for i, t in enumerate((y, z)):
-        b.rec("memset", "vector", [b.op(t, "dst", "w")], line=11 + i, value=float(i))  # z evicts y (saved)
+        b.rec("iota", "gpsimd", [b.op(t, "dst", "w")], line=11 + i)  # z evicts y (saved)
     for i, t in enumerate((x, y, z, x)):  # y comes back and evicts x (clean: dropped); x comes back last
         b.rec("dma_copy", "dma", [b.op(hbm, "dst", "w", cols=(i * width, (i + 1) * width)), b.op(t, "src", "r")],
               line=20 + i)
@@ -321,13 +361,13 @@ def _fewest_reloads(seq: list[int], slots: int) -> int:
 @given(seq=st.lists(st.integers(0, 4), min_size=1, max_size=12), slots=st.integers(1, 3))
 @example(seq=[0, 1, 2, 0, 1, 2, 0, 1, 2], slots=2)  # evicting the nearest next use instead costs 5 reloads, not 3
 def test_belady_reloads_are_the_fewest_any_eviction_order_needs(seq: list[int], slots: int) -> None:
-    """Equal tiles, one per instruction, never written on chip: Belady's choice is optimal, so the walk's reloads
+    """Equal tiles, one read per instruction, never written on chip: Belady's choice is optimal, so the walk's reloads
     (compiled where built, and the Python reference) equal the exhaustive search's minimum."""
     b = TraceBuilder("trn2")
     hbm = b.alloc("hbm", (128, 256))
     tiles = [b.alloc("sbuf", (128, 256)) for _ in range(5)]  # 1 KiB per partition each
-    for t in seq:
-        b.rec("dma_copy", "dma", [b.op(tiles[t], "dst", "w"), b.op(hbm, "src", "r")])
+    for t in seq:  # each access reads its tile (a load would overwrite it whole: nothing to reload)
+        b.rec("dma_copy", "dma", [b.op(hbm, "dst", "w"), b.op(tiles[t], "src", "r")])
     want = _fewest_reloads(seq, slots)
     for native in (True, False):
         with pytest.MonkeyPatch.context() as mp:
@@ -362,7 +402,7 @@ def test_the_timeline_shows_spill_dmas_at_the_line_they_serve() -> None:
     names = sorted(e["args"]["name"] for e in to_perfetto(est)["traceEvents"] if e.get("name") == "thread_name"
                    and e["args"]["name"].startswith("dma:"))
     assert sorted(n.split(" ", 1)[1] for n in names) == ["(k.py:20)", "(k.py:21)", "(k.py:22)",
-                                                         "(qSyncSpillReload)", "(qVectorSpillReload)"]
+                                                         "(qGpSimdSpillReload)", "(qSyncSpillReload)"]
 
 
 def test_a_spill_save_for_a_load_does_not_hold_up_that_line_s_next_loads() -> None:
@@ -373,7 +413,7 @@ def test_a_spill_save_for_a_load_does_not_hold_up_that_line_s_next_loads() -> No
     hbm = b.alloc("hbm", (128, 6 * 10240))
     dirty = [b.alloc("sbuf", (128, 10240)) for _ in range(4)]  # 4 x 40 KiB computed on chip
     for t in dirty:
-        b.rec("memset", "vector", [b.op(t, "dst", "w")], line=10, value=1.0)
+        b.rec("iota", "gpsimd", [b.op(t, "dst", "w")], line=10)
     loads = []
     for i in range(3):  # 3 more 40 KiB tiles: 7 x 40 KiB > 176 KiB, so dirty tiles must be saved to make room
         t = b.alloc("sbuf", (128, 10240))

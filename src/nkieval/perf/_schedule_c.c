@@ -656,7 +656,7 @@ static const char *op_field_names[N_OP_FIELDS] = {"role", "mode", "buffer", "dty
                                                   "contiguous_bytes", "partitions", "alloc", "partition_start",
                                                   "addr_lo", "addr_hi"};
 static PyObject *rec_fields[N_REC_FIELDS], *op_fields[N_OP_FIELDS];
-static PyObject *hbm_str, *sbuf_str, *dma_str;   /* "hbm", "sbuf", "dma" */
+static PyObject *hbm_str, *sbuf_str, *dma_str, *memset_str;   /* "hbm", "sbuf", "dma", "memset" */
 
 /* readers for the records and operands of ``records`` (types taken from the first record with an operand) */
 static void readers_for(PyObject *records, Reader *rr, Reader *orr) {
@@ -1597,9 +1597,12 @@ static int buffer_len64(Py_buffer *b, const char *name, Py_ssize_t *len) {
 }
 
 PyDoc_STRVAR(belady_doc,
-             "belady(seq, unit, next_seq, dirties, bounds, size, parts, capacity) -> (totals, moves)\n\n"
+             "belady(seq, unit, next_seq, flags, bounds, size, parts, capacity) -> (totals, moves)\n\n"
              "The eviction walk of nkieval.perf.spill._belady over int64 buffers: totals is [save, reload, evictions,\n"
-             "peak, overfull]; moves is the bytes of an int64 array of (before, kind, unit) rows in the order made.");
+             "peak, overfull, refill]; moves is the bytes of an int64 array of (before, kind, unit) rows in the order made.");
+
+/* spill.py's EV_* event flags */
+enum { EV_DIRTIES = 1, EV_CONSTANT = 2, EV_OVERWRITES = 4, EV_NEXT_OVERWRITES = 8, EV_WRITES = 16 };
 
 static PyObject *belady(PyObject *self, PyObject *args) {
     Py_buffer bs, bu, bn, bd, bb, bz, bp;
@@ -1611,14 +1614,14 @@ static PyObject *belady(PyObject *self, PyObject *args) {
     HeapItem *heap = NULL;
     Py_ssize_t n_ev, n_u, n_n, n_d, n_b, n_units, n_p;
     if (buffer_len64(&bs, "seq", &n_ev) || buffer_len64(&bu, "unit", &n_u) || buffer_len64(&bn, "next_seq", &n_n) ||
-        buffer_len64(&bd, "dirties", &n_d) || buffer_len64(&bb, "bounds", &n_b) || buffer_len64(&bz, "size", &n_units) ||
+        buffer_len64(&bd, "flags", &n_d) || buffer_len64(&bb, "bounds", &n_b) || buffer_len64(&bz, "size", &n_units) ||
         buffer_len64(&bp, "parts", &n_p))
         goto done;
     if (n_u != n_ev || n_n != n_ev || n_d != n_ev || n_p != n_units || n_b < 1) {
         PyErr_SetString(PyExc_ValueError, "belady: array lengths disagree");
         goto done;
     }
-    const int64_t *seq = bs.buf, *unit = bu.buf, *nxt = bn.buf, *dirties = bd.buf, *bounds = bb.buf;
+    const int64_t *seq = bs.buf, *unit = bu.buf, *nxt = bn.buf, *evf = bd.buf, *bounds = bb.buf;
     const int64_t *size = bz.buf, *parts = bp.buf;
     for (Py_ssize_t e = 0; e < n_ev; e++)
         if (unit[e] < 0 || unit[e] >= n_units) {
@@ -1630,7 +1633,8 @@ static PyObject *belady(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "belady: bounds out of range");
             goto done;
         }
-    /* per unit: bit 1 resident, 2 evicted, 4 dirty (contents exist nowhere else) */
+    /* per unit: bit 1 resident, 2 evicted, 4 dirty (contents exist nowhere else), 8 constant (a memset can make
+     * its contents again), 16 its contents are dead (its next access overwrites it) */
     flags = calloc(n_units ? n_units : 1, 1);
     cur_next = malloc(sizeof(int64_t) * (n_units ? n_units : 1));
     heap = malloc(sizeof(HeapItem) * (n_ev ? n_ev : 1));
@@ -1642,7 +1646,7 @@ static PyObject *belady(PyObject *self, PyObject *args) {
         goto done;
     }
     for (Py_ssize_t u = 0; u < n_units; u++) cur_next[u] = -1;
-    int64_t save = 0, reload = 0, evictions = 0, peak = 0, overfull = 0;
+    int64_t save = 0, reload = 0, evictions = 0, peak = 0, overfull = 0, refill = 0;
 #define MOVE(b, kind, u)                                                                    \
     do {                                                                                    \
         if (n_moves == cap_moves) {                                                         \
@@ -1682,7 +1686,9 @@ static PyObject *belady(PyObject *self, PyObject *args) {
                 used -= size[v];
                 evictions++;
                 MOVE(s, 2, v);
-                if (flags[v] & 4) {
+                if (flags[v] & 16) {
+                    flags[v] &= ~4; /* dead: the next access overwrites it */
+                } else if (flags[v] & 4) {
                     save += size[v] * parts[v];
                     MOVE(s, 0, v);
                     flags[v] &= ~4;
@@ -1693,8 +1699,15 @@ static PyObject *belady(PyObject *self, PyObject *args) {
                 int64_t u = unit[e];
                 if (!(flags[u] & 1)) {
                     if (flags[u] & 2) {
-                        reload += size[u] * parts[u];
-                        MOVE(s, 1, u);
+                        if (evf[e] & EV_OVERWRITES) {
+                            /* written whole before it is read: nothing to bring back */
+                        } else if (flags[u] & 8) {
+                            refill += size[u] * parts[u];
+                            MOVE(s, 3, u);
+                        } else {
+                            reload += size[u] * parts[u];
+                            MOVE(s, 1, u);
+                        }
                         flags[u] &= ~2;
                     }
                     flags[u] |= 1;
@@ -1703,13 +1716,19 @@ static PyObject *belady(PyObject *self, PyObject *args) {
             }
             for (Py_ssize_t e = i; e < j; e++) {
                 int64_t u = unit[e];
-                if (dirties[e]) flags[u] |= 4;
+                int64_t f = evf[e];
+                if (f & EV_WRITES) {
+                    flags[u] = (char)((flags[u] & ~8) | ((f & EV_CONSTANT) ? 8 : 0));
+                    if (f & EV_OVERWRITES) flags[u] &= ~4;
+                }
+                if (f & EV_DIRTIES) flags[u] |= 4;
+                flags[u] = (char)((flags[u] & ~16) | ((f & EV_NEXT_OVERWRITES) ? 16 : 0));
                 cur_next[u] = nxt[e];
                 if (nxt[e] >= 0) {
                     HeapItem x = {nxt[e], u};
                     heap_push(heap, &n_heap, x);
                 } else {
-                    flags[u] &= ~(1 | 4);
+                    flags[u] &= ~(1 | 4 | 8 | 16);
                     used -= size[u];
                     live -= size[u];
                 }
@@ -1721,8 +1740,8 @@ static PyObject *belady(PyObject *self, PyObject *args) {
     {
         PyObject *mv = PyBytes_FromStringAndSize((const char *)moves, (Py_ssize_t)(sizeof(int64_t) * 3 * n_moves));
         if (!mv) goto done;
-        result = Py_BuildValue("[LLLLL]N", (long long)save, (long long)reload, (long long)evictions,
-                               (long long)peak, (long long)overfull, mv);
+        result = Py_BuildValue("[LLLLLL]N", (long long)save, (long long)reload, (long long)evictions,
+                               (long long)peak, (long long)overfull, (long long)refill, mv);
     }
 done:
     free(flags);
@@ -1743,7 +1762,7 @@ done:
 PyDoc_STRVAR(sbuf_accesses_doc,
              "sbuf_accesses(records, spillable) -> bytes\n\n"
              "nkieval.perf.spill._sbuf_accesses's rows (seq, alloc, addr_lo, addr_hi, partition_start, partition_end,\n"
-             "dirties) for the SBUF operands of records on allocations in the set spillable, as the bytes of an\n"
+             "flags) for the SBUF operands of records on allocations in the set spillable, as the bytes of an\n"
              "int64 array. Raises OverflowError for a value beyond 64 bits (the Python loop takes those).");
 
 /* 1 if ``v`` equals the interned string ``s``, 0 if not, -1 on error */
@@ -1773,6 +1792,9 @@ static int rd_is(const Reader *r, PyObject *obj, int k, PyObject *s) {
     return eq;
 }
 
+/* spill.py's ROW_* access flags */
+enum { ROW_DIRTIES = 1, ROW_READS = 2, ROW_WRITES = 4, ROW_CONSTANT = 8, ROW_DENSE = 16 };
+
 static PyObject *sbuf_accesses(PyObject *self, PyObject *args) {
     PyObject *records, *spillable;
     if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &records, &PySet_Type, &spillable)) return NULL;
@@ -1792,6 +1814,7 @@ static PyObject *sbuf_accesses(PyObject *self, PyObject *args) {
         Py_ssize_t n_ops = PySequence_Fast_GET_SIZE(seq_ops);
         PyObject **items = PySequence_Fast_ITEMS(seq_ops);
         int from_hbm = -2;  /* not yet known: only a write to a spillable SBUF range needs it */
+        int is_memset = -2;  /* likewise */
         int64_t seq = 0;
         int have_seq = 0;
         for (Py_ssize_t k = 0; k < n_ops; k++) {
@@ -1807,8 +1830,16 @@ static PyObject *sbuf_accesses(PyObject *self, PyObject *args) {
             if (!in) continue;
             int writes = rd_has(&orr, o, O_MODE, 'w');
             if (writes < 0) goto fail_rec;
-            int dirties = 0;
-            if (writes) {
+            int reads = rd_has(&orr, o, O_MODE, 'r');
+            if (reads < 0) goto fail_rec;
+            int64_t row_flags = (reads ? ROW_READS : 0) | (writes ? ROW_WRITES : 0);
+            if (writes && is_memset == -2) {
+                is_memset = rd_is(&rr, r, R_OPCODE, memset_str);
+                if (is_memset < 0) goto fail_rec;
+            }
+            if (writes && is_memset) {
+                row_flags |= ROW_CONSTANT;
+            } else if (writes) {
                 if (from_hbm == -2) {
                     int dma = rd_is(&rr, r, R_ENGINE, dma_str);
                     if (dma < 0) goto fail_rec;
@@ -1820,7 +1851,7 @@ static PyObject *sbuf_accesses(PyObject *self, PyObject *args) {
                         from_hbm = hbm && reads;
                     }
                 }
-                dirties = !from_hbm;
+                if (!from_hbm) row_flags |= ROW_DIRTIES;
             }
             if (!have_seq) {
                 if (rd_i64(&rr, r, R_SEQ, &seq) < 0) goto fail_rec;
@@ -1835,14 +1866,15 @@ static PyObject *sbuf_accesses(PyObject *self, PyObject *args) {
                 rows = grown;
                 cap *= 2;
             }
-            int64_t *row = rows + 7 * n_rows, parts;
+            int64_t *row = rows + 7 * n_rows, parts, nbytes;
             row[0] = seq;
             if (rd_i64(&orr, o, O_ALLOC, &row[1]) < 0 || rd_i64(&orr, o, O_ADDR_LO, &row[2]) < 0 ||
                 rd_i64(&orr, o, O_ADDR_HI, &row[3]) < 0 || rd_i64(&orr, o, O_PARTITION_START, &row[4]) < 0 ||
-                rd_i64(&orr, o, O_PARTITIONS, &parts) < 0)
+                rd_i64(&orr, o, O_PARTITIONS, &parts) < 0 || rd_i64(&orr, o, O_NBYTES, &nbytes) < 0)
                 goto fail_rec;
             row[5] = row[4] + parts;
-            row[6] = dirties;
+            if (nbytes == (row[3] - row[2]) * parts) row_flags |= ROW_DENSE;
+            row[6] = row_flags;
             n_rows++;
         }
         Py_DECREF(seq_ops);
@@ -1873,7 +1905,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__schedule_c(void) {
     if (!(hbm_str = PyUnicode_InternFromString("hbm")) || !(sbuf_str = PyUnicode_InternFromString("sbuf")) ||
-        !(dma_str = PyUnicode_InternFromString("dma")))
+        !(dma_str = PyUnicode_InternFromString("dma")) || !(memset_str = PyUnicode_InternFromString("memset")))
         return NULL;
     for (int k = 0; k < N_REC_FIELDS; k++)
         if (!(rec_fields[k] = PyUnicode_InternFromString(rec_field_names[k]))) return NULL;

@@ -187,35 +187,57 @@ def _activation_reduce(rec: TraceRecord, p: PerfParams) -> Cost:
 _FAST_TT_OPS = frozenset({"add", "subtract", "multiply"})
 
 
+def _read_width(o: OperandAccess, p: PerfParams) -> float:
+    """Elements per cycle the Vector engine's data path moves for ``o``'s dtype (A2/A3/A4 engine tables)."""
+    return float(p.dve_wide_elems_per_cycle if o.dtype in p.dve_wide_dtypes else p.dve_elems_per_cycle)
+
+
+def two_stream_cycles(rec: TraceRecord, p: PerfParams, n: int) -> float:
+    """Cycles to stream two N-element inputs: the documented NeuronCore-v2 ``2N`` (B1I).
+
+    That ``2N`` is two N-element streams through a read interface of 128 elements per cycle (one per
+    lane, A2). On the Vector engine of later generations the interface is wider (A3/A4: 256 elements
+    per cycle, 512 for BF16/FP16), so both streams need ``2N x lanes / width`` cycles, but never fewer
+    than N: the lanes still produce one element each per cycle unless a performance mode applies.
+    """
+    if rec.engine != "vector":
+        return 2.0 * n
+    streams = [o for o in rec.operands if "r" in o.mode and o.buffer in ("sbuf", "psum") and free_elems(o) == n]
+    width = min((_read_width(o, p) for o in streams), default=float(p.partitions))
+    return max(float(n), 2.0 * n * p.partitions / width)
+
+
 @cost_rule("tensor_tensor")
 def _tensor_tensor(rec: TraceRecord, p: PerfParams) -> Cost:
-    """``max(MIN_II, N)`` with one input in PSUM or all-bf16 add/sub/mul unit stride, else ``2N`` (B1I);
-    on Trn2+ all-2-byte SBUF operands run in the 2x mode (A3)."""
+    """NeuronCore-v2 (B1I): ``max(MIN_II, N)`` with one input in PSUM or all-bf16 add/sub/mul unit stride, else
+    two streams (:func:`two_stream_cycles`: ``2N`` there). Trn2+ Vector with all-2-byte SBUF operands: the 2x
+    performance mode, half the NeuronCore-v2 cycles (A3)."""
     src = main_input(rec)
     n = free_elems(src) if src is not None else 1
     ins = [o for o in rec.operands if "r" in o.mode]
     mixed = len({o.buffer for o in ins}) > 1 and any(o.buffer == "psum" for o in ins)
     fast = mixed or (_all_two_byte(rec) and rec.attrs.get("op") in _FAST_TT_OPS and _unit_stride(rec))
-    mode = None
     if rec.engine == "vector" and p.vector_perf_modes and _all_two_byte(rec) and not _any_psum(rec):
-        fast, mode = True, "2x"
-    return _cycles_cost(rec, p, max(p.min_ii_cycles, n if fast else 2 * n), mode)
+        return _cycles_cost(rec, p, max(p.min_ii_cycles, (n if fast else 2 * n) / 2), "2x")
+    return _cycles_cost(rec, p, max(p.min_ii_cycles, n if fast else two_stream_cycles(rec, p, n)))
 
 
 @cost_rule("scalar_tensor_tensor")
 def _scalar_tensor_tensor(rec: TraceRecord, p: PerfParams) -> Cost:
+    """``N`` for bf16 subtract-then-multiply with N even, else two streams (``2N`` on NeuronCore-v2, B1I)."""
     src = main_input(rec)
     n = free_elems(src) if src is not None else 1
     fast = (_all_two_byte(rec) and rec.attrs.get("op0") == "subtract" and rec.attrs.get("op1") == "multiply"
             and n % 2 == 0)
-    return _cycles_cost(rec, p, max(p.min_ii_cycles, n if fast else 2 * n))
+    return _cycles_cost(rec, p, max(p.min_ii_cycles, n if fast else two_stream_cycles(rec, p, n)))
 
 
 @cost_rule("tensor_tensor_scan")
 def _scan(rec: TraceRecord, p: PerfParams) -> Cost:
+    """Two streams, ``data0`` and ``data1`` (``max(MIN_II, 2N)`` on NeuronCore-v2, B1I)."""
     src = main_input(rec)
     n = free_elems(src) if src is not None else 1
-    return _cycles_cost(rec, p, max(p.min_ii_cycles, 2 * n))
+    return _cycles_cost(rec, p, max(p.min_ii_cycles, two_stream_cycles(rec, p, n)))
 
 
 _FAST_REDUCE_OPS = frozenset({"add", "maximum"})
@@ -230,7 +252,7 @@ def _tensor_reduce(rec: TraceRecord, p: PerfParams) -> Cost:
     return _cycles_cost(rec, p, max(p.min_ii_cycles, n / 2 if fast else n))
 
 
-@cost_rule("memset")
+@cost_rule("memset", "spill_refill")
 def _memset(rec: TraceRecord, p: PerfParams) -> Cost:
     dst = rec.operands[0]
     n = free_elems(dst)
@@ -256,7 +278,7 @@ def _bn_aggr(rec: TraceRecord, p: PerfParams) -> Cost:
 def _copy_predicated(rec: TraceRecord, p: PerfParams) -> Cost:
     src = main_input(rec)
     n = free_elems(src) if src is not None else 1
-    return _cycles_cost(rec, p, max(p.min_ii_cycles, n if _any_psum(rec) else 2 * n))
+    return _cycles_cost(rec, p, max(p.min_ii_cycles, n if _any_psum(rec) else two_stream_cycles(rec, p, n)))
 
 
 @cost_rule("tensor_copy_dynamic_src", "tensor_copy_dynamic_dst")
@@ -380,4 +402,4 @@ def ceil_div(a: int, b: int) -> int:
 
 
 __all__ = ["COST_RULES", "Cost", "CostRule", "ceil_div", "cost_of", "cost_rule", "fallback_cost",
-           "matmul_flops", "pe_peak_flops_per_ns"]
+           "matmul_flops", "pe_peak_flops_per_ns", "two_stream_cycles"]

@@ -139,6 +139,7 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
     util = m.pop("utilization")
     opsum = tuple(MappingProxyType(r) for r in m.pop("opcode_summary"))
     cp = critical_path(s)
+    stalls = stall_breakdown(s)
     band = float(p.time_uncertainty)
     total = s.total_time
     rot = tuple(MappingProxyType({"site": r.site, "buffer": r.buffer, "program": r.program,
@@ -162,7 +163,7 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
     return PerfEstimate(
         kernel=trace.kernel, target=tgt.name, model_version=MODEL_VERSION, mode=pol.mode, total_time_ns=total,
         interval_ns=(total * (1 - band), total * (1 + band)), instructions=len(trace.records),
-        summary=MappingProxyType(m), utilization=MappingProxyType(util), bottleneck=classify(util),
-        stalls=MappingProxyType(stall_breakdown(s)), critical_path_share=MappingProxyType(cp["share"]),
+        summary=MappingProxyType(m), utilization=MappingProxyType(util), bottleneck=classify(util, stalls, total, m['spill_dma_active_time_percent'] / 100.0),
+        stalls=MappingProxyType(stalls), critical_path_share=MappingProxyType(cp["share"]),
         opcode_summary=opsum, rotation=rot, uncertainty=unc, schedule=s, engine_order=pol.engine_order,
         spill_traffic=pol.spill_traffic, compiler=compiled, traced_instructions=traced)

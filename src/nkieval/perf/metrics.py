@@ -4,7 +4,8 @@ Definitions follow the Explorer profile-schema reference (research note perf-mod
 ``total_time``, ``<engine>_active_time(_percent)`` (busy, semaphore waits excluded),
 ``<engine>_instruction_time/count``, ``hardware_flops`` (Σ 2·rows·cols·elements of Tensor-engine
 instructions, transposes included), ``adjusted_hardware_flops`` (FP32 ×4, FP8 per generation),
-``mfu/hfu_estimated_percent`` (against the BF16 peak 2·128²·f_PE), ``mm_arithmetic_intensity``,
+``mfu/hfu_estimated_percent`` (against the peak of the dtype used: adjusted FLOPs over the BF16 peak
+2·128²·f_PE; ``*_bf16_peak_percent`` against the BF16 peak alone), ``mm_arithmetic_intensity``,
 ``peak_flops_bandwidth_ratio``, ``mbu_estimated_percent`` (per-stack HBM bandwidth), DMA and
 memory traffic. Beyond the profiler: stall breakdown by reason, critical path, roofline
 lower bound and a bottleneck class.
@@ -25,11 +26,14 @@ from nkieval.perf.spill import SPILL_OPCODES, SPILL_SITE, SpillEstimate
 
 # Classification thresholds (research note §1.3 / §5.8, Neuron performance guide).
 ENGINE_BOUND_ACTIVE = 0.5  # below this on every engine and DMA: overhead/latency-bound
+# the busiest engine idle this share of the total time waiting on transfers is bound by them (assumed: a tenth
+# of the time is a cost worth naming ahead of the engine's own work)
+WAIT_BOUND_SHARE = 0.1
 
 
 @dataclass(frozen=True)
 class Bottleneck:
-    resource: str  # "dma" | "tensor" | "vector" | "scalar" | "gpsimd" | "sync" | "overhead"
+    resource: str  # "dma" | "spill" | "tensor" | "vector" | "scalar" | "gpsimd" | "sync" | "overhead"
     bound: str  # "memory" | "compute" | "overhead"
     utilization: dict[str, float]  # resource -> active fraction of total_time
     reason: str
@@ -81,6 +85,7 @@ def spill_metrics(s: Schedule) -> dict[str, int]:
     usable = int(s.params.sbuf_usable_bytes_per_partition)
     spill = s.spill or SpillEstimate(usable)
     return {"spill_save_bytes": spill.save_bytes, "spill_reload_bytes": spill.reload_bytes,
+            "spill_refill_bytes": spill.refill_bytes,
             "spill_evictions": spill.evictions, "spill_overfull_instructions": spill.overfull_instructions,
             "sbuf_usable_bytes_per_partition": usable}
 
@@ -174,7 +179,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
         ix = np.flatnonzero(comp)[ix]
         busy_len[tracks[k]] = _union_length(start[ix], comp_end[ix])
     # FLOPs of Tensor-engine records, bytes of compute records, DMA plans (per signature x records)
-    hw_flops = adj_flops = tr_flops = 0.0
+    hw_flops = adj_flops = tr_flops = adj_tr_flops = 0.0
     if "tensor" in e_ix:
         ts = sid[eid == e_ix["tensor"]]
         fl = np.array(flops_of_sig, dtype=np.float64).reshape(-1, 3)
@@ -182,6 +187,7 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
         hw_flops = 0.0 + _seq_sum(raw)
         adj_flops = 0.0 + _seq_sum(adj)
         tr_flops = 0.0 + _seq_sum(raw[is_t])
+        adj_tr_flops = 0.0 + _seq_sum(adj[is_t])
     per_sig_comp = np.bincount(sid[comp], minlength=len(reps)).tolist()
     psum_r = psum_w = sbuf_r = sbuf_w = psum_to_sbuf = 0
     for c, (pr, pw, sr, sw, p2s) in zip(per_sig_comp, bytes_of_sig):
@@ -250,8 +256,13 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["transpose_flops"] = tr_flops
     m["model_flops"] = model_flops
     m["adjusted_hardware_flops"] = adj_flops
-    m["mfu_estimated_percent"] = 100.0 * model_flops / denom if denom else 0.0
-    m["hfu_estimated_percent"] = 100.0 * hw_flops / denom if denom else 0.0
+    # HFU/MFU against the peak of the dtype each instruction used: adjusted FLOPs are BF16-equivalent (a dtype's
+    # FLOPs x BF16 peak / its own peak: FP32 x4, FP8 x0.5 on Trn2+), so over the BF16 peak they divide each
+    # dtype's work by its own peak. The *_bf16_peak_percent figures divide everything by the BF16 peak.
+    m["mfu_estimated_percent"] = 100.0 * (adj_flops - adj_tr_flops) / denom if denom else 0.0
+    m["hfu_estimated_percent"] = 100.0 * adj_flops / denom if denom else 0.0
+    m["mfu_bf16_peak_percent"] = 100.0 * model_flops / denom if denom else 0.0
+    m["hfu_bf16_peak_percent"] = 100.0 * hw_flops / denom if denom else 0.0
     m["pe_utilization_adjusted_percent"] = 100.0 * adj_flops / denom if denom else 0.0
     hbm = hbm_r + hbm_w
     m["hbm_read_bytes"] = hbm_r
@@ -265,6 +276,10 @@ def compute_metrics(s: Schedule) -> dict[str, Any]:
     m["dma_bandwidth_utilization_percent"] = 100.0 * dma_bytes / (total * agg_bw * cores) if total else 0.0
     m["dma_active_time"] = dma_active * 1e-9
     m["dma_active_time_percent"] = 100.0 * util["dma"]
+    spill_ops = np.array([opcodes[o] for o in ("spill_save", "spill_reload") if o in opcodes], np.int64)
+    spill_ix = dma_ix[np.isin(np.array(op_of_sig, np.int64)[sid[dma_ix]], spill_ops)] if len(spill_ops) else dma_ix[:0]
+    spill_active = _union_length(start[spill_ix], end[spill_ix])
+    m["spill_dma_active_time_percent"] = 100.0 * spill_active / total if total else 0.0
     m["dma_packet_time"] = sum(pl.service_ns * pl.engines for pl in s.dma.values()) * 1e-9
     n_dma = len(dma_ix)
     m["dma_transfer_count"] = n_dma
@@ -338,7 +353,8 @@ def stall_breakdown(s: Schedule) -> dict[str, dict[str, float]]:
         d = out[tracks[k]] = {"busy": 0.0 + _seq_sum(occ[ix])}
         for i in ix[waiting[ix]].tolist():
             r = reason[i]
-            if spilled and r == "dep:dma" and pred[i] >= 0 and recs[pred[i]].opcode in SPILL_OPCODES:
+            if spilled and r is not None and r.startswith("dep:") and pred[i] >= 0 \
+                    and recs[pred[i]].opcode in SPILL_OPCODES:
                 lbl = "waiting_on_spill"
             else:
                 lbl = labels.get(r)
@@ -394,13 +410,44 @@ def critical_path(s: Schedule) -> dict[str, Any]:
             "records": path}
 
 
-def classify(util: dict[str, float]) -> Bottleneck:
-    """The busiest resource decides; below 50 % everywhere the kernel is overhead/latency-bound."""
+def classify(util: dict[str, float], stalls: dict[str, dict[str, float]] | None = None,
+             total_ns: float = 0.0, spill_dma_share: float = 0.0) -> Bottleneck:
+    """The busiest resource decides; below 50 % everywhere the kernel is overhead/latency-bound.
+
+    Spill and memory waits are named: the kernel is spill-bound (memory) when the DMAs are the busiest resource and
+    spill transfers take at least half of their active time (``spill_dma_share``, a fraction of total_time), or when
+    the busiest compute engine sits idle waiting on spill transfers for at least :data:`WAIT_BOUND_SHARE` of the
+    total time, whatever its own activity; it is DMA-bound when that engine waits on the kernel's own DMAs
+    longer than it computes (and that long)."""
     res = max(util, key=lambda k: util[k])
     top = util[res]
+    if res == "dma" and top > 0 and spill_dma_share >= 0.5 * top:
+        return Bottleneck("spill", "memory", dict(util),
+                          f"dma active {top:.0%} of total_time, spill transfers {spill_dma_share:.0%}")
+    waits = _engine_waits(stalls, res) if stalls and res != "dma" and total_ns > 0 else {}
+    spill_wait = waits.get("waiting_on_spill", 0.0)
+    dma_wait = waits.get("waiting_on_dma", 0.0)
+    if spill_wait >= WAIT_BOUND_SHARE * total_ns > 0:
+        return Bottleneck("spill", "memory", dict(util),
+                          f"{res} (busiest, active {top:.0%}) waits {spill_wait / 1e3:.4g} us "
+                          f"({spill_wait / total_ns:.0%} of total_time) on SBUF spill transfers")
+    if dma_wait > waits.get("busy", 0.0) and dma_wait >= WAIT_BOUND_SHARE * total_ns > 0:
+        return Bottleneck("dma", "memory", dict(util),
+                          f"{res} (busiest, active {top:.0%}) waits {dma_wait / 1e3:.4g} us "
+                          f"({dma_wait / total_ns:.0%} of total_time) on DMA transfers, longer than it computes")
     if top < ENGINE_BOUND_ACTIVE:
         return Bottleneck("overhead", "overhead", dict(util),
                           f"no engine or DMA is active more than {ENGINE_BOUND_ACTIVE:.0%} of the time "
                           f"(busiest: {res} {top:.0%}): latency, dependencies or fixed costs dominate")
     bound = "memory" if res == "dma" else "compute"
     return Bottleneck(res, bound, dict(util), f"{res} active {top:.0%} of total_time")
+
+
+def _engine_waits(stalls: dict[str, dict[str, float]], engine: str) -> dict[str, float]:
+    """An engine's busy time and waits by reason, summed over its tracks (one per LNC program), in ns."""
+    out: dict[str, float] = {}
+    for tr, d in stalls.items():
+        if _base_engine(tr) == engine:
+            for k, v in d.items():
+                out[k] = out.get(k, 0.0) + v
+    return out

@@ -22,7 +22,7 @@ PERF_FACTS: tuple[str, ...] = (
     "pe_throttle_start_fraction", "pe_throttle_ramp_ns", "pe_throttle_window_ns", "pe_throttle_util_threshold",
     "pe_transpose_fp32_factor", "min_ii_cycles", "dve_dep_overhead_cycles", "act_dep_overhead_cycles",
     "pool_dep_overhead_cycles", "gpsimd_start_cycles", "dynamic_min_ii_cycles", "stride_penalty_bytes",
-    "stride_penalty_factor", "vector_perf_modes", "scalar_perf_mode_2x", "sbuf_port_shared_vector_gpsimd",
+    "stride_penalty_factor", "vector_perf_modes", "dve_elems_per_cycle", "dve_wide_elems_per_cycle", "dve_wide_dtypes", "scalar_perf_mode_2x", "sbuf_port_shared_vector_gpsimd",
     "psum_port_shared_vector_scalar", "cross_engine_sem_ns", "dma_engine_bw_bytes_per_ns",
     "dma_descriptor_overhead_bytes", "dma_fixed_ns", "dma_queue_pipelined", "dma_engine_fixed_ns", "dma_queues", "dma_partitions_per_engine",
     "dma_max_descriptor_bytes", "hwdge_instruction_ns", "swdge_instruction_ns", "dma_transpose_efficiency_hbm",

@@ -47,7 +47,7 @@ from nkieval.sim.trace import AllocationRecord, OperandAccess, Trace, TraceRecor
 
 _NATIVE = _NATIVE_DEFAULT  # tests switch the compiled loops off to hold them to the Python ones
 
-SPILL_OPCODES = ("spill_save", "spill_reload")
+SPILL_OPCODES = ("spill_save", "spill_reload", "spill_refill")
 SPILL_SITE = "<spill>"  # the allocation site of the HBM spill areas :func:`with_spill_traffic` adds
 
 
@@ -56,10 +56,10 @@ class SpillTransfer(NamedTuple):
 
     A ``save`` (SBUF -> HBM) or ``reload`` (HBM -> SBUF) is one DMA of spill traffic; an ``evict`` moves no
     data but gives up the range's space (after its save, if it has one) to the reloads for the same
-    instruction. (A named tuple: an over-subscribed kernel can have hundreds of thousands.)"""
+    instruction; a ``refill`` makes constant contents again with a memset (no DMA). (A named tuple: an over-subscribed kernel can have hundreds of thousands.)"""
 
     before: int  # the instruction (trace position) it is issued for: it runs ahead of that one
-    kind: str  # "save", "reload" or "evict"
+    kind: str  # "save", "reload", "evict" or "refill"
     alloc: int
     addr_lo: int
     addr_hi: int
@@ -80,33 +80,72 @@ class SpillEstimate:
     # instructions whose own SBUF operands exceed the capacity: no eviction makes them fit (the compiler would
     # have to split them); their excess is not in the traffic
     overfull_instructions: int = 0
+    refill_bytes: int = 0  # constant (memset) contents made again by a memset after eviction: no HBM traffic
+
+
+# bits of an access row's flags (:func:`_sbuf_accesses`)
+ROW_DIRTIES = 1  # writes data not read from HBM by the same instruction (a DMA from HBM leaves its destination clean)
+ROW_READS = 2  # reads the range
+ROW_WRITES = 4  # writes the range
+ROW_CONSTANT = 8  # writes a constant (memset): the contents can be made again without HBM
+ROW_DENSE = 16  # touches every byte of its range in each of its partitions (no stride gaps)
+# bits of an event's flags (one instruction's accesses to one unit; :func:`_walk_events`)
+EV_DIRTIES = 1  # leaves the unit with contents that exist nowhere else
+EV_CONSTANT = 2  # overwrites the unit with a constant
+EV_OVERWRITES = 4  # writes all of the unit without reading it: what it held before is dead
+EV_NEXT_OVERWRITES = 8  # the unit's next access overwrites it: its contents are dead from now on
+EV_WRITES = 16
 
 
 def _sbuf_accesses(trace: Trace) -> np.ndarray:
     """One row per SBUF operand of ``trace`` on an allocation that can be spilled (kernel arguments excepted):
-    ``[seq, alloc, addr_lo, addr_hi, partition_start, partition_end, dirties]``, ``dirties`` 1 for a write of
-    data not read from HBM by the same instruction (a DMA from HBM leaves its destination clean)."""
+    ``[seq, alloc, addr_lo, addr_hi, partition_start, partition_end, flags]`` (``ROW_*`` bits)."""
     spillable = {a for a, al in trace.allocations.items() if not al.kernel_arg}
     if _NATIVE and _schedule_c is not None:
         try:
             return np.frombuffer(_schedule_c.sbuf_accesses(trace.records, spillable), dtype=np.int64).reshape(-1, 7)
         except (OverflowError, TypeError):  # a value beyond 64 bits, or records not in a list: the loop below
             pass
-    rows: list[tuple[int, int, int, int, int, int, bool]] = []
+    rows: list[tuple[int, int, int, int, int, int, int]] = []
     add = rows.append
     for r in trace.records:
         from_hbm: bool | None = None
         for o in r.operands:
             if o.buffer != "sbuf" or o.alloc not in spillable:
                 continue
-            dirties = False
+            flags = ROW_DENSE if o.nbytes == (o.addr_hi - o.addr_lo) * o.partitions else 0
+            if "r" in o.mode:
+                flags |= ROW_READS
             if "w" in o.mode:
-                if from_hbm is None:
-                    from_hbm = r.engine == "dma" and any(x.buffer == "hbm" and "r" in x.mode for x in r.operands)
-                dirties = not from_hbm
+                flags |= ROW_WRITES
+                if r.opcode == "memset":
+                    flags |= ROW_CONSTANT
+                else:
+                    if from_hbm is None:
+                        from_hbm = r.engine == "dma" and any(x.buffer == "hbm" and "r" in x.mode for x in r.operands)
+                    if not from_hbm:
+                        flags |= ROW_DIRTIES
             add((r.seq, o.alloc, o.addr_lo, o.addr_hi, o.partition_start, o.partition_start + o.partitions,
-                 dirties))
+                 flags))
     return np.array(rows, dtype=np.int64).reshape(-1, 7)
+
+
+_ROW_COVERS = 32  # (while building events) the access writes all of its unit
+
+
+def _event_flags(bits: np.ndarray) -> np.ndarray:
+    """``EV_*`` flags of events from their accesses' or-ed ``ROW_*`` bits (and ``_ROW_COVERS``).
+
+    An event that overwrites a unit with a constant (a memset over all of it) leaves it clean: its contents
+    can be made again by another memset, with no save and no HBM read. A constant written over part of a
+    unit leaves a mix that exists nowhere else (dirty)."""
+    reads = (bits & ROW_READS) != 0
+    overwrites = ((bits & _ROW_COVERS) != 0) & ~reads
+    dirties = (bits & ROW_DIRTIES) != 0
+    constant = ((bits & ROW_CONSTANT) != 0) & overwrites & ~dirties
+    dirties |= ((bits & ROW_CONSTANT) != 0) & ~constant
+    return (np.where(dirties, EV_DIRTIES, 0) | np.where(constant, EV_CONSTANT, 0)
+            | np.where(overwrites, EV_OVERWRITES, 0) | np.where((bits & ROW_WRITES) != 0, EV_WRITES, 0))
 
 
 @dataclass(frozen=True)
@@ -118,7 +157,7 @@ class _Walk:
     seq: np.ndarray  # per event: the instruction
     unit: np.ndarray  # per event: the unit it touches
     next_seq: np.ndarray  # per event: the unit's next access (-1: none, the unit dies after this one)
-    dirties: np.ndarray  # per event: 1 when the instruction writes the unit with data not from HBM
+    flags: np.ndarray  # per event: ``EV_*`` bits
     bounds: np.ndarray  # event offsets of the programs' runs
     size: np.ndarray  # per unit: bytes per partition
     p0: np.ndarray  # per unit: the first partition of its allocation's accesses
@@ -130,7 +169,7 @@ class _Walk:
 def _walk_events(trace: Trace, rows: np.ndarray) -> _Walk:
     """Cut each allocation into units at every offset where an access begins or ends; expand each access into
     the units it covers; one event per (instruction, unit)."""
-    seq, alloc, lo, hi, p0, p1, dirt = rows.T
+    seq, alloc, lo, hi, p0, p1, row_flags = rows.T
     # allocations ranked by their first access: units are numbered allocation by allocation in that order
     ids, first = np.unique(alloc, return_index=True)
     rank_of = np.empty(len(ids), dtype=np.int64)
@@ -159,7 +198,6 @@ def _walk_events(trace: Trace, rows: np.ndarray) -> _Walk:
     ev_row = np.repeat(np.arange(len(rows)), count)
     ev_unit = np.repeat(u0, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
     ev_seq = seq[ev_row]
-    ev_dirt = dirt[ev_row]
     # allocation facts per rank; per unit through its rank
     r_alloc = np.empty(len(ids), dtype=np.int64)
     r_alloc[rank] = alloc
@@ -170,37 +208,54 @@ def _walk_events(trace: Trace, rows: np.ndarray) -> _Walk:
     prog_of_alloc = {a: al.program for a, al in trace.allocations.items()}
     r_prog = np.array([prog_of_alloc[int(a)] for a in r_alloc], dtype=np.int64)
     ev_prog = r_prog[u_rank[ev_unit]] if len(ev_unit) else ev_unit
-    # one event per (instruction, unit), dirty if any of its accesses dirties; sorted by program, instruction, unit
+    # an access covers its unit when it writes every byte of it in every partition the unit spans
+    ev_bits = row_flags[ev_row]
+    u_of = u_rank[ev_unit] if len(ev_unit) else ev_unit
+    covers = ((ev_bits & (ROW_WRITES | ROW_DENSE)) == (ROW_WRITES | ROW_DENSE)) \
+        & (p0[ev_row] <= r_p0[u_of]) & (p1[ev_row] >= r_p1[u_of])
+    ev_bits = ev_bits | np.where(covers, _ROW_COVERS, 0)
+    # one event per (instruction, unit), its accesses' bits or-ed; sorted by program, instruction, unit
     order = np.lexsort((ev_unit, ev_seq, ev_prog))
-    ev_prog, ev_seq, ev_unit, ev_dirt = ev_prog[order], ev_seq[order], ev_unit[order], ev_dirt[order]
+    ev_prog, ev_seq, ev_unit, ev_bits = ev_prog[order], ev_seq[order], ev_unit[order], ev_bits[order]
     new = np.ones(len(ev_seq), dtype=bool)
     new[1:] = (ev_seq[1:] != ev_seq[:-1]) | (ev_unit[1:] != ev_unit[:-1]) | (ev_prog[1:] != ev_prog[:-1])
     grp = np.cumsum(new) - 1
-    dirties = np.zeros(int(new.sum()), dtype=np.int64)
-    np.maximum.at(dirties, grp, ev_dirt)
+    bits = np.zeros(int(new.sum()), dtype=np.int64)
+    np.bitwise_or.at(bits, grp, ev_bits)
     ev_prog, ev_seq, ev_unit = ev_prog[new], ev_seq[new], ev_unit[new]
+    flags = _event_flags(bits)
     # each event's next access of the same unit (units belong to one program: order by unit, then instruction)
     by_unit = np.lexsort((ev_seq, ev_unit))
     next_seq = np.full(len(ev_seq), -1, dtype=np.int64)
     same = ev_unit[by_unit[1:]] == ev_unit[by_unit[:-1]]
     next_seq[by_unit[:-1][same]] = ev_seq[by_unit[1:][same]]
+    next_over = np.zeros(len(ev_seq), dtype=bool)
+    next_over[by_unit[:-1][same]] = (flags[by_unit[1:][same]] & EV_OVERWRITES) != 0
+    flags = flags | np.where(next_over, EV_NEXT_OVERWRITES, 0)
     bounds = np.flatnonzero(np.concatenate([[True], ev_prog[1:] != ev_prog[:-1], [True]])) if len(ev_seq) \
         else np.zeros(1, dtype=np.int64)
-    return _Walk(ev_seq, ev_unit, next_seq, dirties, bounds.astype(np.int64), size, r_p0[u_rank],
+    return _Walk(ev_seq, ev_unit, next_seq, flags.astype(np.int64), bounds.astype(np.int64), size, r_p0[u_rank],
                  r_p1[u_rank] - r_p0[u_rank], r_alloc[u_rank], c_off[u_cut])
 
 
 def _belady(w: _Walk, capacity_bytes: int) -> tuple[list[int], list[tuple[int, int, int]]]:
-    """The eviction walk (the reference for ``_schedule_c.belady``): ``[save, reload, evictions, peak, overfull]``
-    bytes and counts, and the moves ``(before, 0 save / 1 reload / 2 evict, unit)`` in the order made."""
-    seq, unit, nxt, dirties = w.seq.tolist(), w.unit.tolist(), w.next_seq.tolist(), w.dirties.tolist()
+    """The eviction walk (the reference for ``_schedule_c.belady``): ``[save, reload, evictions, peak, overfull,
+    refill]`` bytes and counts, and the moves ``(before, 0 save / 1 reload / 2 evict / 3 refill, unit)`` in the
+    order made.
+
+    What moves follows what the data is: a unit whose next access overwrites it is evicted without a save and
+    comes back without a reload (its contents are dead); a unit holding a constant (a memset) is evicted
+    without a save and refilled (a memset, no HBM traffic) if it is read again."""
+    seq, unit, nxt, flags = w.seq.tolist(), w.unit.tolist(), w.next_seq.tolist(), w.flags.tolist()
     size, parts = w.size.tolist(), w.parts.tolist()
     n_units = len(size)
     resident = [False] * n_units
     evicted = [False] * n_units
     dirty = [False] * n_units  # resident units whose contents exist nowhere else
+    constant = [False] * n_units  # units whose contents are a constant a memset can make again
     cur_next = [-1] * n_units  # the unit's next access (what a valid heap entry carries)
-    save = reload = evictions = peak = overfull = 0
+    cur_flags = [0] * n_units  # the flags of the unit's last access (EV_NEXT_OVERWRITES: its contents are dead)
+    save = reload = evictions = peak = overfull = refill = 0
     moves: list[tuple[int, int, int]] = []
     b = w.bounds.tolist()
     for k in range(len(b) - 1):
@@ -230,7 +285,9 @@ def _belady(w: _Walk, capacity_bytes: int) -> tuple[list[int], list[tuple[int, i
                 evicted[v] = True
                 evictions += 1
                 moves.append((s, 2, v))
-                if dirty[v]:
+                if cur_flags[v] & EV_NEXT_OVERWRITES:
+                    dirty[v] = False  # dead: the next access overwrites it
+                elif dirty[v]:
                     save += size[v] * parts[v]
                     moves.append((s, 0, v))
                     dirty[v] = False  # its HBM copy is current until the next write not from HBM
@@ -240,26 +297,39 @@ def _belady(w: _Walk, capacity_bytes: int) -> tuple[list[int], list[tuple[int, i
                 u = unit[e]
                 if not resident[u]:
                     if evicted[u]:
-                        reload += size[u] * parts[u]
-                        moves.append((s, 1, u))
+                        if flags[e] & EV_OVERWRITES:
+                            pass  # written whole before it is read: nothing to bring back
+                        elif constant[u]:
+                            refill += size[u] * parts[u]
+                            moves.append((s, 3, u))
+                        else:
+                            reload += size[u] * parts[u]
+                            moves.append((s, 1, u))
                         evicted[u] = False
                     resident[u] = True
                     used += size[u]
             for e in range(i, j):
                 u = unit[e]
-                if dirties[e]:
+                f = flags[e]
+                if f & EV_WRITES:
+                    constant[u] = bool(f & EV_CONSTANT)
+                    if f & EV_OVERWRITES:
+                        dirty[u] = False  # what it held is gone; a dirtying write sets it again below
+                if f & EV_DIRTIES:
                     dirty[u] = True
                 nx = nxt[e]
                 cur_next[u] = nx
+                cur_flags[u] = f
                 if nx >= 0:
                     heapq.heappush(heap, (-nx, u))
                 else:  # past its last access: the unit is dead and its space free
                     resident[u] = False
                     dirty[u] = False
+                    constant[u] = False
                     used -= size[u]
                     live -= size[u]
             i = j
-    return [save, reload, evictions, peak, overfull], moves
+    return [save, reload, evictions, peak, overfull, refill], moves
 
 
 def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
@@ -269,14 +339,14 @@ def estimate_spill(trace: Trace, capacity_bytes: int) -> SpillEstimate:
         return SpillEstimate(capacity_bytes)
     w = _walk_events(trace, rows)
     if _NATIVE and _schedule_c is not None:
-        totals, raw = _schedule_c.belady(w.seq, w.unit, w.next_seq, w.dirties, w.bounds, w.size, w.parts,
+        totals, raw = _schedule_c.belady(w.seq, w.unit, w.next_seq, w.flags, w.bounds, w.size, w.parts,
                                       capacity_bytes)
         moves = np.frombuffer(raw, dtype=np.int64).reshape(-1, 3)
     else:
         totals, made = _belady(w, capacity_bytes)
         moves = np.array(made, dtype=np.int64).reshape(-1, 3)
-    save, reload, evictions, peak, overfull = totals
-    return SpillEstimate(capacity_bytes, save, reload, evictions, peak, _merge(moves, w), overfull)
+    save, reload, evictions, peak, overfull, refill = totals
+    return SpillEstimate(capacity_bytes, save, reload, evictions, peak, _merge(moves, w), overfull, refill)
 
 
 def _merge(moves: np.ndarray, w: _Walk) -> tuple[SpillTransfer, ...]:
@@ -294,7 +364,7 @@ def _merge(moves: np.ndarray, w: _Walk) -> tuple[SpillTransfer, ...]:
         | (lo[1:] != hi[:-1])
     first = np.flatnonzero(start)
     last = np.append(first[1:], len(u)) - 1
-    kinds = ("save", "reload", "evict")
+    kinds = ("save", "reload", "evict", "refill")
     return tuple(map(SpillTransfer._make, zip(
         before[first].tolist(), [kinds[k] for k in kind[first].tolist()], alloc[first].tolist(),
         lo[first].tolist(), hi[last].tolist(), w.p0[u[first]].tolist(), w.parts[u[first]].tolist())))
@@ -312,6 +382,32 @@ def _evicted_range(t: SpillTransfer) -> OperandAccess:
     w = t.addr_hi - t.addr_lo
     return OperandAccess("evicts", "w", "sbuf", t.alloc, (t.partitions, w), "uint8", t.partition_start, t.partitions,
                          t.addr_lo, t.addr_hi, 0, w, ((1, w),))
+
+
+def _memset_of(trace: Trace, allocs: set[int]) -> dict[int, TraceRecord]:
+    """The first memset of each allocation in ``allocs``: a refill repeats it, on its engine."""
+    out: dict[int, TraceRecord] = {}
+    if not allocs:
+        return out
+    for r in trace.records:
+        if r.opcode == "memset":
+            for o in r.operands:
+                if o.alloc in allocs and o.alloc not in out:
+                    out[o.alloc] = r
+    return out
+
+
+def _refill_record(seq: int, t: SpillTransfer, al: AllocationRecord, memset: TraceRecord, before: TraceRecord,
+                   room: list[OperandAccess]) -> TraceRecord:
+    """A memset of the refilled range on the engine of the allocation's memset (``spill_refill``)."""
+    w = t.addr_hi - t.addr_lo
+    e = _element_bytes(al)
+    dt, e = (al.dtype, e) if w % e == 0 else ("uint8", 1)
+    n = w // e
+    dst = OperandAccess("dst", "w", "sbuf", t.alloc, (t.partitions, n), dt, t.partition_start, t.partitions,
+                        t.addr_lo, t.addr_hi, w * t.partitions, w, ((1, n),), al.name)
+    return TraceRecord(seq, "spill_refill", memset.engine, [dst, *room], {"value": memset.attrs.get("value", 0),
+                       "spill": "refill"}, before.program, before.loops, before.file, before.line, before.function)
 
 
 _ENGINE_NAMES = {"dma": "Sync", "gpsimd": "GpSimd"}  # the engine names of the profiler's queue names
@@ -339,7 +435,7 @@ def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = Fal
     allocs = dict(trace.allocations)
     span: dict[int, list[int]] = {}  # alloc -> [lowest, highest] spilled byte, partitions
     for t in spill.transfers:
-        if t.kind == "evict":
+        if t.kind in ("evict", "refill"):
             continue
         sp = span.setdefault(t.alloc, [t.addr_lo, t.addr_hi, t.partitions])
         sp[0], sp[1] = min(sp[0], t.addr_lo), max(sp[1], t.addr_hi)
@@ -355,6 +451,7 @@ def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = Fal
         area[prog] = AllocationRecord(next_id, "hbm", "spill", (nbytes,), "uint8", 0, 0, nbytes, SPILL_SITE, prog, 0)
         allocs[next_id] = area[prog]
         next_id += 1
+    memsets = _memset_of(trace, {t.alloc for t in spill.transfers if t.kind == "refill"})
     by_before: dict[int, list[SpillTransfer]] = defaultdict(list)
     for t in spill.transfers:
         by_before[t.before].append(t)
@@ -370,6 +467,9 @@ def with_spill_traffic(trace: Trace, spill: SpillEstimate, on_demand: bool = Fal
             if t.kind == "evict":
                 continue
             al = allocs[t.alloc]
+            if t.kind == "refill":
+                records.append(_refill_record(len(records), t, al, memsets[t.alloc], r, room))
+                continue
             w = t.addr_hi - t.addr_lo
             row = span[t.alloc][1] - span[t.alloc][0]
             e = _element_bytes(al)

@@ -147,7 +147,10 @@ def text_summary(est: PerfEstimate) -> str:
     if m.get("spill_evictions"):
         how = est.schedule.policy.spill_traffic
         lines.append(f"  SBUF spill      {m['spill_save_bytes'] / 1e6:.2f} MB saved, "
-                     f"{m['spill_reload_bytes'] / 1e6:.2f} MB reloaded, {m['spill_evictions']} evictions "
+                     f"{m['spill_reload_bytes'] / 1e6:.2f} MB reloaded, "
+                     + (f"{m['spill_refill_bytes'] / 1e6:.2f} MB refilled by memset, " if m.get("spill_refill_bytes")
+                        else "")
+                     + f"{m['spill_evictions']} evictions "
                      f"(Belady over usable {usable} B/partition; "
                      + (f"scheduled as DMAs, {how})" if how != "off" else "not in the schedule)"))
     if m.get("spill_overfull_instructions"):
