@@ -147,3 +147,29 @@ def test_no_race_is_reported_in_the_shipped_shared_memory_kernels() -> None:
         specs = [(v.name, v.concrete(dims), v.dtype, v.family) for v in t.inputs]
         _, run = run_task_cuda(t, generate_inputs(specs, t.families[0], 7, "race"), dims)
         assert not [w for w in run.warnings if w.startswith("shared-memory race")], (t.id, run.warnings)
+
+
+def test_mutated_kernels_outputs_are_reused_by_the_next_review_and_give_the_same_cause(monkeypatch) -> None:
+    """A mutant's outputs on given inputs do not depend on the candidate: the next flawed port of the task
+    (an RL loop's common case) reuses them, tries the same mutants and states the same cause."""
+    import nkieval.cuda as cuda
+    from nkieval.review.stages import mutation_causes as mc
+
+    task = load_task(PORTS_ROOT / "rmsnorm_warp")
+    src = task.cuda_file.read_text()
+    task, src, runs = _runs("rmsnorm_warp", src.replace("xr[c] * inv_rms * (1.0f + w[c])", "xr[c] * inv_rms * w[c]"))
+    outs = [s.name for s in task.outputs]  # type: ignore[attr-defined]
+    mc._MUTANT_RUNS.clear()
+    calls: list[int] = []
+    real = cuda.run_task_cuda
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(cuda, "run_task_cuda", counting)
+    first = mutation_causes(task, src, runs, outs)
+    n = len(calls)
+    assert first and n > 0
+    assert mutation_causes(task, src, runs, outs) == first
+    assert len(calls) == n, "the second search ran mutants again"

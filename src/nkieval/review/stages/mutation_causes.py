@@ -17,7 +17,10 @@ identified". A mutation that faults (an index off by one running out of bounds) 
 
 from __future__ import annotations
 
+import hashlib
+import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -87,7 +90,6 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     """At most one cause (a dict as the differential record's ``causes``) for the ``disagreeing`` outputs.
 
     ``runs``: ``(label, dims, inputs, gpu outputs, port outputs)`` for every case both ran on."""
-    from nkieval.cuda import run_task_cuda
     from nkieval.cuda.mutate import mutations
     from nkieval.cuda.program import preprocess
 
@@ -108,16 +110,17 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     confirm = max(rest, key=lambda x: max(x[1][o] for o in disagreeing))[0] if rest else \
         next((r for r in runs if r[0] != first[0] and len(r[4]) >= len(names)), None)
     text = preprocess(cuda_src)
-    stop = time.perf_counter() + budget_s
+    spent = 0.0
     label, dims, inputs, gpu, port = first
+    digest = _digest(inputs)
     before = {o: _off(task, gpu[idx[o]], port[idx[o]])[0] for o in names}
     for m in mutations(cuda_src):
-        left = stop - time.perf_counter()
+        left = budget_s - spent
         if left <= 0:
             break
-        try:
-            g2, _ = run_task_cuda(task, inputs, dims, source=m.apply(text), time_limit_s=min(left, 2.0))
-        except Exception:  # (a hypothesis the executor cannot run is not a hypothesis)
+        g2, took = _run_mutant(task, inputs, digest, dims, m.apply(text), min(left, 2.0))
+        spent += took
+        if g2 is None:
             continue
         precision = m.kind == "precision"
         after = _reproduces(task, g2, port, idx, names, before, precision)
@@ -125,12 +128,10 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
             continue
         labels = [label]
         if confirm is not None:
-            try:
-                g3, _ = run_task_cuda(task, confirm[2], confirm[1], source=m.apply(text),
-                                      time_limit_s=max(0.5, stop - time.perf_counter()))
-            except Exception:  # (a hypothesis the executor cannot run is not a hypothesis)
-                continue
-            if _reproduces(task, g3, confirm[4], idx, names, None, precision) is None:
+            g3, took = _run_mutant(task, confirm[2], _digest(confirm[2]), confirm[1], m.apply(text),
+                                   max(0.5, budget_s - spent))
+            spent += took
+            if g3 is None or _reproduces(task, g3, confirm[4], idx, names, None, precision) is None:
                 continue
             labels.append(confirm[0])
         outs = [o for o in disagreeing if base[o] > MIN_RATIO]
@@ -142,6 +143,51 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
                  "port_line": None, "port_text": None, "case": label, "summary": summary,
                  "reproduced": [{"output": o, "before": base[o], "after": after[o]} for o in outs]}]
     return []
+
+
+#: mutated kernels' outputs kept across reviews (a mutant's outputs on given inputs do not depend on the
+#: candidate: an RL loop's flawed candidates of one task try the same mutants on the same cases)
+_MUTANT_RUNS: OrderedDict[tuple[Any, ...], tuple[list[np.ndarray] | None, float]] = OrderedDict()
+MUTANT_RUNS_KEPT = 2048
+_MUTANT_LOCK = threading.Lock()
+
+
+def _digest(inputs: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for k, a in inputs.items():
+        a = np.ascontiguousarray(a)
+        h.update(f"{k}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.data)
+    return h.hexdigest()
+
+
+def _run_mutant(task: Any, inputs: dict[str, np.ndarray], digest: str, dims: dict[str, int], source: str,
+                limit: float) -> tuple[list[np.ndarray] | None, float]:
+    """(the mutated kernel's outputs, or None where it faults; the executor seconds it took, the first time): a
+    kept run counts its first seconds against the budget, so a warm review tries the same mutants as a cold one.
+    A run stopped by its time limit is not kept (a longer limit may finish it)."""
+    from nkieval.cuda import ExecutorTimeout, run_task_cuda
+
+    key = (task.id, hashlib.sha256(source.encode()).hexdigest(), digest, tuple(sorted(dims.items())),
+           repr(sorted(task.params.items())))
+    with _MUTANT_LOCK:
+        hit = _MUTANT_RUNS.get(key)
+        if hit is not None:
+            _MUTANT_RUNS.move_to_end(key)
+            return hit
+    t0 = time.perf_counter()
+    try:
+        out: list[np.ndarray] | None = list(run_task_cuda(task, inputs, dims, source=source, time_limit_s=limit)[0])
+    except ExecutorTimeout:
+        return None, time.perf_counter() - t0
+    except Exception:  # (a hypothesis the executor cannot run is not a hypothesis)
+        out = None
+    value = (out, time.perf_counter() - t0)
+    with _MUTANT_LOCK:
+        _MUTANT_RUNS[key] = value
+        while len(_MUTANT_RUNS) > MUTANT_RUNS_KEPT:
+            _MUTANT_RUNS.popitem(last=False)
+    return value
 
 
 def _line(text: str, line: int) -> str:
