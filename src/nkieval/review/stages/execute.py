@@ -1,7 +1,8 @@
 """Stages 2 and 3, trace in the sandbox, then validate and execute each case: one call to
-:func:`nkieval.review.sandbox.run_candidate` (its ``_trace_programs`` runs the candidate's code in the
-sandboxed tracer, once per distinct shape; its executor child validates each case's program and
-replays it on the inputs). A candidate the integrity scan rejected is not run at all."""
+:func:`nkieval.review.sandbox.run_candidate` (its :class:`~nkieval.review.tracing.ProgramStream` runs the
+candidate's code in the sandboxed tracer, once per distinct shape, and hands each shape's program to the
+executor child as it arrives; the child validates the program and replays it on each case's inputs). A
+candidate the integrity scan rejected is not run at all."""
 
 from __future__ import annotations
 
