@@ -58,3 +58,27 @@ def test_literals_and_edge_inputs() -> None:
     inp = {"x": x, "gamma": np.ones(64, np.float32), "beta": np.zeros(64, np.float32)}
     e = _edge_inputs(task, inp, "tiny_variance", 1)
     assert e is not None and e["x"].std(axis=1).max() < 2e-3 and e["gamma"] is inp["gamma"]
+
+
+def test_the_cuda_runs_on_a_case_are_kept_for_the_next_review_of_the_same_seed(monkeypatch) -> None:
+    # The CUDA kernel's outputs on a case (and on the edge inputs derived from it) do not depend on the
+    # candidate: a second review with the same seed reuses them and reports the same differential record.
+    import nkieval.cuda as cuda
+
+    calls: list[object] = []
+    real = cuda.run_task_cuda
+
+    def counted(*a: object, **kw: object) -> object:
+        calls.append(kw.get("source"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(cuda, "run_task_cuda", counted)
+    task = load_task("layernorm")
+    first = review("layernorm", str(task.solution_file), seed=11, compare_references=False)
+    n_first = len(calls)
+    assert n_first > 0
+    second = review("layernorm", str(task.solution_file), seed=11, compare_references=False)
+    assert len(calls) == n_first  # no CUDA run for the expert (no attribution either: it agrees)
+    assert _migration(first).summary == _migration(second).summary  # type: ignore[attr-defined]
+    ev = [[f.observed for f in _migration(r).feedback] for r in (first, second)]  # type: ignore[attr-defined]
+    assert ev[0] == ev[1]

@@ -71,6 +71,9 @@ class CaseData:
     prepared_done: bool = False
     #: the prepared checks of the outputs after the first that have their own oracle, by output name
     extra_prepared: dict[str, tuple[Any, str | None]] = field(default_factory=dict)
+    #: the task's CUDA kernel run on these inputs (or on edge inputs derived from them), by what was run:
+    #: (its outputs, read-only; the run's build options; the executor seconds it took)
+    cuda: dict[Hashable, tuple[list[np.ndarray], Any, float]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def get_reference(self, compute: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
@@ -93,9 +96,19 @@ class CaseData:
                 self.extra_prepared[name] = compute()
             return self.extra_prepared[name]
 
+    def get_cuda(self, key: Hashable, compute: Callable[[], tuple[list[np.ndarray], Any, float]]
+                 ) -> tuple[list[np.ndarray], Any, float]:
+        """The CUDA run ``key`` on this case, computed once (an exception it raises is not kept)."""
+        with self.lock:
+            if key not in self.cuda:
+                outs, options, seconds = compute()
+                self.cuda[key] = ([_readonly(o) for o in outs], options, seconds)
+            return self.cuda[key]
+
     def nbytes(self) -> int:
         n = len(self.packed) + sum(a.nbytes for a in self.inputs.values())
         n += sum(r.nbytes for r in self.reference or [])
+        n += sum(o.nbytes for outs, _, _ in self.cuda.values() for o in outs)
         for p in [self.prepared, *(x for x, _ in self.extra_prepared.values())]:
             if p is not None and hasattr(p, "nbytes"):
                 n += int(p.nbytes())

@@ -74,15 +74,17 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         if run.status != "ok" or _elements(task, c.dims) > MAX_ELEMENTS or spent > EXECUTOR_BUDGET_S:
             continue
         inputs = loaded.data[i].inputs
-        t0 = time.perf_counter()
+        limit = max(0.5, EXECUTOR_BUDGET_S - spent)
         try:
-            gpu, cr = run_task_cuda(task, inputs, c.dims, time_limit_s=max(0.5, EXECUTOR_BUDGET_S - spent))
+            gpu, options, seconds = loaded.data[i].get_cuda(
+                "case", lambda: _timed_cuda(run_task_cuda, task, inputs, c.dims, limit))
         except ExecutorTimeout:
             break
         except CudaError as e:
             return None, f"the CUDA source could not be run: {e}"
-        spent += time.perf_counter() - t0
-        options = cr.options
+        if seconds > limit:
+            break  # a kept run that took longer than this review's executor time left: as a timeout would
+        spent += seconds  # what the run took when it ran (kept with the case): the same cases fit, cached or not
         ref = loaded.data[i].reference
         _compare(task, c.label, gpu, run.outputs, ref, per_out)
         runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
@@ -108,6 +110,14 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         "gpu_build": None if options is None else {"fast_math": options.fast_math, "ftz": options.ftz,
                                                     "fmad": options.fmad},
     }, None
+
+
+def _timed_cuda(run: Any, task: Any, inputs: dict[str, np.ndarray], dims: dict[str, int], limit_s: float
+                ) -> tuple[list[np.ndarray], Any, float]:
+    """The task's CUDA kernel on ``inputs``: its outputs, build options and the seconds it took."""
+    t0 = time.perf_counter()
+    gpu, cr = run(task, inputs, dims, time_limit_s=limit_s)
+    return gpu, cr.options, time.perf_counter() - t0
 
 
 def _elements(task: Any, dims: dict[str, int]) -> int:
@@ -192,16 +202,17 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
     from nkieval.cuda import CudaError, run_task_cuda
 
     task = loaded.task
-    base = next((d.inputs for c, d in zip(loaded.cases, loaded.data) if c.dims == dims), None)
-    if base is None:
+    data = next((d for c, d in zip(loaded.cases, loaded.data) if c.dims == dims), None)
+    if data is None:
         return []
     jobs, prepared = [], []
     for kind in _edge_kinds(cuda_src):
-        inp = _edge_inputs(task, base, kind, loaded.seed)
+        inp = _edge_inputs(task, data.inputs, kind, loaded.seed)
         if inp is None:
             continue
-        try:
-            gpu, _ = run_task_cuda(task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S)
+        try:  # candidate-independent: kept with the case it is derived from
+            gpu, _, _ = data.get_cuda(("edge", kind, loaded.seed),
+                                      lambda inp=inp: _timed_cuda(run_task_cuda, task, inp, dims, EXECUTOR_BUDGET_S))
         except CudaError:
             continue
         label = f"edge/{kind}"
