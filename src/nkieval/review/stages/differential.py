@@ -77,7 +77,8 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         limit = max(0.5, EXECUTOR_BUDGET_S - spent)
         try:
             gpu, options, seconds = loaded.data[i].get_cuda(
-                "case", lambda: _timed_cuda(run_task_cuda, task, inputs, c.dims, limit))
+                "case", lambda inputs=inputs, dims=c.dims, limit=limit: _timed_cuda(run_task_cuda, task, inputs, dims,
+                                                                                    limit))
         except ExecutorTimeout:
             break
         except CudaError as e:
