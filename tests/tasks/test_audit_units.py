@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from nkieval.cli import main
 from nkieval.tasks import check_task, load_task
+from nkieval.tasks.audit import CRITERION_IDS
 from nkieval.tasks.audit.hostile import hostile_kernels, trivial_kernels
 from nkieval.tasks.audit.mutate import KINDS, mutants
 from nkieval.tasks.loader import BUILTIN_ROOT
@@ -112,3 +113,39 @@ def test_cli_exit_codes_on_cheap_criteria(tmp_path) -> None:
     assert r.exit_code == 2 and "bad-task" in r.output
     r = CliRunner().invoke(main, ["task", "audit", "relu", "--criteria", "nonsense"])
     assert r.exit_code == 2
+
+
+def test_html_audit_report_shows_verdict_every_criterion_and_finding(tmp_path) -> None:
+    from html.parser import HTMLParser
+
+    d = tmp_path / "relu_copy"
+    shutil.copytree(BUILTIN_ROOT / "relu", d)
+    p = d / "task.toml"
+    p.write_text(p.read_text().replace("rtol = 0.0", "rtol = 100.0"))  # one finding to show (tolerance-absurd)
+    r = CliRunner().invoke(main, ["task", "audit", str(d), "--criteria", "well_formed,tolerance,coverage",
+                                  "--format", "html", "--out", str(tmp_path / "out")])
+    assert r.exit_code == 1, r.output
+    page = (tmp_path / "out" / "audit.html").read_text()
+    assert r.output.strip().endswith(page.strip())  # (the output also holds the progress lines)
+
+    class Dom(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attrs: list[dict[str, str | None]] = []
+            self.tags: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.tags.append(tag)
+            self.attrs.append(dict(attrs))
+
+    dom = Dom()
+    dom.feed(page)
+    verdict = [a for a in dom.attrs if a.get("id") == "verdict"]
+    assert verdict and verdict[0]["data-verdict"] == "findings"
+    rows = {a["data-criterion"] for a in dom.attrs if a.get("class") == "criterion"}
+    assert rows == set(CRITERION_IDS)
+    rules = {a["data-rule"] for a in dom.attrs if "data-rule" in a}
+    assert "tolerance-absurd" in rules
+    assert "script" not in dom.tags and "http" not in page.split("<body>")[1]  # self-contained, nothing fetched
+    for k in ("audit.json", "audit.md"):
+        assert (tmp_path / "out" / k).is_file()

@@ -38,7 +38,8 @@ def audit(ctx: AuditContext) -> CriterionAudit:
         fs.append(Finding("discriminates", "error", "no-expert", "the task ships no solution_nki.py",
                           "an expert solution that passes every case", "add solution_nki.py"))
         return CriterionAudit("discriminates", "Tests discriminate", 2.0, level_of(fs), "no expert solution", fs)
-    ex = ctx.run("expert", src)
+    # with the reference kernels: the same review answers Hardware-appropriate and Flawed on this target
+    ex = ctx.run("expert", src, compare_references=True)
     meas["expert"] = {"verdict": ex.verdict, "passed": ex.passed, "failing": ex.failing[:8]}
     if not ex.passed:
         fs.append(Finding("discriminates", "error", "expert-fails",
@@ -62,7 +63,7 @@ def audit(ctx: AuditContext) -> CriterionAudit:
         if g.source is None:
             rows.append(f"| {g.id} | not applicable ({g.why_not}) | | |")
             continue
-        o = ctx.run(f"trivial:{g.id}", g.source)
+        o = ctx.run_screened(f"trivial:{g.id}", g.source)
         rows.append(f"| {g.id} | {o.verdict} | {'yes' if o.killed_by_tests else 'no'} | {len(o.failing)} |")
         if o.passed:
             fs.append(Finding("discriminates", "error", "trivial-passes",
@@ -100,17 +101,14 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
     expert = ctx.run("expert", src)
     killed, survived, stillborn, same = [], [], [], []
     rows = ["| mutant | operator | line | change | outcome |", "|---|---|---|---|---|"]
-    first = (task_first_family(ctx),)
     not_run: list[Mutant] = []
     for m in ms:
         if time.perf_counter() - t0 > ctx.mutation_budget_s:
             not_run.append(m)
             rows.append(f"| {m.id} | {m.kind} | {m.line} | {m.description.replace('|', '/')} | not run (time budget) |")
             continue
-        # one family first: most mutants fail there; a mutant that passes it is reviewed on every family
-        o = ctx.run(f"mutant:{m.id}", m.source, families=first) if len(ctx.task.families) > 1 else None
-        if o is None or o.passed:
-            o = ctx.run(f"mutant:{m.id}", m.source)
+        # the screen first (smaller shapes, one family): most mutants fail there; any other is reviewed in full
+        o = ctx.run_screened(f"mutant:{m.id}", m.source)
         if o.passed and o.errors == expert.errors and expert.errors:
             same.append(m)  # its outputs' errors equal the expert's on every case: equivalent as far as tests go
             outcome = "survived, equivalent on every case"
@@ -166,10 +164,6 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
                           "see the surviving mutants: add the shapes or families they name",
                           {"kill_rate": rate, "survivors": [m.id for m in survived]}))
     return fs
-
-
-def task_first_family(ctx: AuditContext) -> str:
-    return ctx.task.families[0]
 
 
 def probe_shapes(task: Task) -> list[ShapeCase]:
