@@ -82,3 +82,22 @@ def test_the_cuda_runs_on_a_case_are_kept_for_the_next_review_of_the_same_seed(m
     assert _migration(first).summary == _migration(second).summary  # type: ignore[attr-defined]
     ev = [[f.observed for f in _migration(r).feedback] for r in (first, second)]  # type: ignore[attr-defined]
     assert ev[0] == ev[1]
+
+
+def test_an_exact_task_disagrees_where_one_element_differs() -> None:
+    # relu's tolerance is exact (rtol = atol = 0): equal elements are 0 tolerances away, not 0/0 = NaN, which
+    # np.argmax would pick and no comparison would call a disagreement
+    from nkieval.review.stages.differential import _compare, tolerance_ratios
+
+    task = load_task("relu")
+    assert task.rtol == 0 and task.atol == 0
+    gpu = np.array([[0.0, 1.0, 2.0]], np.float32)
+    port = gpu.copy()
+    port[0, 2] = 2.5
+    per_out = {"out": {"output": "out", "verdict": "agree", "cases": 0, "worst": None, "tol_ratio": 0.0,
+                       "max_abs_diff": 0.0, "envelope": None, "observed": 0.0}}
+    _compare(task, "public-0/normal", [gpu], [port], None, per_out)
+    assert per_out["out"]["verdict"] == "disagree"
+    assert per_out["out"]["worst"]["index"] == [0, 2]
+    d, r = tolerance_ratios(np.array([1.0, np.nan, np.inf]), np.array([1.0, np.nan, np.inf]), 0.0, 0.0)
+    assert not d.any() and not r.any()

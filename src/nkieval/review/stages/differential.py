@@ -138,12 +138,7 @@ def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray
             rec["verdict"] = "disagree"
             rec["worst"] = {"case": label, "why": f"shape {np.shape(port[k])} vs {g.shape}"}
             continue
-        with np.errstate(all="ignore"):
-            both_nan = np.isnan(g) & np.isnan(p)
-            same_inf = np.isinf(g) & (g == p)
-            d = np.where(both_nan | same_inf, 0.0, np.abs(p - g))
-            d = np.where(np.isnan(d), np.inf, d)
-            ratio = d / (task.atol + task.rtol * np.abs(np.where(np.isfinite(g), g, 0.0)))
+        d, ratio = tolerance_ratios(g, p, task.rtol, task.atol)
         j = int(np.argmax(ratio)) if ratio.size else 0
         r = float(ratio.reshape(-1)[j]) if ratio.size else 0.0
         if r > rec["tol_ratio"]:
@@ -366,9 +361,16 @@ def _max_ratio(task: Any, g: np.ndarray, p: np.ndarray) -> float:
     g64 = np.asarray(g, np.float64)
     if np.size(p) != g64.size:
         return math.inf
-    p64 = np.asarray(p, np.float64).reshape(g64.shape)
-    with np.errstate(all="ignore"):
-        d = np.where((np.isnan(g64) & np.isnan(p64)) | (np.isinf(g64) & (g64 == p64)), 0.0, np.abs(p64 - g64))
-        d = np.where(np.isnan(d), np.inf, d)
-        r = d / (task.atol + task.rtol * np.abs(np.where(np.isfinite(g64), g64, 0.0)))
+    _, r = tolerance_ratios(g64, np.asarray(p, np.float64).reshape(g64.shape), task.rtol, task.atol)
     return float(r.max()) if r.size else 0.0
+
+
+def tolerance_ratios(want: np.ndarray, got: np.ndarray, rtol: float, atol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per element, ``|got - want|`` and that difference in units of the tolerance ``atol + rtol |want|``
+    (float64 arrays of one shape). NaN against NaN and equal infinities differ by 0; any other NaN by inf.
+    An exact tolerance (rtol = atol = 0) gives 0 where equal and inf elsewhere (never 0/0)."""
+    with np.errstate(all="ignore"):
+        d = np.where((np.isnan(want) & np.isnan(got)) | (np.isinf(want) & (want == got)), 0.0, np.abs(got - want))
+        d = np.where(np.isnan(d), np.inf, d)
+        ratio = np.where(d == 0, 0.0, d / (atol + rtol * np.abs(np.where(np.isfinite(want), want, 0.0))))
+    return d, ratio

@@ -222,18 +222,17 @@ def cuda_agreement(ctx: AuditContext) -> tuple[list[Finding], dict[str, object]]
 
 def _tolerance_ratio(g: np.ndarray, r: np.ndarray, rtol: float, atol: float
                      ) -> tuple[float, tuple[int, ...], float, float] | None:
-    """The largest ``|g - r| / (atol + rtol |r|)`` (NaN against NaN and equal infinities count as equal; a
-    shape mismatch is infinite), with where it is and both values; None for empty outputs."""
+    """The largest difference in units of the task's tolerance (as the review's differential check measures
+    a port against the CUDA kernel), where it is and both values; infinite for a shape mismatch; None for
+    empty outputs."""
+    from nkieval.review.stages.differential import tolerance_ratios
+
     if g.size != r.size:
         return (float("inf"), (), float("nan"), float("nan"))
     if not g.size:
         return None
     g = g.reshape(r.shape)
-    with np.errstate(all="ignore"):
-        same = (np.isnan(g) & np.isnan(r)) | (np.isinf(r) & (g == r))
-        d = np.where(same, 0.0, np.abs(g - r))
-        d = np.where(np.isnan(d), np.inf, d)
-        ratio = d / (atol + rtol * np.abs(np.where(np.isfinite(r), r, 0.0)))
+    _, ratio = tolerance_ratios(r, g, rtol, atol)
     j = int(np.argmax(ratio))
     idx = tuple(int(x) for x in np.unravel_index(j, r.shape))
     return (float(ratio.reshape(-1)[j]), idx, float(g.reshape(-1)[j]), float(r.reshape(-1)[j]))
