@@ -435,3 +435,31 @@ def test_a_failing_case_without_a_finite_margin_is_counted():
     res = _numerics_of([_case("public-0/normal", ok), _case("hidden-0/normal", bad, hidden=True)])
     assert "1 failing case(s) have no finite margin" in res.summary and "hidden-0/normal" in res.summary
     assert res.evidence["worst_margin"] == float("inf") and res.evidence["worst_finite_margin"] == 0.3
+
+
+def test_a_later_output_that_fails_gets_its_own_cause(tmp_path):
+    # residual_layernorm's y is right, its second output h = x + residual is written 1% too large: the review
+    # names h's own cause (a constant factor), with its confidence, not only "h fails"
+    from nkieval.review.pipeline import review
+    from nkieval.tasks.loader import BUILTIN_ROOT
+
+    src = (BUILTIN_ROOT / "residual_layernorm" / "solution_nki.py").read_text()
+    store = "        nisa.dma_copy(dst=h[i * p:i * p + rows], src=ht[0:rows])\n"
+    assert store in src
+    bad = src.replace(store, "        hs = nl.ndarray((p, d), dtype=nl.float32, buffer=nl.sbuf)\n"
+                             "        nisa.tensor_scalar(dst=hs[0:rows], data=ht[0:rows], op0=nl.multiply, operand0=1.01)\n"
+                             "        nisa.dma_copy(dst=h[i * p:i * p + rows], src=hs[0:rows])\n")
+    p = tmp_path / "h_scaled.py"
+    p.write_text(bad)
+    r = review("residual_layernorm", str(p), seed=7, compare_references=False)
+    h = [next(o for o in c.outputs if o["name"] == "h") for c in r.cases]
+    assert all(o["numerics"]["status"] == "fail" for o in h)
+    y = [next(o for o in c.outputs if o["name"] == "y") for c in r.cases]
+    assert all(o["numerics"]["status"] == "pass" for o in y)
+    causes = [o["numerics"].get("findings") for o in h]
+    assert causes[0] and causes[0][0]["id"] == "constant_factor", causes[0]
+    assert sum(1 for c in causes if c) == 3  # the first three failing cases are diagnosed
+    sec = _findings_md(to_markdown(r))
+    assert "h: " in sec and "constant factor 1.01" in sec, sec
+    f = next(f for f in r.findings if f.cause and "constant factor" in f.cause)
+    assert f.confidence == "matched-pattern"
