@@ -341,6 +341,45 @@ def test_expand_references_restores_the_inline_layout(reviewed):
     assert back["performance"]["candidate"]["uncertainty"] == full["performance"]["candidate"]["uncertainty"]
 
 
+def test_lean_case_numerics_keep_every_measured_value(reviewed):
+    # schema 3.1: the recipe once by hash, uncomputed metrics left out, floats to 9 significant digits; expanded,
+    # every case's numerics equals the inline record up to that rounding (exact for fp32 values)
+    import math
+
+    import numpy as np
+
+    from nkieval.review.report import expand_references
+
+    r = reviewed("adamw_step", "flawed/no_bias_correction.py")
+    lean, full = json.loads(r.to_json()), json.loads(json.dumps(r.to_dict(lean=False)))
+    assert lean["version"] == "3.1"
+    hashes = {c["numerics"]["recipe"]["ref"] for c in lean["cases"] if c.get("numerics")}
+    assert len(hashes) == 1 and lean["references"][hashes.pop()]["kind"] == "recipe"
+    assert len(json.dumps(lean["cases"])) < 0.9 * len(json.dumps(full["cases"]))
+    back = expand_references(lean)
+
+    def same(a, b, where):
+        if isinstance(b, dict):
+            dropped = {k for k in b if k not in a}
+            assert all(b[k] is None or b[k] == "nan" for k in dropped), (where, dropped)
+            for k in a:
+                same(a[k], b[k], f"{where}.{k}")
+        elif isinstance(b, list):
+            assert len(a) == len(b), where
+            for i, (x, y) in enumerate(zip(a, b)):
+                same(x, y, f"{where}[{i}]")
+        elif isinstance(b, float) and not isinstance(a, str):
+            assert math.isclose(a, b, rel_tol=1e-8), where
+            if b == float(np.float32(b)):
+                assert np.float32(a) == np.float32(b), where  # an fp32 value round-trips exactly
+        else:
+            assert a == b, where
+
+    for c_lean, c_full in zip(back["cases"], full["cases"]):
+        same(c_lean, c_full, c_full["case"])
+    validate_report(lean)
+
+
 # ------------------------------------------------------------------------------ in a browser
 def _chromium():
     import shutil
