@@ -149,3 +149,22 @@ def test_html_audit_report_shows_verdict_every_criterion_and_finding(tmp_path) -
     assert "script" not in dom.tags and "http" not in page.split("<body>")[1]  # self-contained, nothing fetched
     for k in ("audit.json", "audit.md"):
         assert (tmp_path / "out" / k).is_file()
+
+
+def test_the_screen_decides_a_kill_and_leaves_the_rest_to_the_full_review() -> None:
+    from nkieval.tasks.audit.context import AuditContext
+
+    task = load_task("relu")
+    ctx = AuditContext(task, 0, task.default_target)
+    screen = ctx.screen_task()
+    assert screen is not None
+    big = max(task.hidden_shapes, key=lambda s: s.dims["N"] * s.dims["D"])
+    assert big not in screen.shapes and len(screen.shapes) == len(task.shapes) - 1
+    assert {s.label for s in screen.shapes} < {s.label for s in task.shapes}  # the same cases, by label
+    zeros = next(g for g in trivial_kernels(task) if g.id == "zeros")
+    o = ctx.run_screened("trivial:zeros", zeros.source)
+    assert o.killed_by_tests and ctx.times["reviews"] == 1  # killed on the screen: no full review
+    assert all(not c.startswith(big.label) for c in o.failing)
+    ex = ctx.run_screened("expert", task.solution_file.read_text())
+    assert ex.passed and ctx.times["reviews"] == 3  # the screen, then every case
+    assert any(label.startswith(big.label) for label in ex.errors)
