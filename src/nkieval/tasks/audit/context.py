@@ -62,8 +62,8 @@ class AuditContext:
 
     def screen_task(self) -> Task | None:
         """The task without its largest hidden shape (by elements of inputs and outputs), for a first, cheaper
-        look at candidates that should fail (None: the task has one shape, or no hidden shape). Its cases are the review's own (same labels,
-        seeds and inputs), so a failure there is a failure of the full review."""
+        look at candidates that should fail (None: the task has one shape, or no hidden shape). Its cases are
+        the review's own (same labels, seeds and inputs), so a failure there is a failure of the full review."""
         if self._screen is None:
             hidden = list(self.task.hidden_shapes)
             if len(self.task.shapes) < 2 or not hidden:
