@@ -153,7 +153,7 @@ def _dims(d: dict[str, int]) -> str:
 
 
 #: executor seconds the CUDA agreement check may spend (smallest cases first; every family of a shape)
-CUDA_BUDGET_S = 20.0
+CUDA_BUDGET_S = 10.0
 #: cases larger than this (elements of inputs and outputs) are left to the GPU benchmark
 CUDA_MAX_ELEMENTS = 400_000
 
