@@ -15,39 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import time
 
 from nkieval.tasks import builtin_ids
 from nkieval.tasks.audit import audit_task, to_markdown
-
-
-def tree_cpu_s() -> float:
-    """CPU seconds (user + system) of this process, its reaped children, and every live descendant with the
-    children it reaped (the sandbox's workers are reaped by the zygote, which lives across audits)."""
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = me.ru_utime + me.ru_stime + ch.ru_utime + ch.ru_stime
-    parent: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                f = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(d)] = int(f[1])
-        ticks[int(d)] = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime
-    me_pid, hz = os.getpid(), os.sysconf("SC_CLK_TCK")
-    for pid in ticks:
-        p = parent.get(pid)
-        while p is not None and p not in (me_pid, 0, 1):
-            p = parent.get(p)
-        if p == me_pid:
-            total += ticks[pid] / hz
-    return total
+from nkieval.tasks.audit.clock import tree_cpu_s
 
 
 def main() -> int:

@@ -168,3 +168,27 @@ def test_the_screen_decides_a_kill_and_leaves_the_rest_to_the_full_review() -> N
     ex = ctx.run_screened("expert", task.solution_file.read_text())
     assert ex.passed and ctx.times["reviews"] == 3  # the screen, then every case
     assert any(label.startswith(big.label) for label in ex.errors)
+
+
+def test_the_audit_clock_counts_a_live_child_process_cpu_time() -> None:
+    # the mutation budget is CPU time of the audit's process tree: a sandbox process's work counts while it is
+    # alive (not only once reaped), and a sleeping process adds nothing
+    import subprocess
+    import sys
+    import time
+
+    from nkieval.tasks.audit.clock import tree_cpu_s
+
+    burn = ("import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+            "print('done', flush=True)\ntime.sleep(30)\n")
+    before = tree_cpu_s()
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "done"
+        mid = tree_cpu_s()
+        assert mid - before >= 0.45
+        time.sleep(0.3)
+        assert tree_cpu_s() - mid < 0.2  # the child sleeps
+    finally:
+        child.kill()
+        child.wait()

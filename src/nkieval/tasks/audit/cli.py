@@ -24,7 +24,8 @@ import click
 @click.option("--max-mutants", type=click.IntRange(0, 500), default=16, show_default=True,
               help="mutants of the expert solution to review")
 @click.option("--mutation-budget", type=float, default=60.0, show_default=True,
-              help="seconds of mutant reviews (the rest of the sample is reported as not run)")
+              help="CPU seconds of mutant reviews, the sandbox's processes included (the rest of the sample is "
+                   "reported as not run)")
 @click.option("--criteria", default=None, help="comma-separated subset of the rubric's criteria")
 @click.option("--default-target-only", is_flag=True, help="hardware criterion on the first target only")
 @click.option("--no-probe", is_flag=True, help="do not look for shapes that kill surviving mutants")

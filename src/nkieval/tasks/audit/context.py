@@ -33,7 +33,8 @@ class AuditContext:
     seed: int
     target: str
     max_mutants: int = 16
-    #: seconds of mutant reviews; the rest of the sample is reported "not run (time budget)"
+    #: CPU seconds (the audit's process tree, :mod:`nkieval.tasks.audit.clock`) of mutant reviews; the rest of
+    #: the sample is reported "not run (time budget)"
     mutation_budget_s: float = 60.0
     #: probe each surviving mutant on extra shapes to name one that kills it (costs reviews)
     probe_survivors: bool = True
