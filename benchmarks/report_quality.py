@@ -53,7 +53,17 @@ def measure_one(task_dir: str, path: str, seed: int) -> dict[str, Any]:
             "repeated_clauses": repeated, "cause_without_confidence": no_conf,
             "suspected_not_worded": unworded, "stated_causes": sum(bool(f.cause) for f in r.findings),
             "confidence": [f.confidence for f in r.findings if f.cause],
-            "json_bytes": len(r.to_json()), "json_bytes_full": len(json.dumps(r.to_dict(lean=False)))}
+            "json_bytes": len(r.to_json()), "json_bytes_full": len(json.dumps(r.to_dict(lean=False))),
+            "json_bytes_cases_30": len(json.dumps(cases_as_30(r)))}
+
+
+def cases_as_30(r: Any) -> dict[str, Any]:
+    """The lean report with schema 3.0's per-case records (recipe inline, every metric, full-precision
+    floats): what the 3.1 lean cases are measured against."""
+    d = r.to_dict()
+    d["cases"] = [c.to_dict() for c in r.cases]
+    d["references"] = {h: v for h, v in d["references"].items() if v.get("kind") != "recipe"}
+    return d
 
 
 def _run(args: tuple[str, str, int]) -> dict[str, Any]:
@@ -94,6 +104,9 @@ def main() -> int:
           f"suspected but not worded so: {sum(len(r['suspected_not_worded']) for r in recs)}; by confidence: "
           f"{dict(sorted(conf.items()))}")
     sizes = sorted(r["json_bytes"] for r in recs)
+    c30 = sorted(r["json_bytes_cases_30"] for r in recs)
+    print(f"JSON report bytes with 3.0's per-case records: median {statistics.median(c30):.0f} "
+          f"(3.1 lean cases: {100 * (1 - statistics.median(sizes) / statistics.median(c30)):.1f}% smaller)")
     full = sorted(r["json_bytes_full"] for r in recs)
     print(f"JSON report bytes: median {statistics.median(sizes):.0f} lean, {statistics.median(full):.0f} with the "
           f"reference evidence inline")

@@ -1,7 +1,8 @@
-"""Wall time of ``nkieval task audit`` per task, with its mutation kill rate and findings (issue 28).
+"""Wall and CPU time of ``nkieval task audit`` per task, with its mutation kill rate and findings (issue 28).
 
 Audits each task (built-in ids or directories) once, in this process, and prints one line per task:
-wall seconds, sandboxed reviews, mutants killed / non-stillborn (kill rate), stillborn, the rules
+wall seconds, CPU seconds of the whole process tree (this process, the sandbox's zygote, tracers and
+executors: on a loaded machine the wall time says little), sandboxed reviews, mutants killed / non-stillborn (kill rate), stillborn, the rules
 of its error and warning findings; ``--jsonl FILE`` appends each report's summary. The issue's bar is
 one task's audit in at most 2 minutes on the development machine (``--budget`` flags the slower ones).
 
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 from nkieval.tasks import builtin_ids
 from nkieval.tasks.audit import audit_task, to_markdown
+from nkieval.tasks.audit.clock import tree_cpu_s
 
 
 def main() -> int:
@@ -31,17 +34,17 @@ def main() -> int:
     a = ap.parse_args()
     ids = builtin_ids() if a.all else a.tasks
     over = 0
-    print(f"{'task':<26} {'wall s':>7} {'reviews':>7} {'killed':>9} {'rate':>5} {'stillb':>6}  findings")
+    print(f"{'task':<26} {'wall s':>7} {'CPU s':>7} {'reviews':>7} {'killed':>9} {'rate':>5} {'stillb':>6}  findings")
     for tid in ids:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), tree_cpu_s()
         rep = audit_task(tid, max_mutants=a.max_mutants, all_targets=not a.default_target_only)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, tree_cpu_s() - c0
         over += wall > a.budget
         m = rep.criterion("discriminates").measurements
         k, s = m.get("killed"), m.get("survived")
         rate = m.get("kill_rate")
         rules = sorted({f"{f.criterion}:{f.rule}" for f in rep.findings if f.severity != "info"})
-        print(f"{rep.task:<26} {wall:7.1f} {rep.reviews:7d} {f'{k}/{(k or 0) + (s or 0)}':>9} "
+        print(f"{rep.task:<26} {wall:7.1f} {cpu:7.1f} {rep.reviews:7d} {f'{k}/{(k or 0) + (s or 0)}':>9} "
               f"{'-' if rate is None else f'{100 * rate:.0f}%':>5} {m.get('stillborn', '-')!s:>6}  "
               f"{', '.join(rules) or 'clean'}" + ("  OVER BUDGET" if wall > a.budget else ""), flush=True)
         if a.md_dir:
@@ -51,7 +54,7 @@ def main() -> int:
             (Path(a.md_dir) / f"{rep.task}.md").write_text(to_markdown(rep))
         if a.jsonl:
             d = rep.to_dict()
-            rec = {"task": rep.task, "wall_s": round(wall, 1), "reviews": rep.reviews, "summary": d["summary"],
+            rec = {"task": rep.task, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load": os.getloadavg()[0], "reviews": rep.reviews, "summary": d["summary"],
                    "discriminates": {kk: v for kk, v in m.items() if kk not in ("table", "mutant_table")},
                    "findings": [{"criterion": f.criterion, "severity": f.severity, "rule": f.rule,
                                  "observed": f.observed} for f in rep.findings if f.severity != "info"],

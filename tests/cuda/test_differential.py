@@ -58,3 +58,46 @@ def test_literals_and_edge_inputs() -> None:
     inp = {"x": x, "gamma": np.ones(64, np.float32), "beta": np.zeros(64, np.float32)}
     e = _edge_inputs(task, inp, "tiny_variance", 1)
     assert e is not None and e["x"].std(axis=1).max() < 2e-3 and e["gamma"] is inp["gamma"]
+
+
+def test_the_cuda_runs_on_a_case_are_kept_for_the_next_review_of_the_same_seed(monkeypatch) -> None:
+    # The CUDA kernel's outputs on a case (and on the edge inputs derived from it) do not depend on the
+    # candidate: a second review with the same seed reuses them and reports the same differential record.
+    import nkieval.cuda as cuda
+
+    calls: list[object] = []
+    real = cuda.run_task_cuda
+
+    def counted(*a: object, **kw: object) -> object:
+        calls.append(kw.get("source"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(cuda, "run_task_cuda", counted)
+    task = load_task("layernorm")
+    first = review("layernorm", str(task.solution_file), seed=11, compare_references=False)
+    n_first = len(calls)
+    assert n_first > 0
+    second = review("layernorm", str(task.solution_file), seed=11, compare_references=False)
+    assert len(calls) == n_first  # no CUDA run for the expert (no attribution either: it agrees)
+    assert _migration(first).summary == _migration(second).summary  # type: ignore[attr-defined]
+    ev = [[f.observed for f in _migration(r).feedback] for r in (first, second)]  # type: ignore[attr-defined]
+    assert ev[0] == ev[1]
+
+
+def test_an_exact_task_disagrees_where_one_element_differs() -> None:
+    # relu's tolerance is exact (rtol = atol = 0): equal elements are 0 tolerances away, not 0/0 = NaN, which
+    # np.argmax would pick and no comparison would call a disagreement
+    from nkieval.review.stages.differential import _compare, tolerance_ratios
+
+    task = load_task("relu")
+    assert task.rtol == 0 and task.atol == 0
+    gpu = np.array([[0.0, 1.0, 2.0]], np.float32)
+    port = gpu.copy()
+    port[0, 2] = 2.5
+    per_out = {"out": {"output": "out", "verdict": "agree", "cases": 0, "worst": None, "tol_ratio": 0.0,
+                       "max_abs_diff": 0.0, "envelope": None, "observed": 0.0}}
+    _compare(task, "public-0/normal", [gpu], [port], None, per_out)
+    assert per_out["out"]["verdict"] == "disagree"
+    assert per_out["out"]["worst"]["index"] == [0, 2]
+    d, r = tolerance_ratios(np.array([1.0, np.nan, np.inf]), np.array([1.0, np.nan, np.inf]), 0.0, 0.0)
+    assert not d.any() and not r.any()

@@ -95,3 +95,36 @@ def test_variant_formula_is_evaluated_once_per_prepared_check() -> None:
     assert v1.findings[0].id == v2.findings[0].id == "gelu_apprx_tanh"
     assert v1.to_dict() == fresh.to_dict()
     assert pc.nbytes() >= got.size * 8  # the kept formula values are counted
+
+
+def _scaled(x_t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return 1e5 * _z(x_t, w)
+
+
+def _unscaled(x_t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return _z(x_t, w)  # drops the large factor: tiny next to the reference, as rmsnorm_gemm's no-gamma is
+
+
+UNSCALED = Variant("drops_scale", "drops the scale factor", "multiply by the scale", _unscaled)
+
+
+def test_an_all_zeros_output_is_not_reproduced_by_a_variant_that_is_small_next_to_the_reference() -> None:
+    # A formula whose values are tiny next to the reference is closer to zeros than the reference is, but it
+    # does not reproduce an all-zeros output: zeros explains it exactly (rmsnorm_gemm, the offset family).
+    x_t, w = _inputs(3)
+    got = np.zeros_like(_scaled(x_t, w), dtype=np.float32)
+    op = generic_op(_scaled, k=64, multilinear=True, variants=(UNSCALED,))
+    v = check(got, [x_t, w], op, RECIPE, input_family="normal")
+    assert v.status == "fail"
+    ids = [f.id for f in v.findings]
+    assert ids and ids[0] == "zeros", ids
+    assert "drops_scale" not in ids
+
+
+def test_the_small_variant_is_still_named_when_the_kernel_computes_it() -> None:
+    x_t, w = _inputs(3)
+    got = _unscaled(x_t, w).astype(np.float32)
+    op = generic_op(_scaled, k=64, multilinear=True, variants=(UNSCALED,))
+    v = check(got, [x_t, w], op, RECIPE, input_family="normal")
+    assert v.status == "fail"
+    assert v.findings and v.findings[0].id == "drops_scale", [f.id for f in v.findings]

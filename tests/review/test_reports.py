@@ -341,6 +341,45 @@ def test_expand_references_restores_the_inline_layout(reviewed):
     assert back["performance"]["candidate"]["uncertainty"] == full["performance"]["candidate"]["uncertainty"]
 
 
+def test_lean_case_numerics_keep_every_measured_value(reviewed):
+    # schema 3.1: the recipe once by hash, uncomputed metrics left out, floats to 9 significant digits; expanded,
+    # every case's numerics equals the inline record up to that rounding (exact for fp32 values)
+    import math
+
+    import numpy as np
+
+    from nkieval.review.report import expand_references
+
+    r = reviewed("adamw_step", "flawed/no_bias_correction.py")
+    lean, full = json.loads(r.to_json()), json.loads(json.dumps(r.to_dict(lean=False)))
+    assert lean["version"] == "3.1"
+    hashes = {c["numerics"]["recipe"]["ref"] for c in lean["cases"] if c.get("numerics")}
+    assert len(hashes) == 1 and lean["references"][hashes.pop()]["kind"] == "recipe"
+    assert len(json.dumps(lean["cases"])) < 0.9 * len(json.dumps(full["cases"]))
+    back = expand_references(lean)
+
+    def same(a, b, where):
+        if isinstance(b, dict):
+            dropped = {k for k in b if k not in a}
+            assert all(b[k] is None or b[k] == "nan" for k in dropped), (where, dropped)
+            for k in a:
+                same(a[k], b[k], f"{where}.{k}")
+        elif isinstance(b, list):
+            assert len(a) == len(b), where
+            for i, (x, y) in enumerate(zip(a, b)):
+                same(x, y, f"{where}[{i}]")
+        elif isinstance(b, float) and not isinstance(a, str):
+            assert math.isclose(a, b, rel_tol=1e-8), where
+            if b == float(np.float32(b)):
+                assert np.float32(a) == np.float32(b), where  # an fp32 value round-trips exactly
+        else:
+            assert a == b, where
+
+    for c_lean, c_full in zip(back["cases"], full["cases"]):
+        same(c_lean, c_full, c_full["case"])
+    validate_report(lean)
+
+
 # ------------------------------------------------------------------------------ in a browser
 def _chromium():
     import shutil
@@ -435,3 +474,31 @@ def test_a_failing_case_without_a_finite_margin_is_counted():
     res = _numerics_of([_case("public-0/normal", ok), _case("hidden-0/normal", bad, hidden=True)])
     assert "1 failing case(s) have no finite margin" in res.summary and "hidden-0/normal" in res.summary
     assert res.evidence["worst_margin"] == float("inf") and res.evidence["worst_finite_margin"] == 0.3
+
+
+def test_a_later_output_that_fails_gets_its_own_cause(tmp_path):
+    # residual_layernorm's y is right, its second output h = x + residual is written 1% too large: the review
+    # names h's own cause (a constant factor), with its confidence, not only "h fails"
+    from nkieval.review.pipeline import review
+    from nkieval.tasks.loader import BUILTIN_ROOT
+
+    src = (BUILTIN_ROOT / "residual_layernorm" / "solution_nki.py").read_text()
+    store = "        nisa.dma_copy(dst=h[i * p:i * p + rows], src=ht[0:rows])\n"
+    assert store in src
+    bad = src.replace(store, "        hs = nl.ndarray((p, d), dtype=nl.float32, buffer=nl.sbuf)\n"
+                             "        nisa.tensor_scalar(dst=hs[0:rows], data=ht[0:rows], op0=nl.multiply, operand0=1.01)\n"
+                             "        nisa.dma_copy(dst=h[i * p:i * p + rows], src=hs[0:rows])\n")
+    p = tmp_path / "h_scaled.py"
+    p.write_text(bad)
+    r = review("residual_layernorm", str(p), seed=7, compare_references=False)
+    h = [next(o for o in c.outputs if o["name"] == "h") for c in r.cases]
+    assert all(o["numerics"]["status"] == "fail" for o in h)
+    y = [next(o for o in c.outputs if o["name"] == "y") for c in r.cases]
+    assert all(o["numerics"]["status"] == "pass" for o in y)
+    causes = [o["numerics"].get("findings") for o in h]
+    assert causes[0] and causes[0][0]["id"] == "constant_factor", causes[0]
+    assert sum(1 for c in causes if c) == 3  # the first three failing cases are diagnosed
+    sec = _findings_md(to_markdown(r))
+    assert "h: " in sec and "constant factor 1.01" in sec, sec
+    f = next(f for f in r.findings if f.cause and "constant factor" in f.cause)
+    assert f.confidence == "matched-pattern"

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from nkieval.cli import main
 from nkieval.tasks import check_task, load_task
+from nkieval.tasks.audit import CRITERION_IDS
 from nkieval.tasks.audit.hostile import hostile_kernels, trivial_kernels
 from nkieval.tasks.audit.mutate import KINDS, mutants
 from nkieval.tasks.loader import BUILTIN_ROOT
@@ -112,3 +113,82 @@ def test_cli_exit_codes_on_cheap_criteria(tmp_path) -> None:
     assert r.exit_code == 2 and "bad-task" in r.output
     r = CliRunner().invoke(main, ["task", "audit", "relu", "--criteria", "nonsense"])
     assert r.exit_code == 2
+
+
+def test_html_audit_report_shows_verdict_every_criterion_and_finding(tmp_path) -> None:
+    from html.parser import HTMLParser
+
+    d = tmp_path / "relu_copy"
+    shutil.copytree(BUILTIN_ROOT / "relu", d)
+    p = d / "task.toml"
+    p.write_text(p.read_text().replace("rtol = 0.0", "rtol = 100.0"))  # one finding to show (tolerance-absurd)
+    r = CliRunner().invoke(main, ["task", "audit", str(d), "--criteria", "well_formed,tolerance,coverage",
+                                  "--format", "html", "--out", str(tmp_path / "out")])
+    assert r.exit_code == 1, r.output
+    page = (tmp_path / "out" / "audit.html").read_text()
+    assert r.output.strip().endswith(page.strip())  # (the output also holds the progress lines)
+
+    class Dom(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attrs: list[dict[str, str | None]] = []
+            self.tags: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.tags.append(tag)
+            self.attrs.append(dict(attrs))
+
+    dom = Dom()
+    dom.feed(page)
+    verdict = [a for a in dom.attrs if a.get("id") == "verdict"]
+    assert verdict and verdict[0]["data-verdict"] == "findings"
+    rows = {a["data-criterion"] for a in dom.attrs if a.get("class") == "criterion"}
+    assert rows == set(CRITERION_IDS)
+    rules = {a["data-rule"] for a in dom.attrs if "data-rule" in a}
+    assert "tolerance-absurd" in rules
+    assert "script" not in dom.tags and "http" not in page.split("<body>")[1]  # self-contained, nothing fetched
+    for k in ("audit.json", "audit.md"):
+        assert (tmp_path / "out" / k).is_file()
+
+
+def test_the_screen_decides_a_kill_and_leaves_the_rest_to_the_full_review() -> None:
+    from nkieval.tasks.audit.context import AuditContext
+
+    task = load_task("relu")
+    ctx = AuditContext(task, 0, task.default_target)
+    screen = ctx.screen_task()
+    assert screen is not None
+    big = max(task.hidden_shapes, key=lambda s: s.dims["N"] * s.dims["D"])
+    assert big not in screen.shapes and len(screen.shapes) == len(task.shapes) - 1
+    assert {s.label for s in screen.shapes} < {s.label for s in task.shapes}  # the same cases, by label
+    zeros = next(g for g in trivial_kernels(task) if g.id == "zeros")
+    o = ctx.run_screened("trivial:zeros", zeros.source)
+    assert o.killed_by_tests and ctx.times["reviews"] == 1  # killed on the screen: no full review
+    assert all(not c.startswith(big.label) for c in o.failing)
+    ex = ctx.run_screened("expert", task.solution_file.read_text())
+    assert ex.passed and ctx.times["reviews"] == 3  # the screen, then every case
+    assert any(label.startswith(big.label) for label in ex.errors)
+
+
+def test_the_audit_clock_counts_a_live_child_process_cpu_time() -> None:
+    # the mutation budget is CPU time of the audit's process tree: a sandbox process's work counts while it is
+    # alive (not only once reaped), and a sleeping process adds nothing
+    import subprocess
+    import sys
+    import time
+
+    from nkieval.tasks.audit.clock import tree_cpu_s
+
+    burn = ("import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+            "print('done', flush=True)\ntime.sleep(30)\n")
+    before = tree_cpu_s()
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "done"
+        mid = tree_cpu_s()
+        assert mid - before >= 0.45
+        time.sleep(0.3)
+        assert tree_cpu_s() - mid < 0.2  # the child sleeps
+    finally:
+        child.kill()
+        child.wait()

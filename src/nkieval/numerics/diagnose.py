@@ -77,6 +77,7 @@ class _Sample:
                 err = abs_err if fin_all else abs_err[fin]
             self.memo["match"] = {"gy_sp": gy_sp, "fin": None if fin_all else fin, "abs_err": abs_err,
                                   "err": err, "e": _rms(err), "tau_f": self.tau if fin_all else self.tau[fin],
+                                  "g_rms": _rms(got if fin_all else got[fin]),
                                   "special_fail": bool(np.any(g_sp != y_sp))}
         return self.memo["match"]
 
@@ -451,6 +452,10 @@ def _match(s: _Sample, cand: np.ndarray) -> float | None:
     r = _rms(res)
     if not b["special_fail"] and (e == 0 or r > 0.3 * e):
         return None  # as below, whatever the model's distance from the oracle (not computed)
+    if not b["special_fail"] and r >= 0.5 * b["g_rms"]:
+        # the model is no closer to the output than zeros is: a model whose values are tiny next to the
+        # oracle's would otherwise "reproduce" an all-zeros (unwritten) output
+        return None
     with np.errstate(all="ignore"):
         dif = np.abs(cand - y)
         if fin is not None:

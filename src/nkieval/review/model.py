@@ -22,7 +22,12 @@ REPORT_SCHEMA = "nkieval.review-report"
 #: carry ``uncapped_level``, and the reference kernels' evidence is stored once under ``references`` and
 #: referred to by its hash (``hardware``/``performance`` ``solution``/``baseline`` are ``{"ref": hash}``).
 #: docs/reports.md, "Schema 3.0", says how to read a 2.x report's fields from a 3.0 one.
-REPORT_VERSION = "3.0"
+#: 3.1: per-case numerics records are lean: the precision recipe (the same for every case) is stored once
+#: under ``references`` (``cases[].numerics.recipe`` is ``{"ref": hash}``), metrics that were not computed
+#: (null or NaN) are left out, and their floats carry 9 significant digits (every fp32 value exactly).
+REPORT_VERSION = "3.1"
+#: significant digits of the floats in a lean report's per-case numerics (9: any float32 round-trips)
+CASE_FLOAT_DIGITS = 9
 
 Severity = Literal["error", "warning", "info"]
 #: How a stated cause was established: re-evaluating the op that way reproduced the kernel's output;
@@ -180,8 +185,10 @@ class Review:
         """The JSON report. ``lean`` (the default) stores the expert's and the baseline's evidence once, under
         ``references`` keyed by content hash, and refers to it from ``hardware`` and ``performance``."""
         hardware, performance, references = self.hardware, self.performance, {}
+        cases = [c.to_dict() for c in self.cases]
         if lean:
             hardware, performance, references = _lean(self.hardware, self.performance)
+            cases = _lean_cases(cases, references)
         return _json_safe({
             "schema": REPORT_SCHEMA, "version": REPORT_VERSION,
             "task": {"id": self.task, "title": self.task_title},
@@ -190,7 +197,7 @@ class Review:
             "verdict": self.verdict, "verdict_reason": self.verdict_reason,
             "verdict_message": self.verdict_message, "score": round(self.score, 2), "score_complete": self.score_complete,
             "criteria": [c.to_dict() for c in self.criteria],
-            "cases": [c.to_dict() for c in self.cases],
+            "cases": cases,
             "seed": self.seed, "hardware": hardware, "performance": performance, "references": references,
             "not_assessed": self.not_assessed, "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "versions": self.versions, "findings": [f.to_dict() for f in self.findings], "summary": self.summary,
@@ -240,6 +247,40 @@ def _lean(hardware: dict[str, Any], performance: dict[str, Any]
         else:
             perf[who] = d
     return hw, perf, refs
+
+
+def _lean_cases(cases: list[dict[str, Any]], refs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-case numerics records without repetition or noise: each case's precision recipe stored once in
+    ``refs`` (``{"ref": hash}`` where it was), metrics that were not computed (None, NaN) left out, and floats
+    to :data:`CASE_FLOAT_DIGITS` significant digits (the per-output records too)."""
+    out = []
+    for c in cases:
+        c = dict(c)
+        n = c.get("numerics")
+        if isinstance(n, dict):
+            n = dict(n)
+            if isinstance(n.get("recipe"), dict):
+                d = {"kind": "recipe", "of": "numerics", "data": n["recipe"]}
+                h = _ref_hash(d)
+                refs[h] = d
+                n["recipe"] = {"ref": h}
+            if isinstance(n.get("metrics"), dict):
+                n["metrics"] = {k: v for k, v in n["metrics"].items() if v is not None and v != "nan"}
+            c["numerics"] = _round_floats(n)
+        if c.get("outputs"):
+            c["outputs"] = _round_floats(c["outputs"])
+        out.append(c)
+    return out
+
+
+def _round_floats(v: Any) -> Any:
+    if isinstance(v, float) and math.isfinite(v) and v != 0.0:
+        return float(f"{v:.{CASE_FLOAT_DIGITS}g}")
+    if isinstance(v, dict):
+        return {k: _round_floats(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_round_floats(x) for x in v]
+    return v
 
 
 def _json_safe(v: Any) -> Any:

@@ -85,7 +85,7 @@ def expand_references(report: dict[str, Any]) -> dict[str, Any]:
             return [expand(x) for x in v]
         return v
 
-    for k in ("hardware", "performance"):
+    for k in ("hardware", "performance", "cases"):
         if k in d:
             d[k] = expand(d[k])
     return d

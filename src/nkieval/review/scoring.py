@@ -463,6 +463,18 @@ def _num_margin(c: CaseResult) -> float | None:
     return max(xs) if xs else None
 
 
+def _later_output_causes(c: CaseResult) -> list[tuple[str, str, str | None, str | None]]:
+    """The top likely cause of each output after the first that fails its own oracle on case ``c`` (the judge
+    diagnoses them on the first failing cases): (output, cause, confidence, action)."""
+    out = []
+    for o in c.outputs[1:]:
+        n = o.get("numerics") or {}
+        top = (n.get("findings") or [None])[0]
+        if n.get("status") == "fail" and isinstance(top, dict) and top.get("cause"):
+            out.append((str(o["name"]), str(top["cause"]), W.finding_confidence(top), top.get("action")))
+    return out
+
+
 def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResult], task: Task,
                        recipe_txt: str, tails: set[str]) -> Feedback:
     c = g[0]
@@ -481,18 +493,23 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
                       cases=names, families=sorted({x.family for x in g}), key=key)
         fb.brief = f"numerics fails on {len(g)} case(s) (unwritten elements)"
         return fb
-    if _num_status(c, first=True) != "fail":  # only outputs after the first fail: they have no diagnosis
+    if _num_status(c, first=True) != "fail":  # only outputs after the first fail: each with its own causes
         outs = [(o["name"], (o.get("numerics") or {}).get("margin")) for o in c.outputs[1:]
                 if (o.get("numerics") or {}).get("status") == "fail"]
         obs = (f"{_shape(c)}: output(s) " + ", ".join(f"{nm} (margin {W.num(mg)})" for nm, mg in outs)
                + " fail the numerical standard (error/bound must be <= 1); the first output passes")
+        causes = _later_output_causes(c)
+        if causes:
+            obs += "; " + "; ".join(f"{nm}: {W.stated(cause, conf)}" for nm, cause, conf, _ in causes)
         everyone = [*g, *undiagnosed]
         if len(everyone) > 1:
             obs += f"; also failing in {len(everyone) - 1} more case(s): {W.case_list([x.case for x in everyone[1:]])}"
+        action = next((a for _, _, conf, a in causes if a and conf != "suspected"), None)
         fb = Feedback("numerics", "error", obs, expected,
-                      "compute these outputs as the task statement does, in the recipe's precision; "
-                      f"reproduce on {c.case}", evd, cases=[x.case for x in everyone],
-                      families=sorted({x.family for x in everyone}), key=key)
+                      action or ("compute these outputs as the task statement does, in the recipe's precision; "
+                                 f"reproduce on {c.case}"), evd, cases=[x.case for x in everyone],
+                      families=sorted({x.family for x in everyone}), key=key,
+                      cause=causes[0][1] if causes else None, confidence=causes[0][2] if causes else None)
         fb.brief = f"output(s) {', '.join(nm for nm, _ in outs)} fail the numerical standard"
         return fb
     w = (n.get("worst") or [{}])[0]
@@ -507,7 +524,9 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
                 f"{W.num(w.get('expected'))}, bound {W.num(w.get('bound'))}")
     bad_outs = [o["name"] for o in c.outputs[1:] if (o.get("numerics") or {}).get("status") == "fail"]
     if bad_outs:
-        obs += f"; also failing: output(s) {', '.join(bad_outs)}"
+        later = {nm: W.stated(cause, conf) for nm, cause, conf, _ in _later_output_causes(c)}
+        obs += "; also failing: output(s) " + ", ".join(f"{nm} ({later[nm]})" if nm in later else nm
+                                                       for nm in bad_outs)
     cause = None
     if finding.get("cause") and conf:
         cause = str(finding["cause"])

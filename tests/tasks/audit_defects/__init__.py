@@ -88,6 +88,9 @@ DEFECTS: list[Defect] = [
     Defect("statement_wrong_dims", "relu", "reference", "statement-shape",
            "the statement's shape uses a dimension the signature does not have",
            lambda d: _toml(d, r"shape \[N, D\]", "shape [N, C]")),
+    Defect("cuda_disagrees_with_reference", "relu", "reference", "reference-vs-cuda",
+           "kernel.cu computes a leaky ReLU (0.01 x below zero) where the reference clamps to 0",
+           lambda d: _sub(d / "kernel.cu", r"v > 0\.0f \? v : 0\.0f", "v > 0.0f ? v : 0.01f * v")),
     # --- Tests discriminate
     Defect("broken_expert", "relu", "discriminates", "expert-fails", "the expert skips the ragged tail",
            lambda d: shutil.copy(d / "flawed" / "skips_tail.py", d / "solution_nki.py")),

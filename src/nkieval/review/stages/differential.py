@@ -83,15 +83,18 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         if run.status != "ok" or _elements(task, c.dims) > MAX_ELEMENTS or spent > EXECUTOR_BUDGET_S:
             continue
         inputs = loaded.data[i].inputs
+        limit = max(0.5, EXECUTOR_BUDGET_S - spent)
         try:
             gpu, (options, took, warnings) = _gpu_outputs(
                 loaded.data[i], cuda_src, "case",
-                lambda inp=inputs, dims=c.dims, left=EXECUTOR_BUDGET_S - spent: run_task_cuda(  # type: ignore[misc]
-                    task, inp, dims, time_limit_s=max(0.5, left)))
+                lambda inp=inputs, dims=c.dims, limit=limit: run_task_cuda(  # type: ignore[misc]
+                    task, inp, dims, time_limit_s=limit))
         except ExecutorTimeout:
             break
         except CudaError as e:
             return None, f"the CUDA source could not be run: {e}"
+        if took > limit:
+            break  # a kept run that took longer than this review's executor time left: as a timeout would
         spent += took  # (the first review's seconds: a cached run counts as much, so every review runs alike)
         races.extend(w for w in warnings if w.startswith("shared-memory race") and w not in races)
         ref = loaded.data[i].reference
@@ -160,12 +163,7 @@ def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray
             rec["verdict"] = "disagree"
             rec["worst"] = {"case": label, "why": f"shape {np.shape(port[k])} vs {g.shape}"}
             continue
-        with np.errstate(all="ignore"):
-            both_nan = np.isnan(g) & np.isnan(p)
-            same_inf = np.isinf(g) & (g == p)
-            d = np.where(both_nan | same_inf, 0.0, np.abs(p - g))
-            d = np.where(np.isnan(d), np.inf, d)
-            ratio = d / (task.atol + task.rtol * np.abs(np.where(np.isfinite(g), g, 0.0)))
+        d, ratio = tolerance_ratios(g, p, task.rtol, task.atol)
         j = int(np.argmax(ratio)) if ratio.size else 0
         r = float(ratio.reshape(-1)[j]) if ratio.size else 0.0
         if r > rec["tol_ratio"]:
@@ -395,9 +393,16 @@ def _max_ratio(task: Any, g: np.ndarray, p: np.ndarray) -> float:
     g64 = np.asarray(g, np.float64)
     if np.size(p) != g64.size:
         return math.inf
-    p64 = np.asarray(p, np.float64).reshape(g64.shape)
-    with np.errstate(all="ignore"):
-        d = np.where((np.isnan(g64) & np.isnan(p64)) | (np.isinf(g64) & (g64 == p64)), 0.0, np.abs(p64 - g64))
-        d = np.where(np.isnan(d), np.inf, d)
-        r = d / (task.atol + task.rtol * np.abs(np.where(np.isfinite(g64), g64, 0.0)))
+    _, r = tolerance_ratios(g64, np.asarray(p, np.float64).reshape(g64.shape), task.rtol, task.atol)
     return float(r.max()) if r.size else 0.0
+
+
+def tolerance_ratios(want: np.ndarray, got: np.ndarray, rtol: float, atol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per element, ``|got - want|`` and that difference in units of the tolerance ``atol + rtol |want|``
+    (float64 arrays of one shape). NaN against NaN and equal infinities differ by 0; any other NaN by inf.
+    An exact tolerance (rtol = atol = 0) gives 0 where equal and inf elsewhere (never 0/0)."""
+    with np.errstate(all="ignore"):
+        d = np.where((np.isnan(want) & np.isnan(got)) | (np.isinf(want) & (want == got)), 0.0, np.abs(got - want))
+        d = np.where(np.isnan(d), np.inf, d)
+        ratio = np.where(d == 0, 0.0, d / (atol + rtol * np.abs(np.where(np.isfinite(want), want, 0.0))))
+    return d, ratio

@@ -54,6 +54,9 @@ class JudgedCase:
     verdict: Any
     actual: np.ndarray | None
     reason: str | None
+    #: outputs after the first that fail their own oracle: (output index, prepared check, verdict, output),
+    #: diagnosed by :func:`collect` for the first failing cases
+    others: tuple[tuple[int, Any, Any, np.ndarray], ...] = ()
 
     @property
     def failing(self) -> bool:
@@ -122,6 +125,7 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
             raise JudgeError("compare", f"comparing the outputs raised {type(e).__name__}: {e}") from e
         cr.correct = cr.mismatch is None
     verdict, reason = None, None
+    others: tuple[tuple[int, Any, Any, np.ndarray], ...] = ()
     if kit.numerics_ok and (cr.mismatch is None or cr.mismatch["kind"] in ("mismatch", "unwritten", "nonfinite")):
         with timed(timings, "numerics_s"):
             pc, reason = _prepared(kit, i, ref)
@@ -130,16 +134,18 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
                 if verdict is not None:
                     # the report's form, here in the worker (a diagnosis replaces it)
                     cr.numerics = adapters.numerics_dict(verdict)
-            _judge_other_outputs(kit, i, run, cr)
+            others = _judge_other_outputs(kit, i, run, cr)
     with timed(timings, "reference_and_compare_s"):
         _grew(kit, i)
-    return JudgedCase(cr, verdict, run.outputs[0] if verdict is not None else None, reason)
+    return JudgedCase(cr, verdict, run.outputs[0] if verdict is not None else None, reason, others)
 
 
-def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult) -> None:
-    """The numerics verdict of each output after the first that has its own oracle (no diagnosis); the
-    others say why they are judged by Correctness only."""
+def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult
+                         ) -> tuple[tuple[int, Any, Any, np.ndarray], ...]:
+    """The numerics verdict of each output after the first that has its own oracle; the others say why they
+    are judged by Correctness only. Returns the failing ones, for :func:`collect` to diagnose."""
     task, lo = kit.loaded.task, kit.loaded
+    failing: list[tuple[int, Any, Any, np.ndarray]] = []
     for j, rec in enumerate(cr.outputs):
         if j == 0:
             if cr.numerics is not None:
@@ -162,6 +168,9 @@ def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult) ->
         v, _ = adapters.numerics_check(pc, run.outputs[j])
         if v is not None:
             rec["numerics"] = _brief(adapters.numerics_dict(v))
+            if v.status == "fail":
+                failing.append((j, pc, v, run.outputs[j]))
+    return tuple(failing)
 
 
 def _brief(n: dict[str, Any]) -> dict[str, Any]:
@@ -264,7 +273,31 @@ def collect(kit: JudgeKit, judged: Mapping[int, JudgedCase],
                                             f"{DIAGNOSED_FAILURES} failing cases only")
         num_reason = num_reason or jc.reason
         results.append(cr)
+    _diagnose_other_outputs(kit, [judged[i] for i in range(len(kit.loaded.cases))])
     return Judgement(results, None if kit.numerics_ok else num_reason)
+
+
+def _diagnose_other_outputs(kit: JudgeKit, judged: list[JudgedCase]) -> None:
+    """Likely causes for the outputs after the first that fail their own oracle, on the first
+    :data:`DIAGNOSED_FAILURES` cases where one does (in case order); each later case tries the cause found for
+    the same output first. The causes go into the output's record (``outputs[j]["numerics"]["findings"]``)."""
+    hints: dict[int, str] = {}
+    n = 0
+    for jc in judged:
+        if not jc.others:
+            continue
+        n += 1
+        if n > DIAGNOSED_FAILURES:
+            return
+        for j, pc, verdict, actual in jc.others:
+            dv, _why = adapters.numerics_diagnose(pc, actual, verdict, hints.get(j))
+            if dv is None:
+                continue
+            found = [{k: f.get(k) for k in ("id", "cause", "evidence", "action")}
+                     for f in adapters.numerics_dict(dv).get("findings") or [] if isinstance(f, dict)][:3]
+            jc.result.outputs[j].setdefault("numerics", {})["findings"] = found
+            if found and found[0].get("id"):
+                hints.setdefault(j, str(found[0]["id"]))
 
 
 # What a review loads from the task's reference.py (the reference, the oracle, the known wrong

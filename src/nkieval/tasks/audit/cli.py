@@ -15,15 +15,17 @@ import click
 
 @click.command("audit")
 @click.argument("path")
-@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md",
+              show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="write audit.json and audit.md into this directory")
+              help="write audit.json, audit.md and audit.html into this directory")
 @click.option("--seed", type=int, default=0, show_default=True, help="input seed of every review the audit runs")
 @click.option("--target", default=None, help="target of the tests (default: the task's first)")
 @click.option("--max-mutants", type=click.IntRange(0, 500), default=16, show_default=True,
               help="mutants of the expert solution to review")
 @click.option("--mutation-budget", type=float, default=60.0, show_default=True,
-              help="seconds of mutant reviews (the rest of the sample is reported as not run)")
+              help="CPU seconds of mutant reviews, the sandbox's processes included (the rest of the sample is "
+                   "reported as not run)")
 @click.option("--criteria", default=None, help="comma-separated subset of the rubric's criteria")
 @click.option("--default-target-only", is_flag=True, help="hardware criterion on the first target only")
 @click.option("--no-probe", is_flag=True, help="do not look for shapes that kill surviving mutants")
@@ -48,13 +50,15 @@ def audit_cmd(path: str, fmt: str, out_dir: str | None, seed: int, target: str |
     except HarnessError as e:
         click.echo(f"harness-error: {e}", err=True)
         sys.exit(EXIT_HARNESS)
-    md, js = to_markdown(rep), rep.to_json()
+    from nkieval.tasks.audit.render import to_html
+
+    text = {"md": to_markdown, "json": lambda r: r.to_json(), "html": to_html}
     if out_dir:
         d = Path(out_dir)
         d.mkdir(parents=True, exist_ok=True)
-        (d / "audit.json").write_text(js)
-        (d / "audit.md").write_text(md)
-    click.echo(js if fmt == "json" else md)
+        for kind, render in text.items():
+            (d / f"audit.{kind}").write_text(render(rep))
+    click.echo(text[fmt](rep))
     if rep.verdict == "bad-task":
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_PASS if rep.verdict == "clean" else EXIT_FAIL)

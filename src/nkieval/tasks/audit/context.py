@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,8 @@ class AuditContext:
     seed: int
     target: str
     max_mutants: int = 16
-    #: seconds of mutant reviews; the rest of the sample is reported "not run (time budget)"
+    #: CPU seconds (the audit's process tree, :mod:`nkieval.tasks.audit.clock`) of mutant reviews; the rest of
+    #: the sample is reported "not run (time budget)"
     mutation_budget_s: float = 60.0
     #: probe each surviving mutant on extra shapes to name one that kills it (costs reviews)
     probe_survivors: bool = True
@@ -40,22 +42,51 @@ class AuditContext:
     cases: list[CaseData] | None = None
     times: dict[str, float] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
+    _screen: tuple[Task | None] | None = None
 
     def run(self, label: str, source: str | Path, *, target: str | None = None,
             families: tuple[str, ...] | None = None, compare_references: bool = False,
             keep_feedback: bool = False, task: Task | None = None) -> RunOutcome:
-        """Review a candidate (cached per label, target, families and references)."""
-        key = (label, target or self.target, families, compare_references, keep_feedback, id(task) if task else 0)
+        """Review a candidate, cached per label, target, families and task. A review made with the reference
+        kernels answers a request without them too (they add performance evidence, never change a
+        verdict), and every review keeps its feedback text (``keep_feedback`` is accepted for clarity)."""
+        key = (label, target or self.target, families, id(task) if task else 0)
         hit = self.runs.get(key)
-        if hit is None:
+        if hit is None or (compare_references and not hit.with_references):
             t0 = time.perf_counter()
             hit = run_candidate(task or self.task, source, label, seed=self.seed, target=target or self.target,
-                                families=families, compare_references=compare_references,
-                                keep_feedback=keep_feedback)
+                                families=families, compare_references=compare_references, keep_feedback=True)
             self.times["reviews_s"] = self.times.get("reviews_s", 0.0) + time.perf_counter() - t0
             self.times["reviews"] = self.times.get("reviews", 0) + 1
             self.runs[key] = hit
         return hit
+
+    def screen_task(self) -> Task | None:
+        """The task without its largest hidden shape (by elements of inputs and outputs), for a first, cheaper
+        look at candidates that should fail (None: the task has one shape, or no hidden shape). Its cases are
+        the review's own (same labels, seeds and inputs), so a failure there is a failure of the full review."""
+        if self._screen is None:
+            hidden = list(self.task.hidden_shapes)
+            if len(self.task.shapes) < 2 or not hidden:
+                self._screen = (None,)
+            else:
+                big = max(hidden, key=lambda s: _elements(self.task, s.dims))
+                self._screen = (dataclasses.replace(self.task, shapes=tuple(s for s in self.task.shapes
+                                                                             if s is not big)),)
+        return self._screen[0]
+
+    def run_screened(self, label: str, source: str | Path) -> RunOutcome:
+        """Review a candidate that should fail: first on the screen (:meth:`screen_task`, first input family
+        only), which decides when a correctness or numerics check rejects it there (that case is a case of
+        the full review, with the same inputs); any other outcome is decided by the full review."""
+        screen = self.screen_task()
+        if screen is not None:
+            fam = (self.task.families[0],) if len(self.task.families) > 1 else None
+            o = self.run(f"{label}@screen", source, families=fam, task=screen)
+            if o.killed_by_tests:
+                self.times["screen_decided"] = self.times.get("screen_decided", 0) + 1
+                return o
+        return self.run(label, source)
 
     def expert_source(self) -> str | None:
         f = self.task.solution_file
@@ -79,3 +110,7 @@ class AuditContext:
                 out.append(CaseData(c.label, dict(c.dims), c.hidden, c.family, ins, outs, err))
             self.cases = out
         return self.cases
+
+
+def _elements(task: Task, dims: dict[str, int]) -> int:
+    return sum(int(np.prod(s.concrete(dims))) for s in (*task.inputs, *task.outputs))

@@ -21,7 +21,7 @@ def audit(ctx: AuditContext) -> CriterionAudit:
                           "add flawed/*.py and [[flawed]] entries"))
         return CriterionAudit("flawed", "Flawed candidates prove something", 1.0, level_of(fs), "none", fs)
     src = ctx.expert_source()
-    ex = ctx.run("expert+refs", src, compare_references=True, keep_feedback=True) if src else None
+    ex = ctx.run("expert", src, compare_references=True) if src else None
     # text any review of this task may print whatever the kernel does: the expert's review, the recipe's
     # formats, the op and kernel names (a word from it matches a review of any candidate)
     recipe = task.numerics.recipe
@@ -68,7 +68,7 @@ def audit(ctx: AuditContext) -> CriterionAudit:
                               "choose a phrase from the flaw's own finding (e.g. the diagnosed cause)",
                               {"file": fl.file, "words": generic}))
         elif named and fl.criterion in ("correctness", "numerics") and zeros is not None and zeros.source is not None:
-            z = ctx.run("trivial:zeros+feedback", zeros.source, keep_feedback=True)
+            z = ctx.run("trivial:zeros", zeros.source)
             if names_flaw(fl.evidence, z.feedback.get(fl.criterion, [])):
                 fs.append(Finding("flawed", "warning", "evidence-symptom-only",
                                   f"the evidence {list(fl.evidence)} of {fl.file} also names a kernel that writes "

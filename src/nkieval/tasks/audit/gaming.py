@@ -16,7 +16,7 @@ def audit(ctx: AuditContext) -> CriterionAudit:
             rows.append(f"| {g.id} | {g.what} | not applicable: {g.why_not} | |")
             continue
         tried += 1
-        o = ctx.run(f"hostile:{g.id}", g.source)
+        o = ctx.run_screened(f"hostile:{g.id}", g.source)
         by = "tests" if o.killed_by_tests else (o.verdict if not o.passed else "-")
         rows.append(f"| {g.id} | {g.what} | {o.verdict} | {by} |")
         if o.passed:

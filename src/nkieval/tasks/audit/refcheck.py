@@ -139,15 +139,100 @@ def audit(ctx: AuditContext) -> CriterionAudit:
                               {"case": c.label, "max_abs_err": m.get("max_abs_err"), "allowed": allowed}))
     ctx.notes["numeric_bounds"] = bounds
     fs += statement_findings(task)
-    fs.append(Finding("reference", "info", "cuda-agreement",
-                      "the reference was not compared with kernel.cu (no CUDA executor in this build)",
-                      "reference and CUDA source agree", "run benchmarks/suite_cuda_gpu.py on a GPU"))
+    cuda_fs, cuda_meas = cuda_agreement(ctx)
+    fs += cuda_fs
     n_err = sum(f.severity == "error" for f in fs)
     summary = (f"reference meets the numerics standard on {checked} case(s)" if not n_err else
                f"{n_err} problem(s): " + "; ".join(sorted({f.rule for f in fs if f.severity == 'error'})))
     return CriterionAudit("reference", "Reference is right", 2.0, level_of(fs), summary, fs,
-                          {"cases_checked": checked})
+                          {"cases_checked": checked, "cuda": cuda_meas})
 
 
 def _dims(d: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+#: executor seconds the CUDA agreement check may spend (smallest cases first; every family of a shape)
+CUDA_BUDGET_S = 10.0
+#: cases larger than this (elements of inputs and outputs) are left to the GPU benchmark
+CUDA_MAX_ELEMENTS = 400_000
+
+
+def cuda_agreement(ctx: AuditContext) -> tuple[list[Finding], dict[str, object]]:
+    """The reference against the task's ``kernel.cu`` run by the CUDA executor (:mod:`nkieval.cuda`) on the
+    review's own cases, smallest first within :data:`CUDA_BUDGET_S`: every output within the task's
+    tolerance (``|cuda - ref| <= atol + rtol * |ref|``), as the review's differential check compares a port."""
+    import time
+
+    task = ctx.task
+    if task.cuda_file is None:
+        return [], {"status": "no kernel.cu"}
+    from nkieval.cuda import CudaError, ExecutorTimeout, Unsupported, run_task_cuda
+
+    cases = [c for c in ctx.all_cases() if c.outputs is not None]
+    size = {c.label: sum(int(np.prod(s.concrete(c.dims))) for s in (*task.inputs, *task.outputs)) for c in cases}
+    order = sorted((c for c in cases if size[c.label] <= CUDA_MAX_ELEMENTS), key=lambda c: size[c.label])
+    fs: list[Finding] = []
+    checked: list[str] = []
+    t0 = time.process_time()
+    for c in order:
+        left = CUDA_BUDGET_S - (time.process_time() - t0)
+        if left <= 0:
+            break
+        try:
+            gpu, _ = run_task_cuda(task, c.inputs, c.dims, time_limit_s=max(1.0, left))
+        except ExecutorTimeout:
+            break
+        except Unsupported as e:
+            fs.append(Finding("reference", "info", "cuda-not-assessed",
+                              f"kernel.cu could not be run by the CUDA executor: {e}",
+                              "reference and CUDA source agree",
+                              "run benchmarks/suite_cuda_gpu.py on a GPU, or keep kernel.cu in the executor's subset"))
+            return fs, {"status": "unsupported", "cases": checked}
+        except CudaError as e:
+            fs.append(Finding("reference", "error", "cuda-fails",
+                              f"kernel.cu fails on {c.label} ({_dims(c.dims)}): {e}",
+                              "the CUDA source the port is judged against runs on every declared shape",
+                              "fix kernel.cu (or the shapes it is given)", {"case": c.label}))
+            return fs, {"status": "fails", "cases": checked}
+        checked.append(c.label)
+        for spec, g, r in zip(task.outputs, gpu, c.outputs or []):
+            worst = _tolerance_ratio(np.asarray(g, np.float64), np.asarray(r, np.float64), task.rtol, task.atol)
+            if worst is not None and worst[0] > 1.0:
+                ratio, idx, gv, rv = worst
+                fs.append(Finding("reference", "error", "reference-vs-cuda",
+                                  f"reference.py and kernel.cu disagree on {spec.name} for {c.label} "
+                                  f"({_dims(c.dims)}): at {list(idx)} CUDA gives {gv:.4g}, the reference {rv:.4g} "
+                                  f"({ratio:.3g}x the task's tolerance)",
+                                  "the reference computes what the CUDA source computes, within the tolerance",
+                                  "fix whichever of reference.py and kernel.cu is wrong (a port is judged against "
+                                  "both)", {"case": c.label, "output": spec.name, "tolerance_ratio": ratio}))
+                return fs, {"status": "disagree", "cases": checked}
+    if not checked:
+        fs.append(Finding("reference", "info", "cuda-not-assessed",
+                          "the reference was not compared with kernel.cu: no case fits the executor's budget",
+                          "reference and CUDA source agree", "run benchmarks/suite_cuda_gpu.py on a GPU"))
+        return fs, {"status": "not assessed", "cases": checked}
+    fs.append(Finding("reference", "info", "cuda-agreement",
+                      f"reference.py and kernel.cu (CUDA executor) agree within the task's tolerance on "
+                      f"{len(checked)} case(s): {', '.join(checked[:6])}" + (" ..." if len(checked) > 6 else ""),
+                      "reference and CUDA source agree", "nothing"))
+    return fs, {"status": "agree", "cases": checked}
+
+
+def _tolerance_ratio(g: np.ndarray, r: np.ndarray, rtol: float, atol: float
+                     ) -> tuple[float, tuple[int, ...], float, float] | None:
+    """The largest difference in units of the task's tolerance (as the review's differential check measures
+    a port against the CUDA kernel), where it is and both values; infinite for a shape mismatch; None for
+    empty outputs."""
+    from nkieval.review.stages.differential import tolerance_ratios
+
+    if g.size != r.size:
+        return (float("inf"), (), float("nan"), float("nan"))
+    if not g.size:
+        return None
+    g = g.reshape(r.shape)
+    _, ratio = tolerance_ratios(r, g, rtol, atol)
+    j = int(np.argmax(ratio))
+    idx = tuple(int(x) for x in np.unravel_index(j, r.shape))
+    return (float(ratio.reshape(-1)[j]), idx, float(g.reshape(-1)[j]), float(r.reshape(-1)[j]))

@@ -43,6 +43,7 @@ class RunOutcome:
     #: per case, the output's error against the reference as the numerics standard measured it (max abs error,
     #: relative L2, max ulp, ulp histogram): equal for two kernels whose outputs agree on every case
     errors: dict[str, Any] = field(default_factory=dict)
+    with_references: bool = False  # reviewed with the reference kernels (relative performance evidence)
     text: str = ""  # keep_feedback: everything the review wrote (summaries and every feedback line)
     elapsed_s: float = 0.0
 
@@ -106,7 +107,7 @@ def run_candidate(task: Task, source: str | Path, label: str, *, seed: int, targ
         failing=failing, reason=r.verdict_message or r.verdict_reason, errors=errors,
         percent_of_roofline=summ.get("percent_of_roofline"),
         time_s=total("candidate"), baseline_time_s=total("baseline"), solution_time_s=total("solution"),
-        elapsed_s=time.perf_counter() - t0)
+        with_references=compare_references, elapsed_s=time.perf_counter() - t0)
     if keep_feedback:
         from nkieval.review.suite import feedback_text
 

@@ -20,6 +20,16 @@ def oracle(q, k, v, o, do, lse):
     return _grads(q, k, v, o, do, lse)[0]
 
 
+def oracle_dk(q, k, v, o, do, lse):
+    """float64 dk (the review judges each output with its own oracle)."""
+    return _grads(q, k, v, o, do, lse)[1]
+
+
+def oracle_dv(q, k, v, o, do, lse):
+    """float64 dv = P^T dO."""
+    return _grads(q, k, v, o, do, lse)[2]
+
+
 def no_delta_term_oracle(q, k, v, o, do, lse):
     """dq with dS = P * dP: the Di = rowsum(dO * O) term is not subtracted."""
     return _grads(q, k, v, o, do, lse, delta_term=False)[0]

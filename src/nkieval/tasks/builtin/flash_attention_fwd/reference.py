@@ -26,6 +26,11 @@ def oracle(q_t, k_t, v):
     return _attn(q_t, k_t, v)[0]
 
 
+def oracle_lse(q_t, k_t, v):
+    """float64 log-sum-exp of each query's causal scores (the review judges each output with its own oracle)."""
+    return _attn(q_t, k_t, v)[1]
+
+
 def no_rescale_oracle(q_t, k_t, v):
     """Online softmax over KEY_BLOCK-key blocks in which each block's exponentials use the running max
     after that block, and the earlier sum and output are never rescaled when that max grows."""
