@@ -285,7 +285,7 @@ def _placed_past_the_partition(x):
 def test_placed_address_past_the_partition_warns_as_the_beta1_simulator_and_is_an_error_when_checked():
     """The direct-allocation guide bounds byte_addr by the partition; the Beta-1 simulator does not check it
     (nki-samples' allocated attention passes its simulation CI with Python-side addresses that grow per unrolled
-    iteration), so the front end's default ("warn") warns; capacity_check="error" (the review) refuses it."""
+    iteration), so the front end's default ("warn") warns; capacity_check="error" refuses it."""
     from nkieval.sim.errors import NkiSimulatorWarning
     from nkieval.sim.options import SimOptions
 
