@@ -295,3 +295,26 @@ def test_placed_address_past_the_partition_warns_as_the_beta1_simulator_and_is_a
     np.testing.assert_array_equal(got, 2 * x)
     with pytest.raises(NkiValidationError, match="sbuf-capacity"):
         nki.jit(_placed_past_the_partition, mode="simulation", sim_options=SimOptions(capacity_check="error"))(x)
+
+
+def _sum_and_max_by_name(x):
+    """The documented ``b = nl.loop_reduce(a, ...)`` form twice in one kernel: each call updates the tile its own
+    assigned name holds (found from the call's bytecode offset, remembered per offset)."""
+    out = nl.ndarray((2, 128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    total = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    peak = nl.full((128, 64), -np.inf, dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(x.shape[0] // 128):
+        block = nl.load(x[i * 128:(i + 1) * 128, :])
+        total = nl.loop_reduce(block, op=np.add, loop_indices=[i])
+        peak = nl.loop_reduce(block, op=np.max, loop_indices=[i])
+    nl.store(out[0], total)
+    nl.store(out[1], peak)
+    return out
+
+
+def test_loop_reduce_by_assigned_name_updates_each_calls_own_target():
+    x = np.random.default_rng(5).standard_normal((384, 64)).astype(np.float32)
+    got = nki.jit(_sum_and_max_by_name, mode="simulation")(x)
+    blocks = x.reshape(3, 128, 64)
+    np.testing.assert_allclose(got[0], blocks.sum(axis=0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got[1], blocks.max(axis=0))
