@@ -241,3 +241,80 @@ def test_an_indexed_access_broadcasts():
     x = np.arange(256, dtype=np.float32).reshape(2, 128, 1)
     np.testing.assert_array_equal(nki.jit(_broadcast_accessed_column, mode="simulation")(x),
                                   np.broadcast_to(x, (2, 128, 8)))
+
+
+def _row_of_position(n_cols):
+    """Flattened positions 0..127 split into (row, col) with an int32 tile divided by a Python int."""
+    def kernel():
+        out = nl.ndarray((128, 2), dtype=nl.int32, buffer=nl.shared_hbm)
+        pos = nisa.iota(nl.arange(128)[:, None], dtype=nl.int32)
+        res = nl.ndarray((128, 2), dtype=nl.int32, buffer=nl.sbuf)
+        res[:, 0:1] = nl.floor(pos / n_cols, dtype=nl.int32)  # int32 quotient, then floor
+        res[:, 1:2] = nl.mod(pos, n_cols, dtype=nl.int32)
+        nl.store(out, res)
+        return out
+    return kernel
+
+
+def test_int_tile_divided_by_an_int_truncates_as_the_beta1_simulator():
+    """The Beta-1 simulator cast fp32 to integers as NumPy does (toward zero); NKI 0.6's release notes record
+    nki.simulate's switch to the hardware's round-to-nearest-even. An int32 ``pos / 38`` is an int32 tile, so
+    position 103 (2.71) is row 2 here; rounding to nearest made it row 3."""
+    from nkieval.sim.options import SimOptions
+
+    pos = np.arange(128)
+    got = nki.jit(_row_of_position(38), mode="simulation")()
+    np.testing.assert_array_equal(got[:, 0], pos // 38)
+    np.testing.assert_array_equal(got[:, 1], pos % 38)
+    # the hardware's rounding, on request (the review's runs)
+    rne = nki.jit(_row_of_position(38), mode="simulation", sim_options=SimOptions(float_to_int="rne"))()
+    np.testing.assert_array_equal(rne[:, 0], np.rint(pos / 38))
+
+
+def _placed_past_the_partition(x):
+    """A tile placed by direct allocation past the end of an SBUF partition (trn2: 229,376 bytes)."""
+    import neuronxcc.nki.compiler as ncc
+
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=229376 - 1024))
+    t[...] = nl.load(x)
+    nl.store(out, nl.multiply(t, 2.0))
+    return out
+
+
+def test_placed_address_past_the_partition_warns_as_the_beta1_simulator_and_is_an_error_when_checked():
+    """The direct-allocation guide bounds byte_addr by the partition; the Beta-1 simulator does not check it
+    (nki-samples' allocated attention passes its simulation CI with Python-side addresses that grow per unrolled
+    iteration), so the front end's default ("warn") warns; capacity_check="error" refuses it."""
+    from nkieval.sim.errors import NkiSimulatorWarning
+    from nkieval.sim.options import SimOptions
+
+    x = np.arange(128 * 512, dtype=np.float32).reshape(128, 512)
+    with pytest.warns(NkiSimulatorWarning, match=r"address range \[228352, 230400\) exceeds SBUF"):
+        got = nki.jit(_placed_past_the_partition, mode="simulation")(x)
+    np.testing.assert_array_equal(got, 2 * x)
+    with pytest.raises(NkiValidationError, match="sbuf-capacity"):
+        nki.jit(_placed_past_the_partition, mode="simulation", sim_options=SimOptions(capacity_check="error"))(x)
+
+
+def _sum_and_max_by_name(x):
+    """The documented ``b = nl.loop_reduce(a, ...)`` form twice in one kernel: each call updates the tile its own
+    assigned name holds (found from the call's bytecode offset, remembered per offset)."""
+    out = nl.ndarray((2, 128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    total = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    peak = nl.full((128, 64), -np.inf, dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(x.shape[0] // 128):
+        block = nl.load(x[i * 128:(i + 1) * 128, :])
+        total = nl.loop_reduce(block, op=np.add, loop_indices=[i])
+        peak = nl.loop_reduce(block, op=np.max, loop_indices=[i])
+    nl.store(out[0], total)
+    nl.store(out[1], peak)
+    return out
+
+
+def test_loop_reduce_by_assigned_name_updates_each_calls_own_target():
+    x = np.random.default_rng(5).standard_normal((384, 64)).astype(np.float32)
+    got = nki.jit(_sum_and_max_by_name, mode="simulation")(x)
+    blocks = x.reshape(3, 128, 64)
+    np.testing.assert_allclose(got[0], blocks.sum(axis=0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got[1], blocks.max(axis=0))

@@ -218,11 +218,14 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
     return out.view(np.float32).reshape(a.shape)
 
 
-def cast(values: np.ndarray, dt: DType, *, fp8_overflow: str = "saturate", precise: bool = True) -> np.ndarray:
+def cast(values: np.ndarray, dt: DType, *, fp8_overflow: str = "saturate", precise: bool = True,
+         float_to_int: str = "rne") -> np.ndarray:
     """Round fp32 (or any numeric) ``values`` into ``dt``'s storage, with NKI semantics.
 
     ``precise=False`` models ``NKI_PRECISE_FP=0``: every float format is held as fp32
     (no bf16/fp8 rounding) — integer formats still round and saturate.
+    ``float_to_int`` (``SimOptions.float_to_int``): ``"rne"`` rounds floats to nearest-even on the
+    way to an integer dtype (hardware), ``"truncate"`` toward zero (the Beta-1 simulator's NumPy cast).
     """
     src = np.asarray(values)
     if dt.kind == "packed":  # raw codes (memset 0, bit-exact moves); never an arithmetic conversion
@@ -234,7 +237,7 @@ def cast(values: np.ndarray, dt: DType, *, fp8_overflow: str = "saturate", preci
             return np.clip(wide, info.min, info.max).astype(dt.storage)
         f = src.astype(np.float64)
         f = np.where(np.isnan(f), 0.0, f)
-        f = np.rint(f)  # numpy rint is round-half-even
+        f = np.trunc(f) if float_to_int == "truncate" else np.rint(f)  # numpy rint is round-half-even
         if dt.kind == "bool":
             return (f != 0).astype(np.uint8)
         return np.clip(f, info.min, info.max).astype(dt.storage)

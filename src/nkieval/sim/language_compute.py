@@ -203,7 +203,12 @@ def unary(name: str, x: Any, dtype: Any = None) -> NkiTensor:
 def _range_reduce(x: NkiTensor, api: str) -> NkiTensor:
     """x - 2π·rint(x / 2π), into [-π, π], the input range of the Scalar engine's sin."""
     k = _new(x.shape, dt.int32, api)
-    _isa.tensor_scalar(k, x, OPS["multiply"], 1.0 / _TWO_PI)  # fp32 → int32 rounds to nearest even
+    if current().options.float_to_int == "rne":
+        _isa.tensor_scalar(k, x, OPS["multiply"], 1.0 / _TWO_PI)  # fp32 → int32 rounds to nearest even
+    else:  # truncating casts (the Beta-1 simulator's): k = floor(x / 2π + 1/2), the nearest integer
+        y = _new(x.shape, dt.float32, api)
+        _isa.tensor_scalar(y, x, OPS["multiply"], 1.0 / _TWO_PI, op1=OPS["add"], operand1=0.5)
+        _round_toward(k, y, api, down=True)
     shift = _new(x.shape, dt.float32, api)
     _isa.tensor_scalar(shift, k, OPS["multiply"], -_TWO_PI)
     r = _new(x.shape, dt.float32, api)

@@ -17,8 +17,14 @@ class SimOptions:
         fp8_overflow: ``"saturate"`` (default) clamps values beyond a narrow format's max to
             ±max, the engines' behaviour for cFP8 outputs; ``"ieee"`` keeps ml_dtypes'
             conversion (±inf where the format has inf, NaN otherwise).
+        float_to_int: how a float value written to an integer dtype is converted: ``"rne"``
+            (default) rounds to nearest, ties to even, as the hardware and ``nki.simulate`` since
+            NKI 0.6 (release notes 0.6.0, "fp32-to-integer casts match hardware"); ``"truncate"``
+            rounds toward zero, NumPy's conversion, which the Beta-1 simulator and ``nki.simulate``
+            before 0.6 used. Both saturate to the destination's range and read NaN as 0.
         capacity_check: ``"error"`` (default) raises when live SBUF/PSUM allocations exceed
-            the target's per-partition size; ``"warn"`` only warns; ``"off"`` skips it.
+            the target's per-partition size, or a tile is placed (``address=``, direct
+            allocation) past its end; ``"warn"`` only warns; ``"off"`` skips it.
         simulator_only: what to do with operations that run only in simulation
             (``nl.divide`` …): ``"warn"`` (default), ``"error"`` or ``"allow"``.
         record_trace: record every instruction (needed by the performance model).
@@ -31,6 +37,7 @@ class SimOptions:
 
     precise_fp: bool = True
     fp8_overflow: Literal["saturate", "ieee"] = "saturate"
+    float_to_int: Literal["rne", "truncate"] = "rne"
     capacity_check: Literal["error", "warn", "off"] = "error"
     simulator_only: Literal["warn", "error", "allow"] = "warn"
     record_trace: bool = True
@@ -45,6 +52,7 @@ class SimOptions:
                              f"{self.max_instructions!r}")
         for name, allowed in (
             ("fp8_overflow", ("saturate", "ieee")),
+            ("float_to_int", ("rne", "truncate")),
             ("capacity_check", ("error", "warn", "off")),
             ("simulator_only", ("warn", "error", "allow")),
         ):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import dis
+import functools
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -744,12 +745,19 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: 
 def _assignment_target(frame: Any) -> Any:
     """The current value of the local that the call at ``frame``'s current instruction is assigned to, if the
     statement is ``name = call(...)`` (else None)."""
-    code = frame.f_code
+    name = _stored_name_after(frame.f_code, frame.f_lasti)
+    return None if name is None else frame.f_locals.get(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _stored_name_after(code: Any, lasti: int) -> str | None:
+    """The local that the first real instruction after ``lasti`` stores to, or None. Cached: disassembling the
+    kernel's code at every call was a quarter of a large kernel's run (``loop_reduce`` in an unrolled nest)."""
     for ins in dis.get_instructions(code):
-        if ins.offset <= frame.f_lasti or ins.opname in ("CACHE", "PRECALL", "EXTENDED_ARG"):
+        if ins.offset <= lasti or ins.opname in ("CACHE", "PRECALL", "EXTENDED_ARG"):
             continue
         if ins.opname in ("STORE_FAST", "STORE_NAME", "STORE_DEREF"):
-            return frame.f_locals.get(ins.argval)
+            return str(ins.argval)
         return None
     return None
 

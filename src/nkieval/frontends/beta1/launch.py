@@ -227,8 +227,10 @@ class Kernel:
         # over-capacity is a warning here rather than an error.
         # Precision: the Beta-1 simulator held bf16/fp8 results in fp32 (the SDK's own Beta-1 tests pass only that
         # way), so that is this front end's default; NKI_PRECISE_FP=1 rounds to the real formats (docs/beta1.md).
+        # Its float-to-integer casts were NumPy's (toward zero); NKI 0.6's release notes record the switch to the
+        # hardware's round-to-nearest-even for nki.simulate, so the Beta-1 default truncates.
         options = self.options.get("sim_options") or SimOptions.from_env(
-            capacity_check="warn", precise_fp=os.environ.get("NKI_PRECISE_FP", "0") != "0")
+            capacity_check="warn", precise_fp=os.environ.get("NKI_PRECISE_FP", "0") != "0", float_to_int="truncate")
         try:
             result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
                                 int64_args=False)  # Beta 1 has no 64-bit dtype

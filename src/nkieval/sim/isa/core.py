@@ -425,7 +425,8 @@ def write(ctx: SimContext, t: NkiTensor, values: Any, *, matmul: bool = False) -
     if v.dtype == t.data.dtype and not t.dtype.tf32:
         t.data[...] = v
     else:
-        t.data[...] = dt.cast(v, t.dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
+        t.data[...] = dt.cast(v, t.dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp,
+                              float_to_int=ctx.options.float_to_int)
     mark_written(t, matmul=matmul)
 
 
