@@ -173,3 +173,17 @@ def test_mutated_kernels_outputs_are_reused_by_the_next_review_and_give_the_same
     assert first and n > 0
     assert mutation_causes(task, src, runs, outs) == first
     assert len(calls) == n, "the second search ran mutants again"
+
+
+def test_the_inputs_digest_takes_every_dtype_and_tells_values_apart() -> None:
+    import ml_dtypes
+
+    from nkieval.review.stages.mutation_causes import _digest
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4).astype(ml_dtypes.bfloat16)
+    b = a.copy()
+    b[2, 3] = 0
+    assert _digest({"x": a}) == _digest({"x": a.copy()})
+    assert _digest({"x": a}) != _digest({"x": b})
+    assert _digest({"x": a}) != _digest({"x": a.astype(np.float32)})  # same values, another dtype
+    assert _digest({"x": a[:, ::2]}) == _digest({"x": np.ascontiguousarray(a[:, ::2])})

@@ -118,20 +118,20 @@ def _ends_at_last(c: CaseResult, task: Task, m: dict[str, Any]) -> bool:
     return bool(shape) and list(m.get("last_index") or []) == [d - 1 for d in shape]  # type: ignore[union-attr]
 
 
-def _tail_failure(c: CaseResult, task: Task) -> bool | None:
+def _tail_failure(c: CaseResult, task: Task, partitions: int) -> bool | None:
     """Whether a failing case can be a dropped bounds guard: anything but wrong values (unwritten, NaN), or
-    wrong values whose worst element lies in the last partial 128-tile of the first axis. A value mismatch
-    inside the whole tiles (a bf16 intermediate on a ragged shape) is not a bounds problem; on a first axis
-    no longer than one tile the case cannot tell (None)."""
+    wrong values whose worst element lies in the last partial tile (``partitions`` rows) of the first axis. A
+    value mismatch inside the whole tiles (a bf16 intermediate on a ragged shape) is not a bounds problem; on a
+    first axis no longer than one tile the case cannot tell (None)."""
     m = c.mismatch or {}
     if m.get("kind") != "mismatch" or not m.get("worst_index"):
         return True
     shape = _out_shape(c, task, m["output"])
     if not shape:
         return True
-    if shape[0] <= 128:
+    if shape[0] <= partitions:
         return None
-    return int(m["worst_index"][0]) >= (shape[0] // 128) * 128
+    return int(m["worst_index"][0]) >= (shape[0] // partitions) * partitions
 
 
 def _tail_seen(cases: list[CaseResult], task: Task) -> set[str]:
@@ -762,7 +762,7 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
         return CriterionResult(crit.id, crit.title, crit.weight, "fail", 0,
                                "the port does not run or does not implement the CUDA kernel's function")
     level = start
-    failing = [(c, _tail_failure(c, ev.task)) for c in ev.cases if c.hidden and not c.correct]
+    failing = [(c, _tail_failure(c, ev.task, _partitions(ev.target))) for c in ev.cases if c.hidden and not c.correct]
     # (a mismatch on a shape smaller than a tile cannot tell; it counts when another case shows the tail)
     hidden_fail = [c for c, t in failing if t] + [c for c, t in failing if t is None and any(t for _, t in failing)]
     public_ok = all(c.correct for c in ev.cases if not c.hidden)

@@ -157,7 +157,7 @@ def _digest(inputs: dict[str, np.ndarray]) -> str:
     for k, a in inputs.items():
         a = np.ascontiguousarray(a)
         h.update(f"{k}:{a.dtype.str}:{a.shape};".encode())
-        h.update(a.data)
+        h.update(a.reshape(-1).view(np.uint8))  # (bytes of any dtype: ml_dtypes' bf16 has no buffer format)
     return h.hexdigest()
 
 
