@@ -43,7 +43,7 @@ from pathlib import Path
 
 from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE
-from nkieval.review.stages import clear_caches
+from nkieval.review.stages import clear_caches, mutation_causes
 from nkieval.tasks import builtin_tasks
 
 # "where the time goes": the review's wall time, split into what happens one after the other
@@ -109,7 +109,13 @@ def _run(tasks: list, repeat: int, modes: tuple[bool, ...], verbose: bool = True
         first = dict.fromkeys(modes, True)
         for _ in range(repeat):
             for f in files:
+                # the judge's cause search keeps mutated CUDA kernels' runs across reviews (candidate-independent
+                # work): each mode's review of this candidate starts from the same kept runs, so neither pays
+                # for the other's search
+                kept = dict(mutation_causes._MUTANT_RUNS)
                 for trusted in modes:
+                    mutation_causes._MUTANT_RUNS.clear()
+                    mutation_causes._MUTANT_RUNS.update(kept)
                     rows, walls, stages = out[trusted]
                     kind = "cold" if first[trusted] else "warm"
                     if first[trusted]:

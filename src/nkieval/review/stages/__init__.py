@@ -25,11 +25,13 @@ from __future__ import annotations
 
 def clear_caches() -> None:
     """Forget what reviews keep per process for the next review (benchmarks' cold start): the case cache,
-    the task's reference code, the reference kernels' evidence."""
+    the task's reference code, the reference kernels' evidence, the mutated CUDA kernels' runs."""
     from nkieval.review.cache import CASE_CACHE
-    from nkieval.review.stages import evidence, judge
+    from nkieval.review.stages import evidence, judge, mutation_causes
 
     CASE_CACHE.clear()
+    with mutation_causes._MUTANT_LOCK:
+        mutation_causes._MUTANT_RUNS.clear()
     with evidence._REF_LOCK:
         evidence._REF_CACHE.clear()
     with judge._TASK_CODE_LOCK:
