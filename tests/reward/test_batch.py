@@ -57,3 +57,30 @@ def test_bad_executor_and_item():
         score_many([], executor="dask")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         score_many([42])  # type: ignore[list-item]
+
+
+
+def test_a_stop_signal_during_the_workers_own_shutdown_is_ignored(monkeypatch):
+    """A worker whose job pipe closed is on its way out, shutting its sandbox down (atexit); the pool's stop
+    SIGTERM, sent right after closing the pipe, used to break into that shutdown ("Exception ignored in atexit
+    callback ... SystemExit: 143"). Before the loop ends, the signal still ends the worker."""
+    import signal
+
+    from nkieval.reward import workers
+
+    monkeypatch.setattr(workers, "_EXITING", [False])
+    with pytest.raises(SystemExit) as e:
+        workers._on_term(signal.SIGTERM, None)
+    assert e.value.code == 128 + signal.SIGTERM
+    assert workers._on_term(signal.SIGTERM, None) is None  # the first one started the way out
+
+    monkeypatch.setattr(workers, "_EXITING", [False])
+
+    class Closed:
+        def recv(self):
+            raise EOFError
+
+    monkeypatch.setattr(workers.os, "setpgrp", lambda: None)
+    monkeypatch.setattr(workers.signal, "signal", lambda *a: None)
+    workers._worker_main(Closed())  # the pipe closed: the loop ends ...
+    assert workers._on_term(signal.SIGTERM, None) is None  # ... and a stop signal no longer raises

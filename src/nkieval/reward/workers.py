@@ -46,7 +46,14 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
+#: set once the worker's loop has ended: it is on its way out, shutting its sandbox down (atexit)
+_EXITING = [False]
+
+
 def _on_term(signum: int, frame: Any) -> None:
+    if _EXITING[0]:
+        return  # (a stop's SIGTERM that meets the shutdown already under way: let it finish)
+    _EXITING[0] = True
     raise SystemExit(128 + signum)  # runs atexit: the sandbox zygote is shut down
 
 
@@ -55,6 +62,13 @@ def _worker_main(conn: Any) -> None:
     with contextlib.suppress(OSError):
         os.setpgrp()
     signal.signal(signal.SIGTERM, _on_term)
+    try:
+        _serve_jobs(conn)
+    finally:
+        _EXITING[0] = True
+
+
+def _serve_jobs(conn: Any) -> None:
     while True:
         try:
             job = conn.recv()
