@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 
 from nkieval.numerics import PrecisionRecipe, PreparedCheck, Variant, generic_op
-from nkieval.numerics.diagnose import _exact_in
+from nkieval.numerics.diagnose_fingerprint import _exact_in
 from nkieval.numerics.formats import get_format
 from nkieval.numerics.oracle import exact_in
 

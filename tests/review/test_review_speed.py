@@ -376,7 +376,7 @@ def test_static_findings_equal_the_separate_analyses():
 
 
 def test_accumulation_emulations_run_only_when_nothing_closer_explains(monkeypatch):
-    from nkieval.numerics import diagnose as dg
+    from nkieval.numerics import diagnose_models as dg
     from nkieval.numerics.platforms import emulate_matmul
 
     calls = []
