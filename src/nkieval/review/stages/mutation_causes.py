@@ -113,12 +113,14 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     spent = 0.0
     label, dims, inputs, gpu, port = first
     digest = _digest(inputs)
+    confirm_digest = _digest(confirm[2]) if confirm is not None else ""
     before = {o: _off(task, gpu[idx[o]], port[idx[o]])[0] for o in names}
     for m in mutations(cuda_src):
         left = budget_s - spent
         if left <= 0:
             break
-        g2, took = _run_mutant(task, inputs, digest, dims, m.apply(text), min(left, 2.0))
+        mutated = m.apply(text)
+        g2, took = _run_mutant(task, inputs, digest, dims, mutated, min(left, 2.0))
         spent += took
         if g2 is None:
             continue
@@ -128,8 +130,7 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
             continue
         labels = [label]
         if confirm is not None:
-            g3, took = _run_mutant(task, confirm[2], _digest(confirm[2]), confirm[1], m.apply(text),
-                                   max(0.5, budget_s - spent))
+            g3, took = _run_mutant(task, confirm[2], confirm_digest, confirm[1], mutated, max(0.5, budget_s - spent))
             spent += took
             if g3 is None or _reproduces(task, g3, confirm[4], idx, names, None, precision) is None:
                 continue
