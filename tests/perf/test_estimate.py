@@ -160,6 +160,47 @@ def test_cli_profile_writes_timeline_and_json(tmp_path) -> None:
     assert json.loads(tl.read_text())["traceEvents"]
 
 
+_BETA1_OVER_PSUM = """
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def blocks(a):
+    # 16 PSUM tiles of [128, 512] fp32 allocated as one tensor (32 KiB per partition): over PSUM, which the Beta-1
+    # front end reports as a warning by default (its compiler freed tiles after their last use)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    acc = nl.ndarray((16, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+    for i in nl.affine_range(16):
+        acc[i, :, :] = nisa.nc_matmul(t[:, 0:128], t[:, i * 512:(i + 1) * 512])
+    for i in nl.affine_range(16):
+        nl.store(out[:, i * 512:(i + 1) * 512], value=nl.copy(acc[i, :, :]))
+    return out
+"""
+
+
+@pytest.mark.parametrize("kernel", ["tiled_add", "beta1"])
+def test_cli_profile_without_values_gives_the_same_estimate(tmp_path, kernel) -> None:
+    """--no-values runs record-only: the same estimate, and the front end's own defaults are kept (a Beta-1
+    kernel's PSUM over-subscription stays a warning, as with values)."""
+    if kernel == "beta1":
+        kfile = tmp_path / "b1.py"
+        kfile.write_text(_BETA1_OVER_PSUM)
+        argv = [f"{kfile}::blocks", "--input", "128x8192"]
+    else:
+        argv = [f"{ex.__file__}::tiled_add", "--input", "256x256", "--input", "256x256"]
+    est = {}
+    for flag in ("--values", "--no-values"):
+        js = tmp_path / f"e{flag}.json"
+        res = CliRunner().invoke(main, ["profile", *argv, "--target", "trn2", flag, "--json", str(js)])
+        assert res.exit_code == 0, res.output
+        est[flag] = json.loads(js.read_text())
+    assert est["--values"]["total_time_ns"] == est["--no-values"]["total_time_ns"] > 0
+
+
 def test_cli_profile_bad_kernel_name(tmp_path) -> None:
     res = CliRunner().invoke(main, ["profile", f"{ex.__file__}::nope", "--input", "4x4"])
     assert res.exit_code != 0 and "no kernel 'nope'" in res.output

@@ -31,13 +31,21 @@ def parse_input_spec(spec: str) -> tuple[str | None, tuple[int, ...], str]:
     return m["name"], tuple(int(d) for d in m["shape"].split("x")), (m["dtype"] or "float32")
 
 
-def make_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+def _nki_dtype(dtype: str) -> Any:
     from nkieval.sim import dtypes as dt
 
     try:
-        d = dt.to_dtype(dtype)
+        return dt.to_dtype(dtype)
     except Exception as e:
         raise InputSpecError(f"unknown dtype {dtype!r}: {e}") from None
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    return np.dtype(_nki_dtype(dtype).storage)
+
+
+def make_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    d = _nki_dtype(dtype)
     vals = rng.standard_normal(shape, dtype=np.float32)
     if d.is_int:
         vals = np.round(vals * 8)
@@ -164,24 +172,33 @@ def parse_grid(text: str | None) -> int | tuple[int, ...] | None:
 
 
 def _simulate(obj: Any, target: str | None, args: list[Any], kwargs: dict[str, Any],
-              grid: int | tuple[int, ...] | None = None, capacity_check: str | None = None) -> Any:
+              grid: int | tuple[int, ...] | None = None, capacity_check: str | None = None,
+              compute_values: bool = True) -> Any:
     """Run the kernel once on the simulator through its own front end (a ``neuronxcc.nki`` Beta-1 kernel
     through the Beta-1 one, anything else through ``nki``), launched as ``kernel[grid]`` when a grid is given,
     and return the RunResult. ``capacity_check`` overrides the front end's default (error for ``nki``, warn
-    for Beta-1)."""
+    for Beta-1); ``compute_values`` False makes it a record-only run (``SimOptions.compute_values``)."""
     import nki
 
     from nkieval.frontends.beta1.launch import Kernel as Beta1Kernel
+    from nkieval.frontends.beta1.launch import default_sim_options
     from nkieval.frontends.nki import Kernel
     from nkieval.sim.options import SimOptions
 
-    sim_options = SimOptions.from_env(capacity_check=capacity_check) if capacity_check else None
+    overrides: dict[str, Any] = {}
+    if capacity_check:
+        overrides["capacity_check"] = capacity_check
+    if not compute_values:
+        overrides["compute_values"] = False
 
     if not isinstance(obj, Beta1Kernel | Kernel):
         obj = nki.jit(obj)
     if grid is not None:
         obj = obj[grid]
-    if isinstance(obj, Beta1Kernel):
+    # (the overrides change the front end's own defaults, nothing else)
+    beta1 = isinstance(obj, Beta1Kernel)
+    sim_options = (default_sim_options if beta1 else SimOptions.from_env)(**overrides) if overrides else None
+    if beta1:
         opts = dict(obj.options)
         if target is not None:
             opts["platform_target"] = target
@@ -222,10 +239,16 @@ def _npz_value(a: np.ndarray) -> Any:
 @click.option("--compiler-pass", "compiler_passes", multiple=True, metavar="NAME=on|off",
               help="switch a compiler-model pass on or off: dead-stores, redundant-loads, merge-iterations (on by "
               "default), engine-balance (off by default); all=off runs none (repeatable, later ones win)")
+@click.option("--values/--no-values", "compute_values", default=True, show_default=True,
+              help="--no-values estimates from the instruction stream alone: no element value is computed or "
+              "stored (--input arrays are never filled), so a kernel at its published shape profiles in a fraction "
+              "of the time and memory. The estimate is the same unless the instruction stream depends on values "
+              "(indirect-DMA addresses, loops driven by registers): those then see zeros")
 @click.option("--seed", default=0, show_default=True)
 def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[str, ...], mode: str,
             engine_order: str, trace_out: str | None, json_out: str | None, grid: str | None,
-            capacity_check: str | None, spill_traffic: str, compiler_passes: tuple[str, ...], seed: int) -> None:
+            capacity_check: str | None, spill_traffic: str, compiler_passes: tuple[str, ...],
+            compute_values: bool, seed: int) -> None:
     """Simulate FILE::KERNEL and print its estimated profile (an estimate, not a measurement)."""
     from nkieval.perf import SchedulePolicy, estimate, text_summary, write_perfetto
     from nkieval.perf.compiler import CompilerOptionError, parse_options
@@ -261,14 +284,15 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
     parsed = [parse_input_spec(spec) for spec in specs]
     check_input_bytes([(shape, dtype) for _, shape, dtype in parsed], target)
     for nm, shape, dtype in parsed:
-        arr = make_array(shape, dtype, rng)
+        # (without values an input is only a shape: zeros, whose pages are never touched)
+        arr = make_array(shape, dtype, rng) if compute_values else np.zeros(shape, _np_dtype(dtype))
         if nm:
             kwargs[nm] = arr
         else:
             args.append(arr)
     check_arguments(obj, name, args, kwargs)
     try:
-        result = _simulate(obj, target, args, kwargs, launch, capacity_check)
+        result = _simulate(obj, target, args, kwargs, launch, capacity_check, compute_values)
     except NkiValidationError as e:
         hint = ("; --capacity-check warn estimates it with the spill traffic the compiler would add"
                 if e.rule == "sbuf-capacity" else "")

@@ -254,9 +254,16 @@ class _Programs:
         key = str(path)
         prog = self.cache.get(key)
         if prog is None:
-            prog = self.cache[key] = Program.from_json(path.read_bytes())
-            compile_program(prog)
-            gc.freeze()  # the program lives as long as this process: collections need not walk it
+            # Parsing and compiling make a large tree with no cycles that lives as long as this process: with the
+            # collector off until it is frozen, no collection ever walks it (re-enabled in between, the first
+            # allocation after each step would walk everything made so far).
+            gc.disable()
+            try:
+                prog = self.cache[key] = Program.from_json(path.read_bytes())
+                compile_program(prog)
+            finally:
+                gc.freeze()
+                gc.enable()
         return prog
 
 

@@ -139,6 +139,7 @@ class SimContext:
                                     launch.options.capacity_check, self._on_alloc_event, defer=defer,
                                     partitions=t.partitions, bank_bytes=t.psum_bank_bytes)
         self.shared_count = 0
+        self.dry = not launch.options.compute_values  # a record-only run (SimOptions.compute_values)
         self.recorder: Any = None  # a nkieval.sim.program Recorder while the kernel is being recorded
         self.loc: tuple[str | None, int | None, str | None] = (None, None, None)
         self.loops: list[list[Any]] = []
@@ -208,6 +209,13 @@ def current() -> SimContext:
 
 def maybe_current() -> SimContext | None:
     return getattr(_LOCAL, "ctx", None)
+
+
+def dry_run() -> bool:
+    """Whether this thread runs a record-only simulation (``SimOptions.compute_values`` False): element values
+    are neither computed nor stored."""
+    ctx = getattr(_LOCAL, "ctx", None)
+    return ctx is not None and ctx.dry
 
 
 def set_current(ctx: SimContext | None) -> SimContext | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from nkieval.sim.context import dry_run
 from nkieval.sim.errors import NkiValidationError
 
 _F32 = np.float32
@@ -95,11 +96,22 @@ def _gelu_sigmoid_dx(x: np.ndarray) -> np.ndarray:
 
 def _safe(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     def run(*a: np.ndarray) -> np.ndarray:
+        if dry_run():  # a record-only run: the result's shape, no values
+            return np.zeros(_result_shape(a), _F32)
         with np.errstate(all="ignore"):
             return np.asarray(fn(*a)).astype(_F32, copy=False)
 
     run.__name__ = getattr(fn, "__name__", "op")
     return run
+
+
+def _result_shape(operands: tuple[Any, ...]) -> tuple[int, ...]:
+    """The broadcast shape of an operator's operands (arrays or scalars)."""
+    shapes = [np.shape(x) for x in operands]
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return first
+    return np.broadcast_shapes(*shapes)
 
 
 def _int_bits(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:

@@ -29,6 +29,11 @@ class SimOptions:
             (``nl.divide`` …): ``"warn"`` (default), ``"error"`` or ``"allow"``.
         record_trace: record every instruction (needed by the performance model).
         fill_uninitialized: fill fresh allocations with NaN (floats) / 4 (ints).
+        compute_values: False makes a *record-only* run: every instruction checks its operands, is traced and
+            changes the simulator's state (allocations, PSUM accumulation flags, registers) as usual, but no
+            element value is computed or stored, and memory reads as zeros. The instruction stream, the trace and
+            every check that does not depend on element values are those of a computing run; recording a
+            program (nkieval.sim.program) and estimating performance need nothing more.
         max_instructions: stop the run with an ``instruction-budget`` error once the kernel
             issues more instructions than this (all programs of the launch together); None
             (default) means no limit. A runaway kernel then fails at once with a specific
@@ -42,6 +47,7 @@ class SimOptions:
     simulator_only: Literal["warn", "error", "allow"] = "warn"
     record_trace: bool = True
     fill_uninitialized: bool = True
+    compute_values: bool = True
     max_instructions: int | None = None
 
     def __post_init__(self) -> None:

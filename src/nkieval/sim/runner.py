@@ -69,7 +69,8 @@ def _wrap_args(args: Sequence[Any], names: Sequence[str], int64_ok: bool = True
     return wrapped, links
 
 
-def _output(value: Any, instruction: str = "kernel") -> Any:
+def _output(value: Any, instruction: str = "kernel", dry: bool = False) -> Any:
+    """The kernel's return value as host arrays (copies); a record-only run's are zeros (``dry``)."""
     if value is None:
         return None
     if isinstance(value, NkiTensor):
@@ -77,11 +78,11 @@ def _output(value: Any, instruction: str = "kernel") -> Any:
             raise NkiValidationError(
                 f"kernel returned {value!r}: outputs must be HBM tensors allocated with buffer=nl.shared_hbm",
                 instruction=instruction, rule="kernel")
-        return np.array(value.data, copy=True)
+        return np.zeros(value.data.shape, value.data.dtype) if dry else np.array(value.data, copy=True)
     if isinstance(value, tuple | list):
-        return type(value)(_output(v, instruction) for v in value)
+        return type(value)(_output(v, instruction, dry) for v in value)
     if isinstance(value, dict):
-        return {k: _output(v, instruction) for k, v in value.items()}
+        return {k: _output(v, instruction, dry) for k, v in value.items()}
     return value
 
 
@@ -173,9 +174,9 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
     if opts.record_trace:
         check_capacity(trace, {"sbuf": tgt.sbuf_bytes_per_partition, "psum": tgt.psum_bytes_per_partition},
                        opts.capacity_check)
-    outputs = _output(results[0])
+    outputs = _output(results[0], dry=not opts.compute_values)
     for t, arr, torch_obj in links:
-        if t.alloc.written:
+        if t.alloc.written and opts.compute_values:  # (a record-only run has no values to give back)
             _write_back(t, arr, torch_obj)
     return RunResult(outputs=outputs, trace=trace, target=tgt)
 

@@ -127,11 +127,14 @@ def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: st
 def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
                 instruction: str, fill: Any) -> NkiTensor:
     sd = dt.storage_dtype(d, ctx.options.precise_fp)
-    storage = np.empty(shp, dtype=sd)
-    if fill is None:
+    if fill is None and ctx.dry:  # a record-only run: memory reads as zeros (np.zeros maps pages lazily)
+        storage = np.zeros(shp, dtype=sd)
+    elif fill is None:
+        storage = np.empty(shp, dtype=sd)
         if ctx.options.fill_uninitialized:
             _fill_sentinel(storage, np.nan if d.is_float else 4)
     else:
+        storage = np.empty(shp, dtype=sd)
         storage[...] = dt.cast(np.asarray(fill, dtype=np.float64) if not isinstance(fill, np.ndarray) else fill, d,
                                fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
     alloc = Allocation(id=ctx.launch.ids.next(), buffer=buf, name=name or "", dtype=d, shape=shp,
@@ -200,7 +203,10 @@ def wrap_hbm(array: np.ndarray, name: str, dtype: Any = None, buffer: Buffer = S
     ctx = current()
     d = dt.to_dtype(dtype if dtype is not None else array.dtype)
     sd = dt.storage_dtype(d, ctx.options.precise_fp)
-    storage = np.array(array, dtype=sd, copy=True, order="C")
+    if ctx.dry:  # a record-only run: the kernel argument's values are never read
+        storage = np.zeros(np.shape(array), dtype=sd)
+    else:
+        storage = np.array(array, dtype=sd, copy=True, order="C")
     if storage.ndim == 0:
         storage = storage.reshape(1)
     alloc = Allocation(id=ctx.launch.ids.next(), buffer=buffer, name=name, dtype=d, shape=tuple(storage.shape),

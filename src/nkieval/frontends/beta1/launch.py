@@ -154,6 +154,20 @@ def _note_once(mode: str, message: str) -> None:
         warnings.warn(message, stacklevel=3)
 
 
+def default_sim_options(**overrides: Any) -> SimOptions:
+    """The Beta-1 front end's simulator options, with ``overrides``.
+
+    Beta 1's compiler freed tiles after their last use; our tiles live until Python drops them, so over-capacity
+    is a warning here rather than an error. Precision: the Beta-1 simulator held bf16/fp8 results in fp32 (the
+    SDK's own Beta-1 tests pass only that way), so that is this front end's default; NKI_PRECISE_FP=1 rounds to
+    the real formats (docs/beta1.md). Its float-to-integer casts were NumPy's (toward zero); NKI 0.6's release
+    notes record the switch to the hardware's round-to-nearest-even for nki.simulate, so the Beta-1 default
+    truncates."""
+    base = {"capacity_check": "warn", "precise_fp": os.environ.get("NKI_PRECISE_FP", "0") != "0",
+            "float_to_int": "truncate"}
+    return SimOptions.from_env(**{**base, **overrides})
+
+
 class Kernel:
     """A Beta-1 kernel. ``kernel[g0, g1](...)`` launches an SPMD grid; calling it runs by ``mode``."""
 
@@ -223,14 +237,7 @@ class Kernel:
                                          f"{t.name} has {t.lnc_max}", instruction="launch", rule="generation")
         args = tuple(_placeholder(a) for a in args)
         kwargs = {k: _placeholder(v) for k, v in kwargs.items()}
-        # Beta 1's compiler freed tiles after their last use; our tiles live until Python drops them, so
-        # over-capacity is a warning here rather than an error.
-        # Precision: the Beta-1 simulator held bf16/fp8 results in fp32 (the SDK's own Beta-1 tests pass only that
-        # way), so that is this front end's default; NKI_PRECISE_FP=1 rounds to the real formats (docs/beta1.md).
-        # Its float-to-integer casts were NumPy's (toward zero); NKI 0.6's release notes record the switch to the
-        # hardware's round-to-nearest-even for nki.simulate, so the Beta-1 default truncates.
-        options = self.options.get("sim_options") or SimOptions.from_env(
-            capacity_check="warn", precise_fp=os.environ.get("NKI_PRECISE_FP", "0") != "0", float_to_int="truncate")
+        options = self.options.get("sim_options") or default_sim_options()
         try:
             result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
                                 int64_args=False)  # Beta 1 has no 64-bit dtype

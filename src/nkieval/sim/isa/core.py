@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import SimContext, current, maybe_current, user_frame
+from nkieval.sim.context import SimContext, current, dry_run, maybe_current, user_frame
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.ops import ARITH, BINARY, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, UNARY, Op
 from nkieval.sim.tensor import NkiTensor
@@ -293,6 +293,8 @@ def read(t: NkiTensor) -> np.ndarray:
     a = t.data
     if a.dtype == np.float32:
         return a
+    if dry_run():  # a record-only run: the values are not used
+        return np.zeros(a.shape, np.float32)
     return _to_f32(a)
 
 
@@ -329,6 +331,8 @@ def read_f32(t: NkiTensor) -> np.ndarray:
     if a.buffer.kind != "sbuf" or not t.dtype.is_float:
         return read(t)
     _check_initialized(t)
+    if dry_run():  # a record-only run: the values are not used
+        return np.zeros(data.shape, np.float32)
     key = (t._byte_offset(), data.shape, data.strides, data.dtype)
     cache = a.f32
     if cache is None:
@@ -358,11 +362,16 @@ def read_exact(t: NkiTensor) -> np.ndarray:
 def read_bits(t: NkiTensor) -> np.ndarray:
     """Integer operands as exact int64 values (bitvec operators treat elements as bit patterns)."""
     _check_initialized(t)
+    if dry_run():  # a record-only run: the values are not used
+        return np.zeros(t.data.shape, np.int64)
     return np.asarray(t.data).astype(np.int64)
 
 
 def write_bits(t: NkiTensor, values: np.ndarray) -> None:
     """Store int64 results as bit patterns truncated to ``t``'s width (no saturation), as bitvec ops do."""
+    if dry_run():  # a record-only run stores no values
+        mark_written(t, matmul=False)
+        return
     bits = 8 * t.data.dtype.itemsize
     v = np.asarray(values).astype(np.int64)
     if bits < 64:  # an int64 destination keeps all 64 bits
@@ -416,6 +425,9 @@ def flag_view(t: NkiTensor, flags: np.ndarray) -> np.ndarray:
 
 def write(ctx: SimContext, t: NkiTensor, values: Any, *, matmul: bool = False) -> None:
     """Round ``values`` into ``t`` (shape matched per partition), mark PSUM state."""
+    if ctx.dry:  # a record-only run stores no values
+        mark_written(t, matmul=matmul)
+        return
     v = np.asarray(values)
     if v.shape != t.shape:
         if v.size == t.size:
@@ -432,6 +444,9 @@ def write(ctx: SimContext, t: NkiTensor, values: Any, *, matmul: bool = False) -
 
 def write_exact(t: NkiTensor, values: np.ndarray) -> None:
     """Bit-exact store of values already in ``t``'s storage dtype (same-dtype copies)."""
+    if dry_run():  # a record-only run stores no values
+        mark_written(t, matmul=False)
+        return
     v = np.asarray(values)
     t.data[...] = v.reshape(t.shape) if v.shape != t.shape and v.size == t.size else v
     mark_written(t, matmul=False)

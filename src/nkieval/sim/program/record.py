@@ -331,10 +331,19 @@ class Recording:
 
 def record_program(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any] | None = None, *,
                    target: Any = None, options: Any = None, lnc: int = 1, grid: tuple[int, ...] = (),
-                   max_events: int = MAX_EVENTS) -> Recording:
+                   max_events: int = MAX_EVENTS, compute_values: bool = False) -> Recording:
     """Trace ``fn`` into a :class:`Program`. ``args`` are :class:`ArgSpec` (shape and dtype only; the kernel
-    sees zeros) or plain Python values (scalars, tuples), passed as they are."""
+    sees zeros) or plain Python values (scalars, tuples), passed as they are.
+
+    The run is record-only (``SimOptions.compute_values`` False) unless ``compute_values``: no instruction
+    computes or stores element values, which nothing recorded depends on (the kernel's Python cannot read them),
+    so the program and the trace are those of a computing run at a fraction of its time and memory."""
+    from dataclasses import replace
+
+    from nkieval.sim.options import SimOptions
     from nkieval.sim.runner import run_kernel
+
+    options = replace(options or SimOptions.from_env(), compute_values=compute_values)
 
     placeholders = [a.placeholder() if isinstance(a, ArgSpec) else a for a in args]
     kw = {k: (v.placeholder() if isinstance(v, ArgSpec) else v) for k, v in (kwargs or {}).items()}
