@@ -109,7 +109,7 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
             rows.append(f"| {m.id} | {m.kind} | {m.line} | {m.description.replace('|', '/')} | not run (time budget) |")
             continue
         # the screen first (smaller shapes, one family): most mutants fail there; any other is reviewed in full
-        o = ctx.run_screened(f"mutant:{m.id}", m.source)
+        o = ctx.run_screened(f"mutant:{m.id}", m.source, tests_only=True)
         if o.passed and o.errors == expert.errors and expert.errors:
             same.append(m)  # its outputs' errors equal the expert's on every case: equivalent as far as tests go
             outcome = "survived, equivalent on every case"
@@ -187,7 +187,7 @@ def _probe(ctx: AuditContext, survived: list[Mutant], limit: int = 4) -> dict[st
     src = ctx.expert_source()
     assert src is not None
     for shape in probe_shapes(task):
-        probe = dataclasses.replace(task, shapes=(*task.public_shapes, shape))
+        probe = ctx.tests_only(dataclasses.replace(task, shapes=(*task.public_shapes, shape)))
         ex = ctx.run(f"expert@probe{shape.index}", src, task=probe)
         if not ex.passed:
             continue
