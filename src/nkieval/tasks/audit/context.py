@@ -46,6 +46,7 @@ class AuditContext:
     #: tasks without kernel.cu, by id() of the task they copy (kept here so an id is never reused)
     _tests_only: dict[int, Task] = field(default_factory=dict)
     _screens: list[Task] | None = None
+    _prepared: dict[str, Any] | None = None
 
     def run(self, label: str, source: str | Path, *, target: str | None = None,
             families: tuple[str, ...] | None = None, compare_references: bool = False,
@@ -117,6 +118,37 @@ class AuditContext:
                 self.times["screen_decided"] = self.times.get("screen_decided", 0) + 1
                 return o
         return self.run(label, source, task=self.tests_only() if tests_only else None)
+
+    def prepared_checks(self) -> dict[str, Any]:
+        """Per case label, the numerics standard's prepared check (float64 oracle and bounds) built the way a
+        review builds it, into the review's case cache: the audit's own check of the reference and every review
+        after it share one oracle per case (the oracle is most of a review's candidate-independent cost).
+        Cases whose check could not be built are left out (the caller builds them itself, to say why)."""
+        if self._prepared is None:
+            from nkieval.review.rubric import DEFAULT_RUBRIC
+            from nkieval.review.stages.judge import prefetch_case, prepare_judge
+            from nkieval.review.stages.load import ReviewRequest, load
+            from nkieval.review.stages.timing import Timings
+
+            self._prepared = {}
+            src = self.expert_source() or "pass\n"
+            req = ReviewRequest(self.task, src, self.target, self.seed, DEFAULT_RUBRIC, None, "all", "forkserver",
+                                None, None, False, True, True)
+            try:
+                kit = prepare_judge(load(req))
+            except Exception:  # the task's fault: the caller's own checks name it
+                return self._prepared
+            if not kit.numerics_ok:
+                return self._prepared
+            for i, c in enumerate(kit.loaded.cases):
+                try:
+                    prefetch_case(kit, i, Timings())
+                except Exception:  # a reference or oracle that raises on this case: named by the caller
+                    continue
+                d = kit.loaded.data[i]
+                if d.prepared_done and d.prepared is not None:
+                    self._prepared[c.label] = d.prepared
+        return self._prepared
 
     def expert_source(self) -> str | None:
         f = self.task.solution_file

@@ -181,20 +181,17 @@ def probe_shapes(task: Task) -> list[ShapeCase]:
 
 
 def _probe(ctx: AuditContext, survived: list[Mutant], limit: int = 4) -> dict[str, str]:
-    """For the first ``limit`` survivors: a probe shape on which the expert passes and the mutant fails."""
+    """For the first ``limit`` survivors: a probe shape on which the expert passes and the mutant fails. The
+    mutants go first: the expert's review on the probe (its largest shape yet) is needed only when one fails."""
     task = ctx.task
     out: dict[str, str] = {}
     src = ctx.expert_source()
     assert src is not None
     for shape in probe_shapes(task):
         probe = ctx.tests_only(dataclasses.replace(task, shapes=(*task.public_shapes, shape)))
-        ex = ctx.run(f"expert@probe{shape.index}", src, task=probe)
-        if not ex.passed:
-            continue
-        for m in survived[:limit]:
-            if m.id in out:
-                continue
-            o = ctx.run(f"mutant:{m.id}@probe{shape.index}", m.source, task=probe)
-            if not o.passed and o.killed_by_tests:
+        failed = [m for m in survived[:limit] if m.id not in out
+                  and ctx.run(f"mutant:{m.id}@probe{shape.index}", m.source, task=probe).killed_by_tests]
+        if failed and ctx.run(f"expert@probe{shape.index}", src, task=probe).passed:
+            for m in failed:
                 out[m.id] = "{" + ", ".join(f"{k} = {v}" for k, v in shape.dims.items()) + "}"
     return out
