@@ -43,8 +43,8 @@ class AuditContext:
     times: dict[str, float] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
     _screen: tuple[Task | None] | None = None
-    #: tasks without kernel.cu, by id() of the task they copy (kept here so an id is never reused)
-    _tests_only: dict[int, Task] = field(default_factory=dict)
+    #: (task, its copy without kernel.cu) by id() of the task; both are kept, so an id is never reused
+    _tests_only: dict[int, tuple[Task, Task]] = field(default_factory=dict)
     _screens: list[Task] | None = None
     _prepared: dict[str, Any] | None = None
 
@@ -89,8 +89,8 @@ class AuditContext:
             return t
         hit = self._tests_only.get(id(t))
         if hit is None:
-            hit = self._tests_only[id(t)] = dataclasses.replace(t, cuda_file=None)
-        return hit
+            hit = self._tests_only[id(t)] = (t, dataclasses.replace(t, cuda_file=None))
+        return hit[1]
 
     def screens(self) -> list[Task]:
         """The cheaper looks at a candidate that should fail, cheapest first: the task's public shapes only,
