@@ -168,16 +168,14 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
 
 
 def probe_shapes(task: Task) -> list[ShapeCase]:
-    """An extra hidden shape to look for a mutant killer: the largest hidden shape with every dimension
-    one larger (a new ragged tail on every axis). (A doubled shape would find more killers but costs an
-    expert review on the largest inputs.)"""
-    big = max(task.hidden_shapes, key=lambda s: sum(s.dims.values()))
-    n = len(task.hidden_shapes)
-    b = {k: v + 1 for k, v in big.dims.items()}
-    out = []
-    for i, d in enumerate((b,)):
-        out.append(ShapeCase(dims=d, hidden=True, index=n + i, note="audit probe"))
-    return out
+    """An extra hidden shape to look for a mutant killer: the first public shape with every dimension one
+    larger (a new ragged tail on every axis, at the size the task author chose to show). Not the largest
+    hidden shape grown by one: the probe needs the numerics standard's oracle on a new case, and on the
+    largest shape that oracle cost as much as all of the task's own cases together (flash_attention_fwd)."""
+    base = task.public_shapes[0] if task.public_shapes else max(task.hidden_shapes,
+                                                                key=lambda s: sum(s.dims.values()))
+    return [ShapeCase(dims={k: v + 1 for k, v in base.dims.items()}, hidden=True, index=len(task.hidden_shapes),
+                      note="audit probe")]
 
 
 def _probe(ctx: AuditContext, survived: list[Mutant], limit: int = 4) -> dict[str, str]:
