@@ -211,3 +211,32 @@ def test_the_audit_clock_counts_a_live_child_process_cpu_time() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_probe_shape_is_the_public_shape_grown_by_one_on_every_axis() -> None:
+    from nkieval.tasks.audit.discriminate import probe_shapes
+
+    task = load_task("relu")
+    (probe,) = probe_shapes(task)
+    pub = task.public_shapes[0]
+    assert dict(probe.dims) == {k: v + 1 for k, v in pub.dims.items()} and probe.hidden
+    assert probe.label not in {s.label for s in task.shapes}  # a new case, never one of the task's own
+
+
+def test_the_reference_check_builds_the_numerics_checks_the_reviews_reuse() -> None:
+    # the audit's check of the reference fills the review's case cache: a review after it finds every case's
+    # prepared numerics check there (one oracle per case for the whole audit)
+    from nkieval.review.cache import CASE_CACHE, task_fingerprint
+    from nkieval.review.stages.load import plan_cases
+    from nkieval.tasks.audit.context import AuditContext
+
+    task = load_task("relu")
+    ctx = AuditContext(task, 12345, task.default_target)
+    shared = ctx.prepared_checks()
+    cases = plan_cases(task, 12345, task.families, "all")
+    assert set(shared) == {c.label for c in cases}
+    fp = task_fingerprint(task)
+    for c in cases:
+        hit = CASE_CACHE.get((fp, c.label, tuple(sorted(c.dims.items())), c.family, c.seed))
+        assert hit is not None and hit.prepared_done and hit.prepared is shared[c.label]
+    assert ctx.prepared_checks() is shared
