@@ -161,13 +161,32 @@ def test_the_screen_decides_a_kill_and_leaves_the_rest_to_the_full_review() -> N
     big = max(task.hidden_shapes, key=lambda s: s.dims["N"] * s.dims["D"])
     assert big not in screen.shapes and len(screen.shapes) == len(task.shapes) - 1
     assert {s.label for s in screen.shapes} < {s.label for s in task.shapes}  # the same cases, by label
+    # the screens, cheapest first: the public shape alone, then the screen; neither runs kernel.cu
+    public, second = ctx.screens()
+    assert public.shapes == task.public_shapes and second.shapes == screen.shapes
+    assert task.cuda_file is not None and public.cuda_file is None and second.cuda_file is None
     zeros = next(g for g in trivial_kernels(task) if g.id == "zeros")
     o = ctx.run_screened("trivial:zeros", zeros.source)
-    assert o.killed_by_tests and ctx.times["reviews"] == 1  # killed on the screen: no full review
-    assert all(not c.startswith(big.label) for c in o.failing)
+    assert o.killed_by_tests and ctx.times["reviews"] == 1  # killed on the public shape: no other review
+    assert all(c.startswith(task.public_shapes[0].label) for c in o.failing)
     ex = ctx.run_screened("expert", task.solution_file.read_text())
-    assert ex.passed and ctx.times["reviews"] == 3  # the screen, then every case
+    assert ex.passed and ctx.times["reviews"] == 4  # both screens, then every case
     assert any(label.startswith(big.label) for label in ex.errors)
+
+
+def test_a_tests_only_review_skips_the_cuda_check_and_keeps_the_verdicts_of_the_cases() -> None:
+    # mutants are asked only whether the task's cases reject them: the same case verdicts without kernel.cu
+    from nkieval.tasks.audit.context import AuditContext
+
+    task = load_task("relu")
+    ctx = AuditContext(task, 0, task.default_target)
+    assert ctx.tests_only() is ctx.tests_only() and ctx.tests_only().cuda_file is None
+    src = task.solution_file.read_text().replace("op=nl.relu", "op=nl.copy")
+    assert src != task.solution_file.read_text()
+    with_cuda = ctx.run("m", src)
+    without = ctx.run("m", src, task=ctx.tests_only())
+    assert with_cuda.failing and with_cuda.failing == without.failing and with_cuda.errors == without.errors
+    assert "has no CUDA source" in without.text and "has no CUDA source" not in with_cuda.text
 
 
 def test_the_audit_clock_counts_a_live_child_process_cpu_time() -> None:
@@ -192,3 +211,32 @@ def test_the_audit_clock_counts_a_live_child_process_cpu_time() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_probe_shape_is_the_public_shape_grown_by_one_on_every_axis() -> None:
+    from nkieval.tasks.audit.discriminate import probe_shapes
+
+    task = load_task("relu")
+    (probe,) = probe_shapes(task)
+    pub = task.public_shapes[0]
+    assert dict(probe.dims) == {k: v + 1 for k, v in pub.dims.items()} and probe.hidden
+    assert probe.label not in {s.label for s in task.shapes}  # a new case, never one of the task's own
+
+
+def test_the_reference_check_builds_the_numerics_checks_the_reviews_reuse() -> None:
+    # the audit's check of the reference fills the review's case cache: a review after it finds every case's
+    # prepared numerics check there (one oracle per case for the whole audit)
+    from nkieval.review.cache import CASE_CACHE, task_fingerprint
+    from nkieval.review.stages.load import plan_cases
+    from nkieval.tasks.audit.context import AuditContext
+
+    task = load_task("relu")
+    ctx = AuditContext(task, 12345, task.default_target)
+    shared = ctx.prepared_checks()
+    cases = plan_cases(task, 12345, task.families, "all")
+    assert set(shared) == {c.label for c in cases}
+    fp = task_fingerprint(task)
+    for c in cases:
+        hit = CASE_CACHE.get((fp, c.label, tuple(sorted(c.dims.items())), c.family, c.seed))
+        assert hit is not None and hit.prepared_done and hit.prepared is shared[c.label]
+    assert ctx.prepared_checks() is shared

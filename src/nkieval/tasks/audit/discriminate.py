@@ -109,7 +109,7 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
             rows.append(f"| {m.id} | {m.kind} | {m.line} | {m.description.replace('|', '/')} | not run (time budget) |")
             continue
         # the screen first (smaller shapes, one family): most mutants fail there; any other is reviewed in full
-        o = ctx.run_screened(f"mutant:{m.id}", m.source)
+        o = ctx.run_screened(f"mutant:{m.id}", m.source, tests_only=True)
         if o.passed and o.errors == expert.errors and expert.errors:
             same.append(m)  # its outputs' errors equal the expert's on every case: equivalent as far as tests go
             outcome = "survived, equivalent on every case"
@@ -168,33 +168,28 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
 
 
 def probe_shapes(task: Task) -> list[ShapeCase]:
-    """An extra hidden shape to look for a mutant killer: the largest hidden shape with every dimension
-    one larger (a new ragged tail on every axis). (A doubled shape would find more killers but costs an
-    expert review on the largest inputs.)"""
-    big = max(task.hidden_shapes, key=lambda s: sum(s.dims.values()))
-    n = len(task.hidden_shapes)
-    b = {k: v + 1 for k, v in big.dims.items()}
-    out = []
-    for i, d in enumerate((b,)):
-        out.append(ShapeCase(dims=d, hidden=True, index=n + i, note="audit probe"))
-    return out
+    """An extra hidden shape to look for a mutant killer: the first public shape with every dimension one
+    larger (a new ragged tail on every axis, at the size the task author chose to show). Not the largest
+    hidden shape grown by one: the probe needs the numerics standard's oracle on a new case, and on the
+    largest shape that oracle cost as much as all of the task's own cases together (flash_attention_fwd)."""
+    base = task.public_shapes[0] if task.public_shapes else max(task.hidden_shapes,
+                                                                key=lambda s: sum(s.dims.values()))
+    return [ShapeCase(dims={k: v + 1 for k, v in base.dims.items()}, hidden=True, index=len(task.hidden_shapes),
+                      note="audit probe")]
 
 
 def _probe(ctx: AuditContext, survived: list[Mutant], limit: int = 4) -> dict[str, str]:
-    """For the first ``limit`` survivors: a probe shape on which the expert passes and the mutant fails."""
+    """For the first ``limit`` survivors: a probe shape on which the expert passes and the mutant fails. The
+    mutants go first: the expert's review on the probe (its largest shape yet) is needed only when one fails."""
     task = ctx.task
     out: dict[str, str] = {}
     src = ctx.expert_source()
     assert src is not None
     for shape in probe_shapes(task):
-        probe = dataclasses.replace(task, shapes=(*task.public_shapes, shape))
-        ex = ctx.run(f"expert@probe{shape.index}", src, task=probe)
-        if not ex.passed:
-            continue
-        for m in survived[:limit]:
-            if m.id in out:
-                continue
-            o = ctx.run(f"mutant:{m.id}@probe{shape.index}", m.source, task=probe)
-            if not o.passed and o.killed_by_tests:
+        probe = ctx.tests_only(dataclasses.replace(task, shapes=(*task.public_shapes, shape)))
+        failed = [m for m in survived[:limit] if m.id not in out
+                  and ctx.run(f"mutant:{m.id}@probe{shape.index}", m.source, task=probe).killed_by_tests]
+        if failed and ctx.run(f"expert@probe{shape.index}", src, task=probe).passed:
+            for m in failed:
                 out[m.id] = "{" + ", ".join(f"{k} = {v}" for k, v in shape.dims.items()) + "}"
     return out

@@ -90,6 +90,7 @@ def audit(ctx: AuditContext) -> CriterionAudit:
     oracle = oracle_of(task) if task.numerics.op == "reference" else None
     bounds: dict[str, float] = {}
     checked = 0
+    shared = ctx.prepared_checks()  # the reviews' own prepared checks: built once for the audit and its reviews
     for c in ctx.all_cases():
         if c.outputs is None:
             fs.append(Finding("reference", "error", "reference-raises",
@@ -115,7 +116,8 @@ def audit(ctx: AuditContext) -> CriterionAudit:
                                   f"reference output {spec.name} differs between two calls on {c.label}",
                                   "a deterministic reference", "seed or remove the randomness in reference.py"))
         try:
-            pc, _why = numerics_prepare(task, c.inputs, c.family, is_random(c.family), oracle, c.dims)
+            pc = shared.get(c.label) or numerics_prepare(task, c.inputs, c.family, is_random(c.family), oracle,
+                                                         c.dims)[0]
         except Exception as e:  # a task the numerics standard cannot judge: well_formed names the op problem
             fs.append(Finding("reference", "error", "numerics-unavailable",
                               f"the numerics standard cannot judge {c.label}: {type(e).__name__}: {e}",
