@@ -238,3 +238,67 @@ def test_spill_time_lands_where_the_reloads_are(mixed_trace) -> None:
     (w_on, t_on), (w_off, t_off) = phase_ends(on), phase_ends(off)
     assert t_on > t_off
     assert (t_on - w_on) - (t_off - w_off) > 0.5 * (t_on - t_off)
+
+
+# -- where spill time lands on a size ladder: the rotation plan may take a long-lived buffer's room --------------
+TL = 2048
+
+
+def _two_phase(f: int):
+    """``acc`` [128, f] fp32 filled from streamed [128, 2048] tiles, then read back slice by slice."""
+    @nki.jit
+    def two_phase(x):
+        out = nl.ndarray((128, f), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((128, f), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(f // TL):
+            t = nl.ndarray((128, TL), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[:, i * TL:(i + 1) * TL])
+            nisa.tensor_scalar(dst=acc[:, i * TL:(i + 1) * TL], data=t, op0=nl.multiply, operand0=2.0)
+        for i in nl.affine_range(f // TL):
+            y = nl.ndarray((128, TL), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=y, data=acc[:, i * TL:(i + 1) * TL], op0=nl.add, operand0=1.0)
+            nisa.dma_copy(dst=out[:, i * TL:(i + 1) * TL], src=y)
+        return out
+    return two_phase
+
+
+@pytest.fixture(scope="module")
+def ladder():
+    """(columns, trace) at 160 KiB (fits with double buffers), 192 KiB (fits, but not with two sets of both streamed
+    tiles beside it) and 232 KiB (spills) of ``acc`` per partition."""
+    return [(f, _trace(_two_phase(f), np.ones((128, f), np.float32))) for f in (40960, 49152, 59392)]
+
+
+def test_by_default_the_pipelining_is_lost_before_anything_spills(ladder) -> None:
+    (f0, t0), (f1, t1), _ = ladder
+    e0, e1 = estimate(t0, "trn2"), estimate(t1, "trn2")
+    assert e1.summary["spill_save_bytes"] + e1.summary["spill_reload_bytes"] == 0
+    assert min(r["depth"] for r in e1.rotation) == 1  # no room for a second set beside acc
+    assert e1.total_time_ns / f1 > 1.3 * e0.total_time_ns / f0
+
+
+def test_rotation_room_spill_puts_the_time_where_the_spill_is(ladder) -> None:
+    from nkieval.perf.schedule import SchedulePolicy
+
+    pol = SchedulePolicy(rotation_room="spill")
+    per_col, moved = [], []
+    for f, tr in ladder:
+        e = estimate(tr, "trn2", policy=pol)
+        assert all(r["depth"] == 2 for r in e.rotation)  # double-buffered at every size
+        per_col.append(e.total_time_ns / f)
+        moved.append(e.summary["spill_save_bytes"] + e.summary["spill_reload_bytes"])
+    # the 192 KiB step gives up its acc room for the second sets: exactly that room is spilled, and costs little
+    assert moved[0] == 0 and moved[1] > 0 and moved[2] > moved[1]
+    assert per_col[1] < 1.05 * per_col[0]
+    # the spilling size pays for its traffic: slower per column than the size that fits
+    assert per_col[2] > per_col[1]
+    # the room taken is the spill estimate's capacity cut: the rotation sets the plan gives beyond acc
+    e = estimate(ladder[1][1], "trn2", policy=pol)
+    assert e.schedule.spill is not None and e.schedule.spill.capacity_bytes < USABLE
+
+
+def test_rotation_room_is_checked() -> None:
+    from nkieval.perf.schedule import ScheduleError, SchedulePolicy
+
+    with pytest.raises(ScheduleError, match="rotation_room"):
+        SchedulePolicy(rotation_room="steal")  # type: ignore[arg-type]
