@@ -302,3 +302,24 @@ def test_rotation_room_is_checked() -> None:
 
     with pytest.raises(ScheduleError, match="rotation_room"):
         SchedulePolicy(rotation_room="steal")  # type: ignore[arg-type]
+
+
+def test_cli_profile_takes_the_rotation_room_policy(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from nkieval.perf.cli import profile
+
+    src = tmp_path / "k.py"
+    src.write_text(
+        "import nki, nki.isa as nisa, nki.language as nl\n"
+        "@nki.jit\n"
+        "def k(x):\n"
+        "    out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)\n"
+        "    t = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)\n"
+        "    nisa.dma_copy(dst=t, src=x)\n"
+        "    nisa.dma_copy(dst=out, src=t)\n"
+        "    return out\n")
+    args = [f"{src}::k", "--target", "trn2", "--input", "128x512"]
+    assert CliRunner().invoke(profile, [*args, "--rotation-room", "spill"]).exit_code == 0
+    bad = CliRunner().invoke(profile, [*args, "--rotation-room", "steal"])
+    assert bad.exit_code == 2 and "rotation-room" in bad.output
