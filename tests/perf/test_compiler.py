@@ -334,7 +334,7 @@ def test_no_merged_instruction_joins_iterations_that_depend_on_each_other(d):
 
 def test_compiler_model_never_adds_instructions_or_dma_bytes():
     for kernel, args in ((zeros_then_overwrite, (X,)), (invariant_weight_load, (X, W)), (column_by_column, (X,)),
-                         (prefix_chain, (X,))):
+                         (prefix_chain, (X,)), (scale_by_broadcast_row, (XB, ROW))):
         _, rep = compile_trace(_trace(kernel, *args))
         for p in rep.passes:
             assert p.instructions_after <= p.instructions_before and p.dma_bytes_after <= p.dma_bytes_before
