@@ -1,6 +1,7 @@
 """Validation ladders of the performance model, with and without the compiler model.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/perf_validation.py [--scale 2] [--cache DIR]
+        [--rotation-room fit|spill]
 
 For each ladder (our own kernels reproducing published optimisation steps; sources in
 ``nkieval/perf/calibration/published.toml`` and docs/perf.md) it prints, with the compiler model off
@@ -13,6 +14,7 @@ traces, AccelOpt/NKIBench profiles and latencies, nki-autotune's MFU ladder.
 
 ``--scale s`` divides the published matmul shapes by s (the absolute ratio is then printed against the
 published time scaled by the FLOP ratio s^3, for information only); traces are cached in DIR.
+``--rotation-room spill`` schedules with ``SchedulePolicy(rotation_room="spill")`` (opt-in; default ``fit``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ frontends.install()
 from nkieval.perf.calibration import published  # noqa: E402
 from nkieval.perf.calibration.validate import evaluate_ladder, ladder_traces, micro_results  # noqa: E402
 from nkieval.perf.compiler import CompilerOptions  # noqa: E402
+from nkieval.perf.schedule import SchedulePolicy  # noqa: E402
 
 UNITS_NS = {"latency_ms": 1e6, "latency_us": 1e3, "total_time_us": 1e3}
 
@@ -64,7 +67,7 @@ def pairwise(xs: list[float], ys: list[float]) -> float:
     return ok / len(pairs)
 
 
-def report(name: str, scale: int, cache: str) -> None:
+def report(name: str, scale: int, cache: str, policy: SchedulePolicy | None = None) -> None:
     lad = published()["ladders"][name]
     t0 = time.process_time()
     traces = ladder_traces(name, scale if "M" in lad["shape"] else 1, cache)
@@ -76,7 +79,7 @@ def report(name: str, scale: int, cache: str) -> None:
     flops_scale = scale ** 3 if "M" in lad["shape"] else 1
     for label, opts in (("compiler model off", CompilerOptions.off()), ("compiler model on", CompilerOptions())):
         t0 = time.process_time()
-        r = evaluate_ladder(name, traces, compiler=opts)
+        r = evaluate_ladder(name, traces, compiler=opts, policy=policy)
         est_s = time.process_time() - t0
         pub = [s.published for s in r.steps]
         pred = [s.predicted_ns for s in r.steps]
@@ -94,7 +97,7 @@ def report(name: str, scale: int, cache: str) -> None:
                               for s in r.steps))
 
 
-def report_ranks(name: str, scale: int, cache: str) -> None:
+def report_ranks(name: str, scale: int, cache: str, policy: SchedulePolicy | None = None) -> None:
     """A ladder published without times, only as "each step is faster": rank agreement only."""
     from nkieval.perf import estimate
 
@@ -105,7 +108,7 @@ def report_ranks(name: str, scale: int, cache: str) -> None:
     print(f"   traced {', '.join(str(len(t.records)) for t in traces)} instructions")
     rank = list(range(len(traces), 0, -1))  # the published order: later steps faster
     for label, opts in (("compiler model off", CompilerOptions.off()), ("compiler model on", CompilerOptions())):
-        pred = [estimate(t, lad["target"], compiler=opts).total_time_ns for t in traces]
+        pred = [estimate(t, lad["target"], compiler=opts, policy=policy).total_time_ns for t in traces]
         print(f"  {label}: rho {spearman(rank, pred):+.2f}, pairwise {100 * pairwise(rank, pred):.0f} %; predicted "
               + ", ".join(f"{s['label']} {p / 1e3:.0f} us" for s, p in zip(lad["steps"], pred)))
 
@@ -117,12 +120,16 @@ def main() -> None:
     ap.add_argument("--ladders", default="matmul_tutorial_trn1,matmul_bounds_trn2,layernorm_trn1")
     ap.add_argument("--rank-ladders", default="kernel_optimization_trn2",
                     help="ladders published as an order only ('' to skip)")
+    ap.add_argument("--rotation-room", choices=("fit", "spill"), default="fit",
+                    help="SchedulePolicy.rotation_room (spill: opt-in)")
     a = ap.parse_args()
-    print(f"shape divisor {a.scale} for the matmul ladders; layernorm at its published shape")
+    policy = SchedulePolicy(rotation_room=a.rotation_room)
+    print(f"shape divisor {a.scale} for the matmul ladders; layernorm at its published shape; "
+          f"rotation_room={a.rotation_room}")
     for name in a.ladders.split(","):
-        report(name, a.scale, a.cache)
+        report(name, a.scale, a.cache, policy)
     for name in filter(None, a.rank_ladders.split(",")):
-        report_ranks(name, a.scale, a.cache)
+        report_ranks(name, a.scale, a.cache, policy)
     print("\n== micro-results (NKI performance guide, DMA overview) ==")
     off, on = micro_results(compiler=CompilerOptions.off()), micro_results()
     for m0, m1 in zip(off, on):

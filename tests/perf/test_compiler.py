@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -249,10 +250,12 @@ def test_merged_iterations_estimate_faster_than_the_instructions_one_by_one():
 
 # -- options, report, CLI ------------------------------------------------------------------------------------
 def test_options_name_every_pass_and_refuse_unknown_ones():
-    assert [p.name for p in PASSES] == ["dead-stores", "redundant-loads", "merge-iterations", "engine-balance"]
+    assert [p.name for p in PASSES] == ["broadcast-lowering", "dead-stores", "redundant-loads", "merge-iterations",
+                                        "engine-balance"]
     assert all(p.source.strip() and p.what.strip() for p in PASSES)
-    assert parse_options(["redundant-loads=off"]).is_on(PASSES[1]) is False
-    assert parse_options([]).is_on(PASSES[1]) is True
+    loads = next(p for p in PASSES if p.name == "redundant-loads")
+    assert parse_options(["redundant-loads=off"]).is_on(loads) is False
+    assert parse_options([]).is_on(loads) is True
     with pytest.raises(CompilerOptionError, match="no compiler pass 'hoist'"):
         parse_options(["hoist=off"])
     with pytest.raises(CompilerOptionError, match="NAME=on or NAME=off"):
@@ -331,7 +334,7 @@ def test_no_merged_instruction_joins_iterations_that_depend_on_each_other(d):
 
 def test_compiler_model_never_adds_instructions_or_dma_bytes():
     for kernel, args in ((zeros_then_overwrite, (X,)), (invariant_weight_load, (X, W)), (column_by_column, (X,)),
-                         (prefix_chain, (X,))):
+                         (prefix_chain, (X,)), (scale_by_broadcast_row, (XB, ROW))):
         _, rep = compile_trace(_trace(kernel, *args))
         for p in rep.passes:
             assert p.instructions_after <= p.instructions_before and p.dma_bytes_after <= p.dma_bytes_before
@@ -402,9 +405,108 @@ def _accesses_outside_lifetimes(trace: Trace) -> list[tuple[int, int]]:
 @pytest.mark.filterwarnings("ignore:nc_matmul. accumulate=True onto PSUM written by a non-matmul")
 def test_compiled_traces_access_every_tile_within_its_lifetime():
     for kernel, args in ((zeros_then_overwrite, (X,)), (invariant_weight_load, (X, W)), (column_by_column, (X,)),
-                         (psum_zeroed_then_accumulated, (X, W))):
+                         (psum_zeroed_then_accumulated, (X, W)), (scale_by_broadcast_row, (XB, ROW))):
         tr = _trace(kernel, *args)
         assert _accesses_outside_lifetimes(tr) == []
         out, _ = compile_trace(tr)
         assert [r.seq for r in out.records] == list(range(len(out.records)))
         assert _accesses_outside_lifetimes(out) == []
+
+
+# -- broadcast-lowering ------------------------------------------------------------------------------------
+@nki.jit
+def scale_by_broadcast_row(x, g):
+    out = nl.ndarray((128, 1024), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 1024), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    r = nl.ndarray((1, 1024), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=r, src=g)
+    gb = nl.broadcast_to(r, shape=(128, 1024))
+    y = nl.multiply(t, gb)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+@nki.jit
+def broadcast_both_axes(x, g):
+    out = nl.ndarray((128, 256), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 256), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[0:128, 0:256])
+    r = nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=r, src=g[0:1, 0:1])
+    gb = nl.broadcast_to(r, shape=(128, 256))
+    y = nl.multiply(t, gb)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+@nki.jit
+def broadcast_by_hand(x, g):
+    out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
+    r = nl.ndarray((1, 512), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=r, src=g[0:1, 0:512])
+    ones = nl.ndarray((1, 128), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=ones, value=1.0)
+    ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=ps, stationary=ones, moving=r)
+    staged = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=staged, src=ps)
+    res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=staged)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+XB = np.random.default_rng(3).standard_normal((128, 1024), dtype=np.float32)
+ROW = np.random.default_rng(4).standard_normal((1, 1024), dtype=np.float32).astype(ml_dtypes.bfloat16)
+
+
+def _trace_on(kernel, target, *args) -> Trace:
+    nki.simulate(kernel, target=target)(*args)
+    return nki.last_result().trace
+
+
+def test_broadcast_lowering_evacuates_psum_straight_into_the_result_tile():
+    tr = _trace(scale_by_broadcast_row, XB, ROW)
+    copies = [r for r in tr.records if r.opcode == "tensor_copy"]
+    assert len(copies) == 3  # two 512-column evacuations into an fp32 staging tile, one full copy (to bf16)
+    staging = copies[0].writes()[0].alloc
+    result = copies[2].writes()[0].alloc
+    out, rep = _report(tr, "broadcast-lowering")
+    assert rep.instructions_after == rep.instructions_before - 1
+    kept = [r for r in out.records if r.opcode == "tensor_copy"]
+    assert len(kept) == 2 and all(r.writes()[0].alloc == result for r in kept)
+    assert not any(o.alloc == staging for r in out.records for o in r.operands)
+    # the evacuations cover the result tile's two column halves, byte for byte (bf16: 2 bytes a column)
+    lo = tr.allocations[result].address
+    assert sorted((r.writes()[0].addr_lo - lo, r.writes()[0].addr_hi - lo) for r in kept) == [(0, 1024), (1024, 2048)]
+    assert {r.engine for r in kept} == {"vector", "scalar"}  # trn2: Scalar may read PSUM; the load is split
+    assert _accesses_outside_lifetimes(out) == []
+
+
+def test_broadcast_lowering_lowers_vector_time_of_a_vector_bound_kernel():
+    tr = _trace(scale_by_broadcast_row, XB, ROW)
+    on = estimate(tr, "trn2", compiler=_only("broadcast-lowering"))
+    off = estimate(tr, "trn2", compiler=CompilerOptions.off())
+    assert on.summary["vector_active_time"] < off.summary["vector_active_time"]
+    assert on.total_time_ns < off.total_time_ns
+
+
+def test_broadcast_lowering_keeps_evacuations_on_the_vector_engine_on_neuroncore_v2():
+    tr = _trace_on(scale_by_broadcast_row, "trn1", XB, ROW)
+    out, rep = _report(tr, "broadcast-lowering")
+    assert rep.instructions_after == rep.instructions_before - 1
+    assert {r.engine for r in out.records if r.opcode == "tensor_copy"} == {"vector"}
+
+
+def test_broadcast_lowering_keeps_the_copy_of_a_free_dimension_broadcast():
+    tr = _trace(broadcast_both_axes, X, X[0:1, 0:1].copy())
+    out, rep = _report(tr, "broadcast-lowering")
+    assert rep.instructions_after == rep.instructions_before  # the copy reads a stride-0 view: it stays
+    assert [r.opcode for r in out.records] == [r.opcode for r in tr.records]
+
+
+def test_broadcast_lowering_leaves_the_same_instructions_written_by_hand():
+    tr = _trace(broadcast_by_hand, X, X[0:1].copy())
+    out, rep = _report(tr, "broadcast-lowering")
+    assert rep.changed == 0 and out is tr

@@ -237,8 +237,11 @@ def _npz_value(a: np.ndarray) -> Any:
               show_default=True, help="SBUF spill saves and reloads as DMAs, a reload running ahead of its use "
               "(prefetch) or waiting for the space it takes (on_demand); or only reported (off)")
 @click.option("--compiler-pass", "compiler_passes", multiple=True, metavar="NAME=on|off",
-              help="switch a compiler-model pass on or off: dead-stores, redundant-loads, merge-iterations (on by "
+              help="switch a compiler-model pass on or off: broadcast-lowering, dead-stores, redundant-loads, merge-iterations (on by "
               "default), engine-balance (off by default); all=off runs none (repeatable, later ones win)")
+@click.option("--rotation-room", type=click.Choice(["fit", "spill"]), default="fit", show_default=True,
+              help="rotation buffers only in the room the kernel's tiles leave (fit), or also in a long-lived "
+              "tile's room, which is then spilled (spill, opt-in)")
 @click.option("--values/--no-values", "compute_values", default=True, show_default=True,
               help="--no-values estimates from the instruction stream alone: no element value is computed or "
               "stored (--input arrays are never filled), so a kernel at its published shape profiles in a fraction "
@@ -247,7 +250,7 @@ def _npz_value(a: np.ndarray) -> Any:
 @click.option("--seed", default=0, show_default=True)
 def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[str, ...], mode: str,
             engine_order: str, trace_out: str | None, json_out: str | None, grid: str | None,
-            capacity_check: str | None, spill_traffic: str, compiler_passes: tuple[str, ...],
+            capacity_check: str | None, spill_traffic: str, compiler_passes: tuple[str, ...], rotation_room: str,
             compute_values: bool, seed: int) -> None:
     """Simulate FILE::KERNEL and print its estimated profile (an estimate, not a measurement)."""
     from nkieval.perf import SchedulePolicy, estimate, text_summary, write_perfetto
@@ -301,7 +304,8 @@ def profile(kernel_ref: str, target: str | None, npz: str | None, specs: tuple[s
         if not _in_file(e, path):
             raise  # not the kernel's doing: a fault of nkieval's, shown with its traceback
         raise click.ClickException(f"{_where(e, path)}: the kernel raised {type(e).__name__}: {e}") from None
-    policy = SchedulePolicy(mode=mode, engine_order=engine_order, spill_traffic=spill_traffic)  # type: ignore[arg-type]
+    policy = SchedulePolicy(mode=mode, engine_order=engine_order, spill_traffic=spill_traffic,  # type: ignore[arg-type]
+                            rotation_room=rotation_room)  # type: ignore[arg-type]
     est = estimate(result.trace, result.target, policy=policy, compiler=compiler)
     click.echo(text_summary(est))
     if trace_out:

@@ -14,7 +14,7 @@ from nkieval.perf.params import PerfParams, load_params
 from nkieval.perf.schedule import Schedule, SchedulePolicy, schedule
 from nkieval.sim.trace import Trace
 
-MODEL_VERSION = "nkieval-perf 0.7"  # 0.7: the compiler model rewrites the trace before scheduling
+MODEL_VERSION = "nkieval-perf 0.8"  # 0.8: partition broadcasts lowered without the staging copy (broadcast-lowering)
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,9 @@ class RotationPlan:
     instances: list[list[tuple[int, int | None, int, int, int, int]]] = field(default_factory=list, repr=False)
     demand_bytes: dict[str, int] = field(default_factory=dict)  # buffer -> bytes per partition
     capacity_bytes: dict[str, int] = field(default_factory=dict)
+    # buffer -> bytes per partition of rotation sets given in the room of single (long-lived) tiles, which must
+    # then be spilled for them (``plan_rotation(..., spill_singles=True)``; 0 otherwise)
+    spill_room_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def reuse_of(self) -> dict[int, int]:
@@ -110,8 +113,12 @@ def _access_spans(trace: Trace) -> tuple[dict[int, int], dict[int, int]]:
     return first, last
 
 
-def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> RotationPlan:
-    """Rotation depth per site for ``trace`` with at most ``depth`` buffers per site (≥ what the kernel needs)."""
+def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int], spill_singles: bool = False) -> RotationPlan:
+    """Rotation depth per site for ``trace`` with at most ``depth`` buffers per site (≥ what the kernel needs).
+
+    ``spill_singles``: the extra sets may also take the room of tiles allocated once (long-lived buffers, which
+    the kernel touches a slice at a time); the bytes so taken are ``spill_room_bytes``, room the spill estimate
+    must then make by evicting (``SchedulePolicy.rotation_room="spill"``)."""
     # per site: (alloc_seq, free_seq, bytes per partition, id, partition offset, address) of each instance, read
     # in one pass over the allocation records (a trace can hold many of them: each is visited once, and makes
     # one tuple)
@@ -145,7 +152,9 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> Rotatio
         prog, buf = pb
         cap = int(capacity.get(buf, 0))
         items = per_prog.get(pb, [])
-        demand = singles.get(pb, 0) + sum(s * d for s, _, d, _ in items)
+        fixed = 0 if spill_singles else singles.get(pb, 0)
+        demand = fixed + sum(s * d for s, _, d, _ in items)
+        sets_needed = sum(s * d for s, _, d, _ in items)
         for level in range(2, depth + 1):
             # the site refilled most often first (instances per set of live ones: another set lets each
             # refill overlap the use of the set before, so this one hides the most waits), then the smaller
@@ -162,7 +171,11 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int]) -> Rotatio
                 if fit > 0:
                     demand += size * fit
                     it[2] = have + fit
-        plan.demand_bytes[buf] = max(plan.demand_bytes.get(buf, 0), demand)
+        total = demand - fixed + singles.get(pb, 0)
+        plan.demand_bytes[buf] = max(plan.demand_bytes.get(buf, 0), total)
+        if spill_singles:  # the extra sets beyond what fits beside the single tiles
+            room = max(0, min(total - cap, demand - sets_needed))
+            plan.spill_room_bytes[buf] = max(plan.spill_room_bytes.get(buf, 0), room)
         for size, need, k, key in items:
             rows = sorted(groups[key], key=_SEQ)  # allocation order (stable for equal sequence numbers)
             plan.sites.append(SiteRotation(key[2], buf, prog, size, len(rows), need, k))

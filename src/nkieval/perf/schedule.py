@@ -53,6 +53,7 @@ from nkieval.sim.trace import Trace
 ScheduleMode = Literal["compiler", "physical", "serial"]
 EngineOrder = Literal["program", "backfill"]
 SpillTraffic = Literal["prefetch", "on_demand", "off"]
+RotationRoom = Literal["fit", "spill"]
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 
 
@@ -80,6 +81,11 @@ class SchedulePolicy:
             reload run ahead of its use, after its save; ``on_demand`` also makes it wait until the data it
             displaces is done with (Belady's victims, taken at the instruction that needs the room); ``off``
             only reports them.
+        rotation_room: ``fit`` (default): rotation sets beyond what the kernel keeps alive get only the room the
+            kernel's own tiles leave; ``spill`` (opt-in): they may also take the room of tiles allocated once (a
+            long-lived buffer the kernel touches a slice at a time), and the spill estimate evicts that much more
+            (its capacity is the usable SBUF less those sets), so a kernel that fills the SBUF with one buffer
+            keeps its pipelining and pays spill traffic instead, at the sizes where it spills.
     """
 
     mode: ScheduleMode = "compiler"
@@ -87,6 +93,7 @@ class SchedulePolicy:
     cores: int | None = None
     engine_order: EngineOrder = "program"
     spill_traffic: SpillTraffic = "prefetch"
+    rotation_room: RotationRoom = "fit"
 
     def __post_init__(self) -> None:
         if self.mode not in ("compiler", "physical", "serial"):
@@ -94,6 +101,8 @@ class SchedulePolicy:
         if self.spill_traffic not in ("prefetch", "on_demand", "off"):
             raise ScheduleError("SchedulePolicy.spill_traffic must be 'prefetch', 'on_demand' or 'off', "
                                 f"got {self.spill_traffic!r}")
+        if self.rotation_room not in ("fit", "spill"):
+            raise ScheduleError(f"SchedulePolicy.rotation_room must be 'fit' or 'spill', got {self.rotation_room!r}")
         if self.engine_order not in ("program", "backfill"):
             raise ScheduleError(f"SchedulePolicy.engine_order must be 'program' or 'backfill', got {self.engine_order!r}")
         if self.rotation_depth is not None and self.rotation_depth < 1:
@@ -760,6 +769,9 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
     try:
         pol = policy or SchedulePolicy()
         usable = int(params.sbuf_usable_bytes_per_partition)
+        if pol.rotation_room == "spill" and pol.mode != "physical":  # the room rotation takes from single tiles
+            usable -= plan_rotation(trace, pol.rotation_depth or int(params.rotation_depth), _capacity(params),
+                                    spill_singles=True).spill_room_bytes.get("sbuf", 0)
         spill = None
         if trace.peak_sbuf_bytes > usable:  # below it no tile is ever evicted
             spill = estimate_spill(trace, usable)
@@ -771,6 +783,11 @@ def schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None = N
     finally:
         if enabled:
             gc.enable()
+
+
+def _capacity(p: PerfParams) -> dict[str, int]:
+    """Usable bytes per partition of each on-chip memory (what the rotation plan fills)."""
+    return {"sbuf": int(p.sbuf_usable_bytes_per_partition), "psum": int(p.psum_bytes_per_partition)}
 
 
 def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -> Schedule:
@@ -788,8 +805,7 @@ def _schedule(trace: Trace, params: PerfParams, policy: SchedulePolicy | None) -
     # buffer's byte-range table (offsets relative to the allocation), so a new instance's write to a
     # slice waits only for the readers of the same slice of the instance it replaces
     if logical:
-        rot = plan_rotation(trace, depth, {"sbuf": int(p.sbuf_usable_bytes_per_partition),
-                                           "psum": int(p.psum_bytes_per_partition)})
+        rot = plan_rotation(trace, depth, _capacity(p), spill_singles=pol.rotation_room == "spill")
     classes, cls_idx, unmodelled, written = _classify(records, p)
     # per record: the first record of its class
     signature = array("q")

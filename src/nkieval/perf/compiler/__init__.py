@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from nkieval.perf.compiler import dead_stores, engine_balance, merge_iterations, redundant_loads
+from nkieval.perf.compiler import broadcast, dead_stores, engine_balance, merge_iterations, redundant_loads
 from nkieval.perf.compiler.model import (
     CompilerOptionError,
     CompilerOptions,
@@ -25,6 +25,15 @@ _NKI_DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.23.0/general/nk
 
 #: the passes, in the order they run
 PASSES: tuple[CompilerPass, ...] = (
+    CompilerPass(
+        "broadcast-lowering", "a partition broadcast (nl.broadcast_to of [1, F] to [P, F]) evacuates its PSUM "
+        "chunks straight into the result tile, each on the least loaded engine that may read PSUM",
+        "nki.isa.tensor_copy casts to the destination's dtype and leaves the engine to the compiler "
+        f"({_NKI_DOCS}api/generated/nki.isa.tensor_copy.html); nki.language.broadcast_to returns a new SBUF tile "
+        f"and takes no engine argument ({_NKI_DOCS}api/generated/nki.language.broadcast_to.html); the "
+        "alternative, nki.isa.nc_stream_shuffle per 32-partition quadrant, costs max(64, F) Vector cycles each "
+        f"({_NKI_DOCS}api/generated/nki.isa.nc_stream_shuffle.html)",
+        True, broadcast.run),
     CompilerPass(
         "dead-stores", "remove on-chip writes that are overwritten whole or never read; fold memset(0) into the "
         "first accumulating matmul of its PSUM region",

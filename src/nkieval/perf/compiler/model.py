@@ -22,11 +22,13 @@ class CompilerOptionError(ValueError):
 
 @dataclass
 class PassContext:
-    """What a pass may change besides the records: allocation lifetimes it extends (alloc id -> the
-    original ``seq`` of its new last use) and its notes for the report."""
+    """What a pass may change besides the records: allocation lifetimes it extends (``extend_free``: alloc id ->
+    the original ``seq`` of its new last use; ``extend_alloc``: alloc id -> that of its new first use) and its
+    notes for the report."""
 
     trace: Trace
     extend_free: dict[int, int] = field(default_factory=dict)
+    extend_alloc: dict[int, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     changed: int = 0  # records the running pass removed, merged away or rewritten
 
@@ -122,10 +124,12 @@ class CompilerOptions:
         return False if self.all_off else p.default_on
 
 
-def rebuild(trace: Trace, records: list[TraceRecord], extend_free: Mapping[int, int]) -> Trace:
+def rebuild(trace: Trace, records: list[TraceRecord], extend_free: Mapping[int, int],
+            extend_alloc: Mapping[int, int] | None = None) -> Trace:
     """A trace of ``records`` (original ``seq`` values, ascending) renumbered 0..n-1, with every
-    allocation's positions moved to the first kept record at or after its old position, and the
-    lifetimes in ``extend_free`` (alloc id -> original seq of the last use) extended past that use."""
+    allocation's positions moved to the first kept record at or after its old position, the
+    lifetimes in ``extend_free`` (alloc id -> original seq of the last use) extended past that use and those in
+    ``extend_alloc`` (alloc id -> original seq of the first use) started at it."""
     old = [r.seq for r in records]
     end = len(records)
 
@@ -139,8 +143,11 @@ def rebuild(trace: Trace, records: list[TraceRecord], extend_free: Mapping[int, 
         free = moved(al.free_seq)
         if a in extend_free and free is not None:
             free = max(free, min(end, bisect_left(old, extend_free[a]) + 1))
+        start = moved(al.alloc_seq)
+        if extend_alloc and a in extend_alloc and start is not None:
+            start = min(start, bisect_left(old, extend_alloc[a]))
         allocs[a] = AllocationRecord(al.id, al.buffer, al.name, al.shape, al.dtype, al.address, al.partition_offset,
-                                     al.bytes_per_partition, al.site, al.program, moved(al.alloc_seq), free,
+                                     al.bytes_per_partition, al.site, al.program, start, free,
                                      al.kernel_arg, al.fixed_address)
     return Trace(target=trace.target, records=out, allocations=allocs, warnings=list(trace.warnings),
                  num_programs=trace.num_programs, kernel=trace.kernel, peak_sbuf_bytes=trace.peak_sbuf_bytes,
@@ -163,5 +170,5 @@ def run_passes(trace: Trace, passes: tuple[CompilerPass, ...], options: Compiler
         changed_any = changed_any or ctx.changed > 0
         reports.append(PassReport(p.name, True, n0, len(records), b0, dma_bytes(records), ctx.changed,
                                   tuple(ctx.notes)))
-    out = rebuild(trace, records, ctx.extend_free) if changed_any else trace
+    out = rebuild(trace, records, ctx.extend_free, ctx.extend_alloc) if changed_any else trace
     return out, CompilerReport(tuple(reports))
