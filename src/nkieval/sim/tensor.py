@@ -778,7 +778,27 @@ class NkiTensor:
         return cache
 
     def _geometry(self) -> tuple[Any, ...]:
-        """The trace fields that depend only on the view (everything but role and mode)."""
+        """The trace fields that depend only on the view (everything but role and mode).
+
+        Tiles allocated afresh on every loop iteration land at the same address with the same views, so
+        the layout arithmetic is shared across allocations by layout (``_GEOMETRY_CACHE``); only the
+        allocation's id and name are its own."""
+        a = self.alloc
+        data = self.data
+        kind = a.buffer.kind
+        key = (kind, a.address, a.partition_offset, a.row_bytes, self._byte_offset(), data.shape, data.strides,
+               self.dtype.name, self.dtype.itemsize, data.dtype.itemsize)
+        hit = _GEOMETRY_CACHE.get(key)
+        if hit is None:
+            hit = self._layout()
+            if len(_GEOMETRY_CACHE) >= _GEOMETRY_CACHE_MAX:
+                _GEOMETRY_CACHE.clear()
+            _GEOMETRY_CACHE[key] = hit
+        shape, dtype_name, pstart, nparts, lo, hi, nbytes, run, pattern = hit
+        return (kind, a.id, shape, dtype_name, pstart, nparts, lo, hi, nbytes, run, pattern, a.name)
+
+    def _layout(self) -> tuple[Any, ...]:
+        """The geometry fields that follow from the view's layout alone (see ``_geometry``)."""
         a = self.alloc
         data = self.data
         isz = data.dtype.itemsize
@@ -816,11 +836,13 @@ class NkiTensor:
             else:
                 break
         pattern = tuple((s // isz, n) for n, s in zip(free_shape, free_strides))
-        return (buf.kind, a.id, shape, self.dtype.name, int(pstart), int(nparts), int(lo), int(hi),
-                int(data.size * isz), int(run), pattern, a.name)
+        return (shape, self.dtype.name, int(pstart), int(nparts), int(lo), int(hi), int(data.size * isz), int(run),
+                pattern)
 
 
 _INDEX_CACHE: dict[Any, Any] = {}
+_GEOMETRY_CACHE: dict[Any, Any] = {}  # view layout -> its trace geometry (NkiTensor._geometry)
+_GEOMETRY_CACHE_MAX = 1 << 16
 _INDEX_CACHE_MAX = 1 << 16
 _VIEW_CACHE_MAX = 1 << 12  # distinct view geometries remembered per allocation
 _SUBS_MAX = 1 << 10  # sub-views remembered per view
