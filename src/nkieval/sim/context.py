@@ -90,8 +90,20 @@ def user_location() -> tuple[str | None, int | None, str | None]:
 
 
 def location_str() -> str | None:
-    file, line, _ = user_location()
-    return f"{os.path.basename(file)}:{line}" if file else None
+    """``file.py:LINE`` of the kernel line that issued the call (every allocation records its site)."""
+    f = user_frame(2)
+    if f is None:
+        return None
+    file = f.f_code.co_filename
+    if not file:
+        return None
+    base = _BASENAMES.get(file)
+    if base is None:
+        base = _BASENAMES[file] = os.path.basename(file)
+    return f"{base}:{f.f_lineno}"
+
+
+_BASENAMES: dict[str, str] = {}  # a kernel file's path -> its base name, as location_str prints it
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import threading
@@ -154,6 +155,8 @@ class OnChipAllocator:
         self.partitions = partitions  # the target's (hardware/data)
         self.bank_bytes = bank_bytes  # the PSUM bank an explicit PSUM address must align to
         self.live: dict[int, LiveBlock] = {}
+        # (start, end, alloc id) of the live blocks, kept sorted so first-fit is one scan, not a sort per allocation
+        self._spans: list[tuple[int, int, int]] = []
         self.usage = np.zeros(partitions, dtype=np.int64)  # live bytes per partition of first-fit blocks
         self.fixed: dict[int, LiveBlock] = {}  # live blocks at explicit addresses (counted as a union)
         self.peak_bytes = 0
@@ -194,6 +197,7 @@ class OnChipAllocator:
             block = LiveBlock(alloc.id, start, start + size, alloc.name, alloc.site, alloc.shape,
                               alloc.dtype.name, (p0, p0 + nparts), address is not None)
             self.live[alloc.id] = block
+            bisect.insort(self._spans, (start, start + size, alloc.id))
             if address is None:
                 self.usage[p0:p0 + nparts] += size
             else:
@@ -239,15 +243,19 @@ class OnChipAllocator:
 
     def _first_fit(self, size: int) -> int:
         pos = 0
-        for b in sorted(self.live.values(), key=lambda b: b.start):
-            if b.start - pos >= size:
+        for start, end, _ in self._spans:
+            if start - pos >= size:
                 return pos
-            pos = max(pos, b.end)
+            if end > pos:
+                pos = end
         return pos
 
     def release(self, alloc_id: int) -> None:
         with self._lock:
             b = self.live.pop(alloc_id, None)
+            if b is not None:
+                spans = self._spans
+                del spans[bisect.bisect_left(spans, (b.start, b.end, alloc_id))]
             if b is not None and self.fixed.pop(alloc_id, None) is None:
                 self.usage[b.partitions[0]:b.partitions[1]] -= b.end - b.start
         if b is not None and self._on_event:

@@ -158,13 +158,23 @@ _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 def _fill_sentinel(storage: np.ndarray, value: Any) -> None:
     """``storage[...] = value``, through an unsigned-integer view of the value's bit pattern: ~3x
-    faster than assigning a Python float to an ml_dtypes array, and bit-identical."""
-    v = np.asarray(value).astype(storage.dtype)
-    u = _UINT_OF_SIZE.get(storage.dtype.itemsize)
-    if u is None or not storage.flags.c_contiguous:
+    faster than assigning a Python float to an ml_dtypes array, and bit-identical. The pattern is
+    worked out once per (dtype, sentinel): every fresh tile is filled."""
+    sd = storage.dtype
+    key = (sd, str(value))  # str: NaN is not equal to itself, so it cannot key a dict by value
+    word = _SENTINEL_WORDS.get(key)
+    if word is None:
+        v = np.asarray(value).astype(sd)
+        u = _UINT_OF_SIZE.get(sd.itemsize)
+        word = _SENTINEL_WORDS[key] = (v, None if u is None else (u, v.reshape(1).view(u)[0]))
+    v, bits = word
+    if bits is None or not storage.flags.c_contiguous:
         storage[...] = v
     else:
-        storage.view(u).fill(v.reshape(1).view(u)[0])
+        storage.view(bits[0]).fill(bits[1])
+
+
+_SENTINEL_WORDS: dict[Any, Any] = {}  # (storage dtype, sentinel) -> (value, (uint view dtype, bit pattern))
 
 
 def _shared_hbm(ctx: Any, shp: tuple[int, ...], d: dt.DType, name: str, instruction: str) -> NkiTensor | None:
@@ -417,7 +427,7 @@ class NkiTensor:
     def _index(self, key: Any) -> NkiTensor:
         # Fast path: keys made of plain ints, int slices and nl.ds with int fields (what kernels
         # write in loops) have their normalisation memoised per (shape, on-chip, key).
-        sig = _key_signature(key)
+        sig = key_signature(key)
         if sig is not None:
             subs = self._subs
             if subs is None:
@@ -784,7 +794,27 @@ class NkiTensor:
         return cache
 
     def _geometry(self) -> tuple[Any, ...]:
-        """The trace fields that depend only on the view (everything but role and mode)."""
+        """The trace fields that depend only on the view (everything but role and mode).
+
+        Tiles allocated afresh on every loop iteration land at the same address with the same views, so
+        the layout arithmetic is shared across allocations by layout (``_GEOMETRY_CACHE``); only the
+        allocation's id and name are its own."""
+        a = self.alloc
+        data = self.data
+        kind = a.buffer.kind
+        key = (kind, a.address, a.partition_offset, a.row_bytes, self._byte_offset(), data.shape, data.strides,
+               self.dtype.name, self.dtype.itemsize, data.dtype.itemsize)
+        hit = _GEOMETRY_CACHE.get(key)
+        if hit is None:
+            hit = self._layout()
+            if len(_GEOMETRY_CACHE) >= _GEOMETRY_CACHE_MAX:
+                _GEOMETRY_CACHE.clear()
+            _GEOMETRY_CACHE[key] = hit
+        shape, dtype_name, pstart, nparts, lo, hi, nbytes, run, pattern = hit
+        return (kind, a.id, shape, dtype_name, pstart, nparts, lo, hi, nbytes, run, pattern, a.name)
+
+    def _layout(self) -> tuple[Any, ...]:
+        """The geometry fields that follow from the view's layout alone (see ``_geometry``)."""
         a = self.alloc
         data = self.data
         isz = data.dtype.itemsize
@@ -822,17 +852,19 @@ class NkiTensor:
             else:
                 break
         pattern = tuple((s // isz, n) for n, s in zip(free_shape, free_strides))
-        return (buf.kind, a.id, shape, self.dtype.name, int(pstart), int(nparts), int(lo), int(hi),
-                int(data.size * isz), int(run), pattern, a.name)
+        return (shape, self.dtype.name, int(pstart), int(nparts), int(lo), int(hi), int(data.size * isz), int(run),
+                pattern)
 
 
 _INDEX_CACHE: dict[Any, Any] = {}
+_GEOMETRY_CACHE: dict[Any, Any] = {}  # view layout -> its trace geometry (NkiTensor._geometry)
+_GEOMETRY_CACHE_MAX = 1 << 16
 _INDEX_CACHE_MAX = 1 << 16
 _VIEW_CACHE_MAX = 1 << 12  # distinct view geometries remembered per allocation
 _SUBS_MAX = 1 << 10  # sub-views remembered per view
 
 
-def _key_signature(key: Any) -> tuple[Any, ...] | None:
+def key_signature(key: Any) -> tuple[Any, ...] | None:
     """A hashable form of an index key made only of ints, int slices and int ``nl.ds``; None
     for anything else (Ellipsis, NumPy integers, loop registers …), which takes the full path."""
     items = key if type(key) is tuple else (key,)

@@ -44,6 +44,9 @@ class ProgramState:
     # PSUM region (alloc, partitions, byte range) -> trace length after the last matmul that `psum += ...` /
     # `psum[...] = matmul` wrote there (the running accumulation group)
     groups: dict[tuple[int, int, int, int, int], int] = field(default_factory=dict)
+    # the uids of ``loops`` as born_in stores them (one frozenset shared by every tile of an iteration);
+    # None after a loop starts or ends
+    loop_uids: frozenset[int] | None = None
 
 
 _STATES: weakref.WeakKeyDictionary[SimContext, ProgramState] = weakref.WeakKeyDictionary()
@@ -65,6 +68,7 @@ def enter_loop() -> AffineLoop | None:
         return None
     loop = AffineLoop(next(_LOOP_IDS))
     st.loops.append(loop)
+    st.loop_uids = None
     return loop
 
 
@@ -72,13 +76,17 @@ def exit_loop(loop: AffineLoop | None) -> None:
     st = state()
     if st is not None and loop is not None and loop in st.loops:
         st.loops.remove(loop)
+        st.loop_uids = None
 
 
 def note_allocation(t: NkiTensor) -> None:
     """Remember which affine loops a tensor was created in (tensors local to an iteration never conflict)."""
     st = state()
     if st is not None and st.loops:
-        st.born_in[t.alloc.id] = frozenset(loop.uid for loop in st.loops)
+        uids = st.loop_uids
+        if uids is None:
+            uids = st.loop_uids = frozenset(loop.uid for loop in st.loops)
+        st.born_in[t.alloc.id] = uids
 
 
 def note_write(dst: NkiTensor, *, accumulate: bool = False, what: str = "write") -> None:

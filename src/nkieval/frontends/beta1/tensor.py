@@ -25,7 +25,7 @@ import numpy as np
 from nkieval.frontends.beta1.errors import Beta1Unsupported
 from nkieval.frontends.beta1.index import DynIndex, IndexExpr, affine_form, broadcast_shape
 from nkieval.sim.errors import NkiValidationError
-from nkieval.sim.tensor import DynSlice, NkiTensor
+from nkieval.sim.tensor import DynSlice, NkiTensor, key_signature
 
 #: name -> implementation, filled by nkieval.frontends.beta1.ops ("binary", "unary", "assign", "iop", "flush")
 OPERATORS: dict[str, Callable[..., Any]] = {}
@@ -139,6 +139,21 @@ class B1Tensor(TileOps, NkiTensor):
     # -- indexing -------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:
         OPERATORS["flush"](self)
+        if self.pdim == 0 and self.blocks is None:
+            # Fast path: a key of plain ints, int slices and int nl.ds (what loops write), whose basic-view
+            # verdict (not too many indices, no slice past the end) is memoised per (key, shape).
+            sig = key_signature(key)
+            if sig is not None:
+                ck = (sig, self.data.shape)
+                basic = _BASIC_KEYS.get(ck)
+                if basic is None:
+                    keys = _expand(key, self.ndim) if len(sig) <= self.ndim else None
+                    basic = keys is not None and _past_end_as_grids(keys, self.shape) is None
+                    if len(_BASIC_KEYS) >= _BASIC_KEYS_MAX:
+                        _BASIC_KEYS.clear()
+                    _BASIC_KEYS[ck] = basic
+                if basic:
+                    return wrap(self._index(key))
         keys = _expand(key, self.ndim)
         if self.blocks is not None:
             return self._block(keys)
@@ -226,12 +241,18 @@ class B1Tensor(TileOps, NkiTensor):
 
 
 def wrap(t: NkiTensor, pdim: int = 0) -> B1Tensor:
-    """The Beta-1 face of a simulator tensor (shares its storage)."""
+    """The Beta-1 face of a simulator tensor (shares its storage, and the caches that follow from it)."""
     if isinstance(t, B1Tensor) and t.pdim == pdim:
         return t
     b = B1Tensor(t.data, t.alloc, t.dtype, pdim)
     b._ap_base = t._ap_base
+    b._off = t._off  # the same array: the same byte offset and trace operands (NkiTensor.access)
+    b._acc = t._acc
     return b
+
+
+_BASIC_KEYS: dict[Any, bool] = {}  # (key signature, shape) -> whether the key is a plain in-bounds view
+_BASIC_KEYS_MAX = 1 << 14
 
 
 def _expand(key: Any, ndim: int) -> tuple[Any, ...]:
