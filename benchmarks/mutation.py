@@ -56,7 +56,8 @@ AREAS: dict[str, Area] = {
     "analysis-rules": Area(tuple(str(p.relative_to(ROOT)) for p in sorted(
         [*ROOT.glob("src/nkieval/analysis/nki/rules/nki0*.py"),
          *ROOT.glob("src/nkieval/analysis/migration/rules/mig0*.py")])), ("tests/analysis",)),
-    "perf-costs": Area(("src/nkieval/perf/costs.py",), ("tests/perf/test_costs.py",)),
+    "perf-costs": Area(("src/nkieval/perf/costs.py",), ("tests/perf/test_costs.py", "tests/perf/test_cost_facts.py",
+                                                    "tests/perf/test_cost_mutants.py")),
 }
 
 

@@ -406,9 +406,5 @@ def cost_of(rec: TraceRecord, p: PerfParams) -> tuple[Cost, bool]:
     return rule(rec, p), True
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b) if b else 0
-
-
-__all__ = ["COST_RULES", "Cost", "CostRule", "ceil_div", "cost_of", "cost_rule", "fallback_cost",
+__all__ = ["COST_RULES", "Cost", "CostRule", "cost_of", "cost_rule", "fallback_cost",
            "matmul_flops", "pe_peak_flops_per_ns", "two_stream_cycles"]
