@@ -76,7 +76,7 @@ def _mutants(area: Area, copy: Path) -> list:
 
 
 def run_area(name: str, area: Area, copy: Path, per_area: int, rng: random.Random,
-             survivors: list[str]) -> dict[str, int]:
+             survivors: list[str], survivors_file: str | None = None, progress: bool = False) -> dict[str, int]:
     from cosmic_ray.mutating import mutate_and_test
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
@@ -93,17 +93,23 @@ def run_area(name: str, area: Area, copy: Path, per_area: int, rng: random.Rando
     muts = _mutants(area, copy)
     sample = rng.sample(muts, min(per_area, len(muts)))
     counts = {"mutants": len(muts), "sampled": len(sample), "killed": 0, "survived": 0, "incompetent": 0}
-    for m in sample:
+    for i, m in enumerate(sample, 1):
         res = mutate_and_test([m], cmd, timeout=max(60.0, 3 * base_s))
         if res.worker_outcome != WorkerOutcome.NORMAL:
-            counts["incompetent"] += 1
+            outcome = "incompetent"
         elif res.test_outcome == TestOutcome.KILLED:
-            counts["killed"] += 1
+            outcome = "killed"
         elif res.test_outcome == TestOutcome.SURVIVED:
-            counts["survived"] += 1
+            outcome = "survived"
             survivors.append(f"--- {name}: {m.operator_name} in {m.definition_name}\n{res.diff}")
+            if survivors_file:  # (written as each survivor is found: a long run can be read while it goes on)
+                Path(survivors_file).write_text("\n".join(survivors))
         else:
-            counts["incompetent"] += 1
+            outcome = "incompetent"
+        counts[outcome] += 1
+        if progress:
+            print(f"  {name} {i}/{len(sample)}: {outcome} ({m.operator_name} in {m.definition_name})",
+                  file=sys.stderr, flush=True)
     return counts
 
 
@@ -113,6 +119,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--areas", default=",".join(AREAS))
     ap.add_argument("--survivors", default=None, help="write each survivor's diff to this file")
+    ap.add_argument("--progress", action="store_true", help="print each mutant's outcome to stderr as it ends")
     a = ap.parse_args()
     try:
         import cosmic_ray  # noqa: F401
@@ -132,7 +139,8 @@ def main() -> int:
         try:
             for name in a.areas.split(","):
                 t0 = time.perf_counter()
-                c = run_area(name, AREAS[name], copy, a.per_area, random.Random(f"{a.seed}:{name}"), survivors)
+                c = run_area(name, AREAS[name], copy, a.per_area, random.Random(f"{a.seed}:{name}"), survivors,
+                             a.survivors, a.progress)
                 judged = c["killed"] + c["survived"]
                 rate = c["killed"] / judged if judged else float("nan")
                 rows.append((name, c, rate, time.perf_counter() - t0))
