@@ -44,7 +44,7 @@ AREAS: dict[str, Area] = {
     "sim-validation": Area(("src/nkieval/sim/isa/core.py", "src/nkieval/sim/isa/tensor_engine.py",
                             "src/nkieval/sim/capacity.py"),
                            ("tests/sim/test_validation.py", "tests/sim/test_max_instructions.py",
-                            "tests/analysis/test_rule_boundaries.py"), "check"),
+                            "tests/analysis/test_rule_boundaries.py", "tests/sim/test_validation_mutants.py"), "check"),
     "numerics-gates": Area(("src/nkieval/numerics/gates.py", "src/nkieval/numerics/stream.py",
                             "src/nkieval/numerics/bounds.py"),
                            ("tests/numerics/test_numerics_bounds.py", "tests/numerics/test_numerics_verdict.py",

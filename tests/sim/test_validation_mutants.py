@@ -1,0 +1,83 @@
+"""The simulator's validation where mutation testing found it unchecked (issue #25, item 5): PE tiling of
+``nc_matmul`` (nki.isa docs: tile rows/cols 128 or 64 on NeuronCore-v2, also 32 on v3+; a position is a multiple
+of the tile inside the 128x128 array; the stationary must fit the tile) and the partition-mismatch message."""
+
+from __future__ import annotations
+
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+from isa_testlib import psum, rand, sbuf, simulate
+
+from nkieval.sim.errors import NkiValidationError
+
+
+def _tiled(k: int, m: int, position, size, target: str = "trn2"):
+    a, b = rand((k, m), 1), rand((k, 32), 2)
+
+    def body(x, y):
+        acc = psum((m, 32))
+        nisa.nc_matmul(dst=acc, stationary=x, moving=y, tile_position=position, tile_size=size)
+        return acc
+    return simulate(body, a, b, target=target), a.T @ b
+
+
+@pytest.mark.parametrize("position,size", [((0,), (64, 64)), ((0, 0), (64,)), ((0, 0, 0), (64, 64)),
+                                           ((0, 0), (64, 64, 64))])
+def test_tile_position_and_size_must_both_be_pairs(position, size):
+    with pytest.raises(NkiValidationError, match=r"must both be \(row, col\) pairs") as e:
+        _tiled(64, 64, position, size)
+    assert e.value.rule == "argument"
+
+
+@pytest.mark.parametrize("position,size,target", [
+    ((64, 64), (64, 64), "trn2"), ((0, 64), (64, 64), "trn1"), ((96, 32), (32, 32), "trn2"),
+    ((0, 0), (128, 128), "trn2"), ((64, 0), (64, 128), "trn2"),
+])
+def test_legal_tilings_compute_the_product(position, size, target):
+    k = min(size[0], 32)
+    out, want = _tiled(k, min(size[1], 32), position, size, target)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("position,size,rule", [
+    ((32, 0), (64, 64), "argument"),  # not a multiple of the tile rows
+    ((0, 32), (64, 64), "argument"),  # not a multiple of the tile cols
+    ((128, 0), (64, 64), "argument"),  # past the array's 128 rows
+    ((0, 128), (64, 64), "argument"),  # past its 128 columns
+    ((64, 0), (128, 64), "argument"),  # 64 + 128 rows > 128
+    ((0, 0), (48, 64), "argument"),  # 48 is no tile size
+    ((0, 0), (64, 256), "argument"),
+])
+def test_illegal_tilings_are_rejected(position, size, rule):
+    with pytest.raises(NkiValidationError) as e:
+        _tiled(32, 32, position, size)
+    assert e.value.rule == rule, e.value
+
+
+def test_32x32_tiles_are_v3_and_later():
+    with pytest.raises(NkiValidationError) as e:
+        _tiled(32, 32, (0, 0), (32, 32), "trn1")
+    assert e.value.rule == "generation"
+    out, want = _tiled(32, 32, (0, 0), (32, 32), "trn2")
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("k,m", [(65, 32), (32, 65)])
+def test_the_stationary_must_fit_the_tile(k, m):
+    with pytest.raises(NkiValidationError, match=rf"stationary \[{k}, {m}\] does not fit the 64x64 tile") as e:
+        _tiled(k, m, (0, 0), (64, 64))
+    assert e.value.rule == "matmul-limit"
+
+
+def test_the_partition_mismatch_names_both_partition_counts():
+    def body(x):
+        d = sbuf((128, 8))
+        nisa.tensor_tensor(dst=d, data1=x, data2=x[0:64, 0:8], op=nl.add)
+        return d
+
+    with pytest.raises(NkiValidationError) as e:
+        simulate(body, rand((128, 8), 3))
+    assert e.value.rule == "partition-mismatch"
+    assert "has 128" in str(e.value) and "[64, 8] has 64" in str(e.value), str(e.value)
