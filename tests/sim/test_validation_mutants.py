@@ -8,7 +8,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
-from isa_testlib import psum, rand, sbuf, simulate
+from isa_testlib import last_trace, psum, rand, sbuf, simulate
 
 from nkieval.sim.errors import NkiValidationError
 
@@ -81,3 +81,17 @@ def test_the_partition_mismatch_names_both_partition_counts():
         simulate(body, rand((128, 8), 3))
     assert e.value.rule == "partition-mismatch"
     assert "has 128" in str(e.value) and "[64, 8] has 64" in str(e.value), str(e.value)
+
+
+def test_the_trace_records_the_sbuf_and_psum_peaks_separately():
+    """One live SBUF tile of [128, 64] fp32 (64 x 4 = 256 B per partition) and one PSUM tile of [128, 512] fp32
+    (one 2 KiB bank per partition): each buffer's peak is its own tile."""
+    def body(x):
+        p = psum((128, 512))
+        nisa.memset(dst=p, value=0.0)
+        nisa.tensor_copy(dst=x, src=p[:, 0:64])
+        return x
+
+    simulate(body, rand((128, 64), 4))
+    tr = last_trace()
+    assert (tr.peak_sbuf_bytes, tr.peak_psum_bytes) == (256, 2048)
