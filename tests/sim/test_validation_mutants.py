@@ -95,3 +95,45 @@ def test_the_trace_records_the_sbuf_and_psum_peaks_separately():
     simulate(body, rand((128, 64), 4))
     tr = last_trace()
     assert (tr.peak_sbuf_bytes, tr.peak_psum_bytes) == (256, 2048)
+
+
+@pytest.mark.parametrize("free_dims,ok", [(3, True), (4, True), (5, False)])
+def test_max8_takes_at_most_four_free_dimensions(free_dims, ok):
+    """nki.isa.max8: src up to 4 free dimensions (16 elements per partition here in every case)."""
+    shape = (128, *([2] * (free_dims - 1)), 16 // 2 ** (free_dims - 1))
+    a = rand(shape, 5)
+
+    def body(x):
+        d = sbuf((128, 8))
+        nisa.max8(dst=d, src=x)
+        return d
+
+    if ok:
+        out = simulate(body, a)
+        np.testing.assert_array_equal(out, -np.sort(-a.reshape(128, -1), axis=1)[:, :8])
+    else:
+        with pytest.raises(NkiValidationError, match=r"has 5 free dimensions; at most 4") as e:
+            simulate(body, a)
+        assert e.value.rule == "instruction-limit"
+
+
+def test_the_capacity_error_lists_the_largest_live_tiles_first():
+    """Three SBUF tiles of 96, 64 and 80 KiB per partition live at once (240 KiB) exceed trn2's SBUF partition
+    (224 KiB); the message lists them by size, largest first."""
+    from nkieval.sim.options import SimOptions
+
+    sizes = {"a": 96 * 256, "b": 64 * 256, "c": 80 * 256}  # fp32 elements per partition (1 KiB = 256)
+
+    def body(x):
+        tiles = [nl.ndarray((128, n), dtype=nl.float32, buffer=nl.sbuf, name=k) for k, n in sizes.items()]
+        for t in tiles:
+            nisa.memset(dst=t, value=0.0)
+        for t in tiles:
+            nisa.tensor_copy(dst=x, src=t[:, 0:8])
+        return x
+
+    with pytest.raises(NkiValidationError) as e:
+        simulate(body, rand((128, 8), 6), options=SimOptions.from_env(capacity_check="error"))
+    msg = str(e.value)
+    assert e.value.rule == "sbuf-capacity", msg
+    assert msg.index("a[128, 24576]") < msg.index("c[128, 20480]") < msg.index("b[128, 16384]"), msg
