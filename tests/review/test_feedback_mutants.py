@@ -1,0 +1,75 @@
+"""Review feedback where mutation testing found it unchecked (issue #25, item 5). Expectations come from what each
+line must say (docs/reports.md): a value off by 50 % is wrong, not imprecise; every failing later output is
+named; a wrong value counts as a dropped bounds guard only when it lies in the last partial tile of 128 rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from nkieval.review.model import CaseResult
+from nkieval.review.scoring import _numerics_feedback, _tail_failure, _tail_seen
+from nkieval.tasks.loader import builtin_tasks
+
+RMSNORM = next(t for t in builtin_tasks() if t.id == "rmsnorm")  # one output, out[N, D]
+
+
+def _failing(got: float, expected: float, correct: bool = True, later_fails: bool = True) -> CaseResult:
+    c = CaseResult("public-0/normal", {"N": 256, "D": 64}, False, "normal", 7, "ok", correct=correct)
+    c.numerics = {"status": "fail", "margin": 3.0, "deciding_gate": "G2",
+                  "worst": [{"index": [3, 4], "got": got, "expected": expected, "bound": 1e-3}], "findings": []}
+    c.outputs = [{"name": "out", "numerics": {"status": "fail", "margin": 3.0}},
+                 {"name": "aux", "numerics": {"status": "fail" if later_fails else "pass", "margin": 2.0}}]
+    return c
+
+
+def _feedback(c: CaseResult):
+    return _numerics_feedback("numerics:x", [c], [], RMSNORM, "acc=fp32", set())
+
+
+def test_a_value_off_by_half_is_called_wrong_not_imprecise():
+    fb = _feedback(_failing(1.5, 1.0))
+    assert fb.suggestion.startswith("the values are wrong, not imprecise"), fb.suggestion
+    assert "reproduce on public-0/normal, seed 7" in fb.suggestion
+
+
+def test_a_2_to_the_minus_10_error_on_a_correct_case_is_not_called_wrong():
+    fb = _feedback(_failing(1.0 + 2 ** -10, 1.0))
+    assert not fb.suggestion.startswith("the values are wrong"), fb.suggestion
+
+
+def test_every_later_failing_output_is_named():
+    assert "; also failing: output(s) aux" in _feedback(_failing(1.5, 1.0)).observed
+    assert "also failing: output(s)" not in _feedback(_failing(1.5, 1.0, later_fails=False)).observed
+
+
+def _value_mismatch(n: int, worst_row: int) -> CaseResult:
+    c = CaseResult("hidden-0/normal", {"N": n, "D": 64}, True, "normal", 1, "mismatch", correct=False)
+    c.mismatch = {"kind": "mismatch", "output": "out", "worst_index": [worst_row, 0]}
+    return c
+
+
+@pytest.mark.parametrize("n,row,tail", [
+    (300, 299, True),  # rows 256..299 are the partial tile: a dropped guard can explain it
+    (300, 256, True),
+    (300, 255, False),  # inside the two whole tiles: not a bounds problem
+    (100, 99, None),  # one tile or less: the case cannot tell
+    (128, 127, None),
+])
+def test_a_value_mismatch_is_a_tail_failure_only_in_the_last_partial_tile(n, row, tail):
+    assert _tail_failure(_value_mismatch(n, row), RMSNORM, 128) is tail
+
+
+def test_unwritten_or_nonfinite_output_is_always_a_possible_tail_failure():
+    c = _value_mismatch(300, 0)
+    c.mismatch = {"kind": "unwritten", "output": "out", "count": 10, "total": 100}
+    assert _tail_failure(c, RMSNORM, 128) is True
+
+
+def test_a_partial_unwritten_tail_is_seen_whatever_string_object_names_its_kind():
+    """The mismatch record arrives from the sandbox as parsed JSON: its strings are not the code's literals."""
+    c = CaseResult("hidden-0/normal", {"N": 300, "D": 64}, True, "normal", 1, "mismatch", correct=False)
+    c.mismatch = {"kind": "".join(["unwrit", "ten"]), "output": "out", "count": 44 * 64, "total": 300 * 64,
+                  "last_index": [299, 63]}
+    assert _tail_seen([c], RMSNORM) == {"out"}
+    c.mismatch["last_index"] = [255, 63]  # the unwritten elements end before the last row: not a tail
+    assert _tail_seen([c], RMSNORM) == set()
