@@ -73,3 +73,27 @@ def test_a_partial_unwritten_tail_is_seen_whatever_string_object_names_its_kind(
     assert _tail_seen([c], RMSNORM) == {"out"}
     c.mismatch["last_index"] = [255, 63]  # the unwritten elements end before the last row: not a tail
     assert _tail_seen([c], RMSNORM) == set()
+
+
+def _hw(util: float):
+    from nkieval.review.evidence import HardwareEvidence
+
+    return HardwareEvidence(instructions=10, per_engine={}, per_opcode={}, compute_instructions=0,
+                            partition_utilisation=util, median_free_elements=512.0, tiny_instruction_share=0.0,
+                            dma_count=0, hbm_read_bytes=0, hbm_write_bytes=0, dma_median_bytes_per_partition=4096.0,
+                            small_dma_share=0.0, matmul_count=0, matmul_accumulating=0, psum_reads=0,
+                            peak_sbuf_bytes=0, peak_psum_bytes=0, sbuf_capacity=1, psum_capacity=1)
+
+
+@pytest.mark.parametrize("util,driven", [(0.25, "32.0"), (0.05, "6.4")])
+def test_the_hardware_line_states_the_partitions_driven_out_of_128(util, driven):
+    """Rubric: below 0.5 of 128 partitions is a major defect (below 0.1 a severe one); 0.25 x 128 = 32,
+    0.05 x 128 = 6.4."""
+    from nkieval.review.rubric import load_rubric
+    from nkieval.review.scoring import Evidence, score_hardware
+
+    rubric = load_rubric()
+    crit = next(c for c in rubric.criteria if c.id == "hardware")
+    r = score_hardware(Evidence(task=RMSNORM, rubric=rubric, target="trn2", cases=[], hw=_hw(util)), crit)
+    lines = [f.observed for f in r.feedback if "partitions on average" in f.observed]
+    assert lines == [f"compute instructions drive {driven} of 128 partitions on average"], lines
