@@ -1,0 +1,47 @@
+"""Bounds and statistics of the numerics standard checked against figures worked by hand (issue #25, item 5:
+mutants of ``bounds.py`` and ``stream.py`` survived). docs/numerics.md §4: an fp32 add is bounded by
+``u_out|y| + (1 + u_out) u (|a| + |b|) + η`` (u = 2^-24); the correctly-rounded rate of a reference is the share of
+its elements equal to the correctly rounded oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nkieval.numerics import check
+
+FP32 = {"inputs": "fp32", "compute": "fp32", "accumulate": "fp32", "output": "fp32"}
+U = 2.0 ** -24
+
+
+def test_an_inexact_fp32_add_gets_the_documented_bound():
+    """1e8 + fl32(0.3): the exact sum is 100000000.3000000119; the kernel returns 1e8 + 8 (one fp32 step above
+    the correctly rounded 1e8). Error 7.69999998808, bound 2^-24 |y| + (1 + 2^-24) 2^-24 (|a| + |b|) = 11.9209...,
+    margin 0.6459...; without the operation-rounding term the bound would be 5.96 and the add would fail."""
+    b0 = float(np.float32(0.3))
+    a, b = np.array([[1e8, 3.0]], np.float32), np.array([[b0, 0.5]], np.float32)
+    v = check(np.array([[1e8 + 8, 3.5]], np.float32), [a, b], "add", FP32, diagnose=False)
+    exact = 1e8 + b0
+    bound = U * exact + (1 + U) * U * (1e8 + b0)
+    assert v.status == "pass"
+    assert v.worst[0].bound == pytest.approx(bound, rel=1e-9)
+    assert v.margin == pytest.approx((1e8 + 8 - exact) / bound, rel=1e-9)
+
+
+def test_an_exact_fp32_add_must_be_bitwise():
+    """1000 - 999 is exact in fp32 (Sterbenz): any other result fails."""
+    a, b = np.array([[1000.0]], np.float32), np.array([[-999.0]], np.float32)
+    assert check(np.array([[1.0]], np.float32), [a, b], "add", FP32, diagnose=False).status == "pass"
+    assert check(np.array([[1.0001]], np.float32), [a, b], "add", FP32, diagnose=False).status == "fail"
+
+
+def test_the_reference_correctly_rounded_rate_counts_equal_elements_only():
+    """Half of the reference's elements are one fp32 step *below* the correctly rounded sum: rate 0.5."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((4, 64)).astype(np.float32)
+    b = rng.standard_normal((4, 64)).astype(np.float32)
+    y = (a.astype(np.float64) + b).astype(np.float32)
+    ref = y.copy()
+    ref[:2] = np.nextafter(y[:2], np.float32(-np.inf))
+    v = check(y, [a, b], "add", FP32, reference=ref, diagnose=False)
+    assert v.metrics.cr_rate_ref == pytest.approx(0.5)
