@@ -97,3 +97,30 @@ def test_the_hardware_line_states_the_partitions_driven_out_of_128(util, driven)
     r = score_hardware(Evidence(task=RMSNORM, rubric=rubric, target="trn2", cases=[], hw=_hw(util)), crit)
     lines = [f.observed for f in r.feedback if "partitions on average" in f.observed]
     assert lines == [f"compute instructions drive {driven} of 128 partitions on average"], lines
+
+
+def _migration(findings):
+    from nkieval.review.model import CriterionResult
+    from nkieval.review.rubric import load_rubric
+    from nkieval.review.scoring import Evidence, score_migration
+
+    task = next(t for t in builtin_tasks() if t.id == "adamw_step")  # a task with a CUDA source
+    rubric = load_rubric()
+    crit = next(c for c in rubric.criteria if c.id == "migration")
+    ok = CaseResult("public-0/normal", {}, False, "normal", 1, "ok", correct=True)
+    passed = CriterionResult("x", "x", 1.0, "pass", 4, "")
+    ev = Evidence(task=task, rubric=rubric, target="trn2", cases=[ok], migration=findings)
+    return score_migration(ev, crit, passed, passed)
+
+
+def test_a_static_finding_the_runs_cannot_test_costs_a_level_and_one_they_contradict_is_kept_as_info():
+    """docs/reports.md: a MIG finding the runs cannot test counts on its own (an error: one level); one the runs
+    contradict (MIG002's bounds when every case is correct) stays as an info line without penalty."""
+    r = _migration([{"rule": "MIG002", "severity": "error", "line": 5, "message": "no tail guard"},
+                    {"rule": "MIG005", "severity": "error", "line": 9, "message": "expf is not __expf"}])
+    assert r.level == 3, r
+    info = [f for f in r.feedback if f.severity == "info"]
+    assert [f.observed for f in info] == ["static check MIG002 line 5: no tail guard"]
+    assert info[0].suggestion == "none: the runs on every shape contradict it (kept for the record)"
+    assert [f.observed for f in r.feedback if f.severity == "error"] == ["MIG005 line 9: expf is not __expf"]
+    assert _migration([]).level == 4
