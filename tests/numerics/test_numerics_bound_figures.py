@@ -5,6 +5,7 @@ its elements equal to the correctly rounded oracle."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -45,3 +46,14 @@ def test_the_reference_correctly_rounded_rate_counts_equal_elements_only():
     ref[:2] = np.nextafter(y[:2], np.float32(-np.inf))
     v = check(y, [a, b], "add", FP32, reference=ref, diagnose=False)
     assert v.metrics.cr_rate_ref == pytest.approx(0.5)
+
+
+def test_a_declared_bf16_compute_allows_the_arguments_rounding_to_bf16():
+    """square(x) with the argument rounded to bf16 first: its error is up to |2x| |x - bf16(x)| <= 2x^2 2^-8, which
+    the recipe's bf16 compute allows (argument conditioning eps_in |x f'(x)|) and an fp32 compute does not."""
+    x = np.random.default_rng(2).standard_normal((4, 256)).astype(np.float32)
+    xb = x.astype(ml_dtypes.bfloat16).astype(np.float64)
+    y = (xb * xb).astype(np.float32)
+    bf16 = check(y, [x], "square", {**FP32, "compute": "bf16"}, diagnose=False)
+    assert bf16.status == "pass" and bf16.margin <= 1.0
+    assert check(y, [x], "square", FP32, diagnose=False).status == "fail"
