@@ -27,6 +27,9 @@ def test_an_inexact_fp32_add_gets_the_documented_bound():
     assert v.status == "pass"
     assert v.worst[0].bound == pytest.approx(bound, rel=1e-9)
     assert v.margin == pytest.approx((1e8 + 8 - exact) / bound, rel=1e-9)
+    # its z-score: error / sigma, sigma = sqrt((u|y|)^2 / 3 + (u(|a| + |b|))^2 / 3) (uniform rounding errors)
+    sigma = np.sqrt((U * exact) ** 2 / 3 + (U * (1e8 + b0)) ** 2 / 3)
+    assert v.worst[0].z == pytest.approx((1e8 + 8 - exact) / sigma, rel=1e-6)
 
 
 def test_an_exact_fp32_add_must_be_bitwise():
