@@ -124,3 +124,25 @@ def test_a_static_finding_the_runs_cannot_test_costs_a_level_and_one_they_contra
     assert info[0].suggestion == "none: the runs on every shape contradict it (kept for the record)"
     assert [f.observed for f in r.feedback if f.severity == "error"] == ["MIG005 line 9: expf is not __expf"]
     assert _migration([]).level == 4
+
+
+def test_an_undiagnosed_mismatch_joins_the_diagnosed_line_of_the_same_output():
+    """A failing case whose cause was not diagnosed (the judge diagnoses the first failures only) is listed on the
+    line of a diagnosed case with the same symptom on the same output: one line naming both cases."""
+    from nkieval.review.rubric import load_rubric
+    from nkieval.review.scoring import Evidence, score_correctness
+
+    def bad(case: str, hidden: bool, diagnosis: str) -> CaseResult:
+        c = CaseResult(case, {"N": 256, "D": 64}, hidden, "normal", 1, "ok", correct=False)
+        c.mismatch = {"kind": "mismatch", "output": "out", "count": 3, "total": 256 * 64,
+                      "worst_index": [0, 0], "got": 2.0, "expected": 1.0, "abs_error": 1.0, "allowed": 1e-3,
+                      "rows_affected": 1}
+        c.numerics = {"status": "fail", "diagnosis": diagnosis, "findings": []}
+        return c
+
+    rubric = load_rubric()
+    crit = next(c for c in rubric.criteria if c.id == "correctness")
+    cases = [bad("public-0/normal", False, "done"), bad("hidden-0/normal", True, "skipped: not among the first")]
+    r = score_correctness(Evidence(task=RMSNORM, rubric=rubric, target="trn2", cases=cases), crit)
+    lines = [f for f in r.feedback if f.severity == "error"]
+    assert len(lines) == 1 and lines[0].cases == ["public-0/normal", "hidden-0/normal"], r.feedback
