@@ -88,3 +88,10 @@ def test_a_dependent_waits_the_dependency_overhead_after_a_one_element_instructi
 def test_cost_is_slotted() -> None:
     """The scheduler keeps one Cost per trace record: slotted, it carries no per-instance dict."""
     assert not hasattr(Cost(1.0), "__dict__")
+
+
+@pytest.mark.parametrize("n,cycles", [(512, 512), (10, 64)])
+def test_an_opcode_without_a_rule_costs_max_min_ii_n(n: int, cycles: int) -> None:
+    """The generic one-input rule for unmodelled opcodes: max(MIN_II, N), N the input's elements per partition."""
+    cost, has_rule = cost_of(_unary("no_such_instruction", "vector", n), P1)
+    assert not has_rule and cost.occ * P1.dve_clock_ghz == pytest.approx(cycles)
