@@ -146,3 +146,26 @@ def test_an_undiagnosed_mismatch_joins_the_diagnosed_line_of_the_same_output():
     r = score_correctness(Evidence(task=RMSNORM, rubric=rubric, target="trn2", cases=cases), crit)
     lines = [f for f in r.feedback if f.severity == "error"]
     assert len(lines) == 1 and lines[0].cases == ["public-0/normal", "hidden-0/normal"], r.feedback
+
+
+def test_a_confirmed_differential_cause_names_its_kind_and_costs_two_levels():
+    """docs/reports.md: a cause confirmed by re-running the CUDA kernel with the port's variant costs two levels; a
+    mutation (not a changed constant) is named by its kind."""
+    from nkieval.review.model import CriterionResult
+    from nkieval.review.rubric import load_rubric
+    from nkieval.review.scoring import Evidence, score_migration
+
+    task = next(t for t in builtin_tasks() if t.id == "adamw_step")
+    rubric = load_rubric()
+    crit = next(c for c in rubric.criteria if c.id == "migration")
+    ok = CaseResult("public-0/normal", {}, False, "normal", 1, "ok", correct=True)
+    passed = CriterionResult("x", "x", 1.0, "pass", 4, "")
+    cause = {"kind": "formula", "summary": "sqrt is applied after adding eps", "cuda_text": "sqrt(v) + eps",
+             "cuda_line": 12, "port_line": 30, "case": "public-0/normal", "reproduced": True,
+             "mutation": "sqrt(v + eps)"}
+    ev = Evidence(task=task, rubric=rubric, target="trn2", cases=[ok], migration=[],
+                  differential={"causes": [cause], "outputs": []})
+    r = score_migration(ev, crit, passed, passed)
+    assert r.level == 2
+    assert [f.observed for f in r.feedback if f.severity == "error"] == [
+        "semantic infidelity (formula): sqrt is applied after adding eps"]
