@@ -61,3 +61,13 @@ def test_a_declared_bf16_compute_allows_the_arguments_rounding_to_bf16():
     bf16 = check(y, [x], "square", {**FP32, "compute": "bf16"}, diagnose=False)
     assert bf16.status == "pass" and bf16.margin <= 1.0
     assert check(y, [x], "square", FP32, diagnose=False).status == "fail"
+
+
+def test_rmsnorm_with_the_mean_square_equal_to_eps_keeps_a_tight_bound():
+    """Rows of ones with eps = 1: y = 1/sqrt(2). The fp32 budget is a few ulps (the relative error of the mean
+    square is damped by var / (var + eps) = 1/2), so a result 1 % off fails."""
+    x, g = np.ones((2, 64), np.float32), np.ones((64,), np.float32)
+    y = (x / np.sqrt(2.0)).astype(np.float32)
+    good = check(y, [x, g], "rmsnorm", FP32, eps=1.0, diagnose=False)
+    assert good.status == "pass" and good.worst[0].bound < 1e-5
+    assert check((y * 1.01).astype(np.float32), [x, g], "rmsnorm", FP32, eps=1.0, diagnose=False).status == "fail"
