@@ -10,9 +10,11 @@ the sample depends only on ``--seed`` and the area, so one area can be rerun alo
 
 Prints, per area, the mutants sampled out of all, killed, survived, incompetent (the mutant does not
 import) and the kill rate killed / (killed + survived); ``--survivors FILE`` writes each survivor's
-diff. Exit status 0 (the figures are the output).
+diff (as each is found); ``--progress`` prints each mutant's outcome to stderr. Exit status 0 (the figures
+are the output).
 
     .venv/bin/python benchmarks/mutation.py [--per-area 30] [--seed 1] [--areas numerics-gates,perf-costs]
+        [--progress] [--survivors FILE]
 """
 
 from __future__ import annotations
