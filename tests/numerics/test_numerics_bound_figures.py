@@ -71,3 +71,13 @@ def test_rmsnorm_with_the_mean_square_equal_to_eps_keeps_a_tight_bound():
     good = check(y, [x, g], "rmsnorm", FP32, eps=1.0, diagnose=False)
     assert good.status == "pass" and good.worst[0].bound < 1e-5
     assert check((y * 1.01).astype(np.float32), [x, g], "rmsnorm", FP32, eps=1.0, diagnose=False).status == "fail"
+
+
+def test_an_output_rounded_to_bf16_is_recognised_among_exact_zeros():
+    """relu of normal data: half the outputs are exact zeros (on every grid), the other half fp32 values that are
+    rarely bf16 values. A kernel that rounds its result to bf16 leaves every nonzero output on the bf16 grid: the
+    fingerprint names bf16, judged on the nonzero outputs only; the correct output gets none."""
+    x = np.random.default_rng(3).standard_normal((8, 128)).astype(np.float32)
+    rounded = np.maximum(x, 0).astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert check(rounded, [x], "relu", FP32, diagnose=False).metrics.output_grid == "bf16"
+    assert check(np.maximum(x, 0), [x], "relu", FP32, diagnose=False).metrics.output_grid is None
