@@ -10,9 +10,11 @@ the sample depends only on ``--seed`` and the area, so one area can be rerun alo
 
 Prints, per area, the mutants sampled out of all, killed, survived, incompetent (the mutant does not
 import) and the kill rate killed / (killed + survived); ``--survivors FILE`` writes each survivor's
-diff. Exit status 0 (the figures are the output).
+diff (as each is found); ``--progress`` prints each mutant's outcome to stderr. Exit status 0 (the figures
+are the output).
 
     .venv/bin/python benchmarks/mutation.py [--per-area 30] [--seed 1] [--areas numerics-gates,perf-costs]
+        [--progress] [--survivors FILE]
 """
 
 from __future__ import annotations
@@ -44,19 +46,22 @@ AREAS: dict[str, Area] = {
     "sim-validation": Area(("src/nkieval/sim/isa/core.py", "src/nkieval/sim/isa/tensor_engine.py",
                             "src/nkieval/sim/capacity.py"),
                            ("tests/sim/test_validation.py", "tests/sim/test_max_instructions.py",
-                            "tests/analysis/test_rule_boundaries.py"), "check"),
+                            "tests/analysis/test_rule_boundaries.py", "tests/sim/test_validation_mutants.py"), "check"),
     "numerics-gates": Area(("src/nkieval/numerics/gates.py", "src/nkieval/numerics/stream.py",
                             "src/nkieval/numerics/bounds.py"),
                            ("tests/numerics/test_numerics_bounds.py", "tests/numerics/test_numerics_verdict.py",
-                            "tests/numerics/test_numerics_ops.py", "tests/numerics/test_numerics_mutants.py")),
+                            "tests/numerics/test_numerics_ops.py", "tests/numerics/test_numerics_mutants.py",
+                            "tests/numerics/test_numerics_bound_figures.py")),
     "review-scoring": Area(("src/nkieval/review/scoring.py", "src/nkieval/review/integrity.py",
                             "src/nkieval/review/verdict.py"),
                            ("tests/review/test_review_scoring_hints.py", "tests/review/test_reward_semantics.py",
-                            "tests/review/test_integrity_prefilter.py", "tests/review/test_scoring_mutants.py")),
+                            "tests/review/test_integrity_prefilter.py", "tests/review/test_scoring_mutants.py",
+                            "tests/review/test_performance_levels.py", "tests/review/test_feedback_mutants.py")),
     "analysis-rules": Area(tuple(str(p.relative_to(ROOT)) for p in sorted(
         [*ROOT.glob("src/nkieval/analysis/nki/rules/nki0*.py"),
          *ROOT.glob("src/nkieval/analysis/migration/rules/mig0*.py")])), ("tests/analysis",)),
-    "perf-costs": Area(("src/nkieval/perf/costs.py",), ("tests/perf/test_costs.py",)),
+    "perf-costs": Area(("src/nkieval/perf/costs.py",), ("tests/perf/test_costs.py", "tests/perf/test_cost_facts.py",
+                                                    "tests/perf/test_cost_mutants.py")),
 }
 
 
@@ -75,7 +80,7 @@ def _mutants(area: Area, copy: Path) -> list:
 
 
 def run_area(name: str, area: Area, copy: Path, per_area: int, rng: random.Random,
-             survivors: list[str]) -> dict[str, int]:
+             survivors: list[str], survivors_file: str | None = None, progress: bool = False) -> dict[str, int]:
     from cosmic_ray.mutating import mutate_and_test
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
@@ -92,17 +97,23 @@ def run_area(name: str, area: Area, copy: Path, per_area: int, rng: random.Rando
     muts = _mutants(area, copy)
     sample = rng.sample(muts, min(per_area, len(muts)))
     counts = {"mutants": len(muts), "sampled": len(sample), "killed": 0, "survived": 0, "incompetent": 0}
-    for m in sample:
+    for i, m in enumerate(sample, 1):
         res = mutate_and_test([m], cmd, timeout=max(60.0, 3 * base_s))
         if res.worker_outcome != WorkerOutcome.NORMAL:
-            counts["incompetent"] += 1
+            outcome = "incompetent"
         elif res.test_outcome == TestOutcome.KILLED:
-            counts["killed"] += 1
+            outcome = "killed"
         elif res.test_outcome == TestOutcome.SURVIVED:
-            counts["survived"] += 1
+            outcome = "survived"
             survivors.append(f"--- {name}: {m.operator_name} in {m.definition_name}\n{res.diff}")
+            if survivors_file:  # (written as each survivor is found: a long run can be read while it goes on)
+                Path(survivors_file).write_text("\n".join(survivors))
         else:
-            counts["incompetent"] += 1
+            outcome = "incompetent"
+        counts[outcome] += 1
+        if progress:
+            print(f"  {name} {i}/{len(sample)}: {outcome} ({m.operator_name} in {m.definition_name})",
+                  file=sys.stderr, flush=True)
     return counts
 
 
@@ -112,6 +123,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--areas", default=",".join(AREAS))
     ap.add_argument("--survivors", default=None, help="write each survivor's diff to this file")
+    ap.add_argument("--progress", action="store_true", help="print each mutant's outcome to stderr as it ends")
     a = ap.parse_args()
     try:
         import cosmic_ray  # noqa: F401
@@ -131,7 +143,8 @@ def main() -> int:
         try:
             for name in a.areas.split(","):
                 t0 = time.perf_counter()
-                c = run_area(name, AREAS[name], copy, a.per_area, random.Random(f"{a.seed}:{name}"), survivors)
+                c = run_area(name, AREAS[name], copy, a.per_area, random.Random(f"{a.seed}:{name}"), survivors,
+                             a.survivors, a.progress)
                 judged = c["killed"] + c["survived"]
                 rate = c["killed"] / judged if judged else float("nan")
                 rows.append((name, c, rate, time.perf_counter() - t0))

@@ -97,11 +97,6 @@ def ftz(x: Any) -> Any:
         if isinstance(x, np.ndarray) else (np.float32(0.0) * np.sign(x) if abs(x) < FLT_MIN else x)
 
 
-def low_round(x: Any, dt: np.dtype) -> Any:
-    """The result of a half/bfloat16 operator: computed in fp32, rounded once."""
-    return cast(x, dt)
-
-
 def c_div(a: Any, b: Any, dt: np.dtype) -> Any:
     if dt.kind in "iu":
         bz = np.where(b == 0, 1, b) if isinstance(b, np.ndarray) else (b if b != 0 else dt.type(1))

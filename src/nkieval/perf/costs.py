@@ -3,9 +3,13 @@
 A rule turns one trace record into a :class:`Cost`: the engine *occupancy* (how long the
 engine is busy: its initiation interval) and the extra *latency* before dependents may read
 the result. Formulas follow the "Estimated instruction cost" sections of the Beta-1 ISA docs
-and the architecture guides (research note perf-model.md §2.3–2.5); every constant is a
-``[perf]`` fact of the target. Opcodes without a rule are not silently free: the scheduler
-costs them with :func:`fallback_cost` and reports them as unmodelled.
+and the architecture guides (research note perf-model.md §2.3–2.5); every hardware number is a
+``[perf]`` fact of the target (``hardware/data/<target>.toml``, with its source and status). The few
+numbers written here are not hardware facts but the formulas' own structure: a performance mode's
+speed-up is its name (``4x``, ``2x``, A3), ``2N`` is two N-element input streams, "N even" is
+B1I's condition for the fast ``scalar_tensor_tensor``, and ``bn_aggr`` reads triples. Opcodes without
+a rule are not silently free: the scheduler costs them with :func:`fallback_cost` and reports them as
+unmodelled.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ ENGINE_CLOCK = {"tensor": "pe_clock_ghz", "vector": "dve_clock_ghz", "scalar": "
 _DEP_OVERHEAD = {"vector": "dve_dep_overhead_cycles", "scalar": "act_dep_overhead_cycles",
                  "gpsimd": "pool_dep_overhead_cycles"}
 _TWO_BYTE = frozenset({"bfloat16", "float16"})
+#: bn_aggr combines (count, mean, var*count) triples: its input free size is a multiple of 3 (B1 API)
+_BN_AGGR_TRIPLE = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,29 +255,32 @@ def _tensor_reduce(rec: TraceRecord, p: PerfParams) -> Cost:
     src = main_input(rec)
     n = free_elems(src) if src is not None else 1
     fast = _all_two_byte(rec) and rec.attrs.get("op") in _FAST_REDUCE_OPS
-    return _cycles_cost(rec, p, max(p.min_ii_cycles, n / 2 if fast else n))
+    return _cycles_cost(rec, p, max(p.min_ii_cycles, n / p.tensor_reduce_fast_speedup if fast else n))
 
 
 @cost_rule("memset", "spill_refill")
 def _memset(rec: TraceRecord, p: PerfParams) -> Cost:
+    """``max(MIN_II, N/2)`` for zero into bf16/fp16, else ``max(MIN_II, N)`` (B1I)."""
     dst = rec.operands[0]
     n = free_elems(dst)
     fast = rec.attrs.get("value", 1) == 0 and dst.dtype in _TWO_BYTE
-    return _cycles_cost(rec, p, max(p.min_ii_cycles, n / 2 if fast else n))
+    return _cycles_cost(rec, p, max(p.min_ii_cycles, n / p.memset_zero_fast_speedup if fast else n))
 
 
 @cost_rule("reciprocal")
 def _reciprocal(rec: TraceRecord, p: PerfParams) -> Cost:
+    """Vector engine: ``max(MIN_II, 8N)`` (B1I)."""
     src = main_input(rec)
     n = free_elems(src) if src is not None else 1
-    return _cycles_cost(rec, p, max(p.min_ii_cycles, 8 * n))
+    return _cycles_cost(rec, p, max(p.min_ii_cycles, p.reciprocal_cycles_per_elem * n))
 
 
 @cost_rule("bn_aggr")
 def _bn_aggr(rec: TraceRecord, p: PerfParams) -> Cost:
+    """``max(MIN_II, 13N/3)``: 13 cycles per input triple (B1I)."""
     src = main_input(rec)
     n = free_elems(src) if src is not None else 1
-    return _cycles_cost(rec, p, max(p.min_ii_cycles, 13 * n / 3))
+    return _cycles_cost(rec, p, max(p.min_ii_cycles, p.bn_aggr_cycles_per_triple * n / _BN_AGGR_TRIPLE))
 
 
 @cost_rule("tensor_copy_predicated")
@@ -332,7 +341,7 @@ def _matmul(rec: TraceRecord, p: PerfParams) -> Cost:
     dtypes = {o.dtype for o in rec.operands if o.role in ("stationary", "moving")}
     if "float32" in dtypes:
         onezero = a.get("stationary_onezero") or a.get("moving_onezero")
-        cycles *= p.mm_fp32_factor / 2 if onezero else p.mm_fp32_factor
+        cycles *= p.mm_fp32_factor / p.mm_fp32_onezero_speedup if onezero else p.mm_fp32_factor
     cycles = cycles * _pe_tile_share(rec, p) + p.mm_instruction_overhead_cycles
     f = clock(p, "tensor")
     return Cost(cycles / f, p.pe_pipeline_latency_cycles / f,
@@ -397,9 +406,5 @@ def cost_of(rec: TraceRecord, p: PerfParams) -> tuple[Cost, bool]:
     return rule(rec, p), True
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b) if b else 0
-
-
-__all__ = ["COST_RULES", "Cost", "CostRule", "ceil_div", "cost_of", "cost_rule", "fallback_cost",
+__all__ = ["COST_RULES", "Cost", "CostRule", "cost_of", "cost_rule", "fallback_cost",
            "matmul_flops", "pe_peak_flops_per_ns", "two_stream_cycles"]

@@ -89,7 +89,7 @@ def plan_dma(rec: TraceRecord, p: PerfParams) -> DmaPlan:
         per_part = max(1, nbytes // parts)
     else:
         parts = 0
-        engines = n_eng_max if nbytes >= n_eng_max * 512 else 1
+        engines = n_eng_max if nbytes >= n_eng_max * p.dma_hbm_split_min_bytes_per_engine else 1
         per_part = nbytes
     run = min(src.contiguous_bytes or nbytes, dst.contiguous_bytes or nbytes, per_part, int(p.dma_max_descriptor_bytes))
     if rec.attrs.get("indirect"):

@@ -252,11 +252,6 @@ def _group_feedback(group: list[CaseResult], task: Task, tails: set[str] = froze
                     _SUGGEST.get(c.status, "fix the failure shown"), ev, cases=names, families=fams, key=key)
 
 
-def _case_feedback(c: CaseResult, task: Task) -> Feedback:
-    """One case's feedback line (the group of one)."""
-    return _group_feedback([c], task)
-
-
 def score_correctness(ev: Evidence, crit: Criterion) -> CriterionResult:
     cases = ev.cases
     fb: list[Feedback] = []

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from nkieval.frontends.beta1 import state
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import PSUM, SBUF, Buffer
 
@@ -85,16 +86,17 @@ class Allocator:
     def check(self, shape: tuple[int, ...], pdim: int) -> None:
         p = self.params
         part = int(p.get("base_partition", 0) or 0)
-        if part < 0 or part + shape[pdim] > 128:
+        hw = state.target()
+        if part < 0 or part + shape[pdim] > hw.partitions:
             raise NkiValidationError(
-                f"{self!r}: partitions [{part}, {part + shape[pdim]}) exceed the 128 partitions",
+                f"{self!r}: partitions [{part}, {part + shape[pdim]}) exceed the {hw.partitions} partitions",
                 instruction="ndarray", rule="out-of-bounds")
         for key in ("num_free_tiles", "num_par_tiles", "num_bank_tiles"):
             tiles = p.get(key) or ()
             if any(int(n) <= 0 for n in tiles):
                 raise NkiValidationError(f"{self!r}: {key} must be positive", instruction="ndarray", rule="argument")
-        if self.buffer is PSUM and "base_bank" in p and not 0 <= int(p["base_bank"]) < 8:
-            raise NkiValidationError(f"{self!r}: base_bank must be in [0, 8)", instruction="ndarray",
+        if self.buffer is PSUM and "base_bank" in p and not 0 <= int(p["base_bank"]) < hw.psum_banks:
+            raise NkiValidationError(f"{self!r}: base_bank must be in [0, {hw.psum_banks})", instruction="ndarray",
                                      rule="out-of-bounds")
 
 

@@ -107,10 +107,6 @@ def _per_row(api: str, out: B1Tensor, data: Any, mask: Any, run: Callable[..., N
     return ops.masked(out, [None if b is None else (b[0], slice(0, out.shape[1])) for b in boxes])
 
 
-def _same_partitions_operand(x: Any) -> Any:
-    return tile(x, "operand", "isa") if isinstance(x, B1Tensor | Access) else x
-
-
 # -- Tensor engine -------------------------------------------------------------------------------------
 def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = False, is_moving_onezero: bool = False,
               is_transpose: bool = False, tile_position: Any = (), tile_size: Any = (), mask: Any = None,

@@ -139,7 +139,7 @@ def _placed(plain: tuple[int, ...], pdim: int, dtype: Any, buf: Buffer, allocato
     tile_shape = (plain[pdim], *plain[pdim + 1:])
     fbytes = int(np.prod(tile_shape[1:])) * d.itemsize
     ctx = current()
-    bank_bytes = int(getattr(ctx.target, "psum_bank_bytes", 2048))
+    bank_bytes = ctx.target.psum_bank_bytes
     tiles: dict[tuple[int, ...], B1Tensor] = {}
     for idx in np.ndindex(*plain[:pdim]):
         bank, part, addr = allocator.place(tuple(int(i) for i in idx), tile_shape[0], fbytes)

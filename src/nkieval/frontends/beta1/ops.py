@@ -150,8 +150,9 @@ def flush(x: Any) -> None:
 
 # -- allocation ------------------------------------------------------------------------------------
 def check_partitions(shape: tuple[int, ...], what: str) -> None:
-    if shape and shape[0] > 128:
-        raise NkiValidationError(f"number of partitions {shape[0]} exceed architecture limitation of 128.",
+    limit = state.target().partitions
+    if shape and shape[0] > limit:
+        raise NkiValidationError(f"number of partitions {shape[0]} exceed architecture limitation of {limit}.",
                                  instruction=what, rule="partition-limit")
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from nkieval.hardware import Target, get_target
 from nkieval.sim.context import SimContext, maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import flag_view
@@ -50,6 +51,12 @@ class ProgramState:
 
 
 _STATES: weakref.WeakKeyDictionary[SimContext, ProgramState] = weakref.WeakKeyDictionary()
+
+
+def target() -> Target:
+    """The running kernel's target (its hardware facts), else the default target."""
+    ctx = maybe_current()
+    return ctx.target if ctx is not None else get_target()
 
 
 def state() -> ProgramState | None:
