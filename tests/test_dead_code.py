@@ -40,7 +40,6 @@ USED_DYNAMICALLY: dict[tuple[str, str], str] = {
     ("pytest_plugin.py", "pytest_configure"): "a pytest hook (entry point pytest11)",
     ("review/__init__.py", "__getattr__"): "the module's lazy attributes (PEP 562)",
     ("reward/__init__.py", "__getattr__"): "the module's lazy attributes (PEP 562)",
-    ("sim/tensor.py", "buffer_named"): "to do: dead; sim/tensor.py is being reworked in another change",
     ("tasks/audit/importers.py", "high"): "torch.randint's signature, mimicked for imported tests",
 }
 

@@ -17,7 +17,7 @@ import numpy as np
 from nkieval.sim import dtypes as dt
 from nkieval.sim.context import RECORDING, current, kernel_recorder, location_str
 from nkieval.sim.errors import NkiValidationError
-from nkieval.sim.memory import BUFFERS, PSUM, SBUF, SHARED_HBM, Allocation, Buffer, track_lifetime
+from nkieval.sim.memory import PSUM, SBUF, SHARED_HBM, Allocation, Buffer, track_lifetime
 from nkieval.sim.trace import OperandAccess
 
 
@@ -905,10 +905,6 @@ def _starts(norm: tuple[Any, ...]) -> tuple[int, ...] | None:
 
 def is_tensor(x: Any) -> bool:
     return isinstance(x, NkiTensor)
-
-
-def buffer_named(name: str) -> Buffer:
-    return BUFFERS[name]
 
 
 __all__ = ["PSUM", "SBUF", "DynSlice", "NkiTensor", "allocate", "as_buffer", "ds", "wrap_hbm"]
