@@ -8,7 +8,8 @@ the candidate, renders the Markdown, and measures:
   parts of a finding, 40 characters or longer) that appear in more than one finding of one report
   (target: none);
 * stated causes without a confidence, and suspected causes not worded as suspected (target: none);
-* findings per report and the lean JSON report's size.
+* findings per report and the lean JSON report's size, against the same report in schema 3.1's layout and by part;
+* later outputs of multi-output tasks that fail their own oracle, and the causes diagnosed for them.
 
 Usage: ``.venv/bin/python benchmarks/report_quality.py [--tasks PATTERN] [--workers 2] [--seed 7]``.
 """
@@ -54,16 +55,50 @@ def measure_one(task_dir: str, path: str, seed: int) -> dict[str, Any]:
             "suspected_not_worded": unworded, "stated_causes": sum(bool(f.cause) for f in r.findings),
             "confidence": [f.confidence for f in r.findings if f.cause],
             "json_bytes": len(r.to_json()), "json_bytes_full": len(json.dumps(r.to_dict(lean=False))),
-            "json_bytes_cases_30": len(json.dumps(cases_as_30(r)))}
+            "json_bytes_31": len(json.dumps(as_31(r))), "json_parts": json_parts(r.to_dict()),
+            "later_outputs_failing": later_failing(r), "later_outputs_diagnosed": later_diagnosed(r)}
 
 
-def cases_as_30(r: Any) -> dict[str, Any]:
-    """The lean report with schema 3.0's per-case records (recipe inline, every metric, full-precision
-    floats): what the 3.1 lean cases are measured against."""
-    d = r.to_dict()
-    d["cases"] = [c.to_dict() for c in r.cases]
-    d["references"] = {h: v for h, v in d["references"].items() if v.get("kind") != "recipe"}
+def as_31(r: Any) -> dict[str, Any]:
+    """The lean report in schema 3.1's layout (each case's diagnosis and explanation inline, empty gate fields
+    kept, the uncertainty statement whole): what the 3.2 lean report is measured against."""
+    from nkieval.review.lean import References, round_floats
+
+    d, full = r.to_dict(), r.to_dict(lean=False)
+    for c, cf in zip(d["cases"], full["cases"]):
+        n, nf = c.get("numerics"), cf.get("numerics")
+        if isinstance(n, dict) and isinstance(nf, dict):
+            c["numerics"] = n | round_floats({k: nf[k] for k in ("findings", "explanation", "gates", "worst")
+                                              if k in nf})
+        for o, of in zip(c.get("outputs") or [], cf.get("outputs") or []):
+            if isinstance(o.get("numerics"), dict) and isinstance(of.get("numerics"), dict):
+                o["numerics"] = round_floats(of["numerics"])
+    refs = References(lambda v: v)
+    unc = (full["performance"].get("candidate") or {}).get("uncertainty")
+    if unc:
+        d["performance"]["candidate"]["uncertainty"] = refs.put("uncertainty", "model", unc)
+    d["references"] = {h: v for h, v in d["references"].items()
+                       if v["kind"] not in ("diagnosis", "uncertainty")} | refs.table
     return d
+
+
+def json_parts(d: dict[str, Any]) -> dict[str, int]:
+    """Bytes of each top-level part of the lean report, and of the references by kind."""
+    out = {k: len(json.dumps(v)) for k, v in d.items() if k != "references"}
+    for v in d.get("references", {}).values():
+        out[f"references:{v['kind']}"] = out.get(f"references:{v['kind']}", 0) + len(json.dumps(v))
+    return out
+
+
+def later_failing(r: Any) -> int:
+    """Cases x later outputs that fail their own numerics oracle."""
+    return sum(1 for c in r.cases for o in c.outputs[1:] if (o.get("numerics") or {}).get("status") == "fail")
+
+
+def later_diagnosed(r: Any) -> list[str]:
+    """The top cause id of each diagnosed later output (output:id)."""
+    return [f"{o['name']}:{o['numerics']['findings'][0].get('id')}" for c in r.cases for o in c.outputs[1:]
+            if (o.get("numerics") or {}).get("findings")]
 
 
 def _run(args: tuple[str, str, int]) -> dict[str, Any]:
@@ -84,8 +119,12 @@ def main() -> int:
     t0 = time.perf_counter()
     import multiprocessing as mp
 
+    recs = []
     with ProcessPoolExecutor(max_workers=a.workers, mp_context=mp.get_context("spawn")) as pool:
-        recs = list(pool.map(_run, jobs))
+        for rec in pool.map(_run, jobs):
+            recs.append(rec)
+            print(f"  {len(recs)}/{len(jobs)} {rec['task']}/{rec['candidate']}: findings {rec['findings_chars']} "
+                  f"chars, JSON {rec['json_bytes']} bytes (3.1 layout {rec['json_bytes_31']})", flush=True)
     chars = sorted(r["findings_chars"] for r in recs)
     q = lambda f: chars[min(len(chars) - 1, int(f * (len(chars) - 1) + 0.5))]  # noqa: E731
     causes = sum(r["stated_causes"] for r in recs)
@@ -104,12 +143,21 @@ def main() -> int:
           f"suspected but not worded so: {sum(len(r['suspected_not_worded']) for r in recs)}; by confidence: "
           f"{dict(sorted(conf.items()))}")
     sizes = sorted(r["json_bytes"] for r in recs)
-    c30 = sorted(r["json_bytes_cases_30"] for r in recs)
-    print(f"JSON report bytes with 3.0's per-case records: median {statistics.median(c30):.0f} "
-          f"(3.1 lean cases: {100 * (1 - statistics.median(sizes) / statistics.median(c30)):.1f}% smaller)")
+    s31 = sorted(r["json_bytes_31"] for r in recs)
     full = sorted(r["json_bytes_full"] for r in recs)
-    print(f"JSON report bytes: median {statistics.median(sizes):.0f} lean, {statistics.median(full):.0f} with the "
-          f"reference evidence inline")
+    print(f"JSON report bytes: median {statistics.median(sizes):.0f} lean (3.2), {statistics.median(s31):.0f} in "
+          f"3.1's layout ({100 * (1 - statistics.median(sizes) / statistics.median(s31)):.1f}% smaller), "
+          f"{statistics.median(full):.0f} with everything inline")
+    parts: dict[str, list[int]] = {}
+    for r in recs:
+        for k, v in r["json_parts"].items():
+            parts.setdefault(k, []).append(v)
+    top = sorted(((statistics.median(v + [0] * (len(recs) - len(v))), k) for k, v in parts.items()), reverse=True)
+    print("  median bytes by part: " + ", ".join(f"{k} {m:.0f}" for m, k in top[:8]))
+    fails = sum(r["later_outputs_failing"] for r in recs)
+    diag = [x for r in recs for x in r["later_outputs_diagnosed"]]
+    print(f"later outputs failing their own oracle (case x output): {fails}; diagnosed: {len(diag)} "
+          f"({dict(sorted({x: diag.count(x) for x in set(diag)}.items()))})")
     bad = [r for r in recs if r["repeated_clauses"] or r["duplicate_observed"]]
     for r in bad[:10]:
         print(f"  repeated in {r['task']}/{r['candidate']}: {r['repeated_clauses'][:2]}")

@@ -524,7 +524,9 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
                 f"{W.num(w.get('expected'))}, bound {W.num(w.get('bound'))}")
     bad_outs = [o["name"] for o in c.outputs[1:] if (o.get("numerics") or {}).get("status") == "fail"]
     if bad_outs:
-        later = {nm: W.stated(cause, conf) for nm, cause, conf, _ in _later_output_causes(c)}
+        # a later output the first output's cause also reproduces says so in a word, not the cause again
+        later = {nm: f"the same cause, {cf}" if cause == finding.get("cause") and cf else W.stated(cause, cf)
+                 for nm, cause, cf, _ in _later_output_causes(c)}
         obs += "; also failing: output(s) " + ", ".join(f"{nm} ({later[nm]})" if nm in later else nm
                                                        for nm in bad_outs)
     cause = None
