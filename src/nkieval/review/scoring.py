@@ -517,6 +517,7 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
     conf = W.finding_confidence(finding)
     margins = [m for m in (_num_margin(x) for x in g) if m is not None]
     mtxt = (f"margin {W.num(n.get('margin'))}" if len(g) == 1 or not margins
+            else f"margin {W.num(min(margins))}" if W.num(min(margins)) == W.num(max(margins))
             else f"margin {W.num(min(margins))}..{W.num(max(margins))}")
     obs = f"{_shape(c)}: {mtxt} (error/bound; must be <= 1), deciding gate {n.get('deciding_gate')}"
     if w:
