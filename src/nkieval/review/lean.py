@@ -2,8 +2,9 @@
 
 ``Review.to_dict()`` (lean, the default) passes its hardware, performance and case records through here:
 
-* the reference kernels' (``solution``, ``baseline``) evidence, the precision recipe and each distinct
-  numerics diagnosis go to one ``references`` table keyed by content hash; where they were is ``{"ref": hash}``;
+* the reference kernels' (``solution``, ``baseline``) evidence and the precision recipe go to one
+  ``references`` table keyed by content hash; where they were is ``{"ref": hash}`` (a case's diagnosis stays
+  inline: its evidence quotes that case's residual, so two cases' diagnoses are seldom the same text);
 * the performance model's uncertainty statement keeps each parameter's value and status; the parameter's
   source text is the hardware data's (``perf.params.load_params``), grouped ``by_status`` follows from the
   statuses, and :func:`restore_uncertainty` puts both back;
@@ -117,8 +118,6 @@ def lean_cases(cases: list[dict[str, Any]], refs: References) -> list[dict[str, 
             n = {k: v for k, v in n.items() if k != "explanation"}
             if isinstance(n.get("recipe"), dict):
                 n["recipe"] = refs.put("recipe", "numerics", n["recipe"])
-            if n.get("findings"):
-                n["findings"] = refs.put("diagnosis", "numerics", n["findings"])
             if isinstance(n.get("metrics"), dict):
                 n["metrics"] = {k: v for k, v in n["metrics"].items() if v is not None and v != "nan"}
             for k in ("gates", "worst"):
@@ -126,16 +125,9 @@ def lean_cases(cases: list[dict[str, Any]], refs: References) -> list[dict[str, 
                     n[k] = [_no_empty(g) for g in n[k]]
             c["numerics"] = round_floats(n)
         if c.get("outputs"):
-            c["outputs"] = round_floats([_lean_output(o, refs) for o in c["outputs"]])
+            c["outputs"] = round_floats(c["outputs"])
         out.append(c)
     return out
-
-
-def _lean_output(o: dict[str, Any], refs: References) -> dict[str, Any]:
-    n = o.get("numerics")
-    if not isinstance(n, dict) or not n.get("findings"):
-        return o
-    return o | {"numerics": n | {"findings": refs.put("diagnosis", "numerics", n["findings"])}}
 
 
 def _no_empty(d: Any) -> Any:

@@ -27,10 +27,9 @@ REPORT_SCHEMA = "nkieval.review-report"
 #: 3.1: per-case numerics records are lean: the precision recipe (the same for every case) is stored once
 #: under ``references`` (``cases[].numerics.recipe`` is ``{"ref": hash}``), metrics that were not computed
 #: (null or NaN) are left out, and their floats carry 9 significant digits (every fp32 value exactly).
-#: 3.2: each distinct numerics diagnosis (``cases[].numerics.findings``, ``cases[].outputs[].numerics.findings``)
-#: is stored once under ``references`` (kind ``diagnosis``); per-case numerics drop ``explanation`` (prose of the
-#: fields beside it) and empty gate/worst fields; the uncertainty statement drops its parameters' sources and
-#: ``by_status`` (``parameter_sources`` says so; :func:`nkieval.review.report.expand_references` restores them).
+#: 3.2: per-case numerics drop ``explanation`` (prose of the fields beside it) and empty gate/worst fields; the
+#: uncertainty statement drops its parameters' sources and ``by_status`` (``parameter_sources`` says so;
+#: :func:`nkieval.review.report.expand_references` restores them).
 #: docs/reports.md, "Schema 3.2", is the migration note. The layout is in :mod:`nkieval.review.lean`.
 REPORT_VERSION = "3.2"
 
