@@ -156,3 +156,16 @@ def test_sources_are_not_restored_from_another_model():
     changed = dict(lean, model_version="nkieval-perf 9.9",
                    parameters={**lean["parameters"], "a": {"value": 5, "status": "documented"}})
     assert restore_uncertainty(changed, documented)["parameter_sources"] == SOURCES_OMITTED
+
+
+def test_task_check_runs_each_later_output_formula(tmp_path):
+    from nkieval.tasks import check_task
+
+    d = _task_copy(tmp_path, "fp8_quantize")
+    ref = d / "reference.py"
+    src = ref.read_text()
+    assert check_task(d).errors == []
+    ref.write_text(src + "\n\nVARIANTS['e4m3fn_range']['outputs'] = {'scale': lambda x: e4m3fn_range_oracle_scale(x)[:1]}\n")
+    errs = check_task(d).errors
+    assert any("VARIANTS['e4m3fn_range']['outputs']['scale'] returns shape (1,)" in e and "output scale" in e
+               for e in errs), errs

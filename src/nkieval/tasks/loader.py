@@ -341,13 +341,23 @@ def check_task(path: str | Path, *, run_reference: bool = True) -> CheckReport:
             if not np.array_equal(np.asarray(o, np.float64), np.asarray(o2, np.float64), equal_nan=True):
                 rep.errors.append(f"reference output {spec.name} is not deterministic on {case.label}")
         for var in variants:
-            try:
-                vo = np.asarray(var.fn(*[ins[t.name] for t in task.inputs], **task.params))
-            except Exception as e:  # the task author's code: report, don't crash
-                rep.errors.append(f"reference.py:VARIANTS[{var.id!r}] raised on {case.label}: {type(e).__name__}: {e}")
-                continue
-            want = task.outputs[0].concrete(case.dims)
-            if tuple(vo.shape) != want:
-                rep.errors.append(f"reference.py:VARIANTS[{var.id!r}] returns shape {tuple(vo.shape)} on {case.label}; "
-                                  f"the first output is {want}")
+            rep.errors += _variant_shape_errors(task, var, ins, case)
     return rep
+
+
+def _variant_shape_errors(task: Task, var: ReferenceVariant, ins: dict[str, np.ndarray], case: Any) -> list[str]:
+    """A known wrong formula (and each of its later-output formulas) must run and return its output's shape."""
+    errors = []
+    specs = {task.outputs[0].name: task.outputs[0]} | {o.name: o for o in task.outputs[1:]}
+    fns = [(task.outputs[0].name, var.fn, ""), *((n, f, f"['outputs'][{n!r}]") for n, f in var.outputs.items())]
+    for name, fn, where in fns:
+        try:
+            vo = np.asarray(fn(*[ins[t.name] for t in task.inputs], **task.params))
+        except Exception as e:  # the task author's code: report, don't crash
+            errors.append(f"reference.py:VARIANTS[{var.id!r}]{where} raised on {case.label}: {type(e).__name__}: {e}")
+            continue
+        want = specs[name].concrete(case.dims)
+        if tuple(vo.shape) != want:
+            errors.append(f"reference.py:VARIANTS[{var.id!r}]{where} returns shape {tuple(vo.shape)} on {case.label}; "
+                          f"the {'first ' if not where else ''}output{' ' + name if where else ''} is {want}")
+    return errors
