@@ -426,16 +426,22 @@ def test_html_report_in_headless_chromium(reviewed, tmp_path, task, cand):
 @pytest.mark.slow
 @pytest.mark.skipif(_chromium() is None, reason="no headless Chromium (Debian's chromium package)")
 def test_suite_dashboard_in_headless_chromium(tmp_path):
-    from nkieval.review.render import suite_html
-    from nkieval.review.suite import judge
+    # the records of a real suite run (`nkieval suite run --tasks vector_add,adamw_step --default-target-only`,
+    # kept under tests/review/data; regenerate it if the suite's record version changes)
+    from pathlib import Path
 
-    recs = [{"key": f"t{i}/solution@trn2", "task": f"t{i}", "level": 1, "role": "expert", "candidate": "solution",
-             "target": "trn2", "verdict": "pass", "score": 100.0, "levels": {"correctness": 4}} for i in range(3)]
+    from nkieval.review.render import suite_html
+    from nkieval.review.suite import judge, load_records
+
+    recs = load_records(Path(__file__).parent / "data" / "suite-run-vector_add-adamw_step.jsonl")
+    assert len(recs) == 10, "the recorded suite run no longer loads (record version changed?)"
     page = tmp_path / "suite.html"
-    page.write_text(suite_html(judge(recs)))
+    page.write_text(suite_html(judge(recs.values())))
     dom = _browser(["--dump-dom", page.as_uri()])
     assert dom.returncode == 0 and not _console_errors(dom.stderr)
-    assert [a["data-task"] for t, a in _parse(dom.stdout).tags if "data-task" in a] == ["t0", "t1", "t2"]
+    tree = _parse(dom.stdout)
+    assert sorted(a["data-task"] for t, a in tree.tags if "data-task" in a) == ["adamw_step", "vector_add"]
+    assert "flawed caught <strong>6/6</strong>" in dom.stdout
     shot = tmp_path / "suite.png"
     assert _browser([f"--screenshot={shot}", page.as_uri()]).returncode == 0 and shot.stat().st_size > 5_000
 
