@@ -11,7 +11,9 @@ the candidate, renders the Markdown, and measures:
 * findings per report and the lean JSON report's size, against the same report in schema 3.1's layout and by part;
 * later outputs of multi-output tasks that fail their own oracle, and the causes diagnosed for them.
 
-Usage: ``.venv/bin/python benchmarks/report_quality.py [--tasks PATTERN] [--workers 2] [--seed 7]``.
+Usage: ``.venv/bin/python benchmarks/report_quality.py [--tasks PATTERN] [--workers 2] [--seed 7]``; on a loaded
+machine, shards in separate processes that append their records (``--shard 0/2 --records a.jsonl``, ...), then
+``--summarize a.jsonl b.jsonl`` prints the figures of them all.
 """
 
 from __future__ import annotations
@@ -105,26 +107,45 @@ def _run(args: tuple[str, str, int]) -> dict[str, Any]:
     return measure_one(*args)
 
 
+def measure(a: argparse.Namespace) -> list[dict[str, Any]]:
+    import multiprocessing as mp
+
+    from nkieval.review.suite import plan
+
+    entries = plan(None, a.tasks, roles=("flawed",))
+    if a.shard:
+        k, n = (int(x) for x in a.shard.split("/"))
+        entries = entries[k::n]
+    jobs = [(e.task_dir, e.path, a.seed) for e in entries]
+    recs = []
+    with ProcessPoolExecutor(max_workers=a.workers, mp_context=mp.get_context("spawn")) as pool:
+        for rec in pool.map(_run, jobs):
+            recs.append(rec)
+            if a.records:
+                with open(a.records, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+            print(f"  {len(recs)}/{len(jobs)} {rec['task']}/{rec['candidate']}: findings {rec['findings_chars']} "
+                  f"chars, JSON {rec['json_bytes']} bytes (3.1 layout {rec['json_bytes_31']})", flush=True)
+    return recs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", default=None, help="comma-separated fnmatch patterns over task ids")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", dest="json_out", default=None, help="write the per-candidate records here")
+    ap.add_argument("--records", default=None,
+                    help="append each candidate's record to this JSON-lines file as it is measured")
+    ap.add_argument("--shard", default=None, help="K/N: measure every N-th candidate from the K-th (0-based) only")
+    ap.add_argument("--summarize", nargs="+", default=None, metavar="FILE",
+                    help="measure nothing: print the figures of the records in these JSON-lines files")
     a = ap.parse_args()
-    from nkieval.review.suite import plan
-
-    entries = plan(None, a.tasks, roles=("flawed",))
-    jobs = [(e.task_dir, e.path, a.seed) for e in entries]
     t0 = time.perf_counter()
-    import multiprocessing as mp
-
-    recs = []
-    with ProcessPoolExecutor(max_workers=a.workers, mp_context=mp.get_context("spawn")) as pool:
-        for rec in pool.map(_run, jobs):
-            recs.append(rec)
-            print(f"  {len(recs)}/{len(jobs)} {rec['task']}/{rec['candidate']}: findings {rec['findings_chars']} "
-                  f"chars, JSON {rec['json_bytes']} bytes (3.1 layout {rec['json_bytes_31']})", flush=True)
+    if a.summarize:
+        recs = [json.loads(ln) for f in a.summarize for ln in Path(f).read_text().splitlines() if ln.strip()]
+    else:
+        recs = measure(a)
     chars = sorted(r["findings_chars"] for r in recs)
     q = lambda f: chars[min(len(chars) - 1, int(f * (len(chars) - 1) + 0.5))]  # noqa: E731
     causes = sum(r["stated_causes"] for r in recs)
@@ -132,7 +153,8 @@ def main() -> int:
     for r in recs:
         for c in r["confidence"]:
             conf[str(c)] = conf.get(str(c), 0) + 1
-    print(f"flawed candidates reviewed: {len(recs)} (seed {a.seed}, {time.perf_counter() - t0:.0f} s)")
+    print(f"flawed candidates reviewed: {len(recs)} (seed {a.seed}, {time.perf_counter() - t0:.0f} s)"
+          + (f" from {', '.join(a.summarize)}" if a.summarize else ""))
     print(f"Findings section, characters: median {statistics.median(chars):.0f}, p90 {q(0.9)}, max {chars[-1]} "
           f"(target: median <= 1500)")
     print(f"findings per report: median {statistics.median(r['findings'] for r in recs):.0f}, "
