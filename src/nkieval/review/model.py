@@ -30,7 +30,7 @@ REPORT_SCHEMA = "nkieval.review-report"
 #: 3.2: per-case numerics drop ``explanation`` (prose of the fields beside it) and empty gate/worst fields; the
 #: uncertainty statement drops its parameters' sources and ``by_status`` (``parameter_sources`` says so;
 #: :func:`nkieval.review.report.expand_references` restores them).
-#: docs/reports.md, "Schema 3.2", is the migration note. The layout is in :mod:`nkieval.review.lean`.
+#: docs/reports.md, "Migration from 3.1", is the migration note. The layout is in :mod:`nkieval.review.lean`.
 REPORT_VERSION = "3.2"
 
 Severity = Literal["error", "warning", "info"]
