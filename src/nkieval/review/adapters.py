@@ -64,14 +64,16 @@ def numerics_operands(task: Task, inputs: Mapping[str, np.ndarray]) -> list[np.n
 
 def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, random_family: bool,
                      oracle: Callable[..., Any] | None, dims: Mapping[str, int], *, keep_blocks: bool = False,
-                     variants: Sequence[Any] = ()) -> tuple[Any | None, str | None]:
+                     variants: Sequence[Any] = (), recipe: Mapping[str, Any] | None = None
+                     ) -> tuple[Any | None, str | None]:
     """``nkieval.numerics.PreparedCheck`` for one case's inputs (candidate-independent), or why not.
 
     ``keep_blocks=True`` keeps the oracle and bounds in memory for judging many outputs, the
     generic path's refined magnitudes included (built here, once, rather than by the first
     failing output's check: they depend on the inputs only).
     ``variants`` (reference.py's known wrong formulas, ``tasks.load_reference_variants``) are
-    tried by the diagnosis of a failing output of a ``reference`` op.
+    tried by the diagnosis of a failing output of a ``reference`` op. ``recipe`` replaces the task's (a
+    later output judged in its own dtype).
     """
     prepared, why = _import("nkieval.numerics:PreparedCheck")
     if prepared is None:
@@ -79,6 +81,7 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
     params = {k: v for k, v in task.numerics.op_params.items() if k != "operands"}
     params.update({k: v for k, v in task.params.items() if k not in params})
     fam = family if family == "integers" else ("random" if random_family else None)
+    recipe = task.numerics.recipe if recipe is None else recipe
     try:
         if task.numerics.op == "reference":
             if oracle is None:
@@ -89,11 +92,11 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
             variant_cls, _ = _import("nkieval.numerics:Variant")
             vs = [variant_cls(v.id, v.cause, v.action, lambda *a, _f=v.fn: _f(*a, **task.params))
                   for v in variants] if variant_cls is not None else []
-            pc = prepared(args, lambda *a: oracle(*a, **task.params), task.numerics.recipe, input_family=fam,
+            pc = prepared(args, lambda *a: oracle(*a, **task.params), recipe, input_family=fam,
                           keep_blocks=keep_blocks, k=kk,
                           multilinear=bool(task.numerics.op_params.get("multilinear", False)), variants=vs)
         else:
-            pc = prepared(numerics_operands(task, inputs), task.numerics.op, task.numerics.recipe,
+            pc = prepared(numerics_operands(task, inputs), task.numerics.op, recipe,
                           input_family=fam, keep_blocks=keep_blocks, **params)
         if keep_blocks:
             pc.materialise(refined=True)

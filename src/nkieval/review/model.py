@@ -11,6 +11,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from nkieval.review.lean import References, lean_cases, lean_evidence
+
 REPORT_SCHEMA = "nkieval.review-report"
 #: 2.0: the verdict set is pass, fail, hack-suspected, impossible, sandbox-violation, harness-error
 #: (nkieval.review.verdict); the run statuses that were verdicts in 1.x (timeout, exception, ...) are
@@ -25,9 +27,11 @@ REPORT_SCHEMA = "nkieval.review-report"
 #: 3.1: per-case numerics records are lean: the precision recipe (the same for every case) is stored once
 #: under ``references`` (``cases[].numerics.recipe`` is ``{"ref": hash}``), metrics that were not computed
 #: (null or NaN) are left out, and their floats carry 9 significant digits (every fp32 value exactly).
-REPORT_VERSION = "3.1"
-#: significant digits of the floats in a lean report's per-case numerics (9: any float32 round-trips)
-CASE_FLOAT_DIGITS = 9
+#: 3.2: per-case numerics drop ``explanation`` (prose of the fields beside it) and empty gate/worst fields; the
+#: uncertainty statement drops its parameters' sources and ``by_status`` (``parameter_sources`` says so;
+#: :func:`nkieval.review.report.expand_references` restores them).
+#: docs/reports.md, "Migration from 3.1", is the migration note. The layout is in :mod:`nkieval.review.lean`.
+REPORT_VERSION = "3.2"
 
 Severity = Literal["error", "warning", "info"]
 #: How a stated cause was established: re-evaluating the op that way reproduced the kernel's output;
@@ -187,8 +191,10 @@ class Review:
         hardware, performance, references = self.hardware, self.performance, {}
         cases = [c.to_dict() for c in self.cases]
         if lean:
-            hardware, performance, references = _lean(self.hardware, self.performance)
-            cases = _lean_cases(cases, references)
+            refs = References(_json_safe)
+            hardware, performance = lean_evidence(self.hardware, self.performance, refs)
+            cases = lean_cases(cases, refs)
+            references = refs.table
         return _json_safe({
             "schema": REPORT_SCHEMA, "version": REPORT_VERSION,
             "task": {"id": self.task, "title": self.task_title},
@@ -208,79 +214,6 @@ class Review:
         import json
 
         return json.dumps(self.to_dict(), allow_nan=False, **kw)
-
-
-def _ref_hash(d: Any) -> str:
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(_json_safe(d), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _lean(hardware: dict[str, Any], performance: dict[str, Any]
-          ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The reference kernels' (``solution``, ``baseline``) evidence moved to one table keyed by its hash, and
-    the performance model's uncertainty statement (the same for every estimate on a target) stored once
-    there too; each place that held one holds ``{"ref": hash}``."""
-    refs: dict[str, Any] = {}
-
-    def put(kind: str, of: str, d: dict[str, Any]) -> dict[str, str]:
-        h = _ref_hash({"kind": kind, "of": of, "data": d})
-        refs[h] = {"kind": kind, "of": of, "data": d}
-        return {"ref": h}
-
-    hw = dict(hardware)
-    for who in ("solution", "baseline"):
-        if isinstance(hw.get(who), dict) and hw[who]:
-            hw[who] = put("hardware", who, hw[who])
-    perf = dict(performance)
-    for who in ("candidate", "solution", "baseline"):
-        d = perf.get(who)
-        if not isinstance(d, dict) or not d:
-            continue
-        d = dict(d)
-        if isinstance(d.get("uncertainty"), dict):
-            d["uncertainty"] = put("uncertainty", "model", d["uncertainty"])
-        if who != "candidate":
-            d.pop("timeline", None)  # the report draws the candidate's only
-            perf[who] = put("performance", who, d)
-        else:
-            perf[who] = d
-    return hw, perf, refs
-
-
-def _lean_cases(cases: list[dict[str, Any]], refs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per-case numerics records without repetition or noise: each case's precision recipe stored once in
-    ``refs`` (``{"ref": hash}`` where it was), metrics that were not computed (None, NaN) left out, and floats
-    to :data:`CASE_FLOAT_DIGITS` significant digits (the per-output records too)."""
-    out = []
-    for c in cases:
-        c = dict(c)
-        n = c.get("numerics")
-        if isinstance(n, dict):
-            n = dict(n)
-            if isinstance(n.get("recipe"), dict):
-                d = {"kind": "recipe", "of": "numerics", "data": n["recipe"]}
-                h = _ref_hash(d)
-                refs[h] = d
-                n["recipe"] = {"ref": h}
-            if isinstance(n.get("metrics"), dict):
-                n["metrics"] = {k: v for k, v in n["metrics"].items() if v is not None and v != "nan"}
-            c["numerics"] = _round_floats(n)
-        if c.get("outputs"):
-            c["outputs"] = _round_floats(c["outputs"])
-        out.append(c)
-    return out
-
-
-def _round_floats(v: Any) -> Any:
-    if isinstance(v, float) and math.isfinite(v) and v != 0.0:
-        return float(f"{v:.{CASE_FLOAT_DIGITS}g}")
-    if isinstance(v, dict):
-        return {k: _round_floats(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_round_floats(x) for x in v]
-    return v
 
 
 def _json_safe(v: Any) -> Any:

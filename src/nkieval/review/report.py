@@ -14,6 +14,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from nkieval.hardware import get_target
+from nkieval.perf import MODEL_VERSION
+from nkieval.perf.params import load_params
+from nkieval.review.lean import restore_uncertainty
 from nkieval.review.model import Review
 
 SCHEMA_FILE = "review-report-v3.json"
@@ -69,8 +73,10 @@ def to_html(r: Review) -> str:
 
 def expand_references(report: dict[str, Any]) -> dict[str, Any]:
     """A 3.x JSON report with every ``{"ref": hash}`` replaced by the evidence it names (``references``), so a
-    reader written for 2.x finds ``performance.solution._total_time`` and ``hardware.baseline`` where they were.
-    The result still carries ``references``; it is a copy."""
+    reader written for 2.x finds ``performance.solution._total_time`` and ``hardware.baseline`` where they were;
+    a 3.2 uncertainty statement gets its parameters' sources and ``by_status`` back (the sources only where the
+    report's model version and parameters are the current model's). The result still carries ``references``;
+    it is a copy."""
     import copy
 
     d = copy.deepcopy(report)
@@ -79,7 +85,9 @@ def expand_references(report: dict[str, Any]) -> dict[str, Any]:
     def expand(v: Any) -> Any:
         if isinstance(v, dict):
             if set(v) == {"ref"} and v["ref"] in refs:
-                return expand(copy.deepcopy(refs[v["ref"]]["data"]))
+                rec = refs[v["ref"]]
+                data = expand(copy.deepcopy(rec["data"]))
+                return restore_uncertainty(data, _documented_params) if rec.get("kind") == "uncertainty" else data
             return {k: expand(x) for k, x in v.items()}
         if isinstance(v, list):
             return [expand(x) for x in v]
@@ -89,3 +97,15 @@ def expand_references(report: dict[str, Any]) -> dict[str, Any]:
         if k in d:
             d[k] = expand(d[k])
     return d
+
+
+
+def _documented_params(model_version: str, target: str) -> dict[str, Any] | None:
+    """The current performance model's parameters of ``target`` with their sources (None: another model version
+    or an unknown target)."""
+    if model_version != MODEL_VERSION:
+        return None
+    try:
+        return load_params(get_target(target)).to_dict()
+    except ValueError:
+        return None

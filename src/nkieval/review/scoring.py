@@ -512,16 +512,21 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
     conf = W.finding_confidence(finding)
     margins = [m for m in (_num_margin(x) for x in g) if m is not None]
     mtxt = (f"margin {W.num(n.get('margin'))}" if len(g) == 1 or not margins
+            else f"margin {W.num(min(margins))}" if W.num(min(margins)) == W.num(max(margins))
             else f"margin {W.num(min(margins))}..{W.num(max(margins))}")
     obs = f"{_shape(c)}: {mtxt} (error/bound; must be <= 1), deciding gate {n.get('deciding_gate')}"
     if w:
         obs += (f"; worst element {W.index(w.get('index'))}: got {W.num(w.get('got'))}, oracle "
                 f"{W.num(w.get('expected'))}, bound {W.num(w.get('bound'))}")
     bad_outs = [o["name"] for o in c.outputs[1:] if (o.get("numerics") or {}).get("status") == "fail"]
+    also_outs = ""
     if bad_outs:
-        later = {nm: W.stated(cause, conf) for nm, cause, conf, _ in _later_output_causes(c)}
-        obs += "; also failing: output(s) " + ", ".join(f"{nm} ({later[nm]})" if nm in later else nm
-                                                       for nm in bad_outs)
+        # a later output the first output's cause also reproduces says so in a word, not the cause again
+        later = {nm: f"the same cause, {cf}" if cause == finding.get("cause") and cf else W.stated(cause, cf)
+                 for nm, cause, cf, _ in _later_output_causes(c)}
+        also_outs = "also failing: output(s) " + ", ".join(f"{nm} ({later[nm]})" if nm in later else nm
+                                                          for nm in bad_outs)
+        obs += f"; {also_outs}"
     cause = None
     if finding.get("cause") and conf:
         cause = str(finding["cause"])
@@ -557,7 +562,8 @@ def _numerics_feedback(key: str, g: list[CaseResult], undiagnosed: list[CaseResu
                   cases=names + [x.case for x in undiagnosed],
                   families=sorted({x.family for x in [*g, *undiagnosed]}), key=key)
     fb.brief = (f"numerics fails on {len(g) + len(undiagnosed)} case(s), {mtxt}"
-                + (f"; {W.stated(cause, conf)}" if cause and conf != "reproduced" else ""))
+                + (f"; {W.stated(cause, conf)}" if cause and conf != "reproduced" else "")
+                + (f"; {also_outs}" if also_outs else ""))
     return fb
 
 

@@ -13,7 +13,7 @@ import ast
 import inspect
 import runpy
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,17 +126,21 @@ class ReferenceVariant:
     """A known wrong formula declared in reference.py's ``VARIANTS`` (what a flawed kernel may compute).
 
     ``fn`` takes the reference's arguments and returns the op's output (float64); the numerics
-    diagnosis names ``cause`` when evaluating it reproduces a failing output.
+    diagnosis names ``cause`` when evaluating it reproduces a failing output. ``outputs`` gives the same
+    flaw's formula for outputs after the first (output name -> function, same arguments), so a later output
+    the flaw also changes gets the same cause.
     """
 
     id: str
     cause: str
     action: str
     fn: Callable[..., Any]
+    outputs: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
 
 def load_reference_variants(task: Task) -> list[ReferenceVariant]:
-    """reference.py's optional ``VARIANTS = {id: {"cause": str, "action": str, "fn": callable}}``."""
+    """reference.py's optional ``VARIANTS = {id: {"cause": str, "action": str, "fn": callable}}``, each with an
+    optional ``"outputs": {later output name: callable}``."""
     ns = _run_reference(task)
     raw = ns.get("VARIANTS", {})
     where = f"{task.reference_file.name}:VARIANTS"
@@ -149,15 +153,28 @@ def load_reference_variants(task: Task) -> list[ReferenceVariant]:
             raise TaskError(f"VARIANTS[{vid!r}] must map a string id to a dict with cause, action and fn",
                             where=where, rule="reference-variants")
         missing = [k for k in ("cause", "action", "fn") if k not in d]
-        unknown = sorted(set(d) - {"cause", "action", "fn"})
+        unknown = sorted(set(d) - {"cause", "action", "fn", "outputs"})
         if missing or unknown:
             raise TaskError(f"VARIANTS[{vid!r}] " + (f"lacks {missing}" if missing else f"has unknown keys {unknown}"),
                             where=where, rule="reference-variants")
         if not isinstance(d["cause"], str) or not isinstance(d["action"], str) or not callable(d["fn"]):
             raise TaskError(f"VARIANTS[{vid!r}]: cause and action must be strings and fn a function", where=where,
                             rule="reference-variants")
-        out.append(ReferenceVariant(vid, d["cause"], d["action"], d["fn"]))
+        out.append(ReferenceVariant(vid, d["cause"], d["action"], d["fn"], _variant_outputs(task, vid, d, where)))
     return out
+
+
+def _variant_outputs(task: Task, vid: str, d: dict[str, Any], where: str) -> dict[str, Callable[..., Any]]:
+    raw = d.get("outputs", {})
+    later = [o.name for o in task.outputs[1:]]
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and callable(f) for k, f in raw.items()):
+        raise TaskError(f"VARIANTS[{vid!r}]['outputs'] must map later output names to functions", where=where,
+                        rule="reference-variants")
+    stray = sorted(set(raw) - set(later))
+    if stray:
+        raise TaskError(f"VARIANTS[{vid!r}]['outputs'] names {stray}, not outputs after the first ({later})",
+                        where=where, rule="reference-variants")
+    return dict(raw)
 
 
 def _check_reference_signature(task: Task) -> None:
@@ -324,13 +341,23 @@ def check_task(path: str | Path, *, run_reference: bool = True) -> CheckReport:
             if not np.array_equal(np.asarray(o, np.float64), np.asarray(o2, np.float64), equal_nan=True):
                 rep.errors.append(f"reference output {spec.name} is not deterministic on {case.label}")
         for var in variants:
-            try:
-                vo = np.asarray(var.fn(*[ins[t.name] for t in task.inputs], **task.params))
-            except Exception as e:  # the task author's code: report, don't crash
-                rep.errors.append(f"reference.py:VARIANTS[{var.id!r}] raised on {case.label}: {type(e).__name__}: {e}")
-                continue
-            want = task.outputs[0].concrete(case.dims)
-            if tuple(vo.shape) != want:
-                rep.errors.append(f"reference.py:VARIANTS[{var.id!r}] returns shape {tuple(vo.shape)} on {case.label}; "
-                                  f"the first output is {want}")
+            rep.errors += _variant_shape_errors(task, var, ins, case)
     return rep
+
+
+def _variant_shape_errors(task: Task, var: ReferenceVariant, ins: dict[str, np.ndarray], case: Any) -> list[str]:
+    """A known wrong formula (and each of its later-output formulas) must run and return its output's shape."""
+    errors = []
+    specs = {task.outputs[0].name: task.outputs[0]} | {o.name: o for o in task.outputs[1:]}
+    fns = [(task.outputs[0].name, var.fn, ""), *((n, f, f"['outputs'][{n!r}]") for n, f in var.outputs.items())]
+    for name, fn, where in fns:
+        try:
+            vo = np.asarray(fn(*[ins[t.name] for t in task.inputs], **task.params))
+        except Exception as e:  # the task author's code: report, don't crash
+            errors.append(f"reference.py:VARIANTS[{var.id!r}]{where} raised on {case.label}: {type(e).__name__}: {e}")
+            continue
+        want = specs[name].concrete(case.dims)
+        if tuple(vo.shape) != want:
+            errors.append(f"reference.py:VARIANTS[{var.id!r}]{where} returns shape {tuple(vo.shape)} on {case.label}; "
+                          f"the {'first ' if not where else ''}output{' ' + name if where else ''} is {want}")
+    return errors

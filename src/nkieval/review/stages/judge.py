@@ -161,8 +161,10 @@ def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult
             continue
         c, data = lo.cases[i], lo.data[i]
         keep = lo.keys[i] is not None and run.outputs[j].size <= MAX_KEPT_ELEMENTS
-        pc, _ = data.get_extra_prepared(spec.name, lambda fn=fn, c=c, keep=keep, data=data: adapters.numerics_prepare(
-            task, data.inputs, c.family, is_random(c.family), fn, c.dims, keep_blocks=keep))
+        vs, recipe = output_variants(kit.variants, spec.name), output_recipe(task, j)
+        pc, _ = data.get_extra_prepared(spec.name, lambda fn=fn, c=c, keep=keep, data=data, vs=vs, recipe=recipe:
+                                        adapters.numerics_prepare(task, data.inputs, c.family, is_random(c.family), fn,
+                                                                  c.dims, keep_blocks=keep, variants=vs, recipe=recipe))
         if pc is None:
             continue
         v, _ = adapters.numerics_check(pc, run.outputs[j])
@@ -171,6 +173,22 @@ def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult
             if v.status == "fail":
                 failing.append((j, pc, v, run.outputs[j]))
     return tuple(failing)
+
+
+def output_variants(variants: list[Any], name: str) -> list[Any]:
+    """The task's known wrong formulas as they change the later output ``name`` (a variant's
+    ``outputs[name]``): the diagnosis of that output tries the same task-specific causes as the first's."""
+    return [replace(v, fn=v.outputs[name], outputs={}) for v in variants if name in getattr(v, "outputs", {})]
+
+
+def output_recipe(task: Task, j: int) -> dict[str, Any]:
+    """The recipe output ``j`` is judged under: the task's, rounded to that output's own dtype (fp8_quantize's
+    fp32 ``scale`` is not bounded by the fp8 rounding of ``q``)."""
+    recipe = dict(task.numerics.recipe)
+    dtype = task.outputs[j].dtype
+    if "int" not in dtype:
+        recipe["output"] = dtype
+    return recipe
 
 
 def _brief(n: dict[str, Any]) -> dict[str, Any]:

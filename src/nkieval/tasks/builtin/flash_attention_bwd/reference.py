@@ -35,12 +35,19 @@ def no_delta_term_oracle(q, k, v, o, do, lse):
     return _grads(q, k, v, o, do, lse, delta_term=False)[0]
 
 
-# Known wrong formulas: the review's numerics diagnosis names one when it reproduces dq.
+def no_delta_term_oracle_dk(q, k, v, o, do, lse):
+    """dk with the same dS = P * dP (dv does not use dS: the flaw leaves it right)."""
+    return _grads(q, k, v, o, do, lse, delta_term=False)[1]
+
+
+# Known wrong formulas: the review's numerics diagnosis names one when it reproduces dq (or, through
+# "outputs", a later output the same flaw changes).
 VARIANTS = {
     "no_delta_term": {
         "cause": "drops the Di = rowsum(dO * O) term: dS = P * dP instead of P * (dP - Di)",
         "action": "compute Di = rowsum(dO * O) per query and subtract it from dP before multiplying by P",
         "fn": no_delta_term_oracle,
+        "outputs": {"dk": no_delta_term_oracle_dk},
     },
 }
 

@@ -31,9 +31,10 @@ def oracle_lse(q_t, k_t, v):
     return _attn(q_t, k_t, v)[1]
 
 
-def no_rescale_oracle(q_t, k_t, v):
+def _no_rescale(q_t, k_t, v):
     """Online softmax over KEY_BLOCK-key blocks in which each block's exponentials use the running max
-    after that block, and the earlier sum and output are never rescaled when that max grows."""
+    after that block, and the earlier sum and output are never rescaled when that max grows: the output
+    and the log-sum-exp (final running max + log of the unrescaled sum)."""
     sc = _scores(q_t, k_t)
     e = np.empty_like(sc)
     m = np.full((sc.shape[0], 1), -np.inf)
@@ -41,16 +42,27 @@ def no_rescale_oracle(q_t, k_t, v):
         blk = sc[:, c0:c0 + KEY_BLOCK]
         m = np.maximum(m, blk.max(axis=1, keepdims=True))  # the running max after this block
         e[:, c0:c0 + KEY_BLOCK] = np.exp(blk - m)          # earlier blocks keep their smaller max
-    return (e / e.sum(axis=1, keepdims=True)) @ np.asarray(v, dtype=np.float64)
+    tot = e.sum(axis=1, keepdims=True)
+    return (e / tot) @ np.asarray(v, dtype=np.float64), (m + np.log(tot))[:, 0]
 
 
-# Known wrong formulas: the review's numerics diagnosis names one when it reproduces `out`.
+def no_rescale_oracle(q_t, k_t, v):
+    return _no_rescale(q_t, k_t, v)[0]
+
+
+def no_rescale_oracle_lse(q_t, k_t, v):
+    return _no_rescale(q_t, k_t, v)[1]
+
+
+# Known wrong formulas: the review's numerics diagnosis names one when it reproduces `out` (or, through
+# "outputs", the lse the same flaw changes).
 VARIANTS = {
     "no_rescale": {
         "cause": "online softmax that never rescales the running output and sum when the running max grows",
         "action": "multiply the running sum and output by exp(m_old - m_new) before adding a block whose max "
                   "is larger",
         "fn": no_rescale_oracle,
+        "outputs": {"lse": no_rescale_oracle_lse},
     },
 }
 

@@ -36,12 +36,20 @@ def e4m3fn_range_oracle(x):
     return xd / _scale(np.asarray(x, dtype=np.float32), FP8_E4M3FN_MAX).astype(np.float64)[:, None]
 
 
-# Known wrong formulas: the review's numerics diagnosis names one when it reproduces q.
+def e4m3fn_range_oracle_scale(x):
+    """float64 per-row scale amax / 448."""
+    amax = np.maximum(np.abs(np.asarray(x, dtype=np.float64)).max(axis=1), 1e-12)
+    return amax / FP8_E4M3FN_MAX
+
+
+# Known wrong formulas: the review's numerics diagnosis names one when it reproduces q (or, through
+# "outputs", the scale the same flaw changes).
 VARIANTS = {
     "e4m3fn_range": {
         "cause": "scales rows to +-448 (the float8_e4m3fn maximum) but stores float8_e4m3, whose maximum is 240: "
                  "the largest elements overflow",
         "action": "scale by amax / 240 for float8_e4m3 (448 is the maximum of float8_e4m3fn only)",
         "fn": e4m3fn_range_oracle,
+        "outputs": {"scale": e4m3fn_range_oracle_scale},
     },
 }
