@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -102,9 +103,29 @@ def _review_port(job: tuple[str, str, str, tuple[str, ...], str]) -> dict[str, A
     named = any(w in t.lower() for t in lines for w in words)
     causes = _stated_causes(mig)
     wrong = causes if name == "expert" else [c for c in causes if not any(w in c.lower() for w in words)]
+    ports = [f.observed for f in mig.feedback if f.observed.startswith("semantic infidelity (")]
+    stated = sorted({int(x) for o in ports if "in the port:" in o
+                     for x in re.findall(r"candidate\.py:(\d+)", o.split("in the port:")[1].split(" is ")[0]
+                                         .split(" write")[0].split("(loaded")[0])})
+    changed = _changed_lines(Path(task_dir) / "solution_nki.py", Path(path)) if name != "expert" else set()
+    port = None if not ports else ("not established" if not any("in the port:" in f.observed for f in mig.feedback)
+                                   else "right" if set(stated) <= changed else f"WRONG {stated} vs {sorted(changed)}")
     return {"task": Path(task_dir).name, "name": name, "kind": kind, "named": named, "wrong": wrong,
-            "passed": r.verdict == "pass", "migration": mig.level, "score": r.score,
+            "passed": r.verdict == "pass", "migration": mig.level, "score": r.score, "port": port,
             "causes": [c.split(" | ")[0][:110] for c in causes]}
+
+
+def _changed_lines(expert: Path, flawed: Path) -> set[int]:
+    """Lines of the flawed port (past its docstring) that differ from the expert's: where its mistake is."""
+    import difflib
+
+    a, b = expert.read_text().splitlines(), flawed.read_text().splitlines()
+    body = next((i for i, ln in enumerate(b) if ln.startswith(("import", "from"))), 0)
+    out: set[int] = set()
+    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag in ("replace", "insert"):
+            out |= {j + 1 for j in range(j1, j2) if j >= body}
+    return out
 
 
 def _semantic(evidence: tuple[str, ...]) -> bool:
@@ -131,7 +152,8 @@ def ports_main(a: argparse.Namespace) -> None:
         mark = ("PASS" if r["passed"] and not r["wrong"] else "FAIL") if r["name"] == "expert" else \
             ("named" if r["named"] else "MISSED")
         print(f"{r['task']:16s} {r['name']:22s} {r['kind']:10s} migration {r['migration']!s:>4s}  {mark:6s}"
-              + (f"  WRONG CAUSE: {r['wrong']}" if r["wrong"] else "") + (f"  ERROR {r['error']}" if "error" in r else ""))
+              + (f"  WRONG CAUSE: {r['wrong']}" if r["wrong"] else "") + (f"  ERROR {r['error']}" if "error" in r else "")
+              + (f"  port line {r['port']}" if r.get("port") else ""))
         for c in r.get("causes") or []:
             print(f"{'':40s}cause: {c}")
     experts = [r for r in res if r["name"] == "expert"]
@@ -144,6 +166,10 @@ def ports_main(a: argparse.Namespace) -> None:
           f"{sum(r['named'] for r in sem)}/{len(sem)}; structural {sum(r['named'] for r in flawed if r not in sem)}/"
           f"{len(flawed) - len(sem)}")
     print(f"ports with a wrong cause stated: {sum(bool(r['wrong']) for r in flawed)}/{len(flawed)}")
+    located = [r for r in flawed if r.get("port") and r["port"] != "not established"]
+    print(f"non-constant causes stated: {sum(bool(r.get('port')) for r in flawed)}; port line stated for "
+          f"{len(located)}, at a line the flawed port changed (or none where it deleted the step) "
+          f"{sum(r['port'] == 'right' for r in located)}/{len(located)}")
 
 
 def main() -> None:

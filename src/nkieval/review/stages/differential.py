@@ -37,6 +37,7 @@ from nkieval.review.cache import CaseData
 from nkieval.review.sandbox import CaseJob, CaseRun, run_candidate
 from nkieval.review.stages.load import Loaded
 from nkieval.review.stages.mutation_causes import mutation_causes
+from nkieval.review.stages.port_lines import find_port_line
 
 #: seconds of executor time per review for the review's own cases (the edge case always runs)
 EXECUTOR_BUDGET_S = 6.0
@@ -113,7 +114,8 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     explained = {o for c in causes for o in c["outputs"]}
     if [o for o in disagreeing if o not in explained] and not causes:
         # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
-        causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing)
+        causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing,
+                                 locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m))
         explained = {o for c in causes for o in c["outputs"]}
     for o in disagreeing:
         per_out[o]["cause"] = next((c["summary"] for c in causes if o in c["outputs"]), "cause not identified")
@@ -127,6 +129,20 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
                                                     "fmad": options.fmad},
         "cuda_races": races,
     }, None
+
+
+def _port_trace(runs: list[CaseRun]) -> Any:
+    """The port's instruction trace (the evidence case's), or None: what its instructions read and write, and
+    on which candidate.py lines."""
+    from nkieval.sim.trace import Trace
+
+    text = next((r.trace_json for r in runs if r.status == "ok" and r.trace_json), None)
+    if not text:
+        return None
+    try:
+        return Trace.from_compact(text, max_items=4_000_000)
+    except (ValueError, KeyError, TypeError):  # (a trace that cannot be read locates nothing)
+        return None
 
 
 def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tuple[list[np.ndarray], Any]]
