@@ -103,13 +103,16 @@ def _review_port(job: tuple[str, str, str, tuple[str, ...], str]) -> dict[str, A
     named = any(w in t.lower() for t in lines for w in words)
     causes = _stated_causes(mig)
     wrong = causes if name == "expert" else [c for c in causes if not any(w in c.lower() for w in words)]
-    ports = [f.observed for f in mig.feedback if f.observed.startswith("semantic infidelity (")]
-    stated = sorted({int(x) for o in ports if "in the port:" in o
-                     for x in re.findall(r"candidate\.py:(\d+)", o.split("in the port:")[1].split(" is ")[0]
-                                         .split(" write")[0].split("(loaded")[0])})
+    # the port's side of a non-constant cause: its first line must be one the flawed port changed (a cause
+    # whose port side is "no instruction reads <input>" names no line: the trace itself shows that)
+    ports = [f for f in mig.feedback if f.observed.startswith("semantic infidelity (")]
     changed = _changed_lines(Path(task_dir) / "solution_nki.py", Path(path)) if name != "expert" else set()
-    port = None if not ports else ("not established" if not any("in the port:" in f.observed for f in mig.feedback)
-                                   else "right" if set(stated) <= changed else f"WRONG {stated} vs {sorted(changed)}")
+    port = None
+    for f in ports:
+        loc = f.evidence.get("port_location")
+        line = int(loc.split(":")[1]) if loc else None
+        port = "not established" if "in the port:" not in f.observed else \
+            "right" if line is None or line in changed else f"WRONG {line} vs {sorted(changed)}"
     return {"task": Path(task_dir).name, "name": name, "kind": kind, "named": named, "wrong": wrong,
             "passed": r.verdict == "pass", "migration": mig.level, "score": r.score, "port": port,
             "causes": [c.split(" | ")[0][:110] for c in causes]}

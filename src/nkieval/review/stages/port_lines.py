@@ -51,11 +51,8 @@ class PortLine:
 def _cuda_flows(text: str, arrays: dict[str, str]) -> dict[str, set[str]]:
     """Per identifier of the device code, the task inputs its value derives from (``arrays``: kernel pointer
     parameter -> task input). Declarations and assignments, to a fixpoint (loops assign late)."""
-    from nkieval.cuda.program import _parser
-
-    tree = _parser().parse(text.encode())
     defs: list[tuple[str, str]] = []
-    stack = [tree.root_node]
+    stack = _device_code(text)
     while stack:
         n = stack.pop()
         if n.type == "init_declarator":
@@ -80,6 +77,14 @@ def _cuda_flows(text: str, arrays: dict[str, str]) -> dict[str, set[str]]:
         if not changed:
             break
     return flows
+
+
+def _device_code(text: str) -> list[Any]:
+    """The bodies of the source's device functions (the host's launch code computes nothing of the kernel's)."""
+    from nkieval.cuda.mutate import _device_functions
+    from nkieval.cuda.program import _parser
+
+    return _device_functions(_parser().parse(text.encode()).root_node)
 
 
 def _inputs_of(expr: str, flows: dict[str, set[str]]) -> set[str]:
@@ -114,11 +119,14 @@ def kernel_arrays(task: Any, cuda_src: str) -> dict[str, str]:
 @dataclass
 class _Flow:
     """The port's dataflow: per instruction (in trace order) its line, operators, whether it computes
-    (not a DMA or a copy), the inputs its result derives from, and the HBM inputs it reads."""
+    (not a DMA or a copy), the inputs its result derives from, the HBM inputs it reads, whether it rounds to
+    a narrower float, and whether it runs on an engine (not a DMA)."""
 
-    rows: list[tuple[int, tuple[str, ...], bool, frozenset[str], frozenset[str], bool]]
+    rows: list[tuple[int, tuple[str, ...], bool, frozenset[str], frozenset[str], bool, bool]]
     #: per instruction, the inputs each operand it reads derives from
     reads: list[list[frozenset[str]]]
+    #: the lines that allocate the narrower tiles the port rounds into
+    narrow_sites: list[int]
 
 
 def _port_flow(trace: Any, inputs: set[str]) -> _Flow:
@@ -127,6 +135,7 @@ def _port_flow(trace: Any, inputs: set[str]) -> _Flow:
     written: dict[int, list[tuple[int, int, int, int, frozenset[str]]]] = {}
     rows = []
     reads = []
+    sites: set[int] = set()
     for rec in trace.records[:MAX_RECORDS]:
         per: list[frozenset[str]] = []
         got: set[str] = set()
@@ -154,12 +163,16 @@ def _port_flow(trace: Any, inputs: set[str]) -> _Flow:
                                                         o.addr_lo, o.addr_hi, flow))
                 if o.dtype in _NARROW and widest > _WIDTH[o.dtype]:
                     narrowed = True
+                    site = getattr(allocs.get(o.alloc), "site", None) or ""
+                    if site.rpartition(":")[2].isdigit() and site.rpartition(":")[0] == (rec.file or ""):
+                        sites.add(int(site.rpartition(":")[2]))
         ops = tuple(str(v) for k, v in rec.attrs.items() if k in ("op", "op0", "op1") and v is not None)
         computes = rec.opcode not in ("dma_copy", "tensor_copy", "load", "store", "memset", "iota") \
             and not rec.opcode.startswith("dma")
-        rows.append((rec.line or 0, ops, computes, flow, frozenset(hbm), narrowed))
+        engine = not rec.opcode.startswith("dma") and rec.opcode not in ("load", "store")
+        rows.append((rec.line or 0, ops, computes, flow, frozenset(hbm), narrowed, engine))
         reads.append(per)
-    return _Flow(rows, reads)
+    return _Flow(rows, reads, sorted(sites))
 
 
 def _lines(xs: list[int]) -> tuple[int, ...]:
@@ -180,10 +193,16 @@ def find_port_line(task: Any, cuda_src: str, trace: Any, mutation: Any) -> PortL
     inputs = {s.name for s in task.inputs}
     flow = _port_flow(trace, inputs)
     if mutation.site == "precision":
-        hits = _lines([ln for ln, _o, _c, _f, _h, narrowed in flow.rows if narrowed])
+        hits = _lines([r[0] for r in flow.rows if r[5]])
         if not hits:
             return None
-        return PortLine(hits, f"{_fmt(hits)} write{'s' if len(hits) == 1 else ''} a bf16 tile from fp32 data")
+        tiles = tuple(flow.narrow_sites)
+        verb = "writes" if len(hits) == 1 else "write"
+        if tiles:
+            return PortLine(tiles + tuple(h for h in hits if h not in tiles),
+                            f"the bf16 tile{'s' if len(tiles) > 1 else ''} allocated at {_fmt(tiles)}, which "
+                            f"{_fmt(hits)} {verb} from fp32 data")
+        return PortLine(hits, f"{_fmt(hits)} {verb} a bf16 tile from fp32 data")
     text = preprocess(cuda_src)
     raw = text.encode()
     arrays = kernel_arrays(task, cuda_src)
@@ -215,7 +234,7 @@ def find_port_line(task: Any, cuda_src: str, trace: Any, mutation: Any) -> PortL
         return PortLine((line,), f"candidate.py:{line} is where the port first combines "
                         f"{' and '.join(sorted(want))}{which}, as `{_short(mutation.old or ', '.join(parts))}` does")
     if mutation.site == "drop" and len(parts) == 2:
-        kept, dropped = _inputs_of(parts[0], flows), _inputs_of(parts[1], flows)
+        dropped = _inputs_of(parts[1], flows)
         computed = set().union(*(r[3] for r in flow.rows if r[2]))
         unused = sorted(dropped - computed)
         if unused:
@@ -224,12 +243,12 @@ def find_port_line(task: Any, cuda_src: str, trace: Any, mutation: Any) -> PortL
                             + (f" (loaded at {_fmt(loads)})" if loads else " (never loaded)"))
         direct = re.fullmatch(r"\(?\s*(\w+)\s*\[.*\]\s*\)?", parts[0].strip(), re.S)
         name = direct.group(1) if direct else (parts[0].strip() if _IDENT.fullmatch(parts[0].strip()) else None)
-        if not dropped and name is not None and len(kept) == 1 and _direct_read(text, name, arrays):
-            (src,) = kept
-            hit = next((r for r in flow.rows if r[2] and src in r[3]), None)
+        src = _direct_read(text, name, arrays) if name is not None else None
+        if src is not None:  # (a copy counts: the port's `g = grad` for the CUDA's `g = grad[i] + ...`)
+            hit = next((r for r in flow.rows if r[6] and src in r[3]), None)
             if hit is not None:
-                return PortLine((hit[0],), f"candidate.py:{hit[0]} is the port's first instruction computing with "
-                                f"{src}, where kernel.cu:{mutation.line} computes `{_short(mutation.old)}`")
+                return PortLine((hit[0],), f"candidate.py:{hit[0]} is the port's first instruction on {src} past its "
+                                f"load, where kernel.cu:{mutation.line} computes `{_short(mutation.old)}`")
         return None
     if mutation.site == "index" and mutation.parts:
         used = _indexed_arrays(text, mutation.parts[0], arrays)
@@ -250,11 +269,8 @@ def _ordinal(i: int) -> str:
 def _combine_sites(text: str, flows: dict[str, set[str]], want: set[str]) -> list[tuple[tuple[int, int], ...]]:
     """Operand spans of the device code's binary expressions and calls (first two arguments) whose two
     operands derive from different inputs (neither's containing the other's) that together are ``want``."""
-    from nkieval.cuda.program import _parser
-
-    tree = _parser().parse(text.encode())
     out = []
-    stack = [tree.root_node]
+    stack = _device_code(text)
     while stack:
         n = stack.pop()
         pair = None
@@ -282,12 +298,13 @@ def _operators(raw: bytes, mutation: Any) -> set[str]:
     return set(_OPS.get(op, ())) | set(_OPS.get(new, ()))
 
 
-def _direct_read(text: str, name: str, arrays: dict[str, str]) -> bool:
-    """``name`` is an input array, or a variable declared as one element of an input array."""
+def _direct_read(text: str, name: str, arrays: dict[str, str]) -> str | None:
+    """The task input ``name`` reads an element of: an input array itself, or a variable declared as one
+    element of an input array; else None."""
     if name in arrays:
-        return True
+        return arrays[name]
     m = re.search(rf"\b{re.escape(name)}\s*=\s*(\w+)\s*\[[^;]*\]\s*;", text)
-    return m is not None and m.group(1) in arrays
+    return arrays.get(m.group(1)) if m is not None else None
 
 
 def _indexed_arrays(text: str, span: tuple[int, int], arrays: dict[str, str]) -> set[str]:
@@ -310,12 +327,13 @@ def _indexed_arrays(text: str, span: tuple[int, int], arrays: dict[str, str]) ->
     if m is None:
         return set()
     names = {m.group(1)}
+    device = "\n".join(re.sub(r"//[^\n]*|/\*.*?\*/", " ", n.text.decode(), flags=re.S) for n in _device_code(text))
     for _ in range(4):
-        for d, expr in re.findall(r"\b(?:int|size_t|long)\s+(\w+)\s*=\s*([^;]*);", text):
+        for d, expr in re.findall(r"\b(?:int|size_t|long)\s+(\w+)\s*=\s*([^;]*);", device):
             if set(_IDENT.findall(expr)) & names:
                 names.add(d)
     out = set()
-    for arr, idx in re.findall(r"(\w+)\s*\[([^\]]*)\]", text):
+    for arr, idx in re.findall(r"(\w+)\s*\[([^\]]*)\]", device):
         if arr in arrays and set(_IDENT.findall(idx)) & names:
             out.add(arrays[arr])
     return out
