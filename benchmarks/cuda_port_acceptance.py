@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import re
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -112,7 +111,9 @@ def _review_port(job: tuple[str, str, str, tuple[str, ...], str]) -> dict[str, A
         loc = f.evidence.get("port_location")
         line = int(loc.split(":")[1]) if loc else None
         port = "not established" if "in the port:" not in f.observed else \
-            "right" if line is None or line in changed else f"WRONG {line} vs {sorted(changed)}"
+            "right" if line is None or line in changed else \
+            f"{line} (unchecked: the flawed port only deletes lines)" if not changed else \
+            f"WRONG {line} vs {sorted(changed)}"
     return {"task": Path(task_dir).name, "name": name, "kind": kind, "named": named, "wrong": wrong,
             "passed": r.verdict == "pass", "migration": mig.level, "score": r.score, "port": port,
             "causes": [c.split(" | ")[0][:110] for c in causes]}
@@ -171,8 +172,9 @@ def ports_main(a: argparse.Namespace) -> None:
     print(f"ports with a wrong cause stated: {sum(bool(r['wrong']) for r in flawed)}/{len(flawed)}")
     located = [r for r in flawed if r.get("port") and r["port"] != "not established"]
     print(f"non-constant causes stated: {sum(bool(r.get('port')) for r in flawed)}; port line stated for "
-          f"{len(located)}, at a line the flawed port changed (or none where it deleted the step) "
-          f"{sum(r['port'] == 'right' for r in located)}/{len(located)}")
+          f"{len(located)}: at a line the flawed port changed (or no line, where no instruction reads the input) "
+          f"{sum(r['port'] == 'right' for r in located)}, wrong {sum(r['port'].startswith('WRONG') for r in located)}, "
+          f"unchecked (a flawed port that only deletes lines) {sum('unchecked' in r['port'] for r in located)}")
 
 
 def main() -> None:

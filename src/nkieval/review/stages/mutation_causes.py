@@ -121,10 +121,10 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
         found = search.attempt(m)
         if found is not None:
             return [_cause(task, cuda_src, m, found, search, locate)]
-        if m.kind == "precision" and search.last_share is not None:
-            helpful.append((search.last_share, m))
+        if m.kind == "precision" and search.last_closer is not None:
+            helpful.append((search.last_closer, m))
     # bf16 in two places at once: pairs of the precision mutations that each bring the mutated kernel closer
-    # to the port (the smallest remaining share of disagreeing elements first)
+    # to the port (the smallest remaining mean difference first)
     helpful.sort(key=lambda x: x[0])
     top = [m for _, m in helpful[:PAIR_CANDIDATES]]
     for a, b in combinations(top, 2):
@@ -141,6 +141,19 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
 
 #: precision mutations paired when no single mutation reproduces the port (at most C(6, 2) = 15 pairs)
 PAIR_CANDIDATES = 6
+#: a precision mutation is a pair candidate when it leaves less than this fraction of the mean difference
+#: or of the share of disagreeing elements
+CLOSER = 0.9
+
+
+def _mean_diff(g: np.ndarray, p: np.ndarray) -> float:
+    g64 = np.asarray(g, np.float64).reshape(-1)
+    if np.size(p) != g64.size:
+        return float("inf")
+    with np.errstate(all="ignore"):
+        d = np.abs(np.asarray(p, np.float64).reshape(-1) - g64)
+    d = d[np.isfinite(d)]
+    return float(d.mean()) if d.size else 0.0
 
 
 class _Search:
@@ -156,14 +169,31 @@ class _Search:
         self.confirm_digest = _digest(confirm[2]) if confirm is not None else ""
         gpu, port = first[3], first[4]
         self.before = {o: _off(task, gpu[self.idx[o]], port[self.idx[o]])[0] for o in names}
-        #: for the last precision hypothesis that ran and failed: the largest remaining share of disagreeing
-        #: elements among the disagreeing outputs, when it is smaller than before for every one of them
-        self.last_share: float | None = None
+        self.distance = {o: _mean_diff(gpu[self.idx[o]], port[self.idx[o]]) for o in disagreeing}
+        #: for the last precision hypothesis that ran and failed: how much closer to the port it came
+        #: (:meth:`_closer`; a rounding the port makes, among others), or None
+        self.last_closer: float | None = None
+
+    def _closer(self, g2: list[np.ndarray]) -> float | None:
+        """How much closer to the port the mutated kernel's disagreeing outputs come, by the mean difference
+        or by the share of elements outside tolerance (the smaller of the two, worst output); None unless
+        one of the two falls below :data:`CLOSER` for every disagreeing output."""
+        port, idx, out = self.first[4], self.idx, []
+        for how in ("mean", "share"):
+            got = []
+            for o in self.disagreeing:
+                g, p = g2[idx[o]], port[idx[o]]
+                now, was = (_mean_diff(g, p), self.distance[o]) if how == "mean" else \
+                    (_off(self.task, g, p)[0], self.before[o])
+                got.append(now / was if was > 0 else 1.0)
+            if got and max(got) < CLOSER:
+                out.append(max(got))
+        return min(out) if out else None
 
     def attempt(self, m: Any) -> tuple[dict[str, float], list[str]] | None:
         """(max ratio per output, the runs' labels) when the mutation reproduces the port on both runs."""
         task, idx, names = self.task, self.idx, self.names
-        self.last_share = None
+        self.last_closer = None
         label, dims, inputs, _gpu, port = self.first
         mutated = m.apply(self.text)
         g2, took = _run_mutant(task, inputs, self.digest, dims, mutated, min(self.budget_s - self.spent, 2.0))
@@ -175,9 +205,7 @@ class _Search:
         if after is None or (not precision and any(after[o] > 0.1 * self.base[o] for o in self.disagreeing
                                                    if self.base[o] > MIN_RATIO)):
             if precision and after is None:
-                shares = [(_off(task, g2[idx[o]], port[idx[o]])[0], self.before[o]) for o in self.disagreeing]
-                if shares and all(a < 0.9 * b for a, b in shares):
-                    self.last_share = max(a for a, _ in shares)
+                self.last_closer = self._closer(g2)
             return None
         labels = [label]
         if self.confirm is not None:

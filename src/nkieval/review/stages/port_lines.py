@@ -120,7 +120,7 @@ def kernel_arrays(task: Any, cuda_src: str) -> dict[str, str]:
 class _Flow:
     """The port's dataflow: per instruction (in trace order) its line, operators, whether it computes
     (not a DMA or a copy), the inputs its result derives from, the HBM inputs it reads, whether it rounds to
-    a narrower float, and whether it runs on an engine (not a DMA)."""
+    a narrower float, and whether it computes on an engine or copies (not a DMA, not a layout step)."""
 
     rows: list[tuple[int, tuple[str, ...], bool, frozenset[str], frozenset[str], bool, bool]]
     #: per instruction, the inputs each operand it reads derives from
@@ -136,6 +136,7 @@ def _port_flow(trace: Any, inputs: set[str]) -> _Flow:
     rows = []
     reads = []
     sites: set[int] = set()
+    loaded: set[int] = set()  # allocations a DMA wrote
     for rec in trace.records[:MAX_RECORDS]:
         per: list[frozenset[str]] = []
         got: set[str] = set()
@@ -164,12 +165,19 @@ def _port_flow(trace: Any, inputs: set[str]) -> _Flow:
                 if o.dtype in _NARROW and widest > _WIDTH[o.dtype]:
                     narrowed = True
                     site = getattr(allocs.get(o.alloc), "site", None) or ""
-                    if site.rpartition(":")[2].isdigit() and site.rpartition(":")[0] == (rec.file or ""):
-                        sites.add(int(site.rpartition(":")[2]))
+                    where, _, line = site.rpartition(":")
+                    if line.isdigit() and where.rsplit("/", 1)[-1] == (rec.file or "").rsplit("/", 1)[-1]:
+                        sites.add(int(line))
         ops = tuple(str(v) for k, v in rec.attrs.items() if k in ("op", "op0", "op1") and v is not None)
+        ops = ops if not rec.opcode.startswith("dma") else ()
         computes = rec.opcode not in ("dma_copy", "tensor_copy", "load", "store", "memset", "iota") \
             and not rec.opcode.startswith("dma")
-        engine = not rec.opcode.startswith("dma") and rec.opcode not in ("load", "store")
+        # (an engine instruction with an operator, or a copy of a loaded tile: `g = grad`; a layout step such as
+        # a broadcast through the PE array is neither)
+        engine = bool(ops) or (rec.opcode == "tensor_copy" and all(o.alloc in loaded for o in rec.operands
+                                                                    if "r" in o.mode))
+        if rec.opcode.startswith("dma"):
+            loaded |= {o.alloc for o in rec.operands if "w" in o.mode}
         rows.append((rec.line or 0, ops, computes, flow, frozenset(hbm), narrowed, engine))
         reads.append(per)
     return _Flow(rows, reads, sorted(sites))
