@@ -89,6 +89,20 @@ def _statement_text(n: Any) -> str:
     return "" if p is None else _t(p)
 
 
+def _integer_context(n: Any) -> bool:
+    """Inside an ``int`` declaration's value or a comparison (a bound, a mask): arithmetic a port does not
+    keep in bf16."""
+    p = n.parent
+    while p is not None and p.type not in ("expression_statement", "compound_statement", "return_statement"):
+        if p.type == "binary_expression" and _t(p.child_by_field_name("operator")) in COMPARE:
+            return True
+        if p.type == "declaration":
+            ty = p.child_by_field_name("type")
+            return ty is not None and _t(ty) in ("int", "size_t", "long", "unsigned")
+        p = p.parent
+    return False
+
+
 def _in_loop_header(n: Any) -> bool:
     p = n
     while p is not None and p.parent is not None:
@@ -145,8 +159,9 @@ def _binary(n: Any) -> Iterator[Mutation]:
             yield _m("order", f"`{whole}` as `{_short(f'{b} {o} {a}')}` (operands swapped)", n, f"({b}) {o} ({a})",
                      site="combine", parts=both)
         yield from _reassociate(n, left, right, o)
-        yield _m("precision", f"`{whole}` rounded to bf16", n, f"__bfloat162float(__float2bfloat16({_t(n)}))",
-                 site="precision")
+        if not _integer_context(n):
+            yield _m("precision", f"`{whole}` rounded to bf16", n, f"__bfloat162float(__float2bfloat16({_t(n)}))",
+                     site="precision")
     elif o == "%":
         yield _m("indexing", f"`{whole}` as `{_short(a)}` (the `% {_short(b)}` dropped)", n, f"({a})",
                  site="index", parts=(_span(n),))
@@ -286,7 +301,8 @@ def _device_functions(root: Any) -> list[Any]:
 
 def mutations(source: str) -> list[Mutation]:
     """Every mutation of ``source`` (raw kernel.cu text; offsets refer to :func:`preprocess` of it), in source
-    order within each kind: formula, precision, order, indexing. Only device code is mutated."""
+    order within each kind: formula, precision, order, indexing, then element reads rounded to bf16. Only
+    device code is mutated."""
     text = preprocess(source)
     tree = _parser().parse(text.encode())
     floats = set(re.findall(r"\bfloat\s*\*\s*(?:const\s+)?(?:__restrict__\s+)?(\w+)", text))
@@ -318,7 +334,8 @@ def mutations(source: str) -> list[Mutation]:
             seen.add(key)
             uniq.append(m)
     order = {k: i for i, k in enumerate(KINDS)}
-    return sorted(uniq, key=lambda m: (order[m.kind], m.start))
+    # (an element read in bf16 last: a port rounds what it computes far more often than what it loads)
+    return sorted(uniq, key=lambda m: (m.what.startswith("the element "), order[m.kind], m.start))
 
 
 def combine(a: Mutation, b: Mutation, text: str) -> Mutation | None:
