@@ -962,8 +962,10 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
             fb.append(Feedback("migration", "info",
                                f"output {name}: GPU (CUDA source{', fast-math' if build.get('fast_math') else ''}) vs "
                                f"this port, observed max difference {o['observed']:.3g}, expected envelope "
-                               f"{o['envelope']:.3g} (GPU error + port error against the fp64 reference, "
-                               f"{o['cases']} case(s)); verdict {o['verdict']}",
+                               f"{o['envelope']:.3g} (GPU error + port error against "
+                               + ("the CUDA recipe in near-exact arithmetic" if d.get("envelope_exact_cases")
+                                  else "the fp64 reference")
+                               + f", {o['cases']} case(s)); verdict {o['verdict']}",
                                "GPU and Trainium results within the envelope of their own errors",
                                "none", {"output": name, "observed": o["observed"], "envelope": o["envelope"],
                                         "verdict": o["verdict"]}))

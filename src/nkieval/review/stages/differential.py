@@ -16,8 +16,10 @@ inputs, a verdict for every output, and disagreements attributed.
   rounding) are the hypotheses, stated only when the mutated kernel reproduces the port's outputs on two
   different inputs.
 * **GPU vs Trainium numerics from the real code**: per output, the observed port-vs-GPU difference next
-  to the envelope ``max|GPU - ref| + max|port - ref|`` (the GPU kernel's own error in its order and
-  precision, fast-math if built with it, plus the port's), on the review's cases.
+  to the envelope ``max|GPU - X| + max|port - X|`` (the GPU kernel's own error in its order and
+  precision, fast-math if built with it, plus the port's), on the review's cases, where X is the CUDA
+  kernel's recipe in near-exact arithmetic (:mod:`nkieval.cuda.exact`; the task's reference where that
+  does not run).
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
     spent = 0.0
     options = None
+    exact_src = _exact_source(cuda_src)
+    exact_cases = 0
     races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
     for i in order:
         c, run = loaded.cases[i], runs[i]
@@ -98,8 +102,13 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
             break  # a kept run that took longer than this review's executor time left: as a timeout would
         spent += took  # (the first review's seconds: a cached run counts as much, so every review runs alike)
         races.extend(w for w in warnings if w.startswith("shared-memory race") and w not in races)
-        ref = loaded.data[i].reference
+        pivot = _exact_outputs(loaded.data[i], task, inputs, c.dims, exact_src, EXECUTOR_BUDGET_S - spent)
+        if pivot is not None:
+            spent += pivot[1]
+        ref = loaded.data[i].reference if pivot is None else pivot[0]
         _compare(task, c.label, gpu, run.outputs, ref, per_out, getattr(run, "unwritten", None))
+        if pivot is not None:
+            exact_cases += 1
         runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
     if not runs_gpu:
         return None, "no case both ran and fits the executor's budget"
@@ -128,6 +137,9 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         "gpu_build": None if options is None else {"fast_math": options.fast_math, "ftz": options.ftz,
                                                     "fmad": options.fmad},
         "cuda_races": races,
+        # (the envelope's pivot on that many of the review's cases: the CUDA recipe in near-exact arithmetic;
+        # on the others, the task's reference)
+        "envelope_exact_cases": exact_cases,
     }, None
 
 
@@ -143,6 +155,32 @@ def _port_trace(runs: list[CaseRun]) -> Any:
         return Trace.from_compact(text, max_items=4_000_000)
     except (ValueError, KeyError, TypeError):  # (a trace that cannot be read locates nothing)
         return None
+
+
+def _exact_source(cuda_src: str) -> str | None:
+    from nkieval.cuda.exact import exact_source
+
+    try:
+        return exact_source(cuda_src)
+    except Exception:  # (a source the rewrite cannot parse: the envelope pivots on the reference)
+        return None
+
+
+def _exact_outputs(data: CaseData, task: Any, inputs: dict[str, np.ndarray], dims: dict[str, int],
+                   exact_src: str | None, left_s: float) -> tuple[list[np.ndarray], float] | None:
+    """The CUDA kernel's recipe in near-exact arithmetic on a case (:mod:`nkieval.cuda.exact`), with the
+    executor seconds it took the first time; None when it does not run (or no executor time is left)."""
+    from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
+
+    if exact_src is None or left_s <= 0:
+        return None
+    try:
+        out, (_options, took, _warnings) = _gpu_outputs(
+            data, exact_src, "exact", lambda: run_task_cuda(task, inputs, dims, source=exact_src,
+                                                            time_limit_s=max(0.5, left_s)))
+    except (CudaError, ExecutorTimeout):
+        return None
+    return out, took
 
 
 def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tuple[list[np.ndarray], Any]]
