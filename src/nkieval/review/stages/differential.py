@@ -82,6 +82,7 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     options = None
     exact_src = _exact_source(cuda_src)
     exact_cases = 0
+    ran: list[int] = []
     races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
     for i in order:
         c, run = loaded.cases[i], runs[i]
@@ -102,16 +103,20 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
             break  # a kept run that took longer than this review's executor time left: as a timeout would
         spent += took  # (the first review's seconds: a cached run counts as much, so every review runs alike)
         races.extend(w for w in warnings if w.startswith("shared-memory race") and w not in races)
-        pivot = _exact_outputs(loaded.data[i], task, inputs, c.dims, exact_src, EXECUTOR_BUDGET_S - spent)
-        if pivot is not None:
-            spent += pivot[1]
-        ref = loaded.data[i].reference if pivot is None else pivot[0]
-        _compare(task, c.label, gpu, run.outputs, ref, per_out, getattr(run, "unwritten", None))
-        if pivot is not None:
-            exact_cases += 1
+        _compare(task, c.label, gpu, run.outputs, None, per_out, getattr(run, "unwritten", None))
         runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
+        ran.append(i)
     if not runs_gpu:
         return None, "no case both ran and fits the executor's budget"
+    # the envelope, after the verdicts: the exact-arithmetic runs take only the executor time they left
+    for i, (_label, dims, inputs, gpu, port) in zip(ran, runs_gpu):
+        pivot = _exact_outputs(loaded.data[i], task, inputs, dims, exact_src, EXECUTOR_BUDGET_S - spent)
+        if pivot is not None:
+            spent += pivot[1]
+            exact_cases += 1
+        x = loaded.data[i].reference if pivot is None else pivot[0]
+        if x is not None:
+            _envelope(gpu, port, x, per_out, task)
     edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1])
     for label, _d, _i, gpu, port in edge:
         _compare(task, label, gpu, port, None, per_out)
@@ -140,6 +145,7 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         # (the envelope's pivot on that many of the review's cases: the CUDA recipe in near-exact arithmetic;
         # on the others, the task's reference)
         "envelope_exact_cases": exact_cases,
+        "envelope_cases": len(runs_gpu),
     }, None
 
 
@@ -234,14 +240,29 @@ def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray
                 first = np.unravel_index(int(np.argmax(holes)), g.shape)
                 rec["unwritten"] = {"case": label, "count": int(holes.sum()), "total": int(g.size),
                                     "first_index": [int(x) for x in first]}
-        if ref is not None and k < len(ref):
-            rf = np.asarray(ref[k], np.float64)
-            fin = np.isfinite(g) & np.isfinite(p) & np.isfinite(rf)
-            if fin.any():
-                env = float(np.abs(g - rf)[fin].max() + np.abs(p - rf)[fin].max())
-                obs = float(np.abs(g - p)[fin].max())
-                rec["envelope"] = max(rec["envelope"] or 0.0, env)
-                rec["observed"] = max(rec["observed"], obs)
+        if ref is not None:
+            _envelope(gpu, port, ref, per_out, task)
+
+
+def _envelope(gpu: list[np.ndarray], port: list[np.ndarray], pivot: list[np.ndarray],
+              per_out: dict[str, dict[str, Any]], task: Any) -> None:
+    """Fold one case into the per-output envelope max|GPU - X| + max|port - X| (X: ``pivot``, the CUDA recipe
+    in near-exact arithmetic or the reference) and the observed max|GPU - port|."""
+    for k, spec in enumerate(task.outputs):
+        if k >= len(port) or k >= len(pivot) or np.size(port[k]) != np.size(gpu[k]):
+            continue
+        g = np.asarray(gpu[k], np.float64)
+        p = np.asarray(port[k], np.float64).reshape(g.shape)
+        rf = np.asarray(pivot[k], np.float64)
+        if rf.size != g.size:
+            continue
+        rf = rf.reshape(g.shape)
+        fin = np.isfinite(g) & np.isfinite(p) & np.isfinite(rf)
+        if fin.any():
+            rec = per_out[spec.name]
+            env = float(np.abs(g - rf)[fin].max() + np.abs(p - rf)[fin].max())
+            rec["envelope"] = max(rec["envelope"] or 0.0, env)
+            rec["observed"] = max(rec["observed"], float(np.abs(g - p)[fin].max()))
 
 
 # ------------------------------------------------------------------------------ edge inputs
