@@ -51,3 +51,23 @@ def test_the_widened_kernel_keeps_what_fp32_loses_and_its_explicit_rounding() ->
     assert fp32[0] == 0.0
     assert wide[0] == 64.0
     assert wide[1] == float(np.float32(64.0).astype(ml_dtypes.bfloat16))
+
+
+def test_the_envelope_takes_the_tighter_pivot_and_still_bounds_the_difference() -> None:
+    from types import SimpleNamespace
+
+    from nkieval.review.stages.differential import _envelope
+
+    task = SimpleNamespace(outputs=[SimpleNamespace(name="y")])
+    gpu = [np.array([1.0, 2.0], np.float32)]
+    port = [np.array([1.0, 2.0 + 2**-22], np.float32)]
+    reference = [np.array([1.001, 2.001])]  # (a reference of another recipe: far from both)
+    recipe = [np.array([1.0, 2.0])]
+    per_out = {"y": {"envelope": None, "observed": 0.0}}
+    _envelope(gpu, port, [reference, recipe], per_out, task)
+    observed = 2**-22
+    assert per_out["y"]["observed"] == observed
+    assert observed <= per_out["y"]["envelope"] <= 2 * observed
+    alone = {"y": {"envelope": None, "observed": 0.0}}
+    _envelope(gpu, port, [reference], alone, task)
+    assert alone["y"]["envelope"] > 1000 * observed
