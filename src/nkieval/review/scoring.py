@@ -975,8 +975,8 @@ def _envelope_pivot(d: dict[str, Any]) -> str:
     n, of = d.get("envelope_exact_cases") or 0, d.get("envelope_cases") or 0
     if not n:
         return "the fp64 reference"
-    where = "" if n >= of else f" on {n} of {of} cases"
-    return f"the fp64 reference or the CUDA recipe in near-exact arithmetic{where}, whichever bounds tighter"
+    where = "" if n >= of else f", on the {n} of {of} cases it ran on"
+    return f"the fp64 reference or the CUDA recipe in near-exact arithmetic, whichever bounds tighter{where}"
 
 
 # ------------------------------------------------------------------------------ code quality

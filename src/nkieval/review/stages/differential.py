@@ -108,14 +108,20 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         ran.append(i)
     if not runs_gpu:
         return None, "no case both ran and fits the executor's budget"
-    # the envelope, after the verdicts: the exact-arithmetic runs take only the executor time they left
-    for i, (_label, dims, inputs, gpu, port) in zip(ran, runs_gpu):
-        pivot = _exact_outputs(loaded.data[i], task, inputs, dims, exact_src, EXECUTOR_BUDGET_S - spent)
+    # the envelope, after the verdicts: the exact-arithmetic runs take the executor time the verdicts left
+    # (the smallest case's always runs); the envelope and the observed difference are folded over the cases
+    # that have it, or over every case against the reference when none does
+    folds = []
+    for n, (i, (_label, dims, inputs, gpu, port)) in enumerate(zip(ran, runs_gpu)):
+        left = EXECUTOR_BUDGET_S - spent if n else max(EXECUTOR_BUDGET_S - spent, EXECUTOR_BUDGET_S / 4)
+        pivot = _exact_outputs(loaded.data[i], task, inputs, dims, exact_src, left)
         if pivot is not None:
             spent += pivot[1]
             exact_cases += 1
-        pivots = [x for x in (loaded.data[i].reference, None if pivot is None else pivot[0]) if x is not None]
-        if pivots:
+        folds.append((gpu, port, [x for x in (loaded.data[i].reference, None if pivot is None else pivot[0])
+                                  if x is not None], pivot is not None))
+    for gpu, port, pivots, exact in folds:
+        if pivots and (exact or not exact_cases):
             _envelope(gpu, port, pivots, per_out, task)
     edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1])
     for label, _d, _i, gpu, port in edge:
