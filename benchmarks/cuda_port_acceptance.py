@@ -102,9 +102,34 @@ def _review_port(job: tuple[str, str, str, tuple[str, ...], str]) -> dict[str, A
     named = any(w in t.lower() for t in lines for w in words)
     causes = _stated_causes(mig)
     wrong = causes if name == "expert" else [c for c in causes if not any(w in c.lower() for w in words)]
+    # the port's side of a non-constant cause: its first line must be one the flawed port changed (a cause
+    # whose port side is "no instruction reads <input>" names no line: the trace itself shows that)
+    ports = [f for f in mig.feedback if f.observed.startswith("semantic infidelity (")]
+    changed = _changed_lines(Path(task_dir) / "solution_nki.py", Path(path)) if name != "expert" else set()
+    port = None
+    for f in ports:
+        loc = f.evidence.get("port_location")
+        line = int(loc.split(":")[1]) if loc else None
+        port = "not established" if "in the port:" not in f.observed else \
+            "right" if line is None or line in changed else \
+            f"{line} (unchecked: the flawed port only deletes lines)" if not changed else \
+            f"WRONG {line} vs {sorted(changed)}"
     return {"task": Path(task_dir).name, "name": name, "kind": kind, "named": named, "wrong": wrong,
-            "passed": r.verdict == "pass", "migration": mig.level, "score": r.score,
+            "passed": r.verdict == "pass", "migration": mig.level, "score": r.score, "port": port,
             "causes": [c.split(" | ")[0][:110] for c in causes]}
+
+
+def _changed_lines(expert: Path, flawed: Path) -> set[int]:
+    """Lines of the flawed port (past its docstring) that differ from the expert's: where its mistake is."""
+    import difflib
+
+    a, b = expert.read_text().splitlines(), flawed.read_text().splitlines()
+    body = next((i for i, ln in enumerate(b) if ln.startswith(("import", "from"))), 0)
+    out: set[int] = set()
+    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag in ("replace", "insert"):
+            out |= {j + 1 for j in range(j1, j2) if j >= body}
+    return out
 
 
 def _semantic(evidence: tuple[str, ...]) -> bool:
@@ -131,7 +156,8 @@ def ports_main(a: argparse.Namespace) -> None:
         mark = ("PASS" if r["passed"] and not r["wrong"] else "FAIL") if r["name"] == "expert" else \
             ("named" if r["named"] else "MISSED")
         print(f"{r['task']:16s} {r['name']:22s} {r['kind']:10s} migration {r['migration']!s:>4s}  {mark:6s}"
-              + (f"  WRONG CAUSE: {r['wrong']}" if r["wrong"] else "") + (f"  ERROR {r['error']}" if "error" in r else ""))
+              + (f"  WRONG CAUSE: {r['wrong']}" if r["wrong"] else "") + (f"  ERROR {r['error']}" if "error" in r else "")
+              + (f"  port line {r['port']}" if r.get("port") else ""))
         for c in r.get("causes") or []:
             print(f"{'':40s}cause: {c}")
     experts = [r for r in res if r["name"] == "expert"]
@@ -144,6 +170,11 @@ def ports_main(a: argparse.Namespace) -> None:
           f"{sum(r['named'] for r in sem)}/{len(sem)}; structural {sum(r['named'] for r in flawed if r not in sem)}/"
           f"{len(flawed) - len(sem)}")
     print(f"ports with a wrong cause stated: {sum(bool(r['wrong']) for r in flawed)}/{len(flawed)}")
+    located = [r for r in flawed if r.get("port") and r["port"] != "not established"]
+    print(f"non-constant causes stated: {sum(bool(r.get('port')) for r in flawed)}; port line stated for "
+          f"{len(located)}: at a line the flawed port changed (or no line, where no instruction reads the input) "
+          f"{sum(r['port'] == 'right' for r in located)}, wrong {sum(r['port'].startswith('WRONG') for r in located)}, "
+          f"unchecked (a flawed port that only deletes lines) {sum('unchecked' in r['port'] for r in located)}")
 
 
 def main() -> None:

@@ -9,8 +9,8 @@ Each :class:`Mutation` is one small edit of the (preprocessed) source text, made
 * ``indexing``: a subscript off by one (``a[e]`` as ``a[(e) + 1]`` / ``a[(e) - 1]``), a comparison bound off
   by one (loop conditions included), a divisor off by one (``n - 1`` for ``n``), an ``int`` declaration's
   value off by one, a ``%`` dropped;
-* ``precision``: the value of a ``float`` declaration, an arithmetic expression or a math function's result
-  rounded to bf16.
+* ``precision``: the value of a ``float`` declaration, an arithmetic expression, a math function's result or
+  an element read from a ``float`` array rounded to bf16.
 
 The review's differential stage runs the CUDA kernel with a mutation and states the mutation as the cause
 of a disagreement only when the mutated kernel reproduces the port's outputs: a mutation is a hypothesis,
@@ -20,6 +20,7 @@ conditions' bounds) are not mutated.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
@@ -48,6 +49,12 @@ class Mutation:
     end: int
     old: str
     new: str
+    #: what the port's corresponding instruction is found by (:mod:`nkieval.review.stages.port_lines`):
+    #: "combine" (two operands' flows meet: an operator replaced, operands or arguments swapped), "drop" (a
+    #: term dropped: ``parts`` is (kept, dropped)), "precision", "index" (an index or a bound), "" (none)
+    site: str = ""
+    #: byte spans of the operands in the preprocessed source
+    parts: tuple[tuple[int, int], ...] = ()
 
     def apply(self, text: str) -> str:
         b = text.encode()
@@ -82,6 +89,20 @@ def _statement_text(n: Any) -> str:
     return "" if p is None else _t(p)
 
 
+def _integer_context(n: Any) -> bool:
+    """Inside an ``int`` declaration's value or a comparison (a bound, a mask): arithmetic a port does not
+    keep in bf16."""
+    p = n.parent
+    while p is not None and p.type not in ("expression_statement", "compound_statement", "return_statement"):
+        if p.type == "binary_expression" and _t(p.child_by_field_name("operator")) in COMPARE:
+            return True
+        if p.type == "declaration":
+            ty = p.child_by_field_name("type")
+            return ty is not None and _t(ty) in ("int", "size_t", "long", "unsigned")
+        p = p.parent
+    return False
+
+
 def _in_loop_header(n: Any) -> bool:
     p = n
     while p is not None and p.parent is not None:
@@ -100,10 +121,15 @@ def _thread_index(n: Any) -> bool:
     return any(k in t for k in ("threadIdx", "blockIdx", "blockDim", "gridDim"))
 
 
-def _m(kind: str, what: str, node: Any, new: str, start: int | None = None, end: int | None = None) -> Mutation:
+def _span(n: Any) -> tuple[int, int]:
+    return (n.start_byte, n.end_byte)
+
+
+def _m(kind: str, what: str, node: Any, new: str, start: int | None = None, end: int | None = None,
+       site: str = "", parts: tuple[tuple[int, int], ...] = ()) -> Mutation:
     s = node.start_byte if start is None else start
     e = node.end_byte if end is None else end
-    return Mutation(kind, what, node.start_point[0] + 1, s, e, _t(node) if start is None else "", new)
+    return Mutation(kind, what, node.start_point[0] + 1, s, e, _t(node) if start is None else "", new, site, parts)
 
 
 def _binary(n: Any) -> Iterator[Mutation]:
@@ -114,25 +140,34 @@ def _binary(n: Any) -> Iterator[Mutation]:
     a, b = _t(left), _t(right)
     whole = _short(_t(n))
     idx = _in_subscript(n)
+    both = (_span(left), _span(right))
     if o in ARITH and not idx:
-        yield _m("formula", f"`{whole}` as `{_short(a)}` (term `{_short(o + ' ' + b)}` dropped)", n, f"({a})")
+        yield _m("formula", f"`{whole}` as `{_short(a)}` (term `{_short(o + ' ' + b)}` dropped)", n, f"({a})",
+                 site="drop", parts=both)
         if o == "/":  # a mean over a count one too many or too few (n - 1 for n: the unbiased variance)
             for d in ("- 1", "+ 1"):
                 yield _m("indexing", f"`{whole}` as `{_short(f'{a} / ({b} {d})')}` (count off by one)", right,
                          f"(({b}) {d})")
         if o in ("+", "*"):
-            yield _m("formula", f"`{whole}` as `{_short(b)}` (term `{_short(a + ' ' + o)}` dropped)", n, f"({b})")
+            yield _m("formula", f"`{whole}` as `{_short(b)}` (term `{_short(a + ' ' + o)}` dropped)", n, f"({b})",
+                     site="drop", parts=both[::-1])
         for o2 in ARITH:
             if o2 != o:
-                yield _m("formula", f"`{whole}` as `{_short(f'{a} {o2} {b}')}`", n, f"({a}) {o2} ({b})")
+                yield _m("formula", f"`{whole}` as `{_short(f'{a} {o2} {b}')}`", n, f"({a}) {o2} ({b})",
+                         site="combine", parts=both)
         if o in ("-", "/"):
-            yield _m("order", f"`{whole}` as `{_short(f'{b} {o} {a}')}` (operands swapped)", n, f"({b}) {o} ({a})")
+            yield _m("order", f"`{whole}` as `{_short(f'{b} {o} {a}')}` (operands swapped)", n, f"({b}) {o} ({a})",
+                     site="combine", parts=both)
         yield from _reassociate(n, left, right, o)
-        yield _m("precision", f"`{whole}` rounded to bf16", n, f"__bfloat162float(__float2bfloat16({_t(n)}))")
+        if not _integer_context(n):
+            yield _m("precision", f"`{whole}` rounded to bf16", n, f"__bfloat162float(__float2bfloat16({_t(n)}))",
+                     site="precision")
     elif o == "%":
-        yield _m("indexing", f"`{whole}` as `{_short(a)}` (the `% {_short(b)}` dropped)", n, f"({a})")
+        yield _m("indexing", f"`{whole}` as `{_short(a)}` (the `% {_short(b)}` dropped)", n, f"({a})",
+                 site="index", parts=(_span(n),))
     elif o in ("+", "-") and idx:
-        yield _m("indexing", f"`{whole}` as `{_short(a)}` (the offset `{_short(o + ' ' + b)}` dropped)", n, f"({a})")
+        yield _m("indexing", f"`{whole}` as `{_short(a)}` (the offset `{_short(o + ' ' + b)}` dropped)", n, f"({a})",
+                 site="index", parts=(_span(n),))
     elif o in COMPARE:
         for d in ("+ 1", "- 1"):
             yield _m("indexing", f"`{whole}` as `{_short(f'{a} {o} {b} {d}')}` (bound off by one)", right,
@@ -163,6 +198,18 @@ def _reassociate(n: Any, left: Any, right: Any, o: str) -> Iterator[Mutation]:
             yield _m("order", f"`{_short(_t(n))}` as `{_short(new)}` (grouping changed)", n, new)
 
 
+def _read_precision(n: Any, floats: set[str]) -> Iterator[Mutation]:
+    """A read of a float array element rounded to bf16 (the port loads the row into a bf16 tile)."""
+    arr = n.child_by_field_name("argument")
+    p = n.parent
+    written = p is not None and p.type in ("assignment_expression", "update_expression") and \
+        (p.child_by_field_name("left") == n or p.child_by_field_name("argument") == n)
+    if arr is None or arr.type != "identifier" or _t(arr) not in floats or written:
+        return
+    yield _m("precision", f"the element `{_short(_t(n))}` read in bf16", n,
+             f"__bfloat162float(__float2bfloat16({_t(n)}))", site="precision")
+
+
 def _subscript(n: Any) -> Iterator[Mutation]:
     lst = n.child_by_field_name("indices") or n.child_by_field_name("index")
     if lst is None:
@@ -174,7 +221,8 @@ def _subscript(n: Any) -> Iterator[Mutation]:
     arr = _t(n.child_by_field_name("argument"))
     for d in ("+ 1", "- 1"):
         new = _short(f"{arr}[{e} {d}]")
-        yield _m("indexing", f"`{_short(_t(n))}` as `{new}` (index off by one)", idx, f"({e}) {d}")
+        yield _m("indexing", f"`{_short(_t(n))}` as `{new}` (index off by one)", idx, f"({e}) {d}",
+                 site="index", parts=(_span(idx),))
 
 
 def _statements(block: Any) -> Iterator[Mutation]:
@@ -206,11 +254,12 @@ def _declaration(n: Any) -> Iterator[Mutation]:
             continue
         name = _t(d.child_by_field_name("declarator"))
         if _t(ty) == "float" and v.type != "number_literal":
-            yield _m("precision", f"`{name}` rounded to bf16", v, f"__bfloat162float(__float2bfloat16({_t(v)}))")
+            yield _m("precision", f"`{name}` rounded to bf16", v, f"__bfloat162float(__float2bfloat16({_t(v)}))",
+                     site="precision")
         else:
             for k in ("+ 1", "- 1"):
                 yield _m("indexing", f"`{name} = {_short(_t(v))}` as `{_short(_t(v))} {k}` (off by one)", v,
-                         f"({_t(v)}) {k}")
+                         f"({_t(v)}) {k}", site="index" if _t(ty) == "int" else "", parts=(_span(v),))
 
 
 def _call(n: Any) -> Iterator[Mutation]:
@@ -223,12 +272,14 @@ def _call(n: Any) -> Iterator[Mutation]:
                         "__float2", "__half", "__syncthreads")):
         return
     if name in _MATH:
-        yield _m("precision", f"`{_short(_t(n))}` rounded to bf16", n, f"__bfloat162float(__float2bfloat16({_t(n)}))")
+        yield _m("precision", f"`{_short(_t(n))}` rounded to bf16", n, f"__bfloat162float(__float2bfloat16({_t(n)}))",
+                 site="precision")
     if len(args.named_children) < 2:
         return
     a, b = args.named_children[0], args.named_children[1]
     yield Mutation("order", f"the arguments `{_short(_t(a))}` and `{_short(_t(b))}` of `{name}` swapped",
-                   a.start_point[0] + 1, a.start_byte, b.end_byte, "", _t(b) + ", " + _t(a))
+                   a.start_point[0] + 1, a.start_byte, b.end_byte, "", _t(b) + ", " + _t(a), "combine",
+                   (_span(a), _span(b)))
 
 
 def _device_functions(root: Any) -> list[Any]:
@@ -250,9 +301,11 @@ def _device_functions(root: Any) -> list[Any]:
 
 def mutations(source: str) -> list[Mutation]:
     """Every mutation of ``source`` (raw kernel.cu text; offsets refer to :func:`preprocess` of it), in source
-    order within each kind: formula, precision, order, indexing. Only device code is mutated."""
+    order within each kind: formula, precision, order, indexing, then element reads rounded to bf16. Only
+    device code is mutated."""
     text = preprocess(source)
     tree = _parser().parse(text.encode())
+    floats = set(re.findall(r"\bfloat\s*\*\s*(?:const\s+)?(?:__restrict__\s+)?(\w+)", text))
     out: list[Mutation] = []
     stack = [n for n in _device_functions(tree.root_node)]
     while stack:
@@ -265,6 +318,7 @@ def mutations(source: str) -> list[Mutation]:
             out.extend(_binary(n))
         elif n.type == "subscript_expression" and not skip and not _in_loop_header(n):
             out.extend(_subscript(n))
+            out.extend(_read_precision(n, floats))
         elif n.type == "compound_statement":
             out.extend(_statements(n))
         elif n.type == "declaration" and not skip:
@@ -280,4 +334,31 @@ def mutations(source: str) -> list[Mutation]:
             seen.add(key)
             uniq.append(m)
     order = {k: i for i, k in enumerate(KINDS)}
-    return sorted(uniq, key=lambda m: (order[m.kind], m.start))
+    # (an element read in bf16 last: a port rounds what it computes far more often than what it loads)
+    return sorted(uniq, key=lambda m: (m.what.startswith("the element "), order[m.kind], m.start))
+
+
+def combine(a: Mutation, b: Mutation, text: str) -> Mutation | None:
+    """Two precision mutations of ``text`` (the preprocessed source) made at once (bf16 in two places): one
+    edit spanning both, or None when they round the same expression or are not both precision mutations.
+    Nested spans (a call rounded inside a rounded quotient) compose: the inner rounding is made first, inside
+    the outer one's text."""
+    if a.kind != "precision" or b.kind != "precision" or (a.start, a.end) == (b.start, b.end):
+        return None
+    a, b = sorted((a, b), key=lambda m: (m.start, -m.end))
+    raw = text.encode()
+    if a.end <= b.start:  # disjoint: the text between them stays
+        new = (a.new.encode() + raw[a.end:b.start] + b.new.encode()).decode()
+        end = b.end
+    elif b.end <= a.end and a.new.startswith(_WRAP[0]):
+        inner = raw[a.start:a.end]
+        lo, hi = b.start - a.start, b.end - a.start
+        new = _WRAP[0] + (inner[:lo] + b.new.encode() + inner[hi:]).decode() + _WRAP[1]
+        end = a.end
+    else:  # (spans of one parse never cross)
+        return None
+    return Mutation("precision", f"{a.what} and {b.what}", a.line, a.start, end, raw[a.start:end].decode(), new,
+                    "precision")
+
+
+_WRAP = ("__bfloat162float(__float2bfloat16(", "))")

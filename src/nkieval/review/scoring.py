@@ -963,12 +963,21 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
             fb.append(Feedback("migration", "info",
                                f"output {name}: GPU (CUDA source{', fast-math' if build.get('fast_math') else ''}) vs "
                                f"this port, observed max difference {o['observed']:.3g}, expected envelope "
-                               f"{o['envelope']:.3g} (GPU error + port error against the fp64 reference, "
-                               f"{o['cases']} case(s)); verdict {o['verdict']}",
+                               f"{o['envelope']:.3g} (GPU error + port error against "
+                               f"{_envelope_pivot(d)}, {o['cases']} case(s)); verdict {o['verdict']}",
                                "GPU and Trainium results within the envelope of their own errors",
                                "none", {"output": name, "observed": o["observed"], "envelope": o["envelope"],
                                         "verdict": o["verdict"]}))
     return level
+
+
+def _envelope_pivot(d: dict[str, Any]) -> str:
+    """What the envelope's errors are measured against (stages.differential)."""
+    n, of = d.get("envelope_exact_cases") or 0, d.get("envelope_cases") or 0
+    if not n:
+        return "the fp64 reference"
+    where = "" if n >= of else f", on the {n} of {of} cases it ran on"
+    return f"the fp64 reference or the CUDA recipe in near-exact arithmetic, whichever bounds tighter{where}"
 
 
 # ------------------------------------------------------------------------------ code quality

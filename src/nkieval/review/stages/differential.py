@@ -16,8 +16,10 @@ inputs, a verdict for every output, and disagreements attributed.
   rounding) are the hypotheses, stated only when the mutated kernel reproduces the port's outputs on two
   different inputs.
 * **GPU vs Trainium numerics from the real code**: per output, the observed port-vs-GPU difference next
-  to the envelope ``max|GPU - ref| + max|port - ref|`` (the GPU kernel's own error in its order and
-  precision, fast-math if built with it, plus the port's), on the review's cases.
+  to the envelope ``max|GPU - X| + max|port - X|`` (the GPU kernel's own error in its order and
+  precision, fast-math if built with it, plus the port's), on the review's cases, where X is the CUDA
+  kernel's recipe in near-exact arithmetic (:mod:`nkieval.cuda.exact`) or the task's reference, whichever
+  bounds tighter (both bound the difference).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from nkieval.review.cache import CaseData
 from nkieval.review.sandbox import CaseJob, CaseRun, run_candidate
 from nkieval.review.stages.load import Loaded
 from nkieval.review.stages.mutation_causes import mutation_causes
+from nkieval.review.stages.port_lines import find_port_line
 
 #: seconds of executor time per review for the review's own cases (the edge case always runs)
 EXECUTOR_BUDGET_S = 6.0
@@ -77,6 +80,9 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
     spent = 0.0
     options = None
+    exact_src = _exact_source(cuda_src)
+    exact_cases = 0
+    ran: list[int] = []
     races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
     for i in order:
         c, run = loaded.cases[i], runs[i]
@@ -97,11 +103,26 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
             break  # a kept run that took longer than this review's executor time left: as a timeout would
         spent += took  # (the first review's seconds: a cached run counts as much, so every review runs alike)
         races.extend(w for w in warnings if w.startswith("shared-memory race") and w not in races)
-        ref = loaded.data[i].reference
-        _compare(task, c.label, gpu, run.outputs, ref, per_out, getattr(run, "unwritten", None))
+        _compare(task, c.label, gpu, run.outputs, None, per_out, getattr(run, "unwritten", None))
         runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
+        ran.append(i)
     if not runs_gpu:
         return None, "no case both ran and fits the executor's budget"
+    # the envelope, after the verdicts: the exact-arithmetic runs take the executor time the verdicts left
+    # (the smallest case's always runs); the envelope and the observed difference are folded over the cases
+    # that have it, or over every case against the reference when none does
+    folds = []
+    for n, (i, (_label, dims, inputs, gpu, port)) in enumerate(zip(ran, runs_gpu)):
+        left = EXECUTOR_BUDGET_S - spent if n else EXECUTOR_BUDGET_S  # (a loaded machine still runs it)
+        pivot = _exact_outputs(loaded.data[i], task, inputs, dims, exact_src, left)
+        if pivot is not None:
+            spent += pivot[1]
+            exact_cases += 1
+        folds.append((gpu, port, [x for x in (loaded.data[i].reference, None if pivot is None else pivot[0])
+                                  if x is not None], pivot is not None))
+    for gpu, port, pivots, exact in folds:
+        if pivots and (exact or not exact_cases):
+            _envelope(gpu, port, pivots, per_out, task)
     edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1])
     for label, _d, _i, gpu, port in edge:
         _compare(task, label, gpu, port, None, per_out)
@@ -113,7 +134,8 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     explained = {o for c in causes for o in c["outputs"]}
     if [o for o in disagreeing if o not in explained] and not causes:
         # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
-        causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing)
+        causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing,
+                                 locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m))
         explained = {o for c in causes for o in c["outputs"]}
     for o in disagreeing:
         per_out[o]["cause"] = next((c["summary"] for c in causes if o in c["outputs"]), "cause not identified")
@@ -126,7 +148,51 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         "gpu_build": None if options is None else {"fast_math": options.fast_math, "ftz": options.ftz,
                                                     "fmad": options.fmad},
         "cuda_races": races,
+        # (the envelope's pivot on that many of the review's cases: the CUDA recipe in near-exact arithmetic;
+        # on the others, the task's reference)
+        "envelope_exact_cases": exact_cases,
+        "envelope_cases": len(runs_gpu),
     }, None
+
+
+def _port_trace(runs: list[CaseRun]) -> Any:
+    """The port's instruction trace (the evidence case's), or None: what its instructions read and write, and
+    on which candidate.py lines."""
+    from nkieval.sim.trace import Trace
+
+    text = next((r.trace_json for r in runs if r.status == "ok" and r.trace_json), None)
+    if not text:
+        return None
+    try:
+        return Trace.from_compact(text, max_items=4_000_000)
+    except (ValueError, KeyError, TypeError):  # (a trace that cannot be read locates nothing)
+        return None
+
+
+def _exact_source(cuda_src: str) -> str | None:
+    from nkieval.cuda.exact import exact_source
+
+    try:
+        return exact_source(cuda_src)
+    except Exception:  # (a source the rewrite cannot parse: the envelope pivots on the reference)
+        return None
+
+
+def _exact_outputs(data: CaseData, task: Any, inputs: dict[str, np.ndarray], dims: dict[str, int],
+                   exact_src: str | None, left_s: float) -> tuple[list[np.ndarray], float] | None:
+    """The CUDA kernel's recipe in near-exact arithmetic on a case (:mod:`nkieval.cuda.exact`), with the
+    executor seconds it took the first time; None when it does not run (or no executor time is left)."""
+    from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
+
+    if exact_src is None or left_s <= 0:
+        return None
+    try:
+        out, (_options, took, _warnings) = _gpu_outputs(
+            data, exact_src, "exact", lambda: run_task_cuda(task, inputs, dims, source=exact_src,
+                                                            time_limit_s=max(0.5, left_s)))
+    except (CudaError, ExecutorTimeout):
+        return None
+    return out, took
 
 
 def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tuple[list[np.ndarray], Any]]
@@ -180,14 +246,35 @@ def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray
                 first = np.unravel_index(int(np.argmax(holes)), g.shape)
                 rec["unwritten"] = {"case": label, "count": int(holes.sum()), "total": int(g.size),
                                     "first_index": [int(x) for x in first]}
-        if ref is not None and k < len(ref):
-            rf = np.asarray(ref[k], np.float64)
+    if ref is not None:  # (the review folds the envelope in after the verdicts, with its pivots)
+        _envelope(gpu, port, [ref], per_out, task)
+
+
+def _envelope(gpu: list[np.ndarray], port: list[np.ndarray], pivots: list[list[np.ndarray]],
+              per_out: dict[str, dict[str, Any]], task: Any) -> None:
+    """Fold one case into the per-output envelope max|GPU - X| + max|port - X| and the observed max|GPU - port|.
+    X is each of ``pivots`` (the reference; the CUDA recipe in near-exact arithmetic): every one bounds the
+    observed difference (the triangle inequality), and the tighter one is the envelope."""
+    for k, spec in enumerate(task.outputs):
+        if k >= len(port) or np.size(port[k]) != np.size(gpu[k]):
+            continue
+        g = np.asarray(gpu[k], np.float64)
+        p = np.asarray(port[k], np.float64).reshape(g.shape)
+        best = None
+        for pivot in pivots:
+            rf = np.asarray(pivot[k], np.float64) if k < len(pivot) else None
+            if rf is None or rf.size != g.size:
+                continue
+            rf = rf.reshape(g.shape)
             fin = np.isfinite(g) & np.isfinite(p) & np.isfinite(rf)
             if fin.any():
                 env = float(np.abs(g - rf)[fin].max() + np.abs(p - rf)[fin].max())
                 obs = float(np.abs(g - p)[fin].max())
-                rec["envelope"] = max(rec["envelope"] or 0.0, env)
-                rec["observed"] = max(rec["observed"], obs)
+                best = (env, obs) if best is None or env < best[0] else best
+        if best is not None:
+            rec = per_out[spec.name]
+            rec["envelope"] = max(rec["envelope"] or 0.0, best[0])
+            rec["observed"] = max(rec["observed"], best[1])
 
 
 # ------------------------------------------------------------------------------ edge inputs

@@ -21,11 +21,14 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from itertools import combinations
 from typing import Any
 
 import numpy as np
 
-#: seconds spent re-running mutated CUDA kernels per review
+#: seconds spent re-running mutated CUDA kernels per review: CPU time of the reviewing thread (the executor
+#: runs in it), so a loaded machine tries the same hypotheses as an idle one, only later
 MUTATION_BUDGET_S = 10.0
 #: a disagreement below this many tolerances is not attributed to a mutation (one is a real disagreement)
 MIN_RATIO = 1.0
@@ -86,11 +89,13 @@ def _size(run: tuple[Any, ...]) -> int:
 
 
 def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disagreeing: list[str],
-                    budget_s: float = MUTATION_BUDGET_S) -> list[dict[str, Any]]:
+                    budget_s: float = MUTATION_BUDGET_S, locate: Callable[[Any], Any] | None = None
+                    ) -> list[dict[str, Any]]:
     """At most one cause (a dict as the differential record's ``causes``) for the ``disagreeing`` outputs.
 
-    ``runs``: ``(label, dims, inputs, gpu outputs, port outputs)`` for every case both ran on."""
-    from nkieval.cuda.mutate import mutations
+    ``runs``: ``(label, dims, inputs, gpu outputs, port outputs)`` for every case both ran on. ``locate``:
+    the port's side of a stated mutation (:func:`.port_lines.find_port_line` on the port's trace), or None."""
+    from nkieval.cuda.mutate import combine, mutations
     from nkieval.cuda.program import preprocess
 
     names = [s.name for s in task.outputs]
@@ -109,41 +114,136 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     # the confirming run: another disagreeing run when there is one (the largest disagreement), else any other
     confirm = max(rest, key=lambda x: max(x[1][o] for o in disagreeing))[0] if rest else \
         next((r for r in runs if r[0] != first[0] and len(r[4]) >= len(names)), None)
-    text = preprocess(cuda_src)
-    spent = 0.0
-    label, dims, inputs, gpu, port = first
-    digest = _digest(inputs)
-    confirm_digest = _digest(confirm[2]) if confirm is not None else ""
-    before = {o: _off(task, gpu[idx[o]], port[idx[o]])[0] for o in names}
+    search = _Search(task, preprocess(cuda_src), first, base, confirm, names, disagreeing, budget_s)
+    helpful: list[tuple[float, Any]] = []
     for m in mutations(cuda_src):
-        left = budget_s - spent
-        if left <= 0:
+        if search.spent >= budget_s:
             break
-        mutated = m.apply(text)
-        g2, took = _run_mutant(task, inputs, digest, dims, mutated, min(left, 2.0))
-        spent += took
-        if g2 is None:
+        found = search.attempt(m)
+        if found is not None:
+            return [_cause(task, cuda_src, m, found, search, locate)]
+        if m.kind == "precision" and search.last_closer is not None:
+            helpful.append((search.last_closer, m))
+    # bf16 in two places at once: pairs of the precision mutations that each bring the mutated kernel closer
+    # to the port (the smallest remaining mean difference first)
+    helpful.sort(key=lambda x: x[0])
+    top = [m for _, m in helpful[:PAIR_CANDIDATES]]
+    for a, b in combinations(top, 2):
+        if search.spent >= budget_s:
+            break
+        pair = combine(a, b, search.text)
+        if pair is None:
             continue
-        precision = m.kind == "precision"
-        after = _reproduces(task, g2, port, idx, names, before, precision)
-        if after is None or (not precision and any(after[o] > 0.1 * base[o] for o in disagreeing if base[o] > MIN_RATIO)):
-            continue
-        labels = [label]
-        if confirm is not None:
-            g3, took = _run_mutant(task, confirm[2], confirm_digest, confirm[1], mutated, max(0.5, budget_s - spent))
-            spent += took
-            if g3 is None or _reproduces(task, g3, confirm[4], idx, names, None, precision) is None:
-                continue
-            labels.append(confirm[0])
-        outs = [o for o in disagreeing if base[o] > MIN_RATIO]
-        line_text = _line(cuda_src, m.line)
-        summary = (f"{m.kind} at kernel.cu:{m.line} (`{line_text}`): re-running the CUDA kernel with {m.what} "
-                   f"reproduces the port's {', '.join(names)} on {' and '.join(labels)} (difference of "
-                   + ", ".join(f"{o} {base[o]:.3g}x -> {after[o]:.3g}x the tolerance" for o in outs) + ")")
-        return [{"kind": m.kind, "outputs": outs, "cuda_line": m.line, "cuda_text": line_text, "mutation": m.what,
-                 "port_line": None, "port_text": None, "case": label, "summary": summary,
-                 "reproduced": [{"output": o, "before": base[o], "after": after[o]} for o in outs]}]
+        found = search.attempt(pair)
+        if found is not None:
+            return [_cause(task, cuda_src, pair, found, search, locate, (a, b))]
     return []
+
+
+#: precision mutations paired when no single mutation reproduces the port (at most C(6, 2) = 15 pairs)
+PAIR_CANDIDATES = 6
+#: a precision mutation is a pair candidate when it leaves less than this fraction of the mean difference
+#: or of the share of disagreeing elements
+CLOSER = 0.9
+
+
+def _mean_diff(g: np.ndarray, p: np.ndarray) -> float:
+    g64 = np.asarray(g, np.float64).reshape(-1)
+    if np.size(p) != g64.size:
+        return float("inf")
+    with np.errstate(all="ignore"):
+        d = np.abs(np.asarray(p, np.float64).reshape(-1) - g64)
+    d = d[np.isfinite(d)]
+    return float(d.mean()) if d.size else 0.0
+
+
+class _Search:
+    """Runs one hypothesis after another against the smallest disagreeing run and confirms it on a second."""
+
+    def __init__(self, task: Any, text: str, first: tuple[Any, ...], base: dict[str, float],
+                 confirm: tuple[Any, ...] | None, names: list[str], disagreeing: list[str], budget_s: float):
+        self.task, self.text, self.first, self.base, self.confirm = task, text, first, base, confirm
+        self.names, self.disagreeing, self.budget_s = names, disagreeing, budget_s
+        self.idx = {o: k for k, o in enumerate(names)}
+        self.spent = 0.0
+        self.digest = _digest(first[2])
+        self.confirm_digest = _digest(confirm[2]) if confirm is not None else ""
+        gpu, port = first[3], first[4]
+        self.before = {o: _off(task, gpu[self.idx[o]], port[self.idx[o]])[0] for o in names}
+        self.distance = {o: _mean_diff(gpu[self.idx[o]], port[self.idx[o]]) for o in disagreeing}
+        #: for the last precision hypothesis that ran and failed: how much closer to the port it came
+        #: (:meth:`_closer`; a rounding the port makes, among others), or None
+        self.last_closer: float | None = None
+
+    def _closer(self, g2: list[np.ndarray]) -> float | None:
+        """How much closer to the port the mutated kernel's disagreeing outputs come, by the mean difference
+        or by the share of elements outside tolerance (the smaller of the two, worst output); None unless
+        one of the two falls below :data:`CLOSER` for every disagreeing output."""
+        port, idx, out = self.first[4], self.idx, []
+        for how in ("mean", "share"):
+            got = []
+            for o in self.disagreeing:
+                g, p = g2[idx[o]], port[idx[o]]
+                now, was = (_mean_diff(g, p), self.distance[o]) if how == "mean" else \
+                    (_off(self.task, g, p)[0], self.before[o])
+                got.append(now / was if was > 0 else 1.0)
+            if got and max(got) < CLOSER:
+                out.append(max(got))
+        return min(out) if out else None
+
+    def attempt(self, m: Any) -> tuple[dict[str, float], list[str]] | None:
+        """(max ratio per output, the runs' labels) when the mutation reproduces the port on both runs."""
+        task, idx, names = self.task, self.idx, self.names
+        self.last_closer = None
+        label, dims, inputs, _gpu, port = self.first
+        mutated = m.apply(self.text)
+        g2, took = _run_mutant(task, inputs, self.digest, dims, mutated, min(self.budget_s - self.spent, 2.0))
+        self.spent += took
+        if g2 is None:
+            return None
+        precision = m.kind == "precision"
+        after = _reproduces(task, g2, port, idx, names, self.before, precision)
+        if after is None or (not precision and any(after[o] > 0.1 * self.base[o] for o in self.disagreeing
+                                                   if self.base[o] > MIN_RATIO)):
+            if precision and after is None:
+                self.last_closer = self._closer(g2)
+            return None
+        labels = [label]
+        if self.confirm is not None:
+            g3, took = _run_mutant(task, self.confirm[2], self.confirm_digest, self.confirm[1], mutated,
+                                   max(0.5, self.budget_s - self.spent))
+            self.spent += took
+            if g3 is None or _reproduces(task, g3, self.confirm[4], idx, names, None, precision) is None:
+                return None
+            labels.append(self.confirm[0])
+        return after, labels
+
+
+def _cause(task: Any, cuda_src: str, m: Any, found: tuple[dict[str, float], list[str]], search: _Search,
+           locate: Callable[[Any], Any] | None, pair: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    after, labels = found
+    names, base = search.names, search.base
+    outs = [o for o in search.disagreeing if base[o] > MIN_RATIO]
+    line_text = _line(cuda_src, m.line)
+    lines = sorted({m.line} if pair is None else {pair[0].line, pair[1].line})
+    where = " and ".join(f"kernel.cu:{ln}" for ln in lines)
+    port = None
+    if locate is not None:
+        try:
+            port = locate(m)
+        except Exception:  # (the trace does not establish the port's side: the cause stands without it)
+            port = None
+    port_side = ("; port line not established" if port is None else
+                 f"; in the port: {port.evidence}")
+    summary = (f"{m.kind} at {where} (`{line_text}`): re-running the CUDA kernel with {m.what} "
+               f"reproduces the port's {', '.join(names)} on {' and '.join(labels)} (difference of "
+               + ", ".join(f"{o} {base[o]:.3g}x -> {after[o]:.3g}x the tolerance" for o in outs) + ")"
+               + port_side)
+    first_line = port.lines[0] if port is not None and port.lines else None
+    return {"kind": m.kind, "outputs": outs, "cuda_line": m.line, "cuda_text": line_text, "mutation": m.what,
+            "port_line": first_line, "port_lines": list(port.lines) if port is not None else [],
+            "port_text": port.evidence if port is not None else None, "case": search.first[0],
+            "summary": summary, "reproduced": [{"output": o, "before": base[o], "after": after[o]} for o in outs]}
 
 
 #: mutated kernels' outputs kept across reviews (a mutant's outputs on given inputs do not depend on the
@@ -164,7 +264,7 @@ def _digest(inputs: dict[str, np.ndarray]) -> str:
 
 def _run_mutant(task: Any, inputs: dict[str, np.ndarray], digest: str, dims: dict[str, int], source: str,
                 limit: float) -> tuple[list[np.ndarray] | None, float]:
-    """(the mutated kernel's outputs, or None where it faults; the executor seconds it took, the first time): a
+    """(the mutated kernel's outputs, or None where it faults; the executor's CPU seconds, the first time): a
     kept run counts its first seconds against the budget, so a warm review tries the same mutants as a cold one.
     A run stopped by its time limit is not kept (a longer limit may finish it)."""
     from nkieval.cuda import ExecutorTimeout, run_task_cuda
@@ -176,14 +276,14 @@ def _run_mutant(task: Any, inputs: dict[str, np.ndarray], digest: str, dims: dic
         if hit is not None:
             _MUTANT_RUNS.move_to_end(key)
             return hit
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     try:
         out: list[np.ndarray] | None = list(run_task_cuda(task, inputs, dims, source=source, time_limit_s=limit)[0])
     except ExecutorTimeout:
-        return None, time.perf_counter() - t0
+        return None, time.thread_time() - t0
     except Exception:  # (a hypothesis the executor cannot run is not a hypothesis)
         out = None
-    value = (out, time.perf_counter() - t0)
+    value = (out, time.thread_time() - t0)
     with _MUTANT_LOCK:
         _MUTANT_RUNS[key] = value
         while len(_MUTANT_RUNS) > MUTANT_RUNS_KEPT:

@@ -1,0 +1,138 @@
+"""The port's side of a mutation cause (review/stages/port_lines.py) and bf16 in two places at once (pairs of
+precision mutations in review/stages/mutation_causes.py).
+
+The port lines are checked against the lines where a flawed port differs from its task's expert port (the
+test reads both files; the code under test sees only the flawed port's trace)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nkieval.cuda import run_task_cuda
+from nkieval.cuda.mutate import combine, mutations
+from nkieval.cuda.program import preprocess
+from nkieval.review.pipeline import review
+from nkieval.review.stages.mutation_causes import mutation_causes
+from nkieval.tasks.inputs import generate_inputs
+from nkieval.tasks.loader import PORTS_ROOT, load_task
+
+SNIPPET = """\
+__global__ void k(const float* x, const float* w, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    y[i] = expf(x[i]) / w[i] + x[i] * w[i];
+}
+void host(const float* x, const float* w, float* y, int n) { k<<<(n + 255) / 256, 256>>>(x, w, y, n); }
+"""
+BF16 = "__bfloat162float(__float2bfloat16({}))"
+
+
+def _precision(what: str) -> object:
+    return next(m for m in mutations(SNIPPET) if m.kind == "precision" and m.what.startswith(what))
+
+
+def test_two_roundings_combine_into_one_edit_disjoint_or_nested() -> None:
+    text = preprocess(SNIPPET)
+    quotient = _precision("`expf(x[i]) / w[i]` rounded")
+    call = _precision("`expf(x[i])` rounded")
+    product = _precision("`x[i] * w[i]` rounded")
+    nested = combine(call, quotient, text)
+    assert nested is not None
+    assert "y[i] = " + BF16.format(BF16.format("expf(x[i])") + " / w[i]") + " + x[i] * w[i];" \
+        in nested.apply(text)
+    disjoint = combine(product, quotient, text)
+    assert disjoint is not None
+    assert "y[i] = " + BF16.format("expf(x[i]) / w[i]") + " + " + BF16.format("x[i] * w[i]") + ";" \
+        in disjoint.apply(text)
+    assert combine(call, call, text) is None  # (one expression rounded twice is one rounding)
+    formula = next(m for m in mutations(SNIPPET) if m.kind == "formula")
+    assert combine(formula, call, text) is None
+
+
+def test_a_float_array_element_read_may_be_rounded_but_never_a_written_one() -> None:
+    whats = [m.what for m in mutations(SNIPPET) if m.kind == "precision"]
+    assert "the element `x[i]` read in bf16" in whats and "the element `w[i]` read in bf16" in whats
+    assert not any("`y[i]` read" in w for w in whats)
+
+
+def _runs(task_id: str, cuda_port: str) -> tuple[object, str, list[tuple[object, ...]]]:
+    task = load_task(PORTS_ROOT / task_id)
+    src = task.cuda_file.read_text()
+    runs = []
+    for s in sorted(task.shapes, key=lambda s: sum(s.dims.values()))[:2]:
+        dims = dict(s.dims)
+        specs = [(x.name, x.concrete(dims), x.dtype, x.family) for x in task.inputs]
+        inp = generate_inputs(specs, "normal", 11, str(dims))
+        gpu, _ = run_task_cuda(task, inp, dims)
+        port, _ = run_task_cuda(task, inp, dims, source=cuda_port)
+        runs.append((str(dims), dims, inp, gpu, port))
+    return task, src, runs
+
+
+@pytest.mark.slow
+def test_bf16_in_two_statements_is_named_as_a_pair() -> None:
+    task = load_task(PORTS_ROOT / "rope_half")
+    src = task.cuda_file.read_text()
+    port = src.replace("x1 * c - x2 * s;", "x1 * c - " + BF16.format("x2 * s") + ";").replace(
+        "x2 * c + x1 * s;", "x2 * c + " + BF16.format("x1 * s") + ";")
+    task, src, runs = _runs("rope_half", port)
+    assert any(not np.array_equal(r[3][0], r[4][0]) for r in runs)
+    causes = mutation_causes(task, src, runs, ["y"])
+    assert len(causes) == 1, causes
+    c = causes[0]
+    assert c["kind"] == "precision"
+    assert "kernel.cu:18 and kernel.cu:19" in c["summary"]
+    assert "`x2 * s` rounded to bf16" in c["mutation"] and "`x1 * s` rounded to bf16" in c["mutation"]
+
+
+def _changed(task_dir: Path, flawed: Path) -> set[int]:
+    a, b = (task_dir / "solution_nki.py").read_text().splitlines(), flawed.read_text().splitlines()
+    body = next(i for i, ln in enumerate(b) if ln.startswith(("import", "from")))
+    out: set[int] = set()
+    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag in ("replace", "insert"):
+            out |= {j + 1 for j in range(j1, j2) if j >= body}
+    return out
+
+
+def _cause(task_id: str, name: str) -> object:
+    task = load_task(PORTS_ROOT / task_id)
+    path = task.directory / "flawed" / f"{name}.py"
+    r = review(str(task.directory), str(path), seed=5, compare_references=False)
+    mig = next(c for c in r.criteria if c.id == "migration")
+    causes = [f for f in mig.feedback if f.observed.startswith("semantic infidelity (")]
+    assert len(causes) == 1, [f.observed for f in mig.feedback]
+    return causes[0], _changed(task.directory, path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("task_id", "name"), [
+    ("rope_half", "second_half_sign"),  # the second of two combinations of x, cos and sin
+    ("sgd_nesterov", "decay_sign"),
+    ("embedding_pos", "flat_position"),  # an index: the DMA that reads wpe
+    ("rope_half", "bf16_products"),  # two roundings: the bf16 tile's allocation
+])
+def test_the_port_line_is_where_the_flawed_port_differs(task_id: str, name: str) -> None:
+    cause, changed = _cause(task_id, name)
+    loc = cause.evidence["port_location"]
+    assert loc is not None and "in the port:" in cause.observed, cause.observed
+    assert int(loc.split(":")[1]) in changed, (cause.observed, changed)
+    assert loc in cause.observed and cause.evidence["cuda_location"] in cause.observed
+
+
+@pytest.mark.slow
+def test_a_dropped_term_whose_input_the_port_never_computes_with_is_said_so() -> None:
+    cause, _ = _cause("gemm_bias_relu", "no_bias")
+    assert "in the port: no compute instruction of the port reads bias" in cause.observed
+
+
+@pytest.mark.slow
+def test_a_cause_the_trace_cannot_place_in_the_port_says_so() -> None:
+    # (the bias correction is a host-side float in the port: no instruction's dataflow shows where it is lost)
+    cause, _ = _cause("adam_lerp", "no_m_bias_correction")
+    assert cause.observed.endswith("port line not established")
+    assert cause.evidence["port_location"] is None
