@@ -169,3 +169,38 @@ def test_a_confirmed_differential_cause_names_its_kind_and_costs_two_levels():
     assert r.level == 2
     assert [f.observed for f in r.feedback if f.severity == "error"] == [
         "semantic infidelity (formula): sqrt is applied after adding eps"]
+
+
+def test_outputs_disagreeing_with_the_cuda_kernel_for_no_identified_cause_are_one_finding():
+    """docs/reports.md, one finding per cause: two outputs that disagree with the CUDA kernel and whose cause is not
+    identified are one migration finding naming both (not the same suggestion twice); the level is charged once, and
+    an output that agrees keeps its own envelope line."""
+    from nkieval.review.model import CriterionResult
+    from nkieval.review.rubric import load_rubric
+    from nkieval.review.scoring import Evidence, score_migration
+
+    task = next(t for t in builtin_tasks() if t.id == "topk")
+    rubric = load_rubric()
+    crit = next(c for c in rubric.criteria if c.id == "migration")
+    bad = CaseResult("public-0/normal", {}, False, "normal", 1, "ok", correct=False)
+    passed = CriterionResult("x", "x", 1.0, "pass", 4, "")
+
+    def out(name, verdict, ratio=None):
+        o = {"output": name, "verdict": verdict, "tol_ratio": ratio, "observed": 0.5, "envelope": 1e-3, "cases": 2}
+        if ratio is not None:
+            o["worst"] = {"case": "public-0/normal", "index": [3, 1], "gpu": 1.0, "port": 2.0}
+        return o
+
+    ev = Evidence(task=task, rubric=rubric, target="trn2", cases=[bad], migration=[],
+                  differential={"causes": [], "unexplained": ["values", "indices"],
+                                "outputs": [out("values", "disagree", 12.0), out("indices", "disagree", 3.0),
+                                            out("extra", "agree")]})
+    r = score_migration(ev, crit, passed, passed)
+    found = [f for f in r.feedback if "disagree" in f.observed]
+    assert len(found) == 1, [f.observed for f in r.feedback]
+    f = found[0]
+    assert f.severity == "error" and r.level == 3
+    assert f.observed.startswith("outputs values, indices disagree with the CUDA kernel")
+    assert "values on public-0/normal: 12x the tolerance" in f.observed and "indices on public-0/normal: 3x" in f.observed
+    assert f.evidence["outputs"] == ["values", "indices"]
+    assert [x.observed.split(":")[0] for x in r.feedback if x.severity == "info"] == ["output extra"]

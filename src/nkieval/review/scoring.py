@@ -936,39 +936,48 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
                                "port_location": f"candidate.py:{c['port_line']}" if c.get("port_line") else None,
                                "case": c["case"], "kind": c.get("kind", "constant"),
                                "reproduced": c["reproduced"]}))
-    failing_ref = any(not c.correct for c in ev.cases)
-    other_defects = any(f.severity != "info" for f in fb)
-    charged = False
+    unexplained = [o for o in d.get("outputs", [])
+                   if o["verdict"] == "disagree" and o["output"] in d.get("unexplained", [])]
+    if unexplained:  # one finding for every output whose disagreement has no identified cause
+        sev = "error" if any(not c.correct for c in ev.cases) and not any(f.severity != "info" for f in fb) \
+            else "warning"
+        level -= 1 if sev == "error" else 0
+        names = ", ".join(o["output"] for o in unexplained)
+        several = len(unexplained) > 1
+        fb.append(Feedback("migration", sev,
+                           f"output{'s' if several else ''} {names} disagree{'' if several else 's'} with the CUDA "
+                           f"kernel run on the same inputs ({'; '.join(_disagreement(o, several) for o in unexplained)})"
+                           "; cause not identified",
+                           "every output agrees with the CUDA kernel within the task's tolerance",
+                           f"compare the port's formula for th{'ese outputs' if several else 'is output'} with the "
+                           "CUDA source line by line",
+                           {"output": unexplained[0]["output"], **(unexplained[0].get("worst") or {}),
+                            "outputs": [o["output"] for o in unexplained]}))
     for o in d.get("outputs", []):
-        name = o["output"]
-        w = o.get("worst") or {}
-        if o["verdict"] == "disagree" and name in d.get("unexplained", []):
-            sev = "error" if failing_ref and not other_defects and not charged else "warning"
-            if sev == "error":
-                level -= 1
-                charged = True
-            fb.append(Feedback("migration", sev,
-                               f"output {name} disagrees with the CUDA kernel run on the same inputs ({w.get('case')}: "
-                               f"{o['tol_ratio']:.3g}x the tolerance at {w.get('index')}, GPU {_sig3(w.get('gpu'))} vs port "
-                               f"{_sig3(w.get('port'))}); cause not identified"
-                               + (f"; the port leaves {o['unwritten']['count']} of {o['unwritten']['total']} elements "
-                                  f"unwritten (NaN) on {o['unwritten']['case']}, from index "
-                                  f"{o['unwritten']['first_index']}, where the CUDA kernel writes values"
-                                  if o.get("unwritten") else ""),
-                               "every output agrees with the CUDA kernel within the task's tolerance",
-                               "compare the port's formula for this output with the CUDA source line by line",
-                               {"output": name, **w}))
-        elif o.get("envelope") is not None:
-            build = d.get("gpu_build") or {}
-            fb.append(Feedback("migration", "info",
-                               f"output {name}: GPU (CUDA source{', fast-math' if build.get('fast_math') else ''}) vs "
-                               f"this port, observed max difference {o['observed']:.3g}, expected envelope "
-                               f"{o['envelope']:.3g} (GPU error + port error against "
-                               f"{_envelope_pivot(d)}, {o['cases']} case(s)); verdict {o['verdict']}",
-                               "GPU and Trainium results within the envelope of their own errors",
-                               "none", {"output": name, "observed": o["observed"], "envelope": o["envelope"],
-                                        "verdict": o["verdict"]}))
+        if o in unexplained or o.get("envelope") is None:
+            continue
+        build = d.get("gpu_build") or {}
+        fb.append(Feedback("migration", "info",
+                           f"output {o['output']}: GPU (CUDA source{', fast-math' if build.get('fast_math') else ''}) "
+                           f"vs this port, observed max difference {o['observed']:.3g}, expected envelope "
+                           f"{o['envelope']:.3g} (GPU error + port error against "
+                           f"{_envelope_pivot(d)}, {o['cases']} case(s)); verdict {o['verdict']}",
+                           "GPU and Trainium results within the envelope of their own errors",
+                           "none", {"output": o["output"], "observed": o["observed"], "envelope": o["envelope"],
+                                    "verdict": o["verdict"]}))
     return level
+
+
+def _disagreement(o: dict[str, Any], named: bool) -> str:
+    """One output's worst disagreement with the CUDA kernel (its name first when several are listed)."""
+    w = o.get("worst") or {}
+    text = (f"{o['output'] + ' on ' if named else ''}{w.get('case')}: {o['tol_ratio']:.3g}x the tolerance at "
+            f"{w.get('index')}, GPU {_sig3(w.get('gpu'))} vs port {_sig3(w.get('port'))}")
+    u = o.get("unwritten")
+    if u:
+        text += (f", the port leaves {u['count']} of {u['total']} elements unwritten (NaN) on {u['case']}, from index "
+                 f"{u['first_index']}, where the CUDA kernel writes values")
+    return text
 
 
 def _envelope_pivot(d: dict[str, Any]) -> str:
