@@ -198,30 +198,7 @@ class _View:
         return t
 
 
-#: encoded views already compiled, by their raw encoding: a program names the same views again and again (every
-#: iteration of a loop), and a hit skips the element-by-element checks. Only checked encodings are kept, so a key
-#: that compares equal to a checked one (1.0 for 1) gets the checked view, never an unchecked one.
-_VIEW_MEMO: dict[tuple[Any, ...], _View] = {}
-_VIEW_MEMO_MAX = 1 << 16
-
-
 def _compile_view(v: Any, depth: int) -> Getter:
-    try:
-        key = (v[0], v[1], v[2], v[3], tuple(v[4]), tuple(v[5])) if type(v) is list and len(v) == 6 else None
-        hit = _VIEW_MEMO.get(key) if key is not None else None  # type: ignore[arg-type]
-    except TypeError:  # (an unhashable part: the checks below refuse it)
-        key = hit = None
-    if hit is not None:
-        return hit
-    view = _checked_view(v)
-    if key is not None:
-        if len(_VIEW_MEMO) >= _VIEW_MEMO_MAX:
-            _VIEW_MEMO.clear()
-        _VIEW_MEMO[key] = view
-    return view
-
-
-def _checked_view(v: Any) -> _View:
     aid, dname, sname, off, shape, strides = _list(v, 6)
     shape = tuple(_int(n) for n in _list(shape))
     strides = tuple(_int(s) for s in _list(strides))
