@@ -72,7 +72,8 @@ def test_crash_in_one_case_does_not_hide_the_next():
 
 
 def test_subprocess_isolation_mode():
-    runs = run_candidate(GOOD, "vector_add", _cases(1), target="trn2", isolation="subprocess")
+    # (isolation is the candidate's own child's: the pipeline before trace-then-execute)
+    runs = run_candidate(GOOD, "vector_add", _cases(1), target="trn2", isolation="subprocess", trusted=False)
     assert runs[0].status == "ok" and runs[0].trace_json
 
 
@@ -105,12 +106,13 @@ def test_kept_output_files_are_overwritten_and_never_read_stale(tmp_path):
     npzio.dump(p, {"out0": np.arange(3, dtype=np.float32)}, in_place=True)
     assert p.stat().st_size == len(npzio.dumps({"out0": np.arange(3, dtype=np.float32)}))
     assert np.array_equal(npzio.load(p)["out0"], np.arange(3, dtype=np.float32))
-    # forkserver runs write into kept files: a larger case, then a smaller one in the same slot
-    big = run_candidate(GOOD, "vector_add", _cases(1), target="trn2")
+    # forkserver runs of the candidate's own child write into kept files: a larger case, then a smaller one
+    big = run_candidate(GOOD, "vector_add", _cases(1), target="trn2", trusted=False)
     assert big[0].status == "ok" and (_OUTPUTS.dir / "out_0.arr").exists()
     small = run_candidate(GOOD, "vector_add", [CaseJob("s", {"a": np.full(5, 3, np.float32),
-                                                              "b": np.ones(5, np.float32)}, {}, 1)], target="trn2")
+                                                              "b": np.ones(5, np.float32)}, {}, 1)], target="trn2",
+                          trusted=False)
     assert np.array_equal(small[0].outputs[0], np.full(5, 4, np.float32))
     # a case that fails leaves the previous run's file in the slot: it is not read
-    fails = run_candidate(HOSTILE["raises"][0], "vector_add", _cases(1), target="trn2")
+    fails = run_candidate(HOSTILE["raises"][0], "vector_add", _cases(1), target="trn2", trusted=False)
     assert fails[0].status == "exception" and not fails[0].outputs

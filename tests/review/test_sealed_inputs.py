@@ -43,7 +43,8 @@ def test_sealed_bytes_cannot_be_written_grown_or_shrunk():
 def test_forked_child_maps_the_sealed_input_instead_of_a_written_file():
     job, _ = _job()
     assert _zygote().sealed_inputs  # the zygote read the probe back through /proc
-    runs = run_candidate(GOOD, "vector_add", [job], target="trn2", keep_dir=True)
+    # (the candidate's own child: the judge's executor replays in-process and reads the arrays themselves)
+    runs = run_candidate(GOOD, "vector_add", [job], target="trn2", keep_dir=True, trusted=False)
     assert runs[0].status == "ok"
     assert np.array_equal(runs[0].outputs[0], np.arange(300, dtype=np.float32) + 1)
     # (keep_dir leaves the job directory: the spec names the sealed path, and no input file was written)
@@ -77,13 +78,13 @@ def test_a_child_that_tries_to_overwrite_its_input_changes_nothing():
     assert run_candidate(hostile, "vector_add", [job], target="trn2", trusted=False)[0].status == "ok"
     assert bytes(job.sealed.data) == packed
     # the next candidate on the same sealed input sees the original values
-    runs = run_candidate(GOOD, "vector_add", [job], target="trn2")
+    runs = run_candidate(GOOD, "vector_add", [job], target="trn2", trusted=False)
     assert np.array_equal(runs[0].outputs[0], np.arange(300, dtype=np.float32) + 1)
 
 
 def test_without_a_seal_the_input_file_is_written():
     job, _ = _job(sealed=False)
-    runs = run_candidate(GOOD, "vector_add", [job], target="trn2")
+    runs = run_candidate(GOOD, "vector_add", [job], target="trn2", trusted=False)
     assert runs[0].status == "ok"
     assert np.array_equal(runs[0].outputs[0], np.arange(300, dtype=np.float32) + 1)
 

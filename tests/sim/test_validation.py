@@ -267,6 +267,8 @@ def test_rule(rule, case, kernel, arg, target, options, kind, message):
 # Rules raised outside the ISA/simulator core, with the test that shows their message.
 TESTED_ELSEWHERE = {"loop-dependency": "Beta-1 front end (affine_range write conflicts): tests/frontends",
                     "instruction-budget": "SimOptions.max_instructions: tests/sim/test_max_instructions.py",
+                    "time-budget": "SimOptions.time_limit_s: tests/sim/test_run_budgets.py",
+                    "memory-budget": "SimOptions.max_bytes: tests/sim/test_run_budgets.py",
                     "trace-time-value": "recording a kernel as a program: tests/sim/test_program.py",
                     "trace-argument": "recording a kernel as a program: tests/sim/test_program.py"}
 

@@ -240,33 +240,6 @@ def _notify(fd: int | None, what: str) -> None:
             pass
 
 
-class _Programs:
-    """The recorded programs of this run, parsed once per file (every case of a shape shares one)."""
-
-    def __init__(self) -> None:
-        self.cache: dict[str, Any] = {}
-
-    def get(self, path: Path) -> Any:
-        import gc
-
-        from nkieval.sim.program import Program, compile_program
-
-        key = str(path)
-        prog = self.cache.get(key)
-        if prog is None:
-            # Parsing and compiling make a large tree with no cycles that lives as long as this process: with the
-            # collector off until it is frozen, no collection ever walks it (re-enabled in between, the first
-            # allocation after each step would walk everything made so far).
-            gc.disable()
-            try:
-                prog = self.cache[key] = Program.from_json(path.read_bytes())
-                compile_program(prog)
-            finally:
-                gc.freeze()
-                gc.enable()
-        return prog
-
-
 #: The child's collector thresholds: a simulation makes objects by the hundred thousand (trace records, views),
 #: few of them garbage cycles; with the default (700, 10, 10) collections walk them again and again.
 GC_THRESHOLDS = (20_000, 50, 50)
@@ -284,8 +257,7 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
     _redirect_output(job)
     _limit_resources(spec["memory_mb"], spec["cpu_s"])
     note = _open_notify(job)
-    candidate = str((job / spec["candidate"]).resolve()) if spec.get("candidate") else ""
-    replay = spec.get("mode") == "execute"  # run recorded programs: no candidate code in this process
+    candidate = str((job / spec["candidate"]).resolve())
 
     def fail_all(kind: str, e: BaseException) -> None:
         for k in case_ids:
@@ -297,22 +269,15 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
         from nkieval.review import npzio
         from nkieval.sim.errors import NkiValidationError
         from nkieval.sim.options import SimOptions
-        from nkieval.sim.program import ProgramError
         from nkieval.sim.runner import run_kernel
 
         frontends.install(force=True)
         import numpy as np
-
-        # the front ends' note hooks a program may carry (a replay looks them up when it compiles a program)
-        import nkieval.frontends.beta1.elide  # noqa: F401
     except BaseException as e:  # infrastructure: the harness's own imports failed
         fail_all("infra-error", e)
         return
-    entry = KernelEntry(None)
-    programs = _Programs()
     try:
-        if not replay:
-            entry = _kernel_entry(candidate, spec["kernel"])
+        entry = _kernel_entry(candidate, spec["kernel"])
     except MemoryError as e:
         fail_all("memory-limit", e)
         return
@@ -334,19 +299,11 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
             # the simulator stops a runaway kernel at the limit (rule instruction-budget) instead of
             # letting it run to the wall-clock timeout
             opts = SimOptions.from_env(max_instructions=int(spec["max_instructions"]), **entry.options)
-            if replay:
-                from nkieval.sim.program import replay_program
-
-                prog = programs.get(job / case["program"])
-                t_loaded = time.perf_counter()
-                result = replay_program(prog, args, dict(case["params"]), target=spec["target"], options=opts)
-                raw = result.raw
-            else:
-                cap = _Capture(entry.fn)
-                t_loaded = time.perf_counter()
-                result = run_kernel(cap, args, dict(case["params"]), target=spec["target"], lnc=entry.lnc,
-                                    grid=entry.grid, options=opts)
-                raw = cap.raw
+            cap = _Capture(entry.fn)
+            t_loaded = time.perf_counter()
+            result = run_kernel(cap, args, dict(case["params"]), target=spec["target"], lnc=entry.lnc,
+                                grid=entry.grid, options=opts)
+            raw = cap.raw
             t_sim = time.perf_counter()
             sim_s = t_sim - t_loaded
             problem = _check_outputs(raw, case["n_outputs"], args)
@@ -372,8 +329,6 @@ def run_cases(job_dir: str, case_ids: list[int]) -> None:
                        "warnings": result.trace.warnings[:50]}
         except NkiValidationError as e:
             res = _error("instruction-limit" if e.rule == "instruction-budget" else "rule-violation", e, candidate)
-        except ProgramError as e:  # only a tampered tracer sends a program the judge refuses
-            res = _error("bad-program", e, candidate)
         except MemoryError as e:
             res = _error("memory-limit", e, candidate)
         except RecursionError as e:

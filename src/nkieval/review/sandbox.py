@@ -28,33 +28,21 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from nkieval.review import npzio
+from nkieval.review.executor import replay_as_traced
+from nkieval.review.runs import STATUSES, CaseJob, CaseRun, SandboxLimits
 from nkieval.review.tracing import ProgramStream
 
-Isolation = Literal["forkserver", "subprocess"]
+__all__ = ["STATUSES", "CaseJob", "CaseRun", "SandboxLimits", "run_candidate", "shutdown"]
 
-#: Case statuses and what each means (reports quote these ids).
-STATUSES: dict[str, str] = {
-    "ok": "ran and returned outputs",
-    "rule-violation": "broke a hardware/API rule (NkiValidationError)",
-    "exception": "raised an exception",
-    "import-error": "the candidate file failed to import or lacks the kernel entry point",
-    "timeout": "exceeded the wall-clock limit and was killed",
-    "memory-limit": "exceeded the memory limit",
-    "crash": "the process died without reporting (os._exit, signal, interpreter crash)",
-    "bad-output": "returned something other than HBM tensors the kernel wrote",
-    "instruction-limit": "issued more instructions than the task allows",
-    "not-run": "not run because the candidate could not start",
-    "infra-error": "the harness itself failed (retryable)",
-    "bad-program": "the tracer sent a program the judge refuses (only a tampered tracer does)",
-    "sandbox-violation": "the candidate did something the sandbox forbids (a blocked system call)",
-}
+Isolation = Literal["forkserver", "subprocess"]
+DEFAULT_LIMITS = SandboxLimits()
+
 
 
 class SealedInput:
@@ -117,54 +105,6 @@ def seal_input(data: bytes) -> SealedInput | None:
         return SealedInput(data)
     except (AttributeError, OSError):
         return None
-
-
-@dataclass
-class CaseJob:
-    """One run of the candidate: its inputs and params (the child never sees anything else)."""
-
-    label: str
-    inputs: dict[str, np.ndarray]
-    params: dict[str, Any]
-    n_outputs: int
-    want_trace: bool = True
-    #: ``npzio.dumps(inputs)`` when the caller already has it (the review's case cache)
-    packed: bytes | None = None
-    #: the same bytes sealed (:func:`seal_input`): the forked child maps them, no file is written
-    sealed: SealedInput | None = None
-
-
-@dataclass
-class CaseRun:
-    """What came back from one case: status, outputs (arrays), the trace (``Trace.to_compact`` text,
-    evidence case only), timings, error facts."""
-
-    label: str
-    status: str
-    outputs: list[np.ndarray] = field(default_factory=list)
-    trace_json: str | None = None
-    sim_s: float = 0.0
-    wall_s: float = 0.0
-    n_instructions: int | None = None
-    error: dict[str, Any] = field(default_factory=dict)
-    warnings: list[dict[str, Any]] = field(default_factory=list)
-    #: per output, the mask of elements no instruction wrote (None: all written); None when unknown
-    unwritten: list[np.ndarray | None] | None = None
-    #: child-side seconds around the simulation: reading the inputs, and everything after
-    #: ``run_kernel`` returned (checks, unwritten masks, writing outputs and the trace)
-    load_s: float = 0.0
-    post_s: float = 0.0
-    #: the child's start-up before its first case (only on that case's run)
-    setup_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    timeout_s: float = 60.0
-    memory_mb: int = 4096
-    max_instructions: int = 200_000
-    #: extra seconds for a fresh child to import the candidate before its first case
-    startup_s: float = 20.0
 
 
 #: what the zygote must read back from a sealed input for children to use sealed inputs
@@ -500,7 +440,7 @@ def _job_root(nbytes: int) -> str | None:
 
 
 def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target: str,
-                  limits: SandboxLimits = SandboxLimits(), isolation: Isolation = "forkserver",
+                  limits: SandboxLimits = DEFAULT_LIMITS, isolation: Isolation = "forkserver",
                   on_case: Callable[[CaseRun], None] | None = None, keep_dir: bool = False,
                   on_start: Callable[[], None] | None = None, stats: dict[str, float] | None = None,
                   trusted: bool = True, hide: Sequence[str] = (), programs: dict[str, str] | None = None
@@ -516,66 +456,74 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
     programs) and ``trace_total_s`` (the tracer's own time, most of it overlapping the executor).
 
     ``trusted`` (the default): trace, then execute. The candidate's code runs only in a tracer process that
-    receives shapes, dtypes and parameters (:mod:`nkieval.review.tracer`), once per distinct shape; the
-    child that has the inputs runs no candidate code but replays the recorded programs, shape by shape as
-    they arrive (:class:`nkieval.review.tracing.ProgramStream`). ``trusted=False`` runs the candidate itself
-    on the inputs, in the child (the previous pipeline, for trusted code only).
+    receives shapes, dtypes and parameters (:mod:`nkieval.review.tracer`), once per distinct shape; the judge's
+    executor replays the recorded programs on the inputs, in this process, shape by shape as they arrive
+    (:mod:`nkieval.review.executor`; no child, so ``isolation`` and ``keep_dir`` do not apply and only the
+    ``trace_s``/``trace_total_s`` seconds are added). ``trusted=False`` runs the candidate itself on the
+    inputs, in the child (the previous pipeline, for trusted code only).
     ``hide``: directories the tracer's sandbox covers (the task under review: its reference and solutions).
     ``programs``: the review's programs by shape key, reused and added to (see ``ProgramStream``).
     """
     st = stats if stats is not None else {}
     for key in ("prepare_s", "fork_s", "collect_s", "exit_s", "cleanup_s", "trace_s", "trace_total_s"):
         st.setdefault(key, 0.0)
-    stream: ProgramStream | None = None
-    if trusted:  # the candidate's code runs only in the tracer: the executor below replays its programs
-        if on_start is not None:  # the caller's own work overlaps the trace
-            on_start()
-            on_start = None
-        stream = ProgramStream(source, kernel, cases, target, limits, hide, programs)
+    if trusted:
+        return _trace_then_execute(source, kernel, cases, target, limits, on_case, on_start, st, hide, programs)
     t_prep = time.perf_counter()
     nbytes = sum(sum(a.nbytes for a in c.inputs.values()) for c in cases)
     job = Path(tempfile.mkdtemp(prefix="nkieval-review-", dir=_job_root(nbytes)))
     try:
-        out_paths = _write_job(job, source, kernel, cases, target, limits, isolation, nbytes, stream)
+        out_paths = _write_job(job, source, kernel, cases, target, limits, isolation, nbytes)
         st["prepare_s"] += time.perf_counter() - t_prep
         runner = _Runner(job, cases, limits, isolation, on_case, on_start, st, out_paths)
         try:
-            if stream is None:
-                runner.run(list(range(len(cases))))
-            else:
-                _replay_as_traced(stream, runner, job, st)
+            runner.run(list(range(len(cases))))
         finally:
             runner.close()
         return [runner.results[k] for k in range(len(cases))]
     finally:
-        if stream is not None:
-            stream.join()
-            st["trace_total_s"] += stream.trace_s
         if not keep_dir:
             t_clean = time.perf_counter()
             _JANITOR.remove(job)
             st["cleanup_s"] += time.perf_counter() - t_clean
 
 
-def _program_file(i: int) -> str:
-    return f"prog_{i}.json"
+def _trace_then_execute(source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
+                        on_case: Callable[[CaseRun], None] | None, on_start: Callable[[], None] | None,
+                        st: dict[str, float], hide: Sequence[str], programs: dict[str, str] | None
+                        ) -> list[CaseRun]:
+    """The candidate's code runs only in the sandboxed tracer; the judge's executor replays its programs
+    (:mod:`nkieval.review.executor`) as they arrive."""
+    if on_start is not None:  # the caller's own work overlaps the trace
+        on_start()
+    stream = ProgramStream(source, kernel, cases, target, limits, hide, programs)
+    results: dict[int, CaseRun] = {}
+
+    def finish(k: int, run: CaseRun) -> None:
+        results[k] = run
+        if on_case is not None:
+            on_case(run)
+
+    try:
+        replay_as_traced(stream, cases, target, limits, finish, st)
+    finally:
+        stream.join()
+        st["trace_total_s"] += stream.trace_s
+    return [results[k] for k in range(len(cases))]
 
 
 def _write_job(job: Path, source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
-               isolation: Isolation, nbytes: int, stream: ProgramStream | None) -> dict[int, Path]:
-    """The job directory: ``job.json`` and the input files (a trusted job's program files are written as they
-    arrive); the kept output files by case."""
+               isolation: Isolation, nbytes: int) -> dict[int, Path]:
+    """The job directory: ``job.json``, the candidate's source and the input files; the kept output files by
+    case."""
     spec: dict[str, Any] = {
         "kernel": kernel, "target": target, "memory_mb": limits.memory_mb,
         "cpu_s": limits.timeout_s * max(1, len(cases)) + limits.startup_s,
         "max_instructions": limits.max_instructions,
         "cases": [],
     }
-    if stream is not None:
-        spec["mode"] = "execute"
-    else:
-        (job / "candidate.py").write_text(source)
-        spec["candidate"] = "candidate.py"
+    (job / "candidate.py").write_text(source)
+    spec["candidate"] = "candidate.py"
     sealed_ok = isolation == "forkserver" and _zygote().sealed_inputs
     out_paths: dict[int, Path] = {}
     for k, c in enumerate(cases):
@@ -588,46 +536,12 @@ def _write_job(job: Path, source: str, kernel: str, cases: Sequence[CaseJob], ta
             npzio.dump(job / name, c.inputs)
         case = {"inputs": name, "input_names": list(c.inputs), "params": c.params, "n_outputs": c.n_outputs,
                 "want_trace": c.want_trace}
-        if stream is not None:
-            case["program"] = _program_file(stream.order.index(stream.keys[k]))
         if isolation == "forkserver":  # (runs take turns: the kept output files are this run's)
             out_paths[k] = _OUTPUTS.path(k, nbytes)
             case["outputs"] = str(out_paths[k])
         spec["cases"].append(case)
     (job / "job.json").write_text(json.dumps(spec))
     return out_paths
-
-
-_ERROR_FIELDS = ("error_type", "message", "frames", "rule", "instruction", "operand", "location", "stdout_tail",
-                 "stderr_tail")
-
-
-def _replay_as_traced(stream: ProgramStream, runner: _Runner, job: Path, st: dict[str, float]) -> None:
-    """Each shape's cases, in the order the shapes are traced, as soon as the shape's program is in (the tracer
-    meanwhile records the next shape); the shapes whose programs are in already run in the same child. A shape
-    whose trace failed fails its cases with the tracer's record."""
-    groups = [(i, key, [k for k, kk in enumerate(stream.keys) if kk == key]) for i, key in enumerate(stream.order)]
-    while groups:
-        if runner.hung is not None:
-            runner.skip([k for _, _, ks in groups for k in ks])
-            return
-        t_wait = time.perf_counter()
-        stream.get(groups[0][1])
-        st["trace_s"] += time.perf_counter() - t_wait
-        batch: list[int] = []
-        while groups and stream.ready(groups[0][1]):
-            i, key, ks = groups.pop(0)
-            res = stream.get(key)
-            if res.get("status") == "ok" and isinstance(res.get("program"), str):
-                (job / _program_file(i)).write_text(res["program"])
-                batch += ks
-                continue
-            status = res.get("status") if res.get("status") in STATUSES else "crash"
-            for k in ks:
-                runner.finish(k, CaseRun(runner.cases[k].label, status, wall_s=float(res.get("wall_s", 0.0) or 0.0),
-                                         error={x: v for x, v in res.items() if x in _ERROR_FIELDS}))
-        if batch:
-            runner.run(sorted(batch))
 
 
 class _Runner:

@@ -127,6 +127,8 @@ class Launch:
     barrier_gen: int = 0
     shared_allocs: list[Any] = field(default_factory=list)
     n_instructions: int = 0  # issued so far (SimOptions.max_instructions)
+    deadline: float | None = None  # time.perf_counter() past which the run stops (SimOptions.time_limit_s)
+    hbm_bytes: int = 0  # bytes of the HBM tensors the run made (SimOptions.max_bytes)
     # run on the trace when every program has returned, before the capacity check: a front end's lowering
     # that needs the whole run (nkieval.frontends.beta1.elide)
     after_run: list[Callable[[Trace], Any]] = field(default_factory=list)

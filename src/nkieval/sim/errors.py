@@ -68,6 +68,13 @@ RULES: dict[str, Rule] = {
              "A harness bounds a run with SimOptions.max_instructions (the review pipeline sets it from the task's "
              "limits) so a kernel that loops without bound stops at once with this verdict, not at a wall-clock "
              "timeout."),
+        Rule("time-budget", "the run took longer than it is allowed",
+             "A harness that replays a program in its own process bounds the run with SimOptions.time_limit_s "
+             "(the review sets it to the case's time limit), where a child process would be killed."),
+        Rule("memory-budget", "the run's live tensors would exceed the bytes it is allowed",
+             "A harness that replays a program in its own process bounds it with SimOptions.max_bytes (the "
+             "review sets it to the case's memory limit), where a child process would hit its address-space "
+             "limit."),
         Rule("trace-time-value", "the kernel's Python reads a value that only the device holds",
              "A kernel is traced from its inputs' shapes and dtypes (as the NKI compiler traces it) and its "
              "instructions run later on the data: tensor and register values do not exist while the Python runs."),
@@ -126,6 +133,8 @@ REPORTED_AS: dict[str, str] = {
     "sbuf-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',
     "psum-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',
     "instruction-budget": "error, only when `SimOptions(max_instructions=N)` is set (default: no limit)",
+    "time-budget": "error, only when `SimOptions(time_limit_s=S)` is set (default: no limit)",
+    "memory-budget": "error, only when `SimOptions(max_bytes=N)` is set (default: no limit)",
     "unsupported": "error (`NkiUnsupportedError`, also a `NotImplementedError`, so compatibility reports blame "
                    "nkieval, not the kernel)",
 }

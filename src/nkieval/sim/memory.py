@@ -130,6 +130,7 @@ class LiveBlock:
     dtype: str
     partitions: tuple[int, int]
     fixed: bool = False  # placed at an explicit ``address=``
+    nbytes: int = 0  # the tile's storage (SimOptions.max_bytes counts live tiles)
 
 
 class OnChipAllocator:
@@ -160,6 +161,7 @@ class OnChipAllocator:
         self.usage = np.zeros(partitions, dtype=np.int64)  # live bytes per partition of first-fit blocks
         self.fixed: dict[int, LiveBlock] = {}  # live blocks at explicit addresses (counted as a union)
         self.peak_bytes = 0
+        self.live_bytes = 0  # storage bytes of the live tiles, all partitions (SimOptions.max_bytes)
         self._on_event = on_event
         self._lock = threading.Lock()
 
@@ -195,8 +197,9 @@ class OnChipAllocator:
             else:
                 start = self._first_fit(size)
             block = LiveBlock(alloc.id, start, start + size, alloc.name, alloc.site, alloc.shape,
-                              alloc.dtype.name, (p0, p0 + nparts), address is not None)
+                              alloc.dtype.name, (p0, p0 + nparts), address is not None, alloc.storage.nbytes)
             self.live[alloc.id] = block
+            self.live_bytes += block.nbytes
             bisect.insort(self._spans, (start, start + size, alloc.id))
             if address is None:
                 self.usage[p0:p0 + nparts] += size
@@ -254,6 +257,7 @@ class OnChipAllocator:
         with self._lock:
             b = self.live.pop(alloc_id, None)
             if b is not None:
+                self.live_bytes -= b.nbytes
                 spans = self._spans
                 del spans[bisect.bisect_left(spans, (b.start, b.end, alloc_id))]
             if b is not None and self.fixed.pop(alloc_id, None) is None:

@@ -38,6 +38,13 @@ class SimOptions:
             issues more instructions than this (all programs of the launch together); None
             (default) means no limit. A runaway kernel then fails at once with a specific
             verdict instead of running to a wall-clock timeout.
+        time_limit_s: stop the run with a ``time-budget`` error once it has run this many wall-clock
+            seconds (checked at every instruction and device-loop iteration); None (default): no limit.
+            A harness that runs a program in its own process bounds it with this, where a child
+            process would be killed.
+        max_bytes: stop the run with a ``memory-budget`` error when a new tensor would take the
+            bytes its live tensors hold (HBM tensors it made, live on-chip tiles) past this; None
+            (default): no limit. The in-process counterpart of a child's address-space limit.
     """
 
     precise_fp: bool = True
@@ -49,8 +56,18 @@ class SimOptions:
     fill_uninitialized: bool = True
     compute_values: bool = True
     max_instructions: int | None = None
+    time_limit_s: float | None = None
+    max_bytes: int | None = None
 
     def __post_init__(self) -> None:
+        if self.time_limit_s is not None and (isinstance(self.time_limit_s, bool)
+                                              or not isinstance(self.time_limit_s, int | float)
+                                              or not self.time_limit_s > 0):
+            raise ValueError(f"SimOptions.time_limit_s must be a positive number or None, but got "
+                             f"{self.time_limit_s!r}")
+        if self.max_bytes is not None and (isinstance(self.max_bytes, bool) or not isinstance(self.max_bytes, int)
+                                           or self.max_bytes < 1):
+            raise ValueError(f"SimOptions.max_bytes must be a positive int or None, but got {self.max_bytes!r}")
         if self.max_instructions is not None and (isinstance(self.max_instructions, bool)
                                                   or not isinstance(self.max_instructions, int)
                                                   or self.max_instructions < 1):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -125,6 +126,8 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
     else:
         points = [(i,) for i in range(lnc)]
     launch = Launch(target=tgt, options=opts, trace=trace, num_programs=len(points), grid=tuple(grid))
+    if opts.time_limit_s is not None:
+        launch.deadline = time.perf_counter() + opts.time_limit_s
     trace.num_programs = len(points)
     ctx0 = SimContext(launch, 0, points[0])
     prev = set_current(ctx0)

@@ -127,6 +127,8 @@ def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: st
 def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
                 instruction: str, fill: Any) -> NkiTensor:
     sd = dt.storage_dtype(d, ctx.options.precise_fp)
+    if ctx.options.max_bytes is not None:
+        _check_memory_budget(ctx, int(math.prod(shp)) * np.dtype(sd).itemsize, buf, instruction)
     if fill is None and ctx.dry:  # a record-only run: memory reads as zeros (np.zeros maps pages lazily)
         storage = np.zeros(shp, dtype=sd)
     elif fill is None:
@@ -151,6 +153,20 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
     t = NkiTensor(storage, alloc, d)
     t._off = 0
     return t
+
+
+def _check_memory_budget(ctx: Any, nbytes: int, buf: Buffer, instruction: str) -> None:
+    """Refuse a tensor that would take the run's live bytes past SimOptions.max_bytes (HBM tensors are held to
+    the end of the run; on-chip tiles until freed)."""
+    launch = ctx.launch
+    live = launch.hbm_bytes + ctx.sbuf.live_bytes + ctx.psum.live_bytes + nbytes
+    if live > ctx.options.max_bytes:
+        raise NkiValidationError(
+            f"a new {buf.kind.upper()} tensor of {nbytes} bytes takes the run's live tensors to {live} bytes, past its "
+            f"{ctx.options.max_bytes}-byte budget (SimOptions.max_bytes)", instruction=instruction,
+            rule="memory-budget")
+    if not buf.on_chip:
+        launch.hbm_bytes += nbytes
 
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

@@ -158,13 +158,11 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
 def _port_trace(runs: list[CaseRun]) -> Any:
     """The port's instruction trace (the evidence case's), or None: what its instructions read and write, and
     on which candidate.py lines."""
-    from nkieval.sim.trace import Trace
-
-    text = next((r.trace_json for r in runs if r.status == "ok" and r.trace_json), None)
-    if not text:
+    run = next((r for r in runs if r.status == "ok" and r.traced), None)
+    if run is None:
         return None
     try:
-        return Trace.from_compact(text, max_items=4_000_000)
+        return run.parsed_trace(4_000_000)
     except (ValueError, KeyError, TypeError):  # (a trace that cannot be read locates nothing)
         return None
 

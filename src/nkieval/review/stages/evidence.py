@@ -71,13 +71,11 @@ def trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int], *, 
     trace was written by the judge's replay, no candidate code ran) makes it the judge's failure,
     :class:`JudgeError` ``"evidence"``."""
     from nkieval.hardware import get_target
-    from nkieval.sim.trace import Trace
 
     try:
         # (records within the task's instruction limit, which the child enforces, with room for their
         # operands and allocations)
-        trace = Trace.from_compact(run.trace_json or "",
-                                   max_items=_TRACE_ITEMS_PER_INSTRUCTION * (task.limits.max_instructions + 1))
+        trace = run.parsed_trace(_TRACE_ITEMS_PER_INSTRUCTION * (task.limits.max_instructions + 1))
     except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError, MemoryError) as e:
         why = f"the kernel's instruction trace could not be read ({type(e).__name__}: {str(e)[:200]})"
         if replayed:
@@ -95,13 +93,13 @@ def trace_facts(task: Task, run: CaseRun, target: str, dims: dict[str, int], *, 
 
 def wants_trace_facts(case: Case, run: CaseRun) -> bool:
     """A case whose run brought the evidence trace back: parse it as soon as it arrives."""
-    return case.want_trace and run.status == "ok" and bool(run.trace_json)
+    return case.want_trace and run.status == "ok" and run.traced
 
 
 def evidence_case(loaded: Loaded, runs: list[CaseRun]) -> tuple[Case, CaseRun] | None:
     """The case whose trace is the evidence: the largest traced one; when the case chosen before the
     results were known did not run to completion, the largest case that did, run again for its trace."""
-    traced = [(c, r) for c, r in zip(loaded.cases, runs) if r.status == "ok" and r.trace_json]
+    traced = [(c, r) for c, r in zip(loaded.cases, runs) if r.status == "ok" and r.traced]
     if not traced:
         ok = [(c, d.inputs) for c, d, r in zip(loaded.cases, loaded.data, runs) if r.status == "ok"]
         if ok:
@@ -111,7 +109,7 @@ def evidence_case(loaded: Loaded, runs: list[CaseRun]) -> tuple[Case, CaseRun] |
                                                                        len(task.outputs))],
                                   target=loaded.target, limits=loaded.limits, isolation=req.isolation,
                                   trusted=req.trusted, hide=(str(task.directory),), programs=loaded.programs)
-            if again[0].status == "ok" and again[0].trace_json:
+            if again[0].status == "ok" and again[0].traced:
                 traced = [(c, again[0])]
     return max(traced, key=lambda cr: evidence_key(loaded.task, cr[0])) if traced else None
 
@@ -167,7 +165,7 @@ def _reference_kernel_evidence(task: Task, path: Path | None, target: str, dims:
                                                     len(task.outputs))],
                          target=target, limits=sandbox_limits(task), isolation=isolation, trusted=False)
     hw = perf = None
-    if runs[0].status == "ok" and runs[0].trace_json:
+    if runs[0].status == "ok" and runs[0].traced:
         hw, perf, _ = trace_facts(task, runs[0], target, dims)
     with _REF_LOCK:
         _REF_CACHE[key] = (hw, perf)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -477,11 +478,21 @@ def record(ctx: SimContext, opcode: str, engine: str, accesses: list[OperandAcce
             raise NkiValidationError(f"the kernel issued more than {limit} instructions (SimOptions.max_instructions); "
                                      "a kernel this long is almost certainly looping without bound or over-tiled",
                                      instruction=opcode, rule="instruction-budget")
+    if ctx.launch.deadline is not None:
+        check_deadline(ctx, opcode)
     if not ctx.options.record_trace:
         return
     file, line, func = getattr(ctx, "loc", (None, None, None))
     ctx.trace.append(TraceRecord(0, opcode, engine, accesses, attrs, ctx.program_id, ctx.loop_context, file, line,
                                  func))
+
+
+def check_deadline(ctx: SimContext, where: str) -> None:
+    """Stop a run that has used its wall-clock time (SimOptions.time_limit_s)."""
+    deadline = ctx.launch.deadline
+    if deadline is not None and time.perf_counter() > deadline:
+        raise NkiValidationError(f"the run took more than its {ctx.options.time_limit_s:g} s "
+                                 "(SimOptions.time_limit_s)", instruction=where, rule="time-budget")
 
 
 def resolve_engine(engine: Any, default: str, allowed: Iterable[str], instruction_name: str) -> str:

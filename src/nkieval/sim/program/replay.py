@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim.context import ForcedFrame, current, force_location
+from nkieval.sim.isa.core import check_deadline
 from nkieval.sim.memory import BUFFERS
 from nkieval.sim.ops import OPS
 from nkieval.sim.program.codec import (
@@ -386,6 +387,8 @@ def _compile_loop(ev: list[Any]) -> Step:
         p = params_of(st)
 
         def iteration(reg: Any) -> Any:
+            if st.ctx.launch.deadline is not None:  # (a loop whose body issues no instruction still stops)
+                check_deadline(st.ctx, kind)
             st.objs[ind] = reg
             st.dynamic.append(st.ctx.loops[-1] if st.ctx.loops else ["dynamic", 0, -1])
             try:

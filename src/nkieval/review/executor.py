@@ -1,0 +1,173 @@
+"""The judge's executor: each case's recorded program replayed on the case's real inputs, in the judge's process.
+
+A program is data, not code: the tracer's document is parsed and checked against the program format
+(:mod:`nkieval.sim.program`), every name in it is looked up in the simulator's registries, and every view is
+checked against its allocation before it is made. Replaying it runs only the simulator, so no candidate code
+runs here. What a child process gave the old executor, the run's own budgets give this one: the instruction
+budget (``max_instructions``), the case's time limit (``time_limit_s``, checked at every instruction and
+device-loop iteration) and its memory limit (``max_bytes``, counted over the tensors the run holds). A
+run past one of them ends with the status a killed child got (``instruction-limit``, ``timeout``,
+``memory-limit``).
+
+In-process, a case costs the replay alone: no fork, no input or output files, and the evidence case's trace is
+handed over as the object the judge reads (not encoded and parsed again). Parsed programs are kept by their text
+for the review's later runs of the same shape (the evidence and differential stages).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import nkieval.frontends.beta1.elide  # noqa: F401  (the Beta-1 note hooks a program may name)
+from nkieval.review.child import _check_outputs, _unwritten_masks
+from nkieval.review.runs import ERROR_FIELDS, STATUSES, CaseJob, CaseRun, SandboxLimits
+
+if TYPE_CHECKING:
+    from nkieval.review.tracing import ProgramStream
+
+#: parsed programs kept (a review replays each of its shapes' programs in two or three stages)
+_KEPT_PROGRAMS = 32
+#: the budget statuses: what a child killed at the same limit was reported as
+_BUDGET_STATUS = {"instruction-budget": "instruction-limit", "time-budget": "timeout", "memory-budget": "memory-limit"}
+
+
+class _Programs:
+    """Compiled programs by the digest of their text (least recently used dropped first; thread-safe)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._kept: OrderedDict[bytes, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> Any:
+        import gc
+
+        from nkieval.sim.program import Program, compile_program
+
+        key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        with self._lock:
+            prog = self._kept.get(key)
+            if prog is not None:
+                self._kept.move_to_end(key)
+                return prog
+        # Parsing and compiling make a large tree with no cycles: with the collector off meanwhile, no collection
+        # walks it half-built (each would find nothing to free).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            prog = Program.from_json(text.encode())
+            compile_program(prog)
+        finally:
+            if enabled:
+                gc.enable()
+        with self._lock:
+            self._kept[key] = prog
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        return prog
+
+
+PROGRAMS = _Programs(_KEPT_PROGRAMS)
+
+
+def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
+                     finish: Callable[[int, CaseRun], None], st: dict[str, float]) -> None:
+    """Each shape's cases, in the order the shapes are traced, as soon as the shape's program is in (the tracer
+    meanwhile records the next shape). A shape whose trace failed fails its cases with the tracer's record; a
+    case that runs out of time skips every case not run yet (a kernel that hangs on one shape almost always
+    hangs on the next)."""
+    hung: str | None = None
+    for key in stream.order:
+        ks = [k for k, kk in enumerate(stream.keys) if kk == key]
+        if hung is not None:
+            for k in ks:
+                finish(k, CaseRun(cases[k].label, "not-run", error={"message": f"skipped: case {hung} timed out"}))
+            continue
+        t_wait = time.perf_counter()
+        res = stream.get(key)
+        st["trace_s"] += time.perf_counter() - t_wait
+        if res.get("status") != "ok" or not isinstance(res.get("program"), str):
+            for k in ks:
+                finish(k, traced_failure(cases[k].label, res))
+            continue
+        t_load = time.perf_counter()
+        try:
+            prog = PROGRAMS.get(res["program"])
+        except Exception as e:  # (ProgramError, or what a malformed document makes the parser raise)
+            for k in ks:
+                finish(k, _failed("bad-program", e, cases[k].label))
+            continue
+        load_s = time.perf_counter() - t_load
+        for k in ks:
+            if hung is not None:
+                finish(k, CaseRun(cases[k].label, "not-run", error={"message": f"skipped: case {hung} timed out"}))
+                continue
+            run = replay_case(prog, cases[k], target, limits)
+            run.load_s, load_s = load_s, 0.0
+            if run.status == "timeout":
+                hung = cases[k].label
+            finish(k, run)
+
+
+def traced_failure(label: str, res: dict[str, Any]) -> CaseRun:
+    """A case whose shape the tracer could not record: the tracer's record is the case's."""
+    status = res.get("status") if res.get("status") in STATUSES else "crash"
+    return CaseRun(label, str(status), wall_s=float(res.get("wall_s", 0.0) or 0.0),
+                   error={x: v for x, v in res.items() if x in ERROR_FIELDS})
+
+
+def replay_case(prog: Any, case: CaseJob, target: str, limits: SandboxLimits) -> CaseRun:
+    """One case: the program replayed on the case's inputs within the case's budgets, its outputs checked."""
+    from nkieval.sim.errors import NkiValidationError
+    from nkieval.sim.options import SimOptions
+    from nkieval.sim.program import ProgramError, replay_program
+
+    t0 = time.perf_counter()
+    opts = SimOptions.from_env(max_instructions=int(limits.max_instructions), time_limit_s=float(limits.timeout_s),
+                               max_bytes=int(limits.memory_mb) << 20)
+    try:
+        result = replay_program(prog, list(case.inputs.values()), dict(case.params), target=target, options=opts)
+    except NkiValidationError as e:
+        return _failed(_BUDGET_STATUS.get(str(e.rule), "rule-violation"), e, case.label, time.perf_counter() - t0)
+    except ProgramError as e:  # only a tampered tracer sends a program the judge refuses
+        return _failed("bad-program", e, case.label, time.perf_counter() - t0)
+    except MemoryError as e:
+        return _failed("memory-limit", e, case.label, time.perf_counter() - t0)
+    except Exception as e:  # (as the child reported whatever a kernel raised)
+        return _failed("exception", e, case.label, time.perf_counter() - t0)
+    t_sim = time.perf_counter()
+    run = CaseRun(case.label, "ok", sim_s=t_sim - t0, n_instructions=len(result.trace),
+                  warnings=list(result.trace.warnings[:50]))
+    problem = _check_outputs(result.raw, case.n_outputs, list(case.inputs.values()))
+    if problem is not None:
+        run.status, run.error = "bad-output", {"message": problem}
+    elif len(result.trace) > limits.max_instructions:
+        run.status, run.error = "instruction-limit", {
+            "message": f"{len(result.trace)} instructions exceed the task's limit of {limits.max_instructions}"}
+    else:
+        outs = result.outputs if isinstance(result.outputs, tuple | list) else [result.outputs]
+        run.outputs = [np.asarray(o) for o in outs]
+        masks = _unwritten_masks(result.trace, result.raw)
+        if masks is not None:
+            run.unwritten = [masks.get(f"unwritten{i}") for i in range(len(run.outputs))]
+        if case.want_trace:
+            run.trace = result.trace
+    run.post_s = time.perf_counter() - t_sim
+    run.wall_s = run.post_s + run.sim_s
+    return run
+
+
+def _failed(status: str, e: BaseException, label: str, wall: float = 0.0) -> CaseRun:
+    error: dict[str, Any] = {"error_type": type(e).__name__, "message": str(e)[:2000], "frames": []}
+    for key in ("rule", "instruction", "operand", "location"):
+        v = getattr(e, key, None)
+        if v is not None:
+            error[key] = str(v)
+    return CaseRun(label, status, wall_s=wall, error=error)

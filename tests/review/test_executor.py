@@ -1,0 +1,79 @@
+"""The judge's executor (:mod:`nkieval.review.executor`): recorded programs replayed in the judge's process.
+
+No child can be killed there, so a replay past the case's budgets must end with the status a killed child got
+(``timeout``, ``memory-limit``); a replay within them gives the outputs, the unwritten-element masks and, for
+the evidence case only, the trace as the judge's own object.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import nkieval.frontends
+
+nkieval.frontends.install(force=True)
+
+import nki.isa as nisa  # noqa: E402
+import nki.language as nl  # noqa: E402
+
+from nkieval.review.executor import PROGRAMS, replay_case  # noqa: E402
+from nkieval.review.runs import CaseJob, SandboxLimits  # noqa: E402
+from nkieval.sim.options import SimOptions  # noqa: E402
+from nkieval.sim.program import ArgSpec, record_program  # noqa: E402
+
+
+def copies(a, n_iter):
+    """``n_iter`` round trips of a [128, 512] fp32 tile: one 256 KiB tile live at a time."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for _ in nl.affine_range(n_iter):
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def hoards(a, n_tiles):
+    """``n_tiles`` tiles kept alive at once (a list holds them)."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    kept = []
+    for _ in range(n_tiles):
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        kept.append(t)
+    nisa.dma_copy(dst=out, src=kept[-1])
+    return out
+
+
+A = np.arange(128 * 512, dtype=np.float32).reshape(128, 512)
+TILE = A.nbytes  # 256 KiB
+
+
+def _program(fn, params):
+    rec = record_program(fn, [ArgSpec(A.shape, "float32")], params, target="trn2",
+                         options=SimOptions(capacity_check="off"))
+    return PROGRAMS.get(rec.program.to_json())
+
+
+def test_a_replay_past_the_case_s_time_limit_is_a_timeout():
+    params = {"n_iter": 20_000}
+    run = replay_case(_program(copies, params), CaseJob("c", {"a": A}, params, 1), "trn2",
+                      SandboxLimits(timeout_s=0.05))
+    assert run.status == "timeout" and run.error["rule"] == "time-budget" and not run.outputs
+
+
+def test_a_replay_past_the_case_s_memory_limit_is_a_memory_limit():
+    params = {"n_tiles": 8}  # 8 live 256 KiB tiles, past 1 MiB
+    run = replay_case(_program(hoards, params), CaseJob("c", {"a": A}, params, 1), "trn2",
+                      SandboxLimits(memory_mb=1))
+    assert run.status == "memory-limit" and run.error["rule"] == "memory-budget" and not run.outputs
+
+
+def test_a_replay_within_its_budgets_gives_outputs_masks_and_the_evidence_trace_only_when_asked():
+    params = {"n_iter": 2}
+    prog = _program(copies, params)
+    plain = replay_case(prog, CaseJob("c", {"a": A}, params, 1, want_trace=False), "trn2", SandboxLimits())
+    assert plain.status == "ok" and np.array_equal(plain.outputs[0], A) and plain.unwritten == [None]
+    assert not plain.traced
+    traced = replay_case(prog, CaseJob("c", {"a": A}, params, 1, want_trace=True), "trn2", SandboxLimits())
+    assert traced.traced and traced.parsed_trace(10) is traced.trace
+    assert [r.opcode for r in traced.trace.records].count("dma_copy") == 4
