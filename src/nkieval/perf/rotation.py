@@ -52,8 +52,10 @@ class RotationPlan:
     instances: list[list[tuple[int, int | None, int, int, int, int]]] = field(default_factory=list, repr=False)
     demand_bytes: dict[str, int] = field(default_factory=dict)  # buffer -> bytes per partition
     capacity_bytes: dict[str, int] = field(default_factory=dict)
-    # buffer -> bytes per partition of rotation sets given in the room of single (long-lived) tiles, which must
-    # then be spilled for them (``plan_rotation(..., spill_singles=True)``; 0 otherwise)
+    # buffer -> bytes per partition the extra rotation sets (beyond one set of what the kernel keeps alive) hold
+    # when, with the single (long-lived) tiles, they do not fit: the spill estimate runs with the usable capacity
+    # less this, so that it evicts what overflows, the trace's own peak plus these sets less the capacity
+    # (``plan_rotation(..., spill_singles=True)``; 0 otherwise)
     spill_room_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -173,9 +175,11 @@ def plan_rotation(trace: Trace, depth: int, capacity: dict[str, int], spill_sing
                     it[2] = have + fit
         total = demand - fixed + singles.get(pb, 0)
         plan.demand_bytes[buf] = max(plan.demand_bytes.get(buf, 0), total)
-        if spill_singles:  # the extra sets beyond what fits beside the single tiles
-            room = max(0, min(total - cap, demand - sets_needed))
-            plan.spill_room_bytes[buf] = max(plan.spill_room_bytes.get(buf, 0), room)
+        if spill_singles and total > cap:
+            # The extra sets are held throughout, so the room the kernel's own tiles may use is the capacity less
+            # all of them. (Reserving only the overflow, total - cap, let a kernel whose own peak is well below the
+            # capacity keep every extra set and spill nothing, however far the sum overflowed.)
+            plan.spill_room_bytes[buf] = max(plan.spill_room_bytes.get(buf, 0), demand - sets_needed)
         for size, need, k, key in items:
             rows = sorted(groups[key], key=_SEQ)  # allocation order (stable for equal sequence numbers)
             plan.sites.append(SiteRotation(key[2], buf, prog, size, len(rows), need, k))

@@ -109,10 +109,13 @@ def ladder_traces(name: str, scale: int = 1, cache_dir: str | None = None) -> li
     """Traces of every step of ladder ``name`` at its published shape divided by ``scale``."""
     lad = published()["ladders"][name]
     kv = kernels_version([st["kernel"] for st in lad["steps"]])
+    # the shape is part of the key too: a ladder whose published shape is corrected is simulated again
+    shape_key = "-".join(f"{k}{v}" for k, v in sorted(lad["shape"].items()))
     traces = []
     args = None
     for step in lad["steps"]:
-        path = os.path.join(cache_dir, f"{name}-{step['kernel']}-s{scale}-{kv}.pkl") if cache_dir else None
+        path = (os.path.join(cache_dir, f"{name}-{step['kernel']}-{shape_key}-s{scale}-{kv}.pkl") if cache_dir
+                else None)
         if path and os.path.exists(path):
             with open(path, "rb") as fh:
                 traces.append(Trace.from_dict(pickle.load(fh)))
