@@ -32,7 +32,14 @@ bytes), so it measures repeated candidates.
 A review with ``seed=None`` (a fresh secret seed each time) is always cold. The first review
 of the run also pays for the sandbox zygote's start; it is a warm-up, reported separately.
 
+With ``--compare-brief`` every candidate is also reviewed in the brief mode (``review(..., brief=True)``, what
+a reward call without feedback runs: the differential check or its cause search left out where no outcome of
+it can change the verdict, score or levels), right after its full review; the run ends with the warm review's
+wall time over its simulation per role (expert, baseline, flawed, and with ``--hostile`` the adversarial
+suite's candidates for the tasks) in both modes, and checks that every outcome is the same.
+
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/review_throughput.py [--tasks a,b] [--repeat 2]
+        [--hostile] [--compare-brief] [--compare-untrusted]
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE
@@ -65,13 +73,13 @@ _WORKER = ["analysis_s", "prefetch_s", "numerics_s", "diagnosis_s", "reference_a
 def _summary(name: str, rows: list[tuple], wall: float) -> None:
     if not rows:
         return
-    tot = sum(r[3] for r in rows)
-    sim = sum(r[4] for r in rows)
-    cpu = sum(r[5] for r in rows)
+    tot = sum(r[4] for r in rows)
+    sim = sum(r[5] for r in rows)
+    cpu = sum(r[6] for r in rows)
     n = len(rows)
-    print(f"{name:<5} {n:4d} reviews  {60 * n / wall:7.1f} reviews/minute  overhead {1 - sim / tot:6.1%}  "
+    print(f"{name:<5} {n:4d} reviews  {60 * n / wall:7.1f} reviews/minute  overhead {1 - sim / max(tot, 1e-9):6.1%}  "
           f"mean review {tot / n:6.3f} s  simulation {sim / n:6.3f} s  harness CPU {cpu / n:6.3f} s "
-          f"({cpu / sim:5.2f}x simulation)")
+          f"({cpu / max(sim, 1e-9):5.2f}x simulation)")
 
 
 def _stages(kind: str, st: dict[str, float], n: int) -> None:
@@ -97,47 +105,104 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
         print(f"    {k:<24} {v:8.3f} s  {v / tot:6.1%}")
 
 
-def _run(tasks: list, repeat: int, modes: tuple[bool, ...], verbose: bool = True
-         ) -> dict[bool, tuple[list[tuple], dict, dict]]:
-    """Review every candidate; with two modes (trusted, untrusted) each candidate is reviewed in both, one right
-    after the other, so the machine's load falls on both alike."""
-    out: dict[bool, tuple[list[tuple], dict, dict]] = {
-        m: ([], {"cold": 0.0, "warm": 0.0}, {"cold": {}, "warm": {}}) for m in modes}
+#: the review modes a run can compare, each candidate reviewed in every mode one right after the other (so the
+#: machine's load falls on all alike): the full review (the "before" of the brief mode), the brief review (what a
+#: reward call without feedback runs) and the pipeline before trace-then-execute
+MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False}}
+ADVERSARIAL = Path(__file__).resolve().parents[1] / "tests" / "adversarial" / "candidates"
+
+
+def candidates(t: Any, hostile: bool) -> list[tuple[str, Path]]:
+    """(role, file) for a task: its expert solution, baseline and flawed kernels, and with ``hostile`` the
+    adversarial suite's candidates written for it (``tests/adversarial/candidates/*/*_<task>.py``)."""
+    out = [("expert", t.solution_file), ("baseline", t.baseline_file),
+           *[("flawed", t.directory / fl.file) for fl in t.flawed]]
+    if hostile:
+        out += [("hostile", p) for p in sorted(ADVERSARIAL.glob(f"*/*_{t.id}.py"))]
+    return [(role, f) for role, f in out if f is not None]
+
+
+def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True
+         ) -> dict[str, tuple[list[tuple], dict, dict]]:
+    """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
+    CPU, verdict, wall, (verdict, score, levels)); per mode also the wall time per kind and the stage sums per
+    kind and per warm role."""
+    out: dict[str, tuple[list[tuple], dict, dict]] = {
+        m: ([], {"cold": 0.0, "warm": 0.0}, {}) for m in modes}
     for t in tasks:
-        files: list[Path] = [f for f in [t.solution_file, t.baseline_file, *[t.directory / fl.file for fl in t.flawed]]
-                             if f is not None]
         first = dict.fromkeys(modes, True)
         for _ in range(repeat):
-            for f in files:
+            for role, f in candidates(t, hostile):
                 # the judge's cause search keeps mutated CUDA kernels' runs across reviews (candidate-independent
                 # work): each mode's review of this candidate starts from the same kept runs, so neither pays
                 # for the other's search
                 kept = dict(mutation_causes._MUTANT_RUNS)
-                for trusted in modes:
+                for mode in modes:
                     mutation_causes._MUTANT_RUNS.clear()
                     mutation_causes._MUTANT_RUNS.update(kept)
-                    rows, walls, stages = out[trusted]
-                    kind = "cold" if first[trusted] else "warm"
-                    if first[trusted]:
+                    rows, walls, stages = out[mode]
+                    kind = "cold" if first[mode] else "warm"
+                    if first[mode]:
                         clear_caches()
-                    first[trusted] = False
+                    first[mode] = False
                     c0, w0 = time.process_time(), time.perf_counter()
-                    r = review(t, f, seed=1, trusted=trusted)
+                    r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     walls[kind] += wall
                     tm = r.timings
                     tot, sim = tm["total_s"], tm["simulation_s"]
-                    rows.append((kind, t.id, f.name, tot, sim, cpu, r.verdict))
-                    for k, v in tm.items():
-                        stages[kind][k] = stages[kind].get(k, 0.0) + v
+                    outcome = (r.verdict, r.score, tuple((c.id, c.level) for c in r.criteria))
+                    rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome))
+                    for group in (kind, f"{kind}/{role}"):
+                        st = stages.setdefault(group, {})
+                        for k, v in tm.items():
+                            st[k] = st.get(k, 0.0) + v
                     child = tm.get("child_setup_s", 0.0) + tm.get("child_load_s", 0.0) + tm.get("child_post_s", 0.0)
-                    if verbose and trusted:
-                        print(f"{kind} {t.id:<16} {f.name:<24} {r.verdict:<10} {tot:6.3f} s  simulation {sim:6.3f} s "
-                              f" overhead {1 - sim / tot:6.1%}  harness CPU {cpu:6.3f} s  child around sim "
-                              f"{child:6.3f} s  trace wait {tm.get('sandbox_trace_s', 0.0):6.3f} s (tracer "
-                              f"{tm.get('sandbox_trace_total_s', 0.0):6.3f} s)  "
-                              f"tail {tm.get('worker_wait_s', 0.0):6.3f} s")
+                    if verbose:
+                        print(f"{mode:<9} {kind} {role:<8} {t.id:<16} {f.name[:34]:<34} {r.verdict:<17} {wall:6.3f} s  "
+                              f"simulation {sim:6.3f} s  review/simulation {wall / max(sim, 1e-9):6.1f}x  harness CPU "
+                              f"{cpu:6.3f} s  child around sim {child:6.3f} s  trace wait "
+                              f"{tm.get('sandbox_trace_s', 0.0):6.3f} s (tracer {tm.get('sandbox_trace_total_s', 0.0):6.3f}"
+                              f" s)  differential {tm.get('differential_s', 0.0):6.3f} s  tail "
+                              f"{tm.get('worker_wait_s', 0.0):6.3f} s", flush=True)
     return out
+
+
+def _per_role(rows: list[tuple], kind: str = "warm") -> dict[str, tuple[int, float, float, float]]:
+    """Per role of the ``kind`` rows: (reviews, wall, simulation, harness CPU) sums."""
+    by: dict[str, tuple[int, float, float, float]] = {}
+    for r in rows:
+        if r[0] != kind:
+            continue
+        n, w, s, c = by.get(r[1], (0, 0.0, 0.0, 0.0))
+        by[r[1]] = (n + 1, w + r[8], s + r[5], c + r[6])
+    return by
+
+
+def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]]) -> None:
+    """The warm review's wall time over its simulation, per role, for the full and the brief review of the same
+    candidates in this run; and whether every outcome (verdict, score, levels) is the same."""
+    full, brief = res["full"][0], res["brief"][0]
+    print("\nwarm review wall time / simulation, per role (the same candidates, reviewed in both modes in this run):")
+    f_roles, b_roles = _per_role(full), _per_role(brief)
+    tot = {"full": [0, 0.0, 0.0], "brief": [0, 0.0, 0.0]}
+    for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in f_roles]:
+        n, fw, fs, _ = f_roles[role]
+        _, bw, bs, _ = b_roles[role]
+        for name, w, s in (("full", fw, fs), ("brief", bw, bs)):
+            tot[name][0] += n
+            tot[name][1] += w
+            tot[name][2] += s
+        print(f"  {role:<8} {n:3d} reviews  full {fw / max(fs, 1e-9):6.2f}x ({fw:7.2f} s / {fs:6.2f} s)  brief "
+              f"{bw / max(bs, 1e-9):6.2f}x ({bw:7.2f} s / {bs:6.2f} s)  brief wall / full wall {bw / max(fw, 1e-9):5.2f}")
+    (n, fw, fs), (_, bw, bs) = tot["full"], tot["brief"]
+    print(f"  {'all':<8} {n:3d} reviews  full {fw / max(fs, 1e-9):6.2f}x ({fw:7.2f} s / {fs:6.2f} s)  brief "
+          f"{bw / max(bs, 1e-9):6.2f}x ({bw:7.2f} s / {bs:6.2f} s)  brief wall / full wall {bw / max(fw, 1e-9):5.2f}")
+    same = sum(1 for a, b in zip(full, brief) if a[9] == b[9])
+    print(f"outcomes (verdict, score, every level) equal in the full and the brief review: {same} of {len(full)}")
+    for a, b in zip(full, brief):
+        if a[9] != b[9]:
+            print(f"  DIFFERENT: {a[2]}/{a[3]}: full {a[9]} brief {b[9]}")
 
 
 def main() -> None:
@@ -145,6 +210,11 @@ def main() -> None:
     ap.add_argument("--tasks", default="")
     ap.add_argument("--repeat", type=int, default=1, help="rounds over each task's candidates (all but the first "
                     "review of a task are warm)")
+    ap.add_argument("--hostile", action="store_true", help="also review the adversarial suite's candidates written "
+                    "for the tasks (role hostile)")
+    ap.add_argument("--compare-brief", action="store_true",
+                    help="also run the brief review (review(..., brief=True), a reward without feedback) of every "
+                         "candidate in the same run and print review / simulation per role for both")
     ap.add_argument("--compare-untrusted", action="store_true",
                     help="also run the pipeline before trace-then-execute (review(..., trusted=False)) in the same "
                          "run and print the throughput ratio")
@@ -155,19 +225,24 @@ def main() -> None:
     warm = review(tasks[0], tasks[0].solution_file, seed=12345)
     review(tasks[0], tasks[0].solution_file, seed=12345, trusted=False)
     print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
-    modes = (True, False) if args.compare_untrusted else (True,)
-    res = _run(tasks, args.repeat, modes)
-    rows, walls, stages = res[True]
+    modes = ("full", *(("brief",) if args.compare_brief else ()), *(("untrusted",) if args.compare_untrusted else ()))
+    res = _run(tasks, args.repeat, modes, args.hostile)
+    rows, walls, _ = res["full"]
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
     _summary("warm", [r for r in rows if r[0] == "warm"], walls["warm"])
     _summary("all", rows, walls["cold"] + walls["warm"])
     print("(target: overhead <= 20% of review time)")
-    for kind in ("cold", "warm"):
-        _stages(kind, stages[kind], sum(1 for r in rows if r[0] == kind))
+    for mode in modes[:2]:
+        for group in ["cold", "warm", *(f"warm/{role}" for role in ("expert", "baseline", "flawed", "hostile"))]:
+            st = res[mode][2].get(group)
+            if st:
+                _stages(f"{mode} review, {group}", st, sum(1 for r in res[mode][0] if group in (r[0], f"{r[0]}/{r[1]}")))
     print(f"case cache: {CASE_CACHE.stats()}")
+    if args.compare_brief:
+        _brief_vs_full(res)
     if args.compare_untrusted:
-        old_rows, old_walls, _ = res[False]
+        old_rows, old_walls, _ = res["untrusted"]
         print()
         _summary("before", old_rows, old_walls["cold"] + old_walls["warm"])
         for kind in ("cold", "warm", "all"):
@@ -176,7 +251,7 @@ def main() -> None:
             if new_w and old_w:
                 print(f"throughput ratio {kind}: trace-then-execute / before = {old_w / new_w:.2f}x "
                       f"(reviews per minute; {new_w:.1f} s vs {old_w:.1f} s)")
-        same = sum(1 for a, b in zip(rows, old_rows) if a[6] == b[6])
+        same = sum(1 for a, b in zip(rows, old_rows) if a[7] == b[7])
         print(f"verdicts equal in both pipelines: {same} of {len(rows)}")
 
 
