@@ -46,11 +46,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from nkieval.review import review
-from nkieval.review.cache import CASE_CACHE
+from nkieval.review.cache import CASE_CACHE, CaseData
 from nkieval.review.stages import clear_caches, mutation_causes
 from nkieval.tasks import builtin_tasks
 
@@ -108,7 +110,10 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
 #: the review modes a run can compare, each candidate reviewed in every mode one right after the other (so the
 #: machine's load falls on all alike): the full review (the "before" of the brief mode), the brief review (what a
 #: reward call without feedback runs) and the pipeline before trace-then-execute
-MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False}}
+MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False},
+                                     "before": {}}
+#: mode "before" is the full review as the judge ran it before CUDA runs that timed out were kept as such
+#: (``CaseData.timed_out_within``): each review paid for the same timeout again
 ADVERSARIAL = Path(__file__).resolve().parents[1] / "tests" / "adversarial" / "candidates"
 
 
@@ -120,6 +125,20 @@ def candidates(t: Any, hostile: bool) -> list[tuple[str, Path]]:
     if hostile:
         out += [("hostile", p) for p in sorted(ADVERSARIAL.glob(f"*/*_{t.id}.py"))]
     return [(role, f) for role, f in out if f is not None]
+
+
+@contextmanager
+def _kept_timeouts(on: bool) -> Iterator[None]:
+    """With ``on`` False, the review ignores kept CUDA timeouts (mode "before")."""
+    if on:
+        yield
+        return
+    kept = CaseData.timed_out_within
+    CaseData.timed_out_within = lambda self, key, limit_s: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        CaseData.timed_out_within = kept  # type: ignore[method-assign]
 
 
 def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True
@@ -146,7 +165,8 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                         clear_caches()
                     first[mode] = False
                     c0, w0 = time.process_time(), time.perf_counter()
-                    r = review(t, f, seed=1, **MODES[mode])
+                    with _kept_timeouts(mode != "before"):
+                        r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     walls[kind] += wall
                     tm = r.timings
@@ -179,11 +199,13 @@ def _per_role(rows: list[tuple], kind: str = "warm") -> dict[str, tuple[int, flo
     return by
 
 
-def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]]) -> None:
-    """The warm review's wall time over its simulation, per role, for the full and the brief review of the same
-    candidates in this run; and whether every outcome (verdict, score, levels) is the same."""
-    full, brief = res["full"][0], res["brief"][0]
-    print("\nwarm review wall time / simulation, per role (the same candidates, reviewed in both modes in this run):")
+def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "full", b: str = "brief") -> None:
+    """The warm review's wall time over its simulation, per role, for modes ``a`` (printed "full") and ``b``
+    (printed "brief") on the same candidates in this run; and whether every outcome (verdict, score, levels) is
+    the same."""
+    full, brief = res[a][0], res[b][0]
+    print(f"\nwarm review wall time / simulation, per role, full = mode {a}, brief = mode {b} (the same candidates, "
+          "reviewed in both modes in this run):")
     f_roles, b_roles = _per_role(full), _per_role(brief)
     tot = {"full": [0, 0.0, 0.0], "brief": [0, 0.0, 0.0]}
     for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in f_roles]:
@@ -215,6 +237,9 @@ def main() -> None:
     ap.add_argument("--compare-brief", action="store_true",
                     help="also run the brief review (review(..., brief=True), a reward without feedback) of every "
                          "candidate in the same run and print review / simulation per role for both")
+    ap.add_argument("--compare-before", action="store_true",
+                    help="also run the full review as it was before kept CUDA timeouts (mode before) and compare the "
+                         "brief review with it")
     ap.add_argument("--compare-untrusted", action="store_true",
                     help="also run the pipeline before trace-then-execute (review(..., trusted=False)) in the same "
                          "run and print the throughput ratio")
@@ -225,7 +250,8 @@ def main() -> None:
     warm = review(tasks[0], tasks[0].solution_file, seed=12345)
     review(tasks[0], tasks[0].solution_file, seed=12345, trusted=False)
     print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
-    modes = ("full", *(("brief",) if args.compare_brief else ()), *(("untrusted",) if args.compare_untrusted else ()))
+    modes = ("full", *(("brief",) if args.compare_brief else ()), *(("before",) if args.compare_before else ()),
+             *(("untrusted",) if args.compare_untrusted else ()))
     res = _run(tasks, args.repeat, modes, args.hostile)
     rows, walls, _ = res["full"]
     print()
@@ -241,6 +267,10 @@ def main() -> None:
     print(f"case cache: {CASE_CACHE.stats()}")
     if args.compare_brief:
         _brief_vs_full(res)
+        if args.compare_before:
+            _brief_vs_full(res, "before", "brief")
+    if args.compare_before:
+        _brief_vs_full(res, "before", "full")
     if args.compare_untrusted:
         old_rows, old_walls, _ = res["untrusted"]
         print()

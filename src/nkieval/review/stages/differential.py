@@ -110,7 +110,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
             gpu, (options, took, warnings) = _gpu_outputs(
                 loaded.data[i], cuda_src, "case",
                 lambda inp=inputs, dims=c.dims, limit=limit: run_task_cuda(  # type: ignore[misc]
-                    task, inp, dims, time_limit_s=limit))
+                    task, inp, dims, time_limit_s=limit), limit)
         except ExecutorTimeout:
             break
         except CudaError as e:
@@ -212,24 +212,34 @@ def _exact_outputs(data: CaseData, task: Any, inputs: dict[str, np.ndarray], dim
     try:
         out, (_options, took, _warnings) = _gpu_outputs(
             data, exact_src, "exact", lambda: run_task_cuda(task, inputs, dims, source=exact_src,
-                                                            time_limit_s=max(0.5, left_s)))
+                                                            time_limit_s=max(0.5, left_s)), max(0.5, left_s))
     except (CudaError, ExecutorTimeout):
         return None
     return out, took
 
 
-def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tuple[list[np.ndarray], Any]]
-                 ) -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
+def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tuple[list[np.ndarray], Any]],
+                 limit_s: float) -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
     """The CUDA kernel's outputs on a case's inputs (``what``: the case's own, or an edge input made from them)
     and (build options, executor seconds, the executor's warnings): candidate-independent, so kept with the
-    case's cached data for the next review of the task with the same seed."""
+    case's cached data for the next review of the task with the same seed. A run that ran past its time limit
+    ``limit_s`` is kept as such too: a later review that gives it no more time gets the timeout at once."""
+    from nkieval.cuda import ExecutorTimeout
+
     def compute() -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
         t0 = time.perf_counter()
         gpu, cr = run()
         return gpu, (cr.options, time.perf_counter() - t0, list(getattr(cr, "warnings", [])))
 
     key = f"cuda:{what}:{hashlib.sha256(cuda_src.encode()).hexdigest()}"
-    return data.get_derived(key, compute)
+    past = data.timed_out_within(key, limit_s)
+    if past is not None:
+        raise ExecutorTimeout(f"an earlier review's run of these inputs ran past {past:.2f} s (kept)")
+    try:
+        return data.get_derived(key, compute)
+    except ExecutorTimeout:
+        data.note_timeout(key, limit_s)
+        raise
 
 
 def _elements(task: Any, dims: dict[str, int]) -> int:
@@ -349,7 +359,7 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
             continue
         try:
             gpu, _ = _gpu_outputs(data, cuda_src, f"edge/{kind}/{loaded.seed}", lambda inp=inp: run_task_cuda(
-                task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S))
+                task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S), EXECUTOR_BUDGET_S)
         except CudaError:
             continue
         label = f"edge/{kind}"
