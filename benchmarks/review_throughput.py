@@ -18,7 +18,7 @@ the sandboxed child simulates, so the wall-time share hides work that overlaps; 
 CPU time per review (this process, all threads) is printed next to it, since an RL loop
 running one review per core pays that CPU in full.
 
-* cold: the first candidate of a task, nothing cached: the case cache (inputs, reference
+* cold: the first candidate of a task (its baseline), nothing cached: the case cache (inputs, reference
   outputs, the numerics oracle and bounds), the task's reference code and the baseline's and
   expert solution's trace evidence are cleared before it, so it pays for all of them;
 * warm: every later candidate of the task with the same seed, the steady state of an RL loop
@@ -117,14 +117,15 @@ MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untr
 ADVERSARIAL = Path(__file__).resolve().parents[1] / "tests" / "adversarial" / "candidates"
 
 
-def candidates(t: Any, hostile: bool) -> list[tuple[str, Path]]:
-    """(role, file) for a task: its expert solution, baseline and flawed kernels, and with ``hostile`` the
-    adversarial suite's candidates written for it (``tests/adversarial/candidates/*/*_<task>.py``)."""
-    out = [("expert", t.solution_file), ("baseline", t.baseline_file),
+def candidates(t: Any, hostile: bool, exclude: tuple[str, ...] = ()) -> list[tuple[str, Path]]:
+    """(role, file) for a task: its baseline (reviewed first: the cold review), expert solution and flawed kernels,
+    and with ``hostile`` the adversarial suite's candidates written for it
+    (``tests/adversarial/candidates/*/*_<task>.py``); files whose name contains one of ``exclude`` are left out."""
+    out = [("baseline", t.baseline_file), ("expert", t.solution_file),
            *[("flawed", t.directory / fl.file) for fl in t.flawed]]
     if hostile:
         out += [("hostile", p) for p in sorted(ADVERSARIAL.glob(f"*/*_{t.id}.py"))]
-    return [(role, f) for role, f in out if f is not None]
+    return [(role, f) for role, f in out if f is not None and not any(x in f.name for x in exclude)]
 
 
 @contextmanager
@@ -141,8 +142,8 @@ def _kept_timeouts(on: bool) -> Iterator[None]:
         CaseData.timed_out_within = kept  # type: ignore[method-assign]
 
 
-def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True
-         ) -> dict[str, tuple[list[tuple], dict, dict]]:
+def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True,
+         exclude: tuple[str, ...] = ()) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
     CPU, verdict, wall, (verdict, score, levels)); per mode also the wall time per kind and the stage sums per
     kind and per warm role."""
@@ -151,7 +152,7 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
     for t in tasks:
         first = dict.fromkeys(modes, True)
         for _ in range(repeat):
-            for role, f in candidates(t, hostile):
+            for role, f in candidates(t, hostile, exclude):
                 # the judge's cause search keeps mutated CUDA kernels' runs across reviews (candidate-independent
                 # work): each mode's review of this candidate starts from the same kept runs, so neither pays
                 # for the other's search
@@ -237,6 +238,8 @@ def main() -> None:
     ap.add_argument("--compare-brief", action="store_true",
                     help="also run the brief review (review(..., brief=True), a reward without feedback) of every "
                          "candidate in the same run and print review / simulation per role for both")
+    ap.add_argument("--exclude", default="", help="comma-separated parts of candidate file names to leave out (e.g. "
+                    "sleep_timeout: a candidate that sleeps past its time limit costs the limit in every mode)")
     ap.add_argument("--compare-before", action="store_true",
                     help="also run the full review as it was before kept CUDA timeouts (mode before) and compare the "
                          "brief review with it")
@@ -252,7 +255,7 @@ def main() -> None:
     print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
     modes = ("full", *(("brief",) if args.compare_brief else ()), *(("before",) if args.compare_before else ()),
              *(("untrusted",) if args.compare_untrusted else ()))
-    res = _run(tasks, args.repeat, modes, args.hostile)
+    res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))))
     rows, walls, _ = res["full"]
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
