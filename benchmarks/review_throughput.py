@@ -128,6 +128,17 @@ def candidates(t: Any, hostile: bool, exclude: tuple[str, ...] = ()) -> list[tup
     return [(role, f) for role, f in out if f is not None and not any(x in f.name for x in exclude)]
 
 
+def _forget_judged_outputs() -> None:
+    """Empty the numerics' memo of recently judged outputs (``PreparedCheck``: verdicts by the output's bytes) in
+    every cached case: with several modes, a candidate's second review would otherwise get its verdicts back
+    from its first one's and look cheaper than it is."""
+    for data, _ in list(CASE_CACHE._d.values()):
+        for check in [data.prepared, *(x for x, _ in data.extra_prepared.values())]:
+            memo = getattr(check, "_memo", None)
+            if memo is not None:
+                memo.clear()
+
+
 @contextmanager
 def _kept_timeouts(on: bool) -> Iterator[None]:
     """With ``on`` False, the review ignores kept CUDA timeouts (mode "before")."""
@@ -165,6 +176,8 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     if first[mode]:
                         clear_caches()
                     first[mode] = False
+                    if len(modes) > 1:
+                        _forget_judged_outputs()
                     c0, w0 = time.process_time(), time.perf_counter()
                     with _kept_timeouts(mode != "before"):
                         r = review(t, f, seed=1, **MODES[mode])
