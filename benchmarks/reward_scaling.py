@@ -7,7 +7,7 @@ largest worker count warms every worker (zygote, tracer pool, imports). Efficien
 same round of work: 100 % is linear.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/reward_scaling.py [--tasks vector_add,row_softmax]
-        [--executors local,ray] [--rounds 2]
+        [--executors local,ray] [--rounds 2] [--brief]
 
 On a machine shared with other work the figure is a lower bound: the two workers compete with it for cores.
 So each round also prints CPU-normalised figures: the CPU time (user + system) of this process and every process
@@ -78,10 +78,15 @@ def timed_round(run: Any) -> tuple[float, float, Any]:
     return time.perf_counter() - t0, tree_cpu_s() - c0, out
 
 
+#: ``--brief``: the jobs ask for no feedback (brief reviews, as verl's compute_score and TRL's reward do)
+FEEDBACK = [True]
+
+
 def run_local(items: list[Any], pool: Any) -> tuple[float, list[dict[str, Any]]]:
     from nkieval.reward.batch import plan_jobs
 
-    _, jobs, _ = plan_jobs(items, seed=None, target=None, full_report=False, shaping="tiered")
+    _, jobs, _ = plan_jobs(items, seed=None, target=None, full_report=False, shaping="tiered",
+                           feedback=FEEDBACK[0])
     t0 = time.perf_counter()
     out = [f.result() for f in [pool.submit(j) for j in jobs]]
     return time.perf_counter() - t0, out
@@ -91,7 +96,8 @@ def run_ray(items: list[Any], workers: int) -> tuple[float, list[dict[str, Any]]
     from nkieval.reward.batch import plan_jobs
     from nkieval.reward.ray_executor import run_jobs
 
-    _, jobs, _ = plan_jobs(items, seed=None, target=None, full_report=False, shaping="tiered")
+    _, jobs, _ = plan_jobs(items, seed=None, target=None, full_report=False, shaping="tiered",
+                           feedback=FEEDBACK[0])
     t0 = time.perf_counter()
     out = run_jobs(jobs, workers=workers)
     return time.perf_counter() - t0, out
@@ -103,7 +109,10 @@ def main() -> None:
     ap.add_argument("--executors", default="local,ray")
     ap.add_argument("--rounds", type=int, default=2, help="timed rounds per worker count (median reported)")
     ap.add_argument("--max-workers", type=int, default=2)
+    ap.add_argument("--brief", action="store_true", help="brief reviews (score_many(..., feedback=False)), what the "
+                    "verl and TRL adapters run")
     args = ap.parse_args()
+    FEEDBACK[0] = not args.brief
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     ns = list(range(1, args.max_workers + 1))
     print(f"cpus {os.cpu_count()}; tasks {tasks}; {len(workload(tasks, 0))} reviews per round; load average at the "
