@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from reward_helpers import ROOT, as_response
+from reward_helpers import ROOT, SEED, as_response
 
 from nkieval.review.stages import brief
 from nkieval.review.stages.timing import Timings
@@ -86,9 +86,9 @@ def _eps_port(tmp: Path) -> Path:
 
 
 CANDIDATES = [
-    ("vector_add", BUILTIN_ROOT / "vector_add" / "flawed" / "skips_tail.py"),
+    ("vector_add", "flawed"),  # (the session's scored responses: skips_tail, and a hostile one returning its input)
+    ("vector_add", "hostile"),
     ("layernorm", BUILTIN_ROOT / "layernorm" / "flawed" / "one_pass_variance.py"),
-    ("vector_add", ADV / "output_cheat" / "return_input_vector_add.py"),
     ("vector_add", ADV / "host_compute" / "data_selfcopy_vector_add.py"),
     ("layernorm", None),  # the epsilon port (made in the test's directory)
 ]
@@ -96,19 +96,22 @@ CANDIDATES = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("task", "path"), CANDIDATES, ids=lambda x: getattr(x, "name", x))
-def test_brief_reward_verdict_score_and_levels_equal_the_full_review(task: str, path: Path | None,
-                                                                      tmp_path: Path) -> None:
-    path = path or _eps_port(tmp_path)
-    response = as_response(path)
-    full = score(task, response, seed=7)
-    short = score(task, response, seed=7, feedback=False)
+def test_brief_reward_verdict_score_and_levels_equal_the_full_review(task: str, path: Path | str | None,
+                                                                      tmp_path: Path, scored: Any) -> None:
+    if isinstance(path, str):
+        full, short = scored(path), scored(path, feedback=False)
+    else:
+        path = path or _eps_port(tmp_path)
+        response = as_response(path)
+        full = score(task, response, seed=SEED)
+        short = score(task, response, seed=SEED, feedback=False)
     assert full.status == short.status == "scored"
     assert (short.reward, short.verdict, short.verdict_reason, short.score, short.levels) == \
         (full.reward, full.verdict, full.verdict_reason, full.score, full.levels)
     # the brief feedback: verdict, score and levels only
     assert short.feedback.splitlines()[0] == full.feedback.splitlines()[0]
     assert "→" not in short.feedback and len(short.feedback.splitlines()) == 1 + len(short.levels)
-    if path.name == "eps_port.py":  # the search ran in the brief review too: the cause costs two levels
+    if isinstance(path, Path) and path.name == "eps_port.py":  # the search ran in the brief review too: the cause costs two levels
         assert full.levels["migration"] is not None and full.levels["migration"] <= 2
 
 
@@ -117,7 +120,7 @@ def test_a_brief_review_says_what_it_left_out() -> None:
     from nkieval.review import review
 
     task = load_task("layernorm")
-    r = review(task, task.directory / "flawed" / "one_pass_variance.py", seed=7, brief=True)
+    r = review(task, task.directory / "flawed" / "one_pass_variance.py", seed=SEED, brief=True)
     mig = next(c for c in r.criteria if c.id == "migration")
     assert any(brief.LEFT_OUT in f.observed for f in mig.feedback)
     assert r.timings.get("differential_s", 0.0) == 0.0  # (the check did not run)
