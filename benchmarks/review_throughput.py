@@ -53,7 +53,7 @@ from typing import Any
 
 from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE, CaseData
-from nkieval.review.stages import clear_caches, mutation_causes
+from nkieval.review.stages import clear_caches, differential, mutation_causes
 from nkieval.tasks import builtin_tasks
 
 # "where the time goes": the review's wall time, split into what happens one after the other
@@ -261,7 +261,12 @@ def main() -> None:
     ap.add_argument("--compare-untrusted", action="store_true",
                     help="also run the pipeline before trace-then-execute (review(..., trusted=False)) in the same "
                          "run and print the throughput ratio")
+    ap.add_argument("--executor-budget", type=float, default=None,
+                    help="seconds of CUDA executor time per review for the differential check (default: the "
+                         "judge's); a tighter budget makes CUDA runs time out as on a loaded machine")
     args = ap.parse_args()
+    if args.executor_budget is not None:
+        differential.EXECUTOR_BUDGET_S = args.executor_budget
     want = set(filter(None, args.tasks.split(",")))
     tasks = [t for t in builtin_tasks() if not want or t.id in want]
     t0 = time.perf_counter()
