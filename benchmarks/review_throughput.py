@@ -213,11 +213,12 @@ def _per_role(rows: list[tuple], kind: str = "warm") -> dict[str, tuple[int, flo
     return by
 
 
-def _line(role: str, f: tuple[int, float, float, float], b: tuple[int, float, float, float]) -> None:
+def _line(role: str, f: tuple[int, float, float, float], b: tuple[int, float, float, float], a_name: str,
+          b_name: str) -> None:
     (n, fw, fs, fc), (_, bw, bs, bc) = f, b
-    print(f"  {role:<8} {n:3d} reviews  full {fw / max(fs, 1e-9):6.2f}x ({fw:7.2f} s / {fs:6.2f} s)  brief "
-          f"{bw / max(bs, 1e-9):6.2f}x ({bw:7.2f} s / {bs:6.2f} s)  brief wall / full wall {bw / max(fw, 1e-9):5.2f}  "
-          f"harness CPU full {fc:6.2f} s brief {bc:6.2f} s")
+    print(f"  {role:<8} {n:3d} reviews  {a_name} {fw / max(fs, 1e-9):6.2f}x ({fw:7.2f} s / {fs:6.2f} s)  {b_name} "
+          f"{bw / max(bs, 1e-9):6.2f}x ({bw:7.2f} s / {bs:6.2f} s)  {b_name} wall / {a_name} wall "
+          f"{bw / max(fw, 1e-9):5.2f}  harness CPU {a_name} {fc:6.2f} s {b_name} {bc:6.2f} s")
 
 
 def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "full", b: str = "brief") -> None:
@@ -225,22 +226,22 @@ def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "ful
     (printed "brief") on the same candidates in this run; and whether every outcome (verdict, score, levels) is
     the same."""
     full, brief = res[a][0], res[b][0]
-    print(f"\nwarm review wall time / simulation, per role, full = mode {a}, brief = mode {b} (the same candidates, "
+    print(f"\nwarm review wall time / simulation, per role, mode {a} against mode {b} (the same candidates, "
           "reviewed in both modes in this run):")
     f_roles, b_roles = _per_role(full), _per_role(brief)
     tot = {"full": [0, 0.0, 0.0, 0.0], "brief": [0, 0.0, 0.0, 0.0]}
     for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in f_roles]:
         for name, row in (("full", f_roles[role]), ("brief", b_roles[role])):
             tot[name] = [a + b for a, b in zip(tot[name], row)]
-        _line(role, f_roles[role], b_roles[role])
-    _line("all", tuple(tot["full"]), tuple(tot["brief"]))  # type: ignore[arg-type]
+        _line(role, f_roles[role], b_roles[role], a, b)
+    _line("all", tuple(tot["full"]), tuple(tot["brief"]), a, b)  # type: ignore[arg-type]
     print("  (harness CPU: this process's CPU, the judge's own work; the sandboxed tracer and executor are the same "
           "in both modes. On a loaded machine, wall times vary with the load; CPU does not)")
-    same = sum(1 for a, b in zip(full, brief) if a[9] == b[9])
-    print(f"outcomes (verdict, score, every level) equal in the full and the brief review: {same} of {len(full)}")
-    for a, b in zip(full, brief):
-        if a[9] != b[9]:
-            print(f"  DIFFERENT: {a[2]}/{a[3]}: full {a[9]} brief {b[9]}")
+    same = sum(1 for x, y in zip(full, brief) if x[9] == y[9])
+    print(f"outcomes (verdict, score, every level) equal in modes {a} and {b}: {same} of {len(full)}")
+    for x, y in zip(full, brief):
+        if x[9] != y[9]:
+            print(f"  DIFFERENT: {x[2]}/{x[3]}: {a} {x[9]} {b} {y[9]}")
 
 
 def main() -> None:
