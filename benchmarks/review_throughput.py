@@ -18,7 +18,7 @@ the sandboxed child simulates, so the wall-time share hides work that overlaps; 
 CPU time per review (this process, all threads) is printed next to it, since an RL loop
 running one review per core pays that CPU in full.
 
-* cold: the first candidate of a task, nothing cached: the case cache (inputs, reference
+* cold: the first candidate of a task (its baseline), nothing cached: the case cache (inputs, reference
   outputs, the numerics oracle and bounds), the task's reference code and the baseline's and
   expert solution's trace evidence are cleared before it, so it pays for all of them;
 * warm: every later candidate of the task with the same seed, the steady state of an RL loop
@@ -32,18 +32,28 @@ bytes), so it measures repeated candidates.
 A review with ``seed=None`` (a fresh secret seed each time) is always cold. The first review
 of the run also pays for the sandbox zygote's start; it is a warm-up, reported separately.
 
+With ``--compare-brief`` every candidate is also reviewed in the brief mode (``review(..., brief=True)``, what
+a reward call without feedback runs: the differential check or its cause search left out where no outcome of
+it can change the verdict, score or levels), right after its full review; the run ends with the warm review's
+wall time over its simulation per role (expert, baseline, flawed, and with ``--hostile`` the adversarial
+suite's candidates for the tasks) in both modes, and checks that every outcome is the same.
+
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/review_throughput.py [--tasks a,b] [--repeat 2]
+        [--hostile] [--compare-brief] [--compare-untrusted]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from nkieval.review import review
-from nkieval.review.cache import CASE_CACHE
-from nkieval.review.stages import clear_caches, mutation_causes
+from nkieval.review.cache import CASE_CACHE, CaseData
+from nkieval.review.stages import clear_caches, differential, mutation_causes
 from nkieval.tasks import builtin_tasks
 
 # "where the time goes": the review's wall time, split into what happens one after the other
@@ -65,13 +75,13 @@ _WORKER = ["analysis_s", "prefetch_s", "numerics_s", "diagnosis_s", "reference_a
 def _summary(name: str, rows: list[tuple], wall: float) -> None:
     if not rows:
         return
-    tot = sum(r[3] for r in rows)
-    sim = sum(r[4] for r in rows)
-    cpu = sum(r[5] for r in rows)
+    tot = sum(r[4] for r in rows)
+    sim = sum(r[5] for r in rows)
+    cpu = sum(r[6] for r in rows)
     n = len(rows)
-    print(f"{name:<5} {n:4d} reviews  {60 * n / wall:7.1f} reviews/minute  overhead {1 - sim / tot:6.1%}  "
+    print(f"{name:<5} {n:4d} reviews  {60 * n / wall:7.1f} reviews/minute  overhead {1 - sim / max(tot, 1e-9):6.1%}  "
           f"mean review {tot / n:6.3f} s  simulation {sim / n:6.3f} s  harness CPU {cpu / n:6.3f} s "
-          f"({cpu / sim:5.2f}x simulation)")
+          f"({cpu / max(sim, 1e-9):5.2f}x simulation)")
 
 
 def _stages(kind: str, st: dict[str, float], n: int) -> None:
@@ -97,47 +107,141 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
         print(f"    {k:<24} {v:8.3f} s  {v / tot:6.1%}")
 
 
-def _run(tasks: list, repeat: int, modes: tuple[bool, ...], verbose: bool = True
-         ) -> dict[bool, tuple[list[tuple], dict, dict]]:
-    """Review every candidate; with two modes (trusted, untrusted) each candidate is reviewed in both, one right
-    after the other, so the machine's load falls on both alike."""
-    out: dict[bool, tuple[list[tuple], dict, dict]] = {
-        m: ([], {"cold": 0.0, "warm": 0.0}, {"cold": {}, "warm": {}}) for m in modes}
+#: the review modes a run can compare, each candidate reviewed in every mode one right after the other (so the
+#: machine's load falls on all alike): the full review (the "before" of the brief mode), the brief review (what a
+#: reward call without feedback runs) and the pipeline before trace-then-execute
+MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False},
+                                     "before": {}}
+#: mode "before" is the full review as the judge ran it before CUDA runs that timed out were kept as such
+#: (``CaseData.timed_out_within``): each review paid for the same timeout again
+ADVERSARIAL = Path(__file__).resolve().parents[1] / "tests" / "adversarial" / "candidates"
+
+
+def candidates(t: Any, hostile: bool, exclude: tuple[str, ...] = ()) -> list[tuple[str, Path]]:
+    """(role, file) for a task: its baseline (reviewed first: the cold review), expert solution and flawed kernels,
+    and with ``hostile`` the adversarial suite's candidates written for it
+    (``tests/adversarial/candidates/*/*_<task>.py``); files whose name contains one of ``exclude`` are left out."""
+    out = [("baseline", t.baseline_file), ("expert", t.solution_file),
+           *[("flawed", t.directory / fl.file) for fl in t.flawed]]
+    if hostile:
+        out += [("hostile", p) for p in sorted(ADVERSARIAL.glob(f"*/*_{t.id}.py"))]
+    return [(role, f) for role, f in out if f is not None and not any(x in f.name for x in exclude)]
+
+
+def _forget_judged_outputs() -> None:
+    """Empty the numerics' memo of recently judged outputs (``PreparedCheck``: verdicts by the output's bytes) in
+    every cached case: with several modes, a candidate's second review would otherwise get its verdicts back
+    from its first one's and look cheaper than it is."""
+    for data, _ in list(CASE_CACHE._d.values()):
+        for check in [data.prepared, *(x for x, _ in data.extra_prepared.values())]:
+            memo = getattr(check, "_memo", None)
+            if memo is not None:
+                memo.clear()
+
+
+@contextmanager
+def _kept_timeouts(on: bool) -> Iterator[None]:
+    """With ``on`` False, the review ignores kept CUDA timeouts (mode "before")."""
+    if on:
+        yield
+        return
+    kept = CaseData.timed_out_within
+    CaseData.timed_out_within = lambda self, key, limit_s: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        CaseData.timed_out_within = kept  # type: ignore[method-assign]
+
+
+def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True,
+         exclude: tuple[str, ...] = ()) -> dict[str, tuple[list[tuple], dict, dict]]:
+    """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
+    CPU, verdict, wall, (verdict, score, levels)); per mode also the wall time per kind and the stage sums per
+    kind and per warm role."""
+    out: dict[str, tuple[list[tuple], dict, dict]] = {
+        m: ([], {"cold": 0.0, "warm": 0.0}, {}) for m in modes}
     for t in tasks:
-        files: list[Path] = [f for f in [t.solution_file, t.baseline_file, *[t.directory / fl.file for fl in t.flawed]]
-                             if f is not None]
         first = dict.fromkeys(modes, True)
         for _ in range(repeat):
-            for f in files:
+            for role, f in candidates(t, hostile, exclude):
                 # the judge's cause search keeps mutated CUDA kernels' runs across reviews (candidate-independent
                 # work): each mode's review of this candidate starts from the same kept runs, so neither pays
                 # for the other's search
                 kept = dict(mutation_causes._MUTANT_RUNS)
-                for trusted in modes:
+                for mode in modes:
                     mutation_causes._MUTANT_RUNS.clear()
                     mutation_causes._MUTANT_RUNS.update(kept)
-                    rows, walls, stages = out[trusted]
-                    kind = "cold" if first[trusted] else "warm"
-                    if first[trusted]:
+                    rows, walls, stages = out[mode]
+                    kind = "cold" if first[mode] else "warm"
+                    if first[mode]:
                         clear_caches()
-                    first[trusted] = False
+                    first[mode] = False
+                    if len(modes) > 1:
+                        _forget_judged_outputs()
                     c0, w0 = time.process_time(), time.perf_counter()
-                    r = review(t, f, seed=1, trusted=trusted)
+                    with _kept_timeouts(mode != "before"):
+                        r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     walls[kind] += wall
                     tm = r.timings
                     tot, sim = tm["total_s"], tm["simulation_s"]
-                    rows.append((kind, t.id, f.name, tot, sim, cpu, r.verdict))
-                    for k, v in tm.items():
-                        stages[kind][k] = stages[kind].get(k, 0.0) + v
+                    outcome = (r.verdict, r.score, tuple((c.id, c.level) for c in r.criteria))
+                    rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome))
+                    for group in (kind, f"{kind}/{role}"):
+                        st = stages.setdefault(group, {})
+                        for k, v in tm.items():
+                            st[k] = st.get(k, 0.0) + v
                     child = tm.get("child_setup_s", 0.0) + tm.get("child_load_s", 0.0) + tm.get("child_post_s", 0.0)
-                    if verbose and trusted:
-                        print(f"{kind} {t.id:<16} {f.name:<24} {r.verdict:<10} {tot:6.3f} s  simulation {sim:6.3f} s "
-                              f" overhead {1 - sim / tot:6.1%}  harness CPU {cpu:6.3f} s  child around sim "
-                              f"{child:6.3f} s  trace wait {tm.get('sandbox_trace_s', 0.0):6.3f} s (tracer "
-                              f"{tm.get('sandbox_trace_total_s', 0.0):6.3f} s)  "
-                              f"tail {tm.get('worker_wait_s', 0.0):6.3f} s")
+                    if verbose:
+                        print(f"{mode:<9} {kind} {role:<8} {t.id:<16} {f.name[:34]:<34} {r.verdict:<17} {wall:6.3f} s  "
+                              f"simulation {sim:6.3f} s  review/simulation {wall / max(sim, 1e-9):6.1f}x  harness CPU "
+                              f"{cpu:6.3f} s  child around sim {child:6.3f} s  trace wait "
+                              f"{tm.get('sandbox_trace_s', 0.0):6.3f} s (tracer {tm.get('sandbox_trace_total_s', 0.0):6.3f}"
+                              f" s)  differential {tm.get('differential_s', 0.0):6.3f} s  tail "
+                              f"{tm.get('worker_wait_s', 0.0):6.3f} s", flush=True)
     return out
+
+
+def _per_role(rows: list[tuple], kind: str = "warm") -> dict[str, tuple[int, float, float, float]]:
+    """Per role of the ``kind`` rows: (reviews, wall, simulation, harness CPU) sums."""
+    by: dict[str, tuple[int, float, float, float]] = {}
+    for r in rows:
+        if r[0] != kind:
+            continue
+        n, w, s, c = by.get(r[1], (0, 0.0, 0.0, 0.0))
+        by[r[1]] = (n + 1, w + r[8], s + r[5], c + r[6])
+    return by
+
+
+def _line(role: str, f: tuple[int, float, float, float], b: tuple[int, float, float, float], a_name: str,
+          b_name: str) -> None:
+    (n, fw, fs, fc), (_, bw, bs, bc) = f, b
+    print(f"  {role:<8} {n:3d} reviews  {a_name} {fw / max(fs, 1e-9):6.2f}x ({fw:7.2f} s / {fs:6.2f} s)  {b_name} "
+          f"{bw / max(bs, 1e-9):6.2f}x ({bw:7.2f} s / {bs:6.2f} s)  {b_name} wall / {a_name} wall "
+          f"{bw / max(fw, 1e-9):5.2f}  harness CPU {a_name} {fc:6.2f} s {b_name} {bc:6.2f} s")
+
+
+def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "full", b: str = "brief") -> None:
+    """The warm review's wall time over its simulation, per role, for modes ``a`` (printed "full") and ``b``
+    (printed "brief") on the same candidates in this run; and whether every outcome (verdict, score, levels) is
+    the same."""
+    full, brief = res[a][0], res[b][0]
+    print(f"\nwarm review wall time / simulation, per role, mode {a} against mode {b} (the same candidates, "
+          "reviewed in both modes in this run):")
+    f_roles, b_roles = _per_role(full), _per_role(brief)
+    tot = {"full": [0, 0.0, 0.0, 0.0], "brief": [0, 0.0, 0.0, 0.0]}
+    for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in f_roles]:
+        for name, row in (("full", f_roles[role]), ("brief", b_roles[role])):
+            tot[name] = [a + b for a, b in zip(tot[name], row)]
+        _line(role, f_roles[role], b_roles[role], a, b)
+    _line("all", tuple(tot["full"]), tuple(tot["brief"]), a, b)  # type: ignore[arg-type]
+    print("  (harness CPU: this process's CPU, the judge's own work; the sandboxed tracer and executor are the same "
+          "in both modes. On a loaded machine, wall times vary with the load; CPU does not)")
+    same = sum(1 for x, y in zip(full, brief) if x[9] == y[9])
+    print(f"outcomes (verdict, score, every level) equal in modes {a} and {b}: {same} of {len(full)}")
+    for x, y in zip(full, brief):
+        if x[9] != y[9]:
+            print(f"  DIFFERENT: {x[2]}/{x[3]}: {a} {x[9]} {b} {y[9]}")
 
 
 def main() -> None:
@@ -145,29 +249,54 @@ def main() -> None:
     ap.add_argument("--tasks", default="")
     ap.add_argument("--repeat", type=int, default=1, help="rounds over each task's candidates (all but the first "
                     "review of a task are warm)")
+    ap.add_argument("--hostile", action="store_true", help="also review the adversarial suite's candidates written "
+                    "for the tasks (role hostile)")
+    ap.add_argument("--compare-brief", action="store_true",
+                    help="also run the brief review (review(..., brief=True), a reward without feedback) of every "
+                         "candidate in the same run and print review / simulation per role for both")
+    ap.add_argument("--exclude", default="", help="comma-separated parts of candidate file names to leave out (e.g. "
+                    "sleep_timeout: a candidate that sleeps past its time limit costs the limit in every mode)")
+    ap.add_argument("--compare-before", action="store_true",
+                    help="also run the full review as it was before kept CUDA timeouts (mode before) and compare the "
+                         "brief review with it")
     ap.add_argument("--compare-untrusted", action="store_true",
                     help="also run the pipeline before trace-then-execute (review(..., trusted=False)) in the same "
                          "run and print the throughput ratio")
+    ap.add_argument("--executor-budget", type=float, default=None,
+                    help="seconds of CUDA executor time per review for the differential check (default: the "
+                         "judge's); a tighter budget makes CUDA runs time out as on a loaded machine")
     args = ap.parse_args()
+    if args.executor_budget is not None:
+        differential.EXECUTOR_BUDGET_S = args.executor_budget
     want = set(filter(None, args.tasks.split(",")))
     tasks = [t for t in builtin_tasks() if not want or t.id in want]
     t0 = time.perf_counter()
     warm = review(tasks[0], tasks[0].solution_file, seed=12345)
     review(tasks[0], tasks[0].solution_file, seed=12345, trusted=False)
     print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
-    modes = (True, False) if args.compare_untrusted else (True,)
-    res = _run(tasks, args.repeat, modes)
-    rows, walls, stages = res[True]
+    modes = ("full", *(("brief",) if args.compare_brief else ()), *(("before",) if args.compare_before else ()),
+             *(("untrusted",) if args.compare_untrusted else ()))
+    res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))))
+    rows, walls, _ = res["full"]
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
     _summary("warm", [r for r in rows if r[0] == "warm"], walls["warm"])
     _summary("all", rows, walls["cold"] + walls["warm"])
     print("(target: overhead <= 20% of review time)")
-    for kind in ("cold", "warm"):
-        _stages(kind, stages[kind], sum(1 for r in rows if r[0] == kind))
+    for mode in modes[:2]:
+        for group in ["cold", "warm", *(f"warm/{role}" for role in ("expert", "baseline", "flawed", "hostile"))]:
+            st = res[mode][2].get(group)
+            if st:
+                _stages(f"{mode} review, {group}", st, sum(1 for r in res[mode][0] if group in (r[0], f"{r[0]}/{r[1]}")))
     print(f"case cache: {CASE_CACHE.stats()}")
+    if args.compare_brief:
+        _brief_vs_full(res)
+        if args.compare_before:
+            _brief_vs_full(res, "before", "brief")
+    if args.compare_before:
+        _brief_vs_full(res, "before", "full")
     if args.compare_untrusted:
-        old_rows, old_walls, _ = res[False]
+        old_rows, old_walls, _ = res["untrusted"]
         print()
         _summary("before", old_rows, old_walls["cold"] + old_walls["warm"])
         for kind in ("cold", "warm", "all"):
@@ -176,7 +305,7 @@ def main() -> None:
             if new_w and old_w:
                 print(f"throughput ratio {kind}: trace-then-execute / before = {old_w / new_w:.2f}x "
                       f"(reviews per minute; {new_w:.1f} s vs {old_w:.1f} s)")
-        same = sum(1 for a, b in zip(rows, old_rows) if a[6] == b[6])
+        same = sum(1 for a, b in zip(rows, old_rows) if a[7] == b[7])
         print(f"verdicts equal in both pipelines: {same} of {len(rows)}")
 
 

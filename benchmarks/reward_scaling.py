@@ -7,9 +7,18 @@ largest worker count warms every worker (zygote, tracer pool, imports). Efficien
 same round of work: 100 % is linear.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/reward_scaling.py [--tasks vector_add,row_softmax]
-        [--executors local,ray] [--rounds 2]
+        [--executors local,ray] [--rounds 2] [--brief]
 
 On a machine shared with other work the figure is a lower bound: the two workers compete with it for cores.
+So each round also prints CPU-normalised figures: the CPU time (user + system) of this process and every process
+under it (the review workers, their sandbox zygotes, tracers and executor children; Ray's processes), read from
+/proc before and after the round. Per review, that CPU is the work itself: a second worker that only waits for a
+core busy with someone else's job adds wall time, not CPU, while contention between the two workers (shared
+caches, memory bandwidth, a core's two hyper-threads) shows as CPU growth per review. "cores busy" is that CPU
+over the round's wall time (how many cores the reviews actually had), and "CPU-normalised efficiency" is
+(CPU per review with 1 worker) / (CPU per review with n workers): the efficiency the round would reach if the n
+workers had n free cores to themselves. On an idle machine with at least n cores (load average near 0; see
+docs/reward.md, "Measuring scaling") the wall-time efficiency is the figure to quote.
 """
 
 from __future__ import annotations
@@ -33,10 +42,51 @@ def workload(tasks: list[str], seed: int) -> list[Any]:
     return items
 
 
+def tree_cpu_s(root: int | None = None) -> float:
+    """CPU seconds (user + system) used so far by ``root`` (this process) and every live process under it,
+    including what their exited children used (counted in their parent once it reaped them)."""
+    root = os.getpid() if root is None else root
+    tck = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                text = f.read()
+        except OSError:  # (exited meanwhile)
+            continue
+        rest = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid ... utime stime cutime cstime
+        parent[int(d)] = int(rest[1])
+        ticks[int(d)] = sum(int(x) for x in rest[11:15])
+    kids: dict[int, list[int]] = {}
+    for pid, pp in parent.items():
+        kids.setdefault(pp, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo.extend(kids.get(pid, []))
+    return total / tck
+
+
+def timed_round(run: Any) -> tuple[float, float, Any]:
+    """(wall seconds, CPU seconds of this process tree, the round's result) of ``run()``."""
+    c0, t0 = tree_cpu_s(), time.perf_counter()
+    out = run()
+    return time.perf_counter() - t0, tree_cpu_s() - c0, out
+
+
+#: ``--brief``: the jobs ask for no feedback (brief reviews, as verl's compute_score and TRL's reward do)
+FEEDBACK = [True]
+
+
 def run_local(items: list[Any], pool: Any) -> tuple[float, list[dict[str, Any]]]:
     from nkieval.reward.batch import plan_jobs
 
-    _, jobs, _ = plan_jobs(items, seed=None, target=None, full_report=False, shaping="tiered")
+    _, jobs, _ = plan_jobs(items, seed=None, target=None, full_report=False, shaping="tiered",
+                           feedback=FEEDBACK[0])
     t0 = time.perf_counter()
     out = [f.result() for f in [pool.submit(j) for j in jobs]]
     return time.perf_counter() - t0, out
@@ -46,7 +96,8 @@ def run_ray(items: list[Any], workers: int) -> tuple[float, list[dict[str, Any]]
     from nkieval.reward.batch import plan_jobs
     from nkieval.reward.ray_executor import run_jobs
 
-    _, jobs, _ = plan_jobs(items, seed=None, target=None, full_report=False, shaping="tiered")
+    _, jobs, _ = plan_jobs(items, seed=None, target=None, full_report=False, shaping="tiered",
+                           feedback=FEEDBACK[0])
     t0 = time.perf_counter()
     out = run_jobs(jobs, workers=workers)
     return time.perf_counter() - t0, out
@@ -58,12 +109,17 @@ def main() -> None:
     ap.add_argument("--executors", default="local,ray")
     ap.add_argument("--rounds", type=int, default=2, help="timed rounds per worker count (median reported)")
     ap.add_argument("--max-workers", type=int, default=2)
+    ap.add_argument("--brief", action="store_true", help="brief reviews (score_many(..., feedback=False)), what the "
+                    "verl and TRL adapters run")
     args = ap.parse_args()
+    FEEDBACK[0] = not args.brief
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     ns = list(range(1, args.max_workers + 1))
-    print(f"cpus {os.cpu_count()}; tasks {tasks}; {len(workload(tasks, 0))} reviews per round")
+    print(f"cpus {os.cpu_count()}; tasks {tasks}; {len(workload(tasks, 0))} reviews per round; load average at the "
+          f"start {os.getloadavg()[0]:.1f} (near 0 on an idle machine)")
     for ex in [e.strip() for e in args.executors.split(",") if e.strip()]:
         times: dict[int, float] = {}
+        cpus: dict[int, float] = {}  # CPU seconds per review (median over rounds)
         seed = 1000
         if ex == "local":
             from nkieval.reward.workers import WorkerPool
@@ -72,14 +128,17 @@ def main() -> None:
                 with WorkerPool(n) as pool:
                     run_local(workload(tasks, seed), pool)  # warm every worker
                     seed += 1
-                    ts = []
+                    ts, cs = [], []
                     for _ in range(args.rounds):
-                        dt, out = run_local(workload(tasks, seed), pool)
+                        items = workload(tasks, seed)
+                        dt, cpu, (_, out) = timed_round(lambda items=items: run_local(items, pool))
                         seed += 1
                         bad = [o for o in out if o.get("status") != "scored"]
                         assert not bad, bad[:2]
                         ts.append(dt)
+                        cs.append(cpu / len(items))
                     times[n] = statistics.median(ts)
+                    cpus[n] = statistics.median(cs)
         else:
             import ray
 
@@ -87,19 +146,26 @@ def main() -> None:
             run_ray(workload(tasks, seed), max(ns))  # warm (starts the workers)
             seed += 1
             for n in ns:
-                ts = []
+                ts, cs = [], []
                 for _ in range(args.rounds):
-                    dt, out = run_ray(workload(tasks, seed), n)
+                    items = workload(tasks, seed)
+                    dt, cpu, (_, out) = timed_round(lambda items=items, n=n: run_ray(items, n))
                     seed += 1
                     bad = [o for o in out if o.get("status") != "scored"]
                     assert not bad, bad[:2]
                     ts.append(dt)
+                    cs.append(cpu / len(items))
                 times[n] = statistics.median(ts)
+                cpus[n] = statistics.median(cs)
             ray.shutdown()
+        per_round = len(workload(tasks, 0))
         for n in ns:
             eff = times[1] / times[n] / n
             print(f"{ex:<6} workers {n}: {times[n]:7.2f} s per round (median of {args.rounds}); "
                   f"speed-up {times[1] / times[n]:.2f}x; efficiency {100 * eff:.0f}%")
+            print(f"{'':<6}   CPU per review {cpus[n]:6.3f} s ({cpus[n] / cpus[1]:.2f}x the 1-worker figure); cores busy "
+                  f"{cpus[n] * per_round / times[n]:.2f}; CPU-normalised efficiency {100 * cpus[1] / cpus[n]:.0f}%; "
+                  f"load average now {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

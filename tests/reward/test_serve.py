@@ -43,6 +43,19 @@ def test_review_waits_for_its_result(api, responses, scored):
     assert got["result"] == body["result"]
 
 
+def test_a_brief_request_gets_the_same_reward_without_findings(api, responses, scored):
+    c, _ = api
+    r = c.post("/review?wait=120", json={"task": "vector_add", "response": responses["flawed"], "seed": SEED,
+                                         "feedback": False})
+    assert r.status_code == 200, r.text
+    full = scored("flawed")
+    res = r.json()["result"]
+    assert (res["reward"], res["verdict"], res["levels"]) == (full.reward, full.verdict, full.levels)
+    assert res["feedback"].splitlines()[0] == full.feedback.splitlines()[0] and "→" not in res["feedback"]
+    assert r.json()["id"] != c.post("/review", json={"task": "vector_add", "response": responses["flawed"],
+                                                     "seed": SEED}).json()["id"]
+
+
 def test_no_kernel_is_answered_at_once(api, responses):
     c, _ = api
     r = c.post("/review", json={"task": "vector_add", "response": responses["none"], "request_id": "nk-1"})

@@ -40,3 +40,10 @@ def test_request_id_is_the_content_hash_unless_given():
     a = {"task": "vector_add", "response": "r", "seed": 1}
     assert request_id(a) == request_id(dict(a)) != request_id({**a, "seed": 2})
     assert request_id({**a, "request_id": "mine"}) == "mine"
+
+
+def test_a_brief_request_has_its_own_id_and_a_request_with_feedback_keeps_the_old_one():
+    a = {"task": "vector_add", "response": "x", "seed": 1}
+    # (the id before the feedback field existed: the content hash of these keys alone)
+    assert request_id({**a, "feedback": True}) == request_id(a)
+    assert request_id({**a, "feedback": False}) != request_id(a)

@@ -74,6 +74,9 @@ class CaseData:
     #: other candidate-independent results on this case, by a key naming what computed them (the task's CUDA
     #: kernel's outputs on these inputs, by the source's hash); each value's arrays are read-only
     derived: dict[str, Any] = field(default_factory=dict)
+    #: the longest time limit (s) a run of a ``derived`` key has run past, by key: a later review that gives it
+    #: no more time skips it as timed out rather than pay for the same timeout again (candidate-independent)
+    timeouts: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def get_reference(self, compute: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
@@ -107,6 +110,17 @@ class CaseData:
         value = ([_readonly(a) for a in arrays], facts)
         with self.lock:
             return self.derived.setdefault(key, value)
+
+    def timed_out_within(self, key: str, limit_s: float) -> float | None:
+        """The kept limit when ``key``'s run has already run past a limit of at least ``limit_s``, else None."""
+        with self.lock:
+            past = self.timeouts.get(key)
+        return past if past is not None and limit_s <= past else None
+
+    def note_timeout(self, key: str, limit_s: float) -> None:
+        """``key``'s run ran past ``limit_s`` seconds."""
+        with self.lock:
+            self.timeouts[key] = max(limit_s, self.timeouts.get(key, 0.0))
 
     def nbytes(self) -> int:
         n = len(self.packed) + sum(a.nbytes for a in self.inputs.values())

@@ -17,6 +17,7 @@ from pathlib import Path
 from nkieval.review.model import Review
 from nkieval.review.rubric import DEFAULT_RUBRIC, Rubric
 from nkieval.review.sandbox import Isolation, SandboxLimits
+from nkieval.review.stages.brief import brief_score
 from nkieval.review.stages.differential import differential
 from nkieval.review.stages.judge import DIAGNOSED_FAILURES, collect, prepare_judge
 from nkieval.review.stages.load import NOT_TEXT, ReviewRequest, load
@@ -32,7 +33,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
            rubric: Rubric | str = DEFAULT_RUBRIC, families: tuple[str, ...] | None = None, shapes: str = "all",
            isolation: Isolation = "forkserver", limits: SandboxLimits | None = None,
            progress: Callable[[str], None] | None = None, compare_references: bool = True,
-           cache: bool | None = None, trusted: bool = True) -> Review:
+           cache: bool | None = None, trusted: bool = True, brief: bool = False) -> Review:
     """Review one candidate kernel (a path or its source text) against a task.
 
     ``seed`` None draws a fresh secret seed (recorded in the report); ``families`` restricts the
@@ -47,6 +48,10 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     ``trusted`` (default): trace, then execute — the candidate's code runs only in a sandboxed tracer that sees
     shapes, never data, and the judge replays its programs (docs/review.md, step 2). ``trusted=False`` runs the
     candidate itself on the inputs in the child, as the pipeline did before: for trusted code and comparisons.
+
+    ``brief``: leave out the differential check against the CUDA source, or its cause search, where no outcome
+    of it can change the verdict, score or levels (:mod:`nkieval.review.stages.brief`; the reward API's
+    ``feedback=False``); the report's migration feedback says what was left out.
     """
     req = ReviewRequest(task, candidate, target, seed, rubric, families, shapes, isolation, limits, progress,
                         compare_references, cache, trusted)
@@ -61,9 +66,13 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
         with timed(timings, "judge_after_sandbox_s"):
             judgement = collect(kit, out.judged, out.diagnosis)
         static = out.analysis.get()  # (a static analysis that raised raises here)
-        with timed(timings, "differential_s"):
-            diff = differential(loaded, out.runs, judgement.cases) if loaded.task.cuda_file is not None \
-                else (None, None)
-        with timed(timings, "scoring_s"):
-            scored = score(loaded, judgement, out.evidence, static, diff)
+        if brief:
+            scored, _left_out = brief_score(loaded, out.runs, judgement.cases,
+                                            lambda d: score(loaded, judgement, out.evidence, static, d), timings)
+        else:
+            with timed(timings, "differential_s"):
+                diff = differential(loaded, out.runs, judgement.cases) if loaded.task.cuda_file is not None \
+                    else (None, None)
+            with timed(timings, "scoring_s"):
+                scored = score(loaded, judgement, out.evidence, static, diff)
     return report(loaded, judgement, out.evidence, scored, timings.as_dict())

@@ -57,7 +57,7 @@ def as_item(x: ItemLike) -> ScoreItem:
 
 
 def plan_jobs(items: Sequence[ScoreItem], *, seed: int | None, target: str | None, full_report: bool,
-              shaping: str, review_kw: Mapping[str, Any] | None = None
+              shaping: str, review_kw: Mapping[str, Any] | None = None, feedback: bool = True
               ) -> tuple[list[RewardResult | None], list[dict[str, Any]], list[int]]:
     """(results known without a review, the distinct jobs to run, each item's job index or -1)."""
     from nkieval.review.verdict import UsageError, check_target
@@ -97,7 +97,8 @@ def plan_jobs(items: Sequence[ScoreItem], *, seed: int | None, target: str | Non
         seen[key] = len(jobs)
         where.append(len(jobs))
         jobs.append({"task": _portable(task), "source": src, "seed": s, "target": tgt, "extraction": why,
-                     "full_report": full_report, "shaping": shaping, "review_kw": dict(review_kw or {})})
+                     "full_report": full_report, "shaping": shaping, "review_kw": dict(review_kw or {}),
+                     "feedback": feedback})
     return early, jobs, where
 
 
@@ -112,14 +113,15 @@ def _portable(task: Task) -> str:
 def score_many(items: Iterable[ItemLike], *, workers: int | None = None, executor: Executor = "local",
                seed: int | None = None, target: str | None = None, full_report: bool = False,
                shaping: str = "tiered", timeout_s: float | None = None, ray_address: str | None = None,
-               **review_kw: Any) -> list[RewardResult]:
+               feedback: bool = True, **review_kw: Any) -> list[RewardResult]:
     """Score every item; results in the items' order (see the module docstring).
 
     ``workers``: review processes (``local``; default: the CPU count, 1 reviews in this process) or Ray tasks
     in flight (``ray``; default: the cluster's CPUs). ``seed``/``target``: for items that give none.
     ``timeout_s``: per review (``local`` with workers > 1: the worker is stopped and the item is a
     ``harness-error``; Ray: the task is cancelled, same result). ``ray_address``: ``ray.init``'s address
-    (None: a running cluster this process is connected to, or a local one).
+    (None: a running cluster this process is connected to, or a local one). ``feedback=False``: brief reviews
+    (:func:`nkieval.reward.score`'s ``feedback``): the same rewards, verdicts and levels, less judge time.
     """
     if shaping not in SHAPINGS:
         raise ValueError(f"unknown shaping {shaping!r}; one of {', '.join(SHAPINGS)}")
@@ -127,7 +129,7 @@ def score_many(items: Iterable[ItemLike], *, workers: int | None = None, executo
         raise ValueError(f"unknown executor {executor!r}; one of {', '.join(EXECUTORS)}")
     its = [as_item(x) for x in items]
     early, jobs, where = plan_jobs(its, seed=seed, target=target, full_report=full_report, shaping=shaping,
-                                   review_kw=review_kw)
+                                   review_kw=review_kw, feedback=feedback)
     if executor == "ray":
         from nkieval.reward.ray_executor import run_jobs as ray_run
 

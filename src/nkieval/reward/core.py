@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nkieval.reward.extract import extract_kernel
-from nkieval.reward.result import SHAPINGS, RewardResult, redacted_feedback, shape_reward
+from nkieval.reward.result import SHAPINGS, RewardResult, brief_feedback, redacted_feedback, shape_reward
 from nkieval.tasks import Task, TaskError, load_task
 
 _TASKS: dict[str, Task] = {}
@@ -41,7 +41,7 @@ def resolve_task(task: Task | str | Path) -> Task:
 
 def score(task: Task | str | Path, response_or_source: str | Path, *, seed: int | None = None,
           target: str | None = None, extract: bool = True, full_report: bool = False, shaping: str = "tiered",
-          case_timeout_s: float | None = None, **review_kw: Any) -> RewardResult:
+          case_timeout_s: float | None = None, feedback: bool = True, **review_kw: Any) -> RewardResult:
     """Review one candidate and return its reward.
 
     ``response_or_source``: a model's response (Markdown with fenced code; :mod:`nkieval.reward.extract`
@@ -50,8 +50,12 @@ def score(task: Task | str | Path, response_or_source: str | Path, *, seed: int 
     the result); a fixed seed makes the reward deterministic and lets reviews of one task share their
     cases' inputs and references (docs/review.md, "Case cache"). ``full_report`` attaches the review's
     JSON report. ``case_timeout_s`` lowers the task's per-case time limit (``[limits] timeout_s``; a
-    candidate past it fails with ``timeout``, its own fault). Other keyword arguments go to
-    :func:`nkieval.review.review`.
+    candidate past it fails with ``timeout``, its own fault). ``feedback=False`` (without ``full_report``):
+    a brief review (``review(..., brief=True)``) that leaves out the judge's work no reward reads — the
+    differential check against the CUDA source or its cause search, where no outcome of it can change the
+    verdict, score or levels — and a feedback text of the verdict, score and levels only (docs/reward.md,
+    "Brief rewards"); reward, verdict, score and levels are the same as with feedback. Other keyword
+    arguments go to :func:`nkieval.review.review`.
 
     A candidate's fault is always a reward (``scored`` or ``no-kernel``); a judge failure is status
     ``harness-error`` with reward None (retry it, never train on it).
@@ -89,11 +93,14 @@ def score(task: Task | str | Path, response_or_source: str | Path, *, seed: int 
         # text must not make the judge read a file of its machine
         source += "\n"
     digest = hashlib.sha256(source.read_bytes() if isinstance(source, Path) else source.encode()).hexdigest()
-    return _review(t, source, seed, tgt, full_report, shaping, digest, why, t0, review_kw)
+    brief = not feedback and not full_report
+    if brief:
+        review_kw.setdefault("brief", True)
+    return _review(t, source, seed, tgt, full_report, shaping, digest, why, t0, review_kw, brief)
 
 
 def _review(t: Task, source: str | Path, seed: int | None, target: str, full_report: bool, shaping: str,
-            digest: str, why: str, t0: float, review_kw: dict[str, Any]) -> RewardResult:
+            digest: str, why: str, t0: float, review_kw: dict[str, Any], brief: bool = False) -> RewardResult:
     from nkieval.review.pipeline import review
     from nkieval.review.verdict import JudgeError, UsageError
 
@@ -116,5 +123,5 @@ def _review(t: Task, source: str | Path, seed: int | None, target: str, full_rep
                             report=r.to_dict() if full_report else None, **base)  # type: ignore[arg-type]
     return RewardResult(status="scored", reward=shape_reward(r.verdict, r.score, shaping), verdict=r.verdict,
                         verdict_reason=r.verdict_reason, score=round(float(r.score), 4), levels=levels,
-                        feedback=redacted_feedback(r), elapsed_s=time.perf_counter() - t0,
+                        feedback=brief_feedback(r) if brief else redacted_feedback(r), elapsed_s=time.perf_counter() - t0,
                         report=r.to_dict() if full_report else None, **base)  # type: ignore[arg-type]

@@ -102,6 +102,22 @@ _MULTI_DIGIT = re.compile(r"(?<![\w.+-])\d{2,}(?![\w.])")
 SECRET_MIN_DIGITS = 3
 
 
+def _head(review: Any) -> str:
+    head = f"verdict: {review.verdict}"
+    if review.verdict_reason and review.verdict_reason != review.verdict:
+        head += f" ({review.verdict_reason})"
+    return head + f"; score {review.score:.1f}/100"
+
+
+def brief_feedback(review: Any) -> str:
+    """The feedback of a brief reward (``score(..., feedback=False)``): the verdict, the score and each
+    criterion's level, nothing a brief review may have left out (no findings, no summaries)."""
+    lines = [_head(review)]
+    for c in review.criteria:
+        lines.append(f"- {c.title}: {'not assessed' if c.level is None else f'{c.level}/4'}")
+    return "\n".join(lines)
+
+
 def redacted_feedback(review: Any) -> str:
     """A short feedback text for the policy's next turn: the verdict, each criterion's level and summary and
     its first findings, with hidden shapes and seeds removed.
@@ -126,11 +142,7 @@ def redacted_feedback(review: Any) -> str:
             s = secret_re.sub("[hidden]", s)
         return s
 
-    head = f"verdict: {review.verdict}"
-    if review.verdict_reason and review.verdict_reason != review.verdict:
-        head += f" ({review.verdict_reason})"
-    head += f"; score {review.score:.1f}/100"
-    lines = [head]
+    lines = [_head(review)]
     if review.verdict != "pass" and review.verdict_message:
         lines.append(scrub(f"why: {review.verdict_message}")[:400])
     for c in review.criteria:

@@ -38,13 +38,15 @@ def make_reward(*, task: str | None = None, workers: int | None = None, executor
             tid = task_of(task=task or _column(kwargs, "task", i), data_source=_column(kwargs, "data_source", i))
             s = _column(kwargs, "seed", i)
             items.append(ScoreItem(tid, completion_text(c), seed if s is None else int(s), _column(kwargs, "target", i)))
-        results = score_many(items, workers=workers, executor=executor, shaping=shaping)  # type: ignore[arg-type]
+        # (floats only: brief reviews, the same rewards with less judge time)
+        results = score_many(items, workers=workers, executor=executor, shaping=shaping,  # type: ignore[arg-type]
+                             feedback=False)
         for _ in range(retries):
             again = [k for k, r in enumerate(results) if r.retryable]
             if not again:
                 break
-            for k, r in zip(again, score_many([items[k] for k in again], workers=workers,
-                                              executor=executor, shaping=shaping)):  # type: ignore[arg-type]
+            for k, r in zip(again, score_many([items[k] for k in again], workers=workers, executor=executor,
+                                              shaping=shaping, feedback=False)):  # type: ignore[arg-type]
                 results[k] = r
         return [settle(r, on_harness_error) for r in results]
 

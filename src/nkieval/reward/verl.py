@@ -25,30 +25,31 @@ RETRIES = int(os.environ.get("NKIEVAL_REWARD_RETRIES", "2"))
 ON_HARNESS_ERROR = os.environ.get("NKIEVAL_REWARD_ON_HARNESS_ERROR", "raise")
 
 
-def _score(data_source: str | None, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None
-           ) -> RewardResult:
+def _score(data_source: str | None, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None,
+           feedback: bool) -> RewardResult:
     check_policy(ON_HARNESS_ERROR)
     info = dict(extra_info or {})
     task = task_of(data_source=data_source, ground_truth=ground_truth, extra_info=info)
-    r = score(task, solution_str, seed=info.get("seed"), target=info.get("target"))
+    r = score(task, solution_str, seed=info.get("seed"), target=info.get("target"), feedback=feedback)
     for _ in range(RETRIES):
         if not r.retryable:
             break
-        r = score(task, solution_str, seed=info.get("seed"), target=info.get("target"))
+        r = score(task, solution_str, seed=info.get("seed"), target=info.get("target"), feedback=feedback)
     return r
 
 
 def compute_score(data_source: str | None, solution_str: str, ground_truth: Any = None,
                   extra_info: Mapping[str, Any] | None = None, **kwargs: Any) -> float | None:
-    """The reward in [0, 1] of one response (verl's ``compute_score`` signature)."""
-    return settle(_score(data_source, solution_str, ground_truth, extra_info), ON_HARNESS_ERROR)
+    """The reward in [0, 1] of one response (verl's ``compute_score`` signature): a brief review, since no
+    feedback is returned (the same reward as a full one)."""
+    return settle(_score(data_source, solution_str, ground_truth, extra_info, False), ON_HARNESS_ERROR)
 
 
 def compute_score_detailed(data_source: str | None, solution_str: str, ground_truth: Any = None,
                            extra_info: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
     """As :func:`compute_score`, as verl's dict form: ``score`` plus ``verdict``, ``status`` and the redacted
     ``feedback`` (for a multi-turn rollout's next turn)."""
-    r = _score(data_source, solution_str, ground_truth, extra_info)
+    r = _score(data_source, solution_str, ground_truth, extra_info, True)
     return {"score": settle(r, ON_HARNESS_ERROR), "verdict": r.verdict or r.status, "status": r.status,
             "feedback": r.feedback}
 
@@ -69,11 +70,11 @@ def compute_score_batch(data_sources: Sequence[str | None], solution_strs: Seque
     items = [ScoreItem(task_of(data_source=ds, ground_truth=gt, extra_info=info), s, info.get("seed"),
                        info.get("target")) for ds, s, gt, info in zip(data_sources, solution_strs, gts, infos)]
     workers = int(os.environ.get("NKIEVAL_REWARD_WORKERS", "0")) or None
-    results = score_many(items, workers=workers)
+    results = score_many(items, workers=workers, feedback=False)  # (floats only: brief reviews)
     for _ in range(RETRIES):
         again = [k for k, r in enumerate(results) if r.retryable]
         if not again:
             break
-        for k, r in zip(again, score_many([items[k] for k in again], workers=workers)):
+        for k, r in zip(again, score_many([items[k] for k in again], workers=workers, feedback=False)):
             results[k] = r
     return [settle(r, ON_HARNESS_ERROR) for r in results]

@@ -37,7 +37,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     kw = dict(job.get("review_kw") or {})
     try:
         r = score(job["task"], job["source"], seed=job.get("seed"), target=job.get("target"), extract=False,
-                  full_report=bool(job.get("full_report")), shaping=job.get("shaping", "tiered"), **kw)
+                  full_report=bool(job.get("full_report")), shaping=job.get("shaping", "tiered"),
+                  feedback=bool(job.get("feedback", True)), **kw)
     except (TaskError, UsageError, ValueError) as e:
         return {"status": "bad-request", "reward": None, "task": str(job.get("task")), "error": str(e)}
     d = r.to_dict()

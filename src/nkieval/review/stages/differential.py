@@ -64,13 +64,29 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     """The differential record for the migration criterion, or (None, why not). ``judged``: the cases in
     report form (a numerics failure there makes the attribution look at outputs that agree within
     tolerance too: a systematic deviation the numerics standard caught)."""
+    record, why, search = differential_before_causes(loaded, runs, judged)
+    return (search() if search is not None else record), why
+
+
+#: the record's ``cause_search`` while the cause search has not run (``differential_before_causes``)
+CAUSES_PENDING = "pending"
+
+
+def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None = None
+                               ) -> tuple[dict[str, Any] | None, str | None,
+                                          Callable[[], dict[str, Any]] | None]:
+    """As :func:`differential`, without its cause search (the constants, then the mutations of the CUDA source:
+    the part that can take seconds): (record, why not, search). ``search`` is None when there is nothing to
+    search; else the record has no causes yet (``cause_search`` is :data:`CAUSES_PENDING`, every disagreeing
+    output unexplained) and ``search()`` runs it and returns the complete record, the one :func:`differential`
+    returns. A caller that knows no cause can change what it needs may leave it pending (the brief review)."""
     task = loaded.task
     if task.cuda_file is None:
-        return None, "the task has no CUDA source"
+        return None, "the task has no CUDA source", None
     try:
         from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
     except ImportError as e:  # pragma: no cover - part of the package
-        return None, f"the CUDA executor is unavailable: {e}"
+        return None, f"the CUDA executor is unavailable: {e}", None
     cuda_src = task.cuda_file.read_text()
     outputs = [s.name for s in task.outputs]
     per_out: dict[str, dict[str, Any]] = {o: {"output": o, "verdict": "agree", "cases": 0, "worst": None,
@@ -94,11 +110,11 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
             gpu, (options, took, warnings) = _gpu_outputs(
                 loaded.data[i], cuda_src, "case",
                 lambda inp=inputs, dims=c.dims, limit=limit: run_task_cuda(  # type: ignore[misc]
-                    task, inp, dims, time_limit_s=limit))
+                    task, inp, dims, time_limit_s=limit), limit)
         except ExecutorTimeout:
             break
         except CudaError as e:
-            return None, f"the CUDA source could not be run: {e}"
+            return None, f"the CUDA source could not be run: {e}", None
         if took > limit:
             break  # a kept run that took longer than this review's executor time left: as a timeout would
         spent += took  # (the first review's seconds: a cached run counts as much, so every review runs alike)
@@ -107,7 +123,7 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
         ran.append(i)
     if not runs_gpu:
-        return None, "no case both ran and fits the executor's budget"
+        return None, "no case both ran and fits the executor's budget", None
     # the envelope, after the verdicts: the exact-arithmetic runs take the executor time the verdicts left
     # (the smallest case's always runs); the envelope and the observed difference are folded over the cases
     # that have it, or over every case against the reference when none does
@@ -128,22 +144,26 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         _compare(task, label, gpu, port, None, per_out)
     disagreeing = [o for o in outputs if per_out[o]["verdict"] == "disagree"]
     numerics_failed = any(getattr(c, "numerics", None) and c.numerics.get("status") == "fail" for c in judged or [])
-    causes: list[dict[str, Any]] = []
-    if disagreeing or numerics_failed:
-        causes = _attribute(loaded, cuda_src, [*edge, *runs_gpu], disagreeing or outputs)
-    explained = {o for c in causes for o in c["outputs"]}
-    if [o for o in disagreeing if o not in explained] and not causes:
-        # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
-        causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing,
-                                 locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m))
+
+    def with_causes(causes: list[dict[str, Any]], searched: str) -> dict[str, Any]:
         explained = {o for c in causes for o in c["outputs"]}
-    for o in disagreeing:
-        per_out[o]["cause"] = next((c["summary"] for c in causes if o in c["outputs"]), "cause not identified")
-    return {
-        "outputs": [per_out[o] for o in outputs],
-        "disagree": disagreeing,
-        "unexplained": [o for o in disagreeing if o not in explained],
-        "causes": causes,
+        for o in disagreeing:
+            per_out[o]["cause"] = next((c["summary"] for c in causes if o in c["outputs"]),
+                                       "cause not identified" if searched == "done" else "cause not searched")
+        return {"outputs": [dict(per_out[o]) for o in outputs], "disagree": disagreeing,
+                "unexplained": [o for o in disagreeing if o not in explained], "causes": causes, **record,
+                "cause_search": searched}
+
+    def search() -> dict[str, Any]:
+        causes = _attribute(loaded, cuda_src, [*edge, *runs_gpu], disagreeing or outputs)
+        explained = {o for c in causes for o in c["outputs"]}
+        if [o for o in disagreeing if o not in explained] and not causes:
+            # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
+            causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing,
+                                     locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m))
+        return with_causes(causes, "done")
+
+    record: dict[str, Any] = {
         "cases": [r[0] for r in runs_gpu] + [r[0] for r in edge],
         "gpu_build": None if options is None else {"fast_math": options.fast_math, "ftz": options.ftz,
                                                     "fmad": options.fmad},
@@ -152,7 +172,10 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
         # on the others, the task's reference)
         "envelope_exact_cases": exact_cases,
         "envelope_cases": len(runs_gpu),
-    }, None
+    }
+    if disagreeing or numerics_failed:
+        return with_causes([], CAUSES_PENDING), None, search
+    return with_causes([], "done"), None, None
 
 
 def _port_trace(runs: list[CaseRun]) -> Any:
@@ -187,24 +210,34 @@ def _exact_outputs(data: CaseData, task: Any, inputs: dict[str, np.ndarray], dim
     try:
         out, (_options, took, _warnings) = _gpu_outputs(
             data, exact_src, "exact", lambda: run_task_cuda(task, inputs, dims, source=exact_src,
-                                                            time_limit_s=max(0.5, left_s)))
+                                                            time_limit_s=max(0.5, left_s)), max(0.5, left_s))
     except (CudaError, ExecutorTimeout):
         return None
     return out, took
 
 
-def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tuple[list[np.ndarray], Any]]
-                 ) -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
+def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tuple[list[np.ndarray], Any]],
+                 limit_s: float) -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
     """The CUDA kernel's outputs on a case's inputs (``what``: the case's own, or an edge input made from them)
     and (build options, executor seconds, the executor's warnings): candidate-independent, so kept with the
-    case's cached data for the next review of the task with the same seed."""
+    case's cached data for the next review of the task with the same seed. A run that ran past its time limit
+    ``limit_s`` is kept as such too: a later review that gives it no more time gets the timeout at once."""
+    from nkieval.cuda import ExecutorTimeout
+
     def compute() -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
         t0 = time.perf_counter()
         gpu, cr = run()
         return gpu, (cr.options, time.perf_counter() - t0, list(getattr(cr, "warnings", [])))
 
     key = f"cuda:{what}:{hashlib.sha256(cuda_src.encode()).hexdigest()}"
-    return data.get_derived(key, compute)
+    past = data.timed_out_within(key, limit_s)
+    if past is not None:
+        raise ExecutorTimeout(f"an earlier review's run of these inputs ran past {past:.2f} s (kept)")
+    try:
+        return data.get_derived(key, compute)
+    except ExecutorTimeout:
+        data.note_timeout(key, limit_s)
+        raise
 
 
 def _elements(task: Any, dims: dict[str, int]) -> int:
@@ -324,7 +357,7 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
             continue
         try:
             gpu, _ = _gpu_outputs(data, cuda_src, f"edge/{kind}/{loaded.seed}", lambda inp=inp: run_task_cuda(
-                task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S))
+                task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S), EXECUTOR_BUDGET_S)
         except CudaError:
             continue
         label = f"edge/{kind}"

@@ -47,6 +47,8 @@ class ReviewRequest(BaseModel):
     request_id: str | None = Field(None, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$",
                                    description="idempotency key (default: the request's hash)")
     full_report: bool = False
+    feedback: bool = Field(True, description="false: a brief review, the same reward without findings "
+                                             "(docs/reward.md, \"Brief rewards\")")
     shaping: str = "tiered"
     timeout_s: float | None = Field(None, gt=0)
 

@@ -64,7 +64,10 @@ def request_id(req: Mapping[str, Any]) -> str:
     if req.get("request_id"):
         return str(req["request_id"])
     keys = ("task", "response", "source", "seed", "target", "shaping", "full_report")
-    canon = json.dumps({k: req.get(k) for k in keys}, sort_keys=True, default=str)
+    content = {k: req.get(k) for k in keys}
+    if req.get("feedback") is False:  # (only then: the ids of requests with feedback stay what they were)
+        content["feedback"] = False
+    canon = json.dumps(content, sort_keys=True, default=str)
     return "sha256-" + hashlib.sha256(canon.encode()).hexdigest()[:32]
 
 
@@ -133,7 +136,7 @@ class RewardService:
         item = as_item({k: req.get(k) for k in ("task", "response", "source", "seed", "target")
                         if req.get(k) is not None})
         early, jobs, _ = plan_jobs([item], seed=None, target=None, full_report=bool(req.get("full_report")),
-                                   shaping=shaping)
+                                   shaping=shaping, feedback=req.get("feedback") is not False)
         rid = request_id(req)
         if early[0] is not None:
             if early[0].status == "bad-request":
