@@ -77,3 +77,29 @@ def test_a_replay_within_its_budgets_gives_outputs_masks_and_the_evidence_trace_
     traced = replay_case(prog, CaseJob("c", {"a": A}, params, 1, want_trace=True), "trn2", SandboxLimits())
     assert traced.traced and traced.parsed_trace(10) is traced.trace
     assert [r.opcode for r in traced.trace.records].count("dma_copy") == 4
+
+
+LONG = """
+import nki.isa as nisa
+import nki.language as nl
+
+
+def long_copy(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    for _ in nl.affine_range(4000):
+        nisa.dma_copy(dst=t, src=a)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+"""
+
+
+def test_a_case_whose_replay_outlasts_its_time_limit_is_a_timeout_and_the_shapes_after_it_are_skipped():
+    from nkieval.review.sandbox import run_candidate
+
+    # the tracer has the start-up allowance to record; the replay has the case's 0.2 s
+    cases = [CaseJob(f"c{n}", {"a": np.ones((128, n), np.float32)}, {}, 1) for n in (512, 256)]
+    runs = run_candidate(LONG, "long_copy", cases, target="trn2",
+                         limits=SandboxLimits(timeout_s=0.2, startup_s=60))
+    assert [r.status for r in runs] == ["timeout", "not-run"]
+    assert runs[0].error["rule"] == "time-budget" and "c512" in runs[1].error["message"]
