@@ -1,4 +1,5 @@
-"""A run's time and memory budgets (``SimOptions.time_limit_s``, ``SimOptions.max_bytes``).
+"""A run's time and memory budgets (``SimOptions.time_limit_s``, ``SimOptions.max_bytes``), and warnings kept on
+the trace only (``SimOptions.emit_warnings``).
 
 The judge replays a candidate's recorded program in its own process (tests/review/test_executor.py), where no
 child can be killed: a run that goes on too long or holds too much must stop with a specific rule, at once.
@@ -82,3 +83,22 @@ def test_budget_options_are_checked():
     for bad in ({"time_limit_s": 0}, {"time_limit_s": True}, {"max_bytes": 0}, {"max_bytes": 1.5}):
         with pytest.raises(ValueError):
             SimOptions(**bad)
+
+
+def reads_unwritten(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_warnings_can_stay_on_the_trace_only():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        quiet = run_kernel(reads_unwritten, [A], {}, target="trn2", options=SimOptions(emit_warnings=False))
+        assert not [w for w in seen if "before anything wrote it" in str(w.message)]
+        loud = run_kernel(reads_unwritten, [A], {}, target="trn2")
+        assert [w for w in seen if "before anything wrote it" in str(w.message)]
+    assert [w["rule"] for w in quiet.trace.warnings] == [w["rule"] for w in loud.trace.warnings] == ["uninitialized"]

@@ -130,8 +130,9 @@ def replay_case(prog: Any, case: CaseJob, target: str, limits: SandboxLimits) ->
     from nkieval.sim.program import ProgramError, replay_program
 
     t0 = time.perf_counter()
+    # (the run's warnings are the trace's and the report's: none on the judge's own stderr)
     opts = SimOptions.from_env(max_instructions=int(limits.max_instructions), time_limit_s=float(limits.timeout_s),
-                               max_bytes=int(limits.memory_mb) << 20)
+                               max_bytes=int(limits.memory_mb) << 20, emit_warnings=False)
     try:
         result = replay_program(prog, list(case.inputs.values()), dict(case.params), target=target, options=opts)
     except NkiValidationError as e:

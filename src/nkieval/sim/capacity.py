@@ -123,8 +123,9 @@ def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityP
     return peaks
 
 
-def check_capacity(trace: Trace, capacities: dict[str, int], mode: str) -> list[CapacityPeak]:
-    """Record live-range peaks on the trace and raise (``mode="error"``) or warn when one is exceeded."""
+def check_capacity(trace: Trace, capacities: dict[str, int], mode: str, emit: bool = True) -> list[CapacityPeak]:
+    """Record live-range peaks on the trace and raise (``mode="error"``) or warn when one is exceeded (on the
+    trace; also on Python's warning stream with ``emit``)."""
     peaks = live_range_peaks(trace, capacities)
     for kind in ("sbuf", "psum"):
         vals = [p.peak_bytes for p in peaks if p.buffer == kind]
@@ -142,5 +143,6 @@ def check_capacity(trace: Trace, capacities: dict[str, int], mode: str) -> list[
             w = NkiSimulatorWarning(p.message(), rule=f"{p.buffer}-capacity", instruction="kernel")
             trace.warnings.append({"rule": w.rule, "instruction": "kernel", "location": None, "message": str(w),
                                    "program": p.program})
-            warnings.warn(w, stacklevel=3)
+            if emit:
+                warnings.warn(w, stacklevel=3)
     return peaks

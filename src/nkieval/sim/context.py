@@ -208,7 +208,8 @@ class SimContext:
         w = NkiSimulatorWarning(message, rule=rule, instruction=instruction, location=loc)
         self.trace.warnings.append({"rule": rule, "instruction": instruction, "location": loc,
                                     "message": str(w), "program": self.program_id})
-        warnings.warn(w, stacklevel=4)
+        if self.options.emit_warnings:
+            warnings.warn(w, stacklevel=4)
 
 
 def current() -> SimContext:

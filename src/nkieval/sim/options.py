@@ -45,6 +45,8 @@ class SimOptions:
         max_bytes: stop the run with a ``memory-budget`` error when a new tensor would take the
             bytes its live tensors hold (HBM tensors it made, live on-chip tiles) past this; None
             (default): no limit. The in-process counterpart of a child's address-space limit.
+        emit_warnings: False keeps the run's warnings off Python's warning stream: they are only
+            recorded on the trace (``trace.warnings``), for a harness that reports them itself.
     """
 
     precise_fp: bool = True
@@ -58,6 +60,7 @@ class SimOptions:
     max_instructions: int | None = None
     time_limit_s: float | None = None
     max_bytes: int | None = None
+    emit_warnings: bool = True
 
     def __post_init__(self) -> None:
         if self.time_limit_s is not None and (isinstance(self.time_limit_s, bool)

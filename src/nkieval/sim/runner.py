@@ -176,7 +176,7 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
         finish(trace)
     if opts.record_trace:
         check_capacity(trace, {"sbuf": tgt.sbuf_bytes_per_partition, "psum": tgt.psum_bytes_per_partition},
-                       opts.capacity_check)
+                       opts.capacity_check, emit=opts.emit_warnings)
     outputs = _output(results[0], dry=not opts.compute_values)
     for t, arr, torch_obj in links:
         if t.alloc.written and opts.compute_values:  # (a record-only run has no values to give back)
