@@ -59,6 +59,15 @@ OUT_OF_SCOPE: dict[tuple[str, str], str] = {
     ("samples-ci", r"test_double_row_matmul\.py"):
         "the test module reads the EC2 instance type from /sys/devices/virtual/dmi/id/product_name, and its "
         "fallback when the file is absent is the repository's bug (warnings is not imported: NameError)",
+    ("library", r"test_gen_mask_tkg\.py::TestGenMaskTkg::"):
+        "repository bug: the test's output descriptor reads kernel_input['mask_out_hbm'], but its input generator "
+        "names that key 'mask_out_hbm.must_alias_input' and the harness passes the generator's dict unchanged "
+        "(KeyError before any kernel runs)",
+    ("library", r"moe_tkg/test_moe_tkg\.py"):
+        "repository bug: MLPTKGConstantsDimensionSizes, a @dataclass, is built without its field remainderIFused, "
+        "which plain Python refuses (TypeError); docs/compat-public.md keeps this rule",
+    ("library", r"utils/test_tensor_view\.py"):
+        "needs the Neuron compiler: the harness's kernel tracer imports nki.compiler.frontend",
 }
 
 
