@@ -264,3 +264,37 @@ def test_memset_stores_the_value_rounded_into_every_element_of_each_dtype():
         assert out.shape == (8, 4, 6)
         np.testing.assert_array_equal(out[:, 1:3, :], np.full((8, 2, 6), np.float64(expected)))
         np.testing.assert_array_equal(out[:, [0, 3], :], 0)
+
+
+def _saturating_round_model(x: np.ndarray, d) -> np.ndarray:
+    """NKI's saturating rounding to a narrow float, written out: finite values clipped to ±max, ±inf kept where
+    the format has inf and saturated where it has none, NaN kept, then one round-to-nearest-even."""
+    import ml_dtypes
+
+    m = float(ml_dtypes.finfo(d.storage).max)
+    f = x.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        f = np.where(np.isfinite(f), np.clip(f, -m, m), f)
+    if d.name in ("float8_e4m3fn", "float8_e8m0fnu"):  # no inf in these formats
+        f = np.where(np.isinf(f), np.sign(f) * m, f)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return f.astype(d.storage)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn"]),
+       st.sampled_from(["in range", "overflow", "inf", "nan"]), st.integers(0, 2**31 - 1))
+def test_rounding_to_a_narrow_float_is_bit_identical_to_the_saturating_model(name, extra, seed):
+    from nkieval.sim import dtypes as dt
+
+    d = dt.to_dtype(name)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((16, 33)) * float(rng.choice([1e-3, 1.0, 100.0]))).astype(np.float32)
+    special = {"in range": None, "overflow": 1e30, "inf": -np.inf, "nan": np.nan}[extra]
+    if special is not None:
+        x[rng.integers(16), rng.integers(33)] = special
+    got = dt.cast(x, d)
+    want = _saturating_round_model(x, d)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(np.uint8 if got.itemsize == 1 else np.uint16),
+                                  want.view(np.uint8 if want.itemsize == 1 else np.uint16))
