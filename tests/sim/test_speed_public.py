@@ -184,15 +184,19 @@ def test_live_range_sweep_peak_equals_a_brute_force_over_every_start(blocks, all
                     key=lambda e: (e[0], e[1]))
     best, at, live = _sweep(events, items, parts)
 
-    def usage(x: float) -> int:  # most bytes in any partition among the tiles live at position x
-        on = [a for lo, hi, a in items if lo <= x < hi + 0.25]
+    def peak(on) -> int:  # most bytes in any partition among the tiles ``on``
         return max(sum(a.bytes_per_partition for a in on
                        if a.partition_offset <= p < a.partition_offset + a.shape[0]) for p in range(parts))
 
-    expected = max(usage(lo) for lo, _, _ in items)
+    def live_at(x: float) -> list:
+        return [a for lo, hi, a in items if lo <= x < hi + 0.25]
+
+    expected = max(peak(live_at(lo)) for lo, _, _ in items)
     assert best == expected
-    assert usage(at) == expected
-    assert {a.id for a in live} == {a.id for lo, hi, a in items if lo <= at < hi + 0.25}
+    assert peak(live_at(at)) == expected
+    # the tiles reported live at the peak are live there and reach the peak by themselves
+    assert {a.id for a in live} <= {a.id for a in live_at(at)}
+    assert peak(live) == expected
 
 
 def test_affine_selects_repeated_with_other_offsets_multipliers_and_operators_each_match_numpy():
@@ -298,3 +302,29 @@ def test_rounding_to_a_narrow_float_is_bit_identical_to_the_saturating_model(nam
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got.view(np.uint8 if got.itemsize == 1 else np.uint16),
                                   want.view(np.uint8 if want.itemsize == 1 else np.uint16))
+
+
+def test_affine_select_predicates_kept_stay_within_their_byte_bound(monkeypatch):
+    import nki.isa as nisa
+    from isa_testlib import rand, sbuf, simulate
+
+    from nkieval.sim.isa import gpsimd
+
+    monkeypatch.setattr(gpsimd, "_PREDICATES_MAX_BYTES", 3 * 16 * 16)  # room for three [16, 16] predicates
+    monkeypatch.setattr(gpsimd, "_PREDICATES", {})
+    monkeypatch.setattr(gpsimd, "_PREDICATE_BYTES", [0])
+    s = rand((16, 16), 3)
+    seen = []
+
+    def body(x):
+        for off in range(-4, 4):
+            d = sbuf(x.shape)
+            nisa.affine_select(dst=d, pattern=[[-1, 16]], channel_multiplier=1, on_true_tile=x,
+                               on_false_value=0.0, cmp_op=nl.greater_equal, offset=off)
+            seen.append(sum(p.nbytes for p in gpsimd._PREDICATES.values()))
+        return d
+
+    out = simulate(body, s)
+    assert max(seen) <= 3 * 16 * 16 and len(seen) == 8
+    p, j = np.arange(16)[:, None], np.arange(16)[None, :]
+    np.testing.assert_array_equal(out, np.where(3 + p - j >= 0, s, np.float32(0)))

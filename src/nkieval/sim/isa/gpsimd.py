@@ -72,7 +72,8 @@ def iota(ctx: Any, dst: Any, pattern: Any, offset: int = 0, channel_multiplier: 
 
 
 _PREDICATES: dict[Any, np.ndarray] = {}  # affine_select's predicate by its exact arguments (_affine_predicate)
-_PREDICATES_MAX = 64
+_PREDICATES_MAX_BYTES = 16 << 20  # all kept predicates together; the cache starts afresh past it
+_PREDICATE_BYTES = [0]  # bytes kept now (an upper bound: a key stored twice by two threads counts twice)
 
 
 def _affine_predicate(dst: Any, pattern: Any, offset: Any, channel_multiplier: Any, o: Op) -> np.ndarray:
@@ -93,10 +94,12 @@ def _affine_predicate(dst: Any, pattern: Any, offset: Any, channel_multiplier: A
     aff = _pattern_for(dst, pattern, offset, channel_multiplier)
     pred = o.binary(aff.astype(np.float64), np.float64(0)).astype(bool)
     pred.flags.writeable = False
-    if key is not None:
-        if len(_PREDICATES) >= _PREDICATES_MAX:
+    if key is not None and pred.nbytes <= _PREDICATES_MAX_BYTES:
+        if _PREDICATE_BYTES[0] + pred.nbytes > _PREDICATES_MAX_BYTES:
             _PREDICATES.clear()
+            _PREDICATE_BYTES[0] = 0
         _PREDICATES[key] = pred
+        _PREDICATE_BYTES[0] += pred.nbytes
     return pred
 
 
