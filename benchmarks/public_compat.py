@@ -49,6 +49,14 @@ KEPT: dict[tuple[str, str], str] = {
     ("sdk-tests", r"test_indirect_(load|store)_oob_err_negative"):
         "the test asserts type(exc) == IndexError; nkieval raises NkiIndexError (a subclass of IndexError and "
         "NkiValidationError carrying the out-of-bounds rule, with NumPy's message), so only the exact-type check fails",
+    # nl.NKIObject: a @dataclass subclass keeps the __init__ dataclasses generates, as in plain Python
+    # (docs/compat-public.md); the library's own simulator evidently accepts these two, so the rule is in question
+    ("library", r"moe_tkg/test_moe_tkg\.py"):
+        "NKIObject @dataclass as plain Python: MLPTKGConstantsDimensionSizes is built without its field "
+        "remainderIFused (TypeError: missing argument)",
+    ("library", r"test_attention_cte\.py::TestRangedAttentionCTEKernels::.*-16384-"):
+        "NKIObject @dataclass as plain Python: SectionParams declares its fields without annotations (no dataclass "
+        "fields) and is built with keywords (TypeError: unexpected keyword argument)",
 }
 
 #: (suite, regular expression on the case id) -> why the case is out of scope
@@ -59,6 +67,12 @@ OUT_OF_SCOPE: dict[tuple[str, str], str] = {
     ("samples-ci", r"test_double_row_matmul\.py"):
         "the test module reads the EC2 instance type from /sys/devices/virtual/dmi/id/product_name, and its "
         "fallback when the file is absent is the repository's bug (warnings is not imported: NameError)",
+    ("library", r"test_gen_mask_tkg\.py::TestGenMaskTkg::"):
+        "repository bug: the test's output descriptor reads kernel_input['mask_out_hbm'], but its input generator "
+        "names that key 'mask_out_hbm.must_alias_input' and the harness passes the generator's dict unchanged "
+        "(KeyError before any kernel runs)",
+    ("library", r"utils/test_tensor_view\.py"):
+        "needs the Neuron compiler: the harness's kernel tracer imports nki.compiler.frontend",
 }
 
 

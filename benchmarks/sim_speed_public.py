@@ -11,7 +11,9 @@ Each case runs in a fresh child process, once with the nkieval source tree under
 ``--baseline-src`` (another checkout's ``src``, e.g. a ``git worktree`` of main), alternating, so both see the
 same machine load. The child measures **CPU time of the simulation alone** (``time.process_time`` around the
 simulator's ``run_kernel``: every LNC thread, not the test's inputs or reference) and the process's **peak
-RSS** (``ru_maxrss``; for library cases that includes the harness and its torch reference). It also prints a
+RSS** (``ru_maxrss``; for library cases that includes the harness and its torch reference), and, sampled every
+20 ms while the simulator runs, the resident memory at its entry and its peak there: the difference is the
+simulator's own share of the case's memory (the rest is the test's inputs, reference and harness). It also prints a
 digest of the kernel's outputs, so the two trees are shown to compute the same bits.
 
 Nothing is downloaded and no public code is copied: the checkouts are arguments.
@@ -33,12 +35,16 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 _MOE = ("test/integration/nkilib/core/moe/moe_cte/test_moe_cte.py::TestMoeBlockwiseMatMulLnc2::"
         "test_moe_blockwise_mm_kernel_lnc2[BWMMFunc.SHARD_ON_INTERMEDIATE-3072-1024-8-512-4-{}-None-None-None-None-False]")
+
+_RMSNORM_QUANT = ("test/integration/nkilib/core/rmsnorm/test_rmsnorm_quant.py::TestRmsNormQuantKernel::"
+                  "test_rmsnorm_quant_vnc_unit[{}-0.0-2-1-16384-896-QuantizationType.ROW]")
 
 #: name -> (suite, parameters). flash bwd: (heads, kv heads, seqlen, sliding window, sinks)
 CASES: dict[str, tuple[str, Any]] = {
@@ -50,18 +56,55 @@ CASES: dict[str, tuple[str, Any]] = {
         "2048-dtype0-0-True-False-None-ActFnType.SiLU-ExpertAffinityScaleMode.POST_SCALE")),
     "moe-lnc2-i3072": ("library", _MOE.format(
         "3072-dtype39-1-False-True-None-ActFnType.Swish-ExpertAffinityScaleMode.POST_SCALE")),
+    # LNC-2 RMSNorm + fp8 row quantisation of [seqlen, 16384]; the library skips both in simulation (their
+    # names hold 16384) unless NKILIB_SIMULATION_RUN_ALL=1, which the child sets
+    "rmsnorm-quant-2048": ("library", _RMSNORM_QUANT.format(2048)),
+    "rmsnorm-quant-32768": ("library", _RMSNORM_QUANT.format(32768)),
 }
 DEFAULT = "bwd-8x2-8192,bwd-8x2-8192-sinks,bwd-8x2-4096,moe-lnc2-i2048,moe-lnc2-i3072"
 
 
 # -- child: one case in this process ---------------------------------------------------------------------
+def _rss_mb() -> float:
+    """This process's resident set now (Linux ``/proc/self/statm``), in MB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class _RssSampler:
+    """The most resident memory seen while the simulator runs (sampled every 20 ms by a thread), so a case's
+    peak can be split into the simulator's part and the test's own (inputs, reference, harness)."""
+
+    def __init__(self) -> None:
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, _rss_mb())
+
+    def __enter__(self) -> _RssSampler:
+        self.peak = _rss_mb()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_mb())
+
+
 class _SimClock:
-    """CPU seconds spent inside the simulator's run_kernel (all threads), and a digest of its outputs."""
+    """CPU seconds spent inside the simulator's run_kernel (all threads), a digest of its outputs, and the
+    resident memory at its entry and at its peak (sampled)."""
 
     def __init__(self) -> None:
         self.cpu = 0.0
         self.calls = 0
         self.digest = hashlib.sha256()
+        self.entry_rss = 0.0  # MB, at the entry of the run with the highest peak
+        self.sim_peak_rss = 0.0  # MB, the most seen during any run
 
     def install(self) -> None:
         import nkieval.frontends.beta1.launch as b1
@@ -72,11 +115,16 @@ class _SimClock:
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             t0 = time.process_time()
+            sampler = _RssSampler()
             try:
-                res = real(*args, **kwargs)
+                with sampler:
+                    entry = sampler.peak
+                    res = real(*args, **kwargs)
             finally:
                 self.cpu += time.process_time() - t0
                 self.calls += 1
+                if sampler.peak > self.sim_peak_rss:
+                    self.sim_peak_rss, self.entry_rss = sampler.peak, entry
             for out in _arrays(res.outputs):
                 self.digest.update(out.tobytes())
             return res
@@ -136,6 +184,7 @@ def child(name: str) -> int:
         _library_case(params)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps({"cpu_s": round(clock.cpu, 2), "peak_rss_mb": round(rss), "runs": clock.calls,
+                                  "sim_entry_rss_mb": round(clock.entry_rss), "sim_peak_rss_mb": round(clock.sim_peak_rss),
                                   "digest": clock.digest.hexdigest()[:16]}), flush=True)
     return 0
 
@@ -151,7 +200,7 @@ def run_case(name: str, src: Path, args: argparse.Namespace) -> dict[str, Any]:
         paths += [str(args.library_env), str(args.library / "src")]
         cwd = str(args.library)
     env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"),
-               PYTHONPATH=os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]))
+               PYTHONPATH=os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]), NKILIB_SIMULATION_RUN_ALL="1")
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", name], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=args.timeout)
     for line in proc.stdout.splitlines():
@@ -159,6 +208,10 @@ def run_case(name: str, src: Path, args: argparse.Namespace) -> dict[str, Any]:
             return json.loads(line[len("RESULT "):])
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
     return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
+
+
+def _sim_rss(r: dict[str, Any]) -> str:
+    return f"{r.get('sim_entry_rss_mb', '?')} -> {r.get('sim_peak_rss_mb', '?')}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,8 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         if CASES[n][0] == "library" and not (args.library and args.library_env):
             ap.error(f"{n} needs --library and --library-env")
     print("| case | baseline CPU s | this tree CPU s | speed-up | baseline peak RSS MB | this tree peak RSS MB "
-          "| RSS ratio | outputs |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| RSS ratio | simulation RSS MB, entry -> peak: baseline; this tree | outputs |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in names:
         runs: dict[str, list[dict[str, Any]]] = {"base": [], "this": []}
         for _ in range(args.repeat):
@@ -193,13 +246,14 @@ def main(argv: list[str] | None = None) -> int:
             runs["this"].append(run_case(n, this_src, args))
         errs = [r["error"] for rs in runs.values() for r in rs if "error" in r]
         if errs:
-            print(f"| {n} | error: {errs[0]} |||||||", flush=True)
+            print(f"| {n} | error: {errs[0]} ||||||||", flush=True)
             continue
         b = min(runs["base"], key=lambda r: r["cpu_s"])
         t = min(runs["this"], key=lambda r: r["cpu_s"])
         same = "identical" if {r["digest"] for rs in runs.values() for r in rs} == {b["digest"]} else "DIFFER"
         print(f"| {n} | {b['cpu_s']:.1f} | {t['cpu_s']:.1f} | {b['cpu_s'] / t['cpu_s']:.2f}x | {b['peak_rss_mb']} | "
-              f"{t['peak_rss_mb']} | {t['peak_rss_mb'] / b['peak_rss_mb']:.2f} | {same} |", flush=True)
+              f"{t['peak_rss_mb']} | {t['peak_rss_mb'] / b['peak_rss_mb']:.2f} | {_sim_rss(b)}; {_sim_rss(t)} | {same} |",
+              flush=True)
     return 0
 
 

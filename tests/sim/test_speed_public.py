@@ -118,3 +118,213 @@ def test_first_fit_addresses_equal_a_plain_first_fit_over_the_live_blocks(ops):
             alloc.release(victim)
             del live[victim]
         assert set(alloc.live) == set(live)
+
+
+# -- third pass: per-tile numpy work replaced by plain arithmetic ------------------------------------------
+def _model_live_bytes(blocks: dict[int, tuple[int, int, int, int, bool]], partitions: int) -> int:
+    """Most live bytes in any partition, by brute force: first-fit blocks summed per partition, placed blocks
+    (``fixed``) as the union of their byte ranges per partition."""
+    best = 0
+    for p in range(partitions):
+        auto = sum(e - s for s, e, p0, p1, fixed in blocks.values() if not fixed and p0 <= p < p1)
+        covered: set[int] = set()
+        for s, e, p0, p1, fixed in blocks.values():
+            if fixed and p0 <= p < p1:
+                covered.update(range(s, e))
+        best = max(best, auto + len(covered))
+    return best
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4), st.integers(1, 40), st.integers(0, 3),
+                          st.integers(0, 30)), min_size=1, max_size=40))
+def test_live_bytes_peak_equals_a_per_partition_count_with_placed_and_first_fit_tiles(ops):
+    parts = 4
+    alloc = OnChipAllocator("sbuf", 1 << 20, 4, "off", partitions=parts, bank_bytes=2048)
+    live: dict[int, tuple[int, int, int, int, bool]] = {}
+    peak = 0
+    for next_id, (action, nparts, nbytes, p0, pick) in enumerate(ops):
+        if action == 2 and live:  # free one
+            victim = sorted(live)[pick % len(live)]
+            alloc.release(victim)
+            del live[victim]
+        else:  # 0: first-fit, 1: placed at an explicit (partition, byte) address
+            placed = action == 1
+            p0 = min(p0, parts - nparts) if placed else 0
+            a = Allocation(id=next_id, buffer=_Buf(), name="", dtype=_D(), shape=(nparts, nbytes),
+                           storage=np.empty((nparts, nbytes), np.uint8), site=None, program=0)
+            alloc.allocate(a, (p0, 4 * pick) if placed else None, "test")
+            end = a.address + max(4, (nbytes + 3) // 4 * 4)  # the allocator's 4-byte alignment
+            live[next_id] = (a.address, end, p0, p0 + nparts, placed)
+        expected = _model_live_bytes(live, parts)
+        assert alloc._total() == expected
+        peak = max(peak, expected)
+    assert alloc.peak_bytes >= peak
+
+
+def _record(i: int, p0: int, nparts: int, nbytes: int):
+    from nkieval.sim.trace import AllocationRecord
+
+    return AllocationRecord(id=i, buffer="sbuf", name=f"t{i}", shape=(nparts, 8), dtype="float32", address=0,
+                            partition_offset=p0, bytes_per_partition=nbytes, site=None, program=0, alloc_seq=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 10), st.integers(1, 512), st.integers(1, 4),
+                          st.integers(0, 3)), min_size=1, max_size=25), st.booleans())
+def test_live_range_sweep_peak_equals_a_brute_force_over_every_start(blocks, all_at_partition_zero):
+    from nkieval.sim.capacity import _sweep
+
+    parts = 4
+    items = []
+    for i, (lo, length, nbytes, nparts, p0) in enumerate(blocks):
+        p0 = 0 if all_at_partition_zero else min(p0, parts - nparts)
+        items.append([float(lo), float(lo + length), _record(i, p0, nparts, nbytes)])
+    events = sorted([e for i, (lo, hi, _) in enumerate(items) for e in ((lo, 0, i), (hi + 0.25, -1, i))],
+                    key=lambda e: (e[0], e[1]))
+    best, at, live = _sweep(events, items, parts)
+
+    def peak(on) -> int:  # most bytes in any partition among the tiles ``on``
+        return max(sum(a.bytes_per_partition for a in on
+                       if a.partition_offset <= p < a.partition_offset + a.shape[0]) for p in range(parts))
+
+    def live_at(x: float) -> list:
+        return [a for lo, hi, a in items if lo <= x < hi + 0.25]
+
+    expected = max(peak(live_at(lo)) for lo, _, _ in items)
+    assert best == expected
+    assert peak(live_at(at)) == expected
+    # the tiles reported live at the peak are live there and reach the peak by themselves
+    assert {a.id for a in live} <= {a.id for a in live_at(at)}
+    assert peak(live) == expected
+
+
+def test_affine_selects_repeated_with_other_offsets_multipliers_and_operators_each_match_numpy():
+    """The predicate is kept by its arguments: each repeat (a hit) and each variant (a miss) must be its own."""
+    import nki.isa as nisa
+    from isa_testlib import rand, sbuf, simulate
+
+    combos = [(0, 1, nl.greater_equal), (4, 1, nl.greater_equal), (0, 2, nl.greater_equal), (0, 1, nl.less),
+              (-3, 1, nl.equal)] * 2
+    s = rand((32, 32), 5)
+
+    def body(x):
+        outs = []
+        for off, cm, cmp in combos:
+            d = sbuf(x.shape)
+            nisa.affine_select(dst=d, pattern=[[-1, 32]], channel_multiplier=cm, on_true_tile=x,
+                               on_false_value=-1.0, cmp_op=cmp, offset=off)
+            outs.append(d)
+        r = sbuf((32, 32 * len(combos)))
+        for k, d in enumerate(outs):
+            nisa.tensor_copy(dst=r[:, 32 * k:32 * (k + 1)], src=d)
+        return r
+
+    got = simulate(body, s)
+    p, j = np.arange(32)[:, None], np.arange(32)[None, :]
+    compare = {nl.greater_equal: np.greater_equal, nl.less: np.less, nl.equal: np.equal}
+    for k, (off, cm, cmp) in enumerate(combos):
+        keep = compare[cmp](off + cm * p - j, 0)
+        np.testing.assert_array_equal(got[:, 32 * k:32 * (k + 1)], np.where(keep, s, np.float32(-1.0)))
+
+
+def test_affine_select_still_refuses_a_bool_multiplier_after_the_equal_int_was_accepted():
+    import nki.isa as nisa
+    import pytest
+    from isa_testlib import rand, sbuf, simulate
+
+    from nkieval.sim.errors import NkiValidationError
+
+    def body(x):
+        for cm in (1, True):  # True == 1 and hashes alike, but a bool is not an integer argument
+            d = sbuf(x.shape)
+            nisa.affine_select(dst=d, pattern=[[-1, 16]], channel_multiplier=cm, on_true_tile=x,
+                               on_false_value=0.0, cmp_op=nl.greater_equal)
+        return d
+
+    with pytest.raises(NkiValidationError) as e:
+        simulate(body, rand((16, 16), 1))
+    assert e.value.rule == "argument" and "channel_multiplier" in str(e.value)
+
+
+def test_memset_stores_the_value_rounded_into_every_element_of_each_dtype():
+    import ml_dtypes
+    import nki.isa as nisa
+    from isa_testlib import sbuf, simulate
+
+    # float8_e4m3 saturates at its largest finite value, 240
+    cases = [(nl.bfloat16, 1 / 3, np.float32(ml_dtypes.bfloat16(1 / 3))), (nl.int8, 300, 127),
+             (nl.int32, -7, -7), (nl.float8_e4m3, 1000.0, 240.0), (nl.float32, 0.1, np.float32(0.1))]
+
+    for dtype, value, expected in cases:
+        def body(_x, dtype=dtype, value=value):
+            d = sbuf((8, 4, 6), dtype)
+            nisa.memset(dst=d[:, 1:3, :], value=value)  # a strided view of the tile
+            nisa.memset(dst=d[:, 0, :], value=0)
+            nisa.memset(dst=d[:, 3, :], value=0)
+            return d
+
+        out = simulate(body, np.zeros((1, 1), np.float32)).astype(np.float64)
+        assert out.shape == (8, 4, 6)
+        np.testing.assert_array_equal(out[:, 1:3, :], np.full((8, 2, 6), np.float64(expected)))
+        np.testing.assert_array_equal(out[:, [0, 3], :], 0)
+
+
+def _saturating_round_model(x: np.ndarray, d) -> np.ndarray:
+    """NKI's saturating rounding to a narrow float, written out: finite values clipped to ±max, ±inf kept where
+    the format has inf and saturated where it has none, NaN kept, then one round-to-nearest-even."""
+    import ml_dtypes
+
+    m = float(ml_dtypes.finfo(d.storage).max)
+    f = x.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        f = np.where(np.isfinite(f), np.clip(f, -m, m), f)
+    if d.name in ("float8_e4m3fn", "float8_e8m0fnu"):  # no inf in these formats
+        f = np.where(np.isinf(f), np.sign(f) * m, f)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return f.astype(d.storage)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn"]),
+       st.sampled_from(["in range", "overflow", "inf", "nan"]), st.integers(0, 2**31 - 1))
+def test_rounding_to_a_narrow_float_is_bit_identical_to_the_saturating_model(name, extra, seed):
+    from nkieval.sim import dtypes as dt
+
+    d = dt.to_dtype(name)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((16, 33)) * float(rng.choice([1e-3, 1.0, 100.0]))).astype(np.float32)
+    special = {"in range": None, "overflow": 1e30, "inf": -np.inf, "nan": np.nan}[extra]
+    if special is not None:
+        x[rng.integers(16), rng.integers(33)] = special
+    got = dt.cast(x, d)
+    want = _saturating_round_model(x, d)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(np.uint8 if got.itemsize == 1 else np.uint16),
+                                  want.view(np.uint8 if want.itemsize == 1 else np.uint16))
+
+
+def test_affine_select_predicates_kept_stay_within_their_byte_bound(monkeypatch):
+    import nki.isa as nisa
+    from isa_testlib import rand, sbuf, simulate
+
+    from nkieval.sim.isa import gpsimd
+
+    monkeypatch.setattr(gpsimd, "_PREDICATES_MAX_BYTES", 3 * 16 * 16)  # room for three [16, 16] predicates
+    monkeypatch.setattr(gpsimd, "_PREDICATES", {})
+    monkeypatch.setattr(gpsimd, "_PREDICATE_BYTES", [0])
+    s = rand((16, 16), 3)
+    seen = []
+
+    def body(x):
+        for off in range(-4, 4):
+            d = sbuf(x.shape)
+            nisa.affine_select(dst=d, pattern=[[-1, 16]], channel_multiplier=1, on_true_tile=x,
+                               on_false_value=0.0, cmp_op=nl.greater_equal, offset=off)
+            seen.append(sum(p.nbytes for p in gpsimd._PREDICATES.values()))
+        return d
+
+    out = simulate(body, s)
+    assert max(seen) <= 3 * 16 * 16 and len(seen) == 8
+    p, j = np.arange(16)[:, None], np.arange(16)[None, :]
+    np.testing.assert_array_equal(out, np.where(3 + p - j >= 0, s, np.float32(0)))

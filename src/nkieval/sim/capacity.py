@@ -63,8 +63,8 @@ def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityP
         seq = rec.seq
         pos: float = seq
         ops = rec.operands
-        if any(op.buffer == "psum" and "r" in op.mode for op in ops) and \
-                not any(op.buffer == "psum" and "w" in op.mode for op in ops):
+        psum_modes = "".join([op.mode for op in ops if op.buffer == "psum"])
+        if "r" in psum_modes and "w" not in psum_modes:  # reads PSUM and writes none: an evacuation
             ready = max((written.get(op.alloc, -1.0) for op in ops if "r" in op.mode), default=-1.0)
             pos = min(float(seq), ready + 0.5)
         for op in ops:
@@ -103,24 +103,43 @@ def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityP
             events.append((lo, 0, i))
             events.append((hi + 0.25, -1, i))
         events.sort(key=lambda e: (e[0], e[1]))
-        usage = np.zeros(get_target(trace.target).partitions, dtype=np.int64)
-        live: set[int] = set()
-        best, best_seq, best_live = 0, 0, ()
-        for seq, kind, i in events:
-            a = items[i][2]
-            p0 = a.partition_offset
-            p1 = p0 + (a.shape[0] if a.shape else 1)
-            if kind == -1:
-                usage[p0:p1] -= a.bytes_per_partition
-                live.discard(i)
-            else:
-                usage[p0:p1] += a.bytes_per_partition
-                live.add(i)
-                total = int(usage.max())
-                if total > best:
-                    best, best_seq, best_live = total, int(seq), tuple(items[j][2] for j in live)
+        best, best_seq, best_live = _sweep(events, items, get_target(trace.target).partitions)
         peaks.append(CapacityPeak(buf, prog, best, capacities[buf], best_seq, best_live))
     return peaks
+
+
+def _sweep(events: list[tuple[float, int, int]], items: list[list], partitions: int) -> tuple[int, int, tuple]:
+    """(peak per-partition bytes, where, the tiles live there) over the start/end events of ``items``."""
+    live: set[int] = set()
+    best, best_seq, best_live = 0, 0, ()
+    if all(it[2].partition_offset == 0 for it in items):
+        # every tile covers partitions [0, n): partition 0 holds the most, so the peak is a plain running sum
+        total = 0
+        for seq, kind, i in events:
+            if kind == -1:
+                total -= items[i][2].bytes_per_partition
+                live.discard(i)
+            else:
+                total += items[i][2].bytes_per_partition
+                live.add(i)
+                if total > best:
+                    best, best_seq, best_live = total, int(seq), tuple(items[j][2] for j in live)
+        return best, best_seq, best_live
+    usage = np.zeros(partitions, dtype=np.int64)
+    for seq, kind, i in events:
+        a = items[i][2]
+        p0 = a.partition_offset
+        p1 = p0 + (a.shape[0] if a.shape else 1)
+        if kind == -1:
+            usage[p0:p1] -= a.bytes_per_partition
+            live.discard(i)
+        else:
+            usage[p0:p1] += a.bytes_per_partition
+            live.add(i)
+            total = int(usage.max())
+            if total > best:
+                best, best_seq, best_live = total, int(seq), tuple(items[j][2] for j in live)
+    return best, best_seq, best_live
 
 
 def check_capacity(trace: Trace, capacities: dict[str, int], mode: str, emit: bool = True) -> list[CapacityPeak]:

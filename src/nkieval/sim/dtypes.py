@@ -204,7 +204,13 @@ def argument_dtype(array_dtype: Any, *, int64_ok: bool) -> DType:
 
 
 def finfo_max(dt: DType) -> float:
-    return float(ml_dtypes.finfo(dt.storage).max)
+    m = _FINFO_MAX.get(dt.storage)
+    if m is None:  # ml_dtypes.finfo is slow to build, and every rounding to a narrow format asks
+        m = _FINFO_MAX[dt.storage] = float(ml_dtypes.finfo(dt.storage).max)
+    return m
+
+
+_FINFO_MAX: dict[np.dtype, float] = {}
 
 
 def round_tf32(x: np.ndarray) -> np.ndarray:
@@ -260,17 +266,27 @@ def _round_float(src: np.ndarray, dt: DType, fp8_overflow: str) -> np.ndarray:
         return round_tf32(src.astype(np.float32))
     if dt is float32:
         return src.astype(np.float32)
-    f = src.astype(np.float32)
-    if dt in NARROW_FLOAT_DTYPES and fp8_overflow == "saturate":
-        m = finfo_max(dt)
-        with np.errstate(invalid="ignore"):
-            f = np.where(np.isfinite(f), np.clip(f, -m, m), f)
-    if dt.kind == "float" and not _has_inf(dt) and fp8_overflow == "saturate":
-        # formats without inf (e4m3fn, e8m0): ±inf saturates to ±max like a finite overflow
-        m = finfo_max(dt)
-        f = np.where(np.isinf(f), np.sign(f) * m, f)
+    f = src.astype(np.float32, copy=False)  # read only below: the result is a new array of dt.storage
+    if fp8_overflow == "saturate" and (dt in NARROW_FLOAT_DTYPES or (dt.kind == "float" and not _has_inf(dt))) \
+            and not _within(f, finfo_max(dt)):  # (values all finite and in range: saturation changes nothing)
+        if dt in NARROW_FLOAT_DTYPES:
+            m = finfo_max(dt)
+            with np.errstate(invalid="ignore"):
+                f = np.where(np.isfinite(f), np.clip(f, -m, m), f)
+        if dt.kind == "float" and not _has_inf(dt):
+            # formats without inf (e4m3fn, e8m0): ±inf saturates to ±max like a finite overflow
+            m = finfo_max(dt)
+            f = np.where(np.isinf(f), np.sign(f) * m, f)
     with np.errstate(over="ignore", invalid="ignore"):
         return f.astype(dt.storage)
+
+
+def _within(f: np.ndarray, m: float) -> bool:
+    """Whether every value of ``f`` lies in [-m, m]: False for NaN or ±inf (the min/max of an array with a NaN
+    is NaN, which compares False), and True for no values."""
+    if f.size == 0:
+        return True
+    return bool(f.max() <= m) and bool(f.min() >= -m)
 
 
 def _has_inf(dt: DType) -> bool:

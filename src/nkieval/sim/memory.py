@@ -158,7 +158,10 @@ class OnChipAllocator:
         self.live: dict[int, LiveBlock] = {}
         # (start, end, alloc id) of the live blocks, kept sorted so first-fit is one scan, not a sort per allocation
         self._spans: list[tuple[int, int, int]] = []
-        self.usage = np.zeros(partitions, dtype=np.int64)  # live bytes per partition of first-fit blocks
+        # Live bytes of the first-fit blocks. Every first-fit block starts at partition 0 (only an explicit
+        # ``address=`` moves a block's partitions), so partition 0 holds the most of them: their per-partition
+        # peak is this plain sum, kept as a Python int instead of a per-partition array updated per tile.
+        self.auto_bytes = 0
         self.fixed: dict[int, LiveBlock] = {}  # live blocks at explicit addresses (counted as a union)
         self.peak_bytes = 0
         self.live_bytes = 0  # storage bytes of the live tiles, all partitions (SimOptions.max_bytes)
@@ -202,7 +205,7 @@ class OnChipAllocator:
             self.live_bytes += block.nbytes
             bisect.insort(self._spans, (start, start + size, alloc.id))
             if address is None:
-                self.usage[p0:p0 + nparts] += size
+                self.auto_bytes += size
             else:
                 self.fixed[alloc.id] = block
             total = self._total()
@@ -230,7 +233,7 @@ class OnChipAllocator:
     def _total(self) -> int:
         """Most live bytes in any partition: first-fit blocks summed, explicitly placed blocks as a union."""
         if not self.fixed:
-            return int(self.usage.max())
+            return self.auto_bytes
         blocks = list(self.fixed.values())
         cuts = sorted({0, self.partitions, *(b.partitions[0] for b in blocks), *(b.partitions[1] for b in blocks)})
         total = 0
@@ -241,8 +244,13 @@ class OnChipAllocator:
                 if e > reach:
                     union += e - max(a, reach)
                     reach = e
-            total = max(total, int(self.usage[lo:hi].max()) + union)
+            total = max(total, self._auto_bytes_at(lo) + union)
         return total
+
+    def _auto_bytes_at(self, partition: int) -> int:
+        """Live first-fit bytes in ``partition``; first-fit blocks cover partitions [0, n), so in a range of
+        partitions the first holds the most."""
+        return sum(b.end - b.start for b in self.live.values() if not b.fixed and b.partitions[1] > partition)
 
     def _first_fit(self, size: int) -> int:
         pos = 0
@@ -261,7 +269,7 @@ class OnChipAllocator:
                 spans = self._spans
                 del spans[bisect.bisect_left(spans, (b.start, b.end, alloc_id))]
             if b is not None and self.fixed.pop(alloc_id, None) is None:
-                self.usage[b.partitions[0]:b.partitions[1]] -= b.end - b.start
+                self.auto_bytes -= b.end - b.start
         if b is not None and self._on_event:
             self._on_event("free", alloc_id, b.start, b.end - b.start)
 

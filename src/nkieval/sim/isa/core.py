@@ -433,6 +433,8 @@ def write(ctx: SimContext, t: NkiTensor, values: Any, *, matmul: bool = False) -
     if v.shape != t.shape:
         if v.size == t.size:
             v = v.reshape(t.shape)
+        elif v.size == 1:  # one value for every element (memset): cast it once, the store broadcasts it
+            v = v.reshape((1,) * t.data.ndim)
         else:
             v = np.broadcast_to(v, t.shape)
     if v.dtype == t.data.dtype and not t.dtype.tf32:

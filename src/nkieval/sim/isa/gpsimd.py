@@ -71,6 +71,38 @@ def iota(ctx: Any, dst: Any, pattern: Any, offset: int = 0, channel_multiplier: 
            channel_multiplier=int(channel_multiplier))
 
 
+_PREDICATES: dict[Any, np.ndarray] = {}  # affine_select's predicate by its exact arguments (_affine_predicate)
+_PREDICATES_MAX_BYTES = 16 << 20  # all kept predicates together; the cache starts afresh past it
+_PREDICATE_BYTES = [0]  # bytes kept now (an upper bound: a key stored twice by two threads counts twice)
+
+
+def _affine_predicate(dst: Any, pattern: Any, offset: Any, channel_multiplier: Any, o: Op) -> np.ndarray:
+    """``cmp_op(affine_value, 0)`` as a read-only bool [P, F] array.
+
+    Causal and sliding-window masks issue the same affine_select on every tile of a loop, so the predicate is
+    kept by the arguments it is made of: the pattern as ``pattern_values`` reads it, and ``offset`` and
+    ``channel_multiplier`` with their types (``True`` and ``1`` are equal keys but not equally valid), so a
+    hit stands only for arguments that were checked and accepted before."""
+    try:
+        key: Any = (tuple((int(s), int(n)) for s, n in pattern), offset, type(offset), channel_multiplier,
+                    type(channel_multiplier), dst.shape[0], free_size(dst), o.name)
+        hit = _PREDICATES.get(key)
+    except (TypeError, ValueError):  # a malformed or unhashable argument: the checks below say which
+        key = hit = None
+    if hit is not None:
+        return hit
+    aff = _pattern_for(dst, pattern, offset, channel_multiplier)
+    pred = o.binary(aff.astype(np.float64), np.float64(0)).astype(bool)
+    pred.flags.writeable = False
+    if key is not None and pred.nbytes <= _PREDICATES_MAX_BYTES:
+        if _PREDICATE_BYTES[0] + pred.nbytes > _PREDICATES_MAX_BYTES:
+            _PREDICATES.clear()
+            _PREDICATE_BYTES[0] = 0
+        _PREDICATES[key] = pred
+        _PREDICATE_BYTES[0] += pred.nbytes
+    return pred
+
+
 @instruction("affine_select", "gpsimd")
 def affine_select(ctx: Any, dst: Any, pattern: Any, channel_multiplier: int, on_true_tile: Any, on_false_value: Any,
                   cmp_op: Any = None, offset: int = 0, name: str | None = None) -> None:
@@ -88,8 +120,7 @@ def affine_select(ctx: Any, dst: Any, pattern: Any, channel_multiplier: int, on_
         raise NkiValidationError(f"on_false_value must be an fp32 scalar, got {type(on_false_value).__name__}",
                                  operand="on_false_value", rule="argument")
     p = dst.shape[0]
-    aff = _pattern_for(dst, pattern, offset, channel_multiplier)
-    pred = o.binary(aff.astype(np.float64), np.float64(0)).astype(bool)
+    pred = _affine_predicate(dst, pattern, offset, channel_multiplier, o)
     f = scalar_or_vector(ctx, on_false_value, "on_false_value", p)
     res = np.where(pred, read(on_true_tile).reshape(p, -1), f)
     write(ctx, dst, res.reshape(dst.shape))

@@ -237,7 +237,7 @@ def memset(ctx: Any, dst: Any, value: Any, engine: Any = None, name: str | None 
                                  operand="value", rule="dtype")
     if dst.dtype.name.endswith("_x4") and value != 0:
         raise NkiValidationError("packed x4 dtypes can only be memset to 0", operand="value", rule="dtype")
-    write(ctx, dst, np.full(dst.shape, value, dtype=np.float64 if dst.dtype.is_int else np.float32))
+    write(ctx, dst, np.full((1,) * dst.ndim, value, dtype=np.float64 if dst.dtype.is_int else np.float32))
     record(ctx, "memset", eng, [dst.access("dst", "w")], value=float(value))
 
 
