@@ -11,7 +11,6 @@ block, local arrays one per thread.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
@@ -51,6 +50,7 @@ from nkieval.cuda.values import (
     StructVal,
     Unsupported,
     base_dtype,
+    executor_seconds,
     scalar_of,
     sizeof,
     type_of,
@@ -832,7 +832,7 @@ class Interpreter:
                     if upd is not None:
                         upd(fr, active)
                     n_iter += 1
-                    if self.deadline is not None and time.perf_counter() > self.deadline:
+                    if self.deadline is not None and executor_seconds() > self.deadline:
                         raise ExecutorTimeout("the CUDA executor ran out of the time it was given", line)
                     if n_iter > 50_000_000:
                         raise KernelFault("a loop ran more than 50,000,000 iterations", line)

@@ -28,7 +28,6 @@ import ast
 import hashlib
 import math
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +40,9 @@ from nkieval.review.stages.load import Loaded
 from nkieval.review.stages.mutation_causes import mutation_causes
 from nkieval.review.stages.port_lines import find_port_line
 
-#: seconds of executor time per review for the review's own cases (the edge case always runs)
+#: seconds of executor time per review for the review's own cases (the edge case always runs): CPU time of the
+#: reviewing thread (:func:`nkieval.cuda.executor_seconds`), so a loaded machine covers the same cases and
+#: envelope runs as an idle one, only later
 EXECUTOR_BUDGET_S = 6.0
 #: cases larger than this (elements of inputs and outputs) are not run on the executor
 MAX_ELEMENTS = 400_000
@@ -200,10 +201,12 @@ def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tup
     """The CUDA kernel's outputs on a case's inputs (``what``: the case's own, or an edge input made from them)
     and (build options, executor seconds, the executor's warnings): candidate-independent, so kept with the
     case's cached data for the next review of the task with the same seed."""
+    from nkieval.cuda import executor_seconds
+
     def compute() -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
-        t0 = time.perf_counter()
+        t0 = executor_seconds()
         gpu, cr = run()
-        return gpu, (cr.options, time.perf_counter() - t0, list(getattr(cr, "warnings", [])))
+        return gpu, (cr.options, executor_seconds() - t0, list(getattr(cr, "warnings", [])))
 
     key = f"cuda:{what}:{hashlib.sha256(cuda_src.encode()).hexdigest()}"
     return data.get_derived(key, compute)
@@ -394,7 +397,7 @@ def _line_text(text: str, line: int) -> str:
 
 def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disagreeing: list[str]
                ) -> list[dict[str, Any]]:
-    from nkieval.cuda import CudaError, run_task_cuda
+    from nkieval.cuda import CudaError, executor_seconds, run_task_cuda
     from nkieval.cuda.program import preprocess
 
     task = loaded.task
@@ -433,9 +436,9 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
     label, dims, inputs, _gpu, port = best[1]
     base_err = best[2]
     causes: list[dict[str, Any]] = []
-    stop = time.perf_counter() + 2 * EXECUTOR_BUDGET_S
+    stop = executor_seconds() + 2 * EXECUTOR_BUDGET_S
     for _, kind, what, p in hyps:
-        if time.perf_counter() > stop:
+        if executor_seconds() > stop:
             break
         try:
             if kind == "literal":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from itertools import combinations
@@ -28,7 +27,8 @@ from typing import Any
 import numpy as np
 
 #: seconds spent re-running mutated CUDA kernels per review: CPU time of the reviewing thread (the executor
-#: runs in it), so a loaded machine tries the same hypotheses as an idle one, only later
+#: runs in it: :func:`nkieval.cuda.executor_seconds`), so a loaded machine tries the same hypotheses as an idle
+#: one, only later
 MUTATION_BUDGET_S = 10.0
 #: a disagreement below this many tolerances is not attributed to a mutation (one is a real disagreement)
 MIN_RATIO = 1.0
@@ -267,7 +267,7 @@ def _run_mutant(task: Any, inputs: dict[str, np.ndarray], digest: str, dims: dic
     """(the mutated kernel's outputs, or None where it faults; the executor's CPU seconds, the first time): a
     kept run counts its first seconds against the budget, so a warm review tries the same mutants as a cold one.
     A run stopped by its time limit is not kept (a longer limit may finish it)."""
-    from nkieval.cuda import ExecutorTimeout, run_task_cuda
+    from nkieval.cuda import ExecutorTimeout, executor_seconds, run_task_cuda
 
     key = (task.id, hashlib.sha256(source.encode()).hexdigest(), digest, tuple(sorted(dims.items())),
            repr(sorted(task.params.items())))
@@ -276,14 +276,14 @@ def _run_mutant(task: Any, inputs: dict[str, np.ndarray], digest: str, dims: dic
         if hit is not None:
             _MUTANT_RUNS.move_to_end(key)
             return hit
-    t0 = time.thread_time()
+    t0 = executor_seconds()
     try:
         out: list[np.ndarray] | None = list(run_task_cuda(task, inputs, dims, source=source, time_limit_s=limit)[0])
     except ExecutorTimeout:
-        return None, time.thread_time() - t0
+        return None, executor_seconds() - t0
     except Exception:  # (a hypothesis the executor cannot run is not a hypothesis)
         out = None
-    value = (out, time.thread_time() - t0)
+    value = (out, executor_seconds() - t0)
     with _MUTANT_LOCK:
         _MUTANT_RUNS[key] = value
         while len(_MUTANT_RUNS) > MUTANT_RUNS_KEPT:
