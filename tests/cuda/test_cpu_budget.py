@@ -71,3 +71,26 @@ def test_the_review_budget_counts_the_executor_cpu_seconds_not_time_waiting() ->
     _out, (_options, took, _warnings) = differential._gpu_outputs(data, "src", "case", waiting_run)  # type: ignore[arg-type]
     assert took < 0.5, took
     assert executor_seconds() - t0 < 0.5
+
+
+def test_an_output_bitwise_equal_to_the_gpu_is_said_so_not_given_a_ratio() -> None:
+    from nkieval.review.model import CaseResult, CriterionResult
+    from nkieval.review.rubric import load_rubric
+    from nkieval.review.scoring import Evidence, score_migration
+    from nkieval.tasks.loader import builtin_tasks
+
+    task = next(t for t in builtin_tasks() if t.id == "topk")
+    rubric = load_rubric()
+    crit = next(c for c in rubric.criteria if c.id == "migration")
+    ok = CaseResult("public-0/normal", {}, False, "normal", 1, "ok", correct=True)
+    passed = CriterionResult("x", "x", 1.0, "pass", 4, "")
+    outs = [{"output": "values", "verdict": "agree", "tol_ratio": 0.0, "observed": 0.0, "envelope": 2e-7,
+             "cases": 2},
+            {"output": "indices", "verdict": "agree", "tol_ratio": 0.1, "observed": 3e-8, "envelope": 2e-7,
+             "cases": 2}]
+    ev = Evidence(task=task, rubric=rubric, target="trn2", cases=[ok], migration=[],
+                  differential={"causes": [], "unexplained": [], "outputs": outs})
+    lines = {f.evidence["output"]: f.observed for f in score_migration(ev, crit, passed, passed).feedback
+             if f.severity == "info" and "envelope" in f.evidence}
+    assert "observed max difference 0 (bitwise equal), expected envelope 2e-07" in lines["values"]
+    assert "observed max difference 3e-08, expected envelope 2e-07" in lines["indices"]
