@@ -136,3 +136,35 @@ def test_a_cause_the_trace_cannot_place_in_the_port_says_so() -> None:
     cause, _ = _cause("adam_lerp", "no_m_bias_correction")
     assert cause.observed.endswith("port line not established")
     assert cause.evidence["port_location"] is None
+
+
+@pytest.mark.slow
+def test_bf16_in_three_places_is_found_by_the_beam_and_no_pair_is_stated() -> None:
+    from nkieval.cuda.mutate import combine_all
+
+    task = load_task(PORTS_ROOT / "rmsnorm_warp")
+    src = task.cuda_file.read_text()
+    roundings = ("ss / (float)n_cols", "xr[c] * inv_rms", "1.0f + w[c]")
+    port = src.replace("rsqrtf(ss / (float)n_cols + 1e-6f)", "rsqrtf(" + BF16.format(roundings[0]) + " + 1e-6f)") \
+        .replace("xr[c] * inv_rms * (1.0f + w[c])", BF16.format(roundings[1]) + " * " + BF16.format(roundings[2]))
+    task, src, runs = _runs("rmsnorm_warp", port)
+    assert any(not np.array_equal(r[3][0], r[4][0]) for r in runs)
+    # (the premise: no pair of the three reproduces the port on the runs, so a pair search alone misses it)
+    singles = [next(m for m in mutations(src) if m.kind == "precision" and m.what == f"`{r}` rounded to bf16")
+               for r in roundings]
+    text = preprocess(src)
+    for a, b in [(0, 1), (0, 2), (1, 2)]:
+        pair = combine_all((singles[a], singles[b]), text)
+        assert pair is not None
+        out, _ = run_task_cuda(task, runs[1][2], runs[1][1], source=pair.apply(text))
+        assert not np.allclose(out[0], runs[1][4][0], rtol=task.rtol, atol=task.atol)
+    causes = mutation_causes(task, src, runs, ["y"])
+    assert len(causes) == 1, causes
+    c = causes[0]
+    assert c["kind"] == "precision" and "kernel.cu:20 and kernel.cu:22" in c["summary"]
+    # (the mean rounded with or without the 1e-6 added: one bf16 value on these inputs, the eps being far below
+    # half a bf16 step of a mean of squares near 1)
+    assert "`ss / (float)n_cols` rounded to bf16" in c["mutation"] or \
+        "`ss / (float)n_cols + 1e-6f` rounded to bf16" in c["mutation"], c["mutation"]
+    assert all(f"`{r}` rounded to bf16" in c["mutation"] for r in roundings[1:]), c["mutation"]
+    assert c["mutation"].count("rounded to bf16") == 3
