@@ -136,7 +136,8 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
     if [o for o in disagreeing if o not in explained] and not causes:
         # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
         causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing,
-                                 locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m))
+                                 locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m,
+                                                                  loaded.source))
         explained = {o for c in causes for o in c["outputs"]}
     for o in disagreeing:
         per_out[o]["cause"] = next((c["summary"] for c in causes if o in c["outputs"]), "cause not identified")
