@@ -115,6 +115,10 @@ def _cause(task_id: str, name: str) -> object:
     ("sgd_nesterov", "decay_sign"),
     ("embedding_pos", "flat_position"),  # an index: the DMA that reads wpe
     ("rope_half", "bf16_products"),  # two roundings: the bf16 tile's allocation
+    # host-side values the trace records no value of:
+    ("adam_lerp", "no_m_bias_correction"),  # the one reader of the tile stored as the CUDA stores m1
+    ("causal_softmax", "mask_one_ahead"),  # the offset argument of the one index comparison
+    ("rmsnorm_warp", "sum_not_mean"),  # the one reduction computing ss
 ])
 def test_the_port_line_is_where_the_flawed_port_differs(task_id: str, name: str) -> None:
     cause, changed = _cause(task_id, name)
@@ -132,8 +136,9 @@ def test_a_dropped_term_whose_input_the_port_never_computes_with_is_said_so() ->
 
 @pytest.mark.slow
 def test_a_cause_the_trace_cannot_place_in_the_port_says_so() -> None:
-    # (the bias correction is a host-side float in the port: no instruction's dataflow shows where it is lost)
-    cause, _ = _cause("adam_lerp", "no_m_bias_correction")
+    # (the D - 1 divisor is a host-side float the port multiplies a sum of squares by; the port has two
+    # reductions of x, and the trace holds no value to tell which the divisor follows)
+    cause, _ = _cause("layernorm_block", "unbiased_variance")
     assert cause.observed.endswith("port line not established")
     assert cause.evidence["port_location"] is None
 
@@ -168,3 +173,17 @@ def test_bf16_in_three_places_is_found_by_the_beam_and_no_pair_is_stated() -> No
         "`ss / (float)n_cols + 1e-6f` rounded to bf16" in c["mutation"], c["mutation"]
     assert all(f"`{r}` rounded to bf16" in c["mutation"] for r in roundings[1:]), c["mutation"]
     assert c["mutation"].count("rounded to bf16") == 3
+
+
+def test_a_field_is_not_a_variable_and_a_stored_result_is_found_through_a_returning_function() -> None:
+    from nkieval.review.stages.port_lines import _IDENT, _argument_line, _device_text, _stores_result
+
+    assert _IDENT.findall("blockIdx.x * k + p->x + x[i]") == ["blockIdx", "k", "p", "x", "i"]
+    src = preprocess(SNIPPET.replace("y[i] = expf(x[i]) / w[i] + x[i] * w[i];", "y[i] = g(x[i]) ;") .replace(
+        "__global__", "__device__ float g(float u) { return u *  2.0f; }\n__global__", 1))
+    device = _device_text(src)
+    assert _stores_result(src, device, "u * 2.0f")
+    assert not _stores_result(src, device, "u")
+    assert _stores_result(preprocess(SNIPPET), _device_text(preprocess(SNIPPET)), "expf(x[i]) / w[i] + x[i] * w[i]")
+    port = "f(dst=a,\n  data=b,\n  offset=3)\n"
+    assert _argument_line(port, 1, "offset") == 3 and _argument_line(port, 1, "scale") is None
