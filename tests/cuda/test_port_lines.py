@@ -118,7 +118,7 @@ def _cause(task_id: str, name: str) -> object:
     # host-side values the trace records no value of:
     ("adam_lerp", "no_m_bias_correction"),  # the one reader of the tile stored as the CUDA stores m1
     ("causal_softmax", "mask_one_ahead"),  # the offset argument of the one index comparison
-    ("rmsnorm_warp", "sum_not_mean"),  # the one reduction computing ss
+    ("layernorm_block", "unbiased_variance"),  # the multiply after the second of two reductions of x
 ])
 def test_the_port_line_is_where_the_flawed_port_differs(task_id: str, name: str) -> None:
     cause, changed = _cause(task_id, name)
@@ -136,9 +136,8 @@ def test_a_dropped_term_whose_input_the_port_never_computes_with_is_said_so() ->
 
 @pytest.mark.slow
 def test_a_cause_the_trace_cannot_place_in_the_port_says_so() -> None:
-    # (the D - 1 divisor is a host-side float the port multiplies a sum of squares by; the port has two
-    # reductions of x, and the trace holds no value to tell which the divisor follows)
-    cause, _ = _cause("layernorm_block", "unbiased_variance")
+    # (the dropped `m +` reads x, as both of the port's stored tiles do: the trace cannot tell which is lse)
+    cause, _ = _cause("online_softmax", "lse_without_max")
     assert cause.observed.endswith("port line not established")
     assert cause.evidence["port_location"] is None
 

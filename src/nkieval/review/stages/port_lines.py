@@ -133,6 +133,9 @@ class _Flow:
     stored: dict[int, tuple[frozenset[str], set[int]]]
     #: per allocation, the lines of the compute instructions that read it
     readers: dict[int, set[int]]
+    #: per reduction (by its index in ``reductions``), the lines of the compute instructions that read what it
+    #: wrote before it was overwritten
+    reduction_readers: dict[int, set[int]]
     #: the lines of the port's reductions (an instruction that reduces along an axis), with the inputs the
     #: data they reduce derives from
     reductions: list[tuple[int, frozenset[str]]]
@@ -152,6 +155,8 @@ def _port_flow(trace: Any, inputs: set[str]) -> _Flow:
     stored: dict[int, tuple[frozenset[str], set[int]]] = {}
     readers: dict[int, set[int]] = {}
     reductions: list[tuple[int, frozenset[str]]] = []
+    reduced_by: dict[int, int] = {}  # allocation -> the reduction (index) that last wrote it
+    reduction_readers: dict[int, set[int]] = {}
     selects: list[int] = []
     for rec in trace.records[:MAX_RECORDS]:
         per: list[frozenset[str]] = []
@@ -205,16 +210,20 @@ def _port_flow(trace: Any, inputs: set[str]) -> _Flow:
             for o in rec.operands:
                 if "r" in o.mode:
                     readers.setdefault(o.alloc, set()).add(line)
+                    if o.alloc in reduced_by:
+                        reduction_readers.setdefault(reduced_by[o.alloc], set()).add(line)
             for o in rec.operands:
                 if "w" in o.mode:
                     last_writer[o.alloc] = line
+                    reduced_by.pop(o.alloc, None)
             if "reduce" in rec.opcode or rec.attrs.get("reduce") is True:
+                reduced_by.update({o.alloc: len(reductions) for o in rec.operands if "w" in o.mode})
                 reductions.append((line, flow))
             if rec.attrs.get("cmp_op") is not None:
                 selects.append(line)
         rows.append((line, ops, computes, flow, frozenset(hbm), narrowed, engine))
         reads.append(per)
-    return _Flow(rows, reads, sorted(sites), stored, readers, reductions, selects)
+    return _Flow(rows, reads, sorted(sites), stored, readers, reduction_readers, reductions, selects)
 
 
 def _lines(xs: list[int]) -> tuple[int, ...]:
@@ -285,9 +294,10 @@ def _uniform_value(text: str, flows: dict[str, set[str]], arrays: dict[str, str]
     if mutation.site == "drop" and len(parts) == 2 and _inputs_of(parts[0], flows):
         if _IDENT.fullmatch(parts[0].strip()):
             operands.append((parts[0].strip(), mutation.old, mutation.line))
-    else:  # (the whole mutated expression is host-side: through the variable it defines)
+    else:  # (the whole mutated expression is host-side: through the expression or the variable it is in)
+        operands = _enclosing(text, mutation.start, mutation.end, flows)
         var = _declared(text, mutation.start, mutation.end)
-        operands = _operands_of(text, var, flows) if var is not None else []
+        operands += _operands_of(text, var, flows) if var is not None else []
     for x, expr, line in operands:
         fx = frozenset(_inputs_of(x, flows))
         if not fx:
@@ -299,12 +309,9 @@ def _uniform_value(text: str, flows: dict[str, set[str]], arrays: dict[str, str]
                 return PortLine(hits, f"candidate.py:{hits[0]} is the only instruction reading the tile the port "
                                 f"stores as the CUDA kernel stores `{x}`; kernel.cu:{line} combines `{x}` with a "
                                 f"host-side value (`{_short(expr)}`)")
-        if re.search(rf"\b{re.escape(x)}\s*\+=", device):
-            hits = _lines([ln for ln, f in flow.reductions if f == fx])
-            if len(hits) == 1:
-                return PortLine(hits, f"candidate.py:{hits[0]} is the port's only reduction of "
-                                f"{', '.join(sorted(fx))}, where it computes `{x}`, which kernel.cu:{line} combines "
-                                f"with a host-side value (`{_short(expr)}`)")
+        found = _reduction_line(device, flows, flow, x, fx, expr, line)
+        if found is not None:
+            return found
     if var is not None and re.search(rf"\b{re.escape(var)}\s*[<>]=?|[<>]=?\s*{re.escape(var)}\b", device):
         hits = _lines(flow.selects)
         if len(hits) == 1:
@@ -321,6 +328,52 @@ def _uniform_value(text: str, flows: dict[str, set[str]], arrays: dict[str, str]
                             f"{', '.join(sorted(fe))}); kernel.cu:{mutation.line} computes `{_short(mutation.old)}` "
                             f"on that value before its store, and no later port instruction computes on it")
     return None
+
+
+def _reduction_line(device: str, flows: dict[str, set[str]], flow: _Flow, x: str, fx: frozenset[str], expr: str,
+                    line: int) -> PortLine | None:
+    """The port line for an operand that reduces one accumulation (``ss`` of ``ss += v * v``, or
+    ``block_sum(q, smem)`` of ``q += d * d``): the k-th of the CUDA kernel's accumulations of data from the
+    same inputs (in source order) is the port's k-th line of reductions of such data (in trace order), when
+    the counts match. A multiplier applied to the result (``/``, ``*``) is the one line reading what that
+    reduction wrote when it multiplies, else the reduction's own (a scale folded into it)."""
+    accumulated = list(dict.fromkeys(re.findall(r"(?<![.\w])(\w+)\s*\+=", device)))
+    mine = [a for a in _IDENT.findall(x) if a in accumulated]
+    same = [a for a in accumulated if frozenset(_inputs_of(a, flows)) == fx]
+    ports = list(dict.fromkeys(ln for ln, f in flow.reductions if f == fx))
+    if len(mine) != 1 or mine[0] not in same or len(same) != len(ports):
+        return None
+    k = same.index(mine[0])
+    at = ports[k]
+    after = _lines([reader for i, (ln, _f) in enumerate(flow.reductions) if ln == at
+                    for reader in flow.reduction_readers.get(i, ())])
+    op = next((o for o in _OPS if f" {o} " in f" {expr} "), None)
+    scaling = {"multiply", "divide", "reciprocal"}
+    inputs = ", ".join(sorted(fx))
+    which = f"the port's {_ordinal(k)} reduction of {inputs}, as `{mine[0]}` is the CUDA kernel's {_ordinal(k)} " \
+        f"accumulation of {inputs}"
+    if op in ("*", "/") and len(after) == 1 and any(
+            scaling & set(r[1]) for r in flow.rows if r[0] == after[0] and r[2]):
+        return PortLine(after, f"candidate.py:{after[0]} multiplies the result of candidate.py:{at} ({which}); "
+                        f"kernel.cu:{line} combines it with a host-side value (`{_short(expr)}`)")
+    return PortLine((at,), f"candidate.py:{at} is {which}, and no instruction multiplies its result after it; "
+                    f"kernel.cu:{line} combines it with a host-side value (`{_short(expr)}`)")
+
+
+def _enclosing(text: str, start: int, end: int, flows: dict[str, set[str]]) -> list[tuple[str, str, int]]:
+    """(the other side, the expression, its line) of the arithmetic binary expression of the device code one
+    of whose sides spans bytes ``start:end``, when some input flows into the other side."""
+    stack = _device_code(text)
+    while stack:
+        n = stack.pop()
+        if n.type == "binary_expression":
+            left, right, op = (n.child_by_field_name(k) for k in ("left", "right", "operator"))
+            if left is not None and right is not None and op is not None and op.text.decode() in _OPS:
+                for side, other in ((left, right), (right, left)):
+                    if (side.start_byte, side.end_byte) == (start, end) and _inputs_of(other.text.decode(), flows):
+                        return [(other.text.decode(), n.text.decode(), n.start_point[0] + 1)]
+        stack.extend(n.children)
+    return []
 
 
 def _device_text(text: str) -> str:
