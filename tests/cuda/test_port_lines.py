@@ -134,12 +134,28 @@ def test_a_dropped_term_whose_input_the_port_never_computes_with_is_said_so() ->
     assert "in the port: no compute instruction of the port reads bias" in cause.observed
 
 
-@pytest.mark.slow
-def test_a_cause_the_trace_cannot_place_in_the_port_says_so() -> None:
-    # (the dropped `m +` reads x, as both of the port's stored tiles do: the trace cannot tell which is lse)
-    cause, _ = _cause("online_softmax", "lse_without_max")
-    assert cause.observed.endswith("port line not established")
-    assert cause.evidence["port_location"] is None
+def test_an_output_is_told_apart_by_rank_only_when_no_other_output_shares_it() -> None:
+    # (where it cannot be, the port line is not established: never a guess between two outputs' tiles)
+    from types import SimpleNamespace
+
+    from nkieval.review.stages.port_lines import _device_text, _output_alloc
+
+    src = SNIPPET.replace("float* y, int n)", "float* y, float* z, int n)").replace(
+        "y[i] = expf(x[i]) / w[i] + x[i] * w[i];", "y[i] = x[i] * w[i]; z[i] = w[i];").replace(
+        "void host(const float* x, const float* w, float* y, int n) { k<<<(n + 255) / 256, 256>>>(x, w, y, n); }",
+        "void host(const float* x, const float* w, float* y, float* z, int n) "
+        "{ k<<<(n + 255) / 256, 256>>>(x, w, y, z, n); }")
+    spec = SimpleNamespace
+    task = SimpleNamespace(kernel="host", params={}, inputs=[spec(name="x", shape=["N"]), spec(name="w", shape=["N"])],
+                           outputs=[spec(name="y", shape=["N"]), spec(name="z", shape=["M", "N"])])
+    hbm = [SimpleNamespace(id=7, buffer="hbm", kernel_arg=False, shape=(8,)),
+           SimpleNamespace(id=8, buffer="hbm", kernel_arg=False, shape=(2, 4))]
+    trace = SimpleNamespace(allocations={a.id: a for a in hbm})
+    device = _device_text(preprocess(src))
+    assert _output_alloc(task, trace, src, device, "x[i] * w[i]") == 7
+    assert _output_alloc(task, trace, src, device, "w[i]") == 8
+    task.outputs[1].shape = ["N"]  # (two outputs of rank 1: neither is told apart)
+    assert _output_alloc(task, trace, src, device, "x[i] * w[i]") is None
 
 
 @pytest.mark.slow

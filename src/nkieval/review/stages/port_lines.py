@@ -92,9 +92,9 @@ def _inputs_of(expr: str, flows: dict[str, set[str]]) -> set[str]:
     return set().union(*(flows.get(i, set()) for i in _IDENT.findall(expr)))
 
 
-def kernel_arrays(task: Any, cuda_src: str) -> dict[str, str]:
-    """Kernel pointer parameter -> task input name, through the host function's binding and its launches'
-    arguments (a kernel parameter named as a host parameter it is passed)."""
+def kernel_arrays(task: Any, cuda_src: str, kind: str = "in") -> dict[str, str]:
+    """Kernel pointer parameter -> task input name (``kind`` "out": output name), through the host function's
+    binding and its launches' arguments (a kernel parameter named as a host parameter it is passed)."""
     from nkieval.cuda.program import preprocess
     from nkieval.cuda.runner import bind_task
 
@@ -103,7 +103,7 @@ def kernel_arrays(task: Any, cuda_src: str) -> dict[str, str]:
         binding = bind_task(cuda_src, task.kernel, task.inputs, task.outputs, dict(task.params))
     except Exception:  # (a source the executor binds differently: no dataflow evidence)
         return {}
-    host = {h: w.split(":", 1)[1] for h, w in binding.items() if w.startswith("in:")}
+    host = {h: w.split(":", 1)[1] for h, w in binding.items() if w.startswith(f"{kind}:")}
     out = dict(host)
     for kname, args in re.findall(r"(\w+)\s*(?:<[^<>]*>)?\s*<<<[^;]*?>>>\s*\(([^;]*)\)\s*;", text):
         m = re.search(rf"__global__[^{{;]*?\b{re.escape(kname)}\s*\(([^)]*)\)", text)
@@ -131,6 +131,8 @@ class _Flow:
     #: per tile the port stores to HBM (DMA'd out, not to an input): (the inputs it derives from, the lines of
     #: the compute instructions that last wrote it before each store)
     stored: dict[int, tuple[frozenset[str], set[int]]]
+    #: per stored tile, the HBM allocations it is stored to
+    stored_to: dict[int, set[int]]
     #: per allocation, the lines of the compute instructions that read it
     readers: dict[int, set[int]]
     #: per reduction (by its index in ``reductions``), the lines of the compute instructions that read what it
@@ -153,6 +155,7 @@ def _port_flow(trace: Any, inputs: set[str]) -> _Flow:
     loaded: set[int] = set()  # allocations a DMA wrote
     last_writer: dict[int, int] = {}  # allocation -> line of the last compute instruction that wrote it
     stored: dict[int, tuple[frozenset[str], set[int]]] = {}
+    stored_to: dict[int, set[int]] = {}
     readers: dict[int, set[int]] = {}
     reductions: list[tuple[int, frozenset[str]]] = []
     reduced_by: dict[int, int] = {}  # allocation -> the reduction (index) that last wrote it
@@ -200,12 +203,14 @@ def _port_flow(trace: Any, inputs: set[str]) -> _Flow:
         line = rec.line or 0
         if rec.opcode.startswith("dma"):
             loaded |= {o.alloc for o in rec.operands if "w" in o.mode}
-            if any("w" in o.mode and getattr(allocs.get(o.alloc), "buffer", "") == "hbm" and o.alloc not in named
-                   for o in rec.operands):
+            dests = {o.alloc for o in rec.operands if "w" in o.mode and o.alloc not in named
+                     and getattr(allocs.get(o.alloc), "buffer", "") == "hbm"}
+            if dests:
                 for o, f in zip([o for o in rec.operands if "r" in o.mode], per):
                     if o.alloc in last_writer:
                         was = stored.get(o.alloc, (f, set()))
                         stored[o.alloc] = (was[0] | f, was[1] | {last_writer[o.alloc]})
+                        stored_to.setdefault(o.alloc, set()).update(dests)
         elif computes:
             for o in rec.operands:
                 if "r" in o.mode:
@@ -223,7 +228,8 @@ def _port_flow(trace: Any, inputs: set[str]) -> _Flow:
                 selects.append(line)
         rows.append((line, ops, computes, flow, frozenset(hbm), narrowed, engine))
         reads.append(per)
-    return _Flow(rows, reads, sorted(sites), stored, readers, reduction_readers, reductions, selects)
+    return _Flow(rows, reads, sorted(sites), stored, stored_to, readers, reduction_readers, reductions,
+                 selects)
 
 
 def _lines(xs: list[int]) -> tuple[int, ...]:
@@ -267,12 +273,14 @@ def find_port_line(task: Any, cuda_src: str, trace: Any, mutation: Any, source: 
     changed = parts[1] if mutation.site == "drop" and len(parts) == 2 else mutation.old
     if found is None and changed and not _inputs_of(changed, flows):
         # (a host-side value: a bias correction, a gain, a divisor, a mask bound)
-        found = _uniform_value(text, flows, arrays, flow, mutation, parts, source)
+        found = _uniform_value(text, flows, flow, mutation, parts, source)
+    if found is None and mutation.site == "drop":
+        found = _final_term(task, trace, cuda_src, text, flows, flow, mutation)
     return found
 
 
-def _uniform_value(text: str, flows: dict[str, set[str]], arrays: dict[str, str], flow: _Flow, mutation: Any,
-                   parts: list[str], source: str | None) -> PortLine | None:
+def _uniform_value(text: str, flows: dict[str, set[str]], flow: _Flow, mutation: Any, parts: list[str],
+                   source: str | None) -> PortLine | None:
     """The port line for a mutated value no input flows into (a port computes it on the host and passes it to
     an instruction as a scalar operand, which the trace does not record). Through the value the CUDA source
     combines it with (its *operand*: the kept term of a dropped one, or the other side of a binary expression
@@ -284,9 +292,6 @@ def _uniform_value(text: str, flows: dict[str, set[str]], arrays: dict[str, str]
       from the same inputs: its line;
     * an index bound: the variable is compared with an index (``c > last``) and the port has one index
       comparison (``affine_select``): its line, or the line of its ``offset`` argument;
-    * the result stored: a dropped term whose expression is what the kernel stores (or returns to the store):
-      the instructions that last write the tiles the port stores deriving from the same inputs, when on one
-      line (the CUDA kernel applies the term to that value before its store; no later instruction does).
     """
     device = _device_text(text)
     var = None
@@ -319,15 +324,45 @@ def _uniform_value(text: str, flows: dict[str, set[str]], arrays: dict[str, str]
             where = (arg,) if arg is not None else hits
             return PortLine(where, f"{_fmt(where)} sets the bound of the port's only index comparison "
                             f"(candidate.py:{hits[0]}), the bound kernel.cu:{mutation.line} computes")
+    return None
+
+
+def _final_term(task: Any, trace: Any, cuda_src: str, text: str, flows: dict[str, set[str]], flow: _Flow,
+                mutation: Any) -> PortLine | None:
+    """A dropped term of the expression the CUDA kernel stores (or returns to the store): the instructions
+    that last write the tiles the port stores deriving from the same inputs (of the output the expression
+    is stored to, when several outputs derive from them), when on one line."""
+    device = _device_text(text)
     if mutation.site == "drop" and _stores_result(text, device, mutation.old):
         fe = frozenset(_inputs_of(mutation.old, flows))
-        writers = [w for f, w in flow.stored.values() if f == fe]
-        hits = _lines([ln for w in writers for ln in w])
+        tiles = [a for a, (f, _w) in flow.stored.items() if f == fe]
+        hits = _lines([ln for a in tiles for ln in flow.stored[a][1]])
+        if len(hits) > 1:  # (tiles of several outputs: the one the CUDA kernel stores this value to, by rank)
+            dest = _output_alloc(task, trace, cuda_src, device, mutation.old)
+            hits = _lines([ln for a in tiles if flow.stored_to.get(a) == {dest} for ln in flow.stored[a][1]]) \
+                if dest is not None else hits
         if fe and len(hits) == 1:
             return PortLine(hits, f"candidate.py:{hits[0]} writes the tile the port stores (from "
-                            f"{', '.join(sorted(fe))}); kernel.cu:{mutation.line} computes `{_short(mutation.old)}` "
-                            f"on that value before its store, and no later port instruction computes on it")
+                            f"{', '.join(sorted(fe))}) where kernel.cu:{mutation.line} stores "
+                            f"`{_short(mutation.old)}`; no later port instruction computes on it")
     return None
+
+
+def _output_alloc(task: Any, trace: Any, cuda_src: str, device: str, expr: str) -> int | None:
+    """The port's HBM allocation of the output the device code stores ``expr`` to, when its rank tells it
+    from every other output the port allocates (one allocation of that rank, no other output of that rank)."""
+    outs = kernel_arrays(task, cuda_src, "out")
+    m = re.search(rf"(\w+)\s*\[[^;\]]*\]\s*=\s*{_spaced(expr)}\s*;", device)
+    name = outs.get(m.group(1)) if m is not None else None
+    spec = next((o for o in task.outputs if o.name == name), None)
+    if spec is None:
+        return None
+    rank = len(spec.shape)
+    if sum(len(o.shape) == rank for o in task.outputs) != 1:
+        return None
+    mine = [a.id for a in trace.allocations.values() if a.buffer == "hbm" and not a.kernel_arg
+            and len(a.shape) == rank]
+    return mine[0] if len(mine) == 1 else None
 
 
 def _reduction_line(device: str, flows: dict[str, set[str]], flow: _Flow, x: str, fx: frozenset[str], expr: str,
