@@ -32,6 +32,10 @@ import numpy as np
 #: runs in it: :func:`nkieval.cuda.executor_seconds`), so a loaded machine tries the same hypotheses as an idle
 #: one, only later
 MUTATION_BUDGET_S = 10.0
+#: a mutant runs at most this many times the unmutated kernel's CPU time on the same run, and at least
+#: MUTANT_MIN_S (no mutation of a loop bound or an index makes a kernel 20 times slower unless it never ends)
+MUTANT_SLOWDOWN = 20.0
+MUTANT_MIN_S = 0.25
 #: a disagreement below this many tolerances is not attributed to a mutation (one is a real disagreement)
 MIN_RATIO = 1.0
 
@@ -230,6 +234,7 @@ class _Search:
         self._base: dict[str, dict[str, tuple[float, float, float]]] = {}
         #: whether the last hypothesis ran on the first run (did not fault or time out)
         self.last_ran = False
+        self._kernel_s: float | None = None  # (the unmutated kernel's CPU seconds on the first run)
 
     def _distances(self, g: list[np.ndarray], p: list[np.ndarray]) -> dict[str, tuple[float, float, float]]:
         """Per disagreeing output, how far ``g`` is from the port's ``p``: the mean difference, the share of
@@ -258,7 +263,7 @@ class _Search:
         task, idx, names = self.task, self.idx, self.names
         label, dims, inputs, _gpu, port = self.first
         mutated = m.apply(self.text)
-        g2, took = _run_mutant(task, inputs, self.digest, dims, mutated, min(self.budget_s - self.spent, 2.0))
+        g2, took = _run_mutant(task, inputs, self.digest, dims, mutated, self._limit())
         self.spent += took
         self.last_ran = g2 is not None
         if g2 is None:
@@ -278,6 +283,14 @@ class _Search:
             labels.append(self.confirm[0])
         return after, labels
 
+
+    def _limit(self) -> float:
+        """CPU seconds one mutant may run on the first run: :data:`MUTANT_SLOWDOWN` times the unmutated
+        kernel's (a mutated loop bound that never ends, ``s > 0 - 1`` of ``s >>= 1``, stops there instead of
+        taking the budget), at least :data:`MUTANT_MIN_S`, at most 2 s and what the budget leaves."""
+        if self._kernel_s is None:
+            _out, self._kernel_s = _run_mutant(self.task, self.first[2], self.digest, self.first[1], self.text, 2.0)
+        return min(self.budget_s - self.spent, 2.0, max(MUTANT_MIN_S, MUTANT_SLOWDOWN * self._kernel_s))
 
     def closeness(self, m: Any) -> float | None:
         """:meth:`_closer` of mutation ``m`` on the confirming run, the larger one (a small first run may not
