@@ -1,6 +1,6 @@
 """Does the migration criterion name semantic port mistakes?
 
-    python benchmarks/cuda_port_acceptance.py --set ports [--tasks rmsnorm_warp,...] [--workers 2]
+    python benchmarks/cuda_port_acceptance.py --set ports [--tasks rmsnorm_warp,...] [--workers 2] [--seed 5 | --suite-seeds FILE]
     python benchmarks/cuda_port_acceptance.py [--tasks layernorm,adamw_step] [--workers 2] [--limit 40]
 
 ``--set ports`` (the acceptance set, ``src/nkieval/tasks/ports``): every task's expert port and every
@@ -87,12 +87,12 @@ def _stated_causes(mig: Any) -> list[str]:
     return out
 
 
-def _review_port(job: tuple[str, str, str, tuple[str, ...], str]) -> dict[str, Any]:
+def _review_port(job: tuple[str, str, str, tuple[str, ...], str, int]) -> dict[str, Any]:
     from nkieval.review.pipeline import review
 
-    task_dir, path, name, evidence, kind = job
+    task_dir, path, name, evidence, kind, seed = job
     try:
-        r = review(task_dir, path, seed=5, compare_references=False)
+        r = review(task_dir, path, seed=seed, compare_references=False)
     except Exception as e:  # a harness failure is a miss, reported
         return {"task": Path(task_dir).name, "name": name, "kind": kind, "error": f"{type(e).__name__}: {e}",
                 "named": False, "wrong": [], "passed": False, "migration": None}
@@ -132,6 +132,19 @@ def _changed_lines(expert: Path, flawed: Path) -> set[int]:
     return out
 
 
+def _suite_seeds(path: str) -> dict[tuple[str, str], int]:
+    """(task, candidate) -> the review seed of a ``nkieval suite run --results FILE`` record (the suite's own
+    per-entry seeds), so the flawed ports are reviewed as the suite reviewed them."""
+    import json
+
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            out[(r["task"], r["candidate"])] = int(r["seed"])
+    return out
+
+
 def _semantic(evidence: tuple[str, ...]) -> bool:
     """A flaw declared by the cause it must produce (a kind or constant at a kernel.cu line) is semantic."""
     return any("kernel.cu:" in w for w in evidence)
@@ -141,15 +154,18 @@ def ports_main(a: argparse.Namespace) -> None:
     from nkieval.tasks.loader import port_tasks
 
     only = {t for t in a.tasks.split(",") if t}
+    seeds = _suite_seeds(a.suite_seeds) if a.suite_seeds else {}
     jobs = []
     for t in port_tasks():
         if only and t.id not in only:
             continue
-        jobs.append((str(t.directory), str(t.solution_file), "expert", (), "expert"))
+        jobs.append((str(t.directory), str(t.solution_file), "expert", (), "expert",
+                     seeds.get((t.id, "solution"), a.seed)))
         for fl in t.flawed:
             ev = tuple(fl.evidence)
-            jobs.append((str(t.directory), str((t.directory / fl.file).resolve()), Path(fl.file).stem, ev,
-                         "semantic" if _semantic(ev) else "structural"))
+            name = Path(fl.file).stem
+            jobs.append((str(t.directory), str((t.directory / fl.file).resolve()), name, ev,
+                         "semantic" if _semantic(ev) else "structural", seeds.get((t.id, f"flawed:{name}"), a.seed)))
     with ProcessPoolExecutor(a.workers) as pool:
         res = list(pool.map(_review_port, jobs))
     for r in res:
@@ -183,6 +199,8 @@ def main() -> None:
     ap.add_argument("--tasks", default="")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--limit", type=int, default=40, help="mutants at most (in task order)")
+    ap.add_argument("--seed", type=int, default=5, help="review seed of the ports (--set ports)")
+    ap.add_argument("--suite-seeds", default="", help="a suite results file: review each port with its seed there")
     a = ap.parse_args()
     if a.task_set == "ports":
         ports_main(a)

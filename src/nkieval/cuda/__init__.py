@@ -11,7 +11,7 @@ Stands alone: nothing here imports the review, the simulator or the analysis pac
 
 from nkieval.cuda.program import BuildOptions, parse_program
 from nkieval.cuda.runner import CudaRun, bind_task, host_params, run_host, run_task_cuda
-from nkieval.cuda.values import CudaError, ExecutorTimeout, KernelFault, Unsupported
+from nkieval.cuda.values import CudaError, ExecutorTimeout, KernelFault, Unsupported, executor_seconds
 
 __all__ = [
     "BuildOptions",
@@ -21,6 +21,7 @@ __all__ = [
     "KernelFault",
     "Unsupported",
     "bind_task",
+    "executor_seconds",
     "host_params",
     "parse_program",
     "run_host",

@@ -11,7 +11,6 @@ block, local arrays one per thread.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
@@ -51,6 +50,7 @@ from nkieval.cuda.values import (
     StructVal,
     Unsupported,
     base_dtype,
+    executor_seconds,
     scalar_of,
     sizeof,
     type_of,
@@ -59,6 +59,8 @@ from nkieval.cuda.values import (
 
 #: threads run together at most (blocks are grouped up to this many threads)
 MAX_LANES = 1 << 18
+#: loop iterations between two readings of the time limit's clock
+DEADLINE_EVERY = 32
 DIM3 = VECTORS["dim3"]
 
 Mask = np.ndarray | None
@@ -479,6 +481,9 @@ class Interpreter:
         self.warnings: list[str] = []
         self._host = HostLanes()
         self.deadline: float | None = None
+        #: loop iterations run (the deadline is read every DEADLINE_EVERY of them: the thread's CPU clock is a
+        #: system call, far dearer than an iteration's bookkeeping)
+        self._ticks = 0
         for name in prog.structs:
             self.structs[name] = self._struct(name)
         g = Frame(self._host, "<global>")
@@ -832,7 +837,9 @@ class Interpreter:
                     if upd is not None:
                         upd(fr, active)
                     n_iter += 1
-                    if self.deadline is not None and time.perf_counter() > self.deadline:
+                    self._ticks += 1
+                    if self.deadline is not None and not self._ticks % DEADLINE_EVERY \
+                            and executor_seconds() > self.deadline:
                         raise ExecutorTimeout("the CUDA executor ran out of the time it was given", line)
                     if n_iter > 50_000_000:
                         raise KernelFault("a loop ran more than 50,000,000 iterations", line)

@@ -21,9 +21,9 @@ conditions' bounds) are not mutated.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import pairwise, permutations
 from typing import Any
 
 from nkieval.cuda.program import _parser, preprocess
@@ -339,26 +339,33 @@ def mutations(source: str) -> list[Mutation]:
 
 
 def combine(a: Mutation, b: Mutation, text: str) -> Mutation | None:
-    """Two precision mutations of ``text`` (the preprocessed source) made at once (bf16 in two places): one
-    edit spanning both, or None when they round the same expression or are not both precision mutations.
-    Nested spans (a call rounded inside a rounded quotient) compose: the inner rounding is made first, inside
-    the outer one's text."""
-    if a.kind != "precision" or b.kind != "precision" or (a.start, a.end) == (b.start, b.end):
+    """Two precision mutations of ``text`` made at once (bf16 in two places): :func:`combine_all` of the two."""
+    return combine_all((a, b), text)
+
+
+def combine_all(ms: Sequence[Mutation], text: str) -> Mutation | None:
+    """Precision mutations of ``text`` (the preprocessed source) made at once (bf16 in several places): one
+    edit spanning them all, or None when two round the same expression or one is not a bf16 rounding of its
+    own span. Each rounding wraps its span; nested spans (a call rounded inside a rounded quotient) compose,
+    the inner rounding inside the outer one's text (spans of one parse are disjoint or nested, never cross)."""
+    if len(ms) < 2 or any(m.kind != "precision" or m.new != _WRAP[0] + m.old + _WRAP[1] for m in ms):
         return None
-    a, b = sorted((a, b), key=lambda m: (m.start, -m.end))
+    spans = {(m.start, m.end) for m in ms}
+    if len(spans) != len(ms) or any(a0 < b0 < a1 < b1 for (a0, a1), (b0, b1) in permutations(spans, 2)):
+        return None
+    # (at one position a rounding that ends closes before one that starts opens; of two that open at one
+    # position the outer opens first, of two that close at one position the inner closes first)
+    marks = sorted([(s, 1, -e, _WRAP[0]) for s, e in spans] + [(e, 0, -s, _WRAP[1]) for s, e in spans])
     raw = text.encode()
-    if a.end <= b.start:  # disjoint: the text between them stays
-        new = (a.new.encode() + raw[a.end:b.start] + b.new.encode()).decode()
-        end = b.end
-    elif b.end <= a.end and a.new.startswith(_WRAP[0]):
-        inner = raw[a.start:a.end]
-        lo, hi = b.start - a.start, b.end - a.start
-        new = _WRAP[0] + (inner[:lo] + b.new.encode() + inner[hi:]).decode() + _WRAP[1]
-        end = a.end
-    else:  # (spans of one parse never cross)
-        return None
-    return Mutation("precision", f"{a.what} and {b.what}", a.line, a.start, end, raw[a.start:end].decode(), new,
-                    "precision")
+    lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
+    out, at = b"", lo
+    for pos, _o, _k, mark in marks:
+        out += raw[at:pos] + mark.encode()
+        at = pos
+    out += raw[at:hi]
+    first = min(ms, key=lambda m: (m.start, -m.end))
+    return Mutation("precision", " and ".join(m.what for m in sorted(ms, key=lambda m: (m.start, -m.end))),
+                    first.line, lo, hi, raw[lo:hi].decode(), out.decode(), "precision")
 
 
 _WRAP = ("__bfloat162float(__float2bfloat16(", "))")

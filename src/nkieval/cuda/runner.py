@@ -12,7 +12,7 @@ import numpy as np
 
 from nkieval.cuda.interp import Interpreter, LaunchRecord
 from nkieval.cuda.program import BuildOptions, Program, parse_program
-from nkieval.cuda.values import Buffer, CudaError, Ptr, PtrT, Scalar, base_dtype
+from nkieval.cuda.values import Buffer, CudaError, Ptr, PtrT, Scalar, base_dtype, executor_seconds
 
 
 @lru_cache(maxsize=64)
@@ -53,9 +53,7 @@ def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: Build
                        options)
     it = Interpreter(prog)
     if time_limit_s is not None:
-        import time
-
-        it.deadline = time.perf_counter() + time_limit_s
+        it.deadline = executor_seconds() + time_limit_s
     fn = prog.functions.get(entry)
     if fn is None:
         raise CudaError(f"no function {entry!r} in the CUDA source")

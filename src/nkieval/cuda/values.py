@@ -12,6 +12,7 @@ A value is one of:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -50,7 +51,14 @@ class Unsupported(CudaError):
 
 
 class ExecutorTimeout(CudaError):
-    """The run passed the time it was given (``run_host(..., time_limit_s=)``)."""
+    """The run passed the time it was given (``run_host(..., time_limit_s=)``), in :func:`executor_seconds`."""
+
+
+def executor_seconds() -> float:
+    """The clock of the executor's time limits and budgets: CPU seconds of the calling thread (the executor
+    runs in its caller's thread). Not wall time: on a loaded machine a run gets the same work done within
+    its limit as on an idle one, only later, so what a review covers does not depend on the load."""
+    return time.thread_time()
 
 
 class KernelFault(CudaError):

@@ -959,7 +959,7 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
         build = d.get("gpu_build") or {}
         fb.append(Feedback("migration", "info",
                            f"output {o['output']}: GPU (CUDA source{', fast-math' if build.get('fast_math') else ''}) "
-                           f"vs this port, observed max difference {o['observed']:.3g}, expected envelope "
+                           f"vs this port, observed max difference {_observed(o['observed'])}, expected envelope "
                            f"{o['envelope']:.3g} (GPU error + port error against "
                            f"{_envelope_pivot(d)}, {o['cases']} case(s)); verdict {o['verdict']}",
                            "GPU and Trainium results within the envelope of their own errors",
@@ -978,6 +978,11 @@ def _disagreement(o: dict[str, Any], named: bool) -> str:
         text += (f", the port leaves {u['count']} of {u['total']} elements unwritten (NaN) on {u['case']}, from index "
                  f"{u['first_index']}, where the CUDA kernel writes values")
     return text
+
+
+def _observed(diff: float) -> str:
+    """The observed GPU-vs-port difference; 0 is said as what it is (a ratio to the envelope is undefined)."""
+    return "0 (bitwise equal)" if diff == 0 else f"{diff:.3g}"
 
 
 def _envelope_pivot(d: dict[str, Any]) -> str:

@@ -28,7 +28,6 @@ import ast
 import hashlib
 import math
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +40,9 @@ from nkieval.review.stages.load import Loaded
 from nkieval.review.stages.mutation_causes import mutation_causes
 from nkieval.review.stages.port_lines import find_port_line
 
-#: seconds of executor time per review for the review's own cases (the edge case always runs)
+#: seconds of executor time per review for the review's own cases (the edge case always runs): CPU time of the
+#: reviewing thread (:func:`nkieval.cuda.executor_seconds`), so a loaded machine covers the same cases and
+#: envelope runs as an idle one, only later
 EXECUTOR_BUDGET_S = 6.0
 #: cases larger than this (elements of inputs and outputs) are not run on the executor
 MAX_ELEMENTS = 400_000
@@ -160,7 +161,8 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
         if [o for o in disagreeing if o not in explained] and not causes:
             # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
             causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing,
-                                     locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m))
+                                     locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m,
+                                                                      loaded.source))
         return with_causes(causes, "done")
 
     record: dict[str, Any] = {
@@ -222,12 +224,12 @@ def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tup
     and (build options, executor seconds, the executor's warnings): candidate-independent, so kept with the
     case's cached data for the next review of the task with the same seed. A run that ran past its time limit
     ``limit_s`` is kept as such too: a later review that gives it no more time gets the timeout at once."""
-    from nkieval.cuda import ExecutorTimeout
+    from nkieval.cuda import ExecutorTimeout, executor_seconds
 
     def compute() -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
-        t0 = time.perf_counter()
+        t0 = executor_seconds()
         gpu, cr = run()
-        return gpu, (cr.options, time.perf_counter() - t0, list(getattr(cr, "warnings", [])))
+        return gpu, (cr.options, executor_seconds() - t0, list(getattr(cr, "warnings", [])))
 
     key = f"cuda:{what}:{hashlib.sha256(cuda_src.encode()).hexdigest()}"
     past = data.timed_out_within(key, limit_s)
@@ -425,7 +427,7 @@ def _line_text(text: str, line: int) -> str:
 
 def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disagreeing: list[str]
                ) -> list[dict[str, Any]]:
-    from nkieval.cuda import CudaError, run_task_cuda
+    from nkieval.cuda import CudaError, executor_seconds, run_task_cuda
     from nkieval.cuda.program import preprocess
 
     task = loaded.task
@@ -464,9 +466,9 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
     label, dims, inputs, _gpu, port = best[1]
     base_err = best[2]
     causes: list[dict[str, Any]] = []
-    stop = time.perf_counter() + 2 * EXECUTOR_BUDGET_S
+    stop = executor_seconds() + 2 * EXECUTOR_BUDGET_S
     for _, kind, what, p in hyps:
-        if time.perf_counter() > stop:
+        if executor_seconds() > stop:
             break
         try:
             if kind == "literal":

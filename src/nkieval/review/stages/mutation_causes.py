@@ -11,7 +11,10 @@ stated as the cause only when the mutated CUDA kernel reproduces the port's outp
   within tolerance of the port's (a mutation that matches by coincidence on one input rarely does on two).
 
 The first mutation that passes both is stated (mutations are tried in the order formula, precision, order,
-indexing, each in source order, within a time budget); when none does, the disagreement keeps "cause not
+indexing, each in source order, within a CPU-time budget). When no single mutation does, bf16 roundings in
+several places at once are tried: every pair of the six roundings that each brought the kernel closest to
+the port, then a beam of the three closest combinations grown by one rounding at a time, up to four
+(:func:`_rounding_search`: 36 combinations at most). When none does, the disagreement keeps "cause not
 identified". A mutation that faults (an index off by one running out of bounds) is not a hypothesis.
 """
 
@@ -19,17 +22,20 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
-from itertools import combinations
 from typing import Any
 
 import numpy as np
 
 #: seconds spent re-running mutated CUDA kernels per review: CPU time of the reviewing thread (the executor
-#: runs in it), so a loaded machine tries the same hypotheses as an idle one, only later
+#: runs in it: :func:`nkieval.cuda.executor_seconds`), so a loaded machine tries the same hypotheses as an idle
+#: one, only later
 MUTATION_BUDGET_S = 10.0
+#: a mutant runs at most this many times the unmutated kernel's CPU time on the same run, and at least
+#: MUTANT_MIN_S (no mutation of a loop bound or an index makes a kernel 20 times slower unless it never ends)
+MUTANT_SLOWDOWN = 20.0
+MUTANT_MIN_S = 0.25
 #: a disagreement below this many tolerances is not attributed to a mutation (one is a real disagreement)
 MIN_RATIO = 1.0
 
@@ -95,7 +101,7 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
 
     ``runs``: ``(label, dims, inputs, gpu outputs, port outputs)`` for every case both ran on. ``locate``:
     the port's side of a stated mutation (:func:`.port_lines.find_port_line` on the port's trace), or None."""
-    from nkieval.cuda.mutate import combine, mutations
+    from nkieval.cuda.mutate import mutations
     from nkieval.cuda.program import preprocess
 
     names = [s.name for s in task.outputs]
@@ -115,36 +121,91 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     confirm = max(rest, key=lambda x: max(x[1][o] for o in disagreeing))[0] if rest else \
         next((r for r in runs if r[0] != first[0] and len(r[4]) >= len(names)), None)
     search = _Search(task, preprocess(cuda_src), first, base, confirm, names, disagreeing, budget_s)
-    helpful: list[tuple[float, Any]] = []
+    ran: list[Any] = []  # (the precision mutations that ran without faulting)
     for m in mutations(cuda_src):
         if search.spent >= budget_s:
             break
         found = search.attempt(m)
         if found is not None:
             return [_cause(task, cuda_src, m, found, search, locate)]
-        if m.kind == "precision" and search.last_closer is not None:
-            helpful.append((search.last_closer, m))
-    # bf16 in two places at once: pairs of the precision mutations that each bring the mutated kernel closer
-    # to the port (the smallest remaining mean difference first)
-    helpful.sort(key=lambda x: x[0])
-    top = [m for _, m in helpful[:PAIR_CANDIDATES]]
-    for a, b in combinations(top, 2):
+        if m.kind == "precision" and search.last_ran:
+            ran.append(m)
+    # bf16 in several places at once: combinations of the precision mutations that each bring the mutated
+    # kernel closer to the port, the closest first
+    helpful: list[tuple[float, Any]] = []
+    for m in ran:
         if search.spent >= budget_s:
             break
-        pair = combine(a, b, search.text)
-        if pair is None:
-            continue
-        found = search.attempt(pair)
-        if found is not None:
-            return [_cause(task, cuda_src, pair, found, search, locate, (a, b))]
+        closer = search.closeness(m)
+        if closer is not None:
+            helpful.append((closer, m))
+    helpful.sort(key=lambda x: x[0])
+    found_set = _rounding_search(helpful[:ROUNDING_CANDIDATES], search, budget_s)
+    if found_set is not None:
+        combined, found, parts = found_set
+        return [_cause(task, cuda_src, combined, found, search, locate, parts)]
     return []
 
 
-#: precision mutations paired when no single mutation reproduces the port (at most C(6, 2) = 15 pairs)
-PAIR_CANDIDATES = 6
-#: a precision mutation is a pair candidate when it leaves less than this fraction of the mean difference
-#: or of the share of disagreeing elements
+#: precision mutations combined when no single mutation reproduces the port: the ones closest to it
+ROUNDING_CANDIDATES = 6
+#: combinations of three or more roundings extend only the closest combinations one size smaller
+ROUNDING_BEAM = 3
+#: roundings in one combination at most. With the two above this bounds the hypotheses at C(6, 2) = 15
+#: pairs, 3 x 4 = 12 triples and 3 x 3 = 9 quadruples (36), all within the search's CPU budget
+MAX_ROUNDINGS = 4
+#: a precision mutation is a combination candidate when it leaves less than this fraction of the mean
+#: difference, of the share of elements outside tolerance or of the share not bitwise equal
 CLOSER = 0.9
+
+
+def _rounding_search(scored: list[tuple[float, Any]], search: _Search, budget_s: float
+                     ) -> tuple[Any, tuple[dict[str, float], list[str]], tuple[Any, ...]] | None:
+    """(the combined mutation, what :meth:`_Search.attempt` found, its roundings) for the first combination
+    of ``scored``'s roundings (each with its :meth:`_Search.closeness`) that reproduces the port, or None.
+    Every pair is tried, in ``scored``'s order; a combination of k > 2 roundings extends one of the
+    :data:`ROUNDING_BEAM` closest combinations of k - 1 that came closer to the port than the combination
+    it extends (a greedy beam: a rounding the port makes brings the kernel closer), up to
+    :data:`MAX_ROUNDINGS` roundings."""
+    from nkieval.cuda.mutate import combine_all
+
+    top = [m for _, m in scored]
+    beam: list[tuple[float, tuple[Any, ...]]] = [(c, (m,)) for c, m in scored]
+    for _size in range(2, MAX_ROUNDINGS + 1):
+        seen: set[frozenset[int]] = set()
+        grown: list[tuple[float, tuple[Any, ...]]] = []
+        for parent_closer, parts in beam:
+            for m in top:
+                key = frozenset(id(x) for x in (*parts, m))
+                if m in parts or key in seen:
+                    continue
+                seen.add(key)
+                if search.spent >= budget_s:
+                    return None
+                combined = combine_all((*parts, m), search.text)
+                if combined is None:
+                    continue
+                found = search.attempt(combined)
+                if found is not None:
+                    return combined, found, (*parts, m)
+                closer = search.closeness(combined) if search.last_ran and _size < MAX_ROUNDINGS else None
+                if closer is not None and closer < parent_closer:
+                    grown.append((closer, (*parts, m)))
+        grown.sort(key=lambda x: x[0])
+        beam = grown[:ROUNDING_BEAM]
+        if not beam:
+            return None
+    return None
+
+
+def _inexact(g: np.ndarray, p: np.ndarray) -> float:
+    """The share of elements of ``g`` not bitwise equal (as float64) to the port's ``p`` (NaN equals NaN)."""
+    g64 = np.asarray(g, np.float64).reshape(-1)
+    if np.size(p) != g64.size:
+        return 1.0
+    p64 = np.asarray(p, np.float64).reshape(-1)
+    same = (g64 == p64) | (np.isnan(g64) & np.isnan(p64))
+    return float(1.0 - same.mean()) if same.size else 0.0
 
 
 def _mean_diff(g: np.ndarray, p: np.ndarray) -> float:
@@ -170,23 +231,29 @@ class _Search:
         self.confirm_digest = _digest(confirm[2]) if confirm is not None else ""
         gpu, port = first[3], first[4]
         self.before = {o: _off(task, gpu[self.idx[o]], port[self.idx[o]])[0] for o in names}
-        self.distance = {o: _mean_diff(gpu[self.idx[o]], port[self.idx[o]]) for o in disagreeing}
-        #: for the last precision hypothesis that ran and failed: how much closer to the port it came
-        #: (:meth:`_closer`; a rounding the port makes, among others), or None
-        self.last_closer: float | None = None
+        self._base: dict[str, dict[str, tuple[float, float, float]]] = {}
+        #: whether the last hypothesis ran on the first run (did not fault or time out)
+        self.last_ran = False
+        self._kernel_s: float | None = None  # (the unmutated kernel's CPU seconds on the first run)
 
-    def _closer(self, g2: list[np.ndarray]) -> float | None:
-        """How much closer to the port the mutated kernel's disagreeing outputs come, by the mean difference
-        or by the share of elements outside tolerance (the smaller of the two, worst output); None unless
-        one of the two falls below :data:`CLOSER` for every disagreeing output."""
-        port, idx, out = self.first[4], self.idx, []
-        for how in ("mean", "share"):
-            got = []
-            for o in self.disagreeing:
-                g, p = g2[idx[o]], port[idx[o]]
-                now, was = (_mean_diff(g, p), self.distance[o]) if how == "mean" else \
-                    (_off(self.task, g, p)[0], self.before[o])
-                got.append(now / was if was > 0 else 1.0)
+    def _distances(self, g: list[np.ndarray], p: list[np.ndarray]) -> dict[str, tuple[float, float, float]]:
+        """Per disagreeing output, how far ``g`` is from the port's ``p``: the mean difference, the share of
+        elements outside tolerance and the share of elements not bitwise equal (a rounding the port makes
+        puts the kernel's values on the port's bf16 grid, exactly, even where it moves others away)."""
+        idx = self.idx
+        return {o: (_mean_diff(g[idx[o]], p[idx[o]]), _off(self.task, g[idx[o]], p[idx[o]])[0],
+                    _inexact(g[idx[o]], p[idx[o]])) for o in self.disagreeing}
+
+    def _closer(self, g2: list[np.ndarray], run: tuple[Any, ...]) -> float | None:
+        """How much closer to the port the mutated kernel's disagreeing outputs come on ``run`` than the CUDA
+        kernel's, by each of :meth:`_distances` (the smallest of the three ratios, worst output); None unless
+        one of them falls below :data:`CLOSER` for every disagreeing output."""
+        if run[0] not in self._base:
+            self._base[run[0]] = self._distances(run[3], run[4])
+        was, now = self._base[run[0]], self._distances(g2, run[4])
+        out = []
+        for k in range(3):
+            got = [now[o][k] / was[o][k] if was[o][k] > 0 else 1.0 for o in self.disagreeing]
             if got and max(got) < CLOSER:
                 out.append(max(got))
         return min(out) if out else None
@@ -194,19 +261,17 @@ class _Search:
     def attempt(self, m: Any) -> tuple[dict[str, float], list[str]] | None:
         """(max ratio per output, the runs' labels) when the mutation reproduces the port on both runs."""
         task, idx, names = self.task, self.idx, self.names
-        self.last_closer = None
         label, dims, inputs, _gpu, port = self.first
         mutated = m.apply(self.text)
-        g2, took = _run_mutant(task, inputs, self.digest, dims, mutated, min(self.budget_s - self.spent, 2.0))
+        g2, took = _run_mutant(task, inputs, self.digest, dims, mutated, self._limit())
         self.spent += took
+        self.last_ran = g2 is not None
         if g2 is None:
             return None
         precision = m.kind == "precision"
         after = _reproduces(task, g2, port, idx, names, self.before, precision)
         if after is None or (not precision and any(after[o] > 0.1 * self.base[o] for o in self.disagreeing
                                                    if self.base[o] > MIN_RATIO)):
-            if precision and after is None:
-                self.last_closer = self._closer(g2)
             return None
         labels = [label]
         if self.confirm is not None:
@@ -219,13 +284,32 @@ class _Search:
         return after, labels
 
 
+    def _limit(self) -> float:
+        """CPU seconds one mutant may run on the first run: :data:`MUTANT_SLOWDOWN` times the unmutated
+        kernel's (a mutated loop bound that never ends, ``s > 0 - 1`` of ``s >>= 1``, stops there instead of
+        taking the budget), at least :data:`MUTANT_MIN_S`, at most 2 s and what the budget leaves."""
+        if self._kernel_s is None:
+            _out, self._kernel_s = _run_mutant(self.task, self.first[2], self.digest, self.first[1], self.text, 2.0)
+        return min(self.budget_s - self.spent, 2.0, max(MUTANT_MIN_S, MUTANT_SLOWDOWN * self._kernel_s))
+
+    def closeness(self, m: Any) -> float | None:
+        """:meth:`_closer` of mutation ``m`` on the confirming run, the larger one (a small first run may not
+        show a rounding's effect: a row mean rounded where the row is near-constant), else on the first."""
+        run = self.confirm if self.confirm is not None else self.first
+        digest = self.confirm_digest if self.confirm is not None else self.digest
+        g, took = _run_mutant(self.task, run[2], digest, run[1], m.apply(self.text),
+                              max(0.5, self.budget_s - self.spent))
+        self.spent += took
+        return None if g is None else self._closer(g, run)
+
+
 def _cause(task: Any, cuda_src: str, m: Any, found: tuple[dict[str, float], list[str]], search: _Search,
-           locate: Callable[[Any], Any] | None, pair: tuple[Any, Any] | None = None) -> dict[str, Any]:
+           locate: Callable[[Any], Any] | None, parts: tuple[Any, ...] = ()) -> dict[str, Any]:
     after, labels = found
     names, base = search.names, search.base
     outs = [o for o in search.disagreeing if base[o] > MIN_RATIO]
     line_text = _line(cuda_src, m.line)
-    lines = sorted({m.line} if pair is None else {pair[0].line, pair[1].line})
+    lines = sorted({m.line} | {p.line for p in parts})
     where = " and ".join(f"kernel.cu:{ln}" for ln in lines)
     port = None
     if locate is not None:
@@ -267,7 +351,7 @@ def _run_mutant(task: Any, inputs: dict[str, np.ndarray], digest: str, dims: dic
     """(the mutated kernel's outputs, or None where it faults; the executor's CPU seconds, the first time): a
     kept run counts its first seconds against the budget, so a warm review tries the same mutants as a cold one.
     A run stopped by its time limit is not kept (a longer limit may finish it)."""
-    from nkieval.cuda import ExecutorTimeout, run_task_cuda
+    from nkieval.cuda import ExecutorTimeout, executor_seconds, run_task_cuda
 
     key = (task.id, hashlib.sha256(source.encode()).hexdigest(), digest, tuple(sorted(dims.items())),
            repr(sorted(task.params.items())))
@@ -276,14 +360,14 @@ def _run_mutant(task: Any, inputs: dict[str, np.ndarray], digest: str, dims: dic
         if hit is not None:
             _MUTANT_RUNS.move_to_end(key)
             return hit
-    t0 = time.thread_time()
+    t0 = executor_seconds()
     try:
         out: list[np.ndarray] | None = list(run_task_cuda(task, inputs, dims, source=source, time_limit_s=limit)[0])
     except ExecutorTimeout:
-        return None, time.thread_time() - t0
+        return None, executor_seconds() - t0
     except Exception:  # (a hypothesis the executor cannot run is not a hypothesis)
         out = None
-    value = (out, time.thread_time() - t0)
+    value = (out, executor_seconds() - t0)
     with _MUTANT_LOCK:
         _MUTANT_RUNS[key] = value
         while len(_MUTANT_RUNS) > MUTANT_RUNS_KEPT:
