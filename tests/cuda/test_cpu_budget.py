@@ -60,7 +60,8 @@ def test_a_run_past_its_cpu_time_limit_still_stops() -> None:
 
 def test_the_review_budget_counts_the_executor_cpu_seconds_not_time_waiting() -> None:
     # (a run that waits a second without computing, as the executor does while a competitor holds the CPU)
-    data = SimpleNamespace(get_derived=lambda key, compute: compute())
+    data = SimpleNamespace(get_derived=lambda key, compute: compute(), timed_out_within=lambda key, limit: None,
+                           note_timeout=lambda key, limit: None)
     cr = SimpleNamespace(options=None, warnings=[])
 
     def waiting_run() -> tuple[list[np.ndarray], object]:
@@ -68,7 +69,7 @@ def test_the_review_budget_counts_the_executor_cpu_seconds_not_time_waiting() ->
         return [np.zeros(1, np.float32)], cr
 
     t0 = executor_seconds()
-    _out, (_options, took, _warnings) = differential._gpu_outputs(data, "src", "case", waiting_run)  # type: ignore[arg-type]
+    _out, (_options, took, _warnings) = differential._gpu_outputs(data, "src", "case", waiting_run, 6.0)  # type: ignore[arg-type]
     assert took < 0.5, took
     assert executor_seconds() - t0 < 0.5
 
