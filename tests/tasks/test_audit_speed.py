@@ -104,3 +104,12 @@ def test_the_baseline_and_non_migration_flawed_candidates_are_reviewed_without_k
     for fl in task.flawed:
         t = seen[f"flawed:{fl.file}"]
         assert (t is None) if fl.criterion == "migration" else (t.cuda_file is None)  # type: ignore[attr-defined]
+
+
+def test_later_oracles_come_from_reference_py_even_when_the_first_is_defined_elsewhere() -> None:
+    task = load_task("flash_attention_fwd")
+    oracle = oracle_of(task)
+    foreign = lambda *a: oracle(*a)  # noqa: E731  (a function whose globals are this test module's)
+    others = output_oracles_of(task, foreign)
+    assert set(others) == {"lse"} and others["lse"].__globals__ is not oracle.__globals__
+    assert others["lse"].__globals__["__file__"] == str(task.reference_file)

@@ -356,8 +356,11 @@ def output_oracles_of(task: Task, oracle: Callable[..., Any] | None = None) -> d
 
     if len(task.outputs) < 2 or task.numerics.op != "reference":
         return {}
-    # the namespace of the first output's oracle when it is given: the oracles then share reference.py's state
-    ns = getattr(oracle, "__globals__", None) or runpy.run_path(str(task.reference_file))
+    # the run of reference.py the first output's oracle comes from, when it is given: the oracles then share
+    # that module's state (an oracle imported from elsewhere has another module's globals: run the file)
+    ns = getattr(oracle, "__globals__", None)
+    if not ns or ns.get("__file__") != str(task.reference_file):
+        ns = runpy.run_path(str(task.reference_file))
     return {o.name: ns[f"oracle_{o.name}"] for o in task.outputs[1:] if callable(ns.get(f"oracle_{o.name}"))}
 
 
