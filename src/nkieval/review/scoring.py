@@ -746,7 +746,42 @@ def score_performance(ev: Evidence, crit: Criterion) -> CriterionResult:
                            + (f"the model names {bottleneck} as the bottleneck; see Hardware appropriateness for the "
                               "specific defects" if bottleneck else "see Hardware appropriateness for the specific "
                               "defects"), evd))
+    excess = _matmul_work_feedback(ev)
+    if excess is not None:
+        fb.append(excess)
     return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level, txt, fb, evidence=evd)
+
+
+def _matmul_work_feedback(ev: Evidence) -> Feedback | None:
+    """A line when the traced case's Tensor-engine matmuls execute clearly more FLOPs than the task needs
+    (``[perf] flops`` at that case's shape): redundant work, e.g. blocks a causal mask zeroes computed anyway.
+    Transposes on the PE array are not counted (the trace's ``model_flops``). Clear means at least the rubric's
+    ``matmul_work_factor_max`` times the task's count and, when the expert was reviewed alongside, that factor
+    over the expert's own executed FLOPs too (a task whose count leaves out work every kernel does is not the
+    candidate's fault). Tasks whose work is data-dependent (physics.DATA_DEPENDENT_TAGS) are not judged."""
+    from nkieval.review.physics import DATA_DEPENDENT_TAGS
+
+    if ev.task is None or ev.hw_case is None or ev.perf is None or DATA_DEPENDENT_TAGS & set(ev.task.tags):
+        return None
+    done = (ev.perf["candidate"].get("summary") or {}).get("model_flops")
+    need = ev.task.model_flops(ev.hw_case.shape) if ev.task.perf.flops else None
+    if not isinstance(done, int | float) or not need:
+        return None
+    factor = float(ev.rubric.t("performance", "matmul_work_factor_max"))
+    expert = ((ev.perf.get("solution") or {}).get("summary") or {}).get("model_flops")
+    ratio = done / need
+    if ratio < factor or (isinstance(expert, int | float) and expert and done < factor * expert):
+        return None
+    shape = ", ".join(f"{k}={v}" for k, v in ev.hw_case.shape.items())
+    sol = (f"; the expert executes {expert / need:.2f}x" if isinstance(expert, int | float) and expert else "")
+    return Feedback("performance", "warning",
+                    f"executes {ratio:.2f}x the matmul FLOPs the task needs ({done / 1e9:.3g} GFLOP on the Tensor "
+                    f"engine against the task's {need / 1e9:.3g} GFLOP at {shape}{sol}): redundant matmul work",
+                    f"matmul work close to the task's FLOP count (below {factor:g}x)",
+                    "skip the tiles whose result is discarded or masked away (e.g. key blocks entirely above a causal "
+                    "diagonal) and compute each product once",
+                    {**_case_ev(ev.hw_case), "metric": "model_flops", "value": done, "reference": need},
+                    confidence="measured", key="performance:matmul_work", brief=f"{ratio:.2f}x the task's matmul FLOPs")
 
 
 # ------------------------------------------------------------------------------ migration

@@ -32,6 +32,13 @@ def _normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return rng.standard_normal(shape)
 
 
+def _near_constant(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    if not shape:
+        return rng.standard_normal(shape)
+    level = rng.standard_normal((*shape[:-1], 1))
+    return level + 1e-3 * rng.standard_normal(shape)
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -48,6 +55,11 @@ FAMILIES: dict[str, Family] = {
                lambda r, s: 0.5 + r.random(s)),
         Family("heavy_tailed", "Student-t with 3 degrees of freedom: occasional large magnitudes",
                lambda r, s: r.standard_t(3, size=s)),
+        Family("near_constant", "rows (last axis) each a constant N(0, 1) plus N(0, 1) x 1e-3: a row variance "
+               "(~1e-6) below a typical eps, so var + eps and var - eps differ. Structured: nearly constant terms "
+               "make rounding errors correlated", _near_constant, random=False),
+        Family("small", "N(0, 1) x 1e-3: a mean of squares (~1e-6) the size of a typical eps, so where eps is "
+               "added (and with which sign) shows", lambda r, s: r.standard_normal(s) * 1e-3),
     )
 }
 

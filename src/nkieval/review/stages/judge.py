@@ -67,7 +67,8 @@ def prepare_judge(loaded: Loaded) -> JudgeKit:
     """The task's reference code (cached per content) and the numerics' availability (timed as ``setup_s``)."""
     ref_fn, oracle, variants = task_code(loaded.task, loaded.fingerprint)
     num_ok, num_reason = adapters.numerics_available()
-    return JudgeKit(loaded, ref_fn, oracle, variants, num_ok, num_reason, output_oracles_of(loaded.task))
+    return JudgeKit(loaded, ref_fn, oracle, variants, num_ok, num_reason,
+                    output_oracles_of(loaded.task, oracle))
 
 
 def needs_prefetch(kit: JudgeKit, i: int) -> bool:
@@ -102,6 +103,12 @@ def prefetch_case(kit: JudgeKit, i: int, timings: Timings) -> None:
         ref = _reference(kit, i)
         if kit.numerics_ok:
             _prepared(kit, i, ref)
+            # the later outputs' checks right after the first's: an oracle that computes every output at once
+            # can then serve them all from one evaluation per (perturbed) input
+            for j, spec in enumerate(kit.loaded.task.outputs[1:], start=1):
+                fn = (kit.output_oracles or {}).get(spec.name)
+                if fn is not None and j < len(ref):
+                    _other_prepared(kit, i, j, fn, ref[j].size)
         _grew(kit, i)
 
 
@@ -144,7 +151,7 @@ def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult
                          ) -> tuple[tuple[int, Any, Any, np.ndarray], ...]:
     """The numerics verdict of each output after the first that has its own oracle; the others say why they
     are judged by Correctness only. Returns the failing ones, for :func:`collect` to diagnose."""
-    task, lo = kit.loaded.task, kit.loaded
+    task = kit.loaded.task
     failing: list[tuple[int, Any, Any, np.ndarray]] = []
     for j, rec in enumerate(cr.outputs):
         if j == 0:
@@ -159,12 +166,7 @@ def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult
             continue
         if (rec.get("mismatch") or {}).get("kind") in ("shape", "dtype"):
             continue
-        c, data = lo.cases[i], lo.data[i]
-        keep = lo.keys[i] is not None and run.outputs[j].size <= MAX_KEPT_ELEMENTS
-        vs, recipe = output_variants(kit.variants, spec.name), output_recipe(task, j)
-        pc, _ = data.get_extra_prepared(spec.name, lambda fn=fn, c=c, keep=keep, data=data, vs=vs, recipe=recipe:
-                                        adapters.numerics_prepare(task, data.inputs, c.family, is_random(c.family), fn,
-                                                                  c.dims, keep_blocks=keep, variants=vs, recipe=recipe))
+        pc, _ = _other_prepared(kit, i, j, fn, run.outputs[j].size)
         if pc is None:
             continue
         v, _ = adapters.numerics_check(pc, run.outputs[j])
@@ -173,6 +175,16 @@ def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult
             if v.status == "fail":
                 failing.append((j, pc, v, run.outputs[j]))
     return tuple(failing)
+
+
+def _other_prepared(kit: JudgeKit, i: int, j: int, fn: Callable[..., Any], size: int) -> tuple[Any, str | None]:
+    """The prepared numerics check of output ``j`` (after the first) on case ``i``, against its own oracle ``fn``."""
+    task, lo = kit.loaded.task, kit.loaded
+    c, data, spec = lo.cases[i], lo.data[i], task.outputs[j]
+    keep = lo.keys[i] is not None and size <= MAX_KEPT_ELEMENTS
+    vs, recipe = output_variants(kit.variants, spec.name), output_recipe(task, j)
+    return data.get_extra_prepared(spec.name, lambda: adapters.numerics_prepare(
+        task, data.inputs, c.family, is_random(c.family), fn, c.dims, keep_blocks=keep, variants=vs, recipe=recipe))
 
 
 def output_variants(variants: list[Any], name: str) -> list[Any]:
@@ -338,13 +350,17 @@ def task_code(task: Task, fingerprint: str | None) -> tuple[Callable[..., Any], 
     return code
 
 
-def output_oracles_of(task: Task) -> dict[str, Callable[..., Any]]:
+def output_oracles_of(task: Task, oracle: Callable[..., Any] | None = None) -> dict[str, Callable[..., Any]]:
     """reference.py's float64 oracles of the outputs after the first: ``oracle_<output name>``."""
     import runpy
 
     if len(task.outputs) < 2 or task.numerics.op != "reference":
         return {}
-    ns = runpy.run_path(str(task.reference_file))
+    # the run of reference.py the first output's oracle comes from, when it is given: the oracles then share
+    # that module's state (an oracle imported from elsewhere has another module's globals: run the file)
+    ns = getattr(oracle, "__globals__", None)
+    if not ns or ns.get("__file__") != str(task.reference_file):
+        ns = runpy.run_path(str(task.reference_file))
     return {o.name: ns[f"oracle_{o.name}"] for o in task.outputs[1:] if callable(ns.get(f"oracle_{o.name}"))}
 
 

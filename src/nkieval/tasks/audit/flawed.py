@@ -33,8 +33,10 @@ def audit(ctx: AuditContext) -> CriterionAudit:
     caught = 0
     for fl in task.flawed:
         path = (task.directory / fl.file).resolve()
+        # the differential check against kernel.cu adds evidence to Migration only: other flaws are judged
+        # without it (its CUDA runs and cause search were most of such a review)
         o = ctx.run(f"flawed:{fl.file}", path, families=tuple(fl.families) or None, compare_references=True,
-                    keep_feedback=True)
+                    keep_feedback=True, task=None if fl.criterion == "migration" else ctx.tests_only())
         lv = o.levels.get(fl.criterion)
         ref = 4
         if ex is not None and isinstance(ex.levels.get(fl.criterion), int):

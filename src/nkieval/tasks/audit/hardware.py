@@ -53,7 +53,9 @@ def audit(ctx: AuditContext, *, all_targets: bool = True) -> CriterionAudit:
             # simulate for a slow kernel), every family on the first target and the first family on the others
             # (target legality is decided by the trace, which is per shape, not per family).
             fam = None if tg == targets[0] or len(task.families) < 2 else (task.families[0],)
-            b = ctx.run("baseline", task.baseline_file, target=tg, families=fam, task=ctx.screen_task())
+            # (without kernel.cu: only the task's tests are asked about)
+            b = ctx.run("baseline", task.baseline_file, target=tg, families=fam,
+                        task=ctx.tests_only(ctx.screen_task() or task))
             bt = ex.baseline_time_s
             if not b.passed:
                 fs.append(Finding("hardware", "error", "baseline-fails",

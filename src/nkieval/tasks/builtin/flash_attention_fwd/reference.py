@@ -1,6 +1,9 @@
 """Reference for flash_attention_fwd: float64 causal attention and its log-sum-exp."""
 
+import hashlib
 import math
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -14,12 +17,51 @@ def _scores(q_t, k_t):
     return np.where(np.tril(np.ones((s, s), dtype=bool)), sc, -np.inf)
 
 
+#: query rows per block of the float64 attention: only the keys up to a block's last query are computed
+QUERY_BLOCK = 512
+#: the last few (inputs digest -> (out, lse)) results: the numerics standard evaluates the oracle of `out`
+#: and of `lse` on the same (perturbed) inputs, so each evaluation serves both
+_MEMO: OrderedDict[bytes, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+_MEMO_ENTRIES = 24
+_MEMO_LOCK = threading.Lock()
+
+
 def _attn(q_t, k_t, v):
-    sc = _scores(q_t, k_t)
-    m = sc.max(axis=1, keepdims=True)
-    e = np.exp(sc - m)
-    tot = e.sum(axis=1, keepdims=True)
-    return (e / tot) @ np.asarray(v, dtype=np.float64), (m + np.log(tot))[:, 0]
+    arrs = [np.ascontiguousarray(a, dtype=np.float64) for a in (q_t, k_t, v)]
+    h = hashlib.blake2b(digest_size=20)
+    for a in arrs:
+        h.update(repr(a.shape).encode())
+        h.update(a.data)
+    key = h.digest()
+    with _MEMO_LOCK:  # the review judges cases on several threads
+        hit = _MEMO.get(key)
+        if hit is not None:
+            _MEMO.move_to_end(key)
+    if hit is None:
+        hit = _causal_attention(*arrs)
+        with _MEMO_LOCK:
+            _MEMO[key] = hit
+            while len(_MEMO) > _MEMO_ENTRIES:
+                _MEMO.popitem(last=False)
+    return hit[0].copy(), hit[1].copy()
+
+
+def _causal_attention(qd, kd, vd):
+    """float64 causal attention and log-sum-exp, one block of queries at a time over the keys it sees (the
+    keys above the block's last query are never computed: half the work of the full score matrix)."""
+    d, s = qd.shape
+    out = np.empty((s, vd.shape[1]))
+    lse = np.empty(s)
+    for r0 in range(0, s, QUERY_BLOCK):
+        r1 = min(s, r0 + QUERY_BLOCK)
+        sc = qd[:, r0:r1].T @ kd[:, :r1] / math.sqrt(d)
+        sc[np.arange(r1 - r0)[:, None] + r0 < np.arange(r1)[None, :]] = -np.inf
+        m = sc.max(axis=1, keepdims=True)
+        np.exp(sc - m, out=sc)
+        tot = sc.sum(axis=1, keepdims=True)
+        out[r0:r1] = (sc @ vd[:r1]) / tot
+        lse[r0:r1] = (m + np.log(tot))[:, 0]
+    return out, lse
 
 
 def oracle(q_t, k_t, v):
