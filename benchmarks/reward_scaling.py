@@ -29,6 +29,8 @@ import statistics
 import time
 from typing import Any
 
+from nkieval.tasks.audit.clock import tree_cpu_s
+
 
 def workload(tasks: list[str], seed: int) -> list[Any]:
     from nkieval.reward import ScoreItem
@@ -40,35 +42,6 @@ def workload(tasks: list[str], seed: int) -> list[Any]:
         files = [f for f in (t.solution_file, t.baseline_file) if f] + [t.directory / fl.file for fl in t.flawed]
         items += [ScoreItem(tid, f"```python\n{f.read_text()}```", seed) for f in files]
     return items
-
-
-def tree_cpu_s(root: int | None = None) -> float:
-    """CPU seconds (user + system) used so far by ``root`` (this process) and every live process under it,
-    including what their exited children used (counted in their parent once it reaped them)."""
-    root = os.getpid() if root is None else root
-    tck = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                text = f.read()
-        except OSError:  # (exited meanwhile)
-            continue
-        rest = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid ... utime stime cutime cstime
-        parent[int(d)] = int(rest[1])
-        ticks[int(d)] = sum(int(x) for x in rest[11:15])
-    kids: dict[int, list[int]] = {}
-    for pid, pp in parent.items():
-        kids.setdefault(pp, []).append(pid)
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += ticks.get(pid, 0)
-        todo.extend(kids.get(pid, []))
-    return total / tck
 
 
 def timed_round(run: Any) -> tuple[float, float, Any]:

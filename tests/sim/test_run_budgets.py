@@ -1,8 +1,11 @@
-"""A run's time and memory budgets (``SimOptions.time_limit_s``, ``SimOptions.max_bytes``), and warnings kept on
-the trace only (``SimOptions.emit_warnings``).
+"""A run's time and memory budgets (``SimOptions.time_limit_s``, ``SimOptions.max_bytes``), warnings kept on the
+trace only (``SimOptions.emit_warnings``), and the judge's executor that relies on them
+(:mod:`nkieval.review.executor`).
 
-The judge replays a candidate's recorded program in its own process (tests/review/test_executor.py), where no
-child can be killed: a run that goes on too long or holds too much must stop with a specific rule, at once.
+The judge replays a candidate's recorded program in its own process, where no child can be killed: a run that
+goes on too long or holds too much must stop with a specific rule, at once, and the case gets the status a killed
+child got (``timeout``, ``memory-limit``); a replay within its budgets gives the outputs, the unwritten-element
+masks and, for the evidence case only, the trace as the judge's own object.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ nkieval.frontends.install(force=True)
 import nki.isa as nisa  # noqa: E402
 import nki.language as nl  # noqa: E402
 
+from nkieval.review.executor import PROGRAMS, replay_case  # noqa: E402
+from nkieval.review.runs import CaseJob, SandboxLimits  # noqa: E402
 from nkieval.sim.errors import NkiValidationError  # noqa: E402
 from nkieval.sim.options import SimOptions  # noqa: E402
+from nkieval.sim.program import ArgSpec, record_program  # noqa: E402
 from nkieval.sim.runner import run_kernel  # noqa: E402
 
 
@@ -102,3 +108,60 @@ def test_warnings_can_stay_on_the_trace_only():
         loud = run_kernel(reads_unwritten, [A], {}, target="trn2")
         assert [w for w in seen if "before anything wrote it" in str(w.message)]
     assert [w["rule"] for w in quiet.trace.warnings] == [w["rule"] for w in loud.trace.warnings] == ["uninitialized"]
+
+
+def _program(fn, params):
+    rec = record_program(fn, [ArgSpec(A.shape, "float32")], params, target="trn2",
+                         options=SimOptions(capacity_check="off"))
+    return PROGRAMS.get(rec.program.to_json())
+
+
+def test_a_replay_past_the_case_s_time_limit_is_a_timeout():
+    params = {"n_iter": 20_000}
+    run = replay_case(_program(copies, params), CaseJob("c", {"a": A}, params, 1), "trn2",
+                      SandboxLimits(timeout_s=0.05))
+    assert run.status == "timeout" and run.error["rule"] == "time-budget" and not run.outputs
+
+
+def test_a_replay_past_the_case_s_memory_limit_is_a_memory_limit():
+    params = {"n_tiles": 8}  # 8 live 256 KiB tiles, past 1 MiB
+    run = replay_case(_program(hoards, params), CaseJob("c", {"a": A}, params, 1), "trn2",
+                      SandboxLimits(memory_mb=1))
+    assert run.status == "memory-limit" and run.error["rule"] == "memory-budget" and not run.outputs
+
+
+def test_a_replay_within_its_budgets_gives_outputs_masks_and_the_evidence_trace_only_when_asked():
+    params = {"n_iter": 2}
+    prog = _program(copies, params)
+    plain = replay_case(prog, CaseJob("c", {"a": A}, params, 1, want_trace=False), "trn2", SandboxLimits())
+    assert plain.status == "ok" and np.array_equal(plain.outputs[0], A) and plain.unwritten == [None]
+    assert not plain.traced
+    traced = replay_case(prog, CaseJob("c", {"a": A}, params, 1, want_trace=True), "trn2", SandboxLimits())
+    assert traced.traced and traced.parsed_trace(10) is traced.trace
+    assert [r.opcode for r in traced.trace.records].count("dma_copy") == 4
+
+
+LONG = """
+import nki.isa as nisa
+import nki.language as nl
+
+
+def long_copy(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    for _ in nl.affine_range(20000):
+        nisa.dma_copy(dst=t, src=a)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+"""
+
+
+def test_a_case_whose_replay_outlasts_its_time_limit_is_a_timeout_and_the_shapes_after_it_are_skipped():
+    from nkieval.review.sandbox import run_candidate
+
+    # the tracer has the start-up allowance to record; the replay has the case's 0.1 s (20,000 copies take seconds)
+    cases = [CaseJob(f"c{n}", {"a": np.ones((128, n), np.float32)}, {}, 1) for n in (512, 256)]
+    runs = run_candidate(LONG, "long_copy", cases, target="trn2",
+                         limits=SandboxLimits(timeout_s=0.1, startup_s=60))
+    assert [r.status for r in runs] == ["timeout", "not-run"]
+    assert runs[0].error["rule"] == "time-budget" and "c512" in runs[1].error["message"]
