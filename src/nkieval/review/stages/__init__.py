@@ -6,7 +6,7 @@ stage                  function                                        in → ou
 1. load task           :func:`load.load`                               ``ReviewRequest`` → ``Loaded``
    (judge's kit)       :func:`judge.prepare_judge`                     ``Loaded`` → ``JudgeKit``
 2. trace in sandbox    :func:`execute.execute` (``run_candidate``)     ``Loaded`` → ``list[CaseRun]``, per case
-3. validate, execute   (the executor child, same call)                 as it arrives
+3. validate, execute   (the judge's executor, in-process, same call)   as it arrives
 4. judge               :func:`judge.judge_case`, :func:`judge.collect`  ``CaseRun`` → ``JudgedCase`` → ``Judgement``
 5. evidence            :func:`evidence.trace_facts`,                   ``CaseRun`` → ``TraceFacts``;
                        :func:`evidence.reference_evidence`,            → ``RunEvidence``;

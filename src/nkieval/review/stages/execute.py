@@ -1,8 +1,8 @@
 """Stages 2 and 3, trace in the sandbox, then validate and execute each case: one call to
 :func:`nkieval.review.sandbox.run_candidate` (its :class:`~nkieval.review.tracing.ProgramStream` runs the
 candidate's code in the sandboxed tracer, once per distinct shape, and hands each shape's program to the
-executor child as it arrives; the child validates the program and replays it on each case's inputs). A
-candidate the integrity scan rejected is not run at all."""
+judge's executor as it arrives; the executor, :mod:`nkieval.review.executor`, validates the program and replays
+it on each case's inputs in the judge's process). A candidate the integrity scan rejected is not run at all."""
 
 from __future__ import annotations
 
