@@ -36,6 +36,7 @@ import numpy as np
 
 from nkieval.review import npzio
 from nkieval.review.tracing import ProgramStream
+from nkieval.sim.program.codec import DEFAULT_MAX_INSTRUCTIONS
 
 Isolation = Literal["forkserver", "subprocess"]
 
@@ -162,7 +163,7 @@ class CaseRun:
 class SandboxLimits:
     timeout_s: float = 60.0
     memory_mb: int = 4096
-    max_instructions: int = 200_000
+    max_instructions: int = DEFAULT_MAX_INSTRUCTIONS
     #: extra seconds for a fresh child to import the candidate before its first case
     startup_s: float = 20.0
 
