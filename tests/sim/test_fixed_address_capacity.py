@@ -1,4 +1,4 @@
-"""SBUF/PSUM peaks with tiles at an explicit ``address=`` (issue #25). The NKI docs place an SBUF/PSUM tensor at
+"""SBUF/PSUM peaks with tiles at an explicit ``address=`` (issue #25), and where a PSUM read of an unwritten tile counts. The NKI docs place an SBUF/PSUM tensor at
 "a rectangle in the underlying memory" (partitions x bytes per partition), so tiles whose rectangles overlap
 share those bytes: the peak counts each byte of a partition once, whatever the tiles' partition counts. The
 figures are worked by hand from the tile shapes (fp32: 4 bytes an element; a PSUM tile takes whole 2 KiB
@@ -6,9 +6,13 @@ banks per partition)."""
 
 from __future__ import annotations
 
+import nki
 import nki.isa as nisa
 import nki.language as nl
+import pytest
 from isa_testlib import last_trace, rand, simulate
+
+from nkieval.sim.errors import NkiSimulatorWarning
 
 BASE = 65536  # a free SBUF byte offset, past the input tile the test kernel's DMA places automatically
 
@@ -78,3 +82,23 @@ def test_a_wider_tile_at_a_reused_address_keeps_its_own_partitions():
 
     simulate(body, rand((128, 256), 4))
     assert last_trace().peak_sbuf_bytes == 4096
+
+
+def test_a_psum_read_of_a_never_written_tile_is_ready_from_the_start():
+    """An evacuation counts where its inputs are ready (docs/simulator.md); a PSUM tile nothing wrote is ready
+    before the first instruction, so reading it late does not make it live together with the tile written and
+    evacuated first: one 2 KiB bank, not two. (The read is garbage on hardware; the simulator warns.)"""
+    def kernel():
+        x = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+        unwritten = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+        s = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=x, value=1.0)  # the kernel's first instruction
+        nisa.tensor_copy(dst=s, src=x)
+        nisa.tensor_copy(dst=s, src=unwritten)
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=s)
+        return out
+
+    with pytest.warns(NkiSimulatorWarning, match="before anything wrote it"):
+        nki.simulate(kernel, target="trn2")()
+    assert last_trace().peak_psum_bytes == 2048
