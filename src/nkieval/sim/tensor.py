@@ -43,8 +43,8 @@ _RUNTIME_TYPES: list[tuple[type, ...]] = []
 def _is_runtime_index(x: Any) -> bool:
     """Whether ``x`` is a value only the device knows: a tensor, a register or an ``NkiScalar``."""
     if not _RUNTIME_TYPES:  # (imported on first use: the ISA modules import this one)
-        from nkieval.sim.isa.registers import VirtualRegister
-        from nkieval.sim.isa.scalars import NkiScalar
+        from nkieval.sim.isa.registers import VirtualRegister  # deferred: isa modules import tensor.py
+        from nkieval.sim.isa.scalars import NkiScalar  # deferred: isa modules import tensor.py
 
         _RUNTIME_TYPES.append((NkiTensor, VirtualRegister, NkiScalar))
     return isinstance(x, _RUNTIME_TYPES[0])
@@ -388,7 +388,7 @@ class NkiTensor:
     def _runtime_window(self, key: Any) -> NkiTensor:
         """``t[..., nl.ds(runtime_start, size), ...]``: the window placed at the start read now (on device:
         at run time). Like a runtime ``select``: once per view, never on an on-chip partition dim."""
-        from nkieval.sim.indirect import _runtime_index
+        from nkieval.sim.indirect import _runtime_index  # deferred: indirect views build NkiTensor
 
         keys = key if isinstance(key, tuple) else (key,)
         if any(k is Ellipsis for k in keys):
@@ -556,7 +556,7 @@ class NkiTensor:
         """Drop dimension ``dim`` at ``index``: an int, or (a runtime index) a [1, 1] integer tensor
         or a register — the latter once per view, and never on dim 0 of an on-chip tensor."""
         if not isinstance(index, int | np.integer):
-            from nkieval.sim.indirect import dynamic_select
+            from nkieval.sim.indirect import dynamic_select  # deferred: indirect views build NkiTensor
 
             return dynamic_select(self, dim, index)
         if self.is_on_chip and dim == 0:
@@ -731,7 +731,7 @@ class NkiTensor:
         For on-chip tensors the first pair is the partition dimension (stride = storage free size).
         ``vector_offset`` (an SBUF [P, 1] index tensor) makes an indirect view resolved by DMA.
         """
-        from nkieval.sim.indirect import make_ap
+        from nkieval.sim.indirect import make_ap  # deferred: indirect views build NkiTensor
 
         return make_ap(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
 
@@ -750,7 +750,7 @@ class NkiTensor:
     @_recorded_view
     def vector_select(self, dim: int, offsets: Any) -> NkiTensor:
         """Rows ``self[offsets[r]]`` (dim 0 of an HBM tensor), gathered or scattered by DMA at run time."""
-        from nkieval.sim.indirect import vector_select
+        from nkieval.sim.indirect import vector_select  # deferred: indirect views build NkiTensor
 
         return vector_select(self, dim, offsets)
 
@@ -758,7 +758,7 @@ class NkiTensor:
     def indirect(self, index: Any, num_elem: int | None = None) -> NkiTensor:
         """Tensor indirection (trn3): a [P, num_elem] operand of a compute instruction made of the
         columns at the uint16 offsets in ``index`` (one offset list per partition group)."""
-        from nkieval.sim.indirect import make_indirect
+        from nkieval.sim.indirect import make_indirect  # deferred: indirect views build NkiTensor
 
         return make_indirect(self, index, num_elem)
 

@@ -111,7 +111,7 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
 def _call(ctx: SimContext, name: str, engine: str, fn: Callable[..., Any], args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> Any:
     if ctx.__dict__.get("has_indirect"):  # set once the program makes an indirect view
-        from nkieval.sim.indirect import indirect_call
+        from nkieval.sim.indirect import indirect_call  # deferred: indirect.py reads storage via isa.core
 
         return indirect_call(ctx, name, engine, fn, args, kwargs)
     return fn(ctx, *args, **kwargs)

@@ -9,6 +9,7 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.indirect import OutOfBoundsView
 from nkieval.sim.isa.core import (
     check_buffer,
     check_partitions,
@@ -71,8 +72,6 @@ def dma_compute(ctx: Any, dst: Any, srcs: Any, reduce_op: Any, scales: Any = Non
         check_buffer(t, role, ("hbm", "sbuf"), "DMA cannot access PSUM")
         if t.is_on_chip:
             check_partitions(ctx, t, role)
-    from nkieval.sim.indirect import OutOfBoundsView
-
     for role, t in (("dst", dst), *((f"srcs[{i}]", s) for i, s in enumerate(srcs))):
         if isinstance(t._ap_base, OutOfBoundsView):
             raise NkiValidationError(f"{role}: {t._ap_base.message}", operand=role, rule="out-of-bounds")
