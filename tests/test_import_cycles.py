@@ -18,19 +18,9 @@ PKG = "nkieval"
 #: (importer, imported) -> why its deferred imports stay, each a cycle kept on purpose. Every such import
 #: line carries a comment (on it or the line above) saying why, except in ``NOT_YET_COMMENTED``.
 ALLOWED_DEFERRED: dict[tuple[str, str], str] = {
-    ("nkieval.sim.tensor", "nkieval.sim.indirect"): "NkiTensor's view methods (.ap, .vector_select, .indirect, a "
-    "runtime select or ds) are built by the indirect-view functions, which construct NkiTensor views",
-    ("nkieval.sim.indirect", "nkieval.sim.tensor"): "the other side of the view methods (see above)",
-    ("nkieval.sim.indirect", "nkieval.sim.isa"): "indirect_call resolves indirect operands with the instruction "
-    "framework's storage reads (read_bits, flag_view, drop_f32)",
-    ("nkieval.sim.indirect", "nkieval.sim.isa.core"): "the same storage reads",
-    ("nkieval.sim.indirect", "nkieval.sim.isa.scalars"): "an NkiScalar run-time offset or index",
-    ("nkieval.sim.tensor", "nkieval.sim.isa"): "the run-time index types (VirtualRegister, NkiScalar) of ds and "
-    "select",
-    ("nkieval.sim.tensor", "nkieval.sim.isa.registers"): "VirtualRegister, a run-time index",
-    ("nkieval.sim.tensor", "nkieval.sim.isa.scalars"): "NkiScalar, a run-time index",
-    ("nkieval.sim.isa.core", "nkieval.sim.indirect"): "the instruction wrapper hands calls with indirect operands to "
-    "indirect_call, only once a program made an indirect view",
+    ("nkieval.sim.indirect", "nkieval.sim.tensor"): "the indirect and run-time views are NkiTensor views: "
+    "indirect.py builds them for NkiTensor's view methods (.ap, .vector_select, .indirect, a run-time select), "
+    "which tensor.py imports at module level",
     ("nkieval.cuda.interp", "nkieval.cuda.builtins"): "the interpreter dispatches calls to the CUDA builtins",
     ("nkieval.cuda.interp", "nkieval.cuda.wmma"): "the interpreter dispatches wmma:: calls",
     ("nkieval.cuda.builtins", "nkieval.cuda.interp"): "builtins decay array arguments to pointers with the "

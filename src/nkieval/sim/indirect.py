@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
+from nkieval.sim.device_values import NkiScalar
 from nkieval.sim.errors import NkiIndexError, NkiValidationError
+from nkieval.sim.storage import drop_f32, flag_view, read_bits
 
 if TYPE_CHECKING:
-    from nkieval.sim.tensor import NkiTensor  # deferred: tensor.py's views call this module
+    from nkieval.sim.tensor import NkiTensor
 
 
 @dataclass
@@ -89,7 +91,6 @@ _INT64_INDEX = ("an nl.int64 tensor cannot be a run-time index or offset directl
 
 
 def _scalar_value(x: Any, on_chip: bool = False) -> int:
-    from nkieval.sim.isa.scalars import NkiScalar  # deferred: isa modules import tensor.py
     from nkieval.sim.tensor import NkiTensor  # deferred: tensor.py's views call this module
 
     if isinstance(x, NkiScalar):
@@ -246,11 +247,7 @@ def _runtime_index(x: Any, what: str, on_chip: bool = False) -> int:
         if x.size != 1:
             raise NkiValidationError(f"a runtime index tensor must be [1, 1], got {list(x.shape)}",
                                      instruction=what, operand="index", rule="shape-mismatch")
-        from nkieval.sim.isa.core import read_bits  # deferred: isa.core calls indirect_call here
-
         return int(read_bits(x).reshape(-1)[0])
-    from nkieval.sim.isa.scalars import NkiScalar  # deferred: isa modules import tensor.py
-
     if isinstance(x, NkiScalar):
         if on_chip and x.bits > 32:
             raise NkiValidationError(f"a run-time index into an SBUF/PSUM tensor must be an int32 NkiScalar, got "
@@ -359,8 +356,6 @@ def make_indirect(t: NkiTensor, index: Any, num_elem: Any = None) -> NkiTensor:
 
 def _ti_positions(ctx: Any, ti: TensorIndirection, group: int, role: str) -> tuple[np.ndarray, ...]:
     """Fancy-index tuple into ``ti.base.data`` for the [P, num_elem] dense operand."""
-    from nkieval.sim.isa.core import read_bits  # deferred: isa.core calls indirect_call here
-
     base = ti.base
     p = base.shape[0]
     offs = read_bits(ti.index).reshape(p, -1)[:, :ti.num_elem]
@@ -400,8 +395,6 @@ def _dense_operand(ctx: Any, ti: TensorIndirection, pos: tuple[np.ndarray, ...])
                      site=a.site, program=a.program, address=a.address, partition_offset=a.partition_offset + p0,
                      written=a.written)
     if a.mm_written is not None:
-        from nkieval.sim.isa.core import flag_view  # deferred: isa.core calls indirect_call here
-
         tmp.mm_written = np.ascontiguousarray(flag_view(base, a.mm_written)[pos])
         tmp.other_written = np.ascontiguousarray(flag_view(base, a.other_written)[pos])
     return NkiTensor(vals, tmp, base.dtype)
@@ -411,14 +404,10 @@ def _scatter_back(ti: TensorIndirection, pos: tuple[np.ndarray, ...], dense: Nki
     base = ti.base
     a = base.alloc
     base.data[pos] = dense.data
-    from nkieval.sim.isa.core import drop_f32  # deferred: isa.core calls indirect_call here
-
     drop_f32(a)  # the storage changed under any cached fp32 copy
     if dense.alloc.written:
         a.written = True
     if a.mm_written is not None:
-        from nkieval.sim.isa.core import flag_view  # deferred: isa.core calls indirect_call here
-
         flag_view(base, a.mm_written)[pos] = dense.alloc.mm_written
         flag_view(base, a.other_written)[pos] = dense.alloc.other_written
 
