@@ -1,8 +1,8 @@
-"""SBUF/PSUM peaks with tiles at an explicit ``address=`` (issue #25), and where a PSUM read of an unwritten tile counts. The NKI docs place an SBUF/PSUM tensor at
-"a rectangle in the underlying memory" (partitions x bytes per partition), so tiles whose rectangles overlap
-share those bytes: the peak counts each byte of a partition once, whatever the tiles' partition counts. The
-figures are worked by hand from the tile shapes (fp32: 4 bytes an element; a PSUM tile takes whole 2 KiB
-banks per partition)."""
+"""SBUF/PSUM peaks with tiles at an explicit ``address=`` (issue #25), and where a PSUM read of an unwritten tile
+counts. The NKI docs place an SBUF/PSUM tensor at "a rectangle in the underlying memory" (partitions x bytes per
+partition), so tiles whose rectangles overlap share those bytes: the peak counts each byte of a partition once,
+whatever the tiles' partition counts. The figures are worked by hand from the tile shapes (fp32: 4 bytes an
+element; a PSUM tile takes whole 2 KiB banks per partition)."""
 
 from __future__ import annotations
 
