@@ -33,7 +33,7 @@ def test_the_bf16_psum_variance_for_random_data_without_the_oracles_running_sums
     so the bf16 PSUM structure's variance exceeds the fp32 PSUM one by 2^-16 / 3 · 7/6 · (1 + 2^-7)²."""
     b = _block(1.0, 16.0, 1.0, 256)
     extra = _sigma2("bf16_psum_rne", b) - _sigma2("psum_fp32_k128", b)
-    assert extra == pytest.approx(2.0**-16 / 3 * 7 / 6 * (1 + 2.0**-7) ** 2, rel=1e-6)
+    assert extra == pytest.approx(2.0**-16 / 3 * 7 / 6 * (1 + 2.0**-7) ** 2, rel=1e-6, abs=0)
 
 
 @pytest.mark.parametrize("accumulation,per_run", [("fp8_fast_accum", 512), ("fp8_fast_accum_promote128", 128)])
@@ -43,7 +43,7 @@ def test_a_truncating_accumulator_adds_its_bias_to_the_variance(accumulation, pe
     y = 3, Q = 8, K = 512 (512 terms of 1/8: S = 64): y²/3 + Q/6 = 13/3."""
     u, c = 2.0**-13, 13 / 3
     want = (2.0**-24) ** 2 / 3 * 9 + u * u / 3 * 511 * c + (u / 2 * per_run) ** 2 * c * (512 / per_run)
-    assert _sigma2(accumulation, _block(3.0, 64.0, 8.0, 512)) == pytest.approx(want, rel=1e-9)
+    assert _sigma2(accumulation, _block(3.0, 64.0, 8.0, 512)) == pytest.approx(want, rel=1e-9, abs=0)
 
 
 def test_a_daz_kernel_may_drop_subnormal_terms_so_only_elements_without_them_must_be_exact():
