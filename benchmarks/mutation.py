@@ -47,7 +47,7 @@ AREAS: dict[str, Area] = {
                             "src/nkieval/sim/capacity.py"),
                            ("tests/sim/test_validation.py", "tests/sim/test_max_instructions.py",
                             "tests/analysis/test_rule_boundaries.py", "tests/sim/test_validation_mutants.py",
-                            "tests/sim/test_fixed_address_capacity.py"), "check"),
+                            "tests/sim/test_fixed_address_capacity.py", "tests/sim/test_validation_seed2.py"), "check"),
     "numerics-gates": Area(("src/nkieval/numerics/gates.py", "src/nkieval/numerics/stream.py",
                             "src/nkieval/numerics/bounds.py"),
                            ("tests/numerics/test_numerics_bounds.py", "tests/numerics/test_numerics_verdict.py",
