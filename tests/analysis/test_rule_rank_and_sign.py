@@ -52,3 +52,22 @@ def test_nki016_says_nothing_of_a_negative_partition_count():
     partitions, 160 lanes idle" would be nonsense. (Written ``32 - 64``: the analysis evaluates arithmetic on
     constants, not a unary minus.)"""
     assert _messages(_tiled("(32 - 64)"), "NKI016") == []
+
+
+def _tiles_by_128(assertion: str) -> str:
+    return HEAD + ("def k(x):\n"
+                   "    n, f = x.shape\n"
+                   f"{assertion}"
+                   "    out = nl.ndarray((n, f), dtype=x.dtype, buffer=nl.shared_hbm)\n"
+                   "    for i in range(n // 128):\n"
+                   "        t = nl.ndarray((128, f), dtype=x.dtype, buffer=nl.sbuf)\n"
+                   "        nisa.dma_copy(dst=t, src=x[i * 128:(i + 1) * 128, 0:f])\n"
+                   "        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, 0:f], src=t)\n"
+                   "    return out\n")
+
+
+def test_nki003_an_asserted_multiple_has_no_ragged_tail():
+    """NKI003 flags ``range(n // 128)`` (the last n % 128 rows are dropped) unless the kernel asserts
+    ``n % 128 == 0``."""
+    assert _messages(_tiles_by_128(""), "NKI003")
+    assert _messages(_tiles_by_128("    assert n % 128 == 0\n"), "NKI003") == []
