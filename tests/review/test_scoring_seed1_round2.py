@@ -54,3 +54,26 @@ def test_a_group_of_margins_9_and_10_states_the_range():
     fb = _numerics_feedback("numerics:x", [_numerics_case("public-0/normal", 9.0),
                                             _numerics_case("hidden-1/normal", 10.0)], [], RMSNORM, "acc=fp32", set())
     assert "margin 9..10 (error/bound" in fb.observed, fb.observed
+
+
+def test_one_output_disagreeing_with_the_cuda_kernel_is_worded_in_the_singular():
+    """docs/reports.md: "output values disagrees with the CUDA kernel ... compare the port's formula for this
+    output" (the output's name is not repeated inside its own disagreement)."""
+    from nkieval.review.model import CriterionResult
+    from nkieval.review.rubric import load_rubric
+    from nkieval.review.scoring import Evidence, score_migration
+
+    task = next(t for t in builtin_tasks() if t.id == "topk")
+    rubric = load_rubric()
+    crit = next(c for c in rubric.criteria if c.id == "migration")
+    bad = CaseResult("public-0/normal", {}, False, "normal", 1, "ok", correct=False)
+    passed = CriterionResult("x", "x", 1.0, "pass", 4, "")
+    values = {"output": "values", "verdict": "disagree", "tol_ratio": 12.0, "observed": 0.5, "envelope": 1e-3,
+              "cases": 2, "worst": {"case": "public-0/normal", "index": [3, 1], "gpu": 1.0, "port": 2.0}}
+    ev = Evidence(task=task, rubric=rubric, target="trn2", cases=[bad], migration=[],
+                  differential={"causes": [], "unexplained": ["values"], "outputs": [values]})
+    found = [f for f in score_migration(ev, crit, passed, passed).feedback if "disagree" in f.observed]
+    assert len(found) == 1
+    assert found[0].observed.startswith("output values disagrees with the CUDA kernel run on the same inputs "
+                                        "(public-0/normal: 12x the tolerance"), found[0].observed
+    assert found[0].suggestion.startswith("compare the port's formula for this output"), found[0].suggestion
