@@ -52,21 +52,18 @@ Only NumPy, ml_dtypes and the standard library are imported.
 from __future__ import annotations
 
 from .bounds import RULES, gamma, prob_coeff
+from .discrepancy import (
+    ATTRIBUTION_TABLE,
+    DiscrepancyReport,
+    Envelope,
+    attribute_discrepancy,
+    expected_disagreement_envelope,
+)
 from .formats import FORMATS, Format, UnknownDtypeError, get_format, round_to
 from .gates import PreparedCheck, check, check_stochastic_rounding, default_recipe, k_scaling_slope
 from .inputs import FAMILIES, generate, is_random_family, matmul_inputs
 from .oracle import OPS, OpSpec, UnknownOpError, Variant, evaluate, generic_op, get_op
-from .platforms import (
-    ATTRIBUTION_TABLE,
-    PRESETS,
-    DiscrepancyReport,
-    Envelope,
-    attribute_discrepancy,
-    emulate_matmul,
-    expected_disagreement_envelope,
-    gpu_matmul,
-    trainium_matmul,
-)
+from .platforms import PRESETS, emulate_matmul, gpu_matmul, trainium_matmul
 from .recipe import ACCUMULATION_STRUCTURES, TRANSCENDENTALS, PrecisionRecipe, RecipeError
 from .verdict import Finding, GateResult, Metrics, Verdict, WorstElement, mismatch_message
 

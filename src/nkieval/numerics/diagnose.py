@@ -93,21 +93,9 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
              stream_where: str = "", hint: str | None = None,
              variant_outputs: dict[str, np.ndarray | None] | None = None) -> list[Finding]:
     findings: list[tuple[float, Finding]] = []
-    shape = verdict.shape
     m = verdict.metrics
-    # sample rows around the worst element
-    if verdict.worst and shape:
-        flat = int(np.ravel_multi_index(verdict.worst[0].index, shape))
-    else:
-        flat = 0
+    r0, r1 = _sample_rows(verdict, spec, prep)
     row_len = max(prep.row_len, 1)
-    n_rows = prep.n_rows
-    budget = max(1, _SAMPLE // max(row_len, 1))
-    if spec.name == "matmul" and prep.facts.get("K"):
-        budget = max(1, min(budget, _WORK // max(1, prep.facts["K"] * prep.facts.get("N", 1))))
-    rw = flat // row_len
-    r0 = max(0, min(rw - budget // 2, n_rows - budget))
-    r1 = min(n_rows, r0 + budget)
     ob = prep.evaluate(r0, r1)
     rule = RULES[spec.kind]
     bb = rule(ob, ctx)
@@ -121,30 +109,6 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
     s = _Sample(spec, arrays, _slice(spec, prep, arrays, r0, r1), params, recipe, ob.y, got, tau_of(bb),
                 (r0, r1), prep)
     ctx_memo: dict[Any, tuple[float, bool]] = {}
-
-    def grid_finding() -> tuple[float, Finding] | None:
-        """1. output grid (decisive for a silent output downcast when rounding explains the error)"""
-        if not m.output_grid:
-            return None
-        hid = f"{m.output_grid}_output" if m.output_grid in ("bf16", "fp16") else "output_downcast"
-        explains = False
-        try:
-            hb = rule(ob, _ctx_for(recipe.replace(output=m.output_grid), ctx, spec, arrays, ctx_memo))
-            fin_g = np.isfinite(got) & np.isfinite(ob.y)
-            with np.errstate(all="ignore"):
-                explains = bool(np.all(np.abs(got - ob.y)[fin_g] <= tau_of(hb)[fin_g]))
-        except ValueError:
-            pass
-        ev = (f"every non-zero output is exactly representable in {m.output_grid}, while most correctly rounded "
-              f"{recipe.output} results are not")
-        if explains:
-            return (0.0, Finding(hid, f"the output is rounded to {m.output_grid} where the recipe declares "
-                                 f"{recipe.output}", ev + f"; rounding the correct result to {m.output_grid} "
-                                 "explains the whole error",
-                                 f"write the {recipe.output} result, or declare output='{m.output_grid}'"))
-        return (0.8, Finding("output_grid", f"the output lies on the {m.output_grid} grid", ev + "; but "
-                             "the errors are larger than that rounding alone makes",
-                             "look for lower-precision accumulation or intermediates"))
 
     # model and variant findings by id: a hint that is not confirmed is tried again by the full search
     tried: dict[tuple[str, str], tuple[float, Finding] | None] = {}
@@ -222,7 +186,10 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
         return f
 
     models = (*CANDIDATES, *_activation_candidates(spec)) if s.sliced is not None else ()
-    grid = grid_finding()
+    def tau_with(other: PrecisionRecipe) -> np.ndarray:
+        return tau_of(rule(ob, _ctx_for(other, ctx, spec, arrays, ctx_memo)))
+
+    grid = _grid_finding(m.output_grid, got, ob, recipe, tau_with)
     confirmed = None
     if hint is not None:
         # The cause named for an earlier failing case of the same output, tried first (lazily, in
@@ -259,35 +226,92 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
     if not any(sc < _DECISIVE for sc, _ in findings):
         for sc, f in _fingerprint(s, ob, ctx, tau_of, bb, ctx_memo):
             findings.append((0.5 + sc, f))
-    # 4. shape of the error
-    fin = np.isfinite(got) & np.isfinite(s.y)
-    if fin.any():
-        g, y = got[fin], s.y[fin]
-        err = float(np.sqrt(np.mean((g - y) ** 2)))
-        if np.all(g == 0) and np.any(y != 0):
-            findings.append((0.05, Finding("zeros", "the kernel returns zeros", f"all {g.size} sampled outputs are 0",
-                                           "check that the result is written back to the output")))
-        yy = float(np.dot(y, y))
-        if yy > 0 and err > 0:
-            c = float(np.dot(g, y) / yy)
-            res = float(np.sqrt(np.mean((g - c * y) ** 2)))
-            tau_rms = float(np.sqrt(np.mean(s.tau[fin] ** 2)))
-            if abs(c - 1) > 1e-3 and res <= max(0.1 * err, tau_rms) and c != 0:
-                what = f"the output is off by a constant factor {c:.6g}"
-                if abs(c - 1) < 0.05:
-                    what += " (a wrong scale, or a biased/truncating accumulation)"
-                findings.append((0.2, Finding("constant_factor", what,
-                                              f"got ≈ {c:.6g}·expected with residual {res:.3g} vs error {err:.3g}",
-                                              "check scale factors (dequantisation scale, 1/N, temperature)")))
-    if m.nan_produced:
+    findings += _error_shape_findings(got, s.y, s.tau)
+    findings += _metric_findings(m.nan_produced, m.nan_swallowed, stream_where or m.mismatch_where)
+    return _best_first(findings)
+
+
+def _sample_rows(verdict: Verdict, spec: OpSpec, prep: Prepared) -> tuple[int, int]:
+    """The rows sampled for the diagnosis: a budget of rows around the worst element."""
+    shape = verdict.shape
+    if verdict.worst and shape:
+        flat = int(np.ravel_multi_index(verdict.worst[0].index, shape))
+    else:
+        flat = 0
+    row_len = max(prep.row_len, 1)
+    n_rows = prep.n_rows
+    budget = max(1, _SAMPLE // max(row_len, 1))
+    if spec.name == "matmul" and prep.facts.get("K"):
+        budget = max(1, min(budget, _WORK // max(1, prep.facts["K"] * prep.facts.get("N", 1))))
+    rw = flat // row_len
+    r0 = max(0, min(rw - budget // 2, n_rows - budget))
+    return r0, min(n_rows, r0 + budget)
+
+
+def _grid_finding(output_grid: str | None, got: np.ndarray, ob: Any, recipe: PrecisionRecipe,
+                  tau_with: Any) -> tuple[float, Finding] | None:
+    """1. output grid (decisive for a silent output downcast when rounding explains the error).
+    ``tau_with(recipe)``: the sample's bound under another recipe."""
+    if not output_grid:
+        return None
+    hid = f"{output_grid}_output" if output_grid in ("bf16", "fp16") else "output_downcast"
+    explains = False
+    try:
+        tau = tau_with(recipe.replace(output=output_grid))
+        fin_g = np.isfinite(got) & np.isfinite(ob.y)
+        with np.errstate(all="ignore"):
+            explains = bool(np.all(np.abs(got - ob.y)[fin_g] <= tau[fin_g]))
+    except ValueError:
+        pass
+    ev = (f"every non-zero output is exactly representable in {output_grid}, while most correctly rounded "
+          f"{recipe.output} results are not")
+    if explains:
+        return (0.0, Finding(hid, f"the output is rounded to {output_grid} where the recipe declares "
+                             f"{recipe.output}", ev + f"; rounding the correct result to {output_grid} "
+                             "explains the whole error",
+                             f"write the {recipe.output} result, or declare output='{output_grid}'"))
+    return (0.8, Finding("output_grid", f"the output lies on the {output_grid} grid", ev + "; but "
+                         "the errors are larger than that rounding alone makes",
+                         "look for lower-precision accumulation or intermediates"))
+
+
+def _error_shape_findings(got: np.ndarray, y_all: np.ndarray, tau_all: np.ndarray) -> list[tuple[float, Finding]]:
+    """4. the shape of the error on the sample: all zeros, or a constant factor."""
+    findings: list[tuple[float, Finding]] = []
+    fin = np.isfinite(got) & np.isfinite(y_all)
+    if not fin.any():
+        return findings
+    g, y = got[fin], y_all[fin]
+    err = float(np.sqrt(np.mean((g - y) ** 2)))
+    if np.all(g == 0) and np.any(y != 0):
+        findings.append((0.05, Finding("zeros", "the kernel returns zeros", f"all {g.size} sampled outputs are 0",
+                                       "check that the result is written back to the output")))
+    yy = float(np.dot(y, y))
+    if yy > 0 and err > 0:
+        c = float(np.dot(g, y) / yy)
+        res = float(np.sqrt(np.mean((g - c * y) ** 2)))
+        tau_rms = float(np.sqrt(np.mean(tau_all[fin] ** 2)))
+        if abs(c - 1) > 1e-3 and res <= max(0.1 * err, tau_rms) and c != 0:
+            what = f"the output is off by a constant factor {c:.6g}"
+            if abs(c - 1) < 0.05:
+                what += " (a wrong scale, or a biased/truncating accumulation)"
+            findings.append((0.2, Finding("constant_factor", what,
+                                          f"got ≈ {c:.6g}·expected with residual {res:.3g} vs error {err:.3g}",
+                                          "check scale factors (dequantisation scale, 1/N, temperature)")))
+    return findings
+
+
+def _metric_findings(nan_produced: int, nan_swallowed: int, where: str) -> list[tuple[float, Finding]]:
+    """NaN produced or swallowed, and where the mismatches lie (tile edges, last tile, rows/columns)."""
+    findings: list[tuple[float, Finding]] = []
+    if nan_produced:
         findings.append((0.9, Finding("nan_produced", "the kernel produces NaN where the oracle is finite",
-                                      f"{m.nan_produced} elements", "look for inf−inf, 0·inf, exp overflow or 0/0 in "
+                                      f"{nan_produced} elements", "look for inf−inf, 0·inf, exp overflow or 0/0 in "
                                       "intermediates")))
-    if m.nan_swallowed:
+    if nan_swallowed:
         findings.append((0.9, Finding("nan_swallowed", "NaN from the inputs is dropped instead of propagated",
-                                      f"{m.nan_swallowed} elements where IEEE propagation gives NaN come out finite",
+                                      f"{nan_swallowed} elements where IEEE propagation gives NaN come out finite",
                                       "do not mask or max NaN away unless the op's contract says so")))
-    where = stream_where or m.mismatch_where
     if "tile-edge" in where:
         findings.append((0.3, Finding("tile_edge", "a tile-edge bug", where, "run the integers (exact) suite and "
                                       "check tile boundaries")))
@@ -297,7 +321,11 @@ def _diagnose(*, verdict: Verdict, spec: OpSpec, arrays: list[np.ndarray], param
     elif any(w in where for w in ("column", "row(s)", "diagonal")):
         findings.append((1.0, Finding("localized", "a localised error, not a precision problem", where,
                                       "look for an indexing or masking bug at those positions")))
-    # dedupe by id, best score first
+    return findings
+
+
+def _best_first(findings: list[tuple[float, Finding]]) -> list[Finding]:
+    """The findings by score, best first, one per id (the best-scored)."""
     seen: set[str] = set()
     out: list[Finding] = []
     for _, f in sorted(findings, key=lambda t: t[0]):

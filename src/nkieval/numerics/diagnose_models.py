@@ -14,6 +14,7 @@ import numpy as np
 from .diagnose_sample import _WORK, _rms, _Sample
 from .formats import format_of, get_format, round_to
 from .oracle import ACTIVATIONS, OpSpec
+from .platforms import emulate_matmul, emulate_sum, gpu_fast_expf
 
 # --------------------------------------------------------------------------- defect models
 
@@ -76,8 +77,6 @@ def _transposed(s: _Sample) -> np.ndarray | None:
 
 
 def _emul_acc(s: _Sample, **kw: Any) -> np.ndarray | None:
-    from .platforms import emulate_matmul, emulate_sum
-
     if _is_matmul2d(s):
         a, b = s.sliced  # type: ignore[misc]
         if a.shape[0] * b.shape[0] * b.shape[1] > _WORK or s.params.get("scale_a") is not None:
@@ -243,8 +242,6 @@ def _confusable(s: _Sample, name: str) -> np.ndarray | None:
 def _fast_exp(s: _Sample) -> np.ndarray | None:
     if s.spec.name != "exp" or s.sliced is None:
         return None
-    from .platforms import gpu_fast_expf
-
     return _fl(gpu_fast_expf(s.sliced[0]).astype(np.float64), s)
 
 

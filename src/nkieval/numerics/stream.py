@@ -298,55 +298,24 @@ class _Stream:
         the same elements in the output's own dtype if that is ``out``'s storage type: the ULP
         keys and grid membership are read off it directly (the float64 round trip is exact, so
         the results are the same, without two conversions)."""
-        r = self.recipe
-        e0, y, bb = blk.e0, blk.y, blk.bb
-        nblk = y.size
+        bb = blk.bb
+        nblk = blk.y.size
         self.n += nblk
-        valid = blk.valid
         if bb.contract is not None:
             self.n_contract += blk.n_contract
             if bb.contract_reason:
                 self.contract_reasons.add(bb.contract_reason)
-        y_out = blk.y_out
-        unexplained: np.ndarray | None = None
-        fin: np.ndarray | None = None  # None: every element finite on both sides
         self.nan_expected += blk.nan_expected
         self.inf_expected += blk.inf_expected
+        unexplained: np.ndarray | None = None
+        fin: np.ndarray | None = None  # None: every element finite on both sides
         if blk.exp_special or not np.isfinite(got).all():
-            exp_nan, exp_inf = blk.exp_nan, blk.exp_inf
-            got_nan, got_inf = np.isnan(got), np.isinf(got)
-            fin = ~(blk.exp_sp | got_nan | got_inf)
-            sp_match = (exp_nan & got_nan) | (exp_inf & got_inf & (y_out == got))
-            sp_bad = ~fin & ~sp_match & valid
-            self.nan_got += int((got_nan & valid).sum())
-            self.inf_got += int((got_inf & valid).sum())
-            if sp_bad.any():
-                # the rules are elementwise: test the offending elements only
-                bi = np.flatnonzero(sp_bad)
-                y_b, got_b = y.take(bi), got.take(bi)
-                expl = np.zeros(bi.size, dtype=bool)
-                for rule in SPECIAL_VALUE_TABLE:
-                    if rule.applies is None or (rule.platforms and r.platform not in rule.platforms):
-                        continue
-                    hit = ~expl & rule.applies(y_b, got_b, out)
-                    if hit.any():
-                        self.explained_by[rule.id] = self.explained_by.get(rule.id, 0) + int(hit.sum())
-                        expl |= hit
-                self.explained += int(expl.sum())
-                unexplained = sp_bad.copy()
-                unexplained[bi[expl]] = False
-                un_b = ~expl
-                gn_b, en_b = got_nan.take(bi), exp_nan.take(bi)
-                self.nan_produced += int((un_b & gn_b & ~en_b).sum())
-                self.nan_swallowed += int((un_b & en_b & ~gn_b).sum())
-                self.inf_mismatch += int((un_b & ~(gn_b & ~en_b) & ~(en_b & ~gn_b)).sum())
-                if self.first_special < 0 and un_b.any():
-                    self.first_special = e0 + int(bi[np.argmax(un_b)])
+            unexplained, fin = self._fold_specials(blk, got, out)
         if fin is None:
-            cmp_ = valid
+            cmp_ = blk.valid
             all_cmp = blk.all_valid
         else:
-            cmp_ = fin & valid
+            cmp_ = fin & blk.valid
             all_cmp = bool(cmp_.all())
         exact = bb.exact
         if exact is None or not blk.exact_any:
@@ -363,34 +332,15 @@ class _Stream:
         self.n_compared += nblk if all_cmp else int(np.count_nonzero(cmp_))
         if ex_any:
             self.n_exact += int(np.count_nonzero(ex))
-        diff = got - y
+        diff = got - blk.y
         e = np.abs(diff)
         # the compared elements as indices (gathering with them is several times faster than
         # indexing with the mask each time); None: all of them
         ci = None if all_cmp else np.flatnonzero(cmp_)
         if not all_cmp:
             np.putmask(e, ~cmp_, 0.0)
-        # exact elements: bitwise (value) equality with fl_out(y), or either neighbour
-        exact_bad = None
-        n_exact_bad = 0
-        if ex_any:
-            assert ex is not None
-            ok = got == y_out
-            if out.kind == "float":  # flush-to-zero equivalence for subnormal results
-                ok |= (blk.ay < out.tiny) & (got == 0)
-            if bb.allowed_lo is not None:
-                ok |= (got == bb.allowed_lo) | (got == bb.allowed_hi)
-            if r.rounding == "sr" and out.kind == "float":
-                lo, hi = _fl_out_neighbours(np.where(ex, y, 0.0), r)
-                ok |= (got == lo) | (got == hi)
-            exact_bad = ex & ~ok
-            n_exact_bad = int(np.count_nonzero(exact_bad))
-            if n_exact_bad:
-                self.exact_bad += n_exact_bad
-                d = np.abs(ulp_key(got[exact_bad], out) - ulp_key(y_out[exact_bad], out))
-                self.exact_bad_maxulp = max(self.exact_bad_maxulp, int(d.max()))
-            else:
-                exact_bad = None
+        exact_bad = self._fold_exact(blk, got, out, ex) if ex_any else None
+        n_exact_bad = 0 if exact_bad is None else int(np.count_nonzero(exact_bad))
         r_det = _ratio_pre(e, bb.tau_det, blk.det_bad, None if all_ne else ne)
         r_prb = _ratio_pre(e, bb.tau_prb, blk.prb_bad, None if all_ne else ne)
         if exact_bad is not None:
@@ -403,96 +353,12 @@ class _Stream:
         self.exceed_det += int(np.count_nonzero(over_det)) - n_exact_bad
         self.exceed_prb += int(np.count_nonzero(over_prb)) - n_exact_bad
         tau_gate = bb.tau_prb if self.statistical else bb.tau_det
-        # plain metrics
         if nblk and (all_cmp or cmp_.any()):
-            j = int(np.argmax(e))
-            if e[j] > self.max_abs or self.max_abs_idx < 0:
-                self.max_abs, self.max_abs_idx = float(e[j]), e0 + j
-                self.max_abs_allowed = 0.0 if (ex is not None and ex[j]) else float(tau_gate[j])
-            # e/|y| on compared elements (inf where y = 0 < e), 0 elsewhere: outside cmp_ e is
-            # 0 and 0/|y| is 0 or NaN, as is 0/0 inside, so NaN -> 0 is exactly the old where-chain
-            rel = e / blk.ay
-            if blk.y_zero or not all_cmp:  # 0/0 only where y = 0 (or e was zeroed outside cmp_)
-                rel[np.isnan(rel)] = 0.0
-            j = int(np.argmax(rel))
-            if rel[j] > self.max_rel or self.max_rel_idx < 0:
-                self.max_rel, self.max_rel_idx = float(rel[j]), e0 + j
-            gc, yoc = (got, y_out) if ci is None else (got.take(ci), y_out.take(ci))
-            if raw is not None and raw.dtype == np.float32 and out.name == "fp32":
-                d = _ulp_key32(raw if ci is None else raw.take(ci))
-            elif raw is not None:
-                d = ulp_key(raw if ci is None else raw.take(ci), out)
-            else:
-                d = ulp_key(gc, out)
-            d -= blk.ulp_y if ci is None else blk.ulp_y.take(ci)
-            np.abs(d, out=d)
-            if d.size:
-                dmax = int(d.max())
-                self.max_ulp = max(self.max_ulp, dmax)
-                if dmax < _ULP_TABLE_N:
-                    # count each distance once, then add the counts up per bucket (two passes, not six)
-                    counts = np.bincount(d)
-                    self.ulp_hist += np.bincount(_ULP_BUCKET[:counts.size], weights=counts,
-                                                 minlength=40)[:40].astype(np.int64)
-                elif d.dtype == np.int64:
-                    self.ulp_hist += _ulp_hist(d)
-                else:
-                    self.ulp_hist += np.bincount(_ulp_buckets(d.astype(np.int64)), minlength=40)[:40]
-            ec = e if ci is None else e.take(ci)
-            self.sum_e2 += float(np.sum(ec * ec))
-            if ci is None:
-                self.sum_y2 += blk.sum_y2
-            else:
-                yc = y.take(ci)
-                self.sum_y2 += float(np.sum(yc * yc))
-            self.cr += int(np.count_nonzero(gc == yoc))
-        # z-score (expected error of a correct kernel under the declared recipe)
-        sig = bb.sigma
-        if sig is not None and nblk:
-            all_z = all_ne and blk.sig_fin_all
-            zm = None if all_z else (ne if blk.sig_fin_all else ne & blk.sig_fin)
-            if all_z or zm.any():  # type: ignore[union-attr]
-                if all_z:
-                    sg = blk.sg_all
-                    s = diff / sg
-                    self.sig_sum2 += blk.sig_sum2
-                    self.sig_max = max(self.sig_max, blk.sig_max)
-                else:
-                    zi = np.flatnonzero(zm)
-                    sg = np.maximum(sig.take(zi), np.finfo(np.float64).tiny)
-                    s = diff.take(zi) / sg
-                    self.sig_sum2 += float(np.sum(sg * sg))
-                    self.sig_max = max(self.sig_max, float(sg.max()))
-                # z = e / sg = |diff| / sg is exactly |s| (sg > 0; division is sign-symmetric), and
-                # so z * z is s * s: one division and one sum of squares serve both statistics
-                z = np.abs(s)
-                self.z_max = max(self.z_max, float(z.max()))
-                self.z_over += int(np.count_nonzero(z > Z_P99_LIMIT))
-                s2 = float(np.sum(z * z))
-                self.z_sum2 += s2
-                self.z_n += int(z.size)
-                # z is not needed after this: its memory holds the bins
-                self.z_hist += np.bincount(_z_bins(z, overwrite=True), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
-                self.s_sum += float(s.sum())
-                self.s_sum2 += s2
-                if self.has_ref:
-                    self.s_hist += np.bincount(np.searchsorted(_S_EDGES, s), minlength=len(_S_EDGES) + 1)
-        # reference implementation in the same recipe
+            self._fold_plain(blk, got, out, raw, e, ci, ex, tau_gate)
+        if bb.sigma is not None and nblk:
+            self._fold_z(blk, diff, ne, all_ne)
         if ref is not None:
-            fin_m = np.ones(nblk, dtype=bool) if fin is None else fin
-            rf = fin_m & valid & np.isfinite(ref) & (blk.sig_fin if sig is not None else True)
-            if rf.any():
-                er = np.abs(ref[rf] - y[rf])
-                self.ref_n += int(rf.sum())
-                self.ref_sum2 += float(np.sum(er * er))
-                self.ref_max = max(self.ref_max, float(er.max()))
-                self.ref_e_sum2 += float(np.sum(e[rf] ** 2))
-                self.ref_e_max = max(self.ref_e_max, float(e[rf].max()))
-                self.cr_ref += int(np.sum(ref[rf] == y_out[rf]))
-                if sig is not None:
-                    sgr = np.maximum(sig[rf], np.finfo(np.float64).tiny)
-                    self.s_hist_ref += np.bincount(np.searchsorted(_S_EDGES, (ref[rf] - y[rf]) / sgr),
-                                                   minlength=len(_S_EDGES) + 1)
+            self._fold_reference(blk, ref, e, fin)
         # would an all-zeros output pass?
         if nblk:
             if all_ne:
@@ -505,19 +371,7 @@ class _Stream:
             self.zeros_fail = True
         # output-grid fingerprint (silent downcast of the output)
         if out.kind == "float" and out.p > 8 and self.grid_total < _GRID_SAMPLE:
-            gv = got if raw is None else raw
-            nz = gv != 0
-            if not all_cmp:
-                nz &= cmp_
-            n_nz = int(np.count_nonzero(nz))
-            if n_nz:
-                self.grid_total += n_nz
-                all_nz = n_nz == nblk
-                for c, n in _grid_counts(gv if all_nz else gv.take(np.flatnonzero(nz)), out).items():
-                    self.grid_got[c] = self.grid_got.get(c, 0) + n
-                for c, held in blk.grid_y.items():
-                    n = blk.grid_y_n[c] if all_nz else int(np.count_nonzero(held & nz))
-                    self.grid_exp[c] = self.grid_exp.get(c, 0) + n
+            self._fold_grid(blk, got if raw is None else raw, out, None if all_cmp else cmp_)
         # mismatches (for counts and location patterns)
         mism = over_det
         if self.statistical:
@@ -530,12 +384,192 @@ class _Stream:
         if n_mism:
             self.mismatch_n += n_mism
             if sum(len(a) for a in self.mismatch_idx) < _MISMATCH_CAP:
-                self.mismatch_idx.append(np.flatnonzero(mism)[:_MISMATCH_CAP] + e0)
-        # worst elements
+                self.mismatch_idx.append(np.flatnonzero(mism)[:_MISMATCH_CAP] + blk.e0)
         r_gate = r_prb if self.statistical else r_det
         score = r_gate if unexplained is None else np.where(unexplained, np.inf, r_gate)
-        terms = bb.terms
-        scale = blk.scale
+        self._fold_worst(blk, got, e, score, tau_gate, ex, fin, ne)
+
+    def _fold_specials(self, blk: _Block, got: np.ndarray, out: Format) -> tuple[np.ndarray | None, np.ndarray]:
+        """NaN/inf on either side: count them, explain the mismatched ones by the special-value table.
+        Returns the unexplained mismatches (None: none) and the elements finite on both sides."""
+        y, valid = blk.y, blk.valid
+        exp_nan, exp_inf = blk.exp_nan, blk.exp_inf
+        got_nan, got_inf = np.isnan(got), np.isinf(got)
+        fin = ~(blk.exp_sp | got_nan | got_inf)
+        sp_match = (exp_nan & got_nan) | (exp_inf & got_inf & (blk.y_out == got))
+        sp_bad = ~fin & ~sp_match & valid
+        self.nan_got += int((got_nan & valid).sum())
+        self.inf_got += int((got_inf & valid).sum())
+        if not sp_bad.any():
+            return None, fin
+        # the rules are elementwise: test the offending elements only
+        bi = np.flatnonzero(sp_bad)
+        y_b, got_b = y.take(bi), got.take(bi)
+        expl = np.zeros(bi.size, dtype=bool)
+        for rule in SPECIAL_VALUE_TABLE:
+            if rule.applies is None or (rule.platforms and self.recipe.platform not in rule.platforms):
+                continue
+            hit = ~expl & rule.applies(y_b, got_b, out)
+            if hit.any():
+                self.explained_by[rule.id] = self.explained_by.get(rule.id, 0) + int(hit.sum())
+                expl |= hit
+        self.explained += int(expl.sum())
+        unexplained = sp_bad.copy()
+        unexplained[bi[expl]] = False
+        un_b = ~expl
+        gn_b, en_b = got_nan.take(bi), exp_nan.take(bi)
+        self.nan_produced += int((un_b & gn_b & ~en_b).sum())
+        self.nan_swallowed += int((un_b & en_b & ~gn_b).sum())
+        self.inf_mismatch += int((un_b & ~(gn_b & ~en_b) & ~(en_b & ~gn_b)).sum())
+        if self.first_special < 0 and un_b.any():
+            self.first_special = blk.e0 + int(bi[np.argmax(un_b)])
+        return unexplained, fin
+
+    def _fold_exact(self, blk: _Block, got: np.ndarray, out: Format, ex: np.ndarray) -> np.ndarray | None:
+        """Elements exact in every order must equal fl_out(y) bitwise (or either neighbour where allowed);
+        returns the ones that do not (None: all do)."""
+        bb = blk.bb
+        ok = got == blk.y_out
+        if out.kind == "float":  # flush-to-zero equivalence for subnormal results
+            ok |= (blk.ay < out.tiny) & (got == 0)
+        if bb.allowed_lo is not None:
+            ok |= (got == bb.allowed_lo) | (got == bb.allowed_hi)
+        if self.recipe.rounding == "sr" and out.kind == "float":
+            lo, hi = _fl_out_neighbours(np.where(ex, blk.y, 0.0), self.recipe)
+            ok |= (got == lo) | (got == hi)
+        exact_bad = ex & ~ok
+        n_exact_bad = int(np.count_nonzero(exact_bad))
+        if not n_exact_bad:
+            return None
+        self.exact_bad += n_exact_bad
+        d = np.abs(ulp_key(got[exact_bad], out) - ulp_key(blk.y_out[exact_bad], out))
+        self.exact_bad_maxulp = max(self.exact_bad_maxulp, int(d.max()))
+        return exact_bad
+
+    def _fold_plain(self, blk: _Block, got: np.ndarray, out: Format, raw: np.ndarray | None, e: np.ndarray,
+                    ci: np.ndarray | None, ex: np.ndarray | None, tau_gate: np.ndarray) -> None:
+        """The plain metrics over the compared elements (``ci``; None: all): largest absolute and relative
+        error, ULP distances, sums of squares, the correctly-rounded count."""
+        j = int(np.argmax(e))
+        if e[j] > self.max_abs or self.max_abs_idx < 0:
+            self.max_abs, self.max_abs_idx = float(e[j]), blk.e0 + j
+            self.max_abs_allowed = 0.0 if (ex is not None and ex[j]) else float(tau_gate[j])
+        # e/|y| on compared elements (inf where y = 0 < e), 0 elsewhere: outside cmp_ e is
+        # 0 and 0/|y| is 0 or NaN, as is 0/0 inside, so NaN -> 0 is exactly the old where-chain
+        rel = e / blk.ay
+        if blk.y_zero or ci is not None:  # 0/0 only where y = 0 (or e was zeroed outside cmp_)
+            rel[np.isnan(rel)] = 0.0
+        j = int(np.argmax(rel))
+        if rel[j] > self.max_rel or self.max_rel_idx < 0:
+            self.max_rel, self.max_rel_idx = float(rel[j]), blk.e0 + j
+        y_out = blk.y_out
+        gc, yoc = (got, y_out) if ci is None else (got.take(ci), y_out.take(ci))
+        if raw is not None and raw.dtype == np.float32 and out.name == "fp32":
+            d = _ulp_key32(raw if ci is None else raw.take(ci))
+        elif raw is not None:
+            d = ulp_key(raw if ci is None else raw.take(ci), out)
+        else:
+            d = ulp_key(gc, out)
+        d -= blk.ulp_y if ci is None else blk.ulp_y.take(ci)
+        np.abs(d, out=d)
+        if d.size:
+            self._fold_ulp_distances(d)
+        ec = e if ci is None else e.take(ci)
+        self.sum_e2 += float(np.sum(ec * ec))
+        if ci is None:
+            self.sum_y2 += blk.sum_y2
+        else:
+            yc = blk.y.take(ci)
+            self.sum_y2 += float(np.sum(yc * yc))
+        self.cr += int(np.count_nonzero(gc == yoc))
+
+    def _fold_ulp_distances(self, d: np.ndarray) -> None:
+        dmax = int(d.max())
+        self.max_ulp = max(self.max_ulp, dmax)
+        if dmax < _ULP_TABLE_N:
+            # count each distance once, then add the counts up per bucket (two passes, not six)
+            counts = np.bincount(d)
+            self.ulp_hist += np.bincount(_ULP_BUCKET[:counts.size], weights=counts,
+                                         minlength=40)[:40].astype(np.int64)
+        elif d.dtype == np.int64:
+            self.ulp_hist += _ulp_hist(d)
+        else:
+            self.ulp_hist += np.bincount(_ulp_buckets(d.astype(np.int64)), minlength=40)[:40]
+
+    def _fold_z(self, blk: _Block, diff: np.ndarray, ne: np.ndarray, all_ne: bool) -> None:
+        """The z-score statistics: the error in units of the expected error of a correct kernel under the
+        declared recipe, on the elements not required to be exact."""
+        sig = blk.bb.sigma
+        all_z = all_ne and blk.sig_fin_all
+        zm = None if all_z else (ne if blk.sig_fin_all else ne & blk.sig_fin)
+        if not (all_z or zm.any()):  # type: ignore[union-attr]
+            return
+        if all_z:
+            sg = blk.sg_all
+            s = diff / sg
+            self.sig_sum2 += blk.sig_sum2
+            self.sig_max = max(self.sig_max, blk.sig_max)
+        else:
+            zi = np.flatnonzero(zm)
+            sg = np.maximum(sig.take(zi), np.finfo(np.float64).tiny)
+            s = diff.take(zi) / sg
+            self.sig_sum2 += float(np.sum(sg * sg))
+            self.sig_max = max(self.sig_max, float(sg.max()))
+        # z = e / sg = |diff| / sg is exactly |s| (sg > 0; division is sign-symmetric), and
+        # so z * z is s * s: one division and one sum of squares serve both statistics
+        z = np.abs(s)
+        self.z_max = max(self.z_max, float(z.max()))
+        self.z_over += int(np.count_nonzero(z > Z_P99_LIMIT))
+        s2 = float(np.sum(z * z))
+        self.z_sum2 += s2
+        self.z_n += int(z.size)
+        # z is not needed after this: its memory holds the bins
+        self.z_hist += np.bincount(_z_bins(z, overwrite=True), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
+        self.s_sum += float(s.sum())
+        self.s_sum2 += s2
+        if self.has_ref:
+            self.s_hist += np.bincount(np.searchsorted(_S_EDGES, s), minlength=len(_S_EDGES) + 1)
+
+    def _fold_reference(self, blk: _Block, ref: np.ndarray, e: np.ndarray, fin: np.ndarray | None) -> None:
+        """The reference implementation in the same recipe, against the oracle."""
+        y, sig = blk.y, blk.bb.sigma
+        fin_m = np.ones(y.size, dtype=bool) if fin is None else fin
+        rf = fin_m & blk.valid & np.isfinite(ref) & (blk.sig_fin if sig is not None else True)
+        if not rf.any():
+            return
+        er = np.abs(ref[rf] - y[rf])
+        self.ref_n += int(rf.sum())
+        self.ref_sum2 += float(np.sum(er * er))
+        self.ref_max = max(self.ref_max, float(er.max()))
+        self.ref_e_sum2 += float(np.sum(e[rf] ** 2))
+        self.ref_e_max = max(self.ref_e_max, float(e[rf].max()))
+        self.cr_ref += int(np.sum(ref[rf] == blk.y_out[rf]))
+        if sig is not None:
+            sgr = np.maximum(sig[rf], np.finfo(np.float64).tiny)
+            self.s_hist_ref += np.bincount(np.searchsorted(_S_EDGES, (ref[rf] - y[rf]) / sgr),
+                                           minlength=len(_S_EDGES) + 1)
+
+    def _fold_grid(self, blk: _Block, gv: np.ndarray, out: Format, cmp_: np.ndarray | None) -> None:
+        """Which coarser grids the nonzero compared outputs (``cmp_``; None: all) lie on, and the oracle's."""
+        nz = gv != 0
+        if cmp_ is not None:
+            nz &= cmp_
+        n_nz = int(np.count_nonzero(nz))
+        if not n_nz:
+            return
+        self.grid_total += n_nz
+        all_nz = n_nz == blk.y.size
+        for c, n in _grid_counts(gv if all_nz else gv.take(np.flatnonzero(nz)), out).items():
+            self.grid_got[c] = self.grid_got.get(c, 0) + n
+        for c, held in blk.grid_y.items():
+            n = blk.grid_y_n[c] if all_nz else int(np.count_nonzero(held & nz))
+            self.grid_exp[c] = self.grid_exp.get(c, 0) + n
+
+    def _fold_worst(self, blk: _Block, got: np.ndarray, e: np.ndarray, score: np.ndarray, tau_gate: np.ndarray,
+                    ex: np.ndarray | None, fin: np.ndarray | None, ne: np.ndarray) -> None:
+        """Offer the block's highest-scoring elements to the worst-element heap."""
+        bb, y, scale = blk.bb, blk.y, blk.scale
+        terms, sig = bb.terms, bb.sigma
 
         def rec(j: int) -> dict[str, Any]:
             dom = ""
@@ -552,7 +586,7 @@ class _Stream:
                 "dominant": "bitwise (exact in every order)" if exj else dom,
             }
 
-        self._push_worst(score, e0, rec)
+        self._push_worst(score, blk.e0, rec)
 
     # ------------------------------------------------------------------ summaries
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nkieval.sim.program.codec import DEFAULT_MAX_INSTRUCTIONS
+
 if TYPE_CHECKING:
     from nkieval.review.sandbox import SealedInput
 
@@ -93,6 +95,6 @@ class CaseRun:
 class SandboxLimits:
     timeout_s: float = 60.0
     memory_mb: int = 4096
-    max_instructions: int = 200_000
+    max_instructions: int = DEFAULT_MAX_INSTRUCTIONS
     #: extra seconds for a fresh child to import the candidate before its first case
     startup_s: float = 20.0

@@ -29,9 +29,6 @@ from nkieval.review.child import _error, _kernel_entry
 from nkieval.review.tamper import TamperWatch
 from nkieval.review.tracing import STREAMED_STATUSES
 
-#: Largest answer the judge accepts from a tracer (programs of every shape together).
-MAX_ANSWER_BYTES = 256 * 1024 * 1024
-
 
 def handle(request: bytes) -> bytes:
     """Trace every shape of the request; the answer is JSON bytes (never raises for the candidate's faults)."""

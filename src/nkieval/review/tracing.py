@@ -55,10 +55,13 @@ def known_good(a):
 """
 
 
+#: Largest answer the judge accepts from a tracer (programs of every shape together).
+MAX_ANSWER_BYTES = 256 * 1024 * 1024
+
+
 def tracer_pool(memory_mb: int) -> Any:
     """The sandbox pool that runs tracers (one per memory limit; started on first use)."""
     from nkieval.review.isolation import SandboxPolicy, SandboxPool
-    from nkieval.review.tracer import MAX_ANSWER_BYTES
 
     key = (int(memory_mb), UNSAFE_NO_SANDBOX[0])
     with _POOL_LOCK:

@@ -6,7 +6,10 @@ front is legal when the tiles' *live ranges* fit. After a run, this module sweep
 every on-chip allocation is live over ``[first access, last access]`` (tiles that are never
 accessed take no space), its footprint is its per-partition bytes on its partitions, and the
 peak over time of the per-partition sum is compared with the target's size. Tiles placed at an
-explicit ``address=`` occupy their fixed range: tiles re-created over the same range count once.
+explicit ``address=`` occupy their fixed rectangle of partitions x bytes (the NKI docs: an SBUF/PSUM
+tensor's physical location is "a rectangle in the underlying memory"): tiles re-created over the same
+rectangle are one block, and overlapping fixed rectangles share their bytes, which count once per
+partition (the union), whatever each tile's partition count.
 
 PSUM is judged in the order the compiler's dependency-driven scheduling allows: an instruction
 that only *reads* PSUM (an evacuation: ``tensor_copy`` / ``activation`` / ``tensor_tensor`` … of
@@ -20,6 +23,7 @@ error). Instructions that write PSUM keep their program order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -97,49 +101,88 @@ def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityP
             else:
                 b[0] = min(b[0], first[a.id])
                 b[1] = max(b[1], last[a.id])
-        events: list[tuple[float, int, int]] = []  # (position, +1 start / -1 end after, index)
-        items = list(blocks.values())
-        for i, (lo, hi, _a) in enumerate(items):
-            events.append((lo, 0, i))
-            events.append((hi + 0.25, -1, i))
-        events.sort(key=lambda e: (e[0], e[1]))
-        best, best_seq, best_live = _sweep(events, items, get_target(trace.target).partitions)
+        best, best_seq, best_live = _sweep(list(blocks.values()), get_target(trace.target).partitions)
         peaks.append(CapacityPeak(buf, prog, best, capacities[buf], best_seq, best_live))
     return peaks
 
 
-def _sweep(events: list[tuple[float, int, int]], items: list[list], partitions: int) -> tuple[int, int, tuple]:
-    """(peak per-partition bytes, where, the tiles live there) over the start/end events of ``items``."""
+def _sweep(items: list[list], partitions: int) -> tuple[int, int, tuple[AllocationRecord, ...]]:
+    """The peak per-partition bytes of blocks ``[first, last, tile]`` live over ``[first, last]``, where it
+    is reached and the tiles live there."""
+    events: list[tuple[float, int, int]] = []  # (position, +1 start / -1 end after, index)
+    for i, (lo, hi, _a) in enumerate(items):
+        events.append((lo, 0, i))
+        events.append((hi + 0.25, -1, i))
+    events.sort(key=lambda e: (e[0], e[1]))
+    if all(not it[2].fixed_address and it[2].partition_offset == 0 for it in items):
+        return _running_sum(events, items)
+    auto = np.zeros(partitions, dtype=np.int64)  # compiler-placed tiles: each its own bytes
+    fixed_live: set[int] = set()
+    fixed = np.zeros(partitions, dtype=np.int64)  # the union of the live fixed rectangles, per partition
     live: set[int] = set()
     best, best_seq, best_live = 0, 0, ()
-    if all(it[2].partition_offset == 0 for it in items):
-        # every tile covers partitions [0, n): partition 0 holds the most, so the peak is a plain running sum
-        total = 0
-        for seq, kind, i in events:
-            if kind == -1:
-                total -= items[i][2].bytes_per_partition
-                live.discard(i)
-            else:
-                total += items[i][2].bytes_per_partition
-                live.add(i)
-                if total > best:
-                    best, best_seq, best_live = total, int(seq), tuple(items[j][2] for j in live)
-        return best, best_seq, best_live
-    usage = np.zeros(partitions, dtype=np.int64)
     for seq, kind, i in events:
         a = items[i][2]
-        p0 = a.partition_offset
-        p1 = p0 + (a.shape[0] if a.shape else 1)
+        starts = kind != -1
+        if a.fixed_address:
+            if starts:
+                fixed_live.add(i)
+            else:
+                fixed_live.discard(i)
+            fixed = _union_bytes([_rectangle(items[j][2]) for j in fixed_live], partitions)
+        else:
+            p0, p1 = _partitions(a)
+            auto[p0:p1] += a.bytes_per_partition if starts else -a.bytes_per_partition
+        if not starts:
+            live.discard(i)
+            continue
+        live.add(i)
+        total = int((auto + fixed).max())
+        if total > best:
+            best, best_seq, best_live = total, int(seq), tuple(items[j][2] for j in live)
+    return best, best_seq, best_live
+
+
+def _running_sum(events: list[tuple[float, int, int]], items: list[list]) -> tuple[int, int, tuple]:
+    """The sweep when every tile is compiler-placed from partition 0: partition 0 holds the most, so the peak
+    is a plain running sum."""
+    live: set[int] = set()
+    best, best_seq, best_live = 0, 0, ()
+    total = 0
+    for seq, kind, i in events:
         if kind == -1:
-            usage[p0:p1] -= a.bytes_per_partition
+            total -= items[i][2].bytes_per_partition
             live.discard(i)
         else:
-            usage[p0:p1] += a.bytes_per_partition
+            total += items[i][2].bytes_per_partition
             live.add(i)
-            total = int(usage.max())
             if total > best:
                 best, best_seq, best_live = total, int(seq), tuple(items[j][2] for j in live)
     return best, best_seq, best_live
+
+
+def _partitions(a: AllocationRecord) -> tuple[int, int]:
+    return a.partition_offset, a.partition_offset + (a.shape[0] if a.shape else 1)
+
+
+def _rectangle(a: AllocationRecord) -> tuple[int, int, int, int]:
+    """A fixed-address tile's (first partition, end partition, first byte, end byte)."""
+    return (*_partitions(a), a.address, a.address + a.bytes_per_partition)
+
+
+def _union_bytes(rects: list[tuple[int, int, int, int]], partitions: int) -> np.ndarray:
+    """Per partition, the bytes covered by the union of the rectangles (shared bytes count once)."""
+    out = np.zeros(partitions, dtype=np.int64)
+    cuts = sorted({0, partitions, *(r[0] for r in rects), *(r[1] for r in rects)})
+    for start, end in pairwise(cuts):
+        spans = sorted((lo, hi) for p0, p1, lo, hi in rects if p0 <= start and end <= p1)
+        covered, reach = 0, None
+        for lo, hi in spans:
+            if reach is None or hi > reach:
+                covered += hi - (lo if reach is None else max(lo, reach))
+                reach = hi
+        out[start:end] = covered
+    return out
 
 
 def check_capacity(trace: Trace, capacities: dict[str, int], mode: str, emit: bool = True) -> list[CapacityPeak]:

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
+from nkieval.sim.device_values import NkiScalar
 from nkieval.sim.errors import NkiIndexError, NkiValidationError
+from nkieval.sim.storage import drop_f32, flag_view, read_bits
 
 if TYPE_CHECKING:
     from nkieval.sim.tensor import NkiTensor
@@ -89,8 +91,7 @@ _INT64_INDEX = ("an nl.int64 tensor cannot be a run-time index or offset directl
 
 
 def _scalar_value(x: Any, on_chip: bool = False) -> int:
-    from nkieval.sim.isa.scalars import NkiScalar
-    from nkieval.sim.tensor import NkiTensor
+    from nkieval.sim.tensor import NkiTensor  # deferred: tensor.py's views call this module
 
     if isinstance(x, NkiScalar):
         if on_chip and x.bits > 32:
@@ -112,7 +113,7 @@ def _scalar_value(x: Any, on_chip: bool = False) -> int:
 
 def make_ap(t: NkiTensor, pattern: Any, offset: int = 0, scalar_offset: Any = None, vector_offset: Any = None,
             indirect_dim: int = 0, dtype: Any = None) -> NkiTensor:
-    from nkieval.sim.tensor import NkiTensor
+    from nkieval.sim.tensor import NkiTensor  # deferred: tensor.py's views call this module
 
     a = t.alloc
     flat = a.storage.reshape(-1)
@@ -198,7 +199,7 @@ def _mark_indirect(name: str = "") -> None:
 def vector_select(t: NkiTensor, dim: int, offsets: Any) -> NkiTensor:
     """``t.vector_select(0, offsets)``: row ``r`` of the view is ``t[offsets[r], ...]``, resolved by DMA
     at run time (an HBM gather/scatter operand; ``oob_mode`` applies). Dim 0 of HBM tensors only."""
-    from nkieval.sim.tensor import NkiTensor
+    from nkieval.sim.tensor import NkiTensor  # deferred: tensor.py's views call this module
 
     if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or int(dim) != 0:
         raise NkiValidationError(f"vector_select supports only dim 0, got {dim!r}", instruction="vector_select",
@@ -232,7 +233,7 @@ def vector_select(t: NkiTensor, dim: int, offsets: Any) -> NkiTensor:
 
 
 def _runtime_index(x: Any, what: str, on_chip: bool = False) -> int:
-    from nkieval.sim.tensor import NkiTensor
+    from nkieval.sim.tensor import NkiTensor  # deferred: tensor.py's views call this module
 
     if isinstance(x, NkiTensor):
         if not x.is_on_chip:
@@ -246,11 +247,7 @@ def _runtime_index(x: Any, what: str, on_chip: bool = False) -> int:
         if x.size != 1:
             raise NkiValidationError(f"a runtime index tensor must be [1, 1], got {list(x.shape)}",
                                      instruction=what, operand="index", rule="shape-mismatch")
-        from nkieval.sim.isa.core import read_bits
-
         return int(read_bits(x).reshape(-1)[0])
-    from nkieval.sim.isa.scalars import NkiScalar
-
     if isinstance(x, NkiScalar):
         if on_chip and x.bits > 32:
             raise NkiValidationError(f"a run-time index into an SBUF/PSUM tensor must be an int32 NkiScalar, got "
@@ -321,7 +318,7 @@ class TensorIndirection:
 
 def make_indirect(t: NkiTensor, index: Any, num_elem: Any = None) -> NkiTensor:
     from nkieval.sim.context import current
-    from nkieval.sim.tensor import NkiTensor
+    from nkieval.sim.tensor import NkiTensor  # deferred: tensor.py's views call this module
 
     ctx = current()
     if not ctx.target.has("indirect"):
@@ -359,8 +356,6 @@ def make_indirect(t: NkiTensor, index: Any, num_elem: Any = None) -> NkiTensor:
 
 def _ti_positions(ctx: Any, ti: TensorIndirection, group: int, role: str) -> tuple[np.ndarray, ...]:
     """Fancy-index tuple into ``ti.base.data`` for the [P, num_elem] dense operand."""
-    from nkieval.sim.isa.core import read_bits
-
     base = ti.base
     p = base.shape[0]
     offs = read_bits(ti.index).reshape(p, -1)[:, :ti.num_elem]
@@ -389,7 +384,7 @@ def _ti_positions(ctx: Any, ti: TensorIndirection, group: int, role: str) -> tup
 
 def _dense_operand(ctx: Any, ti: TensorIndirection, pos: tuple[np.ndarray, ...]) -> NkiTensor:
     from nkieval.sim.memory import Allocation
-    from nkieval.sim.tensor import NkiTensor
+    from nkieval.sim.tensor import NkiTensor  # deferred: tensor.py's views call this module
 
     base = ti.base
     a = base.alloc
@@ -400,8 +395,6 @@ def _dense_operand(ctx: Any, ti: TensorIndirection, pos: tuple[np.ndarray, ...])
                      site=a.site, program=a.program, address=a.address, partition_offset=a.partition_offset + p0,
                      written=a.written)
     if a.mm_written is not None:
-        from nkieval.sim.isa.core import flag_view
-
         tmp.mm_written = np.ascontiguousarray(flag_view(base, a.mm_written)[pos])
         tmp.other_written = np.ascontiguousarray(flag_view(base, a.other_written)[pos])
     return NkiTensor(vals, tmp, base.dtype)
@@ -411,14 +404,10 @@ def _scatter_back(ti: TensorIndirection, pos: tuple[np.ndarray, ...], dense: Nki
     base = ti.base
     a = base.alloc
     base.data[pos] = dense.data
-    from nkieval.sim.isa.core import drop_f32
-
     drop_f32(a)  # the storage changed under any cached fp32 copy
     if dense.alloc.written:
         a.written = True
     if a.mm_written is not None:
-        from nkieval.sim.isa.core import flag_view
-
         flag_view(base, a.mm_written)[pos] = dense.alloc.mm_written
         flag_view(base, a.other_written)[pos] = dense.alloc.other_written
 
@@ -438,7 +427,7 @@ def indirect_call(ctx: Any, name: str, engine: str, fn: Any, args: tuple[Any, ..
     ``vector_select``) go through to the DMA instructions that resolve them and are refused elsewhere."""
     import inspect
 
-    from nkieval.sim.tensor import NkiTensor
+    from nkieval.sim.tensor import NkiTensor  # deferred: tensor.py's views call this module
 
     sig = _SIGNATURES.get(fn)
     if sig is None:

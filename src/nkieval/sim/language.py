@@ -282,11 +282,11 @@ __all__ = [
     "sum", "tile_size", "transpose", "var", "where", "zeros", "zeros_like",
 ]
 
-# load_transpose2d, shared_constant, rand, random_seed and the refused names live in language_extra.
-from nkieval.sim.language_extra import (  # noqa: E402, F401, I001
-    __all__ as _extra_all, gather_flattened, load_transpose2d, rand, random_seed, shared_constant,
+# load_transpose2d, shared_constant, rand, random_seed and the refused names live in language_tile_sources.
+from nkieval.sim.language_tile_sources import (  # noqa: E402, F401, I001
+    __all__ as _tile_sources_all, gather_flattened, load_transpose2d, rand, random_seed, shared_constant,
 )
-__all__ += _extra_all
+__all__ += _tile_sources_all
 
 # NKI 0.7 tile/block grids (nl.tiles, nl.blocks, nl.alloc_tiles, nl.alloc_blocks) live in nkieval.sim.grids.
 from nkieval.sim.grids import (  # noqa: E402, F401, I001

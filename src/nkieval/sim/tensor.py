@@ -16,7 +16,9 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.context import RECORDING, current, kernel_recorder, location_str
+from nkieval.sim.device_values import NkiScalar, VirtualRegister
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.indirect import _runtime_index, dynamic_select, make_ap, make_indirect, vector_select
 from nkieval.sim.memory import PSUM, SBUF, SHARED_HBM, Allocation, Buffer, track_lifetime
 from nkieval.sim.trace import OperandAccess
 
@@ -37,17 +39,9 @@ class DynSlice:
         return slice(int(self.start), int(self.start) + int(self.size) * self.step, self.step)
 
 
-_RUNTIME_TYPES: list[tuple[type, ...]] = []
-
-
 def _is_runtime_index(x: Any) -> bool:
     """Whether ``x`` is a value only the device knows: a tensor, a register or an ``NkiScalar``."""
-    if not _RUNTIME_TYPES:  # (imported on first use: the ISA modules import this one)
-        from nkieval.sim.isa.registers import VirtualRegister
-        from nkieval.sim.isa.scalars import NkiScalar
-
-        _RUNTIME_TYPES.append((NkiTensor, VirtualRegister, NkiScalar))
-    return isinstance(x, _RUNTIME_TYPES[0])
+    return isinstance(x, NkiTensor | VirtualRegister | NkiScalar)
 
 
 def ds(start: Any, size: int, step: int = 1) -> DynSlice:
@@ -404,8 +398,6 @@ class NkiTensor:
     def _runtime_window(self, key: Any) -> NkiTensor:
         """``t[..., nl.ds(runtime_start, size), ...]``: the window placed at the start read now (on device:
         at run time). Like a runtime ``select``: once per view, never on an on-chip partition dim."""
-        from nkieval.sim.indirect import _runtime_index
-
         keys = key if isinstance(key, tuple) else (key,)
         if any(k is Ellipsis for k in keys):
             raise NkiValidationError("nl.ds with a runtime start cannot be combined with ...", instruction="ds",
@@ -572,8 +564,6 @@ class NkiTensor:
         """Drop dimension ``dim`` at ``index``: an int, or (a runtime index) a [1, 1] integer tensor
         or a register — the latter once per view, and never on dim 0 of an on-chip tensor."""
         if not isinstance(index, int | np.integer):
-            from nkieval.sim.indirect import dynamic_select
-
             return dynamic_select(self, dim, index)
         if self.is_on_chip and dim == 0:
             raise NkiValidationError("select on the partition dimension of an on-chip tensor is not allowed",
@@ -747,8 +737,6 @@ class NkiTensor:
         For on-chip tensors the first pair is the partition dimension (stride = storage free size).
         ``vector_offset`` (an SBUF [P, 1] index tensor) makes an indirect view resolved by DMA.
         """
-        from nkieval.sim.indirect import make_ap
-
         return make_ap(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
 
     def get_pattern(self) -> list[list[int]]:
@@ -766,16 +754,12 @@ class NkiTensor:
     @_recorded_view
     def vector_select(self, dim: int, offsets: Any) -> NkiTensor:
         """Rows ``self[offsets[r]]`` (dim 0 of an HBM tensor), gathered or scattered by DMA at run time."""
-        from nkieval.sim.indirect import vector_select
-
         return vector_select(self, dim, offsets)
 
     @_recorded_view
     def indirect(self, index: Any, num_elem: int | None = None) -> NkiTensor:
         """Tensor indirection (trn3): a [P, num_elem] operand of a compute instruction made of the
         columns at the uint16 offsets in ``index`` (one offset list per partition group)."""
-        from nkieval.sim.indirect import make_indirect
-
         return make_indirect(self, index, num_elem)
 
     # -- operand description for the trace ----------------------------------------

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nkieval.sim.program.codec import DEFAULT_MAX_INSTRUCTIONS
+
 SCHEMA_VERSION = "nkieval.task/1"
 
 #: Criteria a flawed candidate may be expected to be caught in (ids of the review rubric).
@@ -100,9 +102,6 @@ class FlawedCandidate:
     families: tuple[str, ...] = ()
 
 
-#: The instruction budget of a candidate's run when task.toml's [limits] does not set one (a harness limit,
-#: not a hardware fact: it bounds the simulation's time and the trace's size).
-DEFAULT_MAX_INSTRUCTIONS = 200_000
 
 
 @dataclass(frozen=True)

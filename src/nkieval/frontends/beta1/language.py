@@ -40,7 +40,7 @@ from nkieval.frontends.beta1.tensor import Access, B1Tensor, wrap
 from nkieval.sim import dtypes as dt
 from nkieval.sim import language as sim_nl
 from nkieval.sim import language_compute as _lang_compute
-from nkieval.sim import language_extra as _lang_extra
+from nkieval.sim import language_tile_sources as _tile_sources
 from nkieval.sim.context import current, maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, Buffer
@@ -207,12 +207,12 @@ def empty_like(a: Any, dtype: Any = None, *, buffer: Any = None, name: str = "",
 
 def shared_constant(constant: Any, dtype: Any = None, **kwargs: Any) -> B1Tensor:
     """A constant (array or .npy path) placed in shared HBM, initialised before the kernel runs."""
-    return wrap(_lang_extra.shared_constant(constant, dtype))
+    return wrap(_tile_sources.shared_constant(constant, dtype))
 
 
 def shared_identity_matrix(n: int, dtype: Any = dt.uint8, **kwargs: Any) -> B1Tensor:
     """An [n, n] identity matrix in shared HBM (a constant the compiler de-duplicates)."""
-    return wrap(_lang_extra.shared_constant(np.eye(int(n)), dtype))
+    return wrap(_tile_sources.shared_constant(np.eye(int(n)), dtype))
 
 
 def static_cast(input_data: Any, dtype: Any) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +18,14 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import SimContext, current, dry_run, maybe_current, user_frame
+from nkieval.sim.context import SimContext, current, dry_run, user_frame
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.indirect import indirect_call
 from nkieval.sim.ops import ARITH, BINARY, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, UNARY, Op
+
+# the storage reads are part of this framework's reading API (the instruction modules import read_bits and
+# flag_view from here); they live below it, with the indirect views that use them too
+from nkieval.sim.storage import _check_initialized, drop_f32, flag_view, read_bits  # noqa: F401
 from nkieval.sim.tensor import NkiTensor
 from nkieval.sim.trace import OperandAccess, TraceRecord
 
@@ -112,8 +116,6 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
 def _call(ctx: SimContext, name: str, engine: str, fn: Callable[..., Any], args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> Any:
     if ctx.__dict__.get("has_indirect"):  # set once the program makes an indirect view
-        from nkieval.sim.indirect import indirect_call
-
         return indirect_call(ctx, name, engine, fn, args, kwargs)
     return fn(ctx, *args, **kwargs)
 
@@ -268,22 +270,6 @@ def check_max_free_dims(t: NkiTensor, role: str, max_free_dims: int) -> None:
 
 
 # -- reading and writing ----------------------------------------------------------------
-_WARNED_UNINIT: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _check_initialized(t: NkiTensor) -> None:
-    a = t.alloc
-    if a.written or a.is_kernel_arg or a in _WARNED_UNINIT:
-        return
-    _WARNED_UNINIT.add(a)
-    ctx = maybe_current()
-    if ctx is not None:
-        nm = a.name or f"t{a.id}"
-        ctx.warn(f"reads {a.buffer.kind.upper()} tensor '{nm}'{list(a.shape)} before anything wrote it (garbage on "
-                 "hardware; NaN / 4 sentinels in the simulator)", rule="uninitialized",
-                 instruction=getattr(ctx, "instruction_name", None))
-
-
 def read(t: NkiTensor) -> np.ndarray:
     """Operand values as the engines see them: cast to fp32 (engines compute in fp32).
 
@@ -360,14 +346,6 @@ def read_exact(t: NkiTensor) -> np.ndarray:
     return np.asarray(t.data)
 
 
-def read_bits(t: NkiTensor) -> np.ndarray:
-    """Integer operands as exact int64 values (bitvec operators treat elements as bit patterns)."""
-    _check_initialized(t)
-    if dry_run():  # a record-only run: the values are not used
-        return np.zeros(t.data.shape, np.int64)
-    return np.asarray(t.data).astype(np.int64)
-
-
 def write_bits(t: NkiTensor, values: np.ndarray) -> None:
     """Store int64 results as bit patterns truncated to ``t``'s width (no saturation), as bitvec ops do."""
     if dry_run():  # a record-only run stores no values
@@ -401,27 +379,6 @@ def note_write(alloc: Any) -> None:
     """Record a store made straight into ``alloc``'s storage (scatters): written, fp32 copies dropped."""
     alloc.written = True
     drop_f32(alloc)
-
-
-def drop_f32(alloc: Any) -> None:
-    """Forget ``alloc``'s cached fp32 copies (:func:`read_f32`): its storage changed."""
-    alloc.f32 = None
-    alloc.f32_elems = 0
-
-
-def flag_view(t: NkiTensor, flags: np.ndarray) -> np.ndarray:
-    """The view of a per-element flag array (same shape as storage) matching ``t``'s view."""
-    data = t.data
-    isz = data.dtype.itemsize
-    fsz = flags.itemsize
-    off = t._byte_offset() // isz
-    strides = tuple((s // isz) * fsz for s in data.strides)
-    try:
-        if flags.flags.c_contiguous:
-            return np.ndarray(data.shape, flags.dtype, flags, off * fsz, strides)
-    except (ValueError, TypeError):
-        pass
-    return np.lib.stride_tricks.as_strided(flags.reshape(-1)[off:], shape=data.shape, strides=strides)
 
 
 def write(ctx: SimContext, t: NkiTensor, values: Any, *, matmul: bool = False) -> None:

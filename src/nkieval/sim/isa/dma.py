@@ -8,6 +8,7 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiIndexError, NkiValidationError
+from nkieval.sim.indirect import OutOfBoundsView
 from nkieval.sim.isa.core import (
     check_buffer,
     check_partitions,
@@ -94,8 +95,6 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
             raise NkiValidationError(f"hwdge DMA is triggered by the sync or scalar engine, not {eng}",
                                      operand="engine", rule="argument")
     src_ind, dst_ind = src._ap_base, dst._ap_base
-    from nkieval.sim.indirect import OutOfBoundsView
-
     for role, ind in (("src", src_ind), ("dst", dst_ind)):
         if isinstance(ind, OutOfBoundsView):  # a run-time scalar_offset put the view outside the tensor
             if oob != OobMode.skip:

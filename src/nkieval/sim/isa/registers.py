@@ -16,64 +16,12 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import kernel_recorder
+from nkieval.sim.device_values import VirtualRegister, _wrap32
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import check_buffer, instruction, record, tensor_arg, write
 from nkieval.sim.tensor import NkiTensor
 
 _REG_DTYPES = (dt.uint8, dt.uint16, dt.uint32, dt.int8, dt.int16, dt.int32, dt.float32)
-
-
-class VirtualRegister:
-    """A 32-bit engine register. ``frozen`` registers (loop induction variables) cannot be written."""
-
-    __slots__ = ("_value", "frozen", "name")
-
-    def __init__(self, state: int | None = None, frozen: bool = False, name: str = "") -> None:
-        self._value: int | float | None = _wrap32(state) if state is not None else None
-        self.frozen = frozen
-        self.name = name
-
-    @property
-    def value(self) -> int | float:
-        """The current value (the simulator's view of the device register)."""
-        return self.get()
-
-    @value.setter
-    def value(self, v: int | float) -> None:
-        self._value = v
-
-    def get(self, role: str = "register") -> int:
-        """The value as an int, for the simulator's own use (loop bounds, scalar offsets)."""
-        if self._value is None:
-            raise NkiValidationError(f"{role} is read before any value was moved or loaded into it", operand=role,
-                                     rule="uninitialized")
-        return int(self._value)
-
-    def __index__(self) -> int:
-        raise NkiValidationError(
-            "a VirtualRegister's value is only known on device; it cannot be used as a Python int (range(), "
-            "indexing, int()); use nl.dynamic_range / nl.fori_loop or .ap(scalar_offset=reg)",
-            operand="register", rule="argument")
-
-    __int__ = __index__
-
-    def __bool__(self) -> bool:
-        # `while reg:` (NKI 0.2-0.6): the loop test reads the register on device each iteration.
-        if kernel_recorder() is not None:
-            raise NkiValidationError(
-                "`if reg:` / `while reg:` reads a register's value in Python; a kernel is traced without device "
-                "values, so write the loop as nl.while_loop(init, body_fun)", operand="register",
-                rule="trace-time-value")
-        return self.get() != 0
-
-    def __repr__(self) -> str:
-        return f"VirtualRegister({self.name or '?'}={self._value})"
-
-
-def _wrap32(x: Any) -> int:
-    v = int(x) & 0xFFFFFFFF
-    return v - (1 << 32) if v >= 1 << 31 else v
 
 
 def _register(x: Any, role: str) -> VirtualRegister:

@@ -48,6 +48,10 @@ MAX_JSON_BYTES = 512 * 1024 * 1024
 MAX_FILL_BYTES = 64 * 1024 * 1024  # host constants (nl.shared_constant) baked into a program, all together
 MAX_ALLOC_ELEMENTS = 1 << 31
 MAX_RANK = 8
+#: The instruction budget of a candidate's run when task.toml's [limits] does not set one (a harness limit,
+#: not a hardware fact: it bounds the simulation's time and the trace's size). The task schema's default and
+#: the review sandbox's both read it.
+DEFAULT_MAX_INSTRUCTIONS = 200_000
 
 #: NkiTensor methods that make views; a runtime-indexed view is replayed by calling one of these.
 VIEW_METHODS = frozenset({

@@ -25,7 +25,7 @@ from nkieval.sim.isa.core import (
 )
 from nkieval.sim.isa.enums import reduce_cmd as ReduceCmd
 from nkieval.sim.isa.scalar import activation_function, check_range
-from nkieval.sim.isa.vector_ext import reduce_cmd_of, write_reduce_res
+from nkieval.sim.isa.vector_accumulate import reduce_cmd_of, write_reduce_res
 from nkieval.sim.ops import REDUCE_IDENTITY, as_op
 
 _PAIRS = {("multiply", "add"), ("multiply", "subtract"), ("multiply", "bypass"), ("add", "bypass"),

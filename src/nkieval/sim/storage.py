@@ -1,0 +1,60 @@
+"""A tensor's storage as the instruction framework reads it, below the framework and the indirect views that
+both use it: the bit-exact integer read, the per-element flag views, dropping cached fp32 copies, and the
+warning for a read before any write."""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nkieval.sim.context import dry_run, maybe_current
+
+if TYPE_CHECKING:
+    from nkieval.sim.tensor import NkiTensor
+
+
+_WARNED_UNINIT: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _check_initialized(t: NkiTensor) -> None:
+    a = t.alloc
+    if a.written or a.is_kernel_arg or a in _WARNED_UNINIT:
+        return
+    _WARNED_UNINIT.add(a)
+    ctx = maybe_current()
+    if ctx is not None:
+        nm = a.name or f"t{a.id}"
+        ctx.warn(f"reads {a.buffer.kind.upper()} tensor '{nm}'{list(a.shape)} before anything wrote it (garbage on "
+                 "hardware; NaN / 4 sentinels in the simulator)", rule="uninitialized",
+                 instruction=getattr(ctx, "instruction_name", None))
+
+
+def read_bits(t: NkiTensor) -> np.ndarray:
+    """Integer operands as exact int64 values (bitvec operators treat elements as bit patterns)."""
+    _check_initialized(t)
+    if dry_run():  # a record-only run: the values are not used
+        return np.zeros(t.data.shape, np.int64)
+    return np.asarray(t.data).astype(np.int64)
+
+
+def drop_f32(alloc: Any) -> None:
+    """Forget ``alloc``'s cached fp32 copies (:func:`read_f32`): its storage changed."""
+    alloc.f32 = None
+    alloc.f32_elems = 0
+
+
+def flag_view(t: NkiTensor, flags: np.ndarray) -> np.ndarray:
+    """The view of a per-element flag array (same shape as storage) matching ``t``'s view."""
+    data = t.data
+    isz = data.dtype.itemsize
+    fsz = flags.itemsize
+    off = t._byte_offset() // isz
+    strides = tuple((s // isz) * fsz for s in data.strides)
+    try:
+        if flags.flags.c_contiguous:
+            return np.ndarray(data.shape, flags.dtype, flags, off * fsz, strides)
+    except (ValueError, TypeError):
+        pass
+    return np.lib.stride_tricks.as_strided(flags.reshape(-1)[off:], shape=data.shape, strides=strides)
