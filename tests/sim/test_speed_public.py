@@ -180,9 +180,7 @@ def test_live_range_sweep_peak_equals_a_brute_force_over_every_start(blocks, all
     for i, (lo, length, nbytes, nparts, p0) in enumerate(blocks):
         p0 = 0 if all_at_partition_zero else min(p0, parts - nparts)
         items.append([float(lo), float(lo + length), _record(i, p0, nparts, nbytes)])
-    events = sorted([e for i, (lo, hi, _) in enumerate(items) for e in ((lo, 0, i), (hi + 0.25, -1, i))],
-                    key=lambda e: (e[0], e[1]))
-    best, at, live = _sweep(events, items, parts)
+    best, at, live = _sweep(items, parts)
 
     def peak(on) -> int:  # most bytes in any partition among the tiles ``on``
         return max(sum(a.bytes_per_partition for a in on
