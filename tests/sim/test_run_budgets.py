@@ -165,3 +165,17 @@ def test_a_case_whose_replay_outlasts_its_time_limit_is_a_timeout_and_the_shapes
                          limits=SandboxLimits(timeout_s=0.1, startup_s=60))
     assert [r.status for r in runs] == ["timeout", "not-run"]
     assert runs[0].error["rule"] == "time-budget" and "c512" in runs[1].error["message"]
+
+
+def test_replays_run_with_a_child_s_collector_thresholds_and_restore_the_judge_s():
+    import gc
+
+    from nkieval.review.child import GC_THRESHOLDS
+    from nkieval.review.executor import _collector_as_in_a_child
+
+    before = gc.get_threshold()
+    with _collector_as_in_a_child():
+        with _collector_as_in_a_child():  # (a concurrent replay)
+            assert gc.get_threshold() == GC_THRESHOLDS
+        assert gc.get_threshold() == GC_THRESHOLDS
+    assert gc.get_threshold() == before
