@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import nkieval.frontends.beta1.elide  # noqa: F401  (the Beta-1 note hooks a program may name)
-from nkieval.review.child import GC_THRESHOLDS, _check_outputs, _unwritten_masks
-from nkieval.review.runs import ERROR_FIELDS, STATUSES, CaseJob, CaseRun, SandboxLimits
+from nkieval.review.child import GC_THRESHOLDS, _check_outputs, _error, _unwritten_masks
+from nkieval.review.runs import ERROR_FIELDS, STATUSES, CaseJob, CaseRun, SandboxLimits, skipped
 
 if TYPE_CHECKING:
     from nkieval.review.tracing import ProgramStream
@@ -88,7 +88,7 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
         ks = [k for k, kk in enumerate(stream.keys) if kk == key]
         if hung is not None:
             for k in ks:
-                finish(k, CaseRun(cases[k].label, "not-run", error={"message": f"skipped: case {hung} timed out"}))
+                finish(k, skipped(cases[k].label, hung))
             continue
         t_wait = time.perf_counter()
         res = stream.get(key)
@@ -107,7 +107,7 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
         load_s = time.perf_counter() - t_load
         for k in ks:
             if hung is not None:
-                finish(k, CaseRun(cases[k].label, "not-run", error={"message": f"skipped: case {hung} timed out"}))
+                finish(k, skipped(cases[k].label, hung))
                 continue
             run = replay_case(prog, cases[k], target, limits)
             run.load_s, load_s = load_s, 0.0
@@ -149,11 +149,8 @@ def replay_case(prog: Any, case: CaseJob, target: str, limits: SandboxLimits) ->
     run = CaseRun(case.label, "ok", sim_s=t_sim - t0, n_instructions=len(result.trace),
                   warnings=list(result.trace.warnings[:50]))
     problem = _check_outputs(result.raw, case.n_outputs, list(case.inputs.values()))
-    if problem is not None:
+    if problem is not None:  # (the instruction budget needs no check here: the replay stopped at it)
         run.status, run.error = "bad-output", {"message": problem}
-    elif len(result.trace) > limits.max_instructions:
-        run.status, run.error = "instruction-limit", {
-            "message": f"{len(result.trace)} instructions exceed the task's limit of {limits.max_instructions}"}
     else:
         outs = result.outputs if isinstance(result.outputs, tuple | list) else [result.outputs]
         run.outputs = [np.asarray(o) for o in outs]
@@ -192,9 +189,6 @@ def _collector_as_in_a_child() -> Iterator[None]:
 
 
 def _failed(status: str, e: BaseException, label: str, wall: float = 0.0) -> CaseRun:
-    error: dict[str, Any] = {"error_type": type(e).__name__, "message": str(e)[:2000], "frames": []}
-    for key in ("rule", "instruction", "operand", "location"):
-        v = getattr(e, key, None)
-        if v is not None:
-            error[key] = str(v)
-    return CaseRun(label, status, wall_s=wall, error=error)
+    # (the child's error record; no candidate file, so no candidate frames)
+    return CaseRun(label, status, wall_s=wall, error={k: v for k, v in _error(status, e, "").items()
+                                                      if k in ERROR_FIELDS})

@@ -98,3 +98,9 @@ class SandboxLimits:
     max_instructions: int = DEFAULT_MAX_INSTRUCTIONS
     #: extra seconds for a fresh child to import the candidate before its first case
     startup_s: float = 20.0
+
+
+def skipped(label: str, hung: str) -> CaseRun:
+    """A case not run because case ``hung`` timed out before it (a kernel that hangs on one shape almost always
+    hangs on the next)."""
+    return CaseRun(label, "not-run", error={"message": f"skipped: case {hung} timed out"})

@@ -35,7 +35,7 @@ import numpy as np
 
 from nkieval.review import npzio
 from nkieval.review.executor import replay_as_traced
-from nkieval.review.runs import STATUSES, CaseJob, CaseRun, SandboxLimits
+from nkieval.review.runs import STATUSES, CaseJob, CaseRun, SandboxLimits, skipped
 from nkieval.review.tracing import ProgramStream
 
 __all__ = ["STATUSES", "CaseJob", "CaseRun", "SandboxLimits", "run_candidate", "shutdown"]
@@ -570,8 +570,7 @@ class _Runner:
 
     def skip(self, ks: list[int]) -> None:
         for k in ks:
-            self.finish(k, CaseRun(self.cases[k].label, "not-run",
-                                   error={"message": f"skipped: case {self.hung} timed out"}))
+            self.finish(k, skipped(self.cases[k].label, str(self.hung)))
 
     def run(self, ks: list[int]) -> None:
         """Cases ``ks`` (in order), each child going on from where the last one died."""
