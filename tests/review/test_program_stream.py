@@ -138,3 +138,18 @@ def test_a_whole_run_failure_that_is_the_candidates_deed_decides_every_open_shap
 
     s = _stream(monkeypatch, _cases(8, 16, 32), script)
     assert {s.get(k)["status"] for k in s.order} == {status}
+
+
+def test_shapes_are_traced_smallest_first_ties_in_case_order(monkeypatch):
+    cases = [*_cases(64, 8, 64, 16), CaseJob("c4", {"a": np.zeros((4, 4), np.float32)}, {"p": 1}, 1),
+             CaseJob("c5", {"a": np.zeros((2, 8), np.float32)}, {}, 1)]
+    keys = [tracing.shape_key(c) for c in cases]
+
+    def script(asked, on_part):
+        return {k: {"status": "ok", "program": f"P{k}"} for k in asked}, None
+
+    s = _stream(monkeypatch, cases, script)
+    # elements: c4 and c5 16 each (a tie, kept in case order), c1 32, c3 64, c0 and c2 256 (one shape)
+    assert s.order == [keys[4], keys[5], keys[1], keys[3], keys[0]]
+    assert s.calls == [s.order]  # the tracer is asked for them in that order
+    assert all(s.get(k)["program"] == f"P{k}" for k in keys)

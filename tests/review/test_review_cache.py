@@ -98,3 +98,27 @@ def test_the_cuda_kernels_outputs_are_computed_once_per_case_and_seed(monkeypatc
     assert _report(other) == _report(review(task, task.baseline_file, seed=5, cache=False))
     assert len(calls) > n_cold, "without the cache the kernel runs again"
     assert _report(cold) == _report(review(task, task.solution_file, seed=5))
+
+
+def test_inputs_are_packed_only_for_a_run_in_a_child():
+    """The judge's replays read the arrays; only a candidate run in a child (``trusted=False``) reads the packed
+    array-file bytes, which are then made once and kept with the case."""
+    from nkieval.review.pipeline import DEFAULT_RUBRIC
+    from nkieval.review.stages.load import ReviewRequest, load
+
+    task = load_task(TASK)
+    cand = BUILTIN_ROOT / TASK / "solution_nki.py"
+    CASE_CACHE.clear()
+
+    def loaded(trusted: bool):
+        return load(ReviewRequest(task, cand, None, 5, DEFAULT_RUBRIC, None, "all", "forkserver", None, None,
+                                  True, True, trusted))
+
+    replayed = loaded(True)
+    assert all(d.packed is None for d in replayed.data) and all(j.packed is None for j in replayed.jobs)
+    child = loaded(False)
+    assert [d is e for d, e in zip(replayed.data, child.data)] == [True] * len(child.data)  # (the same cache entries)
+    for d, j in zip(child.data, child.jobs):
+        assert d.packed is not None and j.packed is d.packed
+        assert d.packed_inputs(lambda inputs: pytest.fail("packed twice")) == (d.packed, d.sealed)
+    CASE_CACHE.clear()

@@ -160,11 +160,12 @@ def test_a_case_whose_replay_outlasts_its_time_limit_is_a_timeout_and_the_shapes
     from nkieval.review.sandbox import run_candidate
 
     # the tracer has the start-up allowance to record; the replay has the case's 0.1 s (20,000 copies take seconds)
+    # (shapes run smallest first: 256, then 512)
     cases = [CaseJob(f"c{n}", {"a": np.ones((128, n), np.float32)}, {}, 1) for n in (512, 256)]
     runs = run_candidate(LONG, "long_copy", cases, target="trn2",
                          limits=SandboxLimits(timeout_s=0.1, startup_s=60))
-    assert [r.status for r in runs] == ["timeout", "not-run"]
-    assert runs[0].error["rule"] == "time-budget" and "c512" in runs[1].error["message"]
+    assert [r.status for r in runs] == ["not-run", "timeout"]
+    assert runs[1].error["rule"] == "time-budget" and "c256" in runs[0].error["message"]
 
 
 def test_replays_run_with_a_child_s_collector_thresholds_and_restore_the_judge_s():

@@ -63,7 +63,9 @@ class CaseData:
     numerics check are built on first use (under ``lock``)."""
 
     inputs: dict[str, np.ndarray]
-    packed: Any  # bytes, or a read-only view of ``sealed``'s pages
+    #: bytes, or a read-only view of ``sealed``'s pages; None until a run that needs them packs them
+    #: (:meth:`packed_inputs`: a candidate run in a child; the judge's own replays read ``inputs``)
+    packed: Any = None
     sealed: Any = None  # the packed bytes as a ``sandbox.SealedInput`` (None where unsupported)
     reference: list[np.ndarray] | None = None
     prepared: Any = None
@@ -78,6 +80,14 @@ class CaseData:
     #: no more time skips it as timed out rather than pay for the same timeout again (candidate-independent)
     timeouts: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def packed_inputs(self, pack: Callable[[dict[str, np.ndarray]], tuple[bytes, Any]]) -> tuple[Any, Any]:
+        """(``packed``, ``sealed``), made by ``pack(inputs)`` = (bytes, ``SealedInput`` or None) on first use."""
+        with self.lock:
+            if self.packed is None:
+                packed, self.sealed = pack(self.inputs)
+                self.packed = packed if self.sealed is None else self.sealed.data
+            return self.packed, self.sealed
 
     def get_reference(self, compute: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
         with self.lock:
@@ -123,7 +133,7 @@ class CaseData:
             self.timeouts[key] = max(limit_s, self.timeouts.get(key, 0.0))
 
     def nbytes(self) -> int:
-        n = len(self.packed) + sum(a.nbytes for a in self.inputs.values())
+        n = (0 if self.packed is None else len(self.packed)) + sum(a.nbytes for a in self.inputs.values())
         n += sum(r.nbytes for r in self.reference or [])
         n += sum(a.nbytes for arrays, _ in self.derived.values() for a in arrays)
         for p in [self.prepared, *(x for x, _ in self.extra_prepared.values())]:
@@ -132,9 +142,12 @@ class CaseData:
         return n
 
 
-def new_case_data(inputs: dict[str, np.ndarray], packed: bytes, sealed: Any = None) -> CaseData:
-    """``sealed``: ``packed`` as a ``sandbox.SealedInput``; its read-only view then stands for
-    ``packed`` (one copy of the bytes)."""
+def new_case_data(inputs: dict[str, np.ndarray], packed: bytes | None = None, sealed: Any = None) -> CaseData:
+    """``packed``: the inputs' array-file bytes when the caller has them (else packed on first use);
+    ``sealed``: ``packed`` as a ``sandbox.SealedInput``, whose read-only view then stands for ``packed`` (one copy
+    of the bytes)."""
+    if packed is None:
+        return CaseData({k: _readonly(v) for k, v in inputs.items()})
     return CaseData({k: _readonly(v) for k, v in inputs.items()}, packed if sealed is None else sealed.data, sealed)
 
 

@@ -23,6 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -82,7 +83,9 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
     """Each shape's cases, in the order the shapes are traced, as soon as the shape's program is in (the tracer
     meanwhile records the next shape). A shape whose trace failed fails its cases with the tracer's record; a
     case that runs out of time skips every case not run yet (a kernel that hangs on one shape almost always
-    hangs on the next)."""
+    hangs on the next). A static program's later cases replay without a trace (see ``replay_case``)."""
+    from nkieval.sim.program import is_static
+
     hung: str | None = None
     for key in stream.order:
         ks = [k for k, kk in enumerate(stream.keys) if kk == key]
@@ -105,15 +108,23 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
                 finish(k, _failed("bad-program", e, cases[k].label))
             continue
         load_s = time.perf_counter() - t_load
-        for k in ks:
+        traced: CaseRun | None = None
+        for k in _traced_first(ks, cases):
             if hung is not None:
                 finish(k, skipped(cases[k].label, hung))
                 continue
-            run = replay_case(prog, cases[k], target, limits)
+            run = replay_case(prog, cases[k], target, limits, like=traced)
             run.load_s, load_s = load_s, 0.0
             if run.status == "timeout":
                 hung = cases[k].label
+            if traced is None and run.status == "ok" and is_static(prog):
+                traced = run
             finish(k, run)
+
+
+def _traced_first(ks: list[int], cases: Sequence[CaseJob]) -> list[int]:
+    """A shape's cases, the one whose trace the review keeps first (it is replayed with its trace either way)."""
+    return sorted(ks, key=lambda k: not cases[k].want_trace)
 
 
 def traced_failure(label: str, res: dict[str, Any]) -> CaseRun:
@@ -123,16 +134,27 @@ def traced_failure(label: str, res: dict[str, Any]) -> CaseRun:
                    error={x: v for x, v in res.items() if x in ERROR_FIELDS})
 
 
-def replay_case(prog: Any, case: CaseJob, target: str, limits: SandboxLimits) -> CaseRun:
-    """One case: the program replayed on the case's inputs within the case's budgets, its outputs checked."""
+def replay_case(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, like: CaseRun | None = None
+                ) -> CaseRun:
+    """One case: the program replayed on the case's inputs within the case's budgets, its outputs checked.
+
+    ``like``: a passed run of the same static program (``nkieval.sim.program.is_static``) on another case of
+    the shape. Every run of such a program issues the same instructions on the same memory, so this one keeps
+    no trace and takes from ``like`` what only the trace gives: the instruction count, the elements never
+    written, and the capacity verdict (the live-range check ran on ``like``'s trace; the allocations are the
+    same). Its values, output checks and warnings are its own. A case whose trace the review keeps is always
+    replayed with it."""
     from nkieval.sim.errors import NkiValidationError
     from nkieval.sim.options import SimOptions
     from nkieval.sim.program import ProgramError, replay_program
 
     t0 = time.perf_counter()
+    like = None if case.want_trace else like
     # (the run's warnings are the trace's and the report's: none on the judge's own stderr)
     opts = SimOptions.from_env(max_instructions=int(limits.max_instructions), time_limit_s=float(limits.timeout_s),
                                max_bytes=int(limits.memory_mb) << 20, emit_warnings=False)
+    if like is not None:
+        opts = replace(opts, record_trace=False, capacity_check="off")
     try:
         with _collector_as_in_a_child():
             result = replay_program(prog, list(case.inputs.values()), dict(case.params), target=target,
@@ -146,7 +168,8 @@ def replay_case(prog: Any, case: CaseJob, target: str, limits: SandboxLimits) ->
     except Exception as e:  # (as the child reported whatever a kernel raised)
         return _failed("exception", e, case.label, time.perf_counter() - t0)
     t_sim = time.perf_counter()
-    run = CaseRun(case.label, "ok", sim_s=t_sim - t0, n_instructions=len(result.trace),
+    run = CaseRun(case.label, "ok", sim_s=t_sim - t0,
+                  n_instructions=len(result.trace) if like is None else like.n_instructions,
                   warnings=list(result.trace.warnings[:50]))
     problem = _check_outputs(result.raw, case.n_outputs, list(case.inputs.values()))
     if problem is not None:  # (the instruction budget needs no check here: the replay stopped at it)
@@ -154,9 +177,13 @@ def replay_case(prog: Any, case: CaseJob, target: str, limits: SandboxLimits) ->
     else:
         outs = result.outputs if isinstance(result.outputs, tuple | list) else [result.outputs]
         run.outputs = [np.asarray(o) for o in outs]
-        masks = _unwritten_masks(result.trace, result.raw)
-        if masks is not None:
-            run.unwritten = [masks.get(f"unwritten{i}") for i in range(len(run.outputs))]
+        if like is not None:
+            run.unwritten = None if like.unwritten is None else [None if m is None else m.copy()
+                                                                 for m in like.unwritten]
+        else:
+            masks = _unwritten_masks(result.trace, result.raw)
+            if masks is not None:
+                run.unwritten = [masks.get(f"unwritten{i}") for i in range(len(run.outputs))]
         if case.want_trace:
             run.trace = result.trace
     run.post_s = time.perf_counter() - t_sim

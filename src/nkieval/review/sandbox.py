@@ -494,9 +494,9 @@ def _trace_then_execute(source: str, kernel: str, cases: Sequence[CaseJob], targ
                         ) -> list[CaseRun]:
     """The candidate's code runs only in the sandboxed tracer; the judge's executor replays its programs
     (:mod:`nkieval.review.executor`) as they arrive."""
-    if on_start is not None:  # the caller's own work overlaps the trace
-        on_start()
     stream = ProgramStream(source, kernel, cases, target, limits, hide, programs)
+    if on_start is not None:  # the caller's own work overlaps the trace (started first: it is the critical path)
+        on_start()
     results: dict[int, CaseRun] = {}
 
     def finish(k: int, run: CaseRun) -> None:

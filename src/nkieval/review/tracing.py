@@ -125,6 +125,21 @@ def shape_key(c: CaseJob) -> str:
                       sort_keys=True, default=str)
 
 
+def trace_order(keys: Sequence[str], cases: Sequence[CaseJob]) -> list[str]:
+    """The distinct shapes, smallest first (elements over every input; ties in case order).
+
+    Tracing and replaying form a two-stage pipeline: the tracer records shape k+1 while the executor replays
+    shape k on each of its cases, and a recording costs less than the replays of its shape (it computes no
+    values, and a shape has one or more cases). For such a pipeline the order that finishes first is the one
+    of increasing first-stage time (Johnson's rule): the judge's wait for its first program is then the
+    smallest shape's trace, not the public shape's, and each later program is recorded while the judge
+    replays the one before. A shape's elements stand in for its recording time."""
+    size: dict[str, int] = {}
+    for k, c in zip(keys, cases):
+        size.setdefault(k, sum(int(a.size) for a in c.inputs.values()))
+    return sorted(size, key=size.__getitem__)  # (a stable sort over first appearance: ties keep case order)
+
+
 def _shape_request(c: CaseJob, key: str) -> dict[str, Any]:
     return {"key": key, "args": [{"shape": list(a.shape), "dtype": a.dtype.name} for a in c.inputs.values()],
             "params": c.params}
@@ -144,7 +159,7 @@ class ProgramStream:
     def __init__(self, source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
                  hide: Sequence[str] = (), memo: dict[str, str] | None = None) -> None:
         self.keys = [shape_key(c) for c in cases]
-        self.order = list(dict.fromkeys(self.keys))
+        self.order = trace_order(self.keys, cases)
         self._shapes = {k: _shape_request(c, k) for k, c in zip(self.keys, cases)}
         self._base = {"source": source, "kernel": kernel, "target": target,
                       "max_instructions": limits.max_instructions}

@@ -101,8 +101,10 @@ def load(req: ReviewRequest) -> Loaded:
     use_cache = (req.seed is not None) if req.cache is None else bool(req.cache)
     fingerprint = task_fingerprint(task) if use_cache else None
     data_keys = [_case_data(task, c, fingerprint) for c in cases]
-    jobs = [CaseJob(c.label, d.inputs, dict(task.params), len(task.outputs), c.want_trace, packed=d.packed,
-                    sealed=d.sealed) for c, (d, _) in zip(cases, data_keys)]
+    # (a candidate run in a child reads its inputs as array-file bytes; the judge's replays read the arrays)
+    packs = [(None, None) if req.trusted else d.packed_inputs(_pack) for d, _ in data_keys]
+    jobs = [CaseJob(c.label, d.inputs, dict(task.params), len(task.outputs), c.want_trace, packed=p, sealed=s)
+            for c, (d, _), (p, s) in zip(cases, data_keys, packs)]
     return Loaded(req, task, rub, target, source, name, base_seed, cases, integrity, use_cache, fingerprint,
                   [d for d, _ in data_keys], [k for _, k in data_keys], jobs, req.limits or sandbox_limits(task))
 
@@ -141,12 +143,15 @@ def _case_data(task: Task, c: Case, fingerprint: str | None) -> tuple[CaseData, 
         hit = CASE_CACHE.get(key)
         if hit is not None:
             return hit, key
-    inp = case_inputs(task, c)
-    packed = npzio.dumps(inp)
-    data = new_case_data(inp, packed, seal_input(packed))
+    data = new_case_data(case_inputs(task, c))
     if key is not None:
         CASE_CACHE.put(key, data)
     return data, key
+
+
+def _pack(inputs: dict[str, np.ndarray]) -> tuple[bytes, Any]:
+    packed = npzio.dumps(inputs)
+    return packed, seal_input(packed)
 
 
 def load_source(candidate: str | Path) -> tuple[str, str]:

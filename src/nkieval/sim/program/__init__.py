@@ -15,7 +15,7 @@ allocation, and its sizes are bounded.
 
 from nkieval.sim.program.codec import PROGRAM_FORMAT, PROGRAM_VERSION, Program, ProgramError
 from nkieval.sim.program.record import ArgSpec, record_program
-from nkieval.sim.program.replay import compile_program, replay_program
+from nkieval.sim.program.replay import compile_program, is_static, replay_program
 
 __all__ = ["PROGRAM_FORMAT", "PROGRAM_VERSION", "ArgSpec", "Program", "ProgramError", "compile_program",
-           "record_program", "replay_program"]
+           "is_static", "record_program", "replay_program"]

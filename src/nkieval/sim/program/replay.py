@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from base64 import b64decode
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -58,6 +59,15 @@ _NAMED: dict[str, tuple[Any, str]] = {
     "uf": (NUMPY_OPS, "NumPy operator"), "f": (NONFINITE, "float"), "npd": (STORAGE_DTYPES, "NumPy dtype"),
     "py": (PY_TYPES, "type"),
 }
+
+#: What the program being compiled (in this thread) holds that can make its instruction stream differ between
+#: runs: device values (registers, device scalars and their arithmetic, runtime-indexed views) and device loops.
+_COMPILING = threading.local()
+
+
+def _device_decision() -> None:
+    _COMPILING.dynamic = True
+
 
 #: A compiled value: called with the replay's state, it gives the value.
 Getter = Callable[["_State"], Any]
@@ -119,6 +129,7 @@ def _compile_slice(v: Any, depth: int) -> Getter:
 
 
 def _compile_dynslice(v: Any, depth: int) -> Getter:
+    _device_decision()
     start, size, step, runtime = _list(v, 4)
     s, r = compile_value(start, depth + 1), compile_value(runtime, depth + 1)
     n, k = _int(size), _int(step)
@@ -137,6 +148,8 @@ def _compile_array(v: Any, depth: int) -> Getter:
 
 
 def _compile_object(v: Any, depth: int) -> Getter:
+    _device_decision()
+
     def get(st: _State) -> Any:
         obj = st.objs.get(v)
         if obj is None:
@@ -201,11 +214,19 @@ class _View:
 
 def _compile_view(v: Any, depth: int) -> Getter:
     aid, dname, sname, off, shape, strides = _list(v, 6)
-    shape = tuple(_int(n) for n in _list(shape))
-    strides = tuple(_int(s) for s in _list(strides))
+    shape, strides = _ints(shape), _ints(strides)
     if not isinstance(dname, str) or not isinstance(sname, str):
         raise ProgramError("a view's dtype is not a name", rule="program-format")
     return _view(_int(aid), dname, sname, _int(off), shape, strides)
+
+
+def _ints(x: Any) -> tuple[int, ...]:
+    """A list of integers (not bools) as a tuple."""
+    t = tuple(_list(x))
+    if not all(type(n) is int for n in t):  # (exact type: a program's numbers come from JSON)
+        for n in t:
+            _int(n)
+    return t
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -216,6 +237,7 @@ def _view(aid: int, dname: str, sname: str, off: int, shape: tuple[int, ...], st
 
 
 def _compile_remade_view(v: Any, depth: int) -> Getter:
+    _device_decision()  # (only runtime-indexed views are remade: a plain one is recorded as its geometry)
     method, base, args, kwargs = _list(v, 4)
     if method not in VIEW_METHODS:
         raise ProgramError(f"{method!r} is not a view method", rule="program-format")
@@ -247,8 +269,14 @@ def _frame(loc: Any) -> ForcedFrame | None:
     if not loc:
         return None
     file, line, fn = _list(loc, 3)
-    return ForcedFrame(file if isinstance(file, str) else None, line if isinstance(line, int) else None,
-                       fn if isinstance(fn, str) else None)
+    return _forced_frame(file if isinstance(file, str) else None, line if type(line) is int else None,
+                         fn if isinstance(fn, str) else None)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _forced_frame(file: str | None, line: int | None, fn: str | None) -> ForcedFrame:
+    """One frame per kernel line (a loop's instructions repeat their lines; a frame is never changed)."""
+    return ForcedFrame(file, line, fn)
 
 
 def compile_events(events: list[Any]) -> list[Step]:
@@ -351,6 +379,7 @@ def _compile_free(ev: list[Any]) -> Step:
 def _compile_scalar(ev: list[Any]) -> Step:
     from nkieval.sim.isa.scalars import NkiScalar
 
+    _device_decision()
     _, rid, method, operand, other, loc = _list(ev, 6)
     if method not in SCALAR_METHODS:
         raise ProgramError(f"{method!r} is not a scalar operator", rule="program-format")
@@ -373,6 +402,7 @@ def _compile_scalar(ev: list[Any]) -> Step:
 def _compile_loop(ev: list[Any]) -> Step:
     from nkieval.sim import control
 
+    _device_decision()
     _, kind, params, ind, body, nxt, loc = _list(ev, 7)
     if kind not in LOOP_KINDS:
         raise ProgramError(f"unknown loop kind {kind!r}", rule="program-format")
@@ -411,6 +441,7 @@ def _compile_loop(ev: list[Any]) -> Step:
 
 
 def _compile_note(ev: list[Any]) -> Step:
+    _device_decision()
     _, hook, loc = _list(ev, 3)
     fn = _lookup(NOTE_HOOKS, hook, "note hook")
     frame = _frame(loc)
@@ -505,16 +536,23 @@ def _array(v: Any) -> np.ndarray:
 
 
 class _Compiled:
-    """A program's bodies compiled (once per program: every case of a shape replays the same one)."""
+    """A program's bodies compiled (once per program: every case of a shape replays the same one).
+
+    ``static``: the program makes no device-side decision (no register, device scalar, runtime-indexed view,
+    device loop or front-end note), so every run of it issues the same instructions on the same addresses
+    and allocations, whatever the inputs: the same trace but for values, the same written elements, the same
+    capacity verdict."""
 
     def __init__(self, program: Program) -> None:
         self.bodies = []
+        _COMPILING.dynamic = False
         for body in program.programs:
             args = [None if a is None else _int(a) for a in body.args]
             if not isinstance(body.kwargs, dict):
                 raise ProgramError("bad keyword argument ids", rule="program-format")
             kwargs = {str(k): None if a is None else _int(a) for k, a in body.kwargs.items()}
             self.bodies.append((args, kwargs, compile_events(_list(body.events)), compile_value(body.ret)))
+        self.static = not _COMPILING.dynamic
 
 
 class _Replayer:
@@ -564,6 +602,12 @@ def compile_program(program: Program) -> _Compiled:
     return done
 
 
+def is_static(program: Program) -> bool:
+    """Whether every replay of ``program`` issues the same instructions on the same memory, whatever its inputs
+    (compiling it first if it is not yet): see ``_Compiled``."""
+    return compile_program(program).static
+
+
 def replay_program(program: Program, args: Sequence[Any], kwargs: dict[str, Any] | None = None, *,
                    target: Any = None, options: Any = None) -> RunResult:
     """Execute ``program`` on the simulator with these inputs (NumPy arrays and the kernel's scalar
@@ -580,4 +624,4 @@ def replay_program(program: Program, args: Sequence[Any], kwargs: dict[str, Any]
     return result
 
 
-__all__ = ["NOTE_HOOKS", "compile_program", "register_note_hook", "replay_program"]
+__all__ = ["NOTE_HOOKS", "compile_program", "is_static", "register_note_hook", "replay_program"]
