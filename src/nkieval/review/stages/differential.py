@@ -25,6 +25,7 @@ inputs, a verdict for every output, and disagreements attributed.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import math
 import re
@@ -193,6 +194,11 @@ def _port_trace(runs: list[CaseRun]) -> Any:
         return None
 
 
+#: CUDA sources whose derived texts (near-exact rewrite, literals) are kept: they do not depend on the candidate
+SOURCES_KEPT = 16
+
+
+@functools.lru_cache(maxsize=SOURCES_KEPT)
 def _exact_source(cuda_src: str) -> str | None:
     from nkieval.cuda.exact import exact_source
 
@@ -376,7 +382,8 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
 
 
 # ------------------------------------------------------------------------------ attribution
-def _cuda_literals(src: str) -> list[_Lit]:
+@functools.lru_cache(maxsize=SOURCES_KEPT)
+def _cuda_literals(src: str) -> tuple[_Lit, ...]:
     from nkieval.cuda.program import _parser, preprocess
 
     text = preprocess(src)
@@ -394,7 +401,7 @@ def _cuda_literals(src: str) -> list[_Lit]:
                 except ValueError:
                     pass
         stack.extend(n.children)
-    return out
+    return tuple(out)
 
 
 def _port_literals(source: str) -> list[_Lit]:

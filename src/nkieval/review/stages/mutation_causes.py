@@ -20,6 +20,7 @@ identified". A mutation that faults (an index off by one running out of bounds) 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -103,7 +104,6 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     ``runs``: ``(label, dims, inputs, gpu outputs, port outputs)`` for every case both ran on. ``locate``:
     the port's side of a stated mutation (:func:`.port_lines.find_port_line` on the port's trace), or None.
     ``keep``: the mutants' runs are kept across reviews (:mod:`.kept_runs`); False runs each one afresh."""
-    from nkieval.cuda.mutate import mutations
     from nkieval.cuda.program import preprocess
 
     names = [s.name for s in task.outputs]
@@ -124,7 +124,7 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
         next((r for r in runs if r[0] != first[0] and len(r[4]) >= len(names)), None)
     search = _Search(task, preprocess(cuda_src), first, base, confirm, names, disagreeing, budget_s, keep)
     ran: list[Any] = []  # (the precision mutations that ran without faulting)
-    for m in mutations(cuda_src):
+    for m in _mutations_of(cuda_src):
         if search.spent >= budget_s:
             break
         found = search.attempt(m)
@@ -147,6 +147,18 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
         combined, found, parts = found_set
         return [_cause(task, cuda_src, combined, found, search, locate, parts)]
     return []
+
+
+#: CUDA sources whose mutation list is kept (a task's kernel.cu: the list does not depend on the candidate)
+MUTATION_LISTS_KEPT = 16
+
+
+@functools.lru_cache(maxsize=MUTATION_LISTS_KEPT)
+def _mutations_of(cuda_src: str) -> tuple[Any, ...]:
+    """:func:`nkieval.cuda.mutate.mutations` of ``cuda_src`` (immutable ``Mutation`` records), once per source."""
+    from nkieval.cuda.mutate import mutations
+
+    return tuple(mutations(cuda_src))
 
 
 #: precision mutations combined when no single mutation reproduces the port: the ones closest to it
