@@ -161,14 +161,14 @@ class _NoTimeouts(KeptRuns):
             super().put(key, run)
 
 
-def _store(mode: str) -> KeptRuns:
+def store_for_mode(mode: str) -> KeptRuns:
     """Each mode's own kept runs (each mode is a warm judge of its own: no mode gets another's runs)."""
     bound = kept_runs.KEPT_RUNS.max_bytes
     return _NoTimeouts(bound) if mode == "before-kept" else KeptRuns(bound)
 
 
 @contextmanager
-def _kept_runs(mode: str, store: KeptRuns) -> Iterator[None]:
+def kept_runs_mode(mode: str, store: KeptRuns) -> Iterator[None]:
     """``store`` as the process's kept runs; in mode "before-kept" the constant hypotheses' runs kept by none (each
     review's own store), in mode "unkept" every run of the cause search."""
     saved = kept_runs.KEPT_RUNS, differential.store_for, mutation_causes.store_for
@@ -200,17 +200,17 @@ def _kept_timeouts(on: bool) -> Iterator[None]:
 def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True,
          exclude: tuple[str, ...] = ()) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
-    CPU, verdict, wall, (verdict, score, levels)); per mode also the wall time per kind and the stage sums per
+    CPU, verdict, wall, (verdict, score, levels), round); per mode also the wall time per kind and the stage sums per
     kind and per warm role."""
     out: dict[str, tuple[list[tuple], dict, dict]] = {
         m: ([], {"cold": 0.0, "warm": 0.0}, {}) for m in modes}
     # the judge's cause search keeps CUDA runs across reviews (candidate-independent work): each mode keeps its
     # own, so no mode pays for, or profits from, another's search
     stores = STORES
-    stores.update({m: _store(m) for m in modes})
+    stores.update({m: store_for_mode(m) for m in modes})
     for t in tasks:
         first = dict.fromkeys(modes, True)
-        for _ in range(repeat):
+        for round_ in range(repeat):
             for role, f in candidates(t, hostile, exclude):
                 for mode in modes:
                     rows, walls, stages = out[mode]
@@ -222,14 +222,14 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     if len(modes) > 1:
                         _forget_judged_outputs()
                     c0, w0 = time.process_time(), time.perf_counter()
-                    with _kept_timeouts(mode != "before"), _kept_runs(mode, stores[mode]):
+                    with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]):
                         r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     walls[kind] += wall
                     tm = r.timings
                     tot, sim = tm["total_s"], tm["simulation_s"]
                     outcome = (r.verdict, r.score, tuple((c.id, c.level) for c in r.criteria))
-                    rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome))
+                    rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome, round_))
                     for group in (kind, f"{kind}/{role}"):
                         st = stages.setdefault(group, {})
                         for k, v in tm.items():
@@ -269,15 +269,20 @@ def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "ful
     (printed "brief") on the same candidates in this run; and whether every outcome (verdict, score, levels) is
     the same."""
     full, brief = res[a][0], res[b][0]
-    print(f"\nwarm review wall time / simulation, per role, mode {a} against mode {b} (the same candidates, "
-          "reviewed in both modes in this run):")
-    f_roles, b_roles = _per_role(full), _per_role(brief)
-    tot = {"full": [0, 0.0, 0.0, 0.0], "brief": [0, 0.0, 0.0, 0.0]}
-    for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in f_roles]:
-        for name, row in (("full", f_roles[role]), ("brief", b_roles[role])):
-            tot[name] = [a + b for a, b in zip(tot[name], row)]
-        _line(role, f_roles[role], b_roles[role], a, b)
-    _line("all", tuple(tot["full"]), tuple(tot["brief"]), a, b)  # type: ignore[arg-type]
+    rounds = max((r[10] for r in full), default=0) + 1
+    for first, last, which in ((0, rounds, ""), *(((0, 1, ", first round"), (1, rounds, ", repeated rounds"))
+                                                  if rounds > 1 else ())):
+        pick_f = [r for r in full if first <= r[10] < last]
+        pick_b = [r for r in brief if first <= r[10] < last]
+        print(f"\nwarm review wall time / simulation, per role{which}, mode {a} against mode {b} (the same "
+              "candidates, reviewed in both modes in this run):")
+        f_roles, b_roles = _per_role(pick_f), _per_role(pick_b)
+        tot = {"full": [0, 0.0, 0.0, 0.0], "brief": [0, 0.0, 0.0, 0.0]}
+        for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in f_roles]:
+            for name, row in (("full", f_roles[role]), ("brief", b_roles[role])):
+                tot[name] = [x + y for x, y in zip(tot[name], row)]
+            _line(role, f_roles[role], b_roles[role], a, b)
+        _line("all", tuple(tot["full"]), tuple(tot["brief"]), a, b)  # type: ignore[arg-type]
     print("  (harness CPU: this process's CPU, the judge's own work; the sandboxed tracer and executor are the same "
           "in both modes. On a loaded machine, wall times vary with the load; CPU does not)")
     same = sum(1 for x, y in zip(full, brief) if x[9] == y[9])
