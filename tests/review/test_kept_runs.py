@@ -7,6 +7,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nkieval.cuda import CudaError, ExecutorTimeout
 from nkieval.review.stages.kept_runs import ENTRY_OVERHEAD, KeptRun, KeptRuns, inputs_digest, run_key
@@ -121,6 +123,20 @@ def test_the_bound_evicts_the_least_recently_used_and_never_keeps_an_oversized_r
     off = KeptRuns(0)  # NKIEVAL_KEPT_RUNS_MB=0: nothing kept
     off.put("k", KeptRun(None, 0.1))
     assert off.get("k") is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 3000), st.booleans()), max_size=40),
+       st.integers(0, 40_000), st.integers(0, 6))
+def test_the_bounds_hold_and_the_byte_count_is_exact(puts, max_bytes: int, max_entries: int) -> None:
+    kept = KeptRuns(max_bytes, max_entries)
+    for key, n, timed_out in puts:
+        kept.put(key, KeptRun(None, 0.1, 1.0) if timed_out else KeptRun((np.zeros(n, np.uint8),), 0.1))
+        stats = kept.stats()
+        assert stats["bytes"] <= max_bytes and stats["entries"] <= max_entries
+        assert stats["bytes"] == sum(r.nbytes() for r in kept._d.values())
+    if puts and puts[-1][1] + ENTRY_OVERHEAD <= max_bytes and max_entries and not puts[-1][2]:
+        assert kept.get(puts[-1][0]) is not None  # (the last run put is kept when it fits)
 
 
 def test_the_key_tells_apart_everything_a_run_depends_on() -> None:
