@@ -103,7 +103,8 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
 
     ``runs``: ``(label, dims, inputs, gpu outputs, port outputs)`` for every case both ran on. ``locate``:
     the port's side of a stated mutation (:func:`.port_lines.find_port_line` on the port's trace), or None.
-    ``keep``: the mutants' runs are kept across reviews (:mod:`.kept_runs`); False runs each one afresh."""
+    ``keep``: the mutants' runs are kept across reviews (:mod:`.kept_runs`); False keeps them within this search
+    only (a review without the cross-review cache)."""
     from nkieval.cuda.program import preprocess
 
     names = [s.name for s in task.outputs]
