@@ -164,12 +164,25 @@ def _report(r) -> str:
     return json.dumps(d, sort_keys=True, default=str)
 
 
+def _count_cuda_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import nkieval.cuda as cuda
+
+    calls: list[int] = []
+    real = cuda.run_task_cuda
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(cuda, "run_task_cuda", counting)
+    return calls
+
+
 def test_a_warm_cause_search_runs_no_cuda_kernel_and_reports_what_a_cold_one_does(monkeypatch: pytest.MonkeyPatch
                                                                                     ) -> None:
-    """rmsnorm_warp's bf16_square_sum port needs the mutation search, two of whose mutants run past their time
+    """rmsnorm_warp's bf16_square_sum port needs the mutation search, one of whose mutants runs past its time
     limit: a warm review of it (after another flawed port of the task) runs no CUDA kernel at all, and its
     report equals the cold review's and that of a review without any cross-review cache."""
-    import nkieval.cuda as cuda
     from nkieval.review import review
     from nkieval.review.stages import clear_caches
     from nkieval.tasks.loader import PORTS_ROOT, load_task
@@ -180,16 +193,30 @@ def test_a_warm_cause_search_runs_no_cuda_kernel_and_reports_what_a_cold_one_doe
     cold = review(task, cand, seed=1, compare_references=False)
     assert "re-running the CUDA kernel with" in _report(cold), "the port's cause search should state a cause"
     review(task, task.directory / "flawed" / "sum_not_mean.py", seed=1, compare_references=False)
-    calls: list[int] = []
-    real = cuda.run_task_cuda
-
-    def counting(*a, **k):
-        calls.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(cuda, "run_task_cuda", counting)
-    warm = review(task, cand, seed=1, compare_references=False)
-    assert calls == [], f"a warm review ran {len(calls)} CUDA kernels"
-    monkeypatch.setattr(cuda, "run_task_cuda", real)
+    with monkeypatch.context() as m:
+        calls = _count_cuda_runs(m)
+        warm = review(task, cand, seed=1, compare_references=False)
+        assert calls == [], f"a warm review ran {len(calls)} CUDA kernels"
     plain = review(task, cand, seed=1, compare_references=False, cache=False)
     assert _report(cold) == _report(warm) == _report(plain)
+
+
+def test_the_constant_hypotheses_runs_are_kept_too(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """layernorm's expert with the CUDA kernel's epsilon changed (a cause the constant hypotheses find): the
+    second sample of it (another text, the same kernel) re-runs no CUDA kernel and states the same cause."""
+    from nkieval.review import review
+    from nkieval.review.stages import clear_caches
+    from nkieval.tasks import load_task
+
+    task = load_task("layernorm")
+    src = task.solution_file.read_text()
+    assert "operand0=eps)" in src
+    port = src.replace("operand0=eps)", "operand0=1e-6)")
+    clear_caches()
+    first = review(task, port, seed=7, compare_references=False)
+    assert "re-running the CUDA kernel with 1e-6 reproduces" in _report(first)
+    with monkeypatch.context() as m:
+        calls = _count_cuda_runs(m)
+        second = review(task, port + "\n# another sample\n", seed=7, compare_references=False)
+        assert calls == [], f"a warm review ran {len(calls)} CUDA kernels"
+    assert first.criterion("migration").to_dict() == second.criterion("migration").to_dict()
