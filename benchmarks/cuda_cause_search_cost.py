@@ -3,7 +3,19 @@ reviewing thread spent in ``mutation_causes`` (cold: each port reviewed in a fre
 is kept from another review), and the cause it stated.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/cuda_cause_search_cost.py \
-        [--ports rmsnorm_warp/bf16_square_sum,rope_half/bf16_products] [--seed 5]
+        [--ports rmsnorm_warp/bf16_square_sum,rope_half/bf16_products] [--seed 5] [--warm]
+
+With ``--warm`` each port is also reviewed by warm judges, each in a fresh process that first reviews, untimed and
+with the same seed, an RL loop's earlier candidates of the task, then the port, timed:
+
+* ``others``: the task's other flawed ports (other flaws: they share only the mutants tried before their own
+  cause was found);
+* ``same``: the same and another sample with the same flaw (the port's text with a comment added: another
+  source, the same kernel), as a policy's samples of one task often share a flaw.
+
+Each once with the cause search's runs kept as ``review/stages/kept_runs.py`` keeps them and once as the judge
+kept them before (``/before``: mutants' runs but not their timeouts, never the constant hypotheses'). The
+figures are the CPU of the mutation search and of the constant hypotheses before it.
 
 CPU time, not wall time: the figure does not depend on the machine's load.
 """
@@ -12,48 +24,80 @@ from __future__ import annotations
 
 import argparse
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from typing import Any
 
 DEFAULT = ("rmsnorm_warp/bf16_square_sum,rope_half/bf16_products,online_softmax/bf16_exp,"
            "embedding_pos/bf16_rows,layernorm_block/unbiased_variance")
+#: the judges a port is reviewed by with ``--warm``: (name, what is reviewed first, kept-runs mode)
+JUDGES = (("cold", "", "full"), ("others", "others", "full"), ("others/before", "others", "before-kept"),
+          ("same", "same", "full"), ("same/before", "same", "before-kept"))
 
 
-def _one(job: tuple[str, int]) -> dict[str, Any]:
+def _one(job: tuple[str, int, str, str]) -> dict[str, Any]:
     import time
 
     import nkieval.review.stages.differential as differential
     from nkieval.review.pipeline import review
     from nkieval.tasks.loader import PORTS_ROOT, load_task
 
-    port, seed = job
+    port, seed, warm, mode = job
     task_id, name = port.split("/")
     task = load_task(PORTS_ROOT / task_id)
-    spent: list[float] = []
+    context: Any = nullcontext()
+    if mode != "full":
+        from review_throughput import kept_runs_mode, store_for_mode  # (this directory: the same judge modes)
+
+        context = kept_runs_mode(mode, store_for_mode(mode))
+    spent: dict[str, list[float]] = {"mutations": [], "constants": []}
     stated: list[str] = []
-    inner = differential.mutation_causes
+    inner, constants = differential.mutation_causes, differential._attribute
 
     def timed(*a: Any, **k: Any) -> list[dict[str, Any]]:
         t0 = time.thread_time()
         out = inner(*a, **k)
-        spent.append(time.thread_time() - t0)
+        spent["mutations"].append(time.thread_time() - t0)
         stated.extend(c["mutation"] for c in out)
         return out
 
-    differential.mutation_causes = timed
-    review(str(task.directory), str(task.directory / "flawed" / f"{name}.py"), seed=seed, compare_references=False)
-    return {"port": port, "cpu_s": sum(spent), "searched": bool(spent), "cause": stated[0] if stated else None}
+    def timed_constants(*a: Any, **k: Any) -> list[dict[str, Any]]:
+        t0 = time.thread_time()
+        out = constants(*a, **k)
+        spent["constants"].append(time.thread_time() - t0)
+        stated.extend(c["summary"][:60] for c in out)
+        return out
+
+    port_file = task.directory / "flawed" / f"{name}.py"
+    with context:
+        if warm == "others":
+            for fl in task.flawed:
+                if not fl.file.endswith(f"/{name}.py"):
+                    review(str(task.directory), str(task.directory / fl.file), seed=seed, compare_references=False)
+        elif warm == "same":
+            sample = port_file.read_text() + "\n# another sample with the same flaw\n"
+            review(str(task.directory), sample, seed=seed, compare_references=False)
+        differential.mutation_causes, differential._attribute = timed, timed_constants
+        review(str(task.directory), str(port_file), seed=seed, compare_references=False)
+    return {"port": port, "cpu_s": sum(spent["mutations"]), "constants_s": sum(spent["constants"]),
+            "searched": bool(spent["mutations"]), "cause": stated[0] if stated else None}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ports", default=DEFAULT)
     ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--warm", action="store_true", help="also review each port after the task's other flawed "
+                    "ports in one process, with the cause search's runs kept as now and as before")
     a = ap.parse_args()
+    judges = JUDGES if a.warm else JUDGES[:1]
     for port in [p for p in a.ports.split(",") if p]:
-        with ProcessPoolExecutor(1) as pool:  # (a fresh process per port: a cold search)
-            r = pool.submit(_one, (port, a.seed)).result()
-        what = "not searched" if not r["searched"] else (r["cause"] or "no cause")
-        print(f"{r['port']:36s} cause search {r['cpu_s']:6.2f} s CPU  {what[:120]}")
+        for judge, warm, mode in judges:
+            with ProcessPoolExecutor(1) as pool:  # (a fresh process per port and judge)
+                r = pool.submit(_one, (port, a.seed, warm, mode)).result()
+            what = "not searched" if not r["searched"] else (r["cause"] or "no cause")
+            extra = f" + constants {r['constants_s']:6.2f} s" if a.warm else ""
+            print(f"{r['port']:36s} {judge:<13} cause search {r['cpu_s']:6.2f} s CPU{extra}  {what[:100]}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,13 @@ wall time over its simulation per role (expert, baseline, flawed, and with ``--h
 suite's candidates for the tasks) in both modes, and checks that every outcome is the same.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/review_throughput.py [--tasks a,b] [--repeat 2]
-        [--hostile] [--compare-brief] [--compare-untrusted]
+        [--hostile] [--compare-brief] [--compare-kept] [--compare-untrusted]
+
+``--tasks`` also takes the CUDA port acceptance set's tasks by name (``rmsnorm_warp``, ``layernorm_block``, ...).
+With ``--compare-kept`` every candidate is also reviewed by a judge that keeps the cause search's CUDA runs as
+it did before ``review/stages/kept_runs.py`` (mode ``before-kept``: mutants' runs kept but not their timeouts,
+the constant hypotheses' runs never) and by one that keeps none across reviews (mode ``unkept``); the run ends
+with the warm review's wall time over its simulation per role for each against the full review.
 """
 
 from __future__ import annotations
@@ -53,8 +59,9 @@ from typing import Any
 
 from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE, CaseData
-from nkieval.review.stages import clear_caches, differential, mutation_causes
-from nkieval.tasks import builtin_tasks
+from nkieval.review.stages import clear_caches, differential, kept_runs, mutation_causes
+from nkieval.review.stages.kept_runs import KeptRun, KeptRuns
+from nkieval.tasks import builtin_tasks, port_tasks
 
 # "where the time goes": the review's wall time, split into what happens one after the other
 # (the critical path), then the worker thread's items, which overlap the child
@@ -111,9 +118,12 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
 #: machine's load falls on all alike): the full review (the "before" of the brief mode), the brief review (what a
 #: reward call without feedback runs) and the pipeline before trace-then-execute
 MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False},
-                                     "before": {}}
+                                     "before": {}, "before-kept": {}, "unkept": {}}
 #: mode "before" is the full review as the judge ran it before CUDA runs that timed out were kept as such
-#: (``CaseData.timed_out_within``): each review paid for the same timeout again
+#: (``CaseData.timed_out_within``): each review paid for the same timeout again. Mode "before-kept" is the full
+#: review as the judge ran it before the cause search's runs were kept by ``review/stages/kept_runs.py``: a
+#: mutant's run kept unless it timed out, the constant hypotheses' runs never kept. Mode "unkept" keeps none of
+#: the cause search's runs across reviews (each review's search runs its own).
 ADVERSARIAL = Path(__file__).resolve().parents[1] / "tests" / "adversarial" / "candidates"
 
 
@@ -139,6 +149,40 @@ def _forget_judged_outputs() -> None:
                 memo.clear()
 
 
+#: each mode's kept runs of the cause search in the last run
+STORES: dict[str, KeptRuns] = {}
+
+
+class _NoTimeouts(KeptRuns):
+    """The cause search's kept runs as before ``kept_runs``: a run that timed out is not kept."""
+
+    def put(self, key: Any, run: KeptRun) -> None:
+        if run.timed_out_at is None:
+            super().put(key, run)
+
+
+def store_for_mode(mode: str) -> KeptRuns:
+    """Each mode's own kept runs (each mode is a warm judge of its own: no mode gets another's runs)."""
+    bound = kept_runs.KEPT_RUNS.max_bytes
+    return _NoTimeouts(bound) if mode == "before-kept" else KeptRuns(bound)
+
+
+@contextmanager
+def kept_runs_mode(mode: str, store: KeptRuns) -> Iterator[None]:
+    """``store`` as the process's kept runs; in mode "before-kept" the constant hypotheses' runs kept by none (each
+    review's own store), in mode "unkept" every run of the cause search."""
+    saved = kept_runs.KEPT_RUNS, differential.store_for, mutation_causes.store_for
+    kept_runs.KEPT_RUNS = store
+    if mode in ("before-kept", "unkept"):
+        differential.store_for = lambda keep: kept_runs.store_for(False)  # type: ignore[assignment]
+    if mode == "unkept":
+        mutation_causes.store_for = lambda keep: kept_runs.store_for(False)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        kept_runs.KEPT_RUNS, differential.store_for, mutation_causes.store_for = saved  # type: ignore[assignment]
+
+
 @contextmanager
 def _kept_timeouts(on: bool) -> Iterator[None]:
     """With ``on`` False, the review ignores kept CUDA timeouts (mode "before")."""
@@ -156,37 +200,36 @@ def _kept_timeouts(on: bool) -> Iterator[None]:
 def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True,
          exclude: tuple[str, ...] = ()) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
-    CPU, verdict, wall, (verdict, score, levels)); per mode also the wall time per kind and the stage sums per
+    CPU, verdict, wall, (verdict, score, levels), round); per mode also the wall time per kind and the stage sums per
     kind and per warm role."""
     out: dict[str, tuple[list[tuple], dict, dict]] = {
         m: ([], {"cold": 0.0, "warm": 0.0}, {}) for m in modes}
+    # the judge's cause search keeps CUDA runs across reviews (candidate-independent work): each mode keeps its
+    # own, so no mode pays for, or profits from, another's search
+    stores = STORES
+    stores.update({m: store_for_mode(m) for m in modes})
     for t in tasks:
         first = dict.fromkeys(modes, True)
-        for _ in range(repeat):
+        for round_ in range(repeat):
             for role, f in candidates(t, hostile, exclude):
-                # the judge's cause search keeps mutated CUDA kernels' runs across reviews (candidate-independent
-                # work): each mode's review of this candidate starts from the same kept runs, so neither pays
-                # for the other's search
-                kept = dict(mutation_causes._MUTANT_RUNS)
                 for mode in modes:
-                    mutation_causes._MUTANT_RUNS.clear()
-                    mutation_causes._MUTANT_RUNS.update(kept)
                     rows, walls, stages = out[mode]
                     kind = "cold" if first[mode] else "warm"
                     if first[mode]:
                         clear_caches()
+                        stores[mode].clear()
                     first[mode] = False
                     if len(modes) > 1:
                         _forget_judged_outputs()
                     c0, w0 = time.process_time(), time.perf_counter()
-                    with _kept_timeouts(mode != "before"):
+                    with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]):
                         r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     walls[kind] += wall
                     tm = r.timings
                     tot, sim = tm["total_s"], tm["simulation_s"]
                     outcome = (r.verdict, r.score, tuple((c.id, c.level) for c in r.criteria))
-                    rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome))
+                    rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome, round_))
                     for group in (kind, f"{kind}/{role}"):
                         st = stages.setdefault(group, {})
                         for k, v in tm.items():
@@ -226,15 +269,20 @@ def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "ful
     (printed "brief") on the same candidates in this run; and whether every outcome (verdict, score, levels) is
     the same."""
     full, brief = res[a][0], res[b][0]
-    print(f"\nwarm review wall time / simulation, per role, mode {a} against mode {b} (the same candidates, "
-          "reviewed in both modes in this run):")
-    f_roles, b_roles = _per_role(full), _per_role(brief)
-    tot = {"full": [0, 0.0, 0.0, 0.0], "brief": [0, 0.0, 0.0, 0.0]}
-    for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in f_roles]:
-        for name, row in (("full", f_roles[role]), ("brief", b_roles[role])):
-            tot[name] = [a + b for a, b in zip(tot[name], row)]
-        _line(role, f_roles[role], b_roles[role], a, b)
-    _line("all", tuple(tot["full"]), tuple(tot["brief"]), a, b)  # type: ignore[arg-type]
+    rounds = max((r[10] for r in full), default=0) + 1
+    for first, last, which in ((0, rounds, ""), *(((0, 1, ", first round"), (1, rounds, ", repeated rounds"))
+                                                  if rounds > 1 else ())):
+        pick_f = [r for r in full if first <= r[10] < last]
+        pick_b = [r for r in brief if first <= r[10] < last]
+        print(f"\nwarm review wall time / simulation, per role{which}, mode {a} against mode {b} (the same "
+              "candidates, reviewed in both modes in this run):")
+        f_roles, b_roles = _per_role(pick_f), _per_role(pick_b)
+        tot = {"full": [0, 0.0, 0.0, 0.0], "brief": [0, 0.0, 0.0, 0.0]}
+        for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in f_roles]:
+            for name, row in (("full", f_roles[role]), ("brief", b_roles[role])):
+                tot[name] = [x + y for x, y in zip(tot[name], row)]
+            _line(role, f_roles[role], b_roles[role], a, b)
+        _line("all", tuple(tot["full"]), tuple(tot["brief"]), a, b)  # type: ignore[arg-type]
     print("  (harness CPU: this process's CPU, the judge's own work; the sandboxed tracer and executor are the same "
           "in both modes. On a loaded machine, wall times vary with the load; CPU does not)")
     same = sum(1 for x, y in zip(full, brief) if x[9] == y[9])
@@ -259,6 +307,10 @@ def main() -> None:
     ap.add_argument("--compare-before", action="store_true",
                     help="also run the full review as it was before kept CUDA timeouts (mode before) and compare the "
                          "brief review with it")
+    ap.add_argument("--compare-kept", action="store_true",
+                    help="also run the full review as it was before the cause search's CUDA runs were kept with "
+                         "their timeouts and constant hypotheses (mode before-kept) and with no run kept across "
+                         "reviews (mode unkept), and compare the full review with each")
     ap.add_argument("--compare-untrusted", action="store_true",
                     help="also run the pipeline before trace-then-execute (review(..., trusted=False)) in the same "
                          "run and print the throughput ratio")
@@ -270,11 +322,13 @@ def main() -> None:
         differential.EXECUTOR_BUDGET_S = args.executor_budget
     want = set(filter(None, args.tasks.split(",")))
     tasks = [t for t in builtin_tasks() if not want or t.id in want]
+    tasks += [t for t in port_tasks() if t.id in want]  # (the CUDA port acceptance set, by name only)
     t0 = time.perf_counter()
     warm = review(tasks[0], tasks[0].solution_file, seed=12345)
     review(tasks[0], tasks[0].solution_file, seed=12345, trusted=False)
     print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
     modes = ("full", *(("brief",) if args.compare_brief else ()), *(("before",) if args.compare_before else ()),
+             *(("before-kept", "unkept") if args.compare_kept else ()),
              *(("untrusted",) if args.compare_untrusted else ()))
     res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))))
     rows, walls, _ = res["full"]
@@ -295,6 +349,10 @@ def main() -> None:
             _brief_vs_full(res, "before", "brief")
     if args.compare_before:
         _brief_vs_full(res, "before", "full")
+    if args.compare_kept:
+        _brief_vs_full(res, "before-kept", "full")
+        _brief_vs_full(res, "unkept", "full")
+        print(f"kept runs of the cause search (mode full): {STORES['full'].stats()}")
     if args.compare_untrusted:
         old_rows, old_walls, _ = res["untrusted"]
         print()

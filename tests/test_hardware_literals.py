@@ -42,7 +42,6 @@ ALLOWED: dict[tuple[str, int], tuple[int, str]] = {
     ("sim/isa/gather.py", 128): (1, "a table keyed by active partition counts (128, 96, 64, 32)"),
     ("sim/isa/random.py", 128): (1, "to do: the PRNG state's lane count"),
     ("sim/isa/tensor_engine.py", 128): (1, "the tile sizes the ISA names (32, 64, 128) in a message's rule choice"),
-    ("review/stages/mutation_causes.py", 2048): (1, "how many mutated kernels' runs are kept, not a hardware fact"),
     ("reward/workers.py", 128): (1, "the shell's exit status of a process ended by a signal (128 + signal)"),
 }
 

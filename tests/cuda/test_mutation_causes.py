@@ -153,13 +153,13 @@ def test_mutated_kernels_outputs_are_reused_by_the_next_review_and_give_the_same
     """A mutant's outputs on given inputs do not depend on the candidate: the next flawed port of the task
     (an RL loop's common case) reuses them, tries the same mutants and states the same cause."""
     import nkieval.cuda as cuda
-    from nkieval.review.stages import mutation_causes as mc
+    from nkieval.review.stages.kept_runs import KEPT_RUNS
 
     task = load_task(PORTS_ROOT / "rmsnorm_warp")
     src = task.cuda_file.read_text()
     task, src, runs = _runs("rmsnorm_warp", src.replace("xr[c] * inv_rms * (1.0f + w[c])", "xr[c] * inv_rms * w[c]"))
     outs = [s.name for s in task.outputs]  # type: ignore[attr-defined]
-    mc._MUTANT_RUNS.clear()
+    KEPT_RUNS.clear()
     calls: list[int] = []
     real = cuda.run_task_cuda
 

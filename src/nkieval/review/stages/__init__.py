@@ -25,13 +25,16 @@ from __future__ import annotations
 
 def clear_caches() -> None:
     """Forget what reviews keep per process for the next review (benchmarks' cold start): the case cache,
-    the task's reference code, the reference kernels' evidence, the mutated CUDA kernels' runs."""
+    the task's reference code, the reference kernels' evidence, the cause search's CUDA runs and what it derives
+    from a CUDA source (its mutations, literals and near-exact rewrite)."""
     from nkieval.review.cache import CASE_CACHE
-    from nkieval.review.stages import evidence, judge, mutation_causes
+    from nkieval.review.stages import differential, evidence, judge, mutation_causes
+    from nkieval.review.stages.kept_runs import KEPT_RUNS
 
     CASE_CACHE.clear()
-    with mutation_causes._MUTANT_LOCK:
-        mutation_causes._MUTANT_RUNS.clear()
+    KEPT_RUNS.clear()
+    for derived in (differential._exact_source, differential._cuda_literals, mutation_causes._mutations_of):
+        derived.cache_clear()
     with evidence._REF_LOCK:
         evidence._REF_CACHE.clear()
     with judge._TASK_CODE_LOCK:

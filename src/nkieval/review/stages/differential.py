@@ -25,6 +25,7 @@ inputs, a verdict for every output, and disagreements attributed.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import math
 import re
@@ -34,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.review.cache import CaseData
+from nkieval.review.cache import CaseData, task_fingerprint
 from nkieval.review.sandbox import CaseJob, CaseRun, run_candidate
+from nkieval.review.stages.kept_runs import inputs_digest, kept_cuda_run, store_for
 from nkieval.review.stages.load import Loaded
 from nkieval.review.stages.mutation_causes import mutation_causes
 from nkieval.review.stages.port_lines import find_port_line
@@ -162,7 +164,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
             # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
             causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing,
                                      locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m,
-                                                                      loaded.source))
+                                                                      loaded.source), keep=loaded.use_cache)
         return with_causes(causes, "done")
 
     record: dict[str, Any] = {
@@ -192,6 +194,11 @@ def _port_trace(runs: list[CaseRun]) -> Any:
         return None
 
 
+#: CUDA sources whose derived texts (near-exact rewrite, literals) are kept: they do not depend on the candidate
+SOURCES_KEPT = 16
+
+
+@functools.lru_cache(maxsize=SOURCES_KEPT)
 def _exact_source(cuda_src: str) -> str | None:
     from nkieval.cuda.exact import exact_source
 
@@ -375,7 +382,8 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
 
 
 # ------------------------------------------------------------------------------ attribution
-def _cuda_literals(src: str) -> list[_Lit]:
+@functools.lru_cache(maxsize=SOURCES_KEPT)
+def _cuda_literals(src: str) -> tuple[_Lit, ...]:
     from nkieval.cuda.program import _parser, preprocess
 
     text = preprocess(src)
@@ -393,7 +401,7 @@ def _cuda_literals(src: str) -> list[_Lit]:
                 except ValueError:
                     pass
         stack.extend(n.children)
-    return out
+    return tuple(out)
 
 
 def _port_literals(source: str) -> list[_Lit]:
@@ -427,7 +435,6 @@ def _line_text(text: str, line: int) -> str:
 
 def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disagreeing: list[str]
                ) -> list[dict[str, Any]]:
-    from nkieval.cuda import CudaError, executor_seconds, run_task_cuda
     from nkieval.cuda.program import preprocess
 
     task = loaded.task
@@ -466,20 +473,24 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
     label, dims, inputs, _gpu, port = best[1]
     base_err = best[2]
     causes: list[dict[str, Any]] = []
-    stop = executor_seconds() + 2 * EXECUTOR_BUDGET_S
+    # (the re-runs are candidate-independent, kept across reviews with the seconds they took the first time:
+    # a warm review tries the same hypotheses as a cold one, within the same executor budget)
+    fingerprint, digest, spent = task_fingerprint(task), inputs_digest(inputs), 0.0
+    store = store_for(loaded.use_cache)
     for _, kind, what, p in hyps:
-        if executor_seconds() > stop:
+        if spent > 2 * EXECUTOR_BUDGET_S:
             break
-        try:
-            if kind == "literal":
-                suffix = "f" if what.text.lower().endswith("f") else ""
-                mutated = text[: what.start] + repr(p.value) + suffix + text[what.end:]
-                g2, _ = run_task_cuda(task, inputs, dims, source=mutated, time_limit_s=EXECUTOR_BUDGET_S / 2)
-            else:
-                prm = dict(task.params)
-                prm[what] = p.value
-                g2, _ = run_task_cuda(task, inputs, dims, params=prm, time_limit_s=EXECUTOR_BUDGET_S / 2)
-        except CudaError:
+        prm = dict(task.params)
+        if kind == "literal":
+            suffix = "f" if what.text.lower().endswith("f") else ""
+            source = text[: what.start] + repr(p.value) + suffix + text[what.end:]
+        else:
+            source = cuda_src
+            prm[what] = p.value
+        g2, took = kept_cuda_run(task, fingerprint, inputs, digest, dims, source, prm, EXECUTOR_BUDGET_S / 2,
+                                 store=store)
+        spent += took
+        if g2 is None:
             continue
         fixed = []
         for o in disagreeing:

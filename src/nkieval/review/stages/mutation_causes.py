@@ -20,13 +20,15 @@ identified". A mutation that faults (an index off by one running out of bounds) 
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from nkieval.review.cache import task_fingerprint
+from nkieval.review.stages.kept_runs import KeptRuns, kept_cuda_run, store_for
+from nkieval.review.stages.kept_runs import inputs_digest as _digest
 
 #: seconds spent re-running mutated CUDA kernels per review: CPU time of the reviewing thread (the executor
 #: runs in it: :func:`nkieval.cuda.executor_seconds`), so a loaded machine tries the same hypotheses as an idle
@@ -95,13 +97,14 @@ def _size(run: tuple[Any, ...]) -> int:
 
 
 def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disagreeing: list[str],
-                    budget_s: float = MUTATION_BUDGET_S, locate: Callable[[Any], Any] | None = None
-                    ) -> list[dict[str, Any]]:
+                    budget_s: float = MUTATION_BUDGET_S, locate: Callable[[Any], Any] | None = None,
+                    keep: bool = True) -> list[dict[str, Any]]:
     """At most one cause (a dict as the differential record's ``causes``) for the ``disagreeing`` outputs.
 
     ``runs``: ``(label, dims, inputs, gpu outputs, port outputs)`` for every case both ran on. ``locate``:
-    the port's side of a stated mutation (:func:`.port_lines.find_port_line` on the port's trace), or None."""
-    from nkieval.cuda.mutate import mutations
+    the port's side of a stated mutation (:func:`.port_lines.find_port_line` on the port's trace), or None.
+    ``keep``: the mutants' runs are kept across reviews (:mod:`.kept_runs`); False keeps them within this search
+    only (a review without the cross-review cache)."""
     from nkieval.cuda.program import preprocess
 
     names = [s.name for s in task.outputs]
@@ -120,9 +123,9 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     # the confirming run: another disagreeing run when there is one (the largest disagreement), else any other
     confirm = max(rest, key=lambda x: max(x[1][o] for o in disagreeing))[0] if rest else \
         next((r for r in runs if r[0] != first[0] and len(r[4]) >= len(names)), None)
-    search = _Search(task, preprocess(cuda_src), first, base, confirm, names, disagreeing, budget_s)
+    search = _Search(task, preprocess(cuda_src), first, base, confirm, names, disagreeing, budget_s, keep)
     ran: list[Any] = []  # (the precision mutations that ran without faulting)
-    for m in mutations(cuda_src):
+    for m in _mutations_of(cuda_src):
         if search.spent >= budget_s:
             break
         found = search.attempt(m)
@@ -145,6 +148,18 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
         combined, found, parts = found_set
         return [_cause(task, cuda_src, combined, found, search, locate, parts)]
     return []
+
+
+#: CUDA sources whose mutation list is kept (a task's kernel.cu: the list does not depend on the candidate)
+MUTATION_LISTS_KEPT = 16
+
+
+@functools.lru_cache(maxsize=MUTATION_LISTS_KEPT)
+def _mutations_of(cuda_src: str) -> tuple[Any, ...]:
+    """:func:`nkieval.cuda.mutate.mutations` of ``cuda_src`` (immutable ``Mutation`` records), once per source."""
+    from nkieval.cuda.mutate import mutations
+
+    return tuple(mutations(cuda_src))
 
 
 #: precision mutations combined when no single mutation reproduces the port: the ones closest to it
@@ -222,11 +237,13 @@ class _Search:
     """Runs one hypothesis after another against the smallest disagreeing run and confirms it on a second."""
 
     def __init__(self, task: Any, text: str, first: tuple[Any, ...], base: dict[str, float],
-                 confirm: tuple[Any, ...] | None, names: list[str], disagreeing: list[str], budget_s: float):
+                 confirm: tuple[Any, ...] | None, names: list[str], disagreeing: list[str], budget_s: float,
+                 keep: bool = True):
         self.task, self.text, self.first, self.base, self.confirm = task, text, first, base, confirm
         self.names, self.disagreeing, self.budget_s = names, disagreeing, budget_s
         self.idx = {o: k for k, o in enumerate(names)}
         self.spent = 0.0
+        self.store, self.fingerprint = store_for(keep), task_fingerprint(task)
         self.digest = _digest(first[2])
         self.confirm_digest = _digest(confirm[2]) if confirm is not None else ""
         gpu, port = first[3], first[4]
@@ -263,7 +280,8 @@ class _Search:
         task, idx, names = self.task, self.idx, self.names
         label, dims, inputs, _gpu, port = self.first
         mutated = m.apply(self.text)
-        g2, took = _run_mutant(task, inputs, self.digest, dims, mutated, self._limit())
+        g2, took = _run_mutant(task, self.store, self.fingerprint, inputs, self.digest, dims, mutated,
+                               self._limit())
         self.spent += took
         self.last_ran = g2 is not None
         if g2 is None:
@@ -275,8 +293,8 @@ class _Search:
             return None
         labels = [label]
         if self.confirm is not None:
-            g3, took = _run_mutant(task, self.confirm[2], self.confirm_digest, self.confirm[1], mutated,
-                                   max(0.5, self.budget_s - self.spent))
+            g3, took = _run_mutant(task, self.store, self.fingerprint, self.confirm[2], self.confirm_digest,
+                                   self.confirm[1], mutated, max(0.5, self.budget_s - self.spent))
             self.spent += took
             if g3 is None or _reproduces(task, g3, self.confirm[4], idx, names, None, precision) is None:
                 return None
@@ -289,7 +307,8 @@ class _Search:
         kernel's (a mutated loop bound that never ends, ``s > 0 - 1`` of ``s >>= 1``, stops there instead of
         taking the budget), at least :data:`MUTANT_MIN_S`, at most 2 s and what the budget leaves."""
         if self._kernel_s is None:
-            _out, self._kernel_s = _run_mutant(self.task, self.first[2], self.digest, self.first[1], self.text, 2.0)
+            _out, self._kernel_s = _run_mutant(self.task, self.store, self.fingerprint, self.first[2], self.digest,
+                                               self.first[1], self.text, 2.0)
         return min(self.budget_s - self.spent, 2.0, max(MUTANT_MIN_S, MUTANT_SLOWDOWN * self._kernel_s))
 
     def closeness(self, m: Any) -> float | None:
@@ -297,7 +316,7 @@ class _Search:
         show a rounding's effect: a row mean rounded where the row is near-constant), else on the first."""
         run = self.confirm if self.confirm is not None else self.first
         digest = self.confirm_digest if self.confirm is not None else self.digest
-        g, took = _run_mutant(self.task, run[2], digest, run[1], m.apply(self.text),
+        g, took = _run_mutant(self.task, self.store, self.fingerprint, run[2], digest, run[1], m.apply(self.text),
                               max(0.5, self.budget_s - self.spent))
         self.spent += took
         return None if g is None else self._closer(g, run)
@@ -330,49 +349,13 @@ def _cause(task: Any, cuda_src: str, m: Any, found: tuple[dict[str, float], list
             "summary": summary, "reproduced": [{"output": o, "before": base[o], "after": after[o]} for o in outs]}
 
 
-#: mutated kernels' outputs kept across reviews (a mutant's outputs on given inputs do not depend on the
-#: candidate: an RL loop's flawed candidates of one task try the same mutants on the same cases)
-_MUTANT_RUNS: OrderedDict[tuple[Any, ...], tuple[list[np.ndarray] | None, float]] = OrderedDict()
-MUTANT_RUNS_KEPT = 2048
-_MUTANT_LOCK = threading.Lock()
-
-
-def _digest(inputs: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha256()
-    for k, a in inputs.items():
-        a = np.ascontiguousarray(a)
-        h.update(f"{k}:{a.dtype.str}:{a.shape};".encode())
-        h.update(a.reshape(-1).view(np.uint8))  # (bytes of any dtype: ml_dtypes' bf16 has no buffer format)
-    return h.hexdigest()
-
-
-def _run_mutant(task: Any, inputs: dict[str, np.ndarray], digest: str, dims: dict[str, int], source: str,
-                limit: float) -> tuple[list[np.ndarray] | None, float]:
-    """(the mutated kernel's outputs, or None where it faults; the executor's CPU seconds, the first time): a
-    kept run counts its first seconds against the budget, so a warm review tries the same mutants as a cold one.
-    A run stopped by its time limit is not kept (a longer limit may finish it)."""
-    from nkieval.cuda import ExecutorTimeout, executor_seconds, run_task_cuda
-
-    key = (task.id, hashlib.sha256(source.encode()).hexdigest(), digest, tuple(sorted(dims.items())),
-           repr(sorted(task.params.items())))
-    with _MUTANT_LOCK:
-        hit = _MUTANT_RUNS.get(key)
-        if hit is not None:
-            _MUTANT_RUNS.move_to_end(key)
-            return hit
-    t0 = executor_seconds()
-    try:
-        out: list[np.ndarray] | None = list(run_task_cuda(task, inputs, dims, source=source, time_limit_s=limit)[0])
-    except ExecutorTimeout:
-        return None, executor_seconds() - t0
-    except Exception:  # (a hypothesis the executor cannot run is not a hypothesis)
-        out = None
-    value = (out, executor_seconds() - t0)
-    with _MUTANT_LOCK:
-        _MUTANT_RUNS[key] = value
-        while len(_MUTANT_RUNS) > MUTANT_RUNS_KEPT:
-            _MUTANT_RUNS.popitem(last=False)
-    return value
+def _run_mutant(task: Any, store: KeptRuns, fingerprint: str, inputs: dict[str, np.ndarray], digest: str,
+                dims: dict[str, int], source: str, limit: float) -> tuple[list[np.ndarray] | None, float]:
+    """(the mutated kernel's outputs, or None where it faults or times out; the executor's CPU seconds charged),
+    kept across reviews (:func:`.kept_runs.kept_cuda_run`). Any error of a mutant is a fault: a hypothesis the
+    executor cannot run is not a hypothesis."""
+    return kept_cuda_run(task, fingerprint, inputs, digest, dims, source, task.params, limit, faults=(Exception,),
+                         store=store)
 
 
 def _line(text: str, line: int) -> str:

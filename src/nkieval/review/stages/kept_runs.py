@@ -1,0 +1,203 @@
+"""CUDA runs of the differential check's cause search kept across reviews (candidate-independent work).
+
+The cause search re-runs the task's CUDA source with one change at a time (a constant the port uses, a
+mutation of ``kernel.cu``) on a case's inputs. What such a run returns depends on the task (its
+``task.toml`` and ``reference.py``: :func:`nkieval.review.cache.task_fingerprint`), the run's CUDA source,
+its parameters, the case's dimensions and inputs (their bytes), never on the candidate: the next flawed port
+of the task with the same seed (an RL loop's common case) tries the same runs. :data:`KEPT_RUNS` keeps them
+in the judge's process, keyed by all of that (:func:`run_key`).
+
+**Exactly what a fresh run gives.** A kept run is returned with the executor CPU seconds it took the first
+time, which the search charges against its budget as a fresh run's, so a warm review tries the same
+hypotheses in the same order and states the same cause as a cold one. Against the limit a review gives a run:
+
+* a run that finished (outputs, or a fault: ``None``) within the limit is returned as it was;
+* a run that took longer than the limit, or that ran past a limit at least as long, times out: ``None``,
+  charged exactly the limit (a fresh run is stopped there; a fresh run that finishes just past its limit
+  counts as a timeout too, so the first review and every later one agree); a timed-out run is kept as a
+  timeout, never as a success;
+* a run that ran past a shorter limit runs again (more time may finish it), and its new outcome is kept.
+
+**Bounded.** An LRU of at most :data:`DEFAULT_MAX_MB` MiB of output arrays (``NKIEVAL_KEPT_RUNS_MB``
+overrides it; 0 keeps nothing) and :data:`MAX_ENTRIES` runs; a kept run counts its outputs' bytes plus
+:data:`ENTRY_OVERHEAD` bytes. Kept arrays are read-only. Nothing here reaches candidate code: the judge's
+process keeps it, sandboxed children never see it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: default bound on the kept runs' output arrays (MiB); ``NKIEVAL_KEPT_RUNS_MB`` overrides it (0 disables)
+DEFAULT_MAX_MB = 256
+#: kept runs at most, whatever their size (a timeout or a fault keeps no arrays)
+MAX_ENTRIES = 4096
+#: bytes a kept run counts besides its arrays (its key, its record)
+ENTRY_OVERHEAD = 512
+
+
+@dataclass(frozen=True)
+class KeptRun:
+    """One run's outcome: ``outputs`` (read-only; None where the run faulted or timed out), the executor CPU
+    seconds it took, and the limit it ran past (None: it finished or faulted)."""
+
+    outputs: tuple[np.ndarray, ...] | None
+    took_s: float
+    timed_out_at: float | None = None
+
+    def nbytes(self) -> int:
+        return ENTRY_OVERHEAD + sum(a.nbytes for a in self.outputs or ())
+
+
+def inputs_digest(inputs: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 of named arrays: names, dtypes, shapes and bytes (any dtype: ml_dtypes' bf16 has no buffer
+    format, so the bytes are read as uint8)."""
+    h = hashlib.sha256()
+    for k, a in inputs.items():
+        a = np.ascontiguousarray(a)
+        h.update(f"{k}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.reshape(-1).view(np.uint8))
+    return h.hexdigest()
+
+
+def run_key(fingerprint: str, source: str, inputs_sha: str, dims: Mapping[str, int],
+            params: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a CUDA run of a task's kernel depends on: the task's content hash, the CUDA source run, the inputs'
+    digest (:func:`inputs_digest`), the dimensions and the parameters."""
+    return (fingerprint, hashlib.sha256(source.encode()).hexdigest(), inputs_sha,
+            repr(sorted(dims.items())), repr(sorted(params.items())))
+
+
+class KeptRuns:
+    """A bounded LRU of :class:`KeptRun` by key (bytes and entries); thread-safe."""
+
+    def __init__(self, max_bytes: int, max_entries: int = MAX_ENTRIES) -> None:
+        self.max_bytes, self.max_entries = int(max_bytes), int(max_entries)
+        self._d: OrderedDict[Hashable, KeptRun] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = self.evictions = 0
+
+    def get(self, key: Hashable) -> KeptRun | None:
+        with self._lock:
+            hit = self._d.get(key)
+            if hit is None:
+                self.misses += 1
+                return None
+            self._d.move_to_end(key)
+            self.hits += 1
+            return hit
+
+    def put(self, key: Hashable, run: KeptRun) -> None:
+        """Keep ``run`` under ``key`` (replacing what was there), then evict the least recently used beyond the
+        bounds; a run larger than the whole bound is not kept."""
+        size = run.nbytes()
+        with self._lock:
+            old = self._d.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes()
+            if size > self.max_bytes or self.max_entries <= 0:
+                return
+            self._d[key] = run
+            self._bytes += size
+            while self._bytes > self.max_bytes or len(self._d) > self.max_entries:
+                _, gone = self._d.popitem(last=False)
+                self._bytes -= gone.nbytes()
+                self.evictions += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+            self._bytes = 0
+            self.hits = self.misses = self.evictions = 0
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"entries": len(self._d), "bytes": self._bytes, "hits": self.hits, "misses": self.misses,
+                    "evictions": self.evictions, "max_bytes": self.max_bytes, "max_entries": self.max_entries}
+
+    def run(self, key: Hashable, limit_s: float, compute: Callable[[float], list[np.ndarray] | None],
+            clock: Callable[[], float]) -> tuple[list[np.ndarray] | None, float]:
+        """(outputs or None, executor seconds charged) of the run ``key`` under ``limit_s`` seconds, kept or
+        fresh (module docstring). ``compute(limit_s)`` runs it: its outputs, None where it faults, or it raises
+        ``nkieval.cuda.ExecutorTimeout``; ``clock`` is the executor's CPU clock."""
+        from nkieval.cuda import ExecutorTimeout
+
+        kept = self.get(key)
+        if kept is not None:
+            if kept.timed_out_at is None and kept.took_s <= limit_s:
+                return (None if kept.outputs is None else list(kept.outputs)), kept.took_s
+            if kept.timed_out_at is None or limit_s <= kept.timed_out_at:
+                return None, limit_s  # (a fresh run under this limit would be stopped at it)
+        t0 = clock()
+        try:
+            out = compute(limit_s)
+        except ExecutorTimeout:
+            self.put(key, KeptRun(None, clock() - t0, limit_s))
+            return None, limit_s
+        took = clock() - t0
+        arrays = None if out is None else tuple(_readonly(a) for a in out)
+        self.put(key, KeptRun(arrays, took))
+        if took > limit_s:  # (finished just past its limit: a timeout, as every later review would see it)
+            return None, limit_s
+        return (None if arrays is None else list(arrays)), took
+
+
+def kept_cuda_run(task: Any, fingerprint: str, inputs: Mapping[str, np.ndarray], inputs_sha: str,
+                  dims: Mapping[str, int], source: str, params: Mapping[str, Any], limit_s: float,
+                  faults: tuple[type[Exception], ...] | None = None, store: KeptRuns | None = None
+                  ) -> tuple[list[np.ndarray] | None, float]:
+    """The task's kernel as ``source`` with ``params`` on a case's inputs (``inputs_sha``: their
+    :func:`inputs_digest`) under ``limit_s`` executor seconds: (outputs, or None where it faults or times out;
+    the seconds charged), from :data:`KEPT_RUNS` when kept (:meth:`KeptRuns.run`). ``faults``: the errors that
+    make a run a fault, kept as None (default ``nkieval.cuda.CudaError``, the executor's own); any other error
+    propagates and nothing is kept (the judge fails closed). ``store``: where runs are kept (default
+    :data:`KEPT_RUNS`; a review without the cross-review cache passes its own: :func:`store_for`)."""
+    from nkieval.cuda import CudaError, ExecutorTimeout, executor_seconds, run_task_cuda
+
+    caught = (CudaError,) if faults is None else faults
+
+    def compute(limit: float) -> list[np.ndarray] | None:
+        try:
+            return list(run_task_cuda(task, inputs, dims, dict(params), source=source, time_limit_s=limit)[0])
+        except ExecutorTimeout:
+            raise
+        except caught:
+            return None
+
+    kept = KEPT_RUNS if store is None else store
+    return kept.run(run_key(fingerprint, source, inputs_sha, dims, params), limit_s, compute, executor_seconds)
+
+
+def store_for(keep: bool) -> KeptRuns:
+    """:data:`KEPT_RUNS` when runs are kept across reviews, else a store of this review's own (a search runs
+    some mutants on the same inputs twice: within one review they are run once, as with the cache)."""
+    return KEPT_RUNS if keep else KeptRuns(KEPT_RUNS.max_bytes, KEPT_RUNS.max_entries)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a)
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def _default_max_bytes() -> int:
+    try:
+        mb = float(os.environ.get("NKIEVAL_KEPT_RUNS_MB", DEFAULT_MAX_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_MB
+    return int(mb * (1 << 20))
+
+
+#: the process-wide kept runs of the cause search (cleared by :func:`nkieval.review.stages.clear_caches`)
+KEPT_RUNS = KeptRuns(_default_max_bytes())
