@@ -11,6 +11,7 @@ import gc
 
 import nki.language as nl
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -326,3 +327,47 @@ def test_affine_select_predicates_kept_stay_within_their_byte_bound(monkeypatch)
     assert max(seen) <= 3 * 16 * 16 and len(seen) == 8
     p, j = np.arange(16)[:, None], np.arange(16)[None, :]
     np.testing.assert_array_equal(out, np.where(3 + p - j >= 0, s, np.float32(0)))
+
+
+# -- Beta-1 affine_range write conflicts: extents first, a dense owner array only on overlap ---------------------
+_column_writes = st.lists(st.tuples(st.integers(0, 40), st.integers(1, 24), st.integers(1, 3)), min_size=1,
+                          max_size=70)
+
+
+def _first_conflict(writes):
+    """(earlier iteration, iteration) of the first element written by two iterations, by a dense model."""
+    owners = np.full(64, -1)
+    for it, (start, length, step) in enumerate(writes):
+        cols = np.arange(start, start + length)[::step]
+        clash = (owners[cols] >= 0) & (owners[cols] != it)
+        if clash.any():
+            return int(owners[cols][clash][0]), it
+        owners[cols] = it
+    return None
+
+
+@settings(max_examples=12, deadline=None)
+@given(_column_writes)
+def test_affine_range_conflicts_equal_a_dense_model_with_disjoint_strided_and_many_writes(writes):
+    import neuronxcc.nki as b1
+    import neuronxcc.nki.language as b1l
+
+    from nkieval.sim.errors import NkiValidationError
+
+    def kern(x):
+        out = b1l.ndarray([8, 64], dtype=x.dtype, buffer=b1l.shared_hbm)
+        t = b1l.load(x)
+        todo = iter(writes)
+        for _ in b1l.affine_range(len(writes)):
+            start, length, step = next(todo)
+            b1l.store(out[0:8, start:start + length:step], value=t[0:8, start:start + length:step])
+        return out
+
+    x = np.arange(8 * 64, dtype=np.float32).reshape(8, 64)
+    want = _first_conflict(writes)
+    run = b1.jit(kern, mode="simulation")
+    if want is None:
+        run(x)
+    else:
+        with pytest.raises(NkiValidationError, match=f"iterations {want[0]} and {want[1]} of an nl.affine_range"):
+            run(x)
