@@ -371,3 +371,20 @@ def test_affine_range_conflicts_equal_a_dense_model_with_disjoint_strided_and_ma
     else:
         with pytest.raises(NkiValidationError, match=f"iterations {want[0]} and {want[1]} of an nl.affine_range"):
             run(x)
+
+
+def test_mgrid_grids_kept_by_their_bounds_equal_numpy_for_every_query():
+    from nkieval.frontends.beta1.index import mgrid
+
+    queries = [(slice(0, 4), slice(0, 3)), (slice(1, 5), slice(0, 3)), (slice(0, 4), slice(0, 6, 2)),
+               (slice(0, 4),), (slice(0, 4.0),), (slice(0, 4), slice(0, 3))]
+    for _ in range(2):
+        for q in queries:
+            got = [e.values for e in mgrid[q if len(q) > 1 else q[0]]]
+            want = np.mgrid[q if len(q) > 1 else q[0]]
+            want = [want] if len(q) == 1 else list(want)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+                if g.flags.writeable:  # a copy (the float grid made int): scribbling on it must not reach the cache
+                    g[...] = -7
