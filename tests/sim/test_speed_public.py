@@ -388,3 +388,27 @@ def test_mgrid_grids_kept_by_their_bounds_equal_numpy_for_every_query():
                 np.testing.assert_array_equal(g, w)
                 if g.flags.writeable:  # a copy (the float grid made int): scribbling on it must not reach the cache
                     g[...] = -7
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_storage_box_of_a_basic_slice_equals_the_brute_force_index_ranges(data):
+    from nkieval.frontends.beta1.state import _storage_box
+
+    shape = tuple(data.draw(st.lists(st.integers(1, 7), min_size=1, max_size=3)))
+    base = np.arange(int(np.prod(shape))).reshape(shape)
+    key = []
+    for n in shape:
+        a, b = sorted(data.draw(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1))))
+        step = data.draw(st.sampled_from([1, 2, 3, -1]))
+        key.append(slice(a, b + 1, step) if step > 0 else slice(b, a - 1 if a else None, -1))
+    view = base[tuple(key)]
+    if view.size == 0:
+        return
+    off = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.itemsize
+    box = _storage_box((off, view.shape, tuple(s // base.itemsize for s in view.strides)), shape)
+    idx = np.unravel_index(view.reshape(-1), shape)  # arange: each value is its own flat offset
+    assert box == tuple((int(i.min()), int(i.max())) for i in idx)
+    flat = base.reshape(-1)[off:off + 2 * shape[-1]] if len(shape) > 1 and shape[-1] > 1 else None
+    if flat is not None and flat.size == 2 * shape[-1]:  # a reshape spanning rows is no box of the array
+        assert _storage_box((off, (flat.size,), (1,)), shape) is None

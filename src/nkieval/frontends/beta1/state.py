@@ -10,6 +10,7 @@ element, and raises when a different iteration writes it again.
 from __future__ import annotations
 
 import itertools
+import math
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,36 +100,35 @@ def note_allocation(t: NkiTensor) -> None:
 class WriteOwners:
     """Which iteration of one loop entry last wrote each element of one tensor.
 
-    Kept as the element extents of the writes so far while no two extents of different iterations overlap (then
-    no element can have two writers: the common case, each iteration writing its own slice), and as a dense
-    per-element array of iterations from the first write that overlaps another iteration's extent (replaying
-    the writes so far, in order). A dense array per (loop entry, tensor) from the start cost a fill of the whole
-    tensor every time a loop was entered."""
+    Kept as the boxes the writes so far cover in the tensor's index space while no two boxes of different
+    iterations overlap (then no element can have two writers: the common case, each iteration writing its own
+    slice), and as a dense per-element array of iterations from the first write whose box overlaps another
+    iteration's, or that is no box (a reshaped view): the writes so far are replayed into it, in order. A dense
+    array per (loop entry, tensor) from the start cost a fill of the whole tensor every time a loop was
+    entered."""
 
     __slots__ = ("dense", "shape", "writes")
-    MAX_EXTENTS = 64  # past this many writes, the dense array (each write is checked against every extent)
+    MAX_BOXES = 64  # past this many writes, the dense array (each write is checked against every box)
 
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.shape = shape
-        self.writes: list[tuple[int, int, tuple[int, tuple[int, ...], tuple[int, ...]], int]] | None = []
+        self.writes: list[tuple[tuple[tuple[int, int], ...], tuple[Any, ...], int]] | None = []
         self.dense: np.ndarray | None = None
 
     def write(self, dst: NkiTensor, iteration: int) -> np.ndarray | None:
         """Note that ``iteration`` writes ``dst``; returns the earlier iterations' numbers at the elements a
-        different iteration already wrote (empty when none), or ``None`` when no extent overlapped."""
+        different iteration already wrote (empty when none), or ``None`` when no box overlapped."""
         if self.writes is not None:
             geo = _flag_geometry(dst)
-            off, shape, strides = geo
-            if 0 in shape:
+            if 0 in geo[1]:
                 return None
-            lo = off + sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
-            hi = off + sum((n - 1) * st for n, st in zip(shape, strides) if st > 0) + 1
-            if len(self.writes) < self.MAX_EXTENTS and not any(
-                    it != iteration and a < hi and lo < b for a, b, _, it in self.writes):
-                self.writes.append((lo, hi, geo, iteration))
+            box = _storage_box(geo, self.shape) if dst.data.dtype.itemsize == dst.alloc.storage.itemsize else None
+            if box is not None and len(self.writes) < self.MAX_BOXES and not any(
+                    it != iteration and _boxes_meet(box, other) for other, _, it in self.writes):
+                self.writes.append((box, geo, iteration))
                 return None
             self.dense = np.full(self.shape, -1, dtype=np.int32)
-            for _, _, g, it in self.writes:
+            for _, g, it in self.writes:
                 _dense_view(self.dense, g)[...] = it
             self.writes = None
         w = flag_view(dst, self.dense)
@@ -136,6 +136,42 @@ class WriteOwners:
         prev = w[clash]
         w[...] = iteration
         return prev
+
+
+def _storage_box(geo: tuple[int, tuple[int, ...], tuple[int, ...]],
+                 shape: tuple[int, ...]) -> tuple[tuple[int, int], ...] | None:
+    """The index ranges, per dimension of a C-ordered array of ``shape``, that a view (offset, shape, strides, in
+    elements) lies in; ``None`` unless each view dimension steps along one array dimension of its own (a basic
+    slice, not a reshape) without leaving it."""
+    off, vshape, vstrides = geo
+    cstrides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        cstrides[d] = cstrides[d + 1] * shape[d + 1]
+    if not 0 <= off < math.prod(shape):
+        return None
+    start = []
+    rem = off
+    for c in cstrides:
+        start.append(rem // c)
+        rem %= c
+    lo, hi = list(start), list(start)
+    used = set()
+    for n, st in zip(vshape, vstrides):
+        if n == 1:
+            continue
+        d = next((d for d, c in enumerate(cstrides) if c <= abs(st)), None)
+        if d is None or st % cstrides[d] or d in used:
+            return None
+        used.add(d)
+        end = start[d] + (n - 1) * (st // cstrides[d])
+        if not 0 <= end < shape[d]:
+            return None
+        lo[d], hi[d] = min(start[d], end), max(start[d], end)
+    return tuple(zip(lo, hi))
+
+
+def _boxes_meet(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> bool:
+    return all(alo <= bhi and blo <= ahi for (alo, ahi), (blo, bhi) in zip(a, b))
 
 
 def _flag_geometry(t: NkiTensor) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
