@@ -15,6 +15,6 @@ globals().update(_OPS)  # nl.add, nl.exp, ... operator objects (callable as valu
 globals().update({n: getattr(_lang, n) for n in _lang.__all__ if n not in _OPS})
 
 from . import constants  # noqa: E402, F401 - ``nki.language.constants`` (``from nki.language.constants import sizeinbytes``)
-from .objects import NKIObject  # noqa: E402, F401 - user classes in kernels (the NKI class rule is documented there)
+from ._objects import NKIObject  # noqa: E402, F401 - user classes in kernels (the NKI class rule is documented there)
 
 __all__ = sorted({*_lang.__all__, *_OPS, *_DTYPES, "NKIObject", "constants"})
