@@ -49,14 +49,6 @@ KEPT: dict[tuple[str, str], str] = {
     ("sdk-tests", r"test_indirect_(load|store)_oob_err_negative"):
         "the test asserts type(exc) == IndexError; nkieval raises NkiIndexError (a subclass of IndexError and "
         "NkiValidationError carrying the out-of-bounds rule, with NumPy's message), so only the exact-type check fails",
-    # nl.NKIObject: a @dataclass subclass keeps the __init__ dataclasses generates, as in plain Python
-    # (docs/compat-public.md); the library's own simulator evidently accepts these two, so the rule is in question
-    ("library", r"moe_tkg/test_moe_tkg\.py"):
-        "NKIObject @dataclass as plain Python: MLPTKGConstantsDimensionSizes is built without its field "
-        "remainderIFused (TypeError: missing argument)",
-    ("library", r"test_attention_cte\.py::TestRangedAttentionCTEKernels::.*-16384-"):
-        "NKIObject @dataclass as plain Python: SectionParams declares its fields without annotations (no dataclass "
-        "fields) and is built with keywords (TypeError: unexpected keyword argument)",
 }
 
 #: (suite, regular expression on the case id) -> why the case is out of scope

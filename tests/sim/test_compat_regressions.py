@@ -4,7 +4,8 @@ Each test is our own minimal reproduction of an API use that nkieval rejected or
 (no public code is copied here).
 """
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
 import nki
 import nki.isa as nisa
@@ -62,7 +63,7 @@ class _Dims(nl.NKIObject):
 
 def test_nkiobject_plain_subclass_takes_keywords_and_partial_fields():
     d = _Dims(rows=4, cols=3)
-    assert (d.rows, d.cols) == (4, 3) and not hasattr(d, "tiles")
+    assert (d.rows, d.cols, d.tiles) == (4, 3, None)  # a field not given is None (the NKI default initializer)
     d.derive()
     assert d.tiles == 2
     assert _Dims(1, 2, 3).tiles == 3
@@ -70,6 +71,81 @@ def test_nkiobject_plain_subclass_takes_keywords_and_partial_fields():
         _Dims(depth=1)
     with pytest.raises(TypeError, match="positional"):
         _Dims(1, 2, 3, 4)
+
+
+@dataclass
+class _Tiling(nl.NKIObject):
+    rows: int
+    cols: int
+    spare: int  # never read by the kernel below, and never passed
+    scale: float = 2.0
+
+
+@dataclass
+class _Section(nl.NKIObject):  # no annotations: class attributes only, built with keywords
+    index = None
+    offset = None
+
+
+@dataclass(frozen=True)
+class _Frozen(nl.NKIObject):
+    rows: int
+    seen: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.seen.append(self.rows)
+
+
+class _OwnInit(nl.NKIObject):
+    rows: int
+
+    def __init__(self, n):
+        self.rows = 2 * n
+
+
+@nki.jit(mode="auto", debug_kernel=True)
+def _kernel_with_partial_dataclass(x):
+    t = _Tiling(rows=x.shape[0], cols=x.shape[1])  # built inside the kernel without `spare`
+    sec = _Section(index=1, offset=x.shape[0] // 2)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    buf = nl.ndarray((t.rows, t.cols), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=buf, src=x)
+    nisa.activation(dst=buf, op=nl.copy, data=buf, scale=t.scale * sec.index)
+    nisa.dma_copy(dst=out[0:sec.offset, :], src=buf[0:sec.offset, :])
+    nisa.dma_copy(dst=out[sec.offset:t.rows, :], src=buf[sec.offset:t.rows, :])
+    return out
+
+
+def test_nkiobject_dataclass_fields_not_given_are_none_as_the_nki_compiler_builds_them():
+    t = _Tiling(4, cols=3)
+    assert (t.rows, t.cols, t.spare, t.scale) == (4, 3, None, 2.0)
+    s = _Section(index=1, offset=8)
+    assert (s.index, s.offset) == (1, 8) and _Section().index is None
+    with pytest.raises(TypeError, match="unexpected keyword argument 'depth'"):
+        _Tiling(rows=1, depth=2)
+    with pytest.raises(TypeError, match="multiple values for argument 'rows'"):
+        _Tiling(1, rows=2)
+    with pytest.raises(TypeError, match="positional"):
+        _Tiling(1, 2, 3, 4.0, 5)
+
+
+def test_nkiobject_frozen_dataclass_builds_and_runs_post_init():
+    f = _Frozen(rows=3)
+    assert f.rows == 3 and f.seen == [3] and _Frozen(rows=1).seen == [1]  # a fresh list per instance
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.rows = 4
+
+
+def test_nkiobject_init_written_in_the_class_is_kept():
+    assert _OwnInit(3).rows == 6
+    with pytest.raises(TypeError):
+        _OwnInit(rows=3)
+
+
+def test_nkiobject_partial_dataclass_inside_a_kernel():
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    out = nki.simulate(_kernel_with_partial_dataclass)(x)
+    np.testing.assert_array_equal(out, 2 * x)
 
 
 def test_nkiobject_config_and_kept_jit_modes():

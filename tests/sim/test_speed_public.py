@@ -11,6 +11,7 @@ import gc
 
 import nki.language as nl
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -326,3 +327,88 @@ def test_affine_select_predicates_kept_stay_within_their_byte_bound(monkeypatch)
     assert max(seen) <= 3 * 16 * 16 and len(seen) == 8
     p, j = np.arange(16)[:, None], np.arange(16)[None, :]
     np.testing.assert_array_equal(out, np.where(3 + p - j >= 0, s, np.float32(0)))
+
+
+# -- Beta-1 affine_range write conflicts: extents first, a dense owner array only on overlap ---------------------
+_column_writes = st.lists(st.tuples(st.integers(0, 40), st.integers(1, 24), st.integers(1, 3)), min_size=1,
+                          max_size=70)
+
+
+def _first_conflict(writes):
+    """(earlier iteration, iteration) of the first element written by two iterations, by a dense model."""
+    owners = np.full(64, -1)
+    for it, (start, length, step) in enumerate(writes):
+        cols = np.arange(start, start + length)[::step]
+        clash = (owners[cols] >= 0) & (owners[cols] != it)
+        if clash.any():
+            return int(owners[cols][clash][0]), it
+        owners[cols] = it
+    return None
+
+
+@settings(max_examples=12, deadline=None)
+@given(_column_writes)
+def test_affine_range_conflicts_equal_a_dense_model_with_disjoint_strided_and_many_writes(writes):
+    import neuronxcc.nki as b1
+    import neuronxcc.nki.language as b1l
+
+    from nkieval.sim.errors import NkiValidationError
+
+    def kern(x):
+        out = b1l.ndarray([8, 64], dtype=x.dtype, buffer=b1l.shared_hbm)
+        t = b1l.load(x)
+        todo = iter(writes)
+        for _ in b1l.affine_range(len(writes)):
+            start, length, step = next(todo)
+            b1l.store(out[0:8, start:start + length:step], value=t[0:8, start:start + length:step])
+        return out
+
+    x = np.arange(8 * 64, dtype=np.float32).reshape(8, 64)
+    want = _first_conflict(writes)
+    run = b1.jit(kern, mode="simulation")
+    if want is None:
+        run(x)
+    else:
+        with pytest.raises(NkiValidationError, match=f"iterations {want[0]} and {want[1]} of an nl.affine_range"):
+            run(x)
+
+
+def test_mgrid_grids_kept_by_their_bounds_equal_numpy_for_every_query():
+    from nkieval.frontends.beta1.index import mgrid
+
+    queries = [(slice(0, 4), slice(0, 3)), (slice(1, 5), slice(0, 3)), (slice(0, 4), slice(0, 6, 2)),
+               (slice(0, 4),), (slice(0, 4.0),), (slice(0, 4), slice(0, 3))]
+    for _ in range(2):
+        for q in queries:
+            got = [e.values for e in mgrid[q if len(q) > 1 else q[0]]]
+            want = np.mgrid[q if len(q) > 1 else q[0]]
+            want = [want] if len(q) == 1 else list(want)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+                if g.flags.writeable:  # a copy (the float grid made int): scribbling on it must not reach the cache
+                    g[...] = -7
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_storage_box_of_a_basic_slice_equals_the_brute_force_index_ranges(data):
+    from nkieval.frontends.beta1.state import _storage_box
+
+    shape = tuple(data.draw(st.lists(st.integers(1, 7), min_size=1, max_size=3)))
+    base = np.arange(int(np.prod(shape))).reshape(shape)
+    key = []
+    for n in shape:
+        a, b = sorted(data.draw(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1))))
+        step = data.draw(st.sampled_from([1, 2, 3, -1]))
+        key.append(slice(a, b + 1, step) if step > 0 else slice(b, a - 1 if a else None, -1))
+    view = base[tuple(key)]
+    if view.size == 0:
+        return
+    off = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.itemsize
+    box = _storage_box((off, view.shape, tuple(s // base.itemsize for s in view.strides)), shape)
+    idx = np.unravel_index(view.reshape(-1), shape)  # arange: each value is its own flat offset
+    assert box == tuple((int(i.min()), int(i.max())) for i in idx)
+    flat = base.reshape(-1)[off:off + 2 * shape[-1]] if len(shape) > 1 and shape[-1] > 1 else None
+    if flat is not None and flat.size == 2 * shape[-1]:  # a reshape spanning rows is no box of the array
+        assert _storage_box((off, (flat.size,), (1,)), shape) is None

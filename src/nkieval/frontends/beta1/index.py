@@ -323,7 +323,7 @@ class _MGrid:
             if not isinstance(k, slice) or isinstance(k.step, complex):
                 raise NkiValidationError(f"nl.mgrid takes integer slices such as 0:128, got {k!r}",
                                          instruction="mgrid", rule="argument")
-        grids = np.mgrid[key]
+        grids = _mgrid(keys)
         if len(keys) == 1:
             return MGridResult((IndexExpr(grids),))
         return MGridResult(IndexExpr(g) for g in grids)
@@ -333,6 +333,29 @@ class _MGrid:
 
 
 mgrid = _MGrid()
+
+
+def _mgrid(keys: tuple[slice, ...]) -> np.ndarray:
+    """``numpy.mgrid`` over ``keys``, read-only and kept by the slices' bounds: kernels build the same grid on
+    every loop iteration, and the index expressions over it never write into it."""
+    # typed: 0:128.0 makes a float grid, though 128.0 == 128
+    sig = tuple((type(v), v) for k in keys for v in (k.start, k.stop, k.step))
+    try:
+        grids = _MGRIDS.get(sig)
+    except TypeError:  # an unhashable bound: numpy says what is wrong with it
+        return np.mgrid[keys if len(keys) > 1 else keys[0]]
+    if grids is None:
+        grids = np.mgrid[keys if len(keys) > 1 else keys[0]]
+        grids.flags.writeable = False
+        if grids.size <= _MGRID_CACHED_ELEMENTS:
+            if len(_MGRIDS) >= 64:
+                _MGRIDS.pop(next(iter(_MGRIDS)))
+            _MGRIDS[sig] = grids
+    return grids
+
+
+_MGRIDS: dict[tuple[tuple[type, Any], ...], np.ndarray] = {}
+_MGRID_CACHED_ELEMENTS = 1 << 20  # a grid larger than this (8 MiB of int64) is made afresh
 
 
 # -- affine analysis --------------------------------------------------------------------

@@ -10,6 +10,7 @@ element, and raises when a different iteration writes it again.
 from __future__ import annotations
 
 import itertools
+import math
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ class AffineLoop:
 
     uid: int
     iteration: int = 0
-    owners: dict[int, np.ndarray] = field(default_factory=dict)  # alloc id -> last writer iteration
+    owners: dict[int, WriteOwners] = field(default_factory=dict)  # alloc id -> last writer iteration
 
 
 @dataclass(eq=False)
@@ -96,6 +97,100 @@ def note_allocation(t: NkiTensor) -> None:
         st.born_in[t.alloc.id] = uids
 
 
+class WriteOwners:
+    """Which iteration of one loop entry last wrote each element of one tensor.
+
+    Kept as the boxes the writes so far cover in the tensor's index space while no two boxes of different
+    iterations overlap (then no element can have two writers: the common case, each iteration writing its own
+    slice), and as a dense per-element array of iterations from the first write whose box overlaps another
+    iteration's, or that is no box (a reshaped view): the writes so far are replayed into it, in order. A dense
+    array per (loop entry, tensor) from the start cost a fill of the whole tensor every time a loop was
+    entered."""
+
+    __slots__ = ("dense", "shape", "writes")
+    MAX_BOXES = 64  # past this many writes, the dense array (each write is checked against every box)
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+        self.writes: list[tuple[tuple[tuple[int, int], ...], tuple[Any, ...], int]] | None = []
+        self.dense: np.ndarray | None = None
+
+    def write(self, dst: NkiTensor, iteration: int) -> np.ndarray | None:
+        """Note that ``iteration`` writes ``dst``; returns the earlier iterations' numbers at the elements a
+        different iteration already wrote (empty when none), or ``None`` when no box overlapped."""
+        if self.writes is not None:
+            geo = _flag_geometry(dst)
+            if 0 in geo[1]:
+                return None
+            box = _storage_box(geo, self.shape) if dst.data.dtype.itemsize == dst.alloc.storage.itemsize else None
+            if box is not None and len(self.writes) < self.MAX_BOXES and not any(
+                    it != iteration and _boxes_meet(box, other) for other, _, it in self.writes):
+                self.writes.append((box, geo, iteration))
+                return None
+            self.dense = np.full(self.shape, -1, dtype=np.int32)
+            for _, g, it in self.writes:
+                _dense_view(self.dense, g)[...] = it
+            self.writes = None
+        w = flag_view(dst, self.dense)
+        clash = (w >= 0) & (w != iteration)
+        prev = w[clash]
+        w[...] = iteration
+        return prev
+
+
+def _storage_box(geo: tuple[int, tuple[int, ...], tuple[int, ...]],
+                 shape: tuple[int, ...]) -> tuple[tuple[int, int], ...] | None:
+    """The index ranges, per dimension of a C-ordered array of ``shape``, that a view (offset, shape, strides, in
+    elements) lies in; ``None`` unless each view dimension steps along one array dimension of its own (a basic
+    slice, not a reshape) without leaving it."""
+    off, vshape, vstrides = geo
+    cstrides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        cstrides[d] = cstrides[d + 1] * shape[d + 1]
+    if not 0 <= off < math.prod(shape):
+        return None
+    start = []
+    rem = off
+    for c in cstrides:
+        start.append(rem // c)
+        rem %= c
+    lo, hi = list(start), list(start)
+    used = set()
+    for n, st in zip(vshape, vstrides):
+        if n == 1:
+            continue
+        d = next((d for d, c in enumerate(cstrides) if c <= abs(st)), None)
+        if d is None or st % cstrides[d] or d in used:
+            return None
+        used.add(d)
+        end = start[d] + (n - 1) * (st // cstrides[d])
+        if not 0 <= end < shape[d]:
+            return None
+        lo[d], hi[d] = min(start[d], end), max(start[d], end)
+    return tuple(zip(lo, hi))
+
+
+def _boxes_meet(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> bool:
+    return all(alo <= bhi and blo <= ahi for (alo, ahi), (blo, bhi) in zip(a, b))
+
+
+def _flag_geometry(t: NkiTensor) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """``t``'s view of its storage in elements: offset, shape, strides (as ``flag_view`` maps it)."""
+    data = t.data
+    isz = data.dtype.itemsize
+    return t._byte_offset() // isz, data.shape, tuple(s // isz for s in data.strides)
+
+
+def _dense_view(flags: np.ndarray, geo: tuple[int, tuple[int, ...], tuple[int, ...]]) -> np.ndarray:
+    off, shape, strides = geo  # (the mapping of nkieval.sim.storage.flag_view)
+    fsz = flags.itemsize
+    fstrides = tuple(s * fsz for s in strides)
+    try:
+        return np.ndarray(shape, flags.dtype, flags, off * fsz, fstrides)
+    except (ValueError, TypeError):
+        return np.lib.stride_tricks.as_strided(flags.reshape(-1)[off:], shape=shape, strides=fstrides)
+
+
 def note_write(dst: NkiTensor, *, accumulate: bool = False, what: str = "write") -> None:
     """Check a write against the running affine loops; ``accumulate`` writes are exempt."""
     st = state()
@@ -109,18 +204,15 @@ def note_write(dst: NkiTensor, *, accumulate: bool = False, what: str = "write")
             continue
         owners = loop.owners.get(dst.alloc.id)
         if owners is None:
-            owners = loop.owners[dst.alloc.id] = np.full(dst.alloc.storage.shape, -1, dtype=np.int32)
-        w = flag_view(dst, owners)
-        clash = (w >= 0) & (w != loop.iteration)
-        if clash.any():
-            prev = int(w[clash].reshape(-1)[0])
+            owners = loop.owners[dst.alloc.id] = WriteOwners(dst.alloc.storage.shape)
+        prev = owners.write(dst, loop.iteration)
+        if prev is not None and prev.size:
             name = dst.alloc.name or f"t{dst.alloc.id}"
             raise NkiValidationError(
-                f"Unexpected output dependencies: iterations {prev} and {loop.iteration} of an nl.affine_range loop "
-                f"both write tensor '{name}'{list(dst.alloc.shape)} ({what}); use nl.sequential_range for "
-                "loop-carried dependencies, or allocate the tensor inside the loop", instruction=what,
-                operand=name, rule="loop-dependency")
-        w[...] = loop.iteration
+                f"Unexpected output dependencies: iterations {int(prev.reshape(-1)[0])} and {loop.iteration} of an "
+                f"nl.affine_range loop both write tensor '{name}'{list(dst.alloc.shape)} ({what}); use "
+                "nl.sequential_range for loop-carried dependencies, or allocate the tensor inside the loop",
+                instruction=what, operand=name, rule="loop-dependency")
 
 
 def loop_frames() -> list[Any]:
