@@ -72,29 +72,33 @@ def test_router_topk_offset_logits_reject_a_softmax_shift_that_overflows(shift: 
     assert all(v <= 0.1 for v in correct.values()), correct  # the max-subtracted fp32 softmax passes everywhere
 
 
-# --- moe_expert_block: `large` activations and weights ---------------------------------------------------------
+# --- moe_expert_block: `offset` activations and router (100 + N(0, 1)) ------------------------------------------
 
-def _moe_unshifted_gates(ins, params) -> np.ndarray:
-    """The block with its top-2 gates computed in fp32 as exp(l) / sum(exp(l)), without subtracting the maximum."""
-    f = lambda a: np.asarray(a, np.float64)  # noqa: E731
+def _moe_fp32(ins, params, subtract_max: bool = True) -> np.ndarray:
+    """The block computed in fp32 (bf16 inputs are exact there); the top-2 gates exp(l - max) / sum, or without
+    the maximum."""
+    f = lambda a: np.asarray(a, np.float32)  # noqa: E731
     x = f(ins["x_t"]).T
     logits = x @ f(ins["router_w"])
     order = np.argsort(-logits, axis=1, kind="stable")[:, :2]
-    e = np.exp(np.take_along_axis(logits, order, axis=1).astype(np.float32))
-    g = (e / e.sum(axis=1, keepdims=True)).astype(np.float64)
-    out = np.zeros((x.shape[0], x.shape[1]))
+    top = np.take_along_axis(logits, order, axis=1)
+    e = np.exp(top - top[:, :1] if subtract_max else top)
+    g = e / e.sum(axis=1, keepdims=True)
+    out = np.zeros((x.shape[0], x.shape[1]), np.float32)
     for k in range(f(ins["w1"]).shape[0]):
         weight = (g * (order == k)).sum(axis=1)
         h = x @ f(ins["w1"])[k]
-        out += weight[:, None] * ((h / (1.0 + np.exp(-h))) @ f(ins["w2"])[k])
+        out += weight[:, None] * ((h / (1 + np.exp(-h))) @ f(ins["w2"])[k])
     return out
 
 
-def test_moe_large_inputs_reject_gates_without_max_subtraction() -> None:
+def test_moe_offset_inputs_reject_gates_without_max_subtraction() -> None:
     task = load_task("moe_expert_block")
-    assert "large" in task.families
-    worst = _worst_by_family(task, _moe_unshifted_gates)
-    assert worst["large"] > 1.0 and worst["normal"] <= 1.0, worst  # logits of ~1e4 overflow exp; ~20 do not
+    assert "offset" in task.families
+    worst = _worst_by_family(task, lambda i, p: _moe_fp32(i, p, subtract_max=False))
+    assert worst["offset"] > 1.0 and worst["normal"] <= 1.0, worst  # logits of ~2.5e6 overflow exp; ~20 do not
+    correct = _worst_by_family(task, _moe_fp32)
+    assert max(correct.values()) <= 0.1, correct  # the max-subtracted fp32 block passes on both
 
 
 # --- decoder_decode_step: the tolerance, not a family, let the softmax scale x 1.01 through -------------------
