@@ -81,7 +81,7 @@ def audit_task(path: str | Path, *, seed: int = 0, target: str | None = None, ma
         ("reference", lambda: refcheck.audit(ctx)),
         ("discriminates", lambda: discriminate.audit(ctx)),
         ("tolerance", lambda: tolerance.audit(ctx)),
-        ("coverage", lambda: coverage.audit(task)),
+        ("coverage", lambda: coverage.audit(task, ctx if wf_ok else None)),
         ("hardware", lambda: hardware.audit(ctx, all_targets=all_targets)),
         ("gaming", lambda: gaming.audit(ctx)),
         ("flawed", lambda: flawed.audit(ctx)),

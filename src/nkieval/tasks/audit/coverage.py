@@ -4,16 +4,21 @@ reach the op's hazards."""
 from __future__ import annotations
 
 from nkieval.hardware import all_targets
+from nkieval.tasks.audit.context import AuditContext
 from nkieval.tasks.audit.model import CriterionAudit, Finding, level_of
 from nkieval.tasks.schema import Task
 
 #: the partition count (one tile's rows) on every generation a task may declare
 P = min(t.partitions for t in all_targets().values())
 
-#: numerics op (or tag) -> (family, hazard) the task should include.
+#: numerics op (or tag) -> (family, hazard) the task should include. Any listed family reaches the hazard: for a
+#: softmax, "large" (N(0, 1) x 40) and "offset" (100 + N(0, 1)) both put logits past exp's fp32 range (~88.7), so
+#: a kernel without max-subtraction overflows; "offset" does it while the logits' differences stay O(1), which
+#: suits ops whose result is sensitive to the spread between logits (top-k selection, renormalised weights).
+_SOFTMAX_HAZARD = (("large", "offset"), "logits beyond exp's fp32 range (overflow without max-subtraction)")
 HAZARDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "softmax": (("large",), "large logits (overflow without max-subtraction)"),
-    "log_softmax": (("large",), "large logits (overflow without max-subtraction)"),
+    "softmax": _SOFTMAX_HAZARD,
+    "log_softmax": _SOFTMAX_HAZARD,
     "layernorm": (("offset",), "a large mean (cancellation in one-pass variance)"),
     "rmsnorm": (("offset", "large", "heavy_tailed"), "large magnitudes in the sum of squares"),
     "sum": (("offset", "uniform", "heavy_tailed"), "one-signed or heavy-tailed terms in a long reduction"),
@@ -21,6 +26,11 @@ HAZARDS: dict[str, tuple[tuple[str, ...], str]] = {
     "matmul": (("uniform", "heavy_tailed", "offset", "large"), "one-signed or heavy-tailed terms in a long "
                "contraction"),
 }
+#: hazard -> the id of the known wrong formula (reference.py VARIANTS) that the hazard breaks. When the task
+#: declares it and it overflows on some case of the task's own families, those families already reach the hazard
+#: (an attention softmax over scores q . k of projected activations: its logits run to hundreds on N(0, 1) data,
+#: while a "large" family scales them by 40^4 and leaves the fp32 result ill-conditioned).
+HAZARD_VARIANTS = {"softmax": "no_max_subtraction", "log_softmax": "no_max_subtraction"}
 _TAG_HAZARDS = {"softmax": "softmax", "norm": "layernorm", "layernorm": "layernorm",
                 "reduction": "sum", "gemm": "matmul", "matmul": "matmul", "scan": "cumsum"}
 
@@ -50,7 +60,28 @@ def _multi_tile(task: Task, dims: dict[str, int]) -> bool:
     return any(math.prod(t.concrete(dims)[:-1]) > P for t in (*task.inputs, *task.outputs))
 
 
-def audit(task: Task) -> CriterionAudit:
+def _variant_reaches(ctx: AuditContext, hazard: str) -> str | None:
+    """The label of a case of the task's own families on which the hazard's known wrong formula is non-finite."""
+    import numpy as np
+
+    from nkieval.tasks.loader import load_reference_variants
+
+    vid = HAZARD_VARIANTS.get(hazard)
+    try:
+        fn = next((v.fn for v in load_reference_variants(ctx.task) if v.id == vid), None) if vid else None
+        if fn is None:
+            return None
+        for c in ctx.all_cases():
+            with np.errstate(all="ignore"):
+                out = np.asarray(fn(*[c.inputs[t.name] for t in ctx.task.inputs], **ctx.task.params), np.float64)
+            if not np.isfinite(out).all():
+                return c.label
+    except Exception:  # the task author's code: Well-formed and Reference name its errors
+        return None
+    return None
+
+
+def audit(task: Task, ctx: AuditContext | None = None) -> CriterionAudit:
     fs: list[Finding] = []
     hidden = task.hidden_shapes
     dims = sorted({d for s in task.shapes for d in s.dims})
@@ -82,7 +113,14 @@ def audit(task: Task) -> CriterionAudit:
     if hz is not None:
         fams, what = HAZARDS[hz]
         have = set(task.families) | {t.family for t in task.inputs if t.family}
-        if not have & set(fams):
+        reached = _variant_reaches(ctx, hz) if ctx is not None and not have & set(fams) else None
+        if reached:
+            fs.append(Finding("coverage", "info", "hazard-reached-by-variant",
+                              f"no {', '.join(fams)} family, but the known wrong formula "
+                              f"VARIANTS[{HAZARD_VARIANTS[hz]!r}] is non-finite on {reached}: the task's own families "
+                              f"reach {what}", f"one of the families {', '.join(fams)}, or a case that reaches the hazard",
+                              "none", {"hazard": hz, "case": reached}))
+        elif not have & set(fams):
             fs.append(Finding("coverage", "warning", "hazard-family-missing",
                               f"a {hz} task, but no input family reaches {what} (families: "
                               f"{', '.join(task.families)})", f"one of the families {', '.join(fams)}",
