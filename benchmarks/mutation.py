@@ -63,7 +63,7 @@ AREAS: dict[str, Area] = {
                             "tests/review/test_integrity_prefilter.py", "tests/review/test_scoring_mutants.py",
                             "tests/review/test_performance_levels.py", "tests/review/test_feedback_mutants.py",
                             "tests/review/test_group_feedback_mutants.py", "tests/review/test_scoring_seed1_round2.py",
-                            "tests/review/test_scoring_seed1_round3.py")),
+                            "tests/review/test_scoring_seed1_round3.py", "tests/review/test_scoring_seed3.py")),
     "analysis-rules": Area(tuple(str(p.relative_to(ROOT)) for p in sorted(
         [*ROOT.glob("src/nkieval/analysis/nki/rules/nki0*.py"),
          *ROOT.glob("src/nkieval/analysis/migration/rules/mig0*.py")])), ("tests/analysis",)),

@@ -6,7 +6,13 @@ from __future__ import annotations
 from nkieval.review.evidence import HardwareEvidence
 from nkieval.review.model import CaseResult, CriterionResult
 from nkieval.review.rubric import load_rubric
-from nkieval.review.scoring import Evidence, _numerics_feedback, score_hardware, score_migration, score_numerics
+from nkieval.review.scoring import (
+    Evidence,
+    _numerics_feedback,
+    score_hardware,
+    score_migration,
+    score_numerics,
+)
 from nkieval.tasks.loader import builtin_tasks
 
 TASKS = {t.id: t for t in builtin_tasks()}
