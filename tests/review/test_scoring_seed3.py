@@ -93,3 +93,31 @@ def test_the_reload_limit_is_the_rubric_factor_times_the_experts_reload():
     flagged = reload_lines(3.2)
     assert [f.expected for f in flagged] == ["each input read about once (<= 3.00x)"], flagged
     assert reload_lines(2.9) == []
+
+
+def test_a_rule_violation_other_than_a_host_read_is_a_plain_fail():
+    """Only a trace-time read of a device value is a suspected hack; a kernel that breaks another simulator rule
+    on every case fails with that rule's status as the reason."""
+    from nkieval.review.verdict import decide
+
+    c = CaseResult("public-0/normal", {"N": 256, "D": 64}, False, "normal", 1, "rule-violation", correct=False)
+    c.error = {"rule": "sbuf-capacity", "message": "SBUF peak exceeds the partition"}
+    d = decide([], [c], [])
+    assert (d.verdict, d.reason) == ("fail", "rule-violation"), d
+    c.error = {"rule": "trace-time-value", "message": "reads a device value", "location": "candidate.py:9"}
+    assert decide([], [c], []).reason == "reads-device-values"
+
+
+def test_a_reproduced_cause_quotes_the_evidence_of_the_top_finding():
+    """The diagnosis lists its findings best first: the quoted evidence is the first (reproduced) finding's."""
+    from nkieval.review.scoring import _group_feedback
+
+    c = CaseResult("public-0/normal", {"N": 256, "D": 64}, False, "normal", 7, "ok", correct=False)
+    c.mismatch = {"kind": "mismatch", "output": "out", "count": 3, "total": 256 * 64, "worst_index": [0, 0],
+                  "got": 2.0, "expected": 1.0, "abs_error": 1.0, "allowed": 1e-3, "rows_affected": 1}
+    c.numerics = {"status": "fail", "findings": [
+        {"id": "acc_bf16", "cause": "the sum is accumulated in bf16",
+         "evidence": "a bf16-accumulating model reproduces the output"},
+        {"id": "constant_factor", "cause": "a constant factor", "evidence": "ratio 1.01"}]}
+    fb = _group_feedback([c], TASKS["rmsnorm"])
+    assert "(a bf16-accumulating model reproduces the output)" in fb.observed, fb.observed
