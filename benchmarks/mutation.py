@@ -68,7 +68,8 @@ AREAS: dict[str, Area] = {
         [*ROOT.glob("src/nkieval/analysis/nki/rules/nki0*.py"),
          *ROOT.glob("src/nkieval/analysis/migration/rules/mig0*.py")])), ("tests/analysis",)),
     "perf-costs": Area(("src/nkieval/perf/costs.py",), ("tests/perf/test_costs.py", "tests/perf/test_cost_facts.py",
-                                                    "tests/perf/test_cost_mutants.py", "tests/perf/test_cost_rounding.py")),
+                                                    "tests/perf/test_cost_mutants.py", "tests/perf/test_cost_rounding.py",
+                                                    "tests/perf/test_cost_seed3.py")),
 }
 
 
