@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 from nkieval.numerics import PrecisionRecipe, check
+from nkieval.numerics.bounds import RULES, RuleContext, rule_softmax
+from nkieval.numerics.opspec import OracleBlock
+
+U = 2.0**-24  # fp32 unit roundoff
 
 
 def test_the_special_value_gate_names_the_first_nan_it_found():
@@ -25,3 +32,28 @@ def test_unary_inputs_on_either_side_of_the_scalar_engine_range_are_out_of_contr
     got = np.log(x.astype(np.float64)).astype(np.float32)
     v = check(got, [x], "log", PrecisionRecipe(transcendental="scalar_engine"), diagnose=False)
     assert (v.status, v.deciding_gate, v.metrics.n_out_of_contract) == ("inconclusive", "GC", 2)
+
+
+def test_the_sigma_of_rmsnorm_follows_the_expected_error_formula():
+    """docs/numerics.md: σ uses the expected accumulation error u√N/3 and per-rounding u/√3. Rows of ones, N = 64,
+    eps = 1 (mean square 1, y = 1/√2), fp32 throughout, correctly rounded rsqrt: rel_ms = 8u/3 + 2u/√3, damped by
+    var / (var + eps) = 1/2 and halved by the square root, plus u/√3 for rsqrt and 2u/√3 for the products:
+    0.25 (8/3 + 2/√3) u + 3u/√3 = 2.6874 u; with the output rounding u/√3 in quadrature σ = 2.7487 u |y|."""
+    y = 1 / math.sqrt(2.0)
+    block = OracleBlock(y=np.array([y]), k=64, aux={"eps": 1.0, "var": np.array([1.0]), "mean_sq": np.array([1.0]),
+                                                      "gamma": np.array([1.0])})
+    bb = RULES["rmsnorm"](block, RuleContext(recipe=PrecisionRecipe(transcendental="correctly_rounded"), facts={}))
+    core = 0.25 * (8 / 3 + 2 / math.sqrt(3.0)) + 3 / math.sqrt(3.0)
+    assert float(bb.sigma[0]) == pytest.approx(U * y * math.sqrt(core**2 + 1 / 3), rel=1e-9, abs=0)
+
+
+def test_the_sigma_of_softmax_counts_the_normaliser_exp_error_as_uniform():
+    """Four equal logits (y = 1/4, |x - max| = 0) with the Scalar engine's exp (2^-12 relative): the normaliser's
+    relative error has σ u√(N-1)/3 + 2^-12/√3 (uniform exp error); with the output rounding, the local exp error and
+    the two roundings, σ² = y² (u²/3 + (2^-24 + 2u²)/3 + (u√3/3 + 2^-12/√3)²)."""
+    e = 2.0**-12
+    block = OracleBlock(y=np.array([0.25]), aux={"n": 4, "absd": np.array([0.0]), "absd_rowmax": np.array([0.0])})
+    bb = rule_softmax(block, RuleContext(recipe=PrecisionRecipe(transcendental="scalar_engine"), facts={}))
+    relz = U * math.sqrt(3.0) / 3 + e / math.sqrt(3.0)
+    want = 0.25 * math.sqrt(U**2 / 3 + (e**2 + 2 * U**2) / 3 + relz**2)
+    assert float(bb.sigma[0]) == pytest.approx(want, rel=1e-9, abs=0)
