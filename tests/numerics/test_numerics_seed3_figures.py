@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from nkieval.numerics import PrecisionRecipe, check
-from nkieval.numerics.bounds import RULES, RuleContext, rule_softmax
+from nkieval.numerics.bounds import RULES, RuleContext, rule_contraction, rule_softmax
+from nkieval.numerics.formats import get_format
 from nkieval.numerics.opspec import OracleBlock
 
 U = 2.0**-24  # fp32 unit roundoff
@@ -57,3 +58,34 @@ def test_the_sigma_of_softmax_counts_the_normaliser_exp_error_as_uniform():
     relz = U * math.sqrt(3.0) / 3 + e / math.sqrt(3.0)
     want = 0.25 * math.sqrt(U**2 / 3 + (e**2 + 2 * U**2) / 3 + relz**2)
     assert float(bb.sigma[0]) == pytest.approx(want, rel=1e-9, abs=0)
+
+
+def test_the_one_pass_layernorm_bound_counts_the_mean_square_term():
+    """docs/numerics.md: a one-pass variance E[x²] - E[x]² errs by (c + 2u) E[x²] + 2|μ| δμ + u μ² + u var. The row
+    [0, 2] (N = 2, c = γ(2) ≈ 2u; μ = 1, E|x| = 1, E[x²] = 2, var = 1, eps = 0) at x = 2 (x̂ = 1, rstd = 1,
+    y = 1): δμ = 3u, the variance error 4u·2 + 6u + u + u = 16u, rel(rstd) = 8u + u = 9u, the normalised value's
+    error 1·(9u + u) + (3u + u)·1 = 14u, plus u for the gamma product: 15u; τ = u + (1 + u)·15u ≈ 16u."""
+    block = OracleBlock(y=np.array([1.0]), k=2, aux={
+        "eps": 0.0, "var": np.array([1.0]), "mean_sq": np.array([2.0]), "mean_abs": np.array([1.0]),
+        "mu": np.array([1.0]), "xhat": np.array([1.0]), "rstd": np.array([1.0]), "absdev": np.array([1.0]),
+        "gamma": np.array([1.0]), "has_beta": False})
+    recipe = PrecisionRecipe(variance="one_pass", transcendental="correctly_rounded")
+    bb = RULES["layernorm"](block, RuleContext(recipe=recipe, facts={}))
+    assert float(bb.tau_det[0]) == pytest.approx(16 * U, rel=1e-5, abs=0)
+
+
+def test_a_contraction_on_a_grid_below_the_accumulator_subnormals_need_not_be_exact():
+    """Exactness is demanded when every partial sum is a multiple of the operands' grid 2^g and fits the
+    accumulator's precision; with g = -160 below fp32's smallest subnormal (2^-149) the accumulator cannot hold
+    that grid, so even a sum of S = 2^-140 (under 2^(24 - 160)) is not required to be exact; with g = -100 a sum
+    of 2^-90 (under 2^-76) is."""
+    fp32 = get_format("fp32")
+
+    def exact(grid: int, s: float):
+        block = OracleBlock(y=np.array([s]), scale=np.array([s]), sumsq=np.array([s * s]), k=2)
+        ctx = RuleContext(recipe=PrecisionRecipe(), facts={"grid": grid}, operand_formats=(fp32, fp32),
+                          operands_exact_in_compute=True)
+        return rule_contraction(block, ctx).exact
+
+    assert exact(-160, 2.0**-140) is None
+    assert exact(-100, 2.0**-90).tolist() == [True]
