@@ -61,3 +61,30 @@ def test_a_fixed_tile_nested_inside_another_adds_nothing_to_the_peak():
 
     simulate(body, rand((128, 256), 6))
     assert last_trace().peak_sbuf_bytes == 1024 + 3072
+
+
+def test_a_tile_position_past_the_array_is_refused_whatever_its_bits():
+    """(160, 0) with 32x32 tiles is a multiple of the tile but 160 + 32 > 128 rows (160 ^ 32 = 128 would fit)."""
+    a, b = rand((32, 32), 7), rand((32, 32), 8)
+
+    def body(x, y):
+        acc = nl.ndarray((32, 32), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=x, moving=y, tile_position=(160, 0), tile_size=(32, 32))
+        return acc
+
+    with pytest.raises(NkiValidationError, match=r"tile_position \(160, 0\) must be a multiple of tile_size") as e:
+        simulate(body, a, b)
+    assert e.value.rule == "argument"
+
+
+def test_a_matmul_into_the_second_psum_bank_is_accepted():
+    """A [128, 512] fp32 PSUM tile at byte 2048 fills bank 1 exactly (2 KiB banks): no bank boundary is crossed, and
+    the product is computed."""
+    a, b = rand((128, 128), 9), rand((128, 512), 10)
+
+    def body(x, y):
+        acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum, address=(0, 2048))
+        nisa.nc_matmul(dst=acc, stationary=x, moving=y)
+        return acc
+
+    np.testing.assert_allclose(simulate(body, a, b), a.T @ b, rtol=1e-4, atol=1e-4)
