@@ -18,9 +18,6 @@ PKG = "nkieval"
 #: (importer, imported) -> why its deferred imports stay, each a cycle kept on purpose. Every such import
 #: line carries a comment (on it or the line above) saying why, except in ``NOT_YET_COMMENTED``.
 ALLOWED_DEFERRED: dict[tuple[str, str], str] = {
-    ("nkieval.sim.indirect", "nkieval.sim.tensor"): "the indirect and run-time views are NkiTensor views: "
-    "indirect.py builds them for NkiTensor's view methods (.ap, .vector_select, .indirect, a run-time select), "
-    "which tensor.py imports at module level",
     ("nkieval.cuda.interp", "nkieval.cuda.builtins"): "the interpreter dispatches calls to the CUDA builtins",
     ("nkieval.cuda.interp", "nkieval.cuda.wmma"): "the interpreter dispatches wmma:: calls",
     ("nkieval.cuda.builtins", "nkieval.cuda.interp"): "builtins decay array arguments to pointers with the "

@@ -209,6 +209,17 @@ def check_engine_operands(ctx: SimContext, pairs: list[tuple[str, NkiTensor]], *
     check_same_partitions(pairs)
 
 
+def check_elementwise_operands(ctx: SimContext, pairs: list[tuple[str, NkiTensor]], *, allow_psum: bool = True,
+                               engine: str = "vector") -> None:
+    """The operand checks an element-wise compute instruction starts with (``pairs``: dst first, then its
+    inputs). Their order decides which error a kernel breaking several rules gets: per operand its partition
+    count and buffer, the same partitions across operands, the same elements per partition, and last the
+    free-size limit of the first input."""
+    check_engine_operands(ctx, pairs, allow_psum=allow_psum, engine=engine)
+    check_same_free(pairs)
+    check_free_limit(ctx, pairs[1][1], pairs[1][0])
+
+
 def check_not_both_psum(a: tuple[str, NkiTensor], b: tuple[str, NkiTensor]) -> None:
     if a[1].alloc.buffer.kind == "psum" and b[1].alloc.buffer.kind == "psum":
         raise NkiValidationError(f"{a[0]} and {b[0]} cannot both be in PSUM", operand=b[0], rule="buffer")

@@ -9,7 +9,7 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
-from nkieval.sim.indirect import OutOfBoundsView
+from nkieval.sim.indirect_views import OutOfBoundsView
 from nkieval.sim.isa.core import (
     check_buffer,
     check_partitions,

@@ -10,10 +10,8 @@ from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import (
     accumulate,
-    check_engine_operands,
-    check_free_limit,
+    check_elementwise_operands,
     check_reduce_res,
-    check_same_free,
     enum_value,
     instruction,
     read,
@@ -54,9 +52,7 @@ def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scal
     data = tensor_arg(data, "data")
     o = activation_function(op, name)
     pairs = [("dst", dst), ("data", data)]
-    check_engine_operands(ctx, pairs, engine="scalar")
-    check_same_free(pairs)
-    check_free_limit(ctx, data, "data")
+    check_elementwise_operands(ctx, pairs, engine="scalar")
     p = data.shape[0]
     accesses = [dst.access("dst", "w"), data.access("data", "r")]
     if hasattr(scale, "dtype") and scale.dtype != dt.float32:

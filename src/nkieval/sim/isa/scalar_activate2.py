@@ -13,9 +13,7 @@ import numpy as np
 
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import (
-    check_engine_operands,
-    check_free_limit,
-    check_same_free,
+    check_elementwise_operands,
     instruction,
     read,
     record,
@@ -59,9 +57,7 @@ def activate2(ctx: Any, dst: Any, op: Any, data: Any, imm0: Any, imm1: Any, op0:
     dst = tensor_arg(dst, "dst")
     data = tensor_arg(data, "data")
     pairs = [("dst", dst), ("data", data)]
-    check_engine_operands(ctx, pairs, engine="scalar")
-    check_same_free(pairs)
-    check_free_limit(ctx, data, "data")
+    check_elementwise_operands(ctx, pairs, engine="scalar")
     fn = as_op(op, "activate2")
     if fn.name != "prelu":
         fn = activation_function(op, "activate2")

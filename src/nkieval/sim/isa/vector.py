@@ -14,6 +14,7 @@ import numpy as np
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import (
+    check_elementwise_operands,
     check_engine_operands,
     check_free_limit,
     check_not_both_psum,
@@ -71,9 +72,7 @@ def tensor_copy(ctx: Any, dst: Any, src: Any, engine: Any = None, name: str | No
         raise NkiValidationError(f"tensor_copy on the Scalar engine needs trn2 or later (target {ctx.target.name}); "
                                  "use activation(op=nl.copy)", operand="engine", rule="generation")
     pairs = [("dst", dst), ("src", src)]
-    check_engine_operands(ctx, pairs, allow_psum=eng != "gpsimd", engine=eng)
-    check_same_free(pairs)
-    check_free_limit(ctx, src, "src")
+    check_elementwise_operands(ctx, pairs, allow_psum=eng != "gpsimd", engine=eng)
     if src.dtype == dst.dtype and src.data.dtype == dst.data.dtype:
         write_exact(dst, read_exact(src))
     else:
@@ -183,9 +182,7 @@ def tensor_scalar(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any, revers
         raise NkiValidationError(f"tensor_scalar on GpSimd supports only op0=rsqrt, got {o0.name}", operand="engine",
                                  rule="argument")
     pairs = [("dst", dst), ("data", data)]
-    check_engine_operands(ctx, pairs, allow_psum=eng != "gpsimd", engine=eng)
-    check_same_free(pairs)
-    check_free_limit(ctx, data, "data")
+    check_elementwise_operands(ctx, pairs, allow_psum=eng != "gpsimd", engine=eng)
     p = data.shape[0]
     accesses = [dst.access("dst", "w"), data.access("data", "r")]
     for role, operand in (("operand0", operand0), ("operand1", operand1)):
@@ -304,9 +301,7 @@ def reciprocal(ctx: Any, dst: Any, data: Any, name: str | None = None) -> None:
     dst = tensor_arg(dst, "dst")
     data = tensor_arg(data, "data")
     pairs = [("dst", dst), ("data", data)]
-    check_engine_operands(ctx, pairs)
-    check_same_free(pairs)
-    check_free_limit(ctx, data, "data")
+    check_elementwise_operands(ctx, pairs)
     with np.errstate(divide="ignore", invalid="ignore"):
         write(ctx, dst, (np.float32(1.0) / read(data)).reshape(dst.shape))
     record(ctx, "reciprocal", "vector", [dst.access("dst", "w"), data.access("data", "r")])

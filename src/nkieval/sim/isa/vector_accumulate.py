@@ -18,9 +18,7 @@ from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.isa.core import (
     check_buffer,
     check_dtype,
-    check_engine_operands,
-    check_free_limit,
-    check_same_free,
+    check_elementwise_operands,
     free_size,
     instruction,
     read,
@@ -104,9 +102,7 @@ def exponential(ctx: Any, dst: Any, src: Any, max_value: Any = 0.0, reduce_res: 
     dst = tensor_arg(dst, "dst")
     src = tensor_arg(src, "src")
     pairs = [("dst", dst), ("src", src)]
-    check_engine_operands(ctx, pairs)
-    check_same_free(pairs)
-    check_free_limit(ctx, src, "src")
+    check_elementwise_operands(ctx, pairs)
     check_dtype(dst, "dst", _EXP_DST)
     check_dtype(src, "src", _EXP_SRC)
     if src.ndim > 4 or dst.ndim > 4:
@@ -142,9 +138,7 @@ def tensor_scalar_reduce(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any,
     dst = tensor_arg(dst, "dst")
     data = tensor_arg(data, "data")
     pairs = [("dst", dst), ("data", data)]
-    check_engine_operands(ctx, pairs)
-    check_same_free(pairs)
-    check_free_limit(ctx, data, "data")
+    check_elementwise_operands(ctx, pairs)
     o0 = arith_op(op0, "op0", "tensor_scalar_reduce")
     ro = arith_op(reduce_op, "reduce_op", "tensor_scalar_reduce", tuple(_RED_UFUNC))
     if reverse0:
@@ -180,9 +174,7 @@ def tensor_scalar_cumulative(ctx: Any, dst: Any, src: Any, op0: Any, op1: Any, i
     dst = tensor_arg(dst, "dst")
     src = tensor_arg(src, "src")
     pairs = [("dst", dst), ("src", src)]
-    check_engine_operands(ctx, pairs)
-    check_same_free(pairs)
-    check_free_limit(ctx, src, "src")
+    check_elementwise_operands(ctx, pairs)
     check_dtype(src, "src", _CUM_DTYPES, " (int32/uint32 are not supported by the ISA)")
     check_dtype(dst, "dst", _CUM_DTYPES, " (int32/uint32 are not supported by the ISA)")
     o0 = arith_op(op0, "op0", "tensor_scalar_cumulative")
@@ -226,9 +218,7 @@ def range_select(ctx: Any, dst: Any, on_true_tile: Any, comp_op0: Any, comp_op1:
     dst = tensor_arg(dst, "dst")
     src = tensor_arg(on_true_tile, "on_true_tile")
     pairs = [("dst", dst), ("on_true_tile", src)]
-    check_engine_operands(ctx, pairs)
-    check_same_free(pairs)
-    check_free_limit(ctx, src, "on_true_tile")
+    check_elementwise_operands(ctx, pairs)
     if not src.dtype.is_float:
         raise NkiValidationError(f"on_true_tile must have a float dtype, got {src.dtype}", operand="on_true_tile",
                                  rule="dtype")
