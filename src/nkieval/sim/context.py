@@ -77,29 +77,34 @@ def user_frame(depth: int = 2):
     if forced is not None:
         return forced
     f = sys._getframe(depth)
-    inside = _SIM_CODE
+    inside = _SIM_MODULES
     while f is not None:
-        code = f.f_code
-        sim = inside.get(code)
+        # (a frame's module is told by its globals' file, not its code: reading ``f_code`` is an audit event, and
+        # the sandboxed tracer's audit hook would run a few times for every instruction recorded)
+        file = f.f_globals.get("__file__")
+        if type(file) is not str:  # (no file, or a module that set something else)
+            file = None
+        sim = inside.get(file)
         if sim is None:
-            if len(inside) > 4096:  # kernels exec'd afresh (a judge's many candidates) make new code objects
+            if len(inside) > 4096:  # kernels loaded afresh (a judge's many candidates) add new files
                 inside.clear()
-            sim = inside[code] = code.co_filename.startswith(_SIM_DIRS)
+            sim = inside[file] = file is not None and file.startswith(_SIM_DIRS)
         if not sim:
             return f
         f = f.f_back
     return f
 
 
-# code object -> whether it is the simulator's (every instruction and allocation walks up to the kernel line)
-_SIM_CODE: dict[Any, bool] = {}
+# a module's file -> whether it is the simulator's (every instruction and allocation walks up to the kernel line)
+_SIM_MODULES: dict[Any, bool] = {}
 
 
 def user_location() -> tuple[str | None, int | None, str | None]:
     f = user_frame(3)
-    if f is None or not f.f_code.co_filename:
+    code = None if f is None else f.f_code
+    if code is None or not code.co_filename:
         return None, None, None
-    return f.f_code.co_filename, f.f_lineno, f.f_code.co_name
+    return code.co_filename, f.f_lineno, code.co_name
 
 
 def location_str() -> str | None:

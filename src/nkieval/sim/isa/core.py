@@ -78,7 +78,11 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             ctx = current()
             f = user_frame(2)
-            ctx.loc = (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f is not None else (None, None, None)
+            if f is not None:
+                code = f.f_code  # (once: each read is an audit event in the sandboxed tracer)
+                ctx.loc = (code.co_filename, f.f_lineno, code.co_name)
+            else:
+                ctx.loc = (None, None, None)
             ctx.instruction_name = name
             if ctx.target.generation < min_generation:
                 raise NkiValidationError(
