@@ -47,6 +47,8 @@ EXECUTOR_BUDGET_S = 6.0
 #: cases larger than this (elements of inputs and outputs) are not run on the executor
 MAX_ELEMENTS = 400_000
 MAX_HYPOTHESES = 16
+#: the port's instruction records read for its matmul contractions (:func:`_shared_chains`)
+MAX_TRACE_RECORDS = 200_000
 #: a difference (in units of the task's tolerance) below this is rounding noise: never attributed
 MIN_ATTRIBUTED = 2e-3
 
@@ -97,7 +99,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
     spent = 0.0
     options = None
-    exact_src = _exact_source(cuda_src)
+    exact_src = _exact_source(cuda_src, _shared_chains(loaded, cuda_src, runs))
     exact_cases = 0
     ran: list[int] = []
     races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
@@ -192,13 +194,37 @@ def _port_trace(runs: list[CaseRun]) -> Any:
         return None
 
 
-def _exact_source(cuda_src: str) -> str | None:
+def _exact_source(cuda_src: str, keep: list[Any]) -> str | None:
     from nkieval.cuda.exact import exact_source
 
     try:
-        return exact_source(cuda_src)
+        return exact_source(cuda_src, keep)
     except Exception:  # (a source the rewrite cannot parse: the envelope pivots on the reference)
         return None
+
+
+def _shared_chains(loaded: Loaded, cuda_src: str, runs: list[CaseRun]) -> list[Any]:
+    """The CUDA source's dot-product chains (:mod:`nkieval.cuda.chains`) that the port repeats: on the traced
+    case, the chain's length is the contraction K of one of the port's fp32 matmul instructions that starts its
+    PSUM accumulator afresh (not a transpose), so both sides round that sum in one order. The envelope's pivot
+    keeps them in fp32: counting their rounding on both sides made the envelope ~1000x the observed difference
+    where large scores magnify it (attention on the 'large' family)."""
+    from nkieval.cuda.chains import chain_length, dot_chains
+    from nkieval.cuda.runner import bind_task
+
+    at = next((i for i, r in enumerate(runs) if r.status == "ok" and r.traced), None)
+    trace = _port_trace(runs)
+    if trace is None or at is None:
+        return []
+    ks = {rec.attrs.get("K") for rec in trace.records[:MAX_TRACE_RECORDS]
+          if rec.opcode == "nc_matmul" and not rec.attrs.get("is_transpose") and not rec.attrs.get("accumulated")}
+    task = loaded.task
+    try:
+        chains = dot_chains(cuda_src)
+        binding = bind_task(cuda_src, task.kernel, task.inputs, task.outputs, dict(task.params)) if chains else {}
+    except Exception:  # (a source the chain finder cannot read: the pivot widens everything)
+        return []
+    return [c for c in chains if chain_length(cuda_src, c, binding, loaded.cases[at].dims) in ks]
 
 
 def _exact_outputs(data: CaseData, task: Any, inputs: dict[str, np.ndarray], dims: dict[str, int],
