@@ -212,18 +212,18 @@ def _shared_chains(loaded: Loaded, cuda_src: str, runs: list[CaseRun]) -> list[A
     from nkieval.cuda.chains import chain_length, dot_chains
     from nkieval.cuda.runner import bind_task
 
-    at = next((i for i, r in enumerate(runs) if r.status == "ok" and r.traced), None)
-    trace = _port_trace(runs)
-    if trace is None or at is None:
-        return []
-    ks = {rec.attrs.get("K") for rec in trace.records[:MAX_TRACE_RECORDS]
-          if rec.opcode == "nc_matmul" and not rec.attrs.get("is_transpose") and not rec.attrs.get("accumulated")}
     task = loaded.task
     try:
         chains = dot_chains(cuda_src)
         binding = bind_task(cuda_src, task.kernel, task.inputs, task.outputs, dict(task.params)) if chains else {}
     except Exception:  # (a source the chain finder cannot read: the pivot widens everything)
         return []
+    at = next((i for i, r in enumerate(runs) if r.status == "ok" and r.traced), None)
+    trace = _port_trace(runs) if chains and at is not None else None  # (no trace is parsed for nothing)
+    if trace is None or at is None:
+        return []
+    ks = {rec.attrs.get("K") for rec in trace.records[:MAX_TRACE_RECORDS]
+          if rec.opcode == "nc_matmul" and not rec.attrs.get("is_transpose") and not rec.attrs.get("accumulated")}
     return [c for c in chains if chain_length(cuda_src, c, binding, loaded.cases[at].dims) in ks]
 
 
