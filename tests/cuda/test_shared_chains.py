@@ -10,20 +10,21 @@ import ml_dtypes
 import numpy as np
 
 from nkieval.cuda import run_host
-from nkieval.cuda.chains import chain_length, dot_chains
+from nkieval.cuda.chains import chain_length, dimension_constants, dot_chains
 from nkieval.cuda.exact import exact_source
 from nkieval.cuda.program import preprocess
 
-# one row per block: s = a[i] . b as an fp32 FMA chain, then y[i] = exp(s - s0) with s0 = a[0] . b
+# one row per block: s = a[i] . b as an fp32 FMA chain, then y[i] = exp((s - s0) / sqrt(d)) with s0 = a[0] . b
 SCORES = """\
 __global__ void scores_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y,
                               int n, int d) {
     int i = blockIdx.x;
+    float scale = rsqrtf((float)d);
     float s = 0.0f;
     for (int c = 0; c < d; ++c) s = fmaf(a[i * d + c], b[c], s);
     float t = 0.0f;
     for (int c = 0; c < d; ++c) t += a[c] * b[c];
-    y[i] = expf(s - t);
+    y[i] = expf((s - t) * scale);
 }
 void scores(const float* a, const float* b, float* y, int n, int d) { scores_kernel<<<n, 1>>>(a, b, y, n, d); }
 """
@@ -32,7 +33,7 @@ void scores(const float* a, const float* b, float* y, int n, int d) { scores_ker
 def test_the_chains_are_found_with_their_bounds() -> None:
     chains = dot_chains(SCORES)
     assert [(c.var, c.function, c.bound, c.inclusive, c.line) for c in chains] == [
-        ("s", "scores_kernel", "d", False, 4), ("t", "scores_kernel", "d", False, 6)]
+        ("s", "scores_kernel", "d", False, 5), ("t", "scores_kernel", "d", False, 7)]
     text = preprocess(SCORES).encode()  # (the spans are in the preprocessed text, as exact_source rewrites it)
     assert text[chains[0].start:chains[0].end].decode().startswith("float s = 0.0f;")
     assert text[chains[0].start:chains[0].end].decode().endswith("s);")
@@ -76,9 +77,26 @@ def test_kept_chains_stay_fp32_and_the_rest_widens() -> None:
     s, _t = dot_chains(SCORES)
     out = exact_source(SCORES, [s])
     assert "float s = 0.0f;" in out and "s = fmaf(a[i * d + c], b[c], s);" in out
-    assert "double t = 0.0f;" in out and "exp(s - t)" in out
+    assert "double t = 0.0f;" in out and "exp((s - t) * scale)" in out and "double scale" in out
     assert exact_source(SCORES, []) == exact_source(SCORES)
     assert "double s = 0.0f;" in exact_source(SCORES)
+
+
+def test_dimension_constants_are_float_scalars_of_integer_parameters_alone() -> None:
+    src = """\
+__global__ void k(const float* a, float* y, int d, float eps) {
+    float scale = rsqrtf((float)d);
+    const float inv = 1.0f / (float)d;
+    float e = rsqrtf((float)d + eps);
+    float r = rsqrtf(a[0]);
+    float two = 2.0f, three = 3.0f;
+    y[0] = scale + inv + e + r + two + three;
+}
+"""
+    assert [(c.var, c.line) for c in dimension_constants(src)] == [("scale", 2), ("inv", 3)]
+    (scale,) = dimension_constants(SCORES)
+    out = exact_source(SCORES, [*dot_chains(SCORES), scale])
+    assert "float scale = rsqrtf((float)d);" in out and "exp((s - t) * scale)" in out
 
 
 def _bf16(x: np.ndarray) -> np.ndarray:
@@ -105,10 +123,11 @@ def test_the_shared_pivot_bounds_the_difference_within_10x_where_the_exact_one_i
     args = {"a": a, "b": b, "y": np.zeros(n, np.float32), "n": n, "d": d}
     gpu = run_host(SCORES, "scores", args).memory["y"]
     s, t = dot_chains(SCORES)
-    shared = run_host(exact_source(SCORES, [s, t]), "scores", args).memory["y"]
+    shared = run_host(exact_source(SCORES, [s, t, *dimension_constants(SCORES)]), "scores", args).memory["y"]
     exact = run_host(exact_source(SCORES), "scores", args).memory["y"]
     dots = _fma_chain(a, b)
-    port = np.exp((dots - dots[0]).astype(np.float32))  # (the port: the same chains, its own exp)
+    scale = np.float32(1 / np.sqrt(d))  # (the port: the same chains and fp32 scale, its own exp)
+    port = np.exp(((dots - dots[0]) * scale).astype(np.float32))
     task = SimpleNamespace(outputs=[SimpleNamespace(name="y")])
     ratios = {}
     for name, pivot in (("shared", shared), ("exact", exact)):
@@ -138,7 +157,8 @@ def test_only_chains_the_trace_contracts_in_one_fresh_matmul_are_shared(monkeypa
         monkeypatch.setattr(diff, "_port_trace", lambda _runs: SimpleNamespace(records=list(records)))
         return [c.var for c in diff._shared_chains(loaded, SCORES, runs)]
 
-    assert shared(_record("nc_matmul", K=96, accumulated=False)) == ["s", "t"]  # (the traced case's D)
+    # (the traced case's D; with the chains, their kernel's dimension constant)
+    assert shared(_record("nc_matmul", K=96, accumulated=False)) == ["s", "t", "scale"]
     assert shared(_record("nc_matmul", K=32, accumulated=False)) == []  # (another case's D)
     assert shared(_record("nc_matmul", K=96, accumulated=True)) == []  # (adds onto earlier PSUM contents)
     assert shared(_record("nc_matmul", K=96, accumulated=False, is_transpose=True)) == []

@@ -131,6 +131,67 @@ def dot_chains(source: str) -> list[DotChain]:
     return sorted(out, key=lambda c: c.start)
 
 
+@dataclass(frozen=True)
+class DimensionConstant:
+    """A float scalar of a kernel computed from its integer parameters alone (``float scale =
+    rsqrtf((float)d);``): one fp32 rounding of a number the port rounds to fp32 too (an engine's scalar operand
+    is fp32). Byte span of the declaration in the preprocessed source."""
+
+    var: str
+    function: str
+    line: int
+    start: int
+    end: int
+
+
+_MATH_NAMES = re.compile(r"^(__)?[a-z][a-z0-9]*f?$")
+
+
+def dimension_constants(source: str) -> list[DimensionConstant]:
+    """The :class:`DimensionConstant` declarations of ``source``'s ``__global__`` kernels."""
+    text = preprocess(source)
+    raw = text.encode()
+    root = _parser().parse(raw).root_node
+    out: list[DimensionConstant] = []
+    for fn in root.children:
+        body = fn.child_by_field_name("body") if fn.type == "function_definition" else None
+        if body is None or b"__global__" not in raw[fn.start_byte:body.start_byte]:
+            continue
+        name = _name_of_declarator(fn.child_by_field_name("declarator")) or ""
+        ints = {n for n, t in _param_types(fn) if re.fullmatch(r"(const\s+)?(unsigned\s+)?(int|long|size_t)", t)}
+        for n in body.named_children:
+            kind = n.child_by_field_name("type") if n.type == "declaration" else None
+            decls = [c for c in n.named_children if c.type == "init_declarator"]
+            if kind is None or kind.text.decode() != "float" or len(decls) != 1:
+                continue
+            value = decls[0].child_by_field_name("value")
+            if value is None or "[" in value.text.decode() or "->" in value.text.decode():
+                continue
+            ids = set(re.findall(r"[A-Za-z_]\w*", re.sub(r"\d+(\.\d*)?([eE][-+]?\d+)?f?", "", value.text.decode())))
+            calls = set(re.findall(r"([A-Za-z_]\w*)\s*\(", value.text.decode()))
+            if not ids - {"float"} or any(i not in ints and i != "float" and not (i in calls and _MATH_NAMES.match(i))
+                                          for i in ids):
+                continue
+            var = _name_of_declarator(decls[0].child_by_field_name("declarator")) or ""
+            out.append(DimensionConstant(var, name, n.start_point[0] + 1, n.start_byte, n.end_byte))
+    return out
+
+
+def _param_types(fn: Any) -> list[tuple[str, str]]:
+    """(name, type text without the name) of a function's parameters."""
+    decl = fn.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    params = None if decl is None else decl.child_by_field_name("parameters")
+    out = []
+    for p in [] if params is None else params.named_children:
+        if p.type == "parameter_declaration":
+            pname = _name_of_declarator(p.child_by_field_name("declarator")) or ""
+            text = p.text.decode()
+            out.append((pname, re.sub(r"\s+", " ", text[: text.rfind(pname)] if pname else text).strip()))
+    return out
+
+
 def _launch_args(root: Any, kernel: str) -> list[str] | None:
     """The argument texts of the (only) launch ``kernel<<<...>>>(args)``, else None."""
     found = []
@@ -147,14 +208,7 @@ def _launch_args(root: Any, kernel: str) -> list[str] | None:
 
 
 def _param_names(fn: Any) -> list[str]:
-    decl = fn.child_by_field_name("declarator")
-    while decl is not None and decl.type != "function_declarator":
-        decl = decl.child_by_field_name("declarator")
-    params = None if decl is None else decl.child_by_field_name("parameters")
-    if params is None:
-        return []
-    return [_name_of_declarator(p.child_by_field_name("declarator")) or ""
-            for p in params.named_children if p.type == "parameter_declaration"]
+    return [n for n, _ in _param_types(fn)]
 
 
 def chain_length(source: str, chain: DotChain, binding: Mapping[str, str], dims: Mapping[str, int]) -> int | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from nkieval.cuda.chains import DotChain
+from nkieval.cuda.chains import DimensionConstant, DotChain
 from nkieval.cuda.program import _parser, preprocess
 
 #: single-precision math functions and the double versions the executor runs
@@ -50,10 +50,10 @@ def _widen_outside(text: str, start: int, keep: list[tuple[int, int]]) -> str:
     return "".join([*out, _widen(raw[at:].decode())])
 
 
-def exact_source(source: str, keep: Sequence[DotChain] = ()) -> str:
+def exact_source(source: str, keep: Sequence[DotChain | DimensionConstant] = ()) -> str:
     """``source`` (kernel.cu text) with its device code's float scalars and math in double precision, except the
-    dot-product chains ``keep`` (:func:`nkieval.cuda.chains.dot_chains`), which stay in fp32: roundings that the
-    other side of the comparison shares."""
+    dot-product chains and dimension constants ``keep`` (:mod:`nkieval.cuda.chains`), which stay in fp32:
+    roundings that the other side of the comparison shares."""
     spans = sorted((c.start, c.end) for c in keep)
     text = preprocess(source)
     raw = text.encode()

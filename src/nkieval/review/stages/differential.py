@@ -206,10 +206,11 @@ def _exact_source(cuda_src: str, keep: list[Any]) -> str | None:
 def _shared_chains(loaded: Loaded, cuda_src: str, runs: list[CaseRun]) -> list[Any]:
     """The CUDA source's dot-product chains (:mod:`nkieval.cuda.chains`) that the port repeats: on the traced
     case, the chain's length is the contraction K of one of the port's fp32 matmul instructions that starts its
-    PSUM accumulator afresh (not a transpose), so both sides round that sum in one order. The envelope's pivot
-    keeps them in fp32: counting their rounding on both sides made the envelope ~1000x the observed difference
-    where large scores magnify it (attention on the 'large' family)."""
-    from nkieval.cuda.chains import chain_length, dot_chains
+    PSUM accumulator afresh (not a transpose), so both sides round that sum in one order; with them, the
+    dimension constants of their kernels. The envelope's pivot keeps them in fp32: counting their rounding on
+    both sides made the envelope ~1000x the observed difference where large scores magnify it (attention on
+    the 'large' family)."""
+    from nkieval.cuda.chains import chain_length, dimension_constants, dot_chains
     from nkieval.cuda.runner import bind_task
 
     task = loaded.task
@@ -224,7 +225,12 @@ def _shared_chains(loaded: Loaded, cuda_src: str, runs: list[CaseRun]) -> list[A
         return []
     ks = {rec.attrs.get("K") for rec in trace.records[:MAX_TRACE_RECORDS]
           if rec.opcode == "nc_matmul" and not rec.attrs.get("is_transpose") and not rec.attrs.get("accumulated")}
-    return [c for c in chains if chain_length(cuda_src, c, binding, loaded.cases[at].dims) in ks]
+    shared = [c for c in chains if chain_length(cuda_src, c, binding, loaded.cases[at].dims) in ks]
+    # (a kept chain's sum times a scale made from the dimensions, rsqrtf((float)d), is rounded to fp32 on both
+    # sides: with the scale widened, the pivot's product lands on other fp32 neighbours, one step of a score of
+    # ~4,500 being 4.9e-4)
+    kernels = {c.function for c in shared}
+    return [*shared, *(k for k in dimension_constants(cuda_src) if k.function in kernels)] if shared else []
 
 
 def _exact_outputs(data: CaseData, task: Any, inputs: dict[str, np.ndarray], dims: dict[str, int],
