@@ -214,23 +214,23 @@ def _shared_chains(loaded: Loaded, cuda_src: str, runs: list[CaseRun]) -> list[A
     from nkieval.cuda.runner import bind_task
 
     task = loaded.task
+    at = next((i for i, r in enumerate(runs) if r.status == "ok" and r.traced), None)
     try:
         chains = dot_chains(cuda_src)
-        binding = bind_task(cuda_src, task.kernel, task.inputs, task.outputs, dict(task.params)) if chains else {}
-    except Exception:  # (a source the chain finder cannot read: the pivot widens everything)
+        trace = _port_trace(runs) if chains and at is not None else None  # (no trace is parsed for nothing)
+        if trace is None or at is None:
+            return []
+        ks = {rec.attrs.get("K") for rec in trace.records[:MAX_TRACE_RECORDS] if rec.opcode == "nc_matmul"
+              and not rec.attrs.get("is_transpose") and not rec.attrs.get("accumulated")}
+        binding = bind_task(cuda_src, task.kernel, task.inputs, task.outputs, dict(task.params))
+        shared = [c for c in chains if chain_length(cuda_src, c, binding, loaded.cases[at].dims) in ks]
+        # (a kept chain's sum times a scale made from the dimensions, rsqrtf((float)d), is rounded to fp32 on
+        # both sides: with the scale widened, the pivot's product lands on other fp32 neighbours, one step of a
+        # score of ~4,500 being 4.9e-4)
+        kernels = {c.function for c in shared}
+        return [*shared, *(k for k in dimension_constants(cuda_src) if k.function in kernels)] if shared else []
+    except Exception:  # (a source the chain finder cannot read: the pivot widens everything, as before)
         return []
-    at = next((i for i, r in enumerate(runs) if r.status == "ok" and r.traced), None)
-    trace = _port_trace(runs) if chains and at is not None else None  # (no trace is parsed for nothing)
-    if trace is None or at is None:
-        return []
-    ks = {rec.attrs.get("K") for rec in trace.records[:MAX_TRACE_RECORDS]
-          if rec.opcode == "nc_matmul" and not rec.attrs.get("is_transpose") and not rec.attrs.get("accumulated")}
-    shared = [c for c in chains if chain_length(cuda_src, c, binding, loaded.cases[at].dims) in ks]
-    # (a kept chain's sum times a scale made from the dimensions, rsqrtf((float)d), is rounded to fp32 on both
-    # sides: with the scale widened, the pivot's product lands on other fp32 neighbours, one step of a score of
-    # ~4,500 being 4.9e-4)
-    kernels = {c.function for c in shared}
-    return [*shared, *(k for k in dimension_constants(cuda_src) if k.function in kernels)] if shared else []
 
 
 def _exact_outputs(data: CaseData, task: Any, inputs: dict[str, np.ndarray], dims: dict[str, int],
