@@ -165,3 +165,15 @@ def test_only_chains_the_trace_contracts_in_one_fresh_matmul_are_shared(monkeypa
     assert shared(_record("tensor_reduce", K=96)) == []
     monkeypatch.setattr(diff, "_port_trace", lambda _runs: None)
     assert diff._shared_chains(loaded, SCORES, runs) == []
+
+
+def test_a_chain_finder_that_fails_leaves_the_pivot_widened(monkeypatch) -> None:
+    import nkieval.cuda.chains as chains
+    from nkieval.review.stages import differential as diff
+
+    def broken(_src: str) -> list[object]:
+        raise RecursionError("a source too deep to walk")
+
+    monkeypatch.setattr(chains, "dot_chains", broken)
+    loaded = SimpleNamespace(task=SimpleNamespace(), cases=[SimpleNamespace(dims={})])
+    assert diff._shared_chains(loaded, SCORES, [SimpleNamespace(status="ok", traced=True)]) == []
