@@ -90,10 +90,15 @@ __global__ void k(const float* a, float* y, int d, float eps) {
     float e = rsqrtf((float)d + eps);
     float r = rsqrtf(a[0]);
     float two = 2.0f, three = 3.0f;
-    y[0] = scale + inv + e + r + two + three;
+    int d2 = d * 2;
+    float f = rsqrtf((float)d2);
+    float g = halve((float)d);
+    float h = 1.5e-3f * (float)d;
+    y[0] = scale + inv + e + r + two + three + f + g + h;
 }
 """
-    assert [(c.var, c.line) for c in dimension_constants(src)] == [("scale", 2), ("inv", 3)]
+    # (not: a float parameter, a memory read, two declarators, a local integer, a call of another function)
+    assert [(c.var, c.line) for c in dimension_constants(src)] == [("scale", 2), ("inv", 3), ("h", 10)]
     (scale,) = dimension_constants(SCORES)
     out = exact_source(SCORES, [*dot_chains(SCORES), scale])
     assert "float scale = rsqrtf((float)d);" in out and "exp((s - t) * scale)" in out

@@ -144,7 +144,9 @@ class DimensionConstant:
     end: int
 
 
-_MATH_NAMES = re.compile(r"^(__)?[a-z][a-z0-9]*f?$")
+#: math functions a dimension constant may call (of integers converted to float)
+_MATH_NAMES = frozenset({"rsqrtf", "sqrtf", "__frsqrt_rn", "__fsqrt_rn", "logf", "log2f", "__logf", "expf", "exp2f",
+                         "__expf", "powf", "__powf", "__fdividef"})
 
 
 def dimension_constants(source: str) -> list[DimensionConstant]:
@@ -167,9 +169,10 @@ def dimension_constants(source: str) -> list[DimensionConstant]:
             value = decls[0].child_by_field_name("value")
             if value is None or "[" in value.text.decode() or "->" in value.text.decode():
                 continue
-            ids = set(re.findall(r"[A-Za-z_]\w*", re.sub(r"\d+(\.\d*)?([eE][-+]?\d+)?f?", "", value.text.decode())))
+            numbers = r"(?<![A-Za-z_\d])\d+(\.\d*)?([eE][-+]?\d+)?f?"  # (literals, not the digits of names)
+            ids = set(re.findall(r"[A-Za-z_]\w*", re.sub(numbers, "", value.text.decode())))
             calls = set(re.findall(r"([A-Za-z_]\w*)\s*\(", value.text.decode()))
-            if not ids - {"float"} or any(i not in ints and i != "float" and not (i in calls and _MATH_NAMES.match(i))
+            if not ids - {"float"} or any(i not in ints and i != "float" and not (i in calls and i in _MATH_NAMES)
                                           for i in ids):
                 continue
             var = _name_of_declarator(decls[0].child_by_field_name("declarator")) or ""
