@@ -16,7 +16,9 @@ sit far from it together while agreeing with each other (attention_head: 6e-4 fr
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from nkieval.cuda.chains import DimensionConstant, DotChain
 from nkieval.cuda.program import _parser, preprocess
 
 #: single-precision math functions and the double versions the executor runs
@@ -36,11 +38,26 @@ def _widen(text: str) -> str:
     return _MATH.sub(lambda m: DOUBLE_MATH[m.group(1)] + "(", text)
 
 
-def exact_source(source: str) -> str:
-    """``source`` (kernel.cu text) with its device code's float scalars and math in double precision."""
+def _widen_outside(text: str, start: int, keep: list[tuple[int, int]]) -> str:
+    """``_widen`` over ``text`` (which starts at byte ``start``) except the byte spans ``keep``."""
+    raw, out, at = text.encode(), [], 0
+    for a, b in keep:
+        a, b = max(a - start, at), min(b - start, len(raw))
+        if a >= b:
+            continue
+        out += [_widen(raw[at:a].decode()), raw[a:b].decode()]
+        at = b
+    return "".join([*out, _widen(raw[at:].decode())])
+
+
+def exact_source(source: str, keep: Sequence[DotChain | DimensionConstant] = ()) -> str:
+    """``source`` (kernel.cu text) with its device code's float scalars and math in double precision, except the
+    dot-product chains and dimension constants ``keep`` (:mod:`nkieval.cuda.chains`), which stay in fp32:
+    roundings that the other side of the comparison shares."""
+    spans = sorted((c.start, c.end) for c in keep)
     text = preprocess(source)
     raw = text.encode()
-    spans = []
+    regions = []
     for n in _parser().parse(raw).root_node.children:
         if n.type == "function_definition":
             body = n.child_by_field_name("body")
@@ -48,11 +65,11 @@ def exact_source(source: str) -> str:
                 continue
             head = raw[n.start_byte:body.start_byte].decode()
             if "__global__" in head:
-                spans.append((body.start_byte, body.end_byte))
+                regions.append((body.start_byte, body.end_byte))
             elif "__device__" in head:
-                spans.append((n.start_byte, n.end_byte))
+                regions.append((n.start_byte, n.end_byte))
         elif n.type == "declaration":  # (file-scope constants: constexpr float kScale = 0.125f)
-            spans.append((n.start_byte, n.end_byte))
-    for a, b in sorted(spans, reverse=True):
-        raw = raw[:a] + _widen(raw[a:b].decode()).encode() + raw[b:]
+            regions.append((n.start_byte, n.end_byte))
+    for a, b in sorted(regions, reverse=True):
+        raw = raw[:a] + _widen_outside(raw[a:b].decode(), a, spans).encode() + raw[b:]
     return raw.decode()

@@ -49,6 +49,8 @@ EXECUTOR_BUDGET_S = 6.0
 #: cases larger than this (elements of inputs and outputs) are not run on the executor
 MAX_ELEMENTS = 400_000
 MAX_HYPOTHESES = 16
+#: the port's instruction records read for its matmul contractions (:func:`_shared_chains`)
+MAX_TRACE_RECORDS = 200_000
 #: a difference (in units of the task's tolerance) below this is rounding noise: never attributed
 MIN_ATTRIBUTED = 2e-3
 
@@ -99,7 +101,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
     spent = 0.0
     options = None
-    exact_src = _exact_source(cuda_src)
+    exact_src = _exact_source(cuda_src, tuple(_shared_chains(loaded, cuda_src, runs)))
     exact_cases = 0
     ran: list[int] = []
     races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
@@ -199,13 +201,44 @@ SOURCES_KEPT = 16
 
 
 @functools.lru_cache(maxsize=SOURCES_KEPT)
-def _exact_source(cuda_src: str) -> str | None:
+def _exact_source(cuda_src: str, keep: tuple[Any, ...] = ()) -> str | None:
+    """The near-exact rewrite of ``cuda_src``, ``keep`` (chains and constants, frozen) left in fp32."""
     from nkieval.cuda.exact import exact_source
 
     try:
-        return exact_source(cuda_src)
+        return exact_source(cuda_src, keep)
     except Exception:  # (a source the rewrite cannot parse: the envelope pivots on the reference)
         return None
+
+
+def _shared_chains(loaded: Loaded, cuda_src: str, runs: list[CaseRun]) -> list[Any]:
+    """The CUDA source's dot-product chains (:mod:`nkieval.cuda.chains`) that the port repeats: on the traced
+    case, the chain's length is the contraction K of one of the port's fp32 matmul instructions that starts its
+    PSUM accumulator afresh (not a transpose), so both sides round that sum in one order; with them, the
+    dimension constants of their kernels. The envelope's pivot keeps them in fp32: counting their rounding on
+    both sides made the envelope ~1000x the observed difference where large scores magnify it (attention on
+    the 'large' family)."""
+    from nkieval.cuda.chains import chain_length, dimension_constants, dot_chains
+    from nkieval.cuda.runner import bind_task
+
+    task = loaded.task
+    at = next((i for i, r in enumerate(runs) if r.status == "ok" and r.traced), None)
+    try:
+        chains = dot_chains(cuda_src)
+        trace = _port_trace(runs) if chains and at is not None else None  # (no trace is parsed for nothing)
+        if trace is None or at is None:
+            return []
+        ks = {rec.attrs.get("K") for rec in trace.records[:MAX_TRACE_RECORDS] if rec.opcode == "nc_matmul"
+              and not rec.attrs.get("is_transpose") and not rec.attrs.get("accumulated")}
+        binding = bind_task(cuda_src, task.kernel, task.inputs, task.outputs, dict(task.params))
+        shared = [c for c in chains if chain_length(cuda_src, c, binding, loaded.cases[at].dims) in ks]
+        # (a kept chain's sum times a scale made from the dimensions, rsqrtf((float)d), is rounded to fp32 on
+        # both sides: with the scale widened, the pivot's product lands on other fp32 neighbours, one step of a
+        # score of ~4,500 being 4.9e-4)
+        kernels = {c.function for c in shared}
+        return [*shared, *(k for k in dimension_constants(cuda_src) if k.function in kernels)] if shared else []
+    except Exception:  # (a source the chain finder cannot read: the pivot widens everything, as before)
+        return []
 
 
 def _exact_outputs(data: CaseData, task: Any, inputs: dict[str, np.ndarray], dims: dict[str, int],

@@ -143,7 +143,7 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
         if closer is not None:
             helpful.append((closer, m))
     helpful.sort(key=lambda x: x[0])
-    found_set = _rounding_search(helpful[:ROUNDING_CANDIDATES], search, budget_s)
+    found_set = _rounding_search(helpful[:ROUNDING_CANDIDATES], search, budget_s, ran)
     if found_set is not None:
         combined, found, parts = found_set
         return [_cause(task, cuda_src, combined, found, search, locate, parts)]
@@ -174,14 +174,25 @@ MAX_ROUNDINGS = 4
 CLOSER = 0.9
 
 
-def _rounding_search(scored: list[tuple[float, Any]], search: _Search, budget_s: float
+def _nested(m: Any, parts: tuple[Any, ...]) -> bool:
+    """Does rounding ``m``'s span contain, or lie inside, the span of one of ``parts`` (another of them)?"""
+    return any(m is not p and (m.start, m.end) != (p.start, p.end)
+               and ((m.start <= p.start and p.end <= m.end) or (p.start <= m.start and m.end <= p.end)) for p in parts)
+
+
+def _rounding_search(scored: list[tuple[float, Any]], search: _Search, budget_s: float, ran: list[Any] = ()
                      ) -> tuple[Any, tuple[dict[str, float], list[str]], tuple[Any, ...]] | None:
     """(the combined mutation, what :meth:`_Search.attempt` found, its roundings) for the first combination
     of ``scored``'s roundings (each with its :meth:`_Search.closeness`) that reproduces the port, or None.
     Every pair is tried, in ``scored``'s order; a combination of k > 2 roundings extends one of the
     :data:`ROUNDING_BEAM` closest combinations of k - 1 that came closer to the port than the combination
     it extends (a greedy beam: a rounding the port makes brings the kernel closer), up to
-    :data:`MAX_ROUNDINGS` roundings."""
+    :data:`MAX_ROUNDINGS` roundings, by one of ``scored``'s roundings or by a rounding of ``ran`` (every
+    precision mutation that ran) nested with one of the combination's. Why the nested ones: a port that
+    rounds a tile and then an expression of it (``bf16(bf16(mean) + eps)``) rounds twice where the kernel's
+    expression ``mean + eps`` has one rounding point; the outer rounding alone (``bf16(mean + eps)``)
+    double-rounds differently from the port and may come no closer to it (rmsnorm_warp's bf16_square_sum
+    on rows of mean square ~1e-6, where eps is not lost in the sum), so the beam would never try it."""
     from nkieval.cuda.mutate import combine_all
 
     top = [m for _, m in scored]
@@ -190,7 +201,8 @@ def _rounding_search(scored: list[tuple[float, Any]], search: _Search, budget_s:
         seen: set[frozenset[int]] = set()
         grown: list[tuple[float, tuple[Any, ...]]] = []
         for parent_closer, parts in beam:
-            for m in top:
+            extra = [m for m in ran if m not in top and _nested(m, parts)] if _size > 2 else []
+            for m in [*top, *extra]:
                 key = frozenset(id(x) for x in (*parts, m))
                 if m in parts or key in seen:
                     continue
