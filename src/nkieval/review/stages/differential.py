@@ -41,6 +41,7 @@ from nkieval.review.stages.kept_runs import inputs_digest, kept_cuda_run, store_
 from nkieval.review.stages.load import Loaded
 from nkieval.review.stages.mutation_causes import mutation_causes
 from nkieval.review.stages.port_lines import find_port_line
+from nkieval.sim.program.codec import DEFAULT_MAX_INSTRUCTIONS
 
 #: seconds of executor time per review for the review's own cases (the edge case always runs): CPU time of the
 #: reviewing thread (:func:`nkieval.cuda.executor_seconds`), so a loaded machine covers the same cases and
@@ -49,8 +50,9 @@ EXECUTOR_BUDGET_S = 6.0
 #: cases larger than this (elements of inputs and outputs) are not run on the executor
 MAX_ELEMENTS = 400_000
 MAX_HYPOTHESES = 16
-#: the port's instruction records read for its matmul contractions (:func:`_shared_chains`)
-MAX_TRACE_RECORDS = 200_000
+#: the port's instruction records read for its matmul contractions (:func:`_shared_chains`): a replay stops at the
+#: default instruction budget, so a traced case has no more
+MAX_TRACE_RECORDS = DEFAULT_MAX_INSTRUCTIONS
 #: a difference (in units of the task's tolerance) below this is rounding noise: never attributed
 MIN_ATTRIBUTED = 2e-3
 
