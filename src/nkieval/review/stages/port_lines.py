@@ -27,6 +27,7 @@ Anything else gives no port line: "not established".
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -398,17 +399,23 @@ def _reduction_line(device: str, flows: dict[str, set[str]], flow: _Flow, x: str
 def _enclosing(text: str, start: int, end: int, flows: dict[str, set[str]]) -> list[tuple[str, str, int]]:
     """(the other side, the expression, its line) of the arithmetic binary expression of the device code one
     of whose sides spans bytes ``start:end``, when some input flows into the other side."""
+    for n, left, right in _arithmetic(text):
+        for side, other in ((left, right), (right, left)):
+            if (side.start_byte, side.end_byte) == (start, end) and _inputs_of(other.text.decode(), flows):
+                return [(other.text.decode(), n.text.decode(), n.start_point[0] + 1)]
+    return []
+
+
+def _arithmetic(text: str) -> Iterator[tuple[Any, Any, Any]]:
+    """(node, left side, right side) of each arithmetic binary expression of the device code (``_OPS``)."""
     stack = _device_code(text)
     while stack:
         n = stack.pop()
         if n.type == "binary_expression":
             left, right, op = (n.child_by_field_name(k) for k in ("left", "right", "operator"))
             if left is not None and right is not None and op is not None and op.text.decode() in _OPS:
-                for side, other in ((left, right), (right, left)):
-                    if (side.start_byte, side.end_byte) == (start, end) and _inputs_of(other.text.decode(), flows):
-                        return [(other.text.decode(), n.text.decode(), n.start_point[0] + 1)]
+                yield n, left, right
         stack.extend(n.children)
-    return []
 
 
 def _device_text(text: str) -> str:
@@ -433,18 +440,12 @@ def _operands_of(text: str, var: str, flows: dict[str, set[str]]) -> list[tuple[
     """(the other side, the expression, its line) of the device code's arithmetic binary expressions with
     ``var`` as one side and a variable some input flows into as the other."""
     out = []
-    stack = _device_code(text)
-    while stack:
-        n = stack.pop()
-        if n.type == "binary_expression":
-            left, right, op = (n.child_by_field_name(k) for k in ("left", "right", "operator"))
-            if left is not None and right is not None and op is not None and op.text.decode() in _OPS:
-                sides = [left.text.decode().strip(), right.text.decode().strip()]
-                if var in sides:
-                    other = sides[1 - sides.index(var)]
-                    if _IDENT.fullmatch(other) and flows.get(other):
-                        out.append((other, n.text.decode(), n.start_point[0] + 1))
-        stack.extend(n.children)
+    for n, left, right in _arithmetic(text):
+        sides = [left.text.decode().strip(), right.text.decode().strip()]
+        if var in sides:
+            other = sides[1 - sides.index(var)]
+            if _IDENT.fullmatch(other) and flows.get(other):
+                out.append((other, n.text.decode(), n.start_point[0] + 1))
     return sorted(out, key=lambda o: o[2])
 
 
