@@ -134,7 +134,7 @@ def test_the_bounds_hold_and_the_byte_count_is_exact(puts, max_bytes: int, max_e
         kept.put(key, KeptRun(None, 0.1, 1.0) if timed_out else KeptRun((np.zeros(n, np.uint8),), 0.1))
         stats = kept.stats()
         assert stats["bytes"] <= max_bytes and stats["entries"] <= max_entries
-        assert stats["bytes"] == sum(r.nbytes() for r in kept._d.values())
+        assert stats["bytes"] == sum(r.nbytes() for r, _ in kept._d.values())
     if puts and puts[-1][1] + ENTRY_OVERHEAD <= max_bytes and max_entries and not puts[-1][2]:
         assert kept.get(puts[-1][0]) is not None  # (the last run put is kept when it fits)
 

@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -151,16 +151,19 @@ def new_case_data(inputs: dict[str, np.ndarray], packed: bytes | None = None, se
     return CaseData({k: _readonly(v) for k, v in inputs.items()}, packed if sealed is None else sealed.data, sealed)
 
 
-class CaseCache:
-    """Bounded LRU of :class:`CaseData` by key; sizes are re-read when an entry is touched."""
+V = TypeVar("V")
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = int(max_bytes)
-        self._d: OrderedDict[Hashable, tuple[CaseData, int]] = OrderedDict()
+
+class SizedLRU(Generic[V]):
+    """A thread-safe LRU of values kept with their sizes in bytes, counting hits, misses and evictions; what is
+    kept and the bounds are each subclass's (``put``)."""
+
+    def __init__(self) -> None:
+        self._d: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = self.evictions = 0
 
-    def get(self, key: Hashable) -> CaseData | None:
+    def get(self, key: Hashable) -> V | None:
         with self._lock:
             hit = self._d.get(key)
             if hit is None:
@@ -169,6 +172,22 @@ class CaseCache:
             self._d.move_to_end(key)
             self.hits += 1
             return hit[0]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._clear_locked()
+
+    def _clear_locked(self) -> None:
+        self._d.clear()
+        self.hits = self.misses = self.evictions = 0
+
+
+class CaseCache(SizedLRU[CaseData]):
+    """Bounded LRU of :class:`CaseData` by key; sizes are re-read when an entry is touched."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__()
+        self.max_bytes = int(max_bytes)
 
     def put(self, key: Hashable, data: CaseData) -> None:
         self.update(key, data)
@@ -189,11 +208,6 @@ class CaseCache:
             if total > self.max_bytes:  # a single entry above the bound is not kept
                 self._d.pop(key, None)
                 self.evictions += 1
-
-    def clear(self) -> None:
-        with self._lock:
-            self._d.clear()
-            self.hits = self.misses = self.evictions = 0
 
     def stats(self) -> dict[str, int]:
         with self._lock:

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from nkieval.review.cache import SizedLRU
 
 #: default bound on the kept runs' output arrays (MiB); ``NKIEVAL_KEPT_RUNS_MB`` overrides it (0 disables)
 DEFAULT_MAX_MB = 256
@@ -76,25 +76,13 @@ def run_key(fingerprint: str, source: str, inputs_sha: str, dims: Mapping[str, i
             repr(sorted(dims.items())), repr(sorted(params.items())))
 
 
-class KeptRuns:
+class KeptRuns(SizedLRU[KeptRun]):
     """A bounded LRU of :class:`KeptRun` by key (bytes and entries); thread-safe."""
 
     def __init__(self, max_bytes: int, max_entries: int = MAX_ENTRIES) -> None:
+        super().__init__()
         self.max_bytes, self.max_entries = int(max_bytes), int(max_entries)
-        self._d: OrderedDict[Hashable, KeptRun] = OrderedDict()
         self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = self.misses = self.evictions = 0
-
-    def get(self, key: Hashable) -> KeptRun | None:
-        with self._lock:
-            hit = self._d.get(key)
-            if hit is None:
-                self.misses += 1
-                return None
-            self._d.move_to_end(key)
-            self.hits += 1
-            return hit
 
     def put(self, key: Hashable, run: KeptRun) -> None:
         """Keep ``run`` under ``key`` (replacing what was there), then evict the least recently used beyond the
@@ -103,21 +91,19 @@ class KeptRuns:
         with self._lock:
             old = self._d.pop(key, None)
             if old is not None:
-                self._bytes -= old.nbytes()
+                self._bytes -= old[1]
             if size > self.max_bytes or self.max_entries <= 0:
                 return
-            self._d[key] = run
+            self._d[key] = (run, size)
             self._bytes += size
             while self._bytes > self.max_bytes or len(self._d) > self.max_entries:
-                _, gone = self._d.popitem(last=False)
-                self._bytes -= gone.nbytes()
+                _, (_, gone) = self._d.popitem(last=False)
+                self._bytes -= gone
                 self.evictions += 1
 
-    def clear(self) -> None:
-        with self._lock:
-            self._d.clear()
-            self._bytes = 0
-            self.hits = self.misses = self.evictions = 0
+    def _clear_locked(self) -> None:
+        super()._clear_locked()
+        self._bytes = 0
 
     def stats(self) -> dict[str, int]:
         with self._lock:
