@@ -25,6 +25,12 @@ from nkieval.sim.program import ArgSpec, Program, is_static, record_program  # n
 from nkieval.sim.program import replay as replay_module  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _judge_replays_every_case(monkeypatch):
+    """These tests count the judge's own replays: no replay worker takes any (tests/review/test_replay_worker.py)."""
+    monkeypatch.setenv("NKIEVAL_REPLAY_WORKER", "0")
+
+
 def k_half(a):
     """Writes only the first half of the rows of its output: the rest stays unwritten."""
     n, d = a.shape

@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import nkieval.frontends.beta1.elide  # noqa: F401  (the Beta-1 note hooks a program may name)
+from nkieval.review import replay_worker
 from nkieval.review.child import GC_THRESHOLDS, _check_outputs, _error, _unwritten_masks
+from nkieval.review.replay_worker import Job
 from nkieval.review.runs import ERROR_FIELDS, STATUSES, CaseJob, CaseRun, SandboxLimits, skipped
 
 if TYPE_CHECKING:
@@ -108,18 +110,54 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
                 finish(k, _failed("bad-program", e, cases[k].label))
             continue
         load_s = time.perf_counter() - t_load
+        order = _traced_first(ks, cases)
+        offloaded = _offload(res["program"], prog, [cases[k] for k in order[1:]], target, limits)
         traced: CaseRun | None = None
-        for k in _traced_first(ks, cases):
+        for k in order:
+            job = offloaded.pop(cases[k].label, None)
             if hung is not None:
+                if job is not None:
+                    job.take_back()
                 finish(k, skipped(cases[k].label, hung))
                 continue
-            run = replay_case(prog, cases[k], target, limits, like=traced)
+            run = _worker_run(job, traced)
+            if run is None:
+                run = replay_case(prog, cases[k], target, limits, like=traced)
             run.load_s, load_s = load_s, 0.0
             if run.status == "timeout":
                 hung = cases[k].label
             if traced is None and run.status == "ok" and is_static(prog):
                 traced = run
             finish(k, run)
+
+
+def _offload(text: str, prog: Any, later: list[CaseJob], target: str, limits: SandboxLimits) -> dict[str, Job]:
+    """A static program's later cases, sent to the replay worker (:mod:`nkieval.review.replay_worker`) while the
+    judge replays the shape's first case with its trace: by label, the jobs sent (none for a dynamic program,
+    whose every case is traced, or without a worker)."""
+    from nkieval.sim.program import is_static
+
+    w = replay_worker.worker() if later and is_static(prog) else None
+    if w is None:
+        return {}
+    jobs = {c.label: w.submit(text, c, target, limits) for c in later if not c.want_trace}
+    return {label: j for label, j in jobs.items() if j is not None}
+
+
+def _worker_run(job: Job | None, traced: CaseRun | None) -> CaseRun | None:
+    """The worker's run of a case, completed from the shape's traced run (``adopt``); None when the judge should
+    replay the case itself: no job, a job the worker had not started yet (taken back), a worker fault, or no
+    passed traced run to complete it from (the case is then replayed with its own trace)."""
+    if job is None:
+        return None
+    if job.take_back() or traced is None:
+        return None
+    try:
+        run = job.result()
+    except replay_worker.WorkerFailed:
+        return None
+    adopt(run, traced)
+    return run
 
 
 def _traced_first(ks: list[int], cases: Sequence[CaseJob]) -> list[int]:
@@ -140,20 +178,43 @@ def replay_case(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, li
 
     ``like``: a passed run of the same static program (``nkieval.sim.program.is_static``) on another case of
     the shape. Every run of such a program issues the same instructions on the same memory, so this one keeps
-    no trace and takes from ``like`` what only the trace gives: the instruction count, the elements never
-    written, and the capacity verdict (the live-range check ran on ``like``'s trace; the allocations are the
-    same). Its values, output checks and warnings are its own. A case whose trace the review keeps is always
-    replayed with it."""
+    no trace (``replay_untraced``) and takes from ``like`` what only the trace gives (``adopt``). A case whose
+    trace the review keeps is always replayed with it."""
+    like = None if case.want_trace else like
+    if like is None:
+        return _replay(prog, case, target, limits, traced=True)
+    run = replay_untraced(prog, case, target, limits)
+    adopt(run, like)
+    return run
+
+
+def replay_untraced(prog: Any, case: CaseJob, target: str, limits: SandboxLimits) -> CaseRun:
+    """A case of a static program replayed without a trace and without the capacity check (both are the traced
+    run's): its values, output checks and warnings only. Complete it with ``adopt``."""
+    return _replay(prog, case, target, limits, traced=False)
+
+
+def adopt(run: CaseRun, like: CaseRun) -> None:
+    """What an untraced run takes from the traced run of its shape (the same instructions on the same memory):
+    the instruction count, the elements never written, and the capacity verdict (the live-range check ran on
+    ``like``'s trace; the allocations are the same)."""
+    if run.status in ("ok", "bad-output"):
+        run.n_instructions = like.n_instructions
+    if run.status == "ok":
+        run.unwritten = None if like.unwritten is None else [None if m is None else m.copy()
+                                                             for m in like.unwritten]
+
+
+def _replay(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, traced: bool) -> CaseRun:
     from nkieval.sim.errors import NkiValidationError
     from nkieval.sim.options import SimOptions
     from nkieval.sim.program import ProgramError, replay_program
 
     t0 = time.perf_counter()
-    like = None if case.want_trace else like
     # (the run's warnings are the trace's and the report's: none on the judge's own stderr)
     opts = SimOptions.from_env(max_instructions=int(limits.max_instructions), time_limit_s=float(limits.timeout_s),
                                max_bytes=int(limits.memory_mb) << 20, emit_warnings=False)
-    if like is not None:
+    if not traced:
         opts = replace(opts, record_trace=False, capacity_check="off")
     try:
         with _collector_as_in_a_child():
@@ -168,8 +229,7 @@ def replay_case(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, li
     except Exception as e:  # (as the child reported whatever a kernel raised)
         return _failed("exception", e, case.label, time.perf_counter() - t0)
     t_sim = time.perf_counter()
-    run = CaseRun(case.label, "ok", sim_s=t_sim - t0,
-                  n_instructions=len(result.trace) if like is None else like.n_instructions,
+    run = CaseRun(case.label, "ok", sim_s=t_sim - t0, n_instructions=len(result.trace) if traced else None,
                   warnings=list(result.trace.warnings[:50]))
     problem = _check_outputs(result.raw, case.n_outputs, list(case.inputs.values()))
     if problem is not None:  # (the instruction budget needs no check here: the replay stopped at it)
@@ -177,15 +237,12 @@ def replay_case(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, li
     else:
         outs = result.outputs if isinstance(result.outputs, tuple | list) else [result.outputs]
         run.outputs = [np.asarray(o) for o in outs]
-        if like is not None:
-            run.unwritten = None if like.unwritten is None else [None if m is None else m.copy()
-                                                                 for m in like.unwritten]
-        else:
+        if traced:
             masks = _unwritten_masks(result.trace, result.raw)
             if masks is not None:
                 run.unwritten = [masks.get(f"unwritten{i}") for i in range(len(run.outputs))]
-        if case.want_trace:
-            run.trace = result.trace
+            if case.want_trace:
+                run.trace = result.trace
     run.post_s = time.perf_counter() - t_sim
     run.wall_s = run.post_s + run.sim_s
     return run

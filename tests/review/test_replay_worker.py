@@ -1,0 +1,175 @@
+"""The replay worker (``nkieval.review.replay_worker``): a static program's later cases replayed in a second
+process while the judge replays the traced one.
+
+What must hold: the worker's runs are exactly the judge's own (outputs bit for bit, statuses, warnings, and what
+they take from the traced run); a job the worker has not started is taken back and never run; a worker that
+dies or answers something malformed fails its job, and the judge replays that case itself with the same result;
+``NKIEVAL_REPLAY_WORKER=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import nkieval.frontends
+
+nkieval.frontends.install(force=True)
+
+import nki.isa as nisa  # noqa: E402
+import nki.language as nl  # noqa: E402
+
+from nkieval.review import executor, replay_worker  # noqa: E402
+from nkieval.review.runs import CaseJob, SandboxLimits  # noqa: E402
+from nkieval.sim.program import ArgSpec, Program, record_program  # noqa: E402
+
+
+def k_half_exp(a):
+    """exp of the first half of the rows; the other half of the output is never written."""
+    n, d = a.shape
+    out = nl.ndarray((n, d), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((n // 2, d), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[0:n // 2, :])
+    nisa.activation(dst=t, op=nl.exp, data=t)
+    nisa.dma_copy(dst=out[0:n // 2, :], src=t)
+    return out
+
+
+def _text(a: np.ndarray) -> str:
+    return record_program(k_half_exp, [ArgSpec(a.shape, a.dtype.name)], {}, target="trn2").program.to_json()
+
+
+def _cases(n: int, dtype: str = "float32") -> list[CaseJob]:
+    rng = np.random.default_rng(7)
+    return [CaseJob(f"c{i}", {"a": (rng.standard_normal((128, 16)) * (i + 1)).astype(dtype)}, {}, 1,
+                    want_trace=False) for i in range(n)]
+
+
+class _Stream:
+    """The tracer's side, already done: one program for every case (all of one shape)."""
+
+    def __init__(self, text: str, n: int) -> None:
+        self.keys, self.order, self._text = ["k"] * n, ["k"], text
+
+    def get(self, key: str) -> dict:
+        return {"status": "ok", "program": self._text}
+
+
+def _replay_all(text: str, cases: list[CaseJob]) -> list:
+    runs: dict[int, object] = {}
+    executor.replay_as_traced(_Stream(text, len(cases)), cases, "trn2", SandboxLimits(), runs.__setitem__,
+                              {"trace_s": 0.0})
+    return [runs[k] for k in range(len(cases))]
+
+
+def _same(run, fresh) -> None:
+    assert run.status == fresh.status == "ok"
+    assert len(run.outputs) == len(fresh.outputs) == 1
+    assert run.outputs[0].dtype == fresh.outputs[0].dtype
+    np.testing.assert_array_equal(run.outputs[0], fresh.outputs[0])
+    assert run.n_instructions == fresh.n_instructions == 3
+    np.testing.assert_array_equal(run.unwritten[0], fresh.unwritten[0])
+    assert run.warnings == fresh.warnings
+
+
+@pytest.fixture
+def ready_worker(monkeypatch):
+    """A fresh worker of this test's own, started and taking jobs."""
+    monkeypatch.setenv("NKIEVAL_REPLAY_WORKER", "1")
+    w = replay_worker.ReplayWorker()
+    monkeypatch.setattr(replay_worker, "worker", lambda: w)
+    w.start()
+    assert w.ready.wait(120), "the replay worker did not start"
+    yield w
+    w._stop()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_workers_runs_are_the_judges_own(ready_worker, monkeypatch, dtype):
+    import ml_dtypes  # noqa: F401  (bfloat16 by name)
+
+    cases = _cases(3, dtype)
+    text = _text(cases[0].inputs["a"])
+    real_replay = executor.replay_case
+
+    def traced_replay_after_the_workers(*args, **kwargs):
+        deadline = time.monotonic() + 60  # (the judge's own replay ends only once the worker ran both others)
+        while ready_worker.counts["answered"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return real_replay(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "replay_case", traced_replay_after_the_workers)
+    runs = _replay_all(text, cases)
+    assert ready_worker.counts["answered"] == 2  # the two later cases
+    for case, run in zip(cases, runs):
+        _same(run, real_replay(Program.from_json(text), case, "trn2", SandboxLimits()))
+        assert run.trace is None
+
+
+def test_a_job_not_yet_sent_is_taken_back_and_never_run(monkeypatch):
+    w = replay_worker.ReplayWorker()
+    monkeypatch.setattr(w, "_spawn", lambda: threading.Event().wait())  # (a worker that never finishes starting)
+    cases = _cases(1)
+    job = w.submit(_text(cases[0].inputs["a"]), cases[0], "trn2", SandboxLimits())
+    assert job is not None and job.take_back() and job.take_back()
+    assert not job.future.done() and w.counts == {"answered": 0, "failed": 0, "started": 0}
+
+
+def test_a_worker_that_dies_during_a_job_fails_it_and_the_judge_replays_the_case(ready_worker, monkeypatch):
+    cases = _cases(3)
+    text = _text(cases[0].inputs["a"])
+    died = threading.Event()
+    real_exchange, real_replay = ready_worker._exchange, executor.replay_case
+
+    def dying(job):
+        ready_worker._proc.kill()  # (the worker dies with the job in flight)
+        try:
+            return real_exchange(job)
+        finally:
+            died.set()
+
+    def traced_replay_after_the_death(*args, **kwargs):
+        died.wait(60)  # (the judge's own replay of the first case ends only after a job was lost)
+        return real_replay(*args, **kwargs)
+
+    monkeypatch.setattr(ready_worker, "_exchange", dying)
+    monkeypatch.setattr(executor, "replay_case", traced_replay_after_the_death)
+    runs = _replay_all(text, cases)
+    assert died.is_set() and ready_worker.counts["failed"] >= 1 and ready_worker.counts["answered"] == 0
+    for case, run in zip(cases, runs):
+        _same(run, real_replay(Program.from_json(text), case, "trn2", SandboxLimits()))
+    monkeypatch.setattr(ready_worker, "_exchange", real_exchange)
+    assert ready_worker.ready.wait(120)  # a new worker takes the next jobs
+    job = ready_worker.submit(text, cases[1], "trn2", SandboxLimits())
+    np.testing.assert_array_equal(job.result().outputs[0], runs[1].outputs[0])
+    assert ready_worker.counts["started"] >= 2
+
+
+def test_a_worker_fault_is_never_the_cases(ready_worker):
+    """A job whose run raises in the worker comes back as a worker fault, not as the case's exception."""
+    cases = _cases(1)
+    job = ready_worker.submit("{not a program", cases[0], "trn2", SandboxLimits())
+    with pytest.raises(replay_worker.WorkerFailed, match="did not parse"):
+        job.result()
+
+
+@pytest.mark.parametrize("header, arrays, why", [
+    ({"status": "passed"}, b"", "unknown status"),
+    ({"status": "ok"}, b"", "without outputs"),
+    ({"worker_error": "boom"}, b"", "boom"),
+    ({"status": "ok"}, b"not an array file", "not a readable array file"),
+])
+def test_a_malformed_answer_is_refused(header, arrays, why):
+    with pytest.raises((replay_worker.WorkerFailed, ValueError), match=why):
+        replay_worker._case_run("c0", header, arrays)
+
+
+def test_off_by_environment(monkeypatch):
+    monkeypatch.setenv("NKIEVAL_REPLAY_WORKER", "0")
+    assert replay_worker.worker() is None
+    cases = _cases(2)
+    text = _text(cases[0].inputs["a"])
+    assert executor._offload(text, Program.from_json(text), cases[1:], "trn2", SandboxLimits()) == {}
