@@ -57,6 +57,9 @@ class _Stream:
     def get(self, key: str) -> dict:
         return {"status": "ok", "program": self._text}
 
+    def finished(self) -> bool:
+        return True
+
 
 def _replay_all(text: str, cases: list[CaseJob]) -> list:
     runs: dict[int, object] = {}
@@ -173,3 +176,25 @@ def test_off_by_environment(monkeypatch):
     cases = _cases(2)
     text = _text(cases[0].inputs["a"])
     assert executor._offload(text, Program.from_json(text), cases[1:], "trn2", SandboxLimits()) == {}
+
+
+def test_nothing_is_offloaded_while_the_tracer_still_records(monkeypatch):
+    """Until the tracer is done, its core records the next shape (the one the judge waits for): the judge keeps
+    the replays."""
+    sent: list[str] = []
+    w = replay_worker.ReplayWorker()
+    monkeypatch.setattr(w, "submit", lambda text, case, *a: sent.append(case.label))
+    monkeypatch.setattr(replay_worker, "worker", lambda: w)
+
+    class Recording(_Stream):
+        def finished(self) -> bool:
+            return False
+
+    cases = _cases(3)
+    runs: dict[int, object] = {}
+    executor.replay_as_traced(Recording(_text(cases[0].inputs["a"]), 3), cases, "trn2", SandboxLimits(),
+                              runs.__setitem__, {"trace_s": 0.0})
+    assert sent == [] and [runs[k].status for k in range(3)] == ["ok"] * 3
+    executor.replay_as_traced(_Stream(_text(cases[0].inputs["a"]), 3), cases, "trn2", SandboxLimits(),
+                              runs.__setitem__, {"trace_s": 0.0})
+    assert sent == ["c1", "c2"]

@@ -81,6 +81,9 @@ class _Stream:
     def get(self, key: str) -> dict:
         return {"status": "ok", "program": self._text}
 
+    def finished(self) -> bool:
+        return True
+
 
 def _replay_all(text: str, cases: list[CaseJob], monkeypatch) -> tuple[list, list[bool]]:
     """Every case's run through the executor, and for each replay (in the order run) whether it kept a trace."""

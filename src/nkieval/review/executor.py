@@ -111,7 +111,9 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
             continue
         load_s = time.perf_counter() - t_load
         order = _traced_first(ks, cases)
-        offloaded = _offload(res["program"], prog, [cases[k] for k in order[1:]], target, limits)
+        # (only once the tracer is done: before that, its core records the next shape, the one the judge waits for)
+        offloaded = _offload(res["program"], prog, [cases[k] for k in order[1:]], target, limits) \
+            if stream.finished() else {}
         traced: CaseRun | None = None
         for k in order:
             job = offloaded.pop(cases[k].label, None)

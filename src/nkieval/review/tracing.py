@@ -189,6 +189,10 @@ class ProgramStream:
     def join(self) -> None:
         self._thread.join()
 
+    def finished(self) -> bool:
+        """Whether the tracer is done with every shape (its core is free)."""
+        return not self._thread.is_alive()
+
     # -- the tracing thread
     def _publish(self, key: str, res: dict[str, Any]) -> None:
         if res.get("status") == "ok" and isinstance(res.get("program"), str):
