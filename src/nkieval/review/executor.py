@@ -85,9 +85,8 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
     """Each shape's cases, in the order the shapes are traced, as soon as the shape's program is in (the tracer
     meanwhile records the next shape). A shape whose trace failed fails its cases with the tracer's record; a
     case that runs out of time skips every case not run yet (a kernel that hangs on one shape almost always
-    hangs on the next). A static program's later cases replay without a trace (see ``replay_case``)."""
-    from nkieval.sim.program import is_static
-
+    hangs on the next). A static program's later cases replay without a trace (see ``replay_case``), in the
+    replay worker once the tracer is done (``_offload``)."""
     hung: str | None = None
     for key in stream.order:
         ks = [k for k, kk in enumerate(stream.keys) if kk == key]
@@ -112,25 +111,44 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
         load_s = time.perf_counter() - t_load
         order = _traced_first(ks, cases)
         # (only once the tracer is done: before that, its core records the next shape, the one the judge waits for)
-        offloaded = _offload(res["program"], prog, [cases[k] for k in order[1:]], target, limits) \
+        jobs = _offload(res["program"], prog, [cases[k] for k in order[1:]], target, limits) \
             if stream.finished() else {}
-        traced: CaseRun | None = None
-        for k in order:
-            job = offloaded.pop(cases[k].label, None)
-            if hung is not None:
-                if job is not None:
-                    job.take_back()
-                finish(k, skipped(cases[k].label, hung))
-                continue
-            run = _worker_run(job, traced)
-            if run is None:
-                run = replay_case(prog, cases[k], target, limits, like=traced)
-            run.load_s, load_s = load_s, 0.0
-            if run.status == "timeout":
-                hung = cases[k].label
-            if traced is None and run.status == "ok" and is_static(prog):
-                traced = run
-            finish(k, run)
+        hung = _replay_shape(prog, order, cases, jobs, target, limits, finish, load_s)
+
+
+def _replay_shape(prog: Any, order: list[int], cases: Sequence[CaseJob], jobs: dict[str, Job], target: str,
+                  limits: SandboxLimits, finish: Callable[[int, CaseRun], None], load_s: float) -> str | None:
+    """One shape's cases, the traced one first; the label of a case that ran out of time, if one did. Cases the
+    worker has started are collected last, after the judge's own replays."""
+    from nkieval.sim.program import is_static
+
+    hung: str | None = None
+    traced: CaseRun | None = None
+    in_worker: list[tuple[int, Job]] = []
+
+    def done(k: int, run: CaseRun) -> None:
+        nonlocal hung, traced, load_s
+        run.load_s, load_s = load_s, 0.0
+        if run.status == "timeout":
+            hung = cases[k].label
+        if traced is None and run.status == "ok" and is_static(prog):
+            traced = run
+        finish(k, run)
+
+    for k in order:
+        job = jobs.get(cases[k].label)
+        if hung is not None:
+            if job is not None:
+                job.take_back()
+            finish(k, skipped(cases[k].label, hung))
+        elif job is not None and traced is not None and not job.take_back():
+            in_worker.append((k, job))
+        else:  # (a job taken back, or one whose traced run failed: the case is replayed here, with its own trace)
+            done(k, replay_case(prog, cases[k], target, limits, like=traced))
+    for k, job in in_worker:  # (run already, or running: a hang meanwhile does not skip them)
+        run = _worker_run(job, traced)
+        done(k, run if run is not None else replay_case(prog, cases[k], target, limits, like=traced))
+    return hung
 
 
 def _offload(text: str, prog: Any, later: list[CaseJob], target: str, limits: SandboxLimits) -> dict[str, Job]:
@@ -146,13 +164,10 @@ def _offload(text: str, prog: Any, later: list[CaseJob], target: str, limits: Sa
     return {label: j for label, j in jobs.items() if j is not None}
 
 
-def _worker_run(job: Job | None, traced: CaseRun | None) -> CaseRun | None:
-    """The worker's run of a case, completed from the shape's traced run (``adopt``); None when the judge should
-    replay the case itself: no job, a job the worker had not started yet (taken back), a worker fault, or no
-    passed traced run to complete it from (the case is then replayed with its own trace)."""
-    if job is None:
-        return None
-    if job.take_back() or traced is None:
+def _worker_run(job: Job, traced: CaseRun | None) -> CaseRun | None:
+    """The worker's run of a case it started, completed from the shape's traced run (``adopt``); None when the
+    judge should replay the case itself: a worker fault."""
+    if traced is None:
         return None
     try:
         run = job.result()

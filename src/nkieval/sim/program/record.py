@@ -190,6 +190,10 @@ class Recorder:
             return x
         if depth > MAX_DEPTH:
             raise NkiValidationError("a value nested too deeply to record", rule="trace-argument")
+        if cls is dict:  # (an instruction's keyword arguments: every call has them)
+            return {"d": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in x.items()]}
+        if cls is Op:
+            return {"op": x.name}
         if isinstance(x, bool | str):
             return x
         if isinstance(x, enum.Enum):
