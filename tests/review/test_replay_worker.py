@@ -27,25 +27,30 @@ from nkieval.review.runs import CaseJob, SandboxLimits  # noqa: E402
 from nkieval.sim.program import ArgSpec, Program, record_program  # noqa: E402
 
 
-def k_half_exp(a):
-    """exp of the first half of the rows; the other half of the output is never written."""
+def k_half_difference(a, b):
+    """a - b on the first half of the rows; the other half of the output is never written. Two inputs and an
+    operation that is not symmetric: a worker that swapped its inputs would give -(a - b)."""
     n, d = a.shape
     out = nl.ndarray((n, d), dtype=a.dtype, buffer=nl.shared_hbm)
-    t = nl.ndarray((n // 2, d), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a[0:n // 2, :])
-    nisa.activation(dst=t, op=nl.exp, data=t)
-    nisa.dma_copy(dst=out[0:n // 2, :], src=t)
+    ta = nl.ndarray((n // 2, d), dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray((n // 2, d), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a[0:n // 2, :])
+    nisa.dma_copy(dst=tb, src=b[0:n // 2, :])
+    nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.subtract)
+    nisa.dma_copy(dst=out[0:n // 2, :], src=ta)
     return out
 
 
 def _text(a: np.ndarray) -> str:
-    return record_program(k_half_exp, [ArgSpec(a.shape, a.dtype.name)], {}, target="trn2").program.to_json()
+    specs = [ArgSpec(a.shape, a.dtype.name)] * 2
+    return record_program(k_half_difference, specs, {}, target="trn2").program.to_json()
 
 
 def _cases(n: int, dtype: str = "float32") -> list[CaseJob]:
     rng = np.random.default_rng(7)
-    return [CaseJob(f"c{i}", {"a": (rng.standard_normal((128, 16)) * (i + 1)).astype(dtype)}, {}, 1,
-                    want_trace=False) for i in range(n)]
+    return [CaseJob(f"c{i}", {"a": (rng.standard_normal((128, 16)) * (i + 1)).astype(dtype),
+                              "b": rng.standard_normal((128, 16)).astype(dtype)}, {}, 1, want_trace=False)
+            for i in range(n)]
 
 
 class _Stream:
@@ -73,7 +78,7 @@ def _same(run, fresh) -> None:
     assert len(run.outputs) == len(fresh.outputs) == 1
     assert run.outputs[0].dtype == fresh.outputs[0].dtype
     np.testing.assert_array_equal(run.outputs[0], fresh.outputs[0])
-    assert run.n_instructions == fresh.n_instructions == 3
+    assert run.n_instructions == fresh.n_instructions == 4
     np.testing.assert_array_equal(run.unwritten[0], fresh.unwritten[0])
     assert run.warnings == fresh.warnings
 
@@ -110,6 +115,8 @@ def test_the_workers_runs_are_the_judges_own(ready_worker, monkeypatch, dtype):
     for case, run in zip(cases, runs):
         _same(run, real_replay(Program.from_json(text), case, "trn2", SandboxLimits()))
         assert run.trace is None
+        a, b = (case.inputs[n].astype(np.float32) for n in "ab")
+        np.testing.assert_allclose(run.outputs[0][:64].astype(np.float32), a[:64] - b[:64], rtol=1e-2, atol=1e-2)
 
 
 def test_a_job_not_yet_sent_is_taken_back_and_never_run(monkeypatch):
