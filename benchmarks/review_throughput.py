@@ -39,18 +39,22 @@ wall time over its simulation per role (expert, baseline, flawed, and with ``--h
 suite's candidates for the tasks) in both modes, and checks that every outcome is the same.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/review_throughput.py [--tasks a,b] [--repeat 2]
-        [--hostile] [--compare-brief] [--compare-kept] [--compare-untrusted]
+        [--hostile] [--compare-brief] [--compare-kept] [--compare-untrusted] [--compare-replay-worker]
 
 ``--tasks`` also takes the CUDA port acceptance set's tasks by name (``rmsnorm_warp``, ``layernorm_block``, ...).
 With ``--compare-kept`` every candidate is also reviewed by a judge that keeps the cause search's CUDA runs as
 it did before ``review/stages/kept_runs.py`` (mode ``before-kept``: mutants' runs kept but not their timeouts,
 the constant hypotheses' runs never) and by one that keeps none across reviews (mode ``unkept``); the run ends
 with the warm review's wall time over its simulation per role for each against the full review.
+With ``--compare-replay-worker`` every candidate is also reviewed by a judge that replays every case itself (mode
+``no-replay-worker``: no second replay process, ``nkieval.review.replay_worker``); the run ends with the
+throughput ratio of the full review to it, and with ``--compare-untrusted`` too, of it to the untrusted pipeline.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -118,12 +122,13 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
 #: machine's load falls on all alike): the full review (the "before" of the brief mode), the brief review (what a
 #: reward call without feedback runs) and the pipeline before trace-then-execute
 MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False},
-                                     "before": {}, "before-kept": {}, "unkept": {}}
+                                     "before": {}, "before-kept": {}, "unkept": {}, "no-replay-worker": {}}
 #: mode "before" is the full review as the judge ran it before CUDA runs that timed out were kept as such
 #: (``CaseData.timed_out_within``): each review paid for the same timeout again. Mode "before-kept" is the full
 #: review as the judge ran it before the cause search's runs were kept by ``review/stages/kept_runs.py``: a
 #: mutant's run kept unless it timed out, the constant hypotheses' runs never kept. Mode "unkept" keeps none of
-#: the cause search's runs across reviews (each review's search runs its own).
+#: the cause search's runs across reviews (each review's search runs its own). Mode "no-replay-worker" is the full
+#: review with the judge replaying every case itself (``NKIEVAL_REPLAY_WORKER=0``: no second replay process).
 ADVERSARIAL = Path(__file__).resolve().parents[1] / "tests" / "adversarial" / "candidates"
 
 
@@ -197,6 +202,20 @@ def _kept_timeouts(on: bool) -> Iterator[None]:
         CaseData.timed_out_within = kept  # type: ignore[method-assign]
 
 
+@contextmanager
+def _replay_worker(on: bool) -> Iterator[None]:
+    """With ``on`` False, the judge replays every case itself (mode "no-replay-worker")."""
+    saved = os.environ.get("NKIEVAL_REPLAY_WORKER")
+    os.environ["NKIEVAL_REPLAY_WORKER"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["NKIEVAL_REPLAY_WORKER"]
+        else:
+            os.environ["NKIEVAL_REPLAY_WORKER"] = saved
+
+
 def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True,
          exclude: tuple[str, ...] = ()) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
@@ -222,7 +241,8 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     if len(modes) > 1:
                         _forget_judged_outputs()
                     c0, w0 = time.process_time(), time.perf_counter()
-                    with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]):
+                    with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), \
+                            _replay_worker(mode != "no-replay-worker"):
                         r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     walls[kind] += wall
@@ -314,6 +334,9 @@ def main() -> None:
     ap.add_argument("--compare-untrusted", action="store_true",
                     help="also run the pipeline before trace-then-execute (review(..., trusted=False)) in the same "
                          "run and print the throughput ratio")
+    ap.add_argument("--compare-replay-worker", action="store_true",
+                    help="also run the full review with the judge replaying every case itself (no replay worker, "
+                         "NKIEVAL_REPLAY_WORKER=0) in the same run and print the throughput ratio")
     ap.add_argument("--executor-budget", type=float, default=None,
                     help="seconds of CUDA executor time per review for the differential check (default: the "
                          "judge's); a tighter budget makes CUDA runs time out as on a loaded machine")
@@ -329,7 +352,8 @@ def main() -> None:
     print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
     modes = ("full", *(("brief",) if args.compare_brief else ()), *(("before",) if args.compare_before else ()),
              *(("before-kept", "unkept") if args.compare_kept else ()),
-             *(("untrusted",) if args.compare_untrusted else ()))
+             *(("untrusted",) if args.compare_untrusted else ()),
+             *(("no-replay-worker",) if args.compare_replay_worker else ()))
     res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))))
     rows, walls, _ = res["full"]
     print()
@@ -354,17 +378,27 @@ def main() -> None:
         _brief_vs_full(res, "unkept", "full")
         print(f"kept runs of the cause search (mode full): {STORES['full'].stats()}")
     if args.compare_untrusted:
-        old_rows, old_walls, _ = res["untrusted"]
-        print()
-        _summary("before", old_rows, old_walls["cold"] + old_walls["warm"])
-        for kind in ("cold", "warm", "all"):
-            new_w = walls["cold"] + walls["warm"] if kind == "all" else walls[kind]
-            old_w = old_walls["cold"] + old_walls["warm"] if kind == "all" else old_walls[kind]
-            if new_w and old_w:
-                print(f"throughput ratio {kind}: trace-then-execute / before = {old_w / new_w:.2f}x "
-                      f"(reviews per minute; {new_w:.1f} s vs {old_w:.1f} s)")
-        same = sum(1 for a, b in zip(rows, old_rows) if a[7] == b[7])
-        print(f"verdicts equal in both pipelines: {same} of {len(rows)}")
+        _throughput_ratio(res, "untrusted", "trace-then-execute / before")
+    if args.compare_replay_worker:
+        _throughput_ratio(res, "no-replay-worker", "with the replay worker / without")
+        if args.compare_untrusted:
+            _throughput_ratio(res, "untrusted", "without the replay worker / before", new="no-replay-worker")
+
+
+def _throughput_ratio(res: dict[str, Any], old: str, what: str, new: str = "full") -> None:
+    """Reviews per minute of mode ``new`` over mode ``old`` (cold, warm, all), and how many verdicts are equal."""
+    rows, walls, _ = res[new]
+    old_rows, old_walls, _ = res[old]
+    print()
+    _summary(old, old_rows, old_walls["cold"] + old_walls["warm"])
+    for kind in ("cold", "warm", "all"):
+        new_w = walls["cold"] + walls["warm"] if kind == "all" else walls[kind]
+        old_w = old_walls["cold"] + old_walls["warm"] if kind == "all" else old_walls[kind]
+        if new_w and old_w:
+            print(f"throughput ratio {kind}: {what} = {old_w / new_w:.2f}x "
+                  f"(reviews per minute; {new_w:.1f} s vs {old_w:.1f} s)")
+    same = sum(1 for a, b in zip(rows, old_rows) if a[7] == b[7])
+    print(f"verdicts equal in modes {new} and {old}: {same} of {len(rows)}")
 
 
 if __name__ == "__main__":
