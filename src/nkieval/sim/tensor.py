@@ -259,8 +259,11 @@ def _is_runtime(x: Any) -> bool:
     t = type(x)
     if t in _STATIC:
         return False
-    if t is tuple or t is list:
-        return any(_is_runtime(v) for v in x)
+    if t is tuple or t is list:  # (a loop, not any() over a generator: this runs for every view a kernel makes)
+        for v in x:
+            if type(v) not in _STATIC and _is_runtime(v):
+                return True
+        return False
     if t is DynSlice:
         return x.runtime is not None
     if t is dict:
@@ -597,7 +600,9 @@ class NkiTensor:
         except AttributeError:
             raise NkiValidationError(f"reshape of non-contiguous view {list(self.shape)} to {list(shp)} needs a copy",
                                      operand=self.alloc.name or None, rule="indexing") from None
-        return self._new(v)
+        t = self._new(v)
+        t._off = self._off  # (the same first element: no need to ask NumPy, whose __array_interface__ is slow)
+        return t
 
     @_recorded_view
     def view(self, dtype: Any) -> NkiTensor:
