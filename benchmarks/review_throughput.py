@@ -46,11 +46,24 @@ With ``--compare-kept`` every candidate is also reviewed by a judge that keeps t
 it did before ``review/stages/kept_runs.py`` (mode ``before-kept``: mutants' runs kept but not their timeouts,
 the constant hypotheses' runs never) and by one that keeps none across reviews (mode ``unkept``); the run ends
 with the warm review's wall time over its simulation per role for each against the full review.
+
+With ``--compare-judge`` every candidate is also reviewed by the judge as it was before its candidate-dependent
+work was trimmed (mode ``before-judge``: static analysis run again for a source already analysed, the port's
+constants parsed again, the differential check's tolerance ratios through the NaN-aware path for every output);
+the run ends with the warm review's wall time over its simulation and the harness CPU per role in both modes,
+and checks that every review's JSON report (all but its timings) is the same in both. ``--save-reports DIR``
+writes each full review's report (timings left out) as JSON, ``--check-reports DIR`` compares each with the one
+a run saved there (e.g. a run of an older checkout): the same verdicts, scores, levels and findings.
+
+Every run ends with the warm review's wall time over its simulation, and the harness CPU per review, per role and
+per round (the first round: candidates not reviewed before; later rounds: the same candidates again).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,6 +73,7 @@ from typing import Any
 from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE, CaseData
 from nkieval.review.stages import clear_caches, differential, kept_runs, mutation_causes
+from nkieval.review.stages import evidence as stage_evidence
 from nkieval.review.stages.kept_runs import KeptRun, KeptRuns
 from nkieval.tasks import builtin_tasks, port_tasks
 
@@ -118,7 +132,7 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
 #: machine's load falls on all alike): the full review (the "before" of the brief mode), the brief review (what a
 #: reward call without feedback runs) and the pipeline before trace-then-execute
 MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False},
-                                     "before": {}, "before-kept": {}, "unkept": {}}
+                                     "before": {}, "before-kept": {}, "unkept": {}, "before-judge": {}}
 #: mode "before" is the full review as the judge ran it before CUDA runs that timed out were kept as such
 #: (``CaseData.timed_out_within``): each review paid for the same timeout again. Mode "before-kept" is the full
 #: review as the judge ran it before the cause search's runs were kept by ``review/stages/kept_runs.py``: a
@@ -183,6 +197,56 @@ def kept_runs_mode(mode: str, store: KeptRuns) -> Iterator[None]:
         kept_runs.KEPT_RUNS, differential.store_for, mutation_causes.store_for = saved  # type: ignore[assignment]
 
 
+def _tolerance_ratios_before(want: Any, got: Any, rtol: float, atol: float) -> tuple[Any, Any]:
+    """``differential.tolerance_ratios`` as it was before its all-finite path (mode "before-judge")."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        d = np.where((np.isnan(want) & np.isnan(got)) | (np.isinf(want) & (want == got)), 0.0, np.abs(got - want))
+        d = np.where(np.isnan(d), np.inf, d)
+        ratio = np.where(d == 0, 0.0, d / (atol + rtol * np.abs(np.where(np.isfinite(want), want, 0.0))))
+    return d, ratio
+
+
+class _KeepNoFindings(stage_evidence._KeptFindings):
+    """Static findings kept by none: every review analyses its source again (mode "before-judge")."""
+
+    def put(self, key: Any, findings: Any) -> None:
+        pass
+
+
+@contextmanager
+def judge_mode(mode: str) -> Iterator[None]:
+    """In mode "before-judge", the judge's candidate-dependent work as it was before it was trimmed: no static
+    findings kept, the port's constants parsed in every review, tolerance ratios through the NaN-aware path."""
+    if mode != "before-judge":
+        yield
+        return
+    saved = stage_evidence._STATIC, differential._port_literals, differential.tolerance_ratios
+    stage_evidence._STATIC = _KeepNoFindings(0)
+    differential._port_literals = differential._port_literals.__wrapped__  # type: ignore[assignment]
+    differential.tolerance_ratios = _tolerance_ratios_before  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        stage_evidence._STATIC, differential._port_literals, differential.tolerance_ratios = saved  # type: ignore
+
+
+def report_outcome(r: Any) -> dict[str, Any]:
+    """The review's JSON report without what measures time (its timings, each case's simulation seconds): what
+    two judges that agree produce alike."""
+    d = r.to_dict()
+    d.pop("timings", None)
+    for c in d.get("cases", []):
+        for k in [k for k in c if k.endswith("_s")]:
+            del c[k]
+    return d
+
+
+def _report_digest(d: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
+
+
 @contextmanager
 def _kept_timeouts(on: bool) -> Iterator[None]:
     """With ``on`` False, the review ignores kept CUDA timeouts (mode "before")."""
@@ -198,10 +262,12 @@ def _kept_timeouts(on: bool) -> Iterator[None]:
 
 
 def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True,
-         exclude: tuple[str, ...] = ()) -> dict[str, tuple[list[tuple], dict, dict]]:
+         exclude: tuple[str, ...] = (), reports: dict[str, dict[str, Any]] | None = None
+         ) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
-    CPU, verdict, wall, (verdict, score, levels), round); per mode also the wall time per kind and the stage sums per
-    kind and per warm role."""
+    CPU, verdict, wall, (verdict, score, levels), round, digest of the report without timings); per mode also the
+    wall time per kind and the stage sums per kind and per warm role. ``reports``: each mode "full" review's report
+    without timings, by "task/file/round", filled in."""
     out: dict[str, tuple[list[tuple], dict, dict]] = {
         m: ([], {"cold": 0.0, "warm": 0.0}, {}) for m in modes}
     # the judge's cause search keeps CUDA runs across reviews (candidate-independent work): each mode keeps its
@@ -222,14 +288,18 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     if len(modes) > 1:
                         _forget_judged_outputs()
                     c0, w0 = time.process_time(), time.perf_counter()
-                    with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]):
+                    with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), judge_mode(mode):
                         r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+                    rep = report_outcome(r)
+                    if reports is not None and mode == "full":
+                        reports[f"{t.id}/{f.name}/{round_}"] = rep
                     walls[kind] += wall
                     tm = r.timings
                     tot, sim = tm["total_s"], tm["simulation_s"]
                     outcome = (r.verdict, r.score, tuple((c.id, c.level) for c in r.criteria))
-                    rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome, round_))
+                    rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome, round_,
+                                 _report_digest(rep)))
                     for group in (kind, f"{kind}/{role}"):
                         st = stages.setdefault(group, {})
                         for k, v in tm.items():
@@ -292,6 +362,47 @@ def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "ful
             print(f"  DIFFERENT: {x[2]}/{x[3]}: {a} {x[9]} {b} {y[9]}")
 
 
+def _per_round(rows: list[tuple]) -> None:
+    """Warm wall / simulation and harness CPU per review, per role and round (first round, later rounds)."""
+    rounds = max((r[10] for r in rows), default=0) + 1
+    print("\nwarm review wall time / simulation, and harness CPU per review, per role:")
+    for first, last, which in ((0, 1, "first round"), *(((1, rounds, "repeated rounds"),) if rounds > 1 else ())):
+        by = _per_role([r for r in rows if first <= r[10] < last])
+        for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in by]:
+            n, w, s, c = by[role]
+            print(f"  {which:<15} {role:<8} {n:3d} reviews  {w / max(s, 1e-9):6.2f}x ({w:7.2f} s / {s:6.2f} s)  "
+                  f"harness CPU {c / n:6.3f} s per review")
+
+
+def _same_reports(res: dict[str, tuple[list[tuple], dict, dict]], a: str, b: str) -> None:
+    """Whether every review's report (all but timings) is the same in modes ``a`` and ``b``."""
+    ra, rb = res[a][0], res[b][0]
+    same = sum(1 for x, y in zip(ra, rb) if x[11] == y[11])
+    print(f"reports (all but timings: verdict, score, levels, findings, evidence) equal in modes {a} and {b}: "
+          f"{same} of {len(ra)}")
+    for x, y in zip(ra, rb):
+        if x[11] != y[11]:
+            print(f"  DIFFERENT: {x[2]}/{x[3]} round {x[10]}")
+
+
+def _check_reports(saved_dir: Path, reports: dict[str, dict[str, Any]]) -> None:
+    """Compare this run's reports with those a run saved in ``saved_dir``."""
+    same, differ, missing = 0, [], 0
+    for key, rep in reports.items():
+        p = saved_dir / (key.replace("/", "__") + ".json")
+        if not p.exists():
+            missing += 1
+            continue
+        old = json.loads(p.read_text())
+        if old == json.loads(json.dumps(rep, default=str)):
+            same += 1
+        else:
+            differ.append(key)
+    print(f"reports equal to the saved ones in {saved_dir.name}: {same} of {len(reports)} ({missing} not saved there)")
+    for key in differ:
+        print(f"  DIFFERENT: {key}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", default="")
@@ -314,6 +425,13 @@ def main() -> None:
     ap.add_argument("--compare-untrusted", action="store_true",
                     help="also run the pipeline before trace-then-execute (review(..., trusted=False)) in the same "
                          "run and print the throughput ratio")
+    ap.add_argument("--compare-judge", action="store_true",
+                    help="also run the judge as it was before its candidate-dependent work was trimmed (mode "
+                         "before-judge) and compare wall / simulation, harness CPU and every report")
+    ap.add_argument("--save-reports", type=Path, default=None,
+                    help="write each full review's report (timings left out) as JSON into this folder")
+    ap.add_argument("--check-reports", type=Path, default=None,
+                    help="compare each full review's report (timings left out) with the one saved in this folder")
     ap.add_argument("--executor-budget", type=float, default=None,
                     help="seconds of CUDA executor time per review for the differential check (default: the "
                          "judge's); a tighter budget makes CUDA runs time out as on a loaded machine")
@@ -329,8 +447,10 @@ def main() -> None:
     print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
     modes = ("full", *(("brief",) if args.compare_brief else ()), *(("before",) if args.compare_before else ()),
              *(("before-kept", "unkept") if args.compare_kept else ()),
-             *(("untrusted",) if args.compare_untrusted else ()))
-    res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))))
+             *(("untrusted",) if args.compare_untrusted else ()), *(("before-judge",) if args.compare_judge else ()))
+    reports: dict[str, dict[str, Any]] = {}
+    res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))),
+               reports=reports)
     rows, walls, _ = res["full"]
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
@@ -353,6 +473,19 @@ def main() -> None:
         _brief_vs_full(res, "before-kept", "full")
         _brief_vs_full(res, "unkept", "full")
         print(f"kept runs of the cause search (mode full): {STORES['full'].stats()}")
+    if args.compare_judge:
+        _brief_vs_full(res, "before-judge", "full")
+        _per_round(res["before-judge"][0])
+        _same_reports(res, "before-judge", "full")
+    print("\nmode full:", end="")
+    _per_round(rows)
+    if args.save_reports is not None:
+        args.save_reports.mkdir(parents=True, exist_ok=True)
+        for key, rep in reports.items():
+            (args.save_reports / (key.replace("/", "__") + ".json")).write_text(
+                json.dumps(rep, sort_keys=True, indent=1, default=str))
+    if args.check_reports is not None:
+        _check_reports(args.check_reports, reports)
     if args.compare_untrusted:
         old_rows, old_walls, _ = res["untrusted"]
         print()
