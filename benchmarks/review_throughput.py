@@ -49,7 +49,8 @@ with the warm review's wall time over its simulation per role for each against t
 
 With ``--compare-judge`` every candidate is also reviewed by the judge as it was before its candidate-dependent
 work was trimmed (mode ``before-judge``: static analysis run again for a source already analysed, the port's
-constants parsed again, the differential check's tolerance ratios through the NaN-aware path for every output);
+constants parsed again, the differential check's tolerance ratios through the NaN-aware path for every output,
+the performance model's parameters read from the target's facts again by every estimate, check and pass);
 the run ends with the warm review's wall time over its simulation and the harness CPU per role in both modes,
 and checks that every review's JSON report (all but its timings) is the same in both. ``--save-reports DIR``
 writes each full review's report (timings left out) as JSON, ``--check-reports DIR`` compares each with the one
@@ -64,18 +65,23 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import nkieval.perf.params as perf_params
 from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE, CaseData
 from nkieval.review.stages import clear_caches, differential, kept_runs, mutation_causes
 from nkieval.review.stages import evidence as stage_evidence
 from nkieval.review.stages.kept_runs import KeptRun, KeptRuns
 from nkieval.tasks import builtin_tasks, port_tasks
+
+#: the module (``nkieval.perf.estimate`` as an attribute is the function of that name)
+perf_estimate = sys.modules["nkieval.perf.estimate"]
 
 # "where the time goes": the review's wall time, split into what happens one after the other
 # (the critical path), then the worker thread's items, which overlap the child
@@ -208,6 +214,13 @@ def _tolerance_ratios_before(want: Any, got: Any, rtol: float, atol: float) -> t
     return d, ratio
 
 
+class _KeepNothing(dict):
+    """A memo that keeps nothing (mode "before-judge": the performance parameters read for every estimate)."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+
 class _KeepNoFindings(stage_evidence._KeptFindings):
     """Static findings kept by none: every review analyses its source again (mode "before-judge")."""
 
@@ -218,18 +231,23 @@ class _KeepNoFindings(stage_evidence._KeptFindings):
 @contextmanager
 def judge_mode(mode: str) -> Iterator[None]:
     """In mode "before-judge", the judge's candidate-dependent work as it was before it was trimmed: no static
-    findings kept, the port's constants parsed in every review, tolerance ratios through the NaN-aware path."""
+    findings kept, the port's constants parsed in every review, tolerance ratios through the NaN-aware path, the
+    performance parameters and their provenance tables read and built again for every estimate and check."""
     if mode != "before-judge":
         yield
         return
-    saved = stage_evidence._STATIC, differential._port_literals, differential.tolerance_ratios
+    saved = (stage_evidence._STATIC, differential._port_literals, differential.tolerance_ratios,
+             perf_params._DEFAULTS, perf_estimate._PROVENANCE)
     stage_evidence._STATIC = _KeepNoFindings(0)
     differential._port_literals = differential._port_literals.__wrapped__  # type: ignore[assignment]
     differential.tolerance_ratios = _tolerance_ratios_before  # type: ignore[assignment]
+    perf_params._DEFAULTS = _KeepNothing()
+    perf_estimate._PROVENANCE = _KeepNothing()
     try:
         yield
     finally:
-        stage_evidence._STATIC, differential._port_literals, differential.tolerance_ratios = saved  # type: ignore
+        (stage_evidence._STATIC, differential._port_literals, differential.tolerance_ratios,  # type: ignore
+         perf_params._DEFAULTS, perf_estimate._PROVENANCE) = saved
 
 
 def report_outcome(r: Any) -> dict[str, Any]:

@@ -122,3 +122,30 @@ def test_port_constants_are_parsed_once_per_source(monkeypatch: pytest.MonkeyPat
     assert differential._port_literals(src) == first and parsed == [src]
     assert sorted(lit.value for lit in first) == [0.5, 2.0]  # (not the default 1e-5)
     differential._port_literals.cache_clear()
+
+
+def test_default_perf_parameters_are_read_once_and_overrides_do_not_leak() -> None:
+    from nkieval.hardware import get_target
+    from nkieval.perf.params import load_params
+
+    tgt = get_target("trn2")
+    p = load_params(tgt)
+    assert load_params(tgt) is p and load_params(tgt, {}) is p
+    q = load_params(tgt, {"dma_fixed_ns": 1.0})
+    assert q is not p and q.dma_fixed_ns == 1.0 and q.sources["dma_fixed_ns"].status == "override"
+    assert load_params(tgt) is p and p.sources["dma_fixed_ns"].status != "override"
+    assert load_params(get_target("trn1")) is not p
+
+
+def test_an_estimate_states_its_parameters_as_read() -> None:
+    from nkieval.hardware import get_target
+    from nkieval.perf import estimate
+    from nkieval.perf.params import load_params
+    from nkieval.sim.trace import Trace
+
+    tgt = get_target("trn2")
+    for params in (None, {"dma_fixed_ns": 1.0}):
+        p = load_params(tgt, params)
+        unc = estimate(Trace(target="trn2"), tgt, params=params).uncertainty
+        assert {k: dict(v) for k, v in unc.parameters.items()} == p.to_dict()
+        assert {k: list(v) for k, v in unc.by_status.items()} == p.by_status()
