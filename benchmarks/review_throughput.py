@@ -250,6 +250,32 @@ def judge_mode(mode: str) -> Iterator[None]:
          perf_params._DEFAULTS, perf_estimate._PROVENANCE) = saved
 
 
+class ReplayClock:
+    """CPU seconds the judge's process spends inside the simulator's ``run_kernel`` when it replays a program (the
+    cases, the evidence case and the differential check's port runs): the thread CPU of each replay, summed over
+    threads. A review's harness CPU less this is the judge's own work, on any load."""
+
+    def __init__(self) -> None:
+        import threading
+
+        from nkieval.sim.program import replay
+
+        self._replay, self._lock, self.cpu_s = replay, threading.Lock(), 0.0
+        self._run = replay.run_kernel
+        replay.run_kernel = self._timed  # type: ignore[assignment]
+
+    def _timed(self, *args: Any, **kw: Any) -> Any:
+        t0 = time.thread_time()
+        try:
+            return self._run(*args, **kw)
+        finally:
+            with self._lock:
+                self.cpu_s += time.thread_time() - t0
+
+
+REPLAY: ReplayClock | None = None
+
+
 def report_outcome(r: Any) -> dict[str, Any]:
     """The review's JSON report without what measures time (its timings, each case's simulation seconds): what
     two judges that agree produce alike."""
@@ -283,7 +309,8 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
          exclude: tuple[str, ...] = (), reports: dict[str, dict[str, Any]] | None = None
          ) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
-    CPU, verdict, wall, (verdict, score, levels), round, digest of the report without timings); per mode also the
+    CPU, verdict, wall, (verdict, score, levels), round, digest of the report without timings, replay CPU); per mode
+    also the
     wall time per kind and the stage sums per kind and per warm role. ``reports``: each mode "full" review's report
     without timings, by "task/file/round", filled in."""
     out: dict[str, tuple[list[tuple], dict, dict]] = {
@@ -305,10 +332,12 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     first[mode] = False
                     if len(modes) > 1:
                         _forget_judged_outputs()
+                    r0 = REPLAY.cpu_s if REPLAY is not None else 0.0
                     c0, w0 = time.process_time(), time.perf_counter()
                     with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), judge_mode(mode):
                         r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+                    replay_cpu = (REPLAY.cpu_s if REPLAY is not None else 0.0) - r0
                     rep = report_outcome(r)
                     if reports is not None and mode == "full":
                         reports[f"{t.id}/{f.name}/{round_}"] = rep
@@ -317,7 +346,7 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     tot, sim = tm["total_s"], tm["simulation_s"]
                     outcome = (r.verdict, r.score, tuple((c.id, c.level) for c in r.criteria))
                     rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome, round_,
-                                 _report_digest(rep)))
+                                 _report_digest(rep), replay_cpu))
                     for group in (kind, f"{kind}/{role}"):
                         st = stages.setdefault(group, {})
                         for k, v in tm.items():
@@ -381,15 +410,20 @@ def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "ful
 
 
 def _per_round(rows: list[tuple]) -> None:
-    """Warm wall / simulation and harness CPU per review, per role and round (first round, later rounds)."""
+    """Warm wall / simulation, harness CPU per review, the replays' share of it and the judge's own CPU (harness
+    CPU less the replays), per role and round (first round, later rounds)."""
     rounds = max((r[10] for r in rows), default=0) + 1
-    print("\nwarm review wall time / simulation, and harness CPU per review, per role:")
+    print("\nwarm review wall time / simulation; per review: harness CPU, the replays' CPU in it (cases, evidence, "
+          "port runs) and the rest (the judge's own work), and harness CPU / replay CPU, per role:")
     for first, last, which in ((0, 1, "first round"), *(((1, rounds, "repeated rounds"),) if rounds > 1 else ())):
-        by = _per_role([r for r in rows if first <= r[10] < last])
+        pick = [r for r in rows if first <= r[10] < last and r[0] == "warm"]
+        by = _per_role(pick)
         for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in by]:
             n, w, s, c = by[role]
+            rep = sum(r[12] for r in pick if r[1] == role)
             print(f"  {which:<15} {role:<8} {n:3d} reviews  {w / max(s, 1e-9):6.2f}x ({w:7.2f} s / {s:6.2f} s)  "
-                  f"harness CPU {c / n:6.3f} s per review")
+                  f"harness CPU {c / n:6.3f} s  replay CPU {rep / n:6.3f} s  judge's own CPU {(c - rep) / n:6.3f} s  "
+                  f"CPU / replay CPU {c / max(rep, 1e-9):5.2f}x")
 
 
 def _same_reports(res: dict[str, tuple[list[tuple], dict, dict]], a: str, b: str) -> None:
@@ -459,6 +493,8 @@ def main() -> None:
     want = set(filter(None, args.tasks.split(",")))
     tasks = [t for t in builtin_tasks() if not want or t.id in want]
     tasks += [t for t in port_tasks() if t.id in want]  # (the CUDA port acceptance set, by name only)
+    global REPLAY
+    REPLAY = ReplayClock()
     t0 = time.perf_counter()
     warm = review(tasks[0], tasks[0].solution_file, seed=12345)
     review(tasks[0], tasks[0].solution_file, seed=12345, trusted=False)

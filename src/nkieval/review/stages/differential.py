@@ -512,7 +512,8 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
     causes: list[dict[str, Any]] = []
     # (the re-runs are candidate-independent, kept across reviews with the seconds they took the first time:
     # a warm review tries the same hypotheses as a cold one, within the same executor budget)
-    fingerprint, digest, spent = task_fingerprint(task), inputs_digest(inputs), 0.0
+    # (the review's own fingerprint when it keeps data: the task's files are read and hashed once per review)
+    fingerprint, digest, spent = loaded.fingerprint or task_fingerprint(task), inputs_digest(inputs), 0.0
     store = store_for(loaded.use_cache)
     for _, kind, what, p in hyps:
         if spent > 2 * EXECUTOR_BUDGET_S:
