@@ -50,7 +50,9 @@ with the warm review's wall time over its simulation per role for each against t
 With ``--compare-judge`` every candidate is also reviewed by the judge as it was before its candidate-dependent
 work was trimmed (mode ``before-judge``: static analysis run again for a source already analysed, the port's
 constants parsed again, the differential check's tolerance ratios through the NaN-aware path for every output,
-the performance model's parameters read from the target's facts again by every estimate, check and pass);
+the performance model's parameters read from the target's facts again by every estimate, check and pass, the
+compiler model's DMA bytes summed twice per pass; not undone: the constant hypotheses' reuse of the review's
+task fingerprint);
 the run ends with the warm review's wall time over its simulation and the harness CPU per role in both modes,
 and checks that every review's JSON report (all but its timings) is the same in both. ``--save-reports DIR``
 writes each full review's report (timings left out) as JSON, ``--check-reports DIR`` compares each with the one
@@ -214,6 +216,28 @@ def _tolerance_ratios_before(want: Any, got: Any, rtol: float, atol: float) -> t
     return d, ratio
 
 
+def _run_passes_before(trace: Any, passes: Any, options: Any) -> Any:
+    """The compiler model's ``run_passes`` as it was before each list was summed once (mode "before-judge")."""
+    from nkieval.perf.compiler.model import CompilerReport, PassContext, PassReport, dma_bytes, rebuild
+
+    records = list(trace.records)
+    ctx = PassContext(trace)
+    reports = []
+    changed_any = False
+    for p in passes:
+        n0, b0 = len(records), dma_bytes(records)
+        if not options.is_on(p):
+            reports.append(PassReport(p.name, False, n0, n0, b0, b0, 0))
+            continue
+        ctx.notes, ctx.changed = [], 0
+        records = p.run(records, ctx)
+        changed_any = changed_any or ctx.changed > 0
+        reports.append(PassReport(p.name, True, n0, len(records), b0, dma_bytes(records), ctx.changed,
+                                  tuple(ctx.notes)))
+    out = rebuild(trace, records, ctx.extend_free, ctx.extend_alloc) if changed_any else trace
+    return out, CompilerReport(tuple(reports))
+
+
 class _KeepNothing(dict):
     """A memo that keeps nothing (mode "before-judge": the performance parameters read for every estimate)."""
 
@@ -236,44 +260,70 @@ def judge_mode(mode: str) -> Iterator[None]:
     if mode != "before-judge":
         yield
         return
+    compiler = sys.modules["nkieval.perf.compiler"]
     saved = (stage_evidence._STATIC, differential._port_literals, differential.tolerance_ratios,
-             perf_params._DEFAULTS, perf_estimate._PROVENANCE)
+             perf_params._DEFAULTS, perf_estimate._PROVENANCE, compiler.run_passes)
     stage_evidence._STATIC = _KeepNoFindings(0)
     differential._port_literals = differential._port_literals.__wrapped__  # type: ignore[assignment]
     differential.tolerance_ratios = _tolerance_ratios_before  # type: ignore[assignment]
     perf_params._DEFAULTS = _KeepNothing()
     perf_estimate._PROVENANCE = _KeepNothing()
+    compiler.run_passes = _run_passes_before
     try:
         yield
     finally:
         (stage_evidence._STATIC, differential._port_literals, differential.tolerance_ratios,  # type: ignore
-         perf_params._DEFAULTS, perf_estimate._PROVENANCE) = saved
+         perf_params._DEFAULTS, perf_estimate._PROVENANCE, compiler.run_passes) = saved
 
 
-class ReplayClock:
-    """CPU seconds the judge's process spends inside the simulator's ``run_kernel`` when it replays a program (the
-    cases, the evidence case and the differential check's port runs): the thread CPU of each replay, summed over
-    threads. A review's harness CPU less this is the judge's own work, on any load."""
+class ThreadClocks:
+    """CPU seconds the judge's process spends in a few of its parts, as the thread CPU of each call summed over
+    threads (on any load): ``replay``, the simulator's ``run_kernel`` replaying a program (the cases, the evidence
+    case and the differential check's port runs); ``programs``, parsing and compiling the tracer's programs;
+    ``worker``, the review's worker items in whichever thread runs them, among them ``analysis`` (static analysis),
+    ``judge`` (a case's correctness and numerics verdict) and ``facts`` (the evidence trace's hardware evidence and
+    performance estimate); ``tracer``, the thread that exchanges with
+    the sandboxed tracer; ``differential``, the differential check with its port replays (so it overlaps
+    ``replay``); ``score``, scoring and the report. A review's harness CPU less ``replay`` is the judge's own work."""
+
+    NAMES = ("replay", "programs", "worker", "analysis", "judge", "facts", "tracer", "differential", "score")
 
     def __init__(self) -> None:
         import threading
 
+        from nkieval.review import executor, pipeline, tracing
+        from nkieval.review.stages import evidence, judge, overlap
         from nkieval.sim.program import replay
 
-        self._replay, self._lock, self.cpu_s = replay, threading.Lock(), 0.0
-        self._run = replay.run_kernel
-        replay.run_kernel = self._timed  # type: ignore[assignment]
+        self._lock = threading.Lock()
+        self.cpu_s = dict.fromkeys(self.NAMES, 0.0)
+        replay.run_kernel = self._timed("replay", replay.run_kernel)  # type: ignore[assignment]
+        executor.PROGRAMS.get = self._timed("programs", executor.PROGRAMS.get)  # type: ignore[method-assign]
+        overlap._Queue._run = staticmethod(self._timed("worker", overlap._Queue._run))  # type: ignore[method-assign]
+        tracing.ProgramStream._run = self._timed("tracer", tracing.ProgramStream._run)  # type: ignore[method-assign]
+        evidence.static_analysis = self._timed("analysis", evidence.static_analysis)  # type: ignore[assignment]
+        evidence.trace_facts = self._timed("facts", evidence.trace_facts)  # type: ignore[assignment]
+        judge.judge_case = self._timed("judge", judge.judge_case)  # type: ignore[assignment]
+        pipeline.differential = self._timed("differential", pipeline.differential)  # type: ignore[assignment]
+        for name in ("score", "report"):
+            setattr(pipeline, name, self._timed("score", getattr(pipeline, name)))
 
-    def _timed(self, *args: Any, **kw: Any) -> Any:
-        t0 = time.thread_time()
-        try:
-            return self._run(*args, **kw)
-        finally:
-            with self._lock:
-                self.cpu_s += time.thread_time() - t0
+    def _timed(self, name: str, fn: Any) -> Any:
+        def timed(*args: Any, **kw: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kw)
+            finally:
+                with self._lock:
+                    self.cpu_s[name] += time.thread_time() - t0
+        return timed
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.cpu_s)
 
 
-REPLAY: ReplayClock | None = None
+CLOCKS: ThreadClocks | None = None
 
 
 def report_outcome(r: Any) -> dict[str, Any]:
@@ -309,7 +359,8 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
          exclude: tuple[str, ...] = (), reports: dict[str, dict[str, Any]] | None = None
          ) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
-    CPU, verdict, wall, (verdict, score, levels), round, digest of the report without timings, replay CPU); per mode
+    CPU, verdict, wall, (verdict, score, levels), round, digest of the report without timings, CPU of the parts that
+    :class:`ThreadClocks` times); per mode
     also the
     wall time per kind and the stage sums per kind and per warm role. ``reports``: each mode "full" review's report
     without timings, by "task/file/round", filled in."""
@@ -332,12 +383,12 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     first[mode] = False
                     if len(modes) > 1:
                         _forget_judged_outputs()
-                    r0 = REPLAY.cpu_s if REPLAY is not None else 0.0
+                    k0 = CLOCKS.snapshot() if CLOCKS is not None else {}
                     c0, w0 = time.process_time(), time.perf_counter()
                     with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), judge_mode(mode):
                         r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-                    replay_cpu = (REPLAY.cpu_s if REPLAY is not None else 0.0) - r0
+                    parts = {k: v - k0[k] for k, v in CLOCKS.snapshot().items()} if CLOCKS is not None else {}
                     rep = report_outcome(r)
                     if reports is not None and mode == "full":
                         reports[f"{t.id}/{f.name}/{round_}"] = rep
@@ -346,7 +397,7 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     tot, sim = tm["total_s"], tm["simulation_s"]
                     outcome = (r.verdict, r.score, tuple((c.id, c.level) for c in r.criteria))
                     rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome, round_,
-                                 _report_digest(rep), replay_cpu))
+                                 _report_digest(rep), parts))
                     for group in (kind, f"{kind}/{role}"):
                         st = stages.setdefault(group, {})
                         for k, v in tm.items():
@@ -411,19 +462,22 @@ def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "ful
 
 def _per_round(rows: list[tuple]) -> None:
     """Warm wall / simulation, harness CPU per review, the replays' share of it and the judge's own CPU (harness
-    CPU less the replays), per role and round (first round, later rounds)."""
+    CPU less the replays), and the CPU of each timed part, per role and round (first round, later rounds)."""
     rounds = max((r[10] for r in rows), default=0) + 1
     print("\nwarm review wall time / simulation; per review: harness CPU, the replays' CPU in it (cases, evidence, "
-          "port runs) and the rest (the judge's own work), and harness CPU / replay CPU, per role:")
+          "port runs), the rest (the judge's own work), harness CPU / replay CPU; then the CPU per review of each "
+          "part benchmarks/review_throughput.py ThreadClocks times (differential includes its port replays):")
     for first, last, which in ((0, 1, "first round"), *(((1, rounds, "repeated rounds"),) if rounds > 1 else ())):
         pick = [r for r in rows if first <= r[10] < last and r[0] == "warm"]
         by = _per_role(pick)
         for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in by]:
             n, w, s, c = by[role]
-            rep = sum(r[12] for r in pick if r[1] == role)
+            parts = {k: sum(r[12].get(k, 0.0) for r in pick if r[1] == role) for k in ThreadClocks.NAMES}
+            rep = parts["replay"]
             print(f"  {which:<15} {role:<8} {n:3d} reviews  {w / max(s, 1e-9):6.2f}x ({w:7.2f} s / {s:6.2f} s)  "
                   f"harness CPU {c / n:6.3f} s  replay CPU {rep / n:6.3f} s  judge's own CPU {(c - rep) / n:6.3f} s  "
                   f"CPU / replay CPU {c / max(rep, 1e-9):5.2f}x")
+            print("  " + " " * 30 + "  ".join(f"{k} {v / n:6.3f} s" for k, v in parts.items() if k != "replay"))
 
 
 def _same_reports(res: dict[str, tuple[list[tuple], dict, dict]], a: str, b: str) -> None:
@@ -493,8 +547,8 @@ def main() -> None:
     want = set(filter(None, args.tasks.split(",")))
     tasks = [t for t in builtin_tasks() if not want or t.id in want]
     tasks += [t for t in port_tasks() if t.id in want]  # (the CUDA port acceptance set, by name only)
-    global REPLAY
-    REPLAY = ReplayClock()
+    global CLOCKS
+    CLOCKS = ThreadClocks()
     t0 = time.perf_counter()
     warm = review(tasks[0], tasks[0].solution_file, seed=12345)
     review(tasks[0], tasks[0].solution_file, seed=12345, trusted=False)
