@@ -49,23 +49,45 @@ with the warm review's wall time over its simulation per role for each against t
 With ``--compare-replay-worker`` every candidate is also reviewed by a judge that replays every case itself (mode
 ``no-replay-worker``: no second replay process, ``nkieval.review.replay_worker``); the run ends with the
 throughput ratio of the full review to it, and with ``--compare-untrusted`` too, of it to the untrusted pipeline.
+
+With ``--compare-judge`` every candidate is also reviewed by the judge as it was before its candidate-dependent
+work was trimmed (mode ``before-judge``: static analysis run again for a source already analysed, the port's
+constants parsed again, the differential check's tolerance ratios through the NaN-aware path for every output,
+the performance model's parameters read from the target's facts again by every estimate, check and pass, the
+compiler model's DMA bytes summed twice per pass; not undone: the constant hypotheses' reuse of the review's
+task fingerprint);
+the run ends with the warm review's wall time over its simulation and the harness CPU per role in both modes,
+and checks that every review's JSON report (all but its timings) is the same in both. ``--save-reports DIR``
+writes each full review's report (timings left out) as JSON, ``--check-reports DIR`` compares each with the one
+a run saved there (e.g. a run of an older checkout): the same verdicts, scores, levels and findings.
+
+Every run ends with the warm review's wall time over its simulation, and the harness CPU per review, per role and
+per round (the first round: candidates not reviewed before; later rounds: the same candidates again).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import nkieval.perf.params as perf_params
 from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE, CaseData
 from nkieval.review.stages import clear_caches, differential, kept_runs, mutation_causes
+from nkieval.review.stages import evidence as stage_evidence
 from nkieval.review.stages.kept_runs import KeptRun, KeptRuns
 from nkieval.tasks import builtin_tasks, port_tasks
+
+#: the module (``nkieval.perf.estimate`` as an attribute is the function of that name)
+perf_estimate = sys.modules["nkieval.perf.estimate"]
 
 # "where the time goes": the review's wall time, split into what happens one after the other
 # (the critical path), then the worker thread's items, which overlap the child
@@ -122,7 +144,8 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
 #: machine's load falls on all alike): the full review (the "before" of the brief mode), the brief review (what a
 #: reward call without feedback runs) and the pipeline before trace-then-execute
 MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False},
-                                     "before": {}, "before-kept": {}, "unkept": {}, "no-replay-worker": {}}
+                                     "before": {}, "before-kept": {}, "unkept": {}, "before-judge": {},
+                                     "no-replay-worker": {}}
 #: mode "before" is the full review as the judge ran it before CUDA runs that timed out were kept as such
 #: (``CaseData.timed_out_within``): each review paid for the same timeout again. Mode "before-kept" is the full
 #: review as the judge ran it before the cause search's runs were kept by ``review/stages/kept_runs.py``: a
@@ -188,6 +211,142 @@ def kept_runs_mode(mode: str, store: KeptRuns) -> Iterator[None]:
         kept_runs.KEPT_RUNS, differential.store_for, mutation_causes.store_for = saved  # type: ignore[assignment]
 
 
+def _tolerance_ratios_before(want: Any, got: Any, rtol: float, atol: float) -> tuple[Any, Any]:
+    """``differential.tolerance_ratios`` as it was before its all-finite path (mode "before-judge")."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        d = np.where((np.isnan(want) & np.isnan(got)) | (np.isinf(want) & (want == got)), 0.0, np.abs(got - want))
+        d = np.where(np.isnan(d), np.inf, d)
+        ratio = np.where(d == 0, 0.0, d / (atol + rtol * np.abs(np.where(np.isfinite(want), want, 0.0))))
+    return d, ratio
+
+
+def _run_passes_before(trace: Any, passes: Any, options: Any) -> Any:
+    """The compiler model's ``run_passes`` as it was before each list was summed once (mode "before-judge")."""
+    from nkieval.perf.compiler.model import CompilerReport, PassContext, PassReport, dma_bytes, rebuild
+
+    records = list(trace.records)
+    ctx = PassContext(trace)
+    reports = []
+    changed_any = False
+    for p in passes:
+        n0, b0 = len(records), dma_bytes(records)
+        if not options.is_on(p):
+            reports.append(PassReport(p.name, False, n0, n0, b0, b0, 0))
+            continue
+        ctx.notes, ctx.changed = [], 0
+        records = p.run(records, ctx)
+        changed_any = changed_any or ctx.changed > 0
+        reports.append(PassReport(p.name, True, n0, len(records), b0, dma_bytes(records), ctx.changed,
+                                  tuple(ctx.notes)))
+    out = rebuild(trace, records, ctx.extend_free, ctx.extend_alloc) if changed_any else trace
+    return out, CompilerReport(tuple(reports))
+
+
+class _KeepNothing(dict):
+    """A memo that keeps nothing (mode "before-judge": the performance parameters read for every estimate)."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+
+class _KeepNoFindings(stage_evidence._KeptFindings):
+    """Static findings kept by none: every review analyses its source again (mode "before-judge")."""
+
+    def put(self, key: Any, findings: Any) -> None:
+        pass
+
+
+@contextmanager
+def judge_mode(mode: str) -> Iterator[None]:
+    """In mode "before-judge", the judge's candidate-dependent work as it was before it was trimmed: no static
+    findings kept, the port's constants parsed in every review, tolerance ratios through the NaN-aware path, the
+    performance parameters and their provenance tables read and built again for every estimate and check."""
+    if mode != "before-judge":
+        yield
+        return
+    compiler = sys.modules["nkieval.perf.compiler"]
+    saved = (stage_evidence._STATIC, differential._port_literals, differential.tolerance_ratios,
+             perf_params._DEFAULTS, perf_estimate._PROVENANCE, compiler.run_passes)
+    stage_evidence._STATIC = _KeepNoFindings(0)
+    differential._port_literals = differential._port_literals.__wrapped__  # type: ignore[assignment]
+    differential.tolerance_ratios = _tolerance_ratios_before  # type: ignore[assignment]
+    perf_params._DEFAULTS = _KeepNothing()
+    perf_estimate._PROVENANCE = _KeepNothing()
+    compiler.run_passes = _run_passes_before
+    try:
+        yield
+    finally:
+        (stage_evidence._STATIC, differential._port_literals, differential.tolerance_ratios,  # type: ignore
+         perf_params._DEFAULTS, perf_estimate._PROVENANCE, compiler.run_passes) = saved
+
+
+class ThreadClocks:
+    """CPU seconds the judge's process spends in a few of its parts, as the thread CPU of each call summed over
+    threads (on any load): ``replay``, the simulator's ``run_kernel`` replaying a program (the cases, the evidence
+    case and the differential check's port runs); ``programs``, parsing and compiling the tracer's programs;
+    ``worker``, the review's worker items in whichever thread runs them, among them ``analysis`` (static analysis),
+    ``judge`` (a case's correctness and numerics verdict) and ``facts`` (the evidence trace's hardware evidence and
+    performance estimate); ``tracer``, the thread that exchanges with
+    the sandboxed tracer; ``differential``, the differential check with its port replays (so it overlaps
+    ``replay``); ``score``, scoring and the report. A review's harness CPU less ``replay`` is the judge's own work."""
+
+    NAMES = ("replay", "programs", "worker", "analysis", "judge", "facts", "tracer", "differential", "score")
+
+    def __init__(self) -> None:
+        import threading
+
+        from nkieval.review import executor, pipeline, tracing
+        from nkieval.review.stages import evidence, judge, overlap
+        from nkieval.sim.program import replay
+
+        self._lock = threading.Lock()
+        self.cpu_s = dict.fromkeys(self.NAMES, 0.0)
+        replay.run_kernel = self._timed("replay", replay.run_kernel)  # type: ignore[assignment]
+        executor.PROGRAMS.get = self._timed("programs", executor.PROGRAMS.get)  # type: ignore[method-assign]
+        overlap._Queue._run = staticmethod(self._timed("worker", overlap._Queue._run))  # type: ignore[method-assign]
+        tracing.ProgramStream._run = self._timed("tracer", tracing.ProgramStream._run)  # type: ignore[method-assign]
+        evidence.static_analysis = self._timed("analysis", evidence.static_analysis)  # type: ignore[assignment]
+        evidence.trace_facts = self._timed("facts", evidence.trace_facts)  # type: ignore[assignment]
+        judge.judge_case = self._timed("judge", judge.judge_case)  # type: ignore[assignment]
+        pipeline.differential = self._timed("differential", pipeline.differential)  # type: ignore[assignment]
+        for name in ("score", "report"):
+            setattr(pipeline, name, self._timed("score", getattr(pipeline, name)))
+
+    def _timed(self, name: str, fn: Any) -> Any:
+        def timed(*args: Any, **kw: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kw)
+            finally:
+                with self._lock:
+                    self.cpu_s[name] += time.thread_time() - t0
+        return timed
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.cpu_s)
+
+
+CLOCKS: ThreadClocks | None = None
+
+
+def report_outcome(r: Any) -> dict[str, Any]:
+    """The review's JSON report without what measures time (its timings, each case's simulation seconds): what
+    two judges that agree produce alike."""
+    d = r.to_dict()
+    d.pop("timings", None)
+    for c in d.get("cases", []):
+        for k in [k for k in c if k.endswith("_s")]:
+            del c[k]
+    return d
+
+
+def _report_digest(d: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
+
+
 @contextmanager
 def _kept_timeouts(on: bool) -> Iterator[None]:
     """With ``on`` False, the review ignores kept CUDA timeouts (mode "before")."""
@@ -217,10 +376,14 @@ def _replay_worker(on: bool) -> Iterator[None]:
 
 
 def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True,
-         exclude: tuple[str, ...] = ()) -> dict[str, tuple[list[tuple], dict, dict]]:
+         exclude: tuple[str, ...] = (), reports: dict[str, dict[str, Any]] | None = None
+         ) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
-    CPU, verdict, wall, (verdict, score, levels), round); per mode also the wall time per kind and the stage sums per
-    kind and per warm role."""
+    CPU, verdict, wall, (verdict, score, levels), round, digest of the report without timings, CPU of the parts that
+    :class:`ThreadClocks` times); per mode
+    also the
+    wall time per kind and the stage sums per kind and per warm role. ``reports``: each mode "full" review's report
+    without timings, by "task/file/round", filled in."""
     out: dict[str, tuple[list[tuple], dict, dict]] = {
         m: ([], {"cold": 0.0, "warm": 0.0}, {}) for m in modes}
     # the judge's cause search keeps CUDA runs across reviews (candidate-independent work): each mode keeps its
@@ -240,16 +403,22 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     first[mode] = False
                     if len(modes) > 1:
                         _forget_judged_outputs()
+                    k0 = CLOCKS.snapshot() if CLOCKS is not None else {}
                     c0, w0 = time.process_time(), time.perf_counter()
-                    with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), \
+                    with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), judge_mode(mode), \
                             _replay_worker(mode != "no-replay-worker"):
                         r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+                    parts = {k: v - k0[k] for k, v in CLOCKS.snapshot().items()} if CLOCKS is not None else {}
+                    rep = report_outcome(r)
+                    if reports is not None and mode == "full":
+                        reports[f"{t.id}/{f.name}/{round_}"] = rep
                     walls[kind] += wall
                     tm = r.timings
                     tot, sim = tm["total_s"], tm["simulation_s"]
                     outcome = (r.verdict, r.score, tuple((c.id, c.level) for c in r.criteria))
-                    rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome, round_))
+                    rows.append((kind, role, t.id, f.name, tot, sim, cpu, r.verdict, wall, outcome, round_,
+                                 _report_digest(rep), parts))
                     for group in (kind, f"{kind}/{role}"):
                         st = stages.setdefault(group, {})
                         for k, v in tm.items():
@@ -312,6 +481,55 @@ def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "ful
             print(f"  DIFFERENT: {x[2]}/{x[3]}: {a} {x[9]} {b} {y[9]}")
 
 
+def _per_round(rows: list[tuple]) -> None:
+    """Warm wall / simulation, harness CPU per review, the replays' share of it and the judge's own CPU (harness
+    CPU less the replays), and the CPU of each timed part, per role and round (first round, later rounds)."""
+    rounds = max((r[10] for r in rows), default=0) + 1
+    print("\nwarm review wall time / simulation; per review: harness CPU, the replays' CPU in it (cases, evidence, "
+          "port runs), the rest (the judge's own work), harness CPU / replay CPU; then the CPU per review of each "
+          "part benchmarks/review_throughput.py ThreadClocks times (differential includes its port replays):")
+    for first, last, which in ((0, 1, "first round"), *(((1, rounds, "repeated rounds"),) if rounds > 1 else ())):
+        pick = [r for r in rows if first <= r[10] < last and r[0] == "warm"]
+        by = _per_role(pick)
+        for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in by]:
+            n, w, s, c = by[role]
+            parts = {k: sum(r[12].get(k, 0.0) for r in pick if r[1] == role) for k in ThreadClocks.NAMES}
+            rep = parts["replay"]
+            print(f"  {which:<15} {role:<8} {n:3d} reviews  {w / max(s, 1e-9):6.2f}x ({w:7.2f} s / {s:6.2f} s)  "
+                  f"harness CPU {c / n:6.3f} s  replay CPU {rep / n:6.3f} s  judge's own CPU {(c - rep) / n:6.3f} s  "
+                  f"CPU / replay CPU {c / max(rep, 1e-9):5.2f}x")
+            print("  " + " " * 30 + "  ".join(f"{k} {v / n:6.3f} s" for k, v in parts.items() if k != "replay"))
+
+
+def _same_reports(res: dict[str, tuple[list[tuple], dict, dict]], a: str, b: str) -> None:
+    """Whether every review's report (all but timings) is the same in modes ``a`` and ``b``."""
+    ra, rb = res[a][0], res[b][0]
+    same = sum(1 for x, y in zip(ra, rb) if x[11] == y[11])
+    print(f"reports (all but timings: verdict, score, levels, findings, evidence) equal in modes {a} and {b}: "
+          f"{same} of {len(ra)}")
+    for x, y in zip(ra, rb):
+        if x[11] != y[11]:
+            print(f"  DIFFERENT: {x[2]}/{x[3]} round {x[10]}")
+
+
+def _check_reports(saved_dir: Path, reports: dict[str, dict[str, Any]]) -> None:
+    """Compare this run's reports with those a run saved in ``saved_dir``."""
+    same, differ, missing = 0, [], 0
+    for key, rep in reports.items():
+        p = saved_dir / (key.replace("/", "__") + ".json")
+        if not p.exists():
+            missing += 1
+            continue
+        old = json.loads(p.read_text())
+        if old == json.loads(json.dumps(rep, default=str)):
+            same += 1
+        else:
+            differ.append(key)
+    print(f"reports equal to the saved ones in {saved_dir.name}: {same} of {len(reports)} ({missing} not saved there)")
+    for key in differ:
+        print(f"  DIFFERENT: {key}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", default="")
@@ -337,6 +555,13 @@ def main() -> None:
     ap.add_argument("--compare-replay-worker", action="store_true",
                     help="also run the full review with the judge replaying every case itself (no replay worker, "
                          "NKIEVAL_REPLAY_WORKER=0) in the same run and print the throughput ratio")
+    ap.add_argument("--compare-judge", action="store_true",
+                    help="also run the judge as it was before its candidate-dependent work was trimmed (mode "
+                         "before-judge) and compare wall / simulation, harness CPU and every report")
+    ap.add_argument("--save-reports", type=Path, default=None,
+                    help="write each full review's report (timings left out) as JSON into this folder")
+    ap.add_argument("--check-reports", type=Path, default=None,
+                    help="compare each full review's report (timings left out) with the one saved in this folder")
     ap.add_argument("--executor-budget", type=float, default=None,
                     help="seconds of CUDA executor time per review for the differential check (default: the "
                          "judge's); a tighter budget makes CUDA runs time out as on a loaded machine")
@@ -346,15 +571,19 @@ def main() -> None:
     want = set(filter(None, args.tasks.split(",")))
     tasks = [t for t in builtin_tasks() if not want or t.id in want]
     tasks += [t for t in port_tasks() if t.id in want]  # (the CUDA port acceptance set, by name only)
+    global CLOCKS
+    CLOCKS = ThreadClocks()
     t0 = time.perf_counter()
     warm = review(tasks[0], tasks[0].solution_file, seed=12345)
     review(tasks[0], tasks[0].solution_file, seed=12345, trusted=False)
     print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
     modes = ("full", *(("brief",) if args.compare_brief else ()), *(("before",) if args.compare_before else ()),
              *(("before-kept", "unkept") if args.compare_kept else ()),
-             *(("untrusted",) if args.compare_untrusted else ()),
+             *(("untrusted",) if args.compare_untrusted else ()), *(("before-judge",) if args.compare_judge else ()),
              *(("no-replay-worker",) if args.compare_replay_worker else ()))
-    res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))))
+    reports: dict[str, dict[str, Any]] = {}
+    res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))),
+               reports=reports)
     rows, walls, _ = res["full"]
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
@@ -377,6 +606,19 @@ def main() -> None:
         _brief_vs_full(res, "before-kept", "full")
         _brief_vs_full(res, "unkept", "full")
         print(f"kept runs of the cause search (mode full): {STORES['full'].stats()}")
+    if args.compare_judge:
+        _brief_vs_full(res, "before-judge", "full")
+        _per_round(res["before-judge"][0])
+        _same_reports(res, "before-judge", "full")
+    print("\nmode full:", end="")
+    _per_round(rows)
+    if args.save_reports is not None:
+        args.save_reports.mkdir(parents=True, exist_ok=True)
+        for key, rep in reports.items():
+            (args.save_reports / (key.replace("/", "__") + ".json")).write_text(
+                json.dumps(rep, sort_keys=True, indent=1, default=str))
+    if args.check_reports is not None:
+        _check_reports(args.check_reports, reports)
     if args.compare_untrusted:
         _throughput_ratio(res, "untrusted", "trace-then-execute / before")
     if args.compare_replay_worker:

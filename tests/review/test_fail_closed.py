@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from nkieval.cli import main
 from nkieval.review import adapters, review
 from nkieval.review.sandbox import CaseRun
+from nkieval.review.stages import evidence as stage_evidence
 from nkieval.review.verdict import JudgeError
 from nkieval.tasks import BUILTIN_ROOT
 
@@ -58,6 +59,8 @@ def test_a_raising_judge_component_is_exit_3_naming_it(monkeypatch, component, m
         obj = getattr(obj, p)
     monkeypatch.setattr(obj, name, _raise)
     monkeypatch.setattr(adapters, "_CUDA_CACHE", {})  # the task's CUDA parse is cached per process
+    # (and a source's static findings: an earlier review of the same candidate would have kept them)
+    monkeypatch.setattr(stage_evidence, "_STATIC", stage_evidence._KeptFindings(stage_evidence.STATIC_KEPT))
     r = _cli("vector_add", str(candidate), "--seed", str(seed))
     assert r.exit_code == 3, r.output
     assert f"judge component '{component}'" in r.output and "injected judge failure" in r.output, r.output

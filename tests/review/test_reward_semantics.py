@@ -174,6 +174,8 @@ def test_a_judge_component_that_raises_is_a_harness_error(monkeypatch, component
     mod, _, cls = target.rpartition(".") if target.endswith("PreparedCheck") else (target, "", "")
     obj = getattr(importlib.import_module(mod), cls) if cls else importlib.import_module(mod)
     monkeypatch.setattr(obj, attr, _raise)
+    # (a source's static findings are kept across reviews: an earlier review of the same candidate kept them)
+    monkeypatch.setattr(stage_evidence, "_STATIC", stage_evidence._KeptFindings(stage_evidence.STATIC_KEPT))
     with pytest.raises(JudgeError) as ei:
         review("vector_add", SOLUTION, seed=11)
     assert ei.value.component == component

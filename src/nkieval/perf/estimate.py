@@ -117,6 +117,26 @@ def psum_excess_assumption(peak: int, capacity: int) -> str:
             "modelled, the excess is scheduled as if it fit (the estimate is optimistic)")
 
 
+#: the read-only provenance tables of the last parameter sets seen, by their id (with the parameters, so that the
+#: id is not reused while kept): one set per target serves every estimate (``load_params`` without overrides)
+_PROVENANCE: dict[int, tuple[PerfParams, MappingProxyType, MappingProxyType]] = {}
+_PROVENANCE_KEPT = 8
+
+
+def _provenance(p: PerfParams) -> tuple[MappingProxyType, MappingProxyType]:
+    """``p``'s parameters (value, status, source, note) and names by status, as the estimate's read-only
+    mappings; built once per parameter set."""
+    kept = _PROVENANCE.get(id(p))
+    if kept is not None and kept[0] is p:
+        return kept[1], kept[2]
+    parameters = MappingProxyType({k: MappingProxyType(v) for k, v in p.to_dict().items()})
+    by_status = MappingProxyType({k: tuple(v) for k, v in p.by_status().items()})
+    if len(_PROVENANCE) >= _PROVENANCE_KEPT:
+        _PROVENANCE.clear()
+    _PROVENANCE[id(p)] = (p, parameters, by_status)
+    return parameters, by_status
+
+
 def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: SchedulePolicy | None = None,
              params: dict[str, Any] | PerfParams | None = None,
              compiler: CompilerOptions | None = None) -> PerfEstimate:
@@ -141,6 +161,7 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
     cp = critical_path(s)
     stalls = stall_breakdown(s)
     band = float(p.time_uncertainty)
+    parameters, by_status = _provenance(p)
     total = s.total_time
     rot = tuple(MappingProxyType({"site": r.site, "buffer": r.buffer, "program": r.program,
                                   "bytes_per_partition": r.bytes_per_partition, "instances": r.instances,
@@ -148,8 +169,7 @@ def estimate(trace: Trace, target: str | int | Target | None = None, *, policy: 
                 for r in (s.rotation.sites if s.rotation else []))
     unc = Uncertainty(
         model_version=MODEL_VERSION, target=tgt.name, relative_band=band,
-        parameters=MappingProxyType({k: MappingProxyType(v) for k, v in p.to_dict().items()}),
-        by_status=MappingProxyType({k: tuple(v) for k, v in p.by_status().items()}),
+        parameters=parameters, by_status=by_status,
         unmodelled_instructions=MappingProxyType(dict(s.unmodelled)),
         assumptions=((BACKFILL_ASSUMPTION, *ASSUMPTIONS[1:]) if pol.engine_order == "backfill" else ASSUMPTIONS)
         + ((f"compiler model: {', '.join(compiled.enabled)} rewrote the trace before scheduling",)

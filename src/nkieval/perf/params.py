@@ -81,8 +81,26 @@ class PerfParams:
                 for n, s in self.sources.items()}
 
 
+#: the parameters of each target without overrides, read once: (the target, its parameters) by the target's id
+#: (the target is kept with them, so that the id is not reused while they are)
+_DEFAULTS: dict[int, tuple[Target, PerfParams]] = {}
+
+
 def load_params(target: Target, overrides: dict[str, Any] | None = None) -> PerfParams:
-    """Read every model parameter of ``target``; ``overrides`` replaces values (status ``override``)."""
+    """Read every model parameter of ``target``; ``overrides`` replaces values (status ``override``). Without
+    overrides, the same :class:`PerfParams` for the same target each time (an estimate, the physics check and the
+    compiler passes of every review read them; they are frozen)."""
+    if not overrides:
+        kept = _DEFAULTS.get(id(target))
+        if kept is not None and kept[0] is target:
+            return kept[1]
+        params = _read_params(target, None)
+        _DEFAULTS[id(target)] = (target, params)
+        return params
+    return _read_params(target, overrides)
+
+
+def _read_params(target: Target, overrides: dict[str, Any] | None) -> PerfParams:
     values: dict[str, Any] = {}
     sources: dict[str, ParamSource] = {}
     for name in PERF_FACTS:

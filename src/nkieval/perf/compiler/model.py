@@ -160,15 +160,16 @@ def run_passes(trace: Trace, passes: tuple[CompilerPass, ...], options: Compiler
     ctx = PassContext(trace)
     reports = []
     changed_any = False
+    b = dma_bytes(records)  # (what one pass leaves is what the next starts from: each list is summed once)
     for p in passes:
-        n0, b0 = len(records), dma_bytes(records)
+        n0, b0 = len(records), b
         if not options.is_on(p):
             reports.append(PassReport(p.name, False, n0, n0, b0, b0, 0))
             continue
         ctx.notes, ctx.changed = [], 0
         records = p.run(records, ctx)
+        b = dma_bytes(records)
         changed_any = changed_any or ctx.changed > 0
-        reports.append(PassReport(p.name, True, n0, len(records), b0, dma_bytes(records), ctx.changed,
-                                  tuple(ctx.notes)))
+        reports.append(PassReport(p.name, True, n0, len(records), b0, b, ctx.changed, tuple(ctx.notes)))
     out = rebuild(trace, records, ctx.extend_free, ctx.extend_alloc) if changed_any else trace
     return out, CompilerReport(tuple(reports))

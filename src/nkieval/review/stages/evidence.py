@@ -4,8 +4,10 @@ source (Code quality, Migration fidelity)."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -136,11 +138,59 @@ def run_evidence(case: Case | None, facts: TraceFacts | None, refs: ReferenceEvi
 
 
 def static_analysis(loaded: Loaded) -> StaticFindings:
-    """Static analysis needs only the source: it runs in the harness worker while the sandbox simulates."""
+    """Static analysis needs only the source: it runs in the harness worker while the sandbox simulates. Its
+    findings are a function of the candidate's text, the target and the task's CUDA source alone, so a review
+    that keeps data across reviews (``use_cache``) of a source already analysed gets a copy of the kept
+    findings (:data:`STATIC_KEPT`)."""
     task = loaded.task
-    nki, mig = adapters.static_findings(loaded.source, loaded.target,
-                                        None if task.cuda_file is None else task.cuda_file.read_text())
-    return StaticFindings(nki, mig)
+    cuda = None if task.cuda_file is None else task.cuda_file.read_text()
+    key = (_digest(loaded.source), loaded.target, None if cuda is None else _digest(cuda))
+    kept = _STATIC.get(key) if loaded.use_cache else None
+    if kept is None:
+        kept = StaticFindings(*adapters.static_findings(loaded.source, loaded.target, cuda))
+        if loaded.use_cache:
+            _STATIC.put(key, kept)
+    # (a copy: the findings end in the review, whose reader may change them)
+    return copy.deepcopy(kept)
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+#: sources whose static findings are kept (a few dicts each): the last candidates of an RL loop, which meets the
+#: same completion again (several samples of one prompt often agree exactly)
+STATIC_KEPT = 256
+
+
+class _KeptFindings:
+    """Static findings by (source digest, target, CUDA source digest); least recently used dropped first."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._kept: OrderedDict[tuple[Any, ...], StaticFindings] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> StaticFindings | None:
+        with self._lock:
+            found = self._kept.get(key)
+            if found is not None:
+                self._kept.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[Any, ...], findings: StaticFindings) -> None:
+        with self._lock:
+            self._kept[key] = findings
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
+_STATIC = _KeptFindings(STATIC_KEPT)
 
 
 # Reference kernels (baseline, expert) are trusted and deterministic in their trace: their
