@@ -8,7 +8,7 @@ import math
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -98,6 +98,9 @@ class Allocation:
     # dropped by every write (isa.core.mark_written / note_write); f32_elems counts their elements.
     f32: dict | None = field(default=None, init=False, repr=False)
     f32_elems: int = field(default=0, init=False, repr=False)
+    # A tile placed at an explicit address shares its storage with the live tiles of the same geometry placed
+    # there (nkieval.sim.placed.PlacedSlot); None for every other tile.
+    slot: Any = field(default=None, repr=False)
     _base_ptr: int | None = field(default=None, init=False, repr=False)
     _row_bytes: int | None = field(default=None, init=False, repr=False)
     __weakref__: object = field(default=None, init=False, repr=False)
@@ -167,6 +170,8 @@ class OnChipAllocator:
         self.live_bytes = 0  # storage bytes of the live tiles, all partitions (SimOptions.max_bytes)
         self._on_event = on_event
         self._lock = threading.Lock()
+        # storage of the tiles placed at explicit addresses, by geometry (nkieval.sim.placed)
+        self.placed: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
 
     def _round(self, n: int) -> int:
         a = self.alignment
