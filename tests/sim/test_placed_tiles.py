@@ -125,3 +125,39 @@ def test_psum_accumulation_state_is_the_tiles_own_over_a_shared_bank(accumulate)
     np.testing.assert_allclose(res.outputs[0], want, rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(res.outputs[1], res.outputs[0])
     assert not [w for w in res.trace.warnings if w["rule"] in ("uninitialized", "psum-accumulate")]
+
+
+def test_live_bytes_with_many_tiles_on_few_slots_equal_a_per_partition_union():
+    from nkieval.sim.memory import Allocation, OnChipAllocator
+
+    class _Buf:
+        kind = "sbuf"
+
+    class _D:
+        itemsize = 1
+        name = "uint8"
+
+    parts = 4
+    alloc = OnChipAllocator("sbuf", 1 << 20, 4, "off", partitions=parts, bank_bytes=2048)
+    rng = np.random.default_rng(3)
+    live: dict[int, tuple[int, int, int, int, bool]] = {}
+    for i in range(300):
+        if live and rng.random() < 0.4:  # free one
+            victim = sorted(live)[int(rng.integers(len(live)))]
+            alloc.release(victim)
+            del live[victim]
+            continue
+        placed = rng.random() < 0.8
+        nparts = int(rng.integers(1, 3)) if placed else 1
+        p0 = int(rng.integers(0, 2)) if placed else 0
+        nbytes = 8 * int(rng.integers(1, 3))
+        a = Allocation(id=i, buffer=_Buf(), name="", dtype=_D(), shape=(nparts, nbytes),
+                       storage=np.empty((nparts, nbytes), np.uint8), site=None, program=0)
+        alloc.allocate(a, (p0, 16 * int(rng.integers(0, 3))) if placed else None, "test")  # three slots
+        live[i] = (a.address, a.address + nbytes, p0, p0 + nparts, placed)
+        best = 0
+        for p in range(parts):
+            auto = sum(e - s for s, e, q0, q1, f in live.values() if not f and q0 <= p < q1)
+            covered = set().union(*(range(s, e) for s, e, q0, q1, f in live.values() if f and q0 <= p < q1))
+            best = max(best, auto + len(covered))
+        assert alloc._total() == best
