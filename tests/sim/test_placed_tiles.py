@@ -161,3 +161,30 @@ def test_live_bytes_with_many_tiles_on_few_slots_equal_a_per_partition_union():
             covered = set().union(*(range(s, e) for s, e, q0, q1, f in live.values() if f and q0 <= p < q1))
             best = max(best, auto + len(covered))
         assert alloc._total() == best
+
+
+def test_a_record_only_run_gives_the_same_trace_and_warnings_over_shared_slots():
+    from nkieval.sim.options import SimOptions
+
+    x = np.ones((128, 1024), np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.shared_hbm)
+        a = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0))
+        b = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0))
+        c = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0))
+        nisa.dma_copy(dst=a, src=x)
+        nisa.memset(b, 7.0)
+        nisa.tensor_copy(dst=b, src=c)  # c never written
+        nisa.dma_copy(dst=out, src=a)  # a read after b wrote
+        return out
+
+    runs = []
+    for compute in (True, False):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs.append(run_kernel(kernel, (x,), options=SimOptions.from_env(compute_values=compute)))
+    assert [(r.opcode, [o.alloc for o in r.operands]) for r in runs[0].trace.records] == \
+        [(r.opcode, [o.alloc for o in r.operands]) for r in runs[1].trace.records]
+    rules = [[(w["rule"], w["message"].split(":")[0]) for w in r.trace.warnings] for r in runs]
+    assert rules[0] == rules[1] and len(rules[0]) == 2

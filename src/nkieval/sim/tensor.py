@@ -127,10 +127,10 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
     if ctx.options.max_bytes is not None:
         _check_memory_budget(ctx, int(math.prod(shp)) * np.dtype(sd).itemsize, buf, instruction)
     slot = None
-    if fill is None and ctx.dry:  # a record-only run: memory reads as zeros (np.zeros maps pages lazily)
-        storage = np.zeros(shp, dtype=sd)
-    elif fill is None and address is not None and buf.on_chip:
+    if fill is None and address is not None and buf.on_chip:  # (also record-only: the same warnings)
         slot, storage = _placed_storage(ctx, shp, d, sd, buf, address)
+    elif fill is None and ctx.dry:  # a record-only run: memory reads as zeros (np.zeros maps pages lazily)
+        storage = np.zeros(shp, dtype=sd)
     elif fill is None:
         storage = np.empty(shp, dtype=sd)
         if ctx.options.fill_uninitialized:
@@ -168,16 +168,16 @@ def _placed_storage(ctx: Any, shp: tuple[int, ...], d: dt.DType, sd: Any, buf: B
     try:
         key = (int(address[0]), int(address[1]), shp, np.dtype(sd), d.name)
     except (TypeError, ValueError, IndexError):  # not a place: the allocator refuses it with its rule
-        storage = np.empty(shp, dtype=sd)
-        if ctx.options.fill_uninitialized:
+        storage = np.zeros(shp, dtype=sd) if ctx.dry else np.empty(shp, dtype=sd)
+        if ctx.options.fill_uninitialized and not ctx.dry:
             _fill_sentinel(storage, np.nan if d.is_float else 4)
         return None, storage
     allocator = ctx.sbuf if buf.kind == "sbuf" else ctx.psum
-    fill = ctx.options.fill_uninitialized
+    fill = ctx.options.fill_uninitialized and not ctx.dry  # (a record-only run's memory reads as zeros)
     sentinel = np.asarray(np.nan if d.is_float else 4).astype(sd) if fill else None
 
     def make() -> np.ndarray:
-        storage = np.empty(shp, dtype=sd)
+        storage = np.zeros(shp, dtype=sd) if ctx.dry else np.empty(shp, dtype=sd)
         if fill:
             _fill_sentinel(storage, np.nan if d.is_float else 4)
         return storage
