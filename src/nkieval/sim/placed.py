@@ -3,9 +3,9 @@
 Kernels that manage addresses themselves (the NKI Library's modular allocator) allocate one tile per
 logical block — every query group of every section — over a few physical slots, and keep the whole
 nested list alive while they walk it. Each tile with its own storage makes the simulator's memory the
-logical size (tens of GB for a 16k-token attention), not the device's. A tile placed where a live tile of
-the same geometry (memory, program, partition offset, address, shape, dtype) already is therefore shares
-that tile's storage, and PSUM's per-element accumulation state with it.
+logical size (past 5 GB and growing for a 16k-token attention case), not the device's. A tile placed where
+a live tile of the same geometry (memory, program, partition offset, address, shape, dtype) already is
+therefore shares that tile's storage, and PSUM's per-element accumulation state with it.
 
 Values stay as before for every kernel that reads a tile only while no other tile at its address has
 written since — which is what the device requires. The storage holds one tile's values at a time, its
