@@ -129,7 +129,8 @@ EXAMPLES: dict[str, str] = {
 REPORTED_AS: dict[str, str] = {
     "simulator-only": 'warning; an error with `SimOptions(simulator_only="error")`, silent with "allow"',
     "psum-accumulate": "warning (the kernel runs; hardware behaviour is undefined)",
-    "uninitialized": "warning, once per allocation (reads see NaN / 4 sentinels)",
+    "uninitialized": "warning, once per allocation (reads see NaN / 4 sentinels; a tile read after another tile "
+                     "placed at its address wrote there sees that tile's values, as on hardware)",
     "sbuf-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',
     "psum-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',
     "instruction-budget": "error, only when `SimOptions(max_instructions=N)` is set (default: no limit)",

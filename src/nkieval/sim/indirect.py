@@ -12,7 +12,8 @@ import numpy as np
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.indirect_views import IndirectAccess, OutOfBoundsView, TensorIndirection
 from nkieval.sim.memory import Allocation
-from nkieval.sim.storage import drop_f32, flag_view, read_bits
+from nkieval.sim.placed import claim_for_write
+from nkieval.sim.storage import drop_f32, flag_view, read_bits, settle
 from nkieval.sim.tensor import NkiTensor
 
 # -- tensor indirection (.indirect(), NeuronCore-v4 compute instructions) ------------------------------
@@ -53,6 +54,8 @@ def _ti_positions(ctx: Any, ti: TensorIndirection, group: int, role: str) -> tup
 def _dense_operand(ctx: Any, ti: TensorIndirection, pos: tuple[np.ndarray, ...]) -> NkiTensor:
     base = ti.base
     a = base.alloc
+    if a.slot is not None:  # (a tile placed over others: its storage must hold its own values)
+        settle(base, reading=False)
     vals = np.ascontiguousarray(base.data[pos])
     row = a.row_bytes or base.data.dtype.itemsize
     p0 = (base.data.__array_interface__["data"][0] - a.base_ptr) // row
@@ -69,6 +72,8 @@ def _scatter_back(ti: TensorIndirection, pos: tuple[np.ndarray, ...], dense: Nki
     base = ti.base
     a = base.alloc
     base.data[pos] = dense.data
+    if a.slot is not None:
+        claim_for_write(a, None)
     drop_f32(a)  # the storage changed under any cached fp32 copy
     if dense.alloc.written:
         a.written = True

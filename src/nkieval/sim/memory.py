@@ -8,7 +8,7 @@ import math
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -98,6 +98,9 @@ class Allocation:
     # dropped by every write (isa.core.mark_written / note_write); f32_elems counts their elements.
     f32: dict | None = field(default=None, init=False, repr=False)
     f32_elems: int = field(default=0, init=False, repr=False)
+    # A tile placed at an explicit address shares its storage with the live tiles of the same geometry placed
+    # there (nkieval.sim.placed.PlacedSlot); None for every other tile.
+    slot: Any = field(default=None, repr=False)
     _base_ptr: int | None = field(default=None, init=False, repr=False)
     _row_bytes: int | None = field(default=None, init=False, repr=False)
     __weakref__: object = field(default=None, init=False, repr=False)
@@ -163,10 +166,15 @@ class OnChipAllocator:
         # peak is this plain sum, kept as a Python int instead of a per-partition array updated per tile.
         self.auto_bytes = 0
         self.fixed: dict[int, LiveBlock] = {}  # live blocks at explicit addresses (counted as a union)
+        # how many live fixed blocks cover each (first partition, end partition, start, end) rectangle: the
+        # union is taken over distinct rectangles (kernels re-create many tiles over a few slots)
+        self._rects: dict[tuple[int, int, int, int], int] = {}
         self.peak_bytes = 0
         self.live_bytes = 0  # storage bytes of the live tiles, all partitions (SimOptions.max_bytes)
         self._on_event = on_event
         self._lock = threading.Lock()
+        # storage of the tiles placed at explicit addresses, by geometry (nkieval.sim.placed)
+        self.placed: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
 
     def _round(self, n: int) -> int:
         a = self.alignment
@@ -208,6 +216,8 @@ class OnChipAllocator:
                 self.auto_bytes += size
             else:
                 self.fixed[alloc.id] = block
+                rect = (*block.partitions, block.start, block.end)
+                self._rects[rect] = self._rects.get(rect, 0) + 1
             total = self._total()
             self.peak_bytes = max(self.peak_bytes, total)
             alloc.address = start
@@ -234,11 +244,11 @@ class OnChipAllocator:
         """Most live bytes in any partition: first-fit blocks summed, explicitly placed blocks as a union."""
         if not self.fixed:
             return self.auto_bytes
-        blocks = list(self.fixed.values())
-        cuts = sorted({0, self.partitions, *(b.partitions[0] for b in blocks), *(b.partitions[1] for b in blocks)})
+        rects = list(self._rects)
+        cuts = sorted({0, self.partitions, *(r[0] for r in rects), *(r[1] for r in rects)})
         total = 0
         for lo, hi in itertools.pairwise(cuts):
-            spans = sorted((b.start, b.end) for b in blocks if b.partitions[0] <= lo and hi <= b.partitions[1])
+            spans = sorted((a, e) for p0, p1, a, e in rects if p0 <= lo and hi <= p1)
             union, reach = 0, -1
             for a, e in spans:
                 if e > reach:
@@ -250,6 +260,8 @@ class OnChipAllocator:
     def _auto_bytes_at(self, partition: int) -> int:
         """Live first-fit bytes in ``partition``; first-fit blocks cover partitions [0, n), so in a range of
         partitions the first holds the most."""
+        if partition == 0:  # every first-fit block covers partition 0
+            return self.auto_bytes
         return sum(b.end - b.start for b in self.live.values() if not b.fixed and b.partitions[1] > partition)
 
     def _first_fit(self, size: int) -> int:
@@ -270,6 +282,13 @@ class OnChipAllocator:
                 del spans[bisect.bisect_left(spans, (b.start, b.end, alloc_id))]
             if b is not None and self.fixed.pop(alloc_id, None) is None:
                 self.auto_bytes -= b.end - b.start
+            elif b is not None:
+                rect = (*b.partitions, b.start, b.end)
+                n = self._rects[rect] - 1
+                if n:
+                    self._rects[rect] = n
+                else:
+                    del self._rects[rect]
         if b is not None and self._on_event:
             self._on_event("free", alloc_id, b.start, b.end - b.start)
 

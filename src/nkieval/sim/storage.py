@@ -10,16 +10,35 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nkieval.sim.context import dry_run, maybe_current
+from nkieval.sim.placed import claim_for_read
 
 if TYPE_CHECKING:
     from nkieval.sim.tensor import NkiTensor
 
 
 _WARNED_UNINIT: weakref.WeakSet[Any] = weakref.WeakSet()
+_WARNED_DISPLACED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def settle(t: NkiTensor, reading: bool = True) -> None:
+    """Before ``t`` is accessed: if its storage is shared with the tiles placed at its address, make it hold
+    ``t``'s values (nkieval.sim.placed); a read of values another tile placed there wrote since warns."""
+    a = t.alloc
+    if claim_for_read(a) and reading and a not in _WARNED_DISPLACED:
+        _WARNED_DISPLACED.add(a)
+        ctx = maybe_current()
+        if ctx is not None:
+            nm = a.name or f"t{a.id}"
+            ctx.warn(f"reads {a.buffer.kind.upper()} tensor '{nm}'{list(a.shape)} after another tensor placed at "
+                     f"the same address (partition {a.partition_offset}, byte {a.address}) wrote there: it reads "
+                     "that tensor's values, as on hardware", rule="uninitialized",
+                     instruction=getattr(ctx, "instruction_name", None))
 
 
 def _check_initialized(t: NkiTensor) -> None:
     a = t.alloc
+    if a.slot is not None:
+        settle(t)
     if a.written or a.is_kernel_arg or a in _WARNED_UNINIT:
         return
     _WARNED_UNINIT.add(a)

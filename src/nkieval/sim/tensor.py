@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from nkieval.sim.device_values import NkiScalar, VirtualRegister
 from nkieval.sim.errors import NkiIndexError, NkiValidationError
 from nkieval.sim.indirect_views import IndirectAccess, OutOfBoundsView, TensorIndirection
 from nkieval.sim.memory import PSUM, SBUF, SHARED_HBM, Allocation, Buffer, track_lifetime
+from nkieval.sim.placed import PlacedSlot, slot_for
 from nkieval.sim.storage import read_bits
 from nkieval.sim.trace import OperandAccess
 
@@ -124,7 +126,10 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
     sd = dt.storage_dtype(d, ctx.options.precise_fp)
     if ctx.options.max_bytes is not None:
         _check_memory_budget(ctx, int(math.prod(shp)) * np.dtype(sd).itemsize, buf, instruction)
-    if fill is None and ctx.dry:  # a record-only run: memory reads as zeros (np.zeros maps pages lazily)
+    slot = None
+    if fill is None and address is not None and buf.on_chip:  # (also record-only: the same warnings)
+        slot, storage = _placed_storage(ctx, shp, d, sd, buf, address)
+    elif fill is None and ctx.dry:  # a record-only run: memory reads as zeros (np.zeros maps pages lazily)
         storage = np.zeros(shp, dtype=sd)
     elif fill is None:
         storage = np.empty(shp, dtype=sd)
@@ -136,7 +141,13 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
                                fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
     alloc = Allocation(id=ctx.launch.ids.next(), buffer=buf, name=name or "", dtype=d, shape=shp,
                        storage=storage, site=location_str(), program=ctx.program_id)
-    if buf.kind == "psum":
+    if slot is not None:
+        alloc.slot = slot
+        if slot.owner is None:  # new storage, filled for this tile
+            slot.owner = weakref.ref(alloc)
+        alloc.mm_written = slot.mm_written
+        alloc.other_written = slot.other_written
+    elif buf.kind == "psum":
         alloc.mm_written = np.zeros(shp, dtype=bool)
         alloc.other_written = np.zeros(shp, dtype=bool)
     if buf.on_chip:
@@ -148,6 +159,31 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
     t = NkiTensor(storage, alloc, d)
     t._off = 0
     return t
+
+
+def _placed_storage(ctx: Any, shp: tuple[int, ...], d: dt.DType, sd: Any, buf: Buffer,
+                    address: Any) -> tuple[PlacedSlot | None, np.ndarray]:
+    """Storage of a tile placed at ``address``: shared with the live tiles of its geometry there
+    (nkieval.sim.placed); a new slot's storage is filled with sentinels."""
+    try:
+        key = (int(address[0]), int(address[1]), shp, np.dtype(sd), d.name)
+    except (TypeError, ValueError, IndexError):  # not a place: the allocator refuses it with its rule
+        storage = np.zeros(shp, dtype=sd) if ctx.dry else np.empty(shp, dtype=sd)
+        if ctx.options.fill_uninitialized and not ctx.dry:
+            _fill_sentinel(storage, np.nan if d.is_float else 4)
+        return None, storage
+    allocator = ctx.sbuf if buf.kind == "sbuf" else ctx.psum
+    fill = ctx.options.fill_uninitialized and not ctx.dry  # (a record-only run's memory reads as zeros)
+    sentinel = np.asarray(np.nan if d.is_float else 4).astype(sd) if fill else None
+
+    def make() -> np.ndarray:
+        storage = np.zeros(shp, dtype=sd) if ctx.dry else np.empty(shp, dtype=sd)
+        if fill:
+            _fill_sentinel(storage, np.nan if d.is_float else 4)
+        return storage
+
+    slot, _ = slot_for(allocator.placed, key, make, sentinel, buf.kind == "psum")
+    return slot, slot.storage
 
 
 def _check_memory_budget(ctx: Any, nbytes: int, buf: Buffer, instruction: str) -> None:

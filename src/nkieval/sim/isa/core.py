@@ -25,7 +25,8 @@ from nkieval.sim.ops import ARITH, BINARY, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, UN
 
 # the storage reads are part of this framework's reading API (the instruction modules import read_bits and
 # flag_view from here); they live below it, with the indirect views that use them too
-from nkieval.sim.storage import _check_initialized, drop_f32, flag_view, read_bits  # noqa: F401
+from nkieval.sim.placed import claim_for_write, owned
+from nkieval.sim.storage import _check_initialized, drop_f32, flag_view, read_bits, settle  # noqa: F401
 from nkieval.sim.tensor import NkiTensor
 from nkieval.sim.trace import OperandAccess, TraceRecord
 
@@ -349,7 +350,7 @@ def read_f32(t: NkiTensor) -> np.ndarray:
     v = _to_f32(data)
     v.flags.writeable = False
     n = a.f32_elems + v.size
-    if n <= 2 * a.storage.size:
+    if n <= 2 * a.storage.size and owned(a):  # (a tile read after another placed over it wrote: no copy kept)
         a.f32_elems = n
         cache[key] = v
     return v
@@ -382,6 +383,8 @@ def mark_written(t: NkiTensor, *, matmul: bool) -> None:
     Every store into simulated memory must end here or in :func:`note_write`: they also drop the
     allocation's cached fp32 copies (:func:`read_f32`)."""
     a = t.alloc
+    if a.slot is not None:
+        claim_for_write(a, t.data)
     a.written = True
     if a.f32 is not None:
         drop_f32(a)
@@ -392,6 +395,8 @@ def mark_written(t: NkiTensor, *, matmul: bool) -> None:
 
 def note_write(alloc: Any) -> None:
     """Record a store made straight into ``alloc``'s storage (scatters): written, fp32 copies dropped."""
+    if alloc.slot is not None:
+        claim_for_write(alloc, None)
     alloc.written = True
     drop_f32(alloc)
 

@@ -28,6 +28,7 @@ from nkieval.sim.isa.core import (
     instruction,
     read,
     record,
+    settle,
     tensor_arg,
     write,
 )
@@ -199,6 +200,8 @@ def nc_matmul_mx(ctx: Any, dst: Any, stationary: Any, moving: Any, stationary_sc
     b = unpack(mv) * np.repeat(decode_scales(ctx, smv, k, n, "moving_scale"), gp, axis=0)[:, :, None]
     with np.errstate(all="ignore"):
         res = np.einsum("kmi,kni->mn", a, b, dtype=np.float32).reshape(dst.shape)
+    if dst.alloc.slot is not None:  # (a tile placed over others: its storage must hold its own state)
+        settle(dst, reading=accumulate is not False)
     mm = flag_view(dst, dst.alloc.mm_written)
     if accumulate is None:
         add = mm.copy()

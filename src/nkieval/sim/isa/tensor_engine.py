@@ -21,6 +21,7 @@ from nkieval.sim.isa.core import (
     read_f32,
     record,
     resolve_engine,
+    settle,
     tensor_arg,
     write,
 )
@@ -142,6 +143,8 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     else:
         with np.errstate(all="ignore"):
             res = (st.astype(np.float32, copy=False).T @ mv.astype(np.float32, copy=False)).reshape(dst.shape)
+    if dst.alloc.slot is not None:  # (a tile placed over others: its storage must hold its own state)
+        settle(dst, reading=accumulate is not False)
     mm = flag_view(dst, dst.alloc.mm_written)
     # Which elements accumulate: all (add_mask None, accumulated), none, or those in add_mask.
     add_mask = None
