@@ -996,9 +996,11 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
                            f"output {o['output']}: GPU (CUDA source{', fast-math' if build.get('fast_math') else ''}) "
                            f"vs this port, observed max difference {_observed(o['observed'])}, expected envelope "
                            f"{o['envelope']:.3g} (GPU error + port error against "
-                           f"{_envelope_pivot(d)}, {o['cases']} case(s)); verdict {o['verdict']}",
+                           f"{_envelope_pivot(d)}, {o['cases']} case(s)"
+                           f"{'; ' + o['envelope_scope'] if o.get('envelope_scope') else ''}); verdict {o['verdict']}",
                            "GPU and Trainium results within the envelope of their own errors",
                            "none", {"output": o["output"], "observed": o["observed"], "envelope": o["envelope"],
+                                    "envelope_all": o.get("envelope_all"), "envelope_bands": o.get("envelope_bands"),
                                     "verdict": o["verdict"]}))
     return level
 

@@ -16,10 +16,11 @@ inputs, a verdict for every output, and disagreements attributed.
   rounding) are the hypotheses, stated only when the mutated kernel reproduces the port's outputs on two
   different inputs.
 * **GPU vs Trainium numerics from the real code**: per output, the observed port-vs-GPU difference next
-  to the envelope ``max|GPU - X| + max|port - X|`` (the GPU kernel's own error in its order and
-  precision, fast-math if built with it, plus the port's), on the review's cases, where X is the CUDA
+  to the envelope ``|GPU_i - X_i| + |port_i - X_i|`` per element (the GPU kernel's own error in its order
+  and precision, fast-math if built with it, plus the port's), on the review's cases, where X is the CUDA
   kernel's recipe in near-exact arithmetic (:mod:`nkieval.cuda.exact`) or the task's reference, whichever
-  bounds tighter (both bound the difference).
+  bounds tighter (both bound the difference); summarised per magnitude band and stated over the magnitudes
+  where the two sides differ (:func:`_envelope`).
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     outputs = [s.name for s in task.outputs]
     per_out: dict[str, dict[str, Any]] = {o: {"output": o, "verdict": "agree", "cases": 0, "worst": None,
                                               "tol_ratio": 0.0, "max_abs_diff": 0.0, "envelope": None,
+                                              "envelope_all": None, "envelope_bands": [], "envelope_scope": None,
                                               "observed": 0.0} for o in outputs}
     runs_gpu: list[tuple[str, dict[str, int], dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
@@ -327,29 +329,94 @@ def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray
 
 def _envelope(gpu: list[np.ndarray], port: list[np.ndarray], pivots: list[list[np.ndarray]],
               per_out: dict[str, dict[str, Any]], task: Any) -> None:
-    """Fold one case into the per-output envelope max|GPU - X| + max|port - X| and the observed max|GPU - port|.
-    X is each of ``pivots`` (the reference; the CUDA recipe in near-exact arithmetic): every one bounds the
-    observed difference (the triangle inequality), and the tighter one is the envelope."""
+    """Fold one case into the per-output envelope and the observed max|GPU - port|.
+
+    Per element, ``e_i = |GPU_i - X_i| + |port_i - X_i|`` bounds ``|GPU_i - port_i|`` for every pivot X in
+    ``pivots`` (the reference; the CUDA recipe in near-exact arithmetic: the triangle inequality), so the
+    tighter of them per element is kept. The elements are grouped in magnitude bands (binades of |GPU_i|);
+    per band, the envelope is max e_i and the observed difference max |GPU_i - port_i| (:func:`_band_summary`).
+    The output's ``envelope`` is the largest band envelope over the magnitudes where the two sides differ (the
+    bands from the smallest to the largest where they do; every band when they never differ): a band where they are bitwise equal performed the same roundings, and
+    its pivot error measures what both share, not what separates them (attention's large outputs, one fp32
+    step from the pivot on both sides). It is never below the observed difference: the band holding the
+    largest difference is one of those. ``envelope_all`` keeps max|GPU - X| + max|port - X| over all elements
+    (one pivot per case), the bound before the bands."""
     for k, spec in enumerate(task.outputs):
         if k >= len(port) or np.size(port[k]) != np.size(gpu[k]):
             continue
-        g = np.asarray(gpu[k], np.float64)
-        p = np.asarray(port[k], np.float64).reshape(g.shape)
-        best = None
+        g = np.asarray(gpu[k], np.float64).reshape(-1)
+        p = np.asarray(port[k], np.float64).reshape(-1)
+        best, per_elem = None, None
         for pivot in pivots:
-            rf = np.asarray(pivot[k], np.float64) if k < len(pivot) else None
+            rf = np.asarray(pivot[k], np.float64).reshape(-1) if k < len(pivot) else None
             if rf is None or rf.size != g.size:
                 continue
-            rf = rf.reshape(g.shape)
             fin = np.isfinite(g) & np.isfinite(p) & np.isfinite(rf)
-            if fin.any():
-                env = float(np.abs(g - rf)[fin].max() + np.abs(p - rf)[fin].max())
-                obs = float(np.abs(g - p)[fin].max())
-                best = (env, obs) if best is None or env < best[0] else best
-        if best is not None:
-            rec = per_out[spec.name]
-            rec["envelope"] = max(rec["envelope"] or 0.0, best[0])
-            rec["observed"] = max(rec["observed"], best[1])
+            if not fin.any():
+                continue
+            e = np.where(fin, np.abs(g - rf) + np.abs(p - rf), np.nan)
+            env = float(np.abs(g - rf)[fin].max() + np.abs(p - rf)[fin].max())
+            obs = float(np.abs(g - p)[fin].max())
+            best = (env, obs) if best is None or env < best[0] else best
+            per_elem = e if per_elem is None else np.fmin(per_elem, e)  # (NaN where no pivot is finite)
+        if best is None or per_elem is None:
+            continue
+        rec = per_out[spec.name]
+        rec["envelope_all"] = max(rec.get("envelope_all") or 0.0, best[0])
+        rec["observed"] = max(rec.get("observed") or 0.0, best[1])
+        bands = {b["exponent"]: b for b in rec.get("envelope_bands") or []}
+        fin = np.isfinite(per_elem)
+        _fold_bands(bands, g[fin], per_elem[fin], np.abs(g - p)[fin])
+        rec["envelope_bands"] = [bands[x] for x in sorted(bands)]
+        rec["envelope"] = _band_summary(rec["envelope_bands"])
+        rec["envelope_scope"] = _band_scope(rec["envelope_bands"])
+
+
+#: the band of GPU outputs equal to 0 (binade exponents of float64 are above -1075)
+ZERO_BAND = -10_000
+
+
+def _fold_bands(bands: dict[int, dict[str, Any]], g: np.ndarray, env: np.ndarray, obs: np.ndarray) -> None:
+    """Fold elements into the magnitude bands: band x holds the GPU outputs with 2**(x-1) <= |g| < 2**x (0 apart),
+    with the largest per-element envelope and observed difference in it and its element count."""
+    _, exps = np.frexp(g)
+    exps = np.where(g == 0, ZERO_BAND, exps)
+    for x in np.unique(exps):
+        sel = exps == x
+        b = bands.setdefault(int(x), {"exponent": int(x), "elements": 0, "envelope": 0.0, "observed": 0.0})
+        b["elements"] += int(sel.sum())
+        b["envelope"] = max(b["envelope"], float(env[sel].max()))
+        b["observed"] = max(b["observed"], float(obs[sel].max()))
+
+
+def _differing_span(bands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bands from the smallest to the largest magnitude where GPU and port differ (those between included);
+    empty when they never differ."""
+    xs = [b["exponent"] for b in bands if b["observed"] > 0]
+    return [b for b in bands if xs and min(xs) <= b["exponent"] <= max(xs)]
+
+
+def _band_summary(bands: list[dict[str, Any]]) -> float:
+    """The output's envelope: the largest band envelope over the magnitudes where GPU and port differ, or over
+    every band when they never do (a difference of 0 has no ratio to it)."""
+    return max(b["envelope"] for b in (_differing_span(bands) or bands)) if bands else 0.0
+
+
+def _band_scope(bands: list[dict[str, Any]]) -> str | None:
+    """Where the envelope is stated, when not on every element: the |GPU output| range of the bands where GPU and
+    port differ, and the envelope over every element (the bands where they are bitwise equal included)."""
+    span = _differing_span(bands)
+    every = max((b["envelope"] for b in bands), default=0.0)
+    if not span or max(b["envelope"] for b in span) >= every:
+        return None
+    lo, hi = band_range(span[0]["exponent"])[0], band_range(span[-1]["exponent"])[1]
+    return (f"on the elements with |GPU output| in [{lo:.3g}, {hi:.3g}), the magnitudes where GPU and port differ; "
+            f"{every:.3g} over every element, bitwise equal outside those magnitudes")
+
+
+def band_range(exponent: int) -> tuple[float, float]:
+    """The |GPU output| range [lo, hi) of a magnitude band (:func:`_fold_bands`)."""
+    return (0.0, 0.0) if exponent == ZERO_BAND else (math.ldexp(0.5, exponent), math.ldexp(1.0, exponent))
 
 
 # ------------------------------------------------------------------------------ edge inputs
