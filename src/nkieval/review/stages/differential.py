@@ -148,7 +148,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     for gpu, port, pivots, exact in folds:
         if pivots and (exact or not exact_cases):
             _envelope(gpu, port, pivots, per_out, task)
-    edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1])
+    edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1], _epsilon_dims(task, [r[1] for r in runs_gpu]))
     for label, _d, _i, gpu, port in edge:
         _compare(task, label, gpu, port, None, per_out)
     disagreeing = [o for o in outputs if per_out[o]["verdict"] == "disagree"]
@@ -170,7 +170,8 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
             # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
             causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing,
                                      locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m,
-                                                                      loaded.source), keep=loaded.use_cache)
+                                                                      loaded.source), keep=loaded.use_cache,
+                                     also=_disagreeing_edges(task, edge, disagreeing))
         return with_causes(causes, "done")
 
     record: dict[str, Any] = {
@@ -420,19 +421,50 @@ def band_range(exponent: int) -> tuple[float, float]:
 
 
 # ------------------------------------------------------------------------------ edge inputs
+#: an epsilon: a positive float literal below this added to the argument of a square root (``rsqrtf(v + 1e-6f)``)
+EPSILON_MAX = 1e-3
+#: the case the epsilon edge input is made on: the review's largest case with at most this many elements. A
+#: rounding of a row's reduction shows on a few rows in a hundred (bf16_square_sum's mean of squares: on 8 % of
+#: the rows of a 130x96 input, none of a single 33-wide row), so it needs rows, not the smallest case
+EPSILON_EDGE_ELEMENTS = 32_768
+_ROOT_CALL = re.compile(r"\b(?:rsqrtf?|sqrtf?|__frsqrt_rn|__fsqrt_rn)\s*\(")
+_ADDED_LITERAL = re.compile(r"\+\s*((?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)[fF]?\b")
+
+
 def _edge_kinds(cuda_src: str) -> list[str]:
     kinds = []
-    if re.search(r"\b(rsqrtf?|sqrtf?|__frsqrt_rn)\s*\(", cuda_src):
+    if _ROOT_CALL.search(cuda_src):
         kinds += ["tiny_variance", "tiny_magnitude"]
+    if _epsilons(cuda_src):
+        kinds.append("epsilon")
     if re.search(r"\b(__expf|expf?|exp2f?)\s*\(", cuda_src):
         kinds.append("large_magnitude")
     return kinds
 
 
-def _edge_inputs(task: Any, inputs: dict[str, np.ndarray], kind: str, seed: int) -> dict[str, np.ndarray] | None:
+@functools.lru_cache(maxsize=SOURCES_KEPT)
+def _epsilons(cuda_src: str) -> tuple[float, ...]:
+    """The epsilons of the CUDA source: positive float literals below :data:`EPSILON_MAX` added inside the
+    argument of a square root (the regulariser of a normalisation: ``rsqrtf(ss / n + 1e-6f)``)."""
+    found: list[float] = []
+    for m in _ROOT_CALL.finditer(cuda_src):
+        depth, end = 1, m.end()
+        while end < len(cuda_src) and depth:  # (the call's argument: to its matching parenthesis)
+            depth += {"(": 1, ")": -1}.get(cuda_src[end], 0)
+            end += 1
+        for lit in _ADDED_LITERAL.finditer(cuda_src, m.end(), end):
+            v = float(lit.group(1))
+            if 0 < v < EPSILON_MAX and v not in found:
+                found.append(v)
+    return tuple(found)
+
+
+def _edge_inputs(task: Any, inputs: dict[str, np.ndarray], kind: str, seed: int, epsilon: float = 0.0
+                 ) -> dict[str, np.ndarray] | None:
     """The floating-point inputs of rank >= 2 shaped as the first of them, as rows: each row a constant plus
-    noise of 1e-3 (``tiny_variance``), noise of 1e-3 alone (``tiny_magnitude``), or scaled by 30
-    (``large_magnitude``); the other inputs unchanged."""
+    noise of 1e-3 (``tiny_variance``), noise of 1e-3 alone (``tiny_magnitude``), noise of sqrt(``epsilon``)
+    alone (``epsilon``: a row's mean square and variance about the epsilon, where the epsilon no longer drowns
+    a rounding of the row's reduction), or scaled by 30 (``large_magnitude``); the other inputs unchanged."""
     out = dict(inputs)
     rng = np.random.default_rng(seed)
     shape = None
@@ -447,33 +479,47 @@ def _edge_inputs(task: Any, inputs: dict[str, np.ndarray], kind: str, seed: int)
             new = rng.standard_normal((rows.shape[0], 1)).astype(np.float32) + noise
         elif kind == "tiny_magnitude":
             new = noise
+        elif kind == "epsilon":
+            new = np.float32(math.sqrt(epsilon)) * rng.standard_normal(rows.shape).astype(np.float32)
         else:
             new = rows * np.float32(30.0)
         out[spec.name] = new.reshape(a.shape).astype(a.dtype)
     return out if shape is not None else None
 
 
-def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
+def _epsilon_dims(task: Any, ran: list[dict[str, int]]) -> dict[str, int]:
+    """The case the epsilon edge input is made on: the largest of ``ran`` (the review's cases the executor ran,
+    smallest first) within :data:`EPSILON_EDGE_ELEMENTS`, else the smallest."""
+    fits = [d for d in ran if _elements(task, d) <= EPSILON_EDGE_ELEMENTS]
+    return max(fits, key=lambda d: _elements(task, d)) if fits else ran[0]
+
+
+def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int], epsilon_dims: dict[str, int] | None = None
                ) -> list[tuple[str, dict[str, int], dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]]:
+    """The edge inputs of :func:`_edge_kinds` made from the case of ``dims`` (the epsilon's from the case of
+    ``epsilon_dims``, by default the same), each run by the CUDA kernel and the port: (label, dims, inputs, GPU
+    outputs, port outputs) for each the port ran."""
     from nkieval.cuda import CudaError, run_task_cuda
 
     task = loaded.task
-    data = next((d for c, d in zip(loaded.cases, loaded.data) if c.dims == dims), None)
-    if data is None:
-        return []
     jobs, prepared = [], []
     for kind in _edge_kinds(cuda_src):
-        inp = _edge_inputs(task, data.inputs, kind, loaded.seed)
+        at = epsilon_dims if kind == "epsilon" and epsilon_dims is not None else dims
+        data = next((d for c, d in zip(loaded.cases, loaded.data) if c.dims == at), None)
+        if data is None:
+            continue
+        eps = min(_epsilons(cuda_src), default=0.0)
+        inp = _edge_inputs(task, data.inputs, kind, loaded.seed, eps)
         if inp is None:
             continue
         try:
-            gpu, _ = _gpu_outputs(data, cuda_src, f"edge/{kind}/{loaded.seed}", lambda inp=inp: run_task_cuda(
-                task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S), EXECUTOR_BUDGET_S)
+            gpu, _ = _gpu_outputs(data, cuda_src, f"edge/{kind}/{loaded.seed}", lambda inp=inp, at=at: run_task_cuda(
+                task, inp, at, time_limit_s=EXECUTOR_BUDGET_S), EXECUTOR_BUDGET_S)
         except CudaError:
             continue
         label = f"edge/{kind}"
         jobs.append(CaseJob(label, inp, dict(task.params), len(task.outputs)))
-        prepared.append((label, dims, inp, gpu))
+        prepared.append((label, at, inp, gpu))
     if not jobs:
         return []
     req = loaded.request
@@ -481,6 +527,14 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
                         isolation=req.isolation, trusted=req.trusted, hide=(str(task.directory),),
                         programs=loaded.programs)
     return [(lb, d, inp, gpu, r.outputs) for (lb, d, inp, gpu), r in zip(prepared, ran) if r.status == "ok"]
+
+
+def _disagreeing_edges(task: Any, edge: list[tuple[Any, ...]], disagreeing: list[str]) -> list[tuple[Any, ...]]:
+    """The edge runs where one of the ``disagreeing`` outputs disagrees: a stated mutation must reproduce the port
+    on each of them too (:func:`.mutation_causes.mutation_causes`'s ``also``)."""
+    idx = {s.name: k for k, s in enumerate(task.outputs)}
+    return [r for r in edge if any(idx[o] < len(r[4]) and _max_ratio(task, r[3][idx[o]], r[4][idx[o]]) > 1.0
+                                   for o in disagreeing)]
 
 
 # ------------------------------------------------------------------------------ attribution
