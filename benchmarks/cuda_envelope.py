@@ -10,6 +10,11 @@ and their ratio (the issue's goal: within 10x), in one run for both bounds the r
 An output the port computes bitwise equal to the GPU (observed 0) has no ratio: it is counted apart.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/cuda_envelope.py [--tasks a,b] [--workers 1]
+        [--executor-budget S]
+
+``--executor-budget``: the review's executor seconds (``differential.EXECUTOR_BUDGET_S``, default 6 s of CPU),
+raised so that every case of a task runs (which cases a review covers otherwise depends on the CPU time each
+run takes).
 """
 
 from __future__ import annotations
@@ -19,6 +24,13 @@ import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
+
+
+def _budget(seconds: float) -> None:
+    if seconds > 0:
+        from nkieval.review.stages import differential
+
+        differential.EXECUTOR_BUDGET_S = seconds
 
 
 def _one(task_id: str) -> list[dict[str, Any]]:
@@ -58,13 +70,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", default="")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--executor-budget", type=float, default=0.0, help="executor CPU seconds per review")
     a = ap.parse_args()
     from nkieval.tasks.loader import builtin_tasks
 
     only = {t for t in a.tasks.split(",") if t}
     ids = [t.id for t in builtin_tasks() if t.cuda_file is not None and t.solution_file is not None
            and (not only or t.id in only)]
-    with ProcessPoolExecutor(a.workers) as pool:
+    with ProcessPoolExecutor(a.workers, initializer=_budget, initargs=(a.executor_budget,)) as pool:
         res = [row for rows in pool.map(_one, ids) for row in rows]
     old, new, band, bitwise = [], [], [], []
     for r in res:
