@@ -25,6 +25,15 @@ def test_an_epsilon_is_a_small_literal_added_under_a_square_root() -> None:
     assert "epsilon" not in _edge_kinds("y = rsqrtf(s / n);")
 
 
+def test_a_float_parameter_of_the_task_added_under_the_root_is_an_epsilon_too() -> None:
+    params = (("eps", 1e-5), ("scale", 0.5))
+    assert _epsilons("rstd = rsqrtf(t.m2 / (float)d + eps);", params) == (1e-5,)
+    assert _epsilons("rstd = rsqrtf(t.m2 / (float)d + scale);", params) == ()  # (not small)
+    assert _epsilons("rstd = rsqrtf(t.m2 / (float)d + eps);", ()) == ()  # (not a parameter of the task)
+    assert _epsilons("rstd = rsqrtf(v + eps[0]);", params) == ()  # (an array, not the parameter)
+    assert "epsilon" in _edge_kinds("rstd = rsqrtf(v + eps);", params)
+
+
 def test_the_epsilon_rows_have_a_mean_square_about_the_epsilon_on_the_largest_small_case() -> None:
     task = SimpleNamespace(inputs=[SimpleNamespace(name="x"), SimpleNamespace(name="w")],
                            outputs=[SimpleNamespace(name="y")])

@@ -429,13 +429,14 @@ EPSILON_MAX = 1e-3
 EPSILON_EDGE_ELEMENTS = 32_768
 _ROOT_CALL = re.compile(r"\b(?:rsqrtf?|sqrtf?|__frsqrt_rn|__fsqrt_rn)\s*\(")
 _ADDED_LITERAL = re.compile(r"\+\s*((?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)[fF]?\b")
+_ADDED_NAME = re.compile(r"\+\s*([A-Za-z_]\w*)\b(?!\s*[\[(.])")
 
 
-def _edge_kinds(cuda_src: str) -> list[str]:
+def _edge_kinds(cuda_src: str, params: tuple[tuple[str, float], ...] = ()) -> list[str]:
     kinds = []
     if _ROOT_CALL.search(cuda_src):
         kinds += ["tiny_variance", "tiny_magnitude"]
-    if _epsilons(cuda_src):
+    if _epsilons(cuda_src, params):
         kinds.append("epsilon")
     if re.search(r"\b(__expf|expf?|exp2f?)\s*\(", cuda_src):
         kinds.append("large_magnitude")
@@ -443,20 +444,26 @@ def _edge_kinds(cuda_src: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=SOURCES_KEPT)
-def _epsilons(cuda_src: str) -> tuple[float, ...]:
-    """The epsilons of the CUDA source: positive float literals below :data:`EPSILON_MAX` added inside the
-    argument of a square root (the regulariser of a normalisation: ``rsqrtf(ss / n + 1e-6f)``)."""
+def _epsilons(cuda_src: str, params: tuple[tuple[str, float], ...] = ()) -> tuple[float, ...]:
+    """The epsilons of the CUDA source: positive values below :data:`EPSILON_MAX` added inside the argument of a
+    square root (the regulariser of a normalisation), as a float literal (``rsqrtf(ss / n + 1e-6f)``) or as a
+    name that is one of the task's float ``params`` (``rsqrtf(var / d + eps)``, the task's eps = 1e-5)."""
     found: list[float] = []
+    named = dict(params)
     for m in _ROOT_CALL.finditer(cuda_src):
         depth, end = 1, m.end()
         while end < len(cuda_src) and depth:  # (the call's argument: to its matching parenthesis)
             depth += {"(": 1, ")": -1}.get(cuda_src[end], 0)
             end += 1
-        for lit in _ADDED_LITERAL.finditer(cuda_src, m.end(), end):
-            v = float(lit.group(1))
-            if 0 < v < EPSILON_MAX and v not in found:
-                found.append(v)
+        values = [float(lit.group(1)) for lit in _ADDED_LITERAL.finditer(cuda_src, m.end(), end)]
+        values += [named[n.group(1)] for n in _ADDED_NAME.finditer(cuda_src, m.end(), end) if n.group(1) in named]
+        found += [v for v in values if 0 < v < EPSILON_MAX and v not in found]
     return tuple(found)
+
+
+def _float_params(task: Any) -> tuple[tuple[str, float], ...]:
+    """The task's float parameters, (name, value) pairs: what a name in the CUDA source may be bound to."""
+    return tuple(sorted((k, float(v)) for k, v in task.params.items() if isinstance(v, float)))
 
 
 def _edge_inputs(task: Any, inputs: dict[str, np.ndarray], kind: str, seed: int, epsilon: float = 0.0
@@ -503,12 +510,13 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int], epsilon_dims
 
     task = loaded.task
     jobs, prepared = [], []
-    for kind in _edge_kinds(cuda_src):
+    params = _float_params(task)
+    for kind in _edge_kinds(cuda_src, params):
         at = epsilon_dims if kind == "epsilon" and epsilon_dims is not None else dims
         data = next((d for c, d in zip(loaded.cases, loaded.data) if c.dims == at), None)
         if data is None:
             continue
-        eps = min(_epsilons(cuda_src), default=0.0)
+        eps = min(_epsilons(cuda_src, params), default=0.0)
         inp = _edge_inputs(task, data.inputs, kind, loaded.seed, eps)
         if inp is None:
             continue
