@@ -23,7 +23,7 @@ identified". A mutation that faults (an index off by one running out of bounds) 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -100,7 +100,7 @@ def _size(run: tuple[Any, ...]) -> int:
 
 def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disagreeing: list[str],
                     budget_s: float = MUTATION_BUDGET_S, locate: Callable[[Any], Any] | None = None,
-                    keep: bool = True, also: list[tuple[Any, ...]] = ()) -> list[dict[str, Any]]:
+                    keep: bool = True, also: Sequence[tuple[Any, ...]] = ()) -> list[dict[str, Any]]:
     """At most one cause (a dict as the differential record's ``causes``) for the ``disagreeing`` outputs.
 
     ``runs``: ``(label, dims, inputs, gpu outputs, port outputs)`` for every case both ran on. ``locate``:
@@ -254,7 +254,7 @@ class _Search:
 
     def __init__(self, task: Any, text: str, first: tuple[Any, ...], base: dict[str, float],
                  confirm: tuple[Any, ...] | None, names: list[str], disagreeing: list[str], budget_s: float,
-                 keep: bool = True, also: list[tuple[Any, ...]] = ()):
+                 keep: bool = True, also: Sequence[tuple[Any, ...]] = ()):
         self.task, self.text, self.first, self.base, self.confirm = task, text, first, base, confirm
         self.names, self.disagreeing, self.budget_s = names, disagreeing, budget_s
         self.idx = {o: k for k, o in enumerate(names)}
