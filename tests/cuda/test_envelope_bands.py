@@ -44,6 +44,10 @@ def test_bitwise_equal_large_outputs_do_not_inflate_the_envelope_of_the_small_on
     differing = [b for b in y["envelope_bands"] if b["observed"] > 0]
     assert [b["exponent"] for b in differing] == [3]  # (4 <= |y| < 8)
     assert sum(b["elements"] for b in y["envelope_bands"]) == gpu.size
+    # (each side's share over the differing magnitudes: X is 0.4 of a step above the GPU, the port one step above)
+    step = float(np.spacing(np.float32(4.0)))
+    assert y["envelope_gpu_error"] <= 0.41 * step < 0.59 * step <= y["envelope_port_error"] <= 0.61 * step
+    assert y["envelope_gpu_error"] + y["envelope_port_error"] >= y["envelope"]
 
 
 def test_an_output_that_never_differs_keeps_the_envelope_over_every_element() -> None:

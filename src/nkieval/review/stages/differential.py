@@ -347,7 +347,7 @@ def _envelope(gpu: list[np.ndarray], port: list[np.ndarray], pivots: list[list[n
             continue
         g = np.asarray(gpu[k], np.float64).reshape(-1)
         p = np.asarray(port[k], np.float64).reshape(-1)
-        best, per_elem = None, None
+        best, per_elem, parts = None, None, None
         for pivot in pivots:
             rf = np.asarray(pivot[k], np.float64).reshape(-1) if k < len(pivot) else None
             if rf is None or rf.size != g.size:
@@ -355,21 +355,30 @@ def _envelope(gpu: list[np.ndarray], port: list[np.ndarray], pivots: list[list[n
             fin = np.isfinite(g) & np.isfinite(p) & np.isfinite(rf)
             if not fin.any():
                 continue
-            e = np.where(fin, np.abs(g - rf) + np.abs(p - rf), np.nan)
+            g_err, p_err = np.where(fin, np.abs(g - rf), np.nan), np.where(fin, np.abs(p - rf), np.nan)
+            e = g_err + p_err
             env = float(np.abs(g - rf)[fin].max() + np.abs(p - rf)[fin].max())
             obs = float(np.abs(g - p)[fin].max())
             best = (env, obs) if best is None or env < best[0] else best
-            per_elem = e if per_elem is None else np.fmin(per_elem, e)  # (NaN where no pivot is finite)
-        if best is None or per_elem is None:
+            # (per element the tighter pivot, and each side's error against it; NaN where no pivot is finite)
+            take = np.isfinite(e) & ~(per_elem < e) if per_elem is not None else np.isfinite(e)
+            per_elem = e if per_elem is None else np.where(take, e, per_elem)
+            parts = (g_err, p_err) if parts is None else (np.where(take, g_err, parts[0]),
+                                                          np.where(take, p_err, parts[1]))
+        if best is None or per_elem is None or parts is None:
             continue
         rec = per_out[spec.name]
         rec["envelope_all"] = max(rec.get("envelope_all") or 0.0, best[0])
         rec["observed"] = max(rec.get("observed") or 0.0, best[1])
         bands = {b["exponent"]: b for b in rec.get("envelope_bands") or []}
         fin = np.isfinite(per_elem)
-        _fold_bands(bands, g[fin], per_elem[fin], np.abs(g - p)[fin])
+        _fold_bands(bands, g[fin], per_elem[fin], np.abs(g - p)[fin], parts[0][fin], parts[1][fin])
         rec["envelope_bands"] = [bands[x] for x in sorted(bands)]
         rec["envelope"] = _band_summary(rec["envelope_bands"])
+        span = _differing_span(rec["envelope_bands"]) or rec["envelope_bands"]
+        # (which side the envelope comes from, over the magnitudes it is stated on)
+        rec["envelope_gpu_error"] = max(b["gpu_error"] for b in span)
+        rec["envelope_port_error"] = max(b["port_error"] for b in span)
         rec["envelope_scope"] = _band_scope(rec["envelope_bands"])
 
 
@@ -377,17 +386,19 @@ def _envelope(gpu: list[np.ndarray], port: list[np.ndarray], pivots: list[list[n
 ZERO_BAND = -10_000
 
 
-def _fold_bands(bands: dict[int, dict[str, Any]], g: np.ndarray, env: np.ndarray, obs: np.ndarray) -> None:
+def _fold_bands(bands: dict[int, dict[str, Any]], g: np.ndarray, env: np.ndarray, obs: np.ndarray,
+                gpu_err: np.ndarray, port_err: np.ndarray) -> None:
     """Fold elements into the magnitude bands: band x holds the GPU outputs with 2**(x-1) <= |g| < 2**x (0 apart),
-    with the largest per-element envelope and observed difference in it and its element count."""
+    with the largest per-element envelope, observed difference and each side's error in it, and its count."""
     _, exps = np.frexp(g)
     exps = np.where(g == 0, ZERO_BAND, exps)
     for x in np.unique(exps):
         sel = exps == x
-        b = bands.setdefault(int(x), {"exponent": int(x), "elements": 0, "envelope": 0.0, "observed": 0.0})
+        b = bands.setdefault(int(x), {"exponent": int(x), "elements": 0, "envelope": 0.0, "observed": 0.0,
+                                      "gpu_error": 0.0, "port_error": 0.0})
         b["elements"] += int(sel.sum())
-        b["envelope"] = max(b["envelope"], float(env[sel].max()))
-        b["observed"] = max(b["observed"], float(obs[sel].max()))
+        for key, values in (("envelope", env), ("observed", obs), ("gpu_error", gpu_err), ("port_error", port_err)):
+            b[key] = max(b[key], float(values[sel].max()))
 
 
 def _differing_span(bands: list[dict[str, Any]]) -> list[dict[str, Any]]:
