@@ -87,15 +87,53 @@ def _stated_causes(mig: Any) -> list[str]:
     return out
 
 
+def _edge_verdicts(task: Any, edge: list[tuple[Any, ...]]) -> list[str]:
+    """Per edge input the review ran: its label and whether the port agrees with the CUDA kernel on it."""
+    from nkieval.review.stages.differential import _max_ratio
+
+    out = []
+    for label, _dims, _inputs, gpu, port in edge:
+        worst = max((_max_ratio(task, g, p) for g, p in zip(gpu, port)), default=0.0)
+        out.append(f"{label.removeprefix('edge/')}:{'agree' if worst <= 1.0 else 'DISAGREE'}")
+    return out
+
+
 def _review_port(job: tuple[str, str, str, tuple[str, ...], str, int]) -> dict[str, Any]:
-    from nkieval.review.pipeline import review
+    import resource
+    import time
+
+    from nkieval.review import pipeline
+    from nkieval.review.stages import differential as diff_stage
 
     task_dir, path, name, evidence, kind, seed = job
+    # (the edge runs and the differential stage's own CPU time are read as the review makes them)
+    seen: dict[str, Any] = {"edges": [], "diff_cpu": 0.0}
+    edge_runs, differential = diff_stage._edge_runs, pipeline.differential
+
+    def watched_edges(loaded: Any, *args: Any) -> list[tuple[Any, ...]]:
+        runs = edge_runs(loaded, *args)
+        seen["edges"] = _edge_verdicts(loaded.task, runs)
+        return runs
+
+    def watched_differential(*args: Any, **kw: Any) -> Any:
+        t0 = time.process_time()
+        try:
+            return differential(*args, **kw)
+        finally:
+            seen["diff_cpu"] += time.process_time() - t0
+
+    diff_stage._edge_runs, pipeline.differential = watched_edges, watched_differential  # type: ignore[assignment]
+    t0, c0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        r = review(task_dir, path, seed=seed, compare_references=False)
+        r = pipeline.review(task_dir, path, seed=seed, compare_references=False)
     except Exception as e:  # a harness failure is a miss, reported
         return {"task": Path(task_dir).name, "name": name, "kind": kind, "error": f"{type(e).__name__}: {e}",
                 "named": False, "wrong": [], "passed": False, "migration": None}
+    finally:
+        diff_stage._edge_runs, pipeline.differential = edge_runs, differential  # type: ignore[assignment]
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = {"review": time.process_time() - t0, "children": c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime,
+           "differential": seen["diff_cpu"]}
     mig = next(c for c in r.criteria if c.id == "migration")
     lines = [f"{f.observed} | {f.expected} | {f.suggestion}" for f in mig.feedback if f.severity != "info"]
     words = [w.lower() for w in evidence]
@@ -116,7 +154,7 @@ def _review_port(job: tuple[str, str, str, tuple[str, ...], str, int]) -> dict[s
             f"WRONG {line} vs {sorted(changed)}"
     return {"task": Path(task_dir).name, "name": name, "kind": kind, "named": named, "wrong": wrong,
             "passed": r.verdict == "pass", "migration": mig.level, "score": r.score, "port": port,
-            "causes": [c.split(" | ")[0][:110] for c in causes]}
+            "causes": [c.split(" | ")[0][:110] for c in causes], "edges": seen["edges"], "cpu": cpu}
 
 
 def _changed_lines(expert: Path, flawed: Path) -> set[int]:
@@ -174,6 +212,9 @@ def ports_main(a: argparse.Namespace) -> None:
         print(f"{r['task']:16s} {r['name']:22s} {r['kind']:10s} migration {r['migration']!s:>4s}  {mark:6s}"
               + (f"  WRONG CAUSE: {r['wrong']}" if r["wrong"] else "") + (f"  ERROR {r['error']}" if "error" in r else "")
               + (f"  port line {r['port']}" if r.get("port") else ""))
+        if "cpu" in r:
+            print(f"{'':40s}edges {' '.join(r['edges']) or '-'}; CPU s: review {r['cpu']['review']:.2f} "
+                  f"(differential {r['cpu']['differential']:.2f}), sandbox children {r['cpu']['children']:.2f}")
         for c in r.get("causes") or []:
             print(f"{'':40s}cause: {c}")
     experts = [r for r in res if r["name"] == "expert"]
@@ -186,6 +227,13 @@ def ports_main(a: argparse.Namespace) -> None:
           f"{sum(r['named'] for r in sem)}/{len(sem)}; structural {sum(r['named'] for r in flawed if r not in sem)}/"
           f"{len(flawed) - len(sem)}")
     print(f"ports with a wrong cause stated: {sum(bool(r['wrong']) for r in flawed)}/{len(flawed)}")
+    timed = [r["cpu"] for r in res if "cpu" in r]
+    if timed:
+        n = len(timed)
+        print(f"CPU s per review (mean of {n}): review process {sum(c['review'] for c in timed) / n:.2f}, of it the "
+              f"differential stage {sum(c['differential'] for c in timed) / n:.2f}; sandbox children "
+              f"{sum(c['children'] for c in timed) / n:.2f}; edge inputs run {sum(len(r['edges']) for r in res)}, "
+              f"disagreeing {sum(e.endswith('DISAGREE') for r in res for e in r.get('edges', []))}")
     located = [r for r in flawed if r.get("port") and r["port"] != "not established"]
     print(f"non-constant causes stated: {sum(bool(r.get('port')) for r in flawed)}; port line stated for "
           f"{len(located)}: at a line the flawed port changed (or no line, where no instruction reads the input) "

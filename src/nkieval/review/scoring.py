@@ -996,9 +996,11 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
                            f"output {o['output']}: GPU (CUDA source{', fast-math' if build.get('fast_math') else ''}) "
                            f"vs this port, observed max difference {_observed(o['observed'])}, expected envelope "
                            f"{o['envelope']:.3g} (GPU error + port error against "
-                           f"{_envelope_pivot(d)}, {o['cases']} case(s)); verdict {o['verdict']}",
+                           f"{_envelope_pivot(d)}, {o['cases']} case(s){_envelope_sides(o)}"
+                           f"{'; ' + o['envelope_scope'] if o.get('envelope_scope') else ''}); verdict {o['verdict']}",
                            "GPU and Trainium results within the envelope of their own errors",
                            "none", {"output": o["output"], "observed": o["observed"], "envelope": o["envelope"],
+                                    "envelope_all": o.get("envelope_all"), "envelope_bands": o.get("envelope_bands"),
                                     "verdict": o["verdict"]}))
     return level
 
@@ -1018,6 +1020,12 @@ def _disagreement(o: dict[str, Any], named: bool) -> str:
 def _observed(diff: float) -> str:
     """The observed GPU-vs-port difference; 0 is said as what it is (a ratio to the envelope is undefined)."""
     return "0 (bitwise equal)" if diff == 0 else f"{diff:.3g}"
+
+
+def _envelope_sides(o: dict[str, Any]) -> str:
+    """Which side the envelope comes from: the GPU kernel's own error and the port's (stages.differential)."""
+    g, p = o.get("envelope_gpu_error"), o.get("envelope_port_error")
+    return "" if g is None or p is None else f": the GPU kernel's own error up to {g:.3g}, the port's up to {p:.3g}"
 
 
 def _envelope_pivot(d: dict[str, Any]) -> str:

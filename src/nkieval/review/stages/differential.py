@@ -16,10 +16,11 @@ inputs, a verdict for every output, and disagreements attributed.
   rounding) are the hypotheses, stated only when the mutated kernel reproduces the port's outputs on two
   different inputs.
 * **GPU vs Trainium numerics from the real code**: per output, the observed port-vs-GPU difference next
-  to the envelope ``max|GPU - X| + max|port - X|`` (the GPU kernel's own error in its order and
-  precision, fast-math if built with it, plus the port's), on the review's cases, where X is the CUDA
+  to the envelope ``|GPU_i - X_i| + |port_i - X_i|`` per element (the GPU kernel's own error in its order
+  and precision, fast-math if built with it, plus the port's), on the review's cases, where X is the CUDA
   kernel's recipe in near-exact arithmetic (:mod:`nkieval.cuda.exact`) or the task's reference, whichever
-  bounds tighter (both bound the difference).
+  bounds tighter (both bound the difference); summarised per magnitude band and stated over the magnitudes
+  where the two sides differ (:func:`_envelope`).
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     outputs = [s.name for s in task.outputs]
     per_out: dict[str, dict[str, Any]] = {o: {"output": o, "verdict": "agree", "cases": 0, "worst": None,
                                               "tol_ratio": 0.0, "max_abs_diff": 0.0, "envelope": None,
+                                              "envelope_all": None, "envelope_bands": [], "envelope_scope": None,
                                               "observed": 0.0} for o in outputs}
     runs_gpu: list[tuple[str, dict[str, int], dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
@@ -146,7 +148,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     for gpu, port, pivots, exact in folds:
         if pivots and (exact or not exact_cases):
             _envelope(gpu, port, pivots, per_out, task)
-    edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1])
+    edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1], _epsilon_dims(task, [r[1] for r in runs_gpu]))
     for label, _d, _i, gpu, port in edge:
         _compare(task, label, gpu, port, None, per_out)
     disagreeing = [o for o in outputs if per_out[o]["verdict"] == "disagree"]
@@ -168,7 +170,8 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
             # (no constant explains it: a formula, order, indexing or precision mutation of the CUDA source may)
             causes = mutation_causes(task, cuda_src, [*runs_gpu, *edge], disagreeing,
                                      locate=lambda m: find_port_line(task, cuda_src, _port_trace(runs), m,
-                                                                      loaded.source), keep=loaded.use_cache)
+                                                                      loaded.source), keep=loaded.use_cache,
+                                     also=_disagreeing_edges(task, edge, disagreeing))
         return with_causes(causes, "done")
 
     record: dict[str, Any] = {
@@ -327,45 +330,159 @@ def _compare(task: Any, label: str, gpu: list[np.ndarray], port: list[np.ndarray
 
 def _envelope(gpu: list[np.ndarray], port: list[np.ndarray], pivots: list[list[np.ndarray]],
               per_out: dict[str, dict[str, Any]], task: Any) -> None:
-    """Fold one case into the per-output envelope max|GPU - X| + max|port - X| and the observed max|GPU - port|.
-    X is each of ``pivots`` (the reference; the CUDA recipe in near-exact arithmetic): every one bounds the
-    observed difference (the triangle inequality), and the tighter one is the envelope."""
+    """Fold one case into the per-output envelope and the observed max|GPU - port|.
+
+    Per element, ``e_i = |GPU_i - X_i| + |port_i - X_i|`` bounds ``|GPU_i - port_i|`` for every pivot X in
+    ``pivots`` (the reference; the CUDA recipe in near-exact arithmetic: the triangle inequality), so the
+    tighter of them per element is kept. The elements are grouped in magnitude bands (binades of |GPU_i|);
+    per band, the envelope is max e_i and the observed difference max |GPU_i - port_i| (:func:`_band_summary`).
+    The output's ``envelope`` is the largest band envelope over the magnitudes where the two sides differ (the
+    bands from the smallest to the largest where they do; every band when they never differ): a band where they are bitwise equal performed the same roundings, and
+    its pivot error measures what both share, not what separates them (attention's large outputs, one fp32
+    step from the pivot on both sides). It is never below the observed difference: the band holding the
+    largest difference is one of those. ``envelope_all`` keeps max|GPU - X| + max|port - X| over all elements
+    (one pivot per case), the bound before the bands."""
     for k, spec in enumerate(task.outputs):
         if k >= len(port) or np.size(port[k]) != np.size(gpu[k]):
             continue
-        g = np.asarray(gpu[k], np.float64)
-        p = np.asarray(port[k], np.float64).reshape(g.shape)
-        best = None
+        g = np.asarray(gpu[k], np.float64).reshape(-1)
+        p = np.asarray(port[k], np.float64).reshape(-1)
+        best, per_elem, parts = None, None, None
         for pivot in pivots:
-            rf = np.asarray(pivot[k], np.float64) if k < len(pivot) else None
+            rf = np.asarray(pivot[k], np.float64).reshape(-1) if k < len(pivot) else None
             if rf is None or rf.size != g.size:
                 continue
-            rf = rf.reshape(g.shape)
             fin = np.isfinite(g) & np.isfinite(p) & np.isfinite(rf)
-            if fin.any():
-                env = float(np.abs(g - rf)[fin].max() + np.abs(p - rf)[fin].max())
-                obs = float(np.abs(g - p)[fin].max())
-                best = (env, obs) if best is None or env < best[0] else best
-        if best is not None:
-            rec = per_out[spec.name]
-            rec["envelope"] = max(rec["envelope"] or 0.0, best[0])
-            rec["observed"] = max(rec["observed"], best[1])
+            if not fin.any():
+                continue
+            g_err, p_err = np.where(fin, np.abs(g - rf), np.nan), np.where(fin, np.abs(p - rf), np.nan)
+            e = g_err + p_err
+            env = float(np.abs(g - rf)[fin].max() + np.abs(p - rf)[fin].max())
+            obs = float(np.abs(g - p)[fin].max())
+            best = (env, obs) if best is None or env < best[0] else best
+            # (per element the tighter pivot, and each side's error against it; NaN where no pivot is finite)
+            take = np.isfinite(e) & ~(per_elem < e) if per_elem is not None else np.isfinite(e)
+            per_elem = e if per_elem is None else np.where(take, e, per_elem)
+            parts = (g_err, p_err) if parts is None else (np.where(take, g_err, parts[0]),
+                                                          np.where(take, p_err, parts[1]))
+        if best is None or per_elem is None or parts is None:
+            continue
+        rec = per_out[spec.name]
+        rec["envelope_all"] = max(rec.get("envelope_all") or 0.0, best[0])
+        rec["observed"] = max(rec.get("observed") or 0.0, best[1])
+        bands = {b["exponent"]: b for b in rec.get("envelope_bands") or []}
+        fin = np.isfinite(per_elem)
+        _fold_bands(bands, g[fin], per_elem[fin], np.abs(g - p)[fin], parts[0][fin], parts[1][fin])
+        rec["envelope_bands"] = [bands[x] for x in sorted(bands)]
+        rec["envelope"] = _band_summary(rec["envelope_bands"])
+        span = _differing_span(rec["envelope_bands"]) or rec["envelope_bands"]
+        # (which side the envelope comes from, over the magnitudes it is stated on)
+        rec["envelope_gpu_error"] = max(b["gpu_error"] for b in span)
+        rec["envelope_port_error"] = max(b["port_error"] for b in span)
+        rec["envelope_scope"] = _band_scope(rec["envelope_bands"])
+
+
+#: the band of GPU outputs equal to 0 (binade exponents of float64 are above -1075)
+ZERO_BAND = -10_000
+
+
+def _fold_bands(bands: dict[int, dict[str, Any]], g: np.ndarray, env: np.ndarray, obs: np.ndarray,
+                gpu_err: np.ndarray, port_err: np.ndarray) -> None:
+    """Fold elements into the magnitude bands: band x holds the GPU outputs with 2**(x-1) <= |g| < 2**x (0 apart),
+    with the largest per-element envelope, observed difference and each side's error in it, and its count."""
+    _, exps = np.frexp(g)
+    exps = np.where(g == 0, ZERO_BAND, exps)
+    for x in np.unique(exps):
+        sel = exps == x
+        b = bands.setdefault(int(x), {"exponent": int(x), "elements": 0, "envelope": 0.0, "observed": 0.0,
+                                      "gpu_error": 0.0, "port_error": 0.0})
+        b["elements"] += int(sel.sum())
+        for key, values in (("envelope", env), ("observed", obs), ("gpu_error", gpu_err), ("port_error", port_err)):
+            b[key] = max(b[key], float(values[sel].max()))
+
+
+def _differing_span(bands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bands from the smallest to the largest magnitude where GPU and port differ (those between included);
+    empty when they never differ."""
+    xs = [b["exponent"] for b in bands if b["observed"] > 0]
+    return [b for b in bands if xs and min(xs) <= b["exponent"] <= max(xs)]
+
+
+def _band_summary(bands: list[dict[str, Any]]) -> float:
+    """The output's envelope: the largest band envelope over the magnitudes where GPU and port differ, or over
+    every band when they never do (a difference of 0 has no ratio to it)."""
+    return max(b["envelope"] for b in (_differing_span(bands) or bands)) if bands else 0.0
+
+
+def _band_scope(bands: list[dict[str, Any]]) -> str | None:
+    """Where the envelope is stated, when not on every element: the |GPU output| range of the bands where GPU and
+    port differ, and the envelope over every element (the bands where they are bitwise equal included)."""
+    span = _differing_span(bands)
+    every = max((b["envelope"] for b in bands), default=0.0)
+    if not span or max(b["envelope"] for b in span) >= every:
+        return None
+    lo, hi = band_range(span[0]["exponent"])[0], band_range(span[-1]["exponent"])[1]
+    return (f"on the elements with |GPU output| in [{lo:.3g}, {hi:.3g}), the magnitudes where GPU and port differ; "
+            f"{every:.3g} over every element, bitwise equal outside those magnitudes")
+
+
+def band_range(exponent: int) -> tuple[float, float]:
+    """The |GPU output| range [lo, hi) of a magnitude band (:func:`_fold_bands`)."""
+    return (0.0, 0.0) if exponent == ZERO_BAND else (math.ldexp(0.5, exponent), math.ldexp(1.0, exponent))
 
 
 # ------------------------------------------------------------------------------ edge inputs
-def _edge_kinds(cuda_src: str) -> list[str]:
+#: an epsilon: a positive float literal below this added to the argument of a square root (``rsqrtf(v + 1e-6f)``)
+EPSILON_MAX = 1e-3
+#: the case the epsilon edge input is made on: the review's largest case with at most this many elements. A
+#: rounding of a row's reduction shows on a few rows in a hundred (bf16_square_sum's mean of squares: on 8 % of
+#: the rows of a 130x96 input, none of a single 33-wide row), so it needs rows, not the smallest case
+EPSILON_EDGE_ELEMENTS = 32_768
+_ROOT_CALL = re.compile(r"\b(?:rsqrtf?|sqrtf?|__frsqrt_rn|__fsqrt_rn)\s*\(")
+_ADDED_LITERAL = re.compile(r"\+\s*((?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)[fF]?\b")
+_ADDED_NAME = re.compile(r"\+\s*([A-Za-z_]\w*)\b(?!\s*[\[(.])")
+
+
+def _edge_kinds(cuda_src: str, params: tuple[tuple[str, float], ...] = ()) -> list[str]:
     kinds = []
-    if re.search(r"\b(rsqrtf?|sqrtf?|__frsqrt_rn)\s*\(", cuda_src):
+    if _ROOT_CALL.search(cuda_src):
         kinds += ["tiny_variance", "tiny_magnitude"]
+    if _epsilons(cuda_src, params):
+        kinds.append("epsilon")
     if re.search(r"\b(__expf|expf?|exp2f?)\s*\(", cuda_src):
         kinds.append("large_magnitude")
     return kinds
 
 
-def _edge_inputs(task: Any, inputs: dict[str, np.ndarray], kind: str, seed: int) -> dict[str, np.ndarray] | None:
+@functools.lru_cache(maxsize=SOURCES_KEPT)
+def _epsilons(cuda_src: str, params: tuple[tuple[str, float], ...] = ()) -> tuple[float, ...]:
+    """The epsilons of the CUDA source: positive values below :data:`EPSILON_MAX` added inside the argument of a
+    square root (the regulariser of a normalisation), as a float literal (``rsqrtf(ss / n + 1e-6f)``) or as a
+    name that is one of the task's float ``params`` (``rsqrtf(var / d + eps)``, the task's eps = 1e-5)."""
+    found: list[float] = []
+    named = dict(params)
+    for m in _ROOT_CALL.finditer(cuda_src):
+        depth, end = 1, m.end()
+        while end < len(cuda_src) and depth:  # (the call's argument: to its matching parenthesis)
+            depth += {"(": 1, ")": -1}.get(cuda_src[end], 0)
+            end += 1
+        values = [float(lit.group(1)) for lit in _ADDED_LITERAL.finditer(cuda_src, m.end(), end)]
+        values += [named[n.group(1)] for n in _ADDED_NAME.finditer(cuda_src, m.end(), end) if n.group(1) in named]
+        found += [v for v in values if 0 < v < EPSILON_MAX and v not in found]
+    return tuple(found)
+
+
+def _float_params(task: Any) -> tuple[tuple[str, float], ...]:
+    """The task's float parameters, (name, value) pairs: what a name in the CUDA source may be bound to."""
+    return tuple(sorted((k, float(v)) for k, v in task.params.items() if isinstance(v, float)))
+
+
+def _edge_inputs(task: Any, inputs: dict[str, np.ndarray], kind: str, seed: int, epsilon: float = 0.0
+                 ) -> dict[str, np.ndarray] | None:
     """The floating-point inputs of rank >= 2 shaped as the first of them, as rows: each row a constant plus
-    noise of 1e-3 (``tiny_variance``), noise of 1e-3 alone (``tiny_magnitude``), or scaled by 30
-    (``large_magnitude``); the other inputs unchanged."""
+    noise of 1e-3 (``tiny_variance``), noise of 1e-3 alone (``tiny_magnitude``), noise of sqrt(``epsilon``)
+    alone (``epsilon``: a row's mean square and variance about the epsilon, where the epsilon no longer drowns
+    a rounding of the row's reduction), or scaled by 30 (``large_magnitude``); the other inputs unchanged."""
     out = dict(inputs)
     rng = np.random.default_rng(seed)
     shape = None
@@ -380,33 +497,48 @@ def _edge_inputs(task: Any, inputs: dict[str, np.ndarray], kind: str, seed: int)
             new = rng.standard_normal((rows.shape[0], 1)).astype(np.float32) + noise
         elif kind == "tiny_magnitude":
             new = noise
+        elif kind == "epsilon":
+            new = np.float32(math.sqrt(epsilon)) * rng.standard_normal(rows.shape).astype(np.float32)
         else:
             new = rows * np.float32(30.0)
         out[spec.name] = new.reshape(a.shape).astype(a.dtype)
     return out if shape is not None else None
 
 
-def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
+def _epsilon_dims(task: Any, ran: list[dict[str, int]]) -> dict[str, int]:
+    """The case the epsilon edge input is made on: the largest of ``ran`` (the review's cases the executor ran,
+    smallest first) within :data:`EPSILON_EDGE_ELEMENTS`, else the smallest."""
+    fits = [d for d in ran if _elements(task, d) <= EPSILON_EDGE_ELEMENTS]
+    return max(fits, key=lambda d: _elements(task, d)) if fits else ran[0]
+
+
+def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int], epsilon_dims: dict[str, int] | None = None
                ) -> list[tuple[str, dict[str, int], dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]]:
+    """The edge inputs of :func:`_edge_kinds` made from the case of ``dims`` (the epsilon's from the case of
+    ``epsilon_dims``, by default the same), each run by the CUDA kernel and the port: (label, dims, inputs, GPU
+    outputs, port outputs) for each the port ran."""
     from nkieval.cuda import CudaError, run_task_cuda
 
     task = loaded.task
-    data = next((d for c, d in zip(loaded.cases, loaded.data) if c.dims == dims), None)
-    if data is None:
-        return []
     jobs, prepared = [], []
-    for kind in _edge_kinds(cuda_src):
-        inp = _edge_inputs(task, data.inputs, kind, loaded.seed)
+    params = _float_params(task)
+    for kind in _edge_kinds(cuda_src, params):
+        at = epsilon_dims if kind == "epsilon" and epsilon_dims is not None else dims
+        data = next((d for c, d in zip(loaded.cases, loaded.data) if c.dims == at), None)
+        if data is None:
+            continue
+        eps = min(_epsilons(cuda_src, params), default=0.0)
+        inp = _edge_inputs(task, data.inputs, kind, loaded.seed, eps)
         if inp is None:
             continue
         try:
-            gpu, _ = _gpu_outputs(data, cuda_src, f"edge/{kind}/{loaded.seed}", lambda inp=inp: run_task_cuda(
-                task, inp, dims, time_limit_s=EXECUTOR_BUDGET_S), EXECUTOR_BUDGET_S)
+            gpu, _ = _gpu_outputs(data, cuda_src, f"edge/{kind}/{loaded.seed}", lambda inp=inp, at=at: run_task_cuda(
+                task, inp, at, time_limit_s=EXECUTOR_BUDGET_S), EXECUTOR_BUDGET_S)
         except CudaError:
             continue
         label = f"edge/{kind}"
         jobs.append(CaseJob(label, inp, dict(task.params), len(task.outputs)))
-        prepared.append((label, dims, inp, gpu))
+        prepared.append((label, at, inp, gpu))
     if not jobs:
         return []
     req = loaded.request
@@ -414,6 +546,14 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int]
                         isolation=req.isolation, trusted=req.trusted, hide=(str(task.directory),),
                         programs=loaded.programs)
     return [(lb, d, inp, gpu, r.outputs) for (lb, d, inp, gpu), r in zip(prepared, ran) if r.status == "ok"]
+
+
+def _disagreeing_edges(task: Any, edge: list[tuple[Any, ...]], disagreeing: list[str]) -> list[tuple[Any, ...]]:
+    """The edge runs where one of the ``disagreeing`` outputs disagrees: a stated mutation must reproduce the port
+    on each of them too (:func:`.mutation_causes.mutation_causes`'s ``also``)."""
+    idx = {s.name: k for k, s in enumerate(task.outputs)}
+    return [r for r in edge if any(idx[o] < len(r[4]) and _max_ratio(task, r[3][idx[o]], r[4][idx[o]]) > 1.0
+                                   for o in disagreeing)]
 
 
 # ------------------------------------------------------------------------------ attribution

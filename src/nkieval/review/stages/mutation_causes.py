@@ -8,7 +8,9 @@ stated as the cause only when the mutated CUDA kernel reproduces the port's outp
   from the port's (double rounding: a fused and an unfused multiply-add round to neighbouring bf16 values),
   and the share of disagreeing elements must shrink at least tenfold;
 * on a second, different run (another case or edge input), every output of the mutated kernel is again
-  within tolerance of the port's (a mutation that matches by coincidence on one input rarely does on two).
+  within tolerance of the port's (a mutation that matches by coincidence on one input rarely does on two);
+* and on every run of ``also`` (the edge inputs where the port disagrees: made to show what normal inputs
+  hide, such as a rounding of a row's reduction that an epsilon drowns on rows of N(0, 1)).
 
 The first mutation that passes both is stated (mutations are tried in the order formula, precision, order,
 indexing, each in source order, within a CPU-time budget). When no single mutation does, bf16 roundings in
@@ -21,7 +23,7 @@ identified". A mutation that faults (an index off by one running out of bounds) 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,13 +100,14 @@ def _size(run: tuple[Any, ...]) -> int:
 
 def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disagreeing: list[str],
                     budget_s: float = MUTATION_BUDGET_S, locate: Callable[[Any], Any] | None = None,
-                    keep: bool = True) -> list[dict[str, Any]]:
+                    keep: bool = True, also: Sequence[tuple[Any, ...]] = ()) -> list[dict[str, Any]]:
     """At most one cause (a dict as the differential record's ``causes``) for the ``disagreeing`` outputs.
 
     ``runs``: ``(label, dims, inputs, gpu outputs, port outputs)`` for every case both ran on. ``locate``:
     the port's side of a stated mutation (:func:`.port_lines.find_port_line` on the port's trace), or None.
     ``keep``: the mutants' runs are kept across reviews (:mod:`.kept_runs`); False keeps them within this search
-    only (a review without the cross-review cache)."""
+    only (a review without the cross-review cache). ``also``: runs of ``runs`` a hypothesis must reproduce as well
+    (checked only for one that passed the first two)."""
     from nkieval.cuda.program import preprocess
 
     names = [s.name for s in task.outputs]
@@ -123,7 +126,8 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     # the confirming run: another disagreeing run when there is one (the largest disagreement), else any other
     confirm = max(rest, key=lambda x: max(x[1][o] for o in disagreeing))[0] if rest else \
         next((r for r in runs if r[0] != first[0] and len(r[4]) >= len(names)), None)
-    search = _Search(task, preprocess(cuda_src), first, base, confirm, names, disagreeing, budget_s, keep)
+    search = _Search(task, preprocess(cuda_src), first, base, confirm, names, disagreeing, budget_s, keep,
+                     [r for r in also if r[0] not in (first[0], confirm and confirm[0])])
     ran: list[Any] = []  # (the precision mutations that ran without faulting)
     for m in _mutations_of(cuda_src):
         if search.spent >= budget_s:
@@ -250,7 +254,7 @@ class _Search:
 
     def __init__(self, task: Any, text: str, first: tuple[Any, ...], base: dict[str, float],
                  confirm: tuple[Any, ...] | None, names: list[str], disagreeing: list[str], budget_s: float,
-                 keep: bool = True):
+                 keep: bool = True, also: Sequence[tuple[Any, ...]] = ()):
         self.task, self.text, self.first, self.base, self.confirm = task, text, first, base, confirm
         self.names, self.disagreeing, self.budget_s = names, disagreeing, budget_s
         self.idx = {o: k for k, o in enumerate(names)}
@@ -258,6 +262,7 @@ class _Search:
         self.store, self.fingerprint = store_for(keep), task_fingerprint(task)
         self.digest = _digest(first[2])
         self.confirm_digest = _digest(confirm[2]) if confirm is not None else ""
+        self.also = [(r, _digest(r[2])) for r in also]
         gpu, port = first[3], first[4]
         self.before = {o: _off(task, gpu[self.idx[o]], port[self.idx[o]])[0] for o in names}
         self._base: dict[str, dict[str, tuple[float, float, float]]] = {}
@@ -311,6 +316,13 @@ class _Search:
             if g3 is None or _reproduces(task, g3, self.confirm[4], idx, names, None, precision) is None:
                 return None
             labels.append(self.confirm[0])
+        for run, digest in self.also:
+            g4, took = _run_mutant(task, self.store, self.fingerprint, run[2], digest, run[1], mutated,
+                                   max(0.5, self.budget_s - self.spent))
+            self.spent += took
+            if g4 is None or _reproduces(task, g4, run[4], idx, names, None, precision) is None:
+                return None
+            labels.append(run[0])
         return after, labels
 
 
