@@ -79,7 +79,8 @@ def loaded_operand(tree: ast.AST, node: ast.AST) -> str | None:
     if _name(call.func) == "load" and call.args:
         sources.add(_root(call.args[0]))
     elif _name(call.func) in _ALLOCATORS:
-        if _name(_kw(call, "buffer") or ast.Name("")) != "sbuf":
+        buffer = _kw(call, "buffer")
+        if buffer is None or _name(buffer) != "sbuf":
             return None  # PSUM (an accumulator), HBM (an output) or no buffer named: not an operand's tile
     else:
         return None
