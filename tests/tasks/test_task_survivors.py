@@ -194,3 +194,43 @@ def test_decoder_normal_family_reaches_the_overflow_its_no_max_variant_names() -
     assert "hazard-family-missing" in {f.rule for f in coverage.audit(task).findings}  # no cases: not shown
     one = dataclasses.replace(task, shapes=tuple(s for s in task.shapes if s.dims["S"] == 1))
     assert "hazard-family-missing" in {f.rule for f in coverage.audit(one, AuditContext(one, 0, one.default_target)).findings}
+
+
+# --- softmax tasks: a row maximum kept in bf16 survived every family (`far_offset`, 1e5 + N(0, 1)) --------------
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def _softmax_rows(ins, params, task_id: str, bf16_max: bool) -> np.ndarray:
+    """The task's softmax in fp32, with the negated row maximum stored in bf16 (as the surviving mutants do) or in
+    fp32 (as the experts do)."""
+    keep_max = _bf16 if bf16_max else (lambda a: np.asarray(a, np.float32))
+    x = np.asarray(ins["x"], np.float32)
+    if task_id == "scaled_masked_softmax":
+        n, s = x.shape
+        keep = np.arange(s)[None, :] <= np.arange(n)[:, None] + (s - n)
+        x = np.where(keep, x, np.float32(-3e38))
+        scale = np.float32(params["scale"])
+        nb = keep_max(keep_max(-x.max(axis=1, keepdims=True)) * scale)
+        e = np.where(keep, np.exp(x * scale + nb), np.float32(0))
+        return e / e.sum(axis=1, keepdims=True)
+    nb = keep_max(-x.max(axis=1, keepdims=True))
+    e = np.exp(x + nb)
+    if task_id == "log_softmax":
+        return x + nb - np.log(e.sum(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("tid", ["log_softmax", "row_softmax", "scaled_masked_softmax"])
+def test_far_offset_logits_reject_a_row_maximum_kept_in_bf16(tid: str) -> None:
+    """bf16(max) is off by up to 2^-9 x 1e5 ~ 200 on far_offset logits, so exp(x - max) overflows (or every term
+    underflows); on every other family the error is a shift the softmax cancels. The fp32 maximum is exact
+    there (a difference of nearby fp32 values), so a correct kernel passes."""
+    task = load_task(tid)
+    assert "far_offset" in task.families
+    worst = _worst_by_family(task, lambda i, p: _softmax_rows(i, p, tid, bf16_max=True))
+    assert worst["far_offset"] > 1.0, worst
+    assert all(v <= 1.0 for f, v in worst.items() if f != "far_offset"), worst
+    correct = _worst_by_family(task, lambda i, p: _softmax_rows(i, p, tid, bf16_max=False))
+    assert all(v <= 0.5 for v in correct.values()), correct

@@ -51,6 +51,9 @@ FAMILIES: dict[str, Family] = {
                lambda r, s: r.standard_normal(s) * 40.0),
         Family("offset", "100 + N(0, 1): cancellation in one-pass variance and in sums of large terms",
                lambda r, s: 100.0 + r.standard_normal(s)),
+        Family("far_offset", "1e5 + N(0, 1): logits with a large common offset, whose differences stay O(1); a "
+               "row maximum kept in bf16 is off by up to 2^-9 x 1e5 (~200), so exp(x - max) overflows fp32",
+               lambda r, s: 1e5 + r.standard_normal(s)),
         Family("positive", "U[0.5, 1.5): scales and weights that must stay positive",
                lambda r, s: 0.5 + r.random(s)),
         Family("heavy_tailed", "Student-t with 3 degrees of freedom: occasional large magnitudes",

@@ -15,7 +15,7 @@ P = min(t.partitions for t in all_targets().values())
 #: softmax, "large" (N(0, 1) x 40) and "offset" (100 + N(0, 1)) both put logits past exp's fp32 range (~88.7), so
 #: a kernel without max-subtraction overflows; "offset" does it while the logits' differences stay O(1), which
 #: suits ops whose result is sensitive to the spread between logits (top-k selection, renormalised weights).
-_SOFTMAX_HAZARD = (("large", "offset"), "logits beyond exp's fp32 range (overflow without max-subtraction)")
+_SOFTMAX_HAZARD = (("large", "offset", "far_offset"), "logits beyond exp's fp32 range (overflow without max-subtraction)")
 HAZARDS: dict[str, tuple[tuple[str, ...], str]] = {
     "softmax": _SOFTMAX_HAZARD,
     "log_softmax": _SOFTMAX_HAZARD,

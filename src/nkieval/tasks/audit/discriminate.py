@@ -11,6 +11,8 @@ from nkieval.tasks.audit.context import AuditContext
 from nkieval.tasks.audit.hostile import trivial_kernels
 from nkieval.tasks.audit.model import CriterionAudit, Finding, level_of
 from nkieval.tasks.audit.mutate import Mutant, mutants
+from nkieval.tasks.audit.permitted import permitted_by_recipe
+from nkieval.tasks.audit.runner import RunOutcome
 from nkieval.tasks.schema import ShapeCase, Task
 
 #: The issue's bar: the task's shapes, families and tolerances kill this share of non-stillborn mutants.
@@ -89,6 +91,7 @@ def audit(ctx: AuditContext) -> CriterionAudit:
                f"{sum(1 for r in rows[2:] if '| yes |' in r)}/{sum(1 for r in rows[2:] if 'not applicable' not in r)}"
                + (f"; mutants killed {meas['killed']}/{meas['killed'] + meas['survived']} "  # type: ignore[operator]
                   f"({100 * kr:.0f}%), {meas['stillborn']} stillborn, {meas['equivalent']} equivalent"
+                  + (f", {meas['permitted']} permitted by the recipe" if meas.get("permitted") else "")
                   if isinstance(kr, float) else "")
                + (f"; {len(errors)} error(s)" if errors else ""))
     return CriterionAudit("discriminates", "Tests discriminate", 2.0, level_of(fs), summary, fs,
@@ -103,13 +106,14 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
     killed, survived, stillborn, same = [], [], [], []
     rows = ["| mutant | operator | line | change | outcome |", "|---|---|---|---|---|"]
     not_run: list[Mutant] = []
+    outcomes: dict[str, RunOutcome] = {}
     for m in ms:
         if tree_cpu_s() - cpu0 > ctx.mutation_budget_s:
             not_run.append(m)
             rows.append(f"| {m.id} | {m.kind} | {m.line} | {m.description.replace('|', '/')} | not run (time budget) |")
             continue
         # the screen first (smaller shapes, one family): most mutants fail there; any other is reviewed in full
-        o = ctx.run_screened(f"mutant:{m.id}", m.source, tests_only=True)
+        o = outcomes[m.id] = ctx.run_screened(f"mutant:{m.id}", m.source, tests_only=True)
         if o.passed and o.errors == expert.errors and expert.errors:
             same.append(m)  # its outputs' errors equal the expert's on every case: equivalent as far as tests go
             outcome = "survived, equivalent on every case"
@@ -132,10 +136,19 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
     for m in reached:
         rows = [r.replace("survived, equivalent on every case", f"SURVIVED (the probe shape {probes[m.id]} kills it)")
                 if r.startswith(f"| {m.id} |") else r for r in rows]
+    # a survivor the task's precision recipe permits (an operand consumed in the compute dtype, within the
+    # numerics standard's bound on every case) is listed on its own: no test should kill it
+    why = {m.id: w for m in survived if m.id not in probes
+           for w in [permitted_by_recipe(ctx.task, m.operand, m.kind, outcomes[m.id].margins)] if w}
+    permitted = [m for m in survived if m.id in why]
+    survived = [m for m in survived if m.id not in why]
+    for m in permitted:
+        rows = [r.replace("| SURVIVED |", "| survived, permitted by the recipe |") if r.startswith(f"| {m.id} |")
+                else r for r in rows]
     n = len(killed) + len(survived)
     rate = len(killed) / n if n else None
     meas.update(mutants=len(ms), not_run=len(not_run), mutation_sites=n_sites, killed=len(killed), survived=len(survived),
-                stillborn=len(stillborn), equivalent=len(same), kill_rate=rate, mutant_table=rows,
+                stillborn=len(stillborn), equivalent=len(same), permitted=len(permitted), kill_rate=rate, mutant_table=rows,
                 mutation_s=round(time.perf_counter() - t0, 1), mutation_cpu_s=round(tree_cpu_s() - cpu0, 1),
                 per_operator={k: [sum(m.kind == k for m in killed), sum(m.kind == k for m in survived)]
                               for k in sorted({m.kind for m in ms})})
@@ -146,6 +159,12 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
                                                                  else ""),
                           "(likely an equivalent mutant: not counted in the kill rate)",
                           "nothing, unless the change should matter", {"mutant": m.id, "diff": m.diff}))
+    for m in permitted:
+        fs.append(Finding("discriminates", "info", "mutant-permitted-by-recipe",
+                          f"mutant {m.id} ({m.kind}, line {m.line}: {m.description}) passes every case: {why[m.id]}",
+                          "(a kernel the task's precision recipe permits: not counted in the kill rate)",
+                          "nothing, unless the recipe should not permit it: then declare a finer compute dtype",
+                          {"mutant": m.id, "diff": m.diff, "operand": m.operand}))
     for m in survived:
         killer = probes.get(m.id)
         fs.append(Finding("discriminates", "warning", "mutant-survives",
@@ -158,7 +177,8 @@ def _mutation(ctx: AuditContext, src: str, meas: dict[str, object]) -> list[Find
     if rate is not None and rate < KILL_RATE_BAR:
         fs.append(Finding("discriminates", "error", "mutation-kill-rate",
                           f"the tests kill {len(killed)} of {n} non-stillborn mutants of the expert "
-                          f"({100 * rate:.0f}%; {len(stillborn)} stillborn, {len(same)} equivalent, {len(ms)} sampled "
+                          f"({100 * rate:.0f}%; {len(stillborn)} stillborn, {len(same)} equivalent, "
+                          f"{len(permitted)} permitted by the recipe, {len(ms)} sampled "
                           f"of {n_sites} sites" + (f", {len(not_run)} not run in the time budget" if not_run else "")
                           + ")",
                           f">= {100 * KILL_RATE_BAR:.0f}% of non-equivalent mutants killed",

@@ -33,6 +33,8 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nkieval.tasks.audit.permitted import loaded_operand
+
 KINDS = ("op_swap", "loop_bound", "loop_start", "slice_extent", "drop_branch", "dtype_downgrade", "const_perturb",
          "swap_operands")
 #: Operators available but not in the default set (most of their mutants are stillborn shape mismatches).
@@ -60,6 +62,9 @@ class Mutant:
     description: str
     diff: str
     source: str
+    #: dtype_downgrade only: the kernel input whose loaded tile it downgrades (None: any other value), which
+    #: the task's recipe may permit in its compute dtype (:mod:`nkieval.tasks.audit.permitted`)
+    operand: str | None = None
 
 
 def _is_nl_attr(n: ast.AST) -> bool:
@@ -189,6 +194,7 @@ def mutants(source: str, *, max_mutants: int = 16, kinds: tuple[str, ...] = KIND
         t = ast.parse(source)
         node = next(n for i, n in enumerate(ast.walk(t)) if i == idx)
         line = getattr(node, "lineno", 0)
+        operand = loaded_operand(t, node) if kind == "dtype_downgrade" else None
         _apply(node, kind)
         ast.fix_missing_locations(t)
         try:
@@ -200,5 +206,5 @@ def mutants(source: str, *, max_mutants: int = 16, kinds: tuple[str, ...] = KIND
         seen.add(text)
         diff = "\n".join(x for x in difflib.unified_diff(base_lines, text.splitlines(), lineterm="", n=0)
                          if not x.startswith(("---", "+++", "@@")))
-        out.append(Mutant(f"M{len(out) + 1:02d}", kind, line, desc, diff, text))
+        out.append(Mutant(f"M{len(out) + 1:02d}", kind, line, desc, diff, text, operand))
     return out, len(sites)

@@ -43,6 +43,8 @@ class RunOutcome:
     #: per case, the output's error against the reference as the numerics standard measured it (max abs error,
     #: relative L2, max ulp, ulp histogram): equal for two kernels whose outputs agree on every case
     errors: dict[str, Any] = field(default_factory=dict)
+    #: per case, the numerics standard's largest error/bound of every output (None where it judged none)
+    margins: dict[str, float | None] = field(default_factory=dict)
     with_references: bool = False  # reviewed with the reference kernels (relative performance evidence)
     text: str = ""  # keep_feedback: everything the review wrote (summaries and every feedback line)
     elapsed_s: float = 0.0
@@ -97,6 +99,7 @@ def run_candidate(task: Task, source: str | Path, label: str, *, seed: int, targ
     failing = [c.case for c in r.cases if not c.correct or (c.numerics or {}).get("status") == "fail"]
     ran = any(c.status == "ok" for c in r.cases)
     errors: dict[str, Any] = {}
+    margins: dict[str, float | None] = {c.case: _worst_margin(c) for c in r.cases}
     for c in r.cases:
         m = (c.numerics or {}).get("metrics") or {}
         errors[c.case] = (c.status, c.correct, repr(m.get("max_abs_err")), repr(m.get("rel_l2")), m.get("max_ulp"),
@@ -104,7 +107,7 @@ def run_candidate(task: Task, source: str | Path, label: str, *, seed: int, targ
     out = RunOutcome(
         label=label, verdict=r.verdict, passed=passes(r), ran=ran,
         levels={c.id: c.level for c in r.criteria}, summaries={c.id: c.summary for c in r.criteria},
-        failing=failing, reason=r.verdict_message or r.verdict_reason, errors=errors,
+        failing=failing, reason=r.verdict_message or r.verdict_reason, errors=errors, margins=margins,
         percent_of_roofline=summ.get("percent_of_roofline"),
         time_s=total("candidate"), baseline_time_s=total("baseline"), solution_time_s=total("solution"),
         with_references=compare_references, elapsed_s=time.perf_counter() - t0)
@@ -115,3 +118,12 @@ def run_candidate(task: Task, source: str | Path, label: str, *, seed: int, targ
         out.text = "\n".join([r.verdict_message, *(c.summary for c in r.criteria),
                               *(feedback_text(f) for c in r.criteria for f in c.feedback)])
     return out
+
+
+def _worst_margin(case: Any) -> float | None:
+    """The largest numerics error/bound over a case's outputs; None when some output was not judged."""
+    recs = [case.numerics, *((o.get("numerics") for o in case.outputs[1:]) if case.outputs else ())]
+    vals = [(n or {}).get("margin") for n in recs]
+    if not vals or any(not isinstance(v, int | float) for v in vals):
+        return None
+    return float(max(vals))

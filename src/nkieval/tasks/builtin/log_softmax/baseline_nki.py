@@ -1,7 +1,7 @@
 """Baseline: the CUDA kernel's three passes, each reading x from HBM again, 512 columns at a time.
 
 Pass 1 reduces the row max chunk by chunk, pass 2 sums exp(x - max), pass 3 writes
-x - max - log(sum). Correct and stable for every shape, but x crosses HBM three times and
+(x - max) - log(sum). Correct and stable for every shape, but x crosses HBM three times and
 every chunk costs its own DMA and instructions.
 """
 
@@ -44,12 +44,13 @@ def log_softmax(x):
             nisa.tensor_tensor(dst=total[0:rows], data1=total[0:rows], data2=s[0:rows], op=nl.add)
         lse = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(dst=lse[0:rows], op=nl.log, data=total[0:rows])
-        nisa.tensor_tensor(dst=lse[0:rows], data1=lse[0:rows], data2=mx[0:rows], op=nl.add)
         for j in range(nch):
             w = min(F, d - j * F)
             t = nl.ndarray((p, F), dtype=nl.float32, buffer=nl.sbuf)
             nisa.dma_copy(dst=t[0:rows, 0:w], src=x[i * p:i * p + rows, j * F:j * F + w])
             y = nl.ndarray((p, F), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=y[0:rows, 0:w], data=t[0:rows, 0:w], op0=nl.subtract, operand0=lse[0:rows])
+            # (x - max) - log(sum): x - max is exact for nearby values; max + log(sum) rounds at max's scale
+            nisa.tensor_scalar(dst=y[0:rows, 0:w], data=t[0:rows, 0:w], op0=nl.subtract, operand0=mx[0:rows],
+                               op1=nl.subtract, operand1=lse[0:rows])
             nisa.dma_copy(dst=out[i * p:i * p + rows, j * F:j * F + w], src=y[0:rows, 0:w])
     return out

@@ -1,4 +1,5 @@
-// log_softmax over the rows of a row-major [n, d] fp32 matrix: out = x - (max + log(sum exp(x - max))).
+// log_softmax over the rows of a row-major [n, d] fp32 matrix: out = (x - max) - log(sum exp(x - max)).
+// x - max first: it is exact for nearby values, where max + log(sum) would round at the scale of max.
 // One 256-thread block per row: block max, block sum of exp, then the elementwise write.
 #include <cuda_runtime.h>
 #include <cfloat>
@@ -40,8 +41,8 @@ __global__ void log_softmax_kernel(const float* __restrict__ x, float* __restric
     float s = 0.0f;
     for (int j = threadIdx.x; j < d; j += blockDim.x) s += expf(xr[j] - m);
     s = block_reduce<false>(s, smem);
-    float lse = m + logf(s);
-    for (int j = threadIdx.x; j < d; j += blockDim.x) orow[j] = xr[j] - lse;
+    float ls = logf(s);
+    for (int j = threadIdx.x; j < d; j += blockDim.x) orow[j] = (xr[j] - m) - ls;
 }
 
 cudaError_t log_softmax(const float* x, float* out, int n, int d, cudaStream_t stream) {
