@@ -72,7 +72,7 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
     generic path's refined magnitudes included (built here, once, rather than by the first
     failing output's check: they depend on the inputs only).
     ``variants`` (reference.py's known wrong formulas, ``tasks.load_reference_variants``) are
-    tried by the diagnosis of a failing output of a ``reference`` op. ``recipe`` replaces the task's (a
+    tried by the diagnosis of a failing output (of a registered op too). ``recipe`` replaces the task's (a
     later output judged in its own dtype).
     """
     prepared, why = _import("nkieval.numerics:PreparedCheck")
@@ -96,7 +96,7 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
                           keep_blocks=keep_blocks, k=kk,
                           multilinear=bool(task.numerics.op_params.get("multilinear", False)), variants=vs)
         else:
-            pc = prepared(numerics_operands(task, inputs), task.numerics.op, recipe,
+            pc = prepared(numerics_operands(task, inputs), _op_with_variants(task, inputs, variants), recipe,
                           input_family=fam, keep_blocks=keep_blocks, **params)
         if keep_blocks:
             pc.materialise(refined=True)
@@ -108,6 +108,27 @@ def numerics_prepare(task: Task, inputs: Mapping[str, np.ndarray], family: str, 
                             where="task.toml:numerics", rule="numerics") from e
         raise JudgeError("numerics", f"nkieval.numerics raised {type(e).__name__}: {e}") from e
     return pc, None
+
+
+def _op_with_variants(task: Task, inputs: Mapping[str, np.ndarray], variants: Sequence[Any]) -> Any:
+    """A registered op's name, or, when reference.py declares known wrong formulas, its spec with them: each is
+    called on the task's own inputs in float64 (the op's operands may be fewer or in another order), so the
+    diagnosis can name the formula a failing output follows, as for a ``reference`` op."""
+    if not variants:
+        return task.numerics.op
+    from dataclasses import replace
+
+    get_op, _ = _import("nkieval.numerics:get_op")
+    variant_cls, _ = _import("nkieval.numerics:Variant")
+    if get_op is None or variant_cls is None:
+        return task.numerics.op
+    args = [inputs[t.name] for t in task.inputs]
+
+    def on_task_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda *_operands, **_op_params: fn(*(np.asarray(a, dtype=np.float64) for a in args), **task.params)
+
+    return replace(get_op(task.numerics.op),
+                   variants=tuple(variant_cls(v.id, v.cause, v.action, on_task_inputs(v.fn)) for v in variants))
 
 
 def numerics_judge(prepared: Any, actual: np.ndarray, *, diagnose: bool = True
