@@ -67,8 +67,13 @@ def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityP
         seq = rec.seq
         pos: float = seq
         ops = rec.operands
-        psum_modes = "".join([op.mode for op in ops if op.buffer == "psum"])
-        if "r" in psum_modes and "w" not in psum_modes:  # reads PSUM and writes none: an evacuation
+        reads_psum = writes_psum = False
+        for op in ops:
+            if op.buffer == "psum":
+                m = op.mode
+                reads_psum = reads_psum or "r" in m
+                writes_psum = writes_psum or "w" in m
+        if reads_psum and not writes_psum:  # reads PSUM and writes none: an evacuation
             ready = max((written.get(op.alloc, -1.0) for op in ops if "r" in op.mode), default=-1.0)
             pos = min(float(seq), ready + 0.5)
         for op in ops:
