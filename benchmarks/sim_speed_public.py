@@ -21,7 +21,7 @@ Nothing is downloaded and no public code is copied: the checkouts are arguments.
 Run::
 
     .venv/bin/python benchmarks/sim_speed_public.py --samples-ci SAMPLES_CI [--library LIB --library-env ENV] \
-        --baseline-src BASE/src [--cases bwd-8x2-4096,moe-lnc2-i2048] [--repeat 1]
+        --baseline-src BASE/src [--cases bwd-8x2-4096,moe-lnc2-i2048] [--repeat 1] [--check-trace]
 
 (torch CPU and the library harness's other dependencies on ``PYTHONPATH``, as for ``public_compat.py``.)
 """
@@ -99,10 +99,13 @@ class _SimClock:
     """CPU seconds spent inside the simulator's run_kernel (all threads), a digest of its outputs, and the
     resident memory at its entry and at its peak (sampled)."""
 
-    def __init__(self) -> None:
+    def __init__(self, check_trace: bool = False) -> None:
         self.cpu = 0.0
         self.calls = 0
         self.digest = hashlib.sha256()
+        # with check_trace, also a digest of each run's whole trace (its JSON export: every record, allocation
+        # and warning, per program: _per_program); off by default, as the export would count in the peak memory
+        self.trace_digest = hashlib.sha256() if check_trace else None
         self.entry_rss = 0.0  # MB, at the entry of the run with the highest peak
         self.sim_peak_rss = 0.0  # MB, the most seen during any run
 
@@ -127,10 +130,37 @@ class _SimClock:
                     self.sim_peak_rss, self.entry_rss = sampler.peak, entry
             for out in _arrays(res.outputs):
                 self.digest.update(out.tobytes())
+            if self.trace_digest is not None:
+                self.trace_digest.update(json.dumps(_per_program(json.loads(res.trace.to_json()))).encode())
             return res
 
         for mod in (runner, b1, cur):
             mod.run_kernel = timed  # type: ignore[attr-defined]
+
+
+def _per_program(doc: dict[str, Any]) -> dict[str, Any]:
+    """A trace's JSON export with each program's records and allocations on their own, numbered within the
+    program: LNC-2 programs run in two threads, so how their records interleave (the global ``seq``, the
+    allocation ids) changes from run to run; what each program did, in its own order, does not."""
+    import bisect
+
+    recs, allocs = doc["records"], doc["allocations"]
+    out: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("records", "allocations", "warnings")}
+    out["warnings"] = sorted(json.dumps(w, sort_keys=True) for w in doc["warnings"])
+    for p in sorted({r["program"] for r in recs} | {a["program"] for a in allocs}):
+        mine = [r for r in recs if r["program"] == p]
+        seqs = [r["seq"] for r in mine]
+        made = sorted((a for a in allocs if a["program"] == p), key=lambda a: (a["alloc_seq"], a["id"]))
+        ids = {a["id"]: i for i, a in enumerate(made)}
+
+        def local(seq: int | None, seqs: list[int] = seqs) -> int | None:
+            return None if seq is None else bisect.bisect_left(seqs, seq)
+
+        out[f"allocations {p}"] = [{**a, "id": ids[a["id"]], "alloc_seq": local(a["alloc_seq"]),
+                                    "free_seq": local(a["free_seq"])} for a in made]
+        out[f"records {p}"] = [{**r, "seq": None, "operands": [{**o, "alloc": ids.get(o["alloc"], f"other {o['alloc']}")}
+                                                              for o in r["operands"]]} for r in mine]
+    return out
 
 
 def _arrays(x: Any) -> list[Any]:
@@ -171,11 +201,11 @@ def _library_case(node: str) -> None:
         raise SystemExit(f"library case did not pass (pytest exit {code})")
 
 
-def child(name: str) -> int:
+def child(name: str, check_trace: bool = False) -> int:
     from nkieval import frontends
 
     frontends.install(force=True)
-    clock = _SimClock()
+    clock = _SimClock(check_trace)
     clock.install()
     suite, params = CASES[name]
     if suite == "samples":
@@ -185,7 +215,9 @@ def child(name: str) -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps({"cpu_s": round(clock.cpu, 2), "peak_rss_mb": round(rss), "runs": clock.calls,
                                   "sim_entry_rss_mb": round(clock.entry_rss), "sim_peak_rss_mb": round(clock.sim_peak_rss),
-                                  "digest": clock.digest.hexdigest()[:16]}), flush=True)
+                                  "digest": clock.digest.hexdigest()[:16],
+                                  "trace": clock.trace_digest.hexdigest()[:16] if clock.trace_digest else None}),
+          flush=True)
     return 0
 
 
@@ -201,7 +233,8 @@ def run_case(name: str, src: Path, args: argparse.Namespace) -> dict[str, Any]:
         cwd = str(args.library)
     env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"),
                PYTHONPATH=os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]), NKILIB_SIMULATION_RUN_ALL="1")
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", name], cwd=cwd, env=env,
+    extra = ["--check-trace"] if args.check_trace else []
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", name, *extra], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=args.timeout)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -217,7 +250,7 @@ def _sim_rss(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--child"]:
-        return child(argv[1])
+        return child(argv[1], "--check-trace" in argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples-ci", type=Path, help="checkout of nki-samples at fc5c69f")
     ap.add_argument("--library", type=Path, help="checkout of aws-neuron/nki-library (d2ad3a5)")
@@ -226,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default=DEFAULT, help=f"comma-separated, of: {', '.join(CASES)}")
     ap.add_argument("--repeat", type=int, default=1, help="runs per tree and case (the minimum CPU is kept)")
     ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument("--check-trace", action="store_true",
+                    help="also compare the two trees' traces (a digest of each run's JSON export; peak memory "
+                         "then includes the export's text)")
     args = ap.parse_args(argv)
     this_src = Path(__file__).resolve().parents[1] / "src"
     names = [n for n in args.cases.split(",") if n]
@@ -251,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         b = min(runs["base"], key=lambda r: r["cpu_s"])
         t = min(runs["this"], key=lambda r: r["cpu_s"])
         same = "identical" if {r["digest"] for rs in runs.values() for r in rs} == {b["digest"]} else "DIFFER"
+        if args.check_trace:
+            same += "; traces " + ("identical" if {r["trace"] for rs in runs.values() for r in rs} == {b["trace"]}
+                                   else "DIFFER")
         print(f"| {n} | {b['cpu_s']:.1f} | {t['cpu_s']:.1f} | {b['cpu_s'] / t['cpu_s']:.2f}x | {b['peak_rss_mb']} | "
               f"{t['peak_rss_mb']} | {t['peak_rss_mb'] / b['peak_rss_mb']:.2f} | {_sim_rss(b)}; {_sim_rss(t)} | {same} |",
               flush=True)

@@ -21,8 +21,8 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -265,28 +265,15 @@ def _replay(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, traced
     return run
 
 
-_GC_LOCK = threading.Lock()
-_GC_STATE: dict[str, Any] = {"replays": 0, "saved": None}
-
-
-@contextmanager
-def _collector_as_in_a_child() -> Iterator[None]:
+def _collector_as_in_a_child() -> AbstractContextManager[None]:
     """The collector's thresholds of a simulation child (``child.GC_THRESHOLDS``) while replays run: a replay
     makes objects by the hundred thousand, few of them cycles, and the judge's heap is large (case cache,
     programs, kept runs), so with the default thresholds each of the many full collections walks all of it
-    (measured: a replay 1.2-1.6x slower). Restored when the last concurrent replay ends."""
-    with _GC_LOCK:
-        if _GC_STATE["replays"] == 0:
-            _GC_STATE["saved"] = gc.get_threshold()
-            gc.set_threshold(*GC_THRESHOLDS)
-        _GC_STATE["replays"] += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _GC_STATE["replays"] -= 1
-            if _GC_STATE["replays"] == 0:
-                gc.set_threshold(*_GC_STATE["saved"])
+    (measured: a replay 1.2-1.6x slower). Restored when the last concurrent run ends (one mechanism with the
+    simulator's own pacing, ``nkieval.sim.gc_pacing``)."""
+    from nkieval.sim.gc_pacing import collector_thresholds
+
+    return collector_thresholds(GC_THRESHOLDS)
 
 
 def _failed(status: str, e: BaseException, label: str, wall: float = 0.0) -> CaseRun:

@@ -67,23 +67,32 @@ def live_range_peaks(trace: Trace, capacities: dict[str, int]) -> list[CapacityP
         seq = rec.seq
         pos: float = seq
         ops = rec.operands
-        psum_modes = "".join([op.mode for op in ops if op.buffer == "psum"])
-        if "r" in psum_modes and "w" not in psum_modes:  # reads PSUM and writes none: an evacuation
+        reads_psum = writes_psum = False
+        for op in ops:
+            if op.buffer == "psum":
+                m = op.mode
+                reads_psum = reads_psum or "r" in m
+                writes_psum = writes_psum or "w" in m
+        if reads_psum and not writes_psum:  # reads PSUM and writes none: an evacuation
             ready = max((written.get(op.alloc, -1.0) for op in ops if "r" in op.mode), default=-1.0)
             pos = min(float(seq), ready + 0.5)
         for op in ops:
-            if "w" in op.mode:
-                written[op.alloc] = pos
-            if op.buffer == "hbm":
-                continue
             a = op.alloc
-            at = pos if op.buffer == "psum" else seq
-            if a not in first:
+            if "w" in op.mode:
+                written[a] = pos
+            buf = op.buffer
+            if buf == "hbm":
+                continue
+            at = pos if buf == "psum" else seq
+            f = first.get(a)
+            if f is None:
                 first[a] = at
                 last[a] = at
-            else:
-                first[a] = min(first[a], at)
-                last[a] = max(last[a], at)
+            else:  # (what min / max keep: the earlier value on a tie)
+                if at < f:
+                    first[a] = at
+                if at > last[a]:
+                    last[a] = at
     groups: dict[tuple[str, int], list[AllocationRecord]] = {}
     for a in trace.allocations.values():
         if a.buffer in capacities and a.id in first:
@@ -113,7 +122,8 @@ def _sweep(items: list[list], partitions: int) -> tuple[int, int, tuple[Allocati
     for i, (lo, hi, _a) in enumerate(items):
         events.append((lo, 0, i))
         events.append((hi + 0.25, -1, i))
-    events.sort(key=lambda e: (e[0], e[1]))
+    # by position, starts before ends; among equals by index, the order they were appended in
+    events.sort()
     if all(not it[2].fixed_address and it[2].partition_offset == 0 for it in items):
         return _running_sum(events, items)
     auto = np.zeros(partitions, dtype=np.int64)  # compiler-placed tiles: each its own bytes
@@ -146,19 +156,23 @@ def _sweep(items: list[list], partitions: int) -> tuple[int, int, tuple[Allocati
 def _running_sum(events: list[tuple[float, int, int]], items: list[list]) -> tuple[int, int, tuple]:
     """The sweep when every tile is compiler-placed from partition 0: partition 0 holds the most, so the peak
     is a plain running sum."""
-    live: set[int] = set()
-    best, best_seq, best_live = 0, 0, ()
+    best, at = 0, -1
     total = 0
-    for seq, kind, i in events:
+    for k, (_seq, kind, i) in enumerate(events):
         if kind == -1:
             total -= items[i][2].bytes_per_partition
+        elif (total := total + items[i][2].bytes_per_partition) > best:
+            best, at = total, k
+    if at < 0:
+        return 0, 0, ()
+    # the tiles live at the peak: the same set operations up to it, so the set lists them in the same order
+    live: set[int] = set()
+    for _seq, kind, i in events[:at + 1]:
+        if kind == -1:
             live.discard(i)
         else:
-            total += items[i][2].bytes_per_partition
             live.add(i)
-            if total > best:
-                best, best_seq, best_live = total, int(seq), tuple(items[j][2] for j in live)
-    return best, best_seq, best_live
+    return best, int(events[at][0]), tuple(items[j][2] for j in live)
 
 
 def _partitions(a: AllocationRecord) -> tuple[int, int]:

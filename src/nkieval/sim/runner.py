@@ -15,6 +15,7 @@ from nkieval.sim import dtypes as dt
 from nkieval.sim.capacity import check_capacity
 from nkieval.sim.context import Launch, SimContext, set_current
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.gc_pacing import paced
 from nkieval.sim.memory import KERNEL_ARG_HBM
 from nkieval.sim.options import SimOptions
 from nkieval.sim.tensor import NkiTensor, wrap_hbm
@@ -92,6 +93,7 @@ def _param_names(fn: Callable[..., Any]) -> list[str]:
     return list(code.co_varnames[: code.co_argcount]) if code else []
 
 
+@paced
 def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
                target: str | int | Target | None = None, options: SimOptions | None = None, lnc: int = 1,
                grid: tuple[int, ...] = (), concurrent: bool = False, int64_args: bool = True,

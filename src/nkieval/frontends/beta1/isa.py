@@ -9,6 +9,7 @@ destination-passing already in Beta 1 (``dma_copy``, ``select_reduce``, ``nc_str
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -113,7 +114,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
               **kwargs: Any) -> B1Tensor:
     """``stationary.T @ moving`` into a new PSUM tile; ``psum += nisa.nc_matmul(...)`` accumulates."""
     st, mv = tile(stationary, "stationary", "nc_matmul"), tile(moving, "moving", "nc_matmul")
-    full = (int(np.prod(st.shape[1:])), int(np.prod(mv.shape[1:])))
+    full = (math.prod(st.shape[1:]), math.prod(mv.shape[1:]))
     st, m0 = ops.mask_cut(st, 1, mask, full, 0, "nc_matmul")  # (result rows = stationary columns)
     mv, n0 = ops.mask_cut(mv, 1, mask, full, 1, "nc_matmul")
     s = ops.to_sbuf(_view(st), "nc_matmul")
@@ -147,7 +148,7 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
         d = _view(d)
     eng = getattr(engine, "name", engine)
     use_vector = eng == "vector" or (eng in (None, "unknown", 0) and d.buffer.kind == "psum")
-    p, f = d.shape[0], int(np.prod(d.shape[1:]))
+    p, f = d.shape[0], math.prod(d.shape[1:])
     out_dt = dtype if dtype is not None else d.dtype
     out = new_tile((f, p), out_dt, SBUF if use_vector else PSUM, "nc_transpose")
     # mask= selects elements of the [f, p] result: box (r, c) of it is the transpose of data[c, r]
@@ -199,7 +200,7 @@ def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: A
     full = tuple(a.shape)
     # operands of the same size but another shape pair elements per partition in order; of different sizes, a
     # [P, 1] (size-1 free dims) operand is broadcast along the free dims, as Beta 1 did
-    broadcast = int(np.prod(a.shape)) != int(np.prod(b.shape))
+    broadcast = math.prod(a.shape) != math.prod(b.shape)
     if broadcast:
         try:
             full = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
@@ -581,7 +582,7 @@ def tensor_copy_dynamic_dst(*, dst: Any, src: Any, mask: Any = None, dtype: Any 
     _dynamic_view(dst, "dst", "tensor_copy_dynamic_dst")
     s = tile(src, "src", "tensor_copy_dynamic_dst")
     full = tuple(dst.shape)
-    if tuple(s.shape) != full and int(np.prod(s.shape)) != int(np.prod(full)):
+    if tuple(s.shape) != full and math.prod(s.shape) != math.prod(full):
         raise NkiValidationError(f"tensor_copy_dynamic_dst: src{list(s.shape)} and dst{list(full)} must have the same "
                                  "partitions and elements per partition", instruction="tensor_copy_dynamic_dst",
                                  rule="shape-mismatch")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import dis
 import functools
+import math
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -381,7 +382,7 @@ def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None, **kwargs: Any
 def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **kwargs: Any) -> B1Tensor:
     """``x @ y`` (``x.T @ y`` with transpose_x) into PSUM; ``psum += nl.matmul(...)`` accumulates."""
     x, y = tile(x, "x", "matmul"), tile(y, "y", "matmul")
-    full = (int(np.prod(x.shape[1:])) if transpose_x else int(x.shape[0]), int(np.prod(y.shape[1:])))
+    full = (math.prod(x.shape[1:]) if transpose_x else int(x.shape[0]), math.prod(y.shape[1:]))
     x, m0 = ops.mask_cut(x, 1 if transpose_x else 0, mask, full, 0, "matmul")  # (result rows)
     y, n0 = ops.mask_cut(y, 1, mask, full, 1, "matmul")
     xv = ops.to_sbuf(x.view() if isinstance(x, Access) else x, "matmul")

@@ -20,6 +20,7 @@ adds only what Beta 1 had on top:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,8 +134,8 @@ def pending_tile(p: PendingMatmul, mask: Any = None, api: str = "matmul") -> B1T
     elif p.full is not None:
         m, n = p.full
     else:
-        m = int(np.prod(p.stationary.shape[1:]))
-        n = int(np.prod(p.moving.shape[1:]))
+        m = math.prod(p.stationary.shape[1:])
+        n = math.prod(p.moving.shape[1:])
     p.boxes = boxes_for(mask, (m, n), api)
     t = new_tile((m, n), dt.float32, PSUM, api)
     t.pending = p

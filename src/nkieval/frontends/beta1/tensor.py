@@ -17,6 +17,7 @@ instructions take it directly. What it adds:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -498,8 +499,8 @@ def _scalar_offset_view(t: B1Tensor, scalar: tuple[int, Any], forms: list[tuple[
     offset = t.offset + sum(st[k] * forms[k][0] for k in range(t.ndim))
     pattern = [[int(sum(st[k] * forms[k][1][j] for k in range(t.ndim))), shape[j]] for j in range(len(shape))]
     if pattern[0][1] == 1:
-        pattern[0][0] = int(np.prod(t.alloc.shape[1:]))
-    if st[d] == int(np.prod(t.alloc.shape[d + 1:])):
+        pattern[0][0] = math.prod(t.alloc.shape[1:])
+    if st[d] == math.prod(t.alloc.shape[d + 1:]):
         return wrap(t.ap(pattern, offset=offset, scalar_offset=off, indirect_dim=d))
     # a permuted / strided view: make_ap would scale the offset by the storage row, so add it ourselves
     val = int(np.asarray(off.data, dtype=np.float64).reshape(-1)[0])
@@ -517,7 +518,7 @@ def _indirect_view(t: B1Tensor, index: Any, forms: list[tuple[int, list[int]]], 
     if not idx.is_on_chip:
         raise NkiValidationError("the index tile of a dynamic access must be in SBUF (load the indices first)",
                                  operand=name, rule="buffer")
-    row_elems = int(np.prod(t.alloc.shape[1:]))
+    row_elems = math.prod(t.alloc.shape[1:])
     if dim == 0 and (t.ndim < 1 or t.strides[0] != row_elems):
         raise NkiValidationError(f"dynamic indexing of '{name}' needs the whole tensor's first dimension",
                                  operand=name, rule="indexing")
