@@ -62,7 +62,7 @@ class _Stream:
     def get(self, key: str) -> dict:
         return {"status": "ok", "program": self._text}
 
-    def finished(self) -> bool:
+    def all_traced(self) -> bool:
         return True
 
 
@@ -182,7 +182,7 @@ def test_off_by_environment(monkeypatch):
     assert replay_worker.worker() is None
     cases = _cases(2)
     text = _text(cases[0].inputs["a"])
-    assert executor._offload(text, Program.from_json(text), cases[1:], "trn2", SandboxLimits()) == {}
+    assert executor._offload(text, cases[1:], "trn2", SandboxLimits()) == {}
 
 
 def test_nothing_is_offloaded_while_the_tracer_still_records(monkeypatch):
@@ -194,7 +194,7 @@ def test_nothing_is_offloaded_while_the_tracer_still_records(monkeypatch):
     monkeypatch.setattr(replay_worker, "worker", lambda: w)
 
     class Recording(_Stream):
-        def finished(self) -> bool:
+        def all_traced(self) -> bool:
             return False
 
     cases = _cases(3)
@@ -205,3 +205,30 @@ def test_nothing_is_offloaded_while_the_tracer_still_records(monkeypatch):
     executor.replay_as_traced(_Stream(_text(cases[0].inputs["a"]), 3), cases, "trn2", SandboxLimits(),
                               runs.__setitem__, {"trace_s": 0.0})
     assert sent == ["c1", "c2"]
+
+
+def k_first_rows(x, n):
+    """A device loop copies the first ``n`` rows: which rows are written depends on the data."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    cnt = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=cnt, src=n)
+    reg = nisa.register_alloc(cnt)
+    row = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.dynamic_range(reg):
+        nisa.dma_copy(dst=row, src=x[nl.ds(i, 1), :])
+        nisa.dma_copy(dst=out[nl.ds(i, 1), :], src=row)
+    return out
+
+
+def test_a_dynamic_programs_cases_are_each_traced_by_the_judge(ready_worker):
+    """Jobs go out before the program is parsed; a program with a device-side decision then keeps every case to
+    the judge, each with its own trace (here: its own unwritten rows), whatever the worker did meanwhile."""
+    x = np.arange(10 * 8, dtype=np.float32).reshape(10, 8)
+    cases = [CaseJob(f"c{n}", {"x": x, "n": np.array([[n]], np.int32)}, {}, 1, want_trace=False) for n in (10, 3, 6)]
+    specs = [ArgSpec(x.shape, "float32"), ArgSpec((1, 1), "int32")]
+    text = record_program(k_first_rows, specs, {}, target="trn2").program.to_json()
+    runs = _replay_all(text, cases)
+    assert runs[0].unwritten[0] is None
+    for run, n in zip(runs[1:], (3, 6)):
+        assert run.status == "ok" and run.n_instructions == 2 + 2 * n
+        assert run.unwritten[0][n:].all() and not run.unwritten[0][:n].any()

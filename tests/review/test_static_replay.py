@@ -81,7 +81,7 @@ class _Stream:
     def get(self, key: str) -> dict:
         return {"status": "ok", "program": self._text}
 
-    def finished(self) -> bool:
+    def all_traced(self) -> bool:
         return True
 
 

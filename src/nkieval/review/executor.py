@@ -87,6 +87,8 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
     case that runs out of time skips every case not run yet (a kernel that hangs on one shape almost always
     hangs on the next). A static program's later cases replay without a trace (see ``replay_case``), in the
     replay worker once the tracer is done (``_offload``)."""
+    from nkieval.sim.program import is_static
+
     hung: str | None = None
     for key in stream.order:
         ks = [k for k, kk in enumerate(stream.keys) if kk == key]
@@ -101,18 +103,23 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
             for k in ks:
                 finish(k, traced_failure(cases[k].label, res))
             continue
+        order = _traced_first(ks, cases)
+        # Once the tracer has recorded every shape its core is free: the shape's later cases go to the replay
+        # worker now, before the judge parses the program (the worker parses it too, meanwhile); they are taken
+        # back if the program turns out not to be static (every case is then traced) or not to parse.
+        jobs = _offload(res["program"], [cases[k] for k in order[1:]], target, limits) \
+            if stream.all_traced() else {}
         t_load = time.perf_counter()
         try:
             prog = PROGRAMS.get(res["program"])
         except Exception as e:  # (ProgramError, or what a malformed document makes the parser raise)
+            _take_back(jobs)
             for k in ks:
                 finish(k, _failed("bad-program", e, cases[k].label))
             continue
         load_s = time.perf_counter() - t_load
-        order = _traced_first(ks, cases)
-        # (only once the tracer is done: before that, its core records the next shape, the one the judge waits for)
-        jobs = _offload(res["program"], prog, [cases[k] for k in order[1:]], target, limits) \
-            if stream.finished() else {}
+        if jobs and not is_static(prog):
+            jobs = _take_back(jobs)
         hung = _replay_shape(prog, order, cases, jobs, target, limits, finish, load_s)
 
 
@@ -151,17 +158,22 @@ def _replay_shape(prog: Any, order: list[int], cases: Sequence[CaseJob], jobs: d
     return hung
 
 
-def _offload(text: str, prog: Any, later: list[CaseJob], target: str, limits: SandboxLimits) -> dict[str, Job]:
-    """A static program's later cases, sent to the replay worker (:mod:`nkieval.review.replay_worker`) while the
-    judge replays the shape's first case with its trace: by label, the jobs sent (none for a dynamic program,
-    whose every case is traced, or without a worker)."""
-    from nkieval.sim.program import is_static
-
-    w = replay_worker.worker() if later and is_static(prog) else None
+def _offload(text: str, later: list[CaseJob], target: str, limits: SandboxLimits) -> dict[str, Job]:
+    """A shape's later cases, sent to the replay worker (:mod:`nkieval.review.replay_worker`) to be replayed without a
+    trace while the judge replays the shape's first case with its: by label, the jobs sent (none without a
+    worker). Only a static program's are used (the caller takes the others back)."""
+    w = replay_worker.worker() if later else None
     if w is None:
         return {}
     jobs = {c.label: w.submit(text, c, target, limits) for c in later if not c.want_trace}
     return {label: j for label, j in jobs.items() if j is not None}
+
+
+def _take_back(jobs: dict[str, Job]) -> dict[str, Job]:
+    """Jobs whose results the judge will not use: taken back where not yet sent (the rest are left to finish)."""
+    for job in jobs.values():
+        job.take_back()
+    return {}
 
 
 def _worker_run(job: Job, traced: CaseRun | None) -> CaseRun | None:

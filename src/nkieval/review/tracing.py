@@ -189,9 +189,10 @@ class ProgramStream:
     def join(self) -> None:
         self._thread.join()
 
-    def finished(self) -> bool:
-        """Whether the tracer is done with every shape (its core is free)."""
-        return not self._thread.is_alive()
+    def all_traced(self) -> bool:
+        """Whether every shape's outcome is in: the tracer records nothing more (its core is free)."""
+        with self._cv:
+            return all(k in self._done for k in self.order)
 
     # -- the tracing thread
     def _publish(self, key: str, res: dict[str, Any]) -> None:
