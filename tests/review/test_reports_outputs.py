@@ -99,10 +99,13 @@ def test_variant_outputs_reach_the_later_output_only():
     from nkieval.review.stages.judge import output_recipe, output_variants
 
     task = load_task("flash_attention_bwd")
-    vs = load_reference_variants(task)
-    (dk,) = output_variants(vs, "dk")
-    assert dk.id == "no_delta_term" and dk.fn is vs[0].outputs["dk"] and dk.fn is not vs[0].fn
-    assert output_variants(vs, "dv") == []
+    vs = {v.id: v for v in load_reference_variants(task)}
+    # no_delta_term has a formula for dk only; bf16_operands for dk and dv
+    assert [v.id for v in output_variants(list(vs.values()), "dk")] == ["no_delta_term", "bf16_operands"]
+    assert [v.id for v in output_variants(list(vs.values()), "dv")] == ["bf16_operands"]
+    for name, v in (("dk", "no_delta_term"), ("dk", "bf16_operands"), ("dv", "bf16_operands")):
+        (later,) = [x for x in output_variants(list(vs.values()), name) if x.id == v]
+        assert later.fn is vs[v].outputs[name] and later.fn is not vs[v].fn and later.outputs == {}
     fp8 = load_task("fp8_quantize")
     assert output_recipe(fp8, 1)["output"] == "float32" and fp8.numerics.recipe["output"] == "fp8_e4m3"
 

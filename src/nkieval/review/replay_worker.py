@@ -16,7 +16,8 @@ Jobs are sent one at a time, in order, and only once the process has started; a 
 back (:meth:`Job.take_back`), and the judge then replays that case itself, so a busy or starting worker never
 delays a review. A worker that fails (exits, sends something unreadable, outlasts the case's limits) fails its
 jobs with :class:`WorkerFailed` and is replaced on the next job; the judge replays those cases itself, so a fault
-here never reaches a verdict. ``NKIEVAL_REPLAY_WORKER=0`` turns the worker off.
+here never reaches a verdict. ``NKIEVAL_REPLAY_WORKER=0`` turns the worker off. The worker process itself is
+:mod:`nkieval.review.replay_serve`.
 """
 
 from __future__ import annotations
@@ -44,8 +45,6 @@ _MAX_HEADER = 1 << 20
 _GRACE_S = 30.0
 #: how long a new worker may take to start (imports) before it is given up
 _START_S = 120.0
-#: programs a worker keeps parsed (each may be tens of MB; the judge keeps its own)
-_KEPT_PROGRAMS = 4
 
 
 class WorkerFailed(RuntimeError):
@@ -155,11 +154,11 @@ class ReplayWorker:
 
     def _spawn(self) -> None:
         self.counts["started"] += 1
-        self._proc = proc = subprocess.Popen([sys.executable, "-m", "nkieval.review.replay_worker"],
+        self._proc = proc = subprocess.Popen([sys.executable, "-m", "nkieval.review.replay_serve"],
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                              stderr=subprocess.DEVNULL, close_fds=True)
         try:
-            header, _, _ = _read_frame(proc.stdout, time.monotonic() + _START_S)  # type: ignore[arg-type]
+            header, _, _ = read_frame(proc.stdout, time.monotonic() + _START_S)  # type: ignore[arg-type]
             if header.get("ready") is not True:
                 raise WorkerFailed("the worker did not start")
         except Exception:
@@ -171,8 +170,8 @@ class ReplayWorker:
         proc = self._proc
         if proc is None:
             raise WorkerFailed("no worker")
-        _write_frame(proc.stdin, job.frame)  # type: ignore[arg-type]
-        header, _, arrays = _read_frame(proc.stdout, time.monotonic() + job.deadline_s)  # type: ignore[arg-type]
+        write_frame(proc.stdin, job.frame)  # type: ignore[arg-type]
+        header, _, arrays = read_frame(proc.stdout, time.monotonic() + job.deadline_s)  # type: ignore[arg-type]
         return _case_run(job.label, header, arrays)
 
     def _stop(self) -> None:
@@ -206,7 +205,7 @@ def worker_pids() -> set[int]:
 
 
 # -- frames: three lengths, then a JSON header, the program text and array-file bytes ------------------------------
-def _write_frame(out: IO[bytes], parts: list[bytes]) -> None:
+def write_frame(out: IO[bytes], parts: list[bytes]) -> None:
     header, text, arrays = parts
     out.write(_FRAME.pack(len(header), len(text), len(arrays)))
     for p in parts:
@@ -214,7 +213,7 @@ def _write_frame(out: IO[bytes], parts: list[bytes]) -> None:
     out.flush()
 
 
-def _read_frame(inp: IO[bytes], deadline: float | None = None) -> tuple[dict[str, Any], bytes, bytes]:
+def read_frame(inp: IO[bytes], deadline: float | None = None) -> tuple[dict[str, Any], bytes, bytes]:
     head = _read_exact(inp, _FRAME.size, deadline)
     n_header, n_text, n_arrays = _FRAME.unpack(head)
     if n_header > _MAX_HEADER:
@@ -257,57 +256,3 @@ def _case_run(label: str, header: dict[str, Any], arrays: bytes) -> CaseRun:
     if status == "ok" and not run.outputs:
         raise WorkerFailed("an ok run without outputs")
     return run
-
-
-# -- the worker process ----------------------------------------------------------------------------------------------
-def _serve(inp: IO[bytes], out: IO[bytes]) -> None:
-    import gc
-
-    from nkieval.review import executor
-    from nkieval.review.child import GC_THRESHOLDS
-
-    executor.PROGRAMS.size = _KEPT_PROGRAMS
-    gc.set_threshold(*GC_THRESHOLDS)
-    gc.freeze()  # (the imports: no collection walks them again)
-    _write_frame(out, [json.dumps({"ready": True}).encode(), b"", b""])
-    while True:
-        try:
-            header, text, arrays = _read_frame(inp)
-        except WorkerFailed:
-            return  # (the judge is gone)
-        try:
-            answer = _replay(executor, header, text, arrays)
-        except Exception as e:  # (reported; the judge replays the case itself)
-            answer = [json.dumps({"worker_error": f"{type(e).__name__}: {e}"}).encode(), b"", b""]
-        _write_frame(out, answer)
-
-
-def _replay(executor: Any, header: dict[str, Any], text: bytes, arrays: bytes) -> list[bytes]:
-    inputs = npzio.loads(arrays, "replay worker inputs")
-    names = header["names"]
-    case = CaseJob(str(header["label"]), {n: inputs[n] for n in names}, dict(header["params"]),
-                   int(header["n_outputs"]), want_trace=False)
-    timeout_s, memory_mb, max_instructions = header["limits"]
-    limits = SandboxLimits(timeout_s=float(timeout_s), memory_mb=int(memory_mb),
-                           max_instructions=int(max_instructions))
-    try:
-        prog = executor.PROGRAMS.get(text.decode())
-    except Exception as e:  # the judge parsed the same text: only a fault here gets this far
-        raise RuntimeError(f"the program did not parse here: {e}") from e
-    run = executor.replay_untraced(prog, case, str(header["target"]), limits)
-    answer = {"status": run.status, "sim_s": run.sim_s, "post_s": run.post_s, "wall_s": run.wall_s,
-              "warnings": run.warnings, "error": run.error}
-    outs = npzio.dumps({str(i): o for i, o in enumerate(run.outputs)}) if run.outputs else b""
-    return [json.dumps(answer, default=str).encode(), b"", outs]
-
-
-def main() -> None:
-    """The worker process: frames on the real stdout; anything else written to stdout goes to stderr."""
-    frames = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    _serve(sys.stdin.buffer, frames)
-
-
-if __name__ == "__main__":
-    main()

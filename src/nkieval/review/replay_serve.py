@@ -1,0 +1,68 @@
+"""The replay worker's process (started by :mod:`nkieval.review.replay_worker`, which holds the protocol): frames in
+on stdin, answers out on stdout, one job at a time, each replayed by the judge's own executor without a trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import IO, Any
+
+from nkieval.review import executor, npzio
+from nkieval.review.child import GC_THRESHOLDS
+from nkieval.review.replay_worker import WorkerFailed, read_frame, write_frame
+from nkieval.review.runs import CaseJob, SandboxLimits
+
+#: programs a worker keeps parsed (each may be tens of MB; the judge keeps its own)
+_KEPT_PROGRAMS = 4
+
+
+def serve(inp: IO[bytes], out: IO[bytes]) -> None:
+    """Answer jobs until the judge closes the pipe."""
+    import gc
+
+    executor.PROGRAMS.size = _KEPT_PROGRAMS
+    gc.set_threshold(*GC_THRESHOLDS)
+    gc.freeze()  # (the imports: no collection walks them again)
+    write_frame(out, [json.dumps({"ready": True}).encode(), b"", b""])
+    while True:
+        try:
+            header, text, arrays = read_frame(inp)
+        except WorkerFailed:
+            return  # (the judge is gone)
+        try:
+            answer = _replay(header, text, arrays)
+        except Exception as e:  # (reported; the judge replays the case itself)
+            answer = [json.dumps({"worker_error": f"{type(e).__name__}: {e}"}).encode(), b"", b""]
+        write_frame(out, answer)
+
+
+def _replay(header: dict[str, Any], text: bytes, arrays: bytes) -> list[bytes]:
+    inputs = npzio.loads(arrays, "replay worker inputs")
+    names = header["names"]
+    case = CaseJob(str(header["label"]), {n: inputs[n] for n in names}, dict(header["params"]),
+                   int(header["n_outputs"]), want_trace=False)
+    timeout_s, memory_mb, max_instructions = header["limits"]
+    limits = SandboxLimits(timeout_s=float(timeout_s), memory_mb=int(memory_mb),
+                           max_instructions=int(max_instructions))
+    try:
+        prog = executor.PROGRAMS.get(text.decode())
+    except Exception as e:  # the judge parsed the same text: only a fault here gets this far
+        raise RuntimeError(f"the program did not parse here: {e}") from e
+    run = executor.replay_untraced(prog, case, str(header["target"]), limits)
+    answer = {"status": run.status, "sim_s": run.sim_s, "post_s": run.post_s, "wall_s": run.wall_s,
+              "warnings": run.warnings, "error": run.error}
+    outs = npzio.dumps({str(i): o for i, o in enumerate(run.outputs)}) if run.outputs else b""
+    return [json.dumps(answer, default=str).encode(), b"", outs]
+
+
+def main() -> None:
+    """Frames on the real stdout; anything else written to stdout goes to stderr."""
+    frames = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(sys.stdin.buffer, frames)
+
+
+if __name__ == "__main__":
+    main()
