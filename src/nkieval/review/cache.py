@@ -34,7 +34,8 @@ DEFAULT_MAX_MB = 1024
 MAX_KEPT_ELEMENTS = 1 << 23
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
+def readonly(a: np.ndarray) -> np.ndarray:
+    """``a`` as a view nobody can write through (what a cache hands out is shared by every review)."""
     a = np.asarray(a)
     if a.flags.writeable:
         a = a.view()
@@ -92,7 +93,7 @@ class CaseData:
     def get_reference(self, compute: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
         with self.lock:
             if self.reference is None:
-                self.reference = [_readonly(r) for r in compute()]
+                self.reference = [readonly(r) for r in compute()]
             return self.reference
 
     def get_prepared(self, compute: Callable[[], tuple[Any, str | None]]) -> tuple[Any, str | None]:
@@ -117,7 +118,7 @@ class CaseData:
         if hit is not None:
             return hit
         arrays, facts = compute()  # (outside the lock: the case's other data stay available meanwhile)
-        value = ([_readonly(a) for a in arrays], facts)
+        value = ([readonly(a) for a in arrays], facts)
         with self.lock:
             return self.derived.setdefault(key, value)
 
@@ -147,8 +148,8 @@ def new_case_data(inputs: dict[str, np.ndarray], packed: bytes | None = None, se
     ``sealed``: ``packed`` as a ``sandbox.SealedInput``, whose read-only view then stands for ``packed`` (one copy
     of the bytes)."""
     if packed is None:
-        return CaseData({k: _readonly(v) for k, v in inputs.items()})
-    return CaseData({k: _readonly(v) for k, v in inputs.items()}, packed if sealed is None else sealed.data, sealed)
+        return CaseData({k: readonly(v) for k, v in inputs.items()})
+    return CaseData({k: readonly(v) for k, v in inputs.items()}, packed if sealed is None else sealed.data, sealed)
 
 
 V = TypeVar("V")
@@ -215,13 +216,14 @@ class CaseCache(SizedLRU[CaseData]):
                     "misses": self.misses, "evictions": self.evictions, "max_bytes": self.max_bytes}
 
 
-def _default_max_bytes() -> int:
+def max_bytes_from_env(var: str, default_mb: float) -> int:
+    """A cache's byte bound: the environment variable ``var`` in MiB, or ``default_mb`` when unset or unreadable."""
     try:
-        mb = float(os.environ.get("NKIEVAL_REVIEW_CACHE_MB", DEFAULT_MAX_MB))
+        mb = float(os.environ.get(var, default_mb))
     except ValueError:
-        mb = DEFAULT_MAX_MB
+        mb = default_mb
     return int(mb * (1 << 20))
 
 
 #: The process-wide cache the pipeline uses (``review(..., cache=True)``).
-CASE_CACHE = CaseCache(_default_max_bytes())
+CASE_CACHE = CaseCache(max_bytes_from_env("NKIEVAL_REVIEW_CACHE_MB", DEFAULT_MAX_MB))

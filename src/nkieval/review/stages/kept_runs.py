@@ -27,14 +27,13 @@ process keeps it, sandboxed children never see it.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from nkieval.review.cache import SizedLRU
+from nkieval.review.cache import SizedLRU, max_bytes_from_env, readonly
 
 #: default bound on the kept runs' output arrays (MiB); ``NKIEVAL_KEPT_RUNS_MB`` overrides it (0 disables)
 DEFAULT_MAX_MB = 256
@@ -130,7 +129,7 @@ class KeptRuns(SizedLRU[KeptRun]):
             self.put(key, KeptRun(None, clock() - t0, limit_s))
             return None, limit_s
         took = clock() - t0
-        arrays = None if out is None else tuple(_readonly(a) for a in out)
+        arrays = None if out is None else tuple(readonly(a) for a in out)
         self.put(key, KeptRun(arrays, took))
         if took > limit_s:  # (finished just past its limit: a timeout, as every later review would see it)
             return None, limit_s
@@ -169,21 +168,5 @@ def store_for(keep: bool) -> KeptRuns:
     return KEPT_RUNS if keep else KeptRuns(KEPT_RUNS.max_bytes, KEPT_RUNS.max_entries)
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = np.asarray(a)
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
-
-
-def _default_max_bytes() -> int:
-    try:
-        mb = float(os.environ.get("NKIEVAL_KEPT_RUNS_MB", DEFAULT_MAX_MB))
-    except ValueError:
-        mb = DEFAULT_MAX_MB
-    return int(mb * (1 << 20))
-
-
 #: the process-wide kept runs of the cause search (cleared by :func:`nkieval.review.stages.clear_caches`)
-KEPT_RUNS = KeptRuns(_default_max_bytes())
+KEPT_RUNS = KeptRuns(max_bytes_from_env("NKIEVAL_KEPT_RUNS_MB", DEFAULT_MAX_MB))
