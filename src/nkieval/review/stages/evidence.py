@@ -7,12 +7,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from nkieval.review import adapters
+from nkieval.review.cache import SizedLRU
 from nkieval.review.evidence import HardwareEvidence, trace_evidence
 from nkieval.review.physics import output_writes
 from nkieval.review.sandbox import CaseJob, CaseRun, Isolation, run_candidate
@@ -163,31 +163,21 @@ def _digest(text: str) -> bytes:
 STATIC_KEPT = 256
 
 
-class _KeptFindings:
-    """Static findings by (source digest, target, CUDA source digest); least recently used dropped first."""
+class _KeptFindings(SizedLRU[StaticFindings]):
+    """Static findings by (source digest, target, CUDA source digest), at most ``size`` of them; least recently
+    used dropped first (the lookup, lock and counters are the review caches' own, ``SizedLRU``)."""
 
     def __init__(self, size: int) -> None:
+        super().__init__()
         self.size = size
-        self._kept: OrderedDict[tuple[Any, ...], StaticFindings] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[Any, ...]) -> StaticFindings | None:
-        with self._lock:
-            found = self._kept.get(key)
-            if found is not None:
-                self._kept.move_to_end(key)
-            return found
 
     def put(self, key: tuple[Any, ...], findings: StaticFindings) -> None:
         with self._lock:
-            self._kept[key] = findings
-            self._kept.move_to_end(key)
-            while len(self._kept) > self.size:
-                self._kept.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._kept.clear()
+            self._d[key] = (findings, 0)  # (bounded by count: a few dicts each)
+            self._d.move_to_end(key)
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+                self.evictions += 1
 
 
 _STATIC = _KeptFindings(STATIC_KEPT)
