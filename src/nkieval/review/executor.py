@@ -119,7 +119,8 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
             continue
         load_s = time.perf_counter() - t_load
         if jobs and not is_static(prog):
-            jobs = _take_back(jobs)
+            _take_back(jobs)
+            jobs = {}
         hung = _replay_shape(prog, order, cases, jobs, target, limits, finish, load_s)
 
 
@@ -153,6 +154,7 @@ def _replay_shape(prog: Any, order: list[int], cases: Sequence[CaseJob], jobs: d
         else:  # (a job taken back, or one whose traced run failed: the case is replayed here, with its own trace)
             done(k, replay_case(prog, cases[k], target, limits, like=traced))
     for k, job in in_worker:  # (run already, or running: a hang meanwhile does not skip them)
+        assert traced is not None  # (a job is left to the worker only once the shape has a passed traced run)
         run = _worker_run(job, traced)
         done(k, run if run is not None else replay_case(prog, cases[k], target, limits, like=traced))
     return hung
@@ -165,22 +167,20 @@ def _offload(text: str, later: list[CaseJob], target: str, limits: SandboxLimits
     w = replay_worker.worker() if later else None
     if w is None:
         return {}
-    jobs = {c.label: w.submit(text, c, target, limits) for c in later if not c.want_trace}
+    program = text.encode()  # (once for all the shape's cases)
+    jobs = {c.label: w.submit(program, c, target, limits) for c in later if not c.want_trace}
     return {label: j for label, j in jobs.items() if j is not None}
 
 
-def _take_back(jobs: dict[str, Job]) -> dict[str, Job]:
+def _take_back(jobs: dict[str, Job]) -> None:
     """Jobs whose results the judge will not use: taken back where not yet sent (the rest are left to finish)."""
     for job in jobs.values():
         job.take_back()
-    return {}
 
 
-def _worker_run(job: Job, traced: CaseRun | None) -> CaseRun | None:
+def _worker_run(job: Job, traced: CaseRun) -> CaseRun | None:
     """The worker's run of a case it started, completed from the shape's traced run (``adopt``); None when the
     judge should replay the case itself: a worker fault."""
-    if traced is None:
-        return None
     try:
         run = job.result()
     except replay_worker.WorkerFailed:

@@ -99,9 +99,10 @@ class ReplayWorker:
         #: jobs answered, jobs failed, worker processes started (for tests and benchmarks)
         self.counts = {"answered": 0, "failed": 0, "started": 0}
 
-    def submit(self, text: str, case: CaseJob, target: str, limits: SandboxLimits) -> Job | None:
-        """Queue ``case`` for a replay of ``text`` without a trace; None when it cannot be sent (params that are
-        not JSON, or no worker: the judge replays it)."""
+    def submit(self, text: str | bytes, case: CaseJob, target: str, limits: SandboxLimits) -> Job | None:
+        """Queue ``case`` for a replay of the program ``text`` (its UTF-8 bytes, when the caller sends one program
+        for several cases) without a trace; None when it cannot be sent (params that are not JSON, or no worker:
+        the judge replays it)."""
         if self._broken:
             return None
         try:
@@ -111,7 +112,8 @@ class ReplayWorker:
         except (TypeError, ValueError):
             return None
         arrays = case.packed if case.packed is not None else npzio.dumps(case.inputs)
-        job = Job([header, text.encode(), arrays], case.label, float(limits.timeout_s) + _GRACE_S)
+        program = text if isinstance(text, bytes) else text.encode()
+        job = Job([header, program, arrays], case.label, float(limits.timeout_s) + _GRACE_S)
         with self._cv:
             self._jobs.append(job)
             self._ensure_thread()

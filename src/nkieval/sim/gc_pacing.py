@@ -1,17 +1,17 @@
 """Fewer full garbage collections while a kernel runs.
 
 A run's trace grows by a few tracked objects per instruction (the record, its operand list and accesses), and
-CPython starts a full collection each time the objects that survived the young generations reach a quarter
-of the old generation's size, so a run of tens of thousands of instructions makes several full collections,
-each walking every object the trace holds so far: 7 of them, 7 % of the CPU time, in the 8-head, 4,096-token
-Beta-1 flash backward (docs/compat-public.md). (The judge's child process sets its own thresholds,
-``nkieval.review.child.GC_THRESHOLDS``; the judge's replays ask for them through :func:`collector_thresholds`,
-the one mechanism here, so overlapping blocks restore the process's thresholds in any order.) Nothing a run makes needs them: tiles are freed by reference counting, and
-the young generations, still collected as before, free short-lived cycles. So while any kernel runs, a full
-collection waits for ``FULL_EVERY`` collections of the middle generation instead of CPython's 10 (the
-quarter rule still applies): in practice none during a run of that size. The cost: a reference cycle that
-outlives two young collections and holds a tile keeps it until the run ends (none in the public cases
-measured). The previous thresholds come back when the last concurrent run ends.
+CPython starts a full collection each time the objects that survived the young generations reach a quarter of the
+old generation's size, so a run of tens of thousands of instructions makes several full collections, each walking
+every object the trace holds so far: 7 of them, 7 % of the CPU time, in the 8-head, 4,096-token Beta-1 flash
+backward (docs/compat-public.md). (The judge's child process sets its own thresholds,
+``nkieval.review.child.GC_THRESHOLDS``; the judge's replays ask for them through :func:`collector_thresholds`, the
+one mechanism here, so overlapping blocks restore the process's thresholds in any order.) Nothing a run makes needs
+them: tiles are freed by reference counting, and the young generations, still collected as before, free short-lived
+cycles. So while any kernel runs, a full collection waits for ``FULL_EVERY`` collections of the middle generation
+instead of CPython's 10 (the quarter rule still applies): in practice none during a run of that size. The cost: a
+reference cycle that outlives two young collections and holds a tile keeps it until the run ends (none in the public
+cases measured). The previous thresholds come back when the last concurrent run ends.
 """
 
 from __future__ import annotations
