@@ -1,10 +1,11 @@
-"""The replay worker (``nkieval.review.replay_worker``): a static program's later cases replayed in a second
-process while the judge replays the traced one.
+"""The replay worker (``nkieval.review.replay_worker``): cases replayed in a second process of the judge's: shapes
+without the evidence case whole, and a static program's later cases of the evidence shape.
 
-What must hold: the worker's runs are exactly the judge's own (outputs bit for bit, statuses, warnings, and what
-they take from the traced run); a job the worker has not started is taken back and never run; a worker that
-dies or answers something malformed fails its job, and the judge replays that case itself with the same result;
-``NKIEVAL_REPLAY_WORKER=0`` turns it off.
+What must hold: the worker's runs are exactly the judge's own in every mode (outputs bit for bit, statuses,
+warnings, instruction counts and unwritten masks); the judge neither parses nor replays a shape the worker
+replays; a job the worker has not started is taken back and never run there; a case that runs out of time stops
+the review's jobs not yet sent; a worker that dies or answers something malformed fails its job, and the judge
+replays that case itself with the same result; ``NKIEVAL_REPLAY_WORKER=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -46,10 +47,12 @@ def _text(a: np.ndarray) -> str:
     return record_program(k_half_difference, specs, {}, target="trn2").program.to_json()
 
 
-def _cases(n: int, dtype: str = "float32") -> list[CaseJob]:
+def _cases(n: int, dtype: str = "float32", evidence: bool = False) -> list[CaseJob]:
+    """``n`` cases of one shape; with ``evidence``, the first one is the case whose trace the review keeps."""
     rng = np.random.default_rng(7)
     return [CaseJob(f"c{i}", {"a": (rng.standard_normal((128, 16)) * (i + 1)).astype(dtype),
-                              "b": rng.standard_normal((128, 16)).astype(dtype)}, {}, 1, want_trace=False)
+                              "b": rng.standard_normal((128, 16)).astype(dtype)}, {}, 1,
+                    want_trace=evidence and i == 0)
             for i in range(n)]
 
 
@@ -97,9 +100,10 @@ def ready_worker(monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_workers_runs_are_the_judges_own(ready_worker, monkeypatch, dtype):
+    """The evidence shape: the judge's traced replay, the later cases the worker's, untraced."""
     import ml_dtypes  # noqa: F401  (bfloat16 by name)
 
-    cases = _cases(3, dtype)
+    cases = _cases(3, dtype, evidence=True)
     text = _text(cases[0].inputs["a"])
     real_replay = executor.replay_case
 
@@ -112,11 +116,99 @@ def test_the_workers_runs_are_the_judges_own(ready_worker, monkeypatch, dtype):
     monkeypatch.setattr(executor, "replay_case", traced_replay_after_the_workers)
     runs = _replay_all(text, cases)
     assert ready_worker.counts["answered"] == 2  # the two later cases
+    assert runs[0].trace is not None and runs[1].trace is None and runs[2].trace is None
     for case, run in zip(cases, runs):
         _same(run, real_replay(Program.from_json(text), case, "trn2", SandboxLimits()))
-        assert run.trace is None
         a, b = (case.inputs[n].astype(np.float32) for n in "ab")
         np.testing.assert_allclose(run.outputs[0][:64].astype(np.float32), a[:64] - b[:64], rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_shape_without_the_evidence_case_is_replayed_whole_in_the_worker(ready_worker, monkeypatch, dtype):
+    """Its first case traced there, the others taking that run's counts; the judge helps only with jobs not yet
+    sent, from the last one, and every case is run once, with the judge's own results."""
+    import ml_dtypes  # noqa: F401  (bfloat16 by name)
+
+    cases = _cases(4, dtype)
+    text = _text(cases[0].inputs["a"])
+    here: list[str] = []
+    real_here = executor._InWorker._here
+
+    def judge_after_two_answers(self, k, job, shape):
+        deadline = time.monotonic() + 60
+        while ready_worker.counts["answered"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        here.append(self.cases[k].label)
+        return real_here(self, k, job, shape)
+
+    monkeypatch.setattr(executor._InWorker, "_here", judge_after_two_answers)
+    runs = _replay_all(text, cases)
+    assert ready_worker.counts["answered"] >= 2 and ready_worker.counts["answered"] + len(here) == 4
+    assert here == [f"c{i}" for i in range(3, 4 - len(here) - 1, -1)]  # (taken back from the last)
+    for case, run in zip(cases, runs):
+        _same(run, executor.replay_case(Program.from_json(text), case, "trn2", SandboxLimits()))
+        assert run.trace is None
+
+
+def test_auto_cases_take_the_counts_of_the_workers_traced_run(monkeypatch):
+    """In the worker's process: an ``auto`` case of a static program replays without a trace once a traced run of
+    it passed there, and has that run's instruction count and unwritten masks."""
+    from nkieval.review import replay_serve
+
+    cases = _cases(2)
+    text = _text(cases[0].inputs["a"])
+    digest, untraced = b"d" * 16, []
+    real_untraced = executor.replay_untraced
+    monkeypatch.setattr(executor, "replay_untraced", lambda *a: untraced.append(1) or real_untraced(*a))
+    monkeypatch.setattr(replay_serve, "_TRACED", type(replay_serve._TRACED)())
+    prog = executor.PROGRAMS.get(text)
+    first = replay_serve._run(prog, digest, cases[0], "trn2", SandboxLimits(), "auto")
+    assert untraced == [] and list(replay_serve._TRACED) == [digest]
+    later = replay_serve._run(prog, digest, cases[1], "trn2", SandboxLimits(), "auto")
+    assert untraced == [1]
+    fresh = executor.replay_case(Program.from_json(text), cases[1], "trn2", SandboxLimits())
+    _same(later, fresh)
+    _same(first, executor.replay_case(Program.from_json(text), cases[0], "trn2", SandboxLimits()))
+
+
+def test_a_case_that_runs_out_of_time_stops_its_reviews_jobs_not_yet_sent(ready_worker):
+    cases = _cases(3)
+    text = _text(cases[0].inputs["a"])
+    group = replay_worker.Group()
+    stuck = SandboxLimits(timeout_s=1e-6)
+    jobs = [ready_worker.submit(text, c, "trn2", stuck, mode="auto" if i else "traced", group=group)
+            for i, c in enumerate(cases)]
+    assert jobs[0].result().status == "timeout" and group.hung == "c0"
+    assert jobs[1].take_back() and jobs[2].take_back()  # (never sent)
+    assert ready_worker.counts["answered"] == 1
+
+
+def test_the_judge_skips_every_case_after_a_hang_in_the_worker(ready_worker):
+    """Two shapes without the evidence case: the first one's first case runs out of time in the worker, so its
+    other case and the second shape's are skipped, not run."""
+    small, large = _cases(2), [CaseJob(f"d{i}", {"a": np.ones((128, 32), np.float32),
+                                                 "b": np.ones((128, 32), np.float32)}, {}, 1, want_trace=False)
+                               for i in range(2)]
+    texts = {"s": _text(small[0].inputs["a"]), "l": _text(large[0].inputs["a"])}
+
+    class TwoShapes:
+        keys, order = ["s", "s", "l", "l"], ["s", "l"]
+
+        def get(self, key: str) -> dict:
+            if key == "l":  # (the second program comes in once the first shape's hang is known)
+                deadline = time.monotonic() + 60
+                while ready_worker.counts["answered"] < 1 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            return {"status": "ok", "program": texts[key]}
+
+        def all_traced(self) -> bool:
+            return True
+
+    runs: dict[int, object] = {}
+    executor.replay_as_traced(TwoShapes(), small + large, "trn2", SandboxLimits(timeout_s=1e-6),
+                              runs.__setitem__, {"trace_s": 0.0})
+    assert [runs[k].status for k in range(4)] == ["timeout", "not-run", "not-run", "not-run"]
+    assert ready_worker.counts["answered"] == 1
 
 
 def test_a_job_not_yet_sent_is_taken_back_and_never_run(monkeypatch):
@@ -129,7 +221,7 @@ def test_a_job_not_yet_sent_is_taken_back_and_never_run(monkeypatch):
 
 
 def test_a_worker_that_dies_during_a_job_fails_it_and_the_judge_replays_the_case(ready_worker, monkeypatch):
-    cases = _cases(3)
+    cases = _cases(3, evidence=True)
     text = _text(cases[0].inputs["a"])
     died = threading.Event()
     real_exchange, real_replay = ready_worker._exchange, executor.replay_case
@@ -183,21 +275,24 @@ def test_off_by_environment(monkeypatch):
     cases = _cases(2)
     text = _text(cases[0].inputs["a"])
     assert executor._offload(text, cases[1:], "trn2", SandboxLimits()) == {}
+    runs: dict[int, object] = {}
+    assert not executor._InWorker(cases, "trn2", SandboxLimits(), runs.__setitem__,
+                                  replay_worker.Group()).send(text, [0, 1])
 
 
-def test_nothing_is_offloaded_while_the_tracer_still_records(monkeypatch):
+def test_the_evidence_shapes_cases_are_not_offloaded_while_the_tracer_still_records(monkeypatch):
     """Until the tracer is done, its core records the next shape (the one the judge waits for): the judge keeps
-    the replays."""
+    the evidence shape's replays."""
     sent: list[str] = []
     w = replay_worker.ReplayWorker()
-    monkeypatch.setattr(w, "submit", lambda text, case, *a: sent.append(case.label))
+    monkeypatch.setattr(w, "submit", lambda text, case, *a, **kw: sent.append(case.label))
     monkeypatch.setattr(replay_worker, "worker", lambda: w)
 
     class Recording(_Stream):
         def all_traced(self) -> bool:
             return False
 
-    cases = _cases(3)
+    cases = _cases(3, evidence=True)
     runs: dict[int, object] = {}
     executor.replay_as_traced(Recording(_text(cases[0].inputs["a"]), 3), cases, "trn2", SandboxLimits(),
                               runs.__setitem__, {"trace_s": 0.0})
@@ -217,11 +312,14 @@ def k_rows_from_a_count(x, n):
     return out
 
 
-def test_a_dynamic_programs_cases_are_each_traced_by_the_judge(ready_worker):
-    """Jobs go out before the program is parsed; a program with a device-side decision then keeps every case to
-    the judge, each with its own trace (here: its own unwritten rows), whatever the worker did meanwhile."""
+@pytest.mark.parametrize("evidence", [True, False])
+def test_a_dynamic_programs_cases_are_each_traced(ready_worker, evidence):
+    """A program with a device-side decision has every case traced, each with its own counts (here: its own
+    unwritten rows): in the judge for the evidence shape, whatever the worker did with the jobs sent before the
+    parse, and in the worker for another shape."""
     x = np.arange(10 * 8, dtype=np.float32).reshape(10, 8)
-    cases = [CaseJob(f"c{n}", {"x": x, "n": np.array([[n]], np.int32)}, {}, 1, want_trace=False) for n in (10, 3, 6)]
+    cases = [CaseJob(f"c{n}", {"x": x, "n": np.array([[n]], np.int32)}, {}, 1, want_trace=evidence and n == 10)
+             for n in (10, 3, 6)]
     specs = [ArgSpec(x.shape, "float32"), ArgSpec((1, 1), "int32")]
     text = record_program(k_rows_from_a_count, specs, {}, target="trn2").program.to_json()
     runs = _replay_all(text, cases)

@@ -85,13 +85,20 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
     """Each shape's cases, in the order the shapes are traced, as soon as the shape's program is in (the tracer
     meanwhile records the next shape). A shape whose trace failed fails its cases with the tracer's record; a
     case that runs out of time skips every case not run yet (a kernel that hangs on one shape almost always
-    hangs on the next). A static program's later cases replay without a trace (see ``replay_case``), in the
-    replay worker once the tracer is done (``_offload``)."""
+    hangs on the next).
+
+    Where the replay worker (:mod:`nkieval.review.replay_worker`) runs, a shape without the evidence case goes
+    to it whole (``_InWorker``): the judge neither parses nor replays it, and its interpreter is left to judging
+    and to the evidence shape. The evidence shape is the judge's: its traced case here, and, for a static
+    program, its later cases without a trace, in the worker once the tracer is done (``_offload``)."""
     from nkieval.sim.program import is_static
 
+    group = replay_worker.Group()
+    in_worker = _InWorker(cases, target, limits, finish, group)
     hung: str | None = None
     for key in stream.order:
         ks = [k for k, kk in enumerate(stream.keys) if kk == key]
+        hung = hung or in_worker.collect_ready()
         if hung is not None:
             for k in ks:
                 finish(k, skipped(cases[k].label, hung))
@@ -104,10 +111,12 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
                 finish(k, traced_failure(cases[k].label, res))
             continue
         order = _traced_first(ks, cases)
+        if not cases[order[0]].want_trace and in_worker.send(res["program"], order):
+            continue
         # Once the tracer has recorded every shape its core is free: the shape's later cases go to the replay
         # worker now, before the judge parses the program (the worker parses it too, meanwhile); they are taken
         # back if the program turns out not to be static (every case is then traced) or not to parse.
-        jobs = _offload(res["program"], [cases[k] for k in order[1:]], target, limits) \
+        jobs = _offload(res["program"], [cases[k] for k in order[1:]], target, limits, group) \
             if stream.all_traced() else {}
         t_load = time.perf_counter()
         try:
@@ -122,6 +131,99 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
             _take_back(jobs)
             jobs = {}
         hung = _replay_shape(prog, order, cases, jobs, target, limits, finish, load_s)
+        if hung is not None and group.hung is None:
+            group.hung = hung
+    in_worker.finish_all(hung)
+
+
+class _InWorker:
+    """The shapes a review replays whole in the replay worker, each case's run passed on as it comes in.
+
+    Each shape's first case is sent ``traced``, the others ``auto`` (see :mod:`nkieval.review.replay_worker`).
+    Once the judge has nothing else to replay it takes back the jobs not yet sent, from the last one (the worker
+    works from the first), and replays those itself; a job the worker fails is replayed here too."""
+
+    def __init__(self, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
+                 finish: Callable[[int, CaseRun], None], group: replay_worker.Group) -> None:
+        self.cases, self.target, self.limits, self.finish, self.group = cases, target, limits, finish, group
+        #: (case index, job, the shape's program text) in the order sent; done ones removed
+        self.pending: list[tuple[int, Job, _Shape]] = []
+
+    def send(self, text: str, order: list[int]) -> bool:
+        """Whether the shape's cases (``order``: the first one traced) all went to the worker."""
+        w = replay_worker.worker()
+        if w is None:
+            return False
+        program, shape = text.encode(), _Shape(text)
+        sent: list[tuple[int, Job, _Shape]] = []
+        for i, k in enumerate(order):
+            job = w.submit(program, self.cases[k], self.target, self.limits, mode="auto" if i else "traced",
+                           group=self.group)
+            if job is None:
+                _take_back({str(n): j for n, (_, j, _) in enumerate(sent)})
+                return False
+            sent.append((k, job, shape))
+        self.pending.extend(sent)
+        return True
+
+    def collect_ready(self) -> str | None:
+        """The runs the worker has finished, passed on in the order sent; the label of a case that ran out of
+        time, if one did."""
+        while self.pending and self.pending[0][1].future.done():
+            self._collect(*self.pending.pop(0))
+        return self.group.hung
+
+    def finish_all(self, hung: str | None) -> None:
+        """Every pending case: the unsent ones taken back and replayed here (or skipped after a hang), the last
+        first; then the worker's, in order."""
+        if hung is not None and self.group.hung is None:
+            self.group.hung = hung
+        for item in reversed(self.pending):
+            if item[1].take_back():
+                self._here(*item)
+        for item in self.pending:
+            if not item[1].take_back():
+                self._collect(*item)
+        self.pending = []
+
+    def _collect(self, k: int, job: Job, shape: _Shape) -> None:
+        try:
+            run = job.result()
+        except replay_worker.WorkerFailed:
+            self._here(k, job, shape)
+            return
+        if run.status == "ok" and run.n_instructions is not None and shape.like is None:
+            shape.like = counts_of(run)
+        self.finish(k, run)
+
+    def _here(self, k: int, job: Job, shape: _Shape) -> None:
+        """A case the judge replays itself: skipped after a hang; a static program's with the counts of a traced
+        run of its shape when one passed (the worker's or the judge's own)."""
+        from nkieval.sim.program import is_static
+
+        if self.group.hung is not None:
+            self.finish(k, skipped(self.cases[k].label, self.group.hung))
+            return
+        try:
+            prog = PROGRAMS.get(shape.text)
+        except Exception as e:  # (ProgramError, or what a malformed document makes the parser raise)
+            self.finish(k, _failed("bad-program", e, self.cases[k].label))
+            return
+        like = shape.like if is_static(prog) else None
+        run = replay_case(prog, self.cases[k], self.target, self.limits, like=like)
+        if like is None and run.status == "ok" and is_static(prog):
+            shape.like = counts_of(run)
+        if run.status == "timeout":
+            self.group.hung = self.group.hung or run.label
+        self.finish(k, run)
+
+
+class _Shape:
+    """A shape sent to the worker: its program text and, once one passed, the counts of a traced run of it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.like: CaseRun | None = None
 
 
 def _replay_shape(prog: Any, order: list[int], cases: Sequence[CaseJob], jobs: dict[str, Job], target: str,
@@ -160,7 +262,8 @@ def _replay_shape(prog: Any, order: list[int], cases: Sequence[CaseJob], jobs: d
     return hung
 
 
-def _offload(text: str, later: list[CaseJob], target: str, limits: SandboxLimits) -> dict[str, Job]:
+def _offload(text: str, later: list[CaseJob], target: str, limits: SandboxLimits,
+             group: replay_worker.Group | None = None) -> dict[str, Job]:
     """A shape's later cases, sent to the replay worker (:mod:`nkieval.review.replay_worker`) to be replayed without a
     trace while the judge replays the shape's first case with its: by label, the jobs sent (none without a
     worker). Only a static program's are used (the caller takes the others back)."""
@@ -168,7 +271,7 @@ def _offload(text: str, later: list[CaseJob], target: str, limits: SandboxLimits
     if w is None:
         return {}
     program = text.encode()  # (once for all the shape's cases)
-    jobs = {c.label: w.submit(program, c, target, limits) for c in later if not c.want_trace}
+    jobs = {c.label: w.submit(program, c, target, limits, group=group) for c in later if not c.want_trace}
     return {label: j for label, j in jobs.items() if j is not None}
 
 
@@ -232,6 +335,11 @@ def adopt(run: CaseRun, like: CaseRun) -> None:
     if run.status == "ok":
         run.unwritten = None if like.unwritten is None else [None if m is None else m.copy()
                                                              for m in like.unwritten]
+
+
+def counts_of(run: CaseRun) -> CaseRun:
+    """What ``adopt`` takes from a traced run, without its outputs, trace or warnings (kept for later cases)."""
+    return CaseRun(run.label, run.status, n_instructions=run.n_instructions, unwritten=run.unwritten)
 
 
 def _replay(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, traced: bool) -> CaseRun:

@@ -1,11 +1,14 @@
-"""The replay worker's process (started by :mod:`nkieval.review.replay_worker`, which holds the protocol): frames in
-on stdin, answers out on stdout, one job at a time, each replayed by the judge's own executor without a trace."""
+"""The replay worker's process (started by :mod:`nkieval.review.replay_worker`, which holds the protocol and the
+replay modes): frames in on stdin, answers out on stdout, one job at a time, each replayed by the judge's own
+executor."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
+from collections import OrderedDict
 from typing import IO, Any
 
 from nkieval.review import executor, npzio
@@ -15,6 +18,9 @@ from nkieval.review.runs import CaseJob, SandboxLimits
 
 #: programs a worker keeps parsed (each may be tens of MB; the judge keeps its own)
 _KEPT_PROGRAMS = 4
+#: by program digest, this process's passed traced run of a static program (counts and masks, no outputs): what
+#: its ``auto`` cases take (kept as long as the programs are)
+_TRACED: OrderedDict[bytes, Any] = OrderedDict()
 
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> None:
@@ -47,13 +53,31 @@ def _replay(header: dict[str, Any], text: bytes, arrays: bytes) -> list[bytes]:
                            max_instructions=int(max_instructions))
     try:
         prog = executor.PROGRAMS.get(text.decode())
-    except Exception as e:  # the judge parsed the same text: only a fault here gets this far
+    except Exception as e:  # (a worker fault: the judge parses it itself, and a program it refuses is the case's)
         raise RuntimeError(f"the program did not parse here: {e}") from e
-    run = executor.replay_untraced(prog, case, str(header["target"]), limits)
+    run = _run(prog, hashlib.blake2b(text, digest_size=16).digest(), case, str(header["target"]), limits,
+               str(header.get("mode", "untraced")))
     answer = {"status": run.status, "sim_s": run.sim_s, "post_s": run.post_s, "wall_s": run.wall_s,
-              "warnings": run.warnings, "error": run.error}
-    outs = npzio.dumps({str(i): o for i, o in enumerate(run.outputs)}) if run.outputs else b""
-    return [json.dumps(answer, default=str).encode(), b"", outs]
+              "warnings": run.warnings, "error": run.error, "n_instructions": run.n_instructions,
+              "unwritten": None if run.unwritten is None else [m is not None for m in run.unwritten]}
+    arrays = {f"out{i}": o for i, o in enumerate(run.outputs)}
+    arrays.update({f"unwritten{i}": m for i, m in enumerate(run.unwritten or []) if m is not None})
+    return [json.dumps(answer, default=str).encode(), b"", npzio.dumps(arrays) if arrays else b""]
+
+
+def _run(prog: Any, digest: bytes, case: CaseJob, target: str, limits: SandboxLimits, mode: str) -> Any:
+    """A case replayed in ``mode`` (see :mod:`nkieval.review.replay_worker`)."""
+    from nkieval.sim.program import is_static
+
+    if mode == "untraced":  # (the judge completes it from its own traced run)
+        return executor.replay_untraced(prog, case, target, limits)
+    like = _TRACED.get(digest) if mode == "auto" else None
+    run = executor.replay_case(prog, case, target, limits, like=like)
+    if like is None and run.status == "ok" and is_static(prog):
+        _TRACED[digest] = executor.counts_of(run)
+        while len(_TRACED) > _KEPT_PROGRAMS:
+            _TRACED.popitem(last=False)
+    return run
 
 
 def main() -> None:

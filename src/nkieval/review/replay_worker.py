@@ -1,22 +1,24 @@
-"""A second replay process beside the judge: a shape's untraced cases replayed on the core the tracer leaves idle.
+"""A second replay process beside the judge: cases replayed on a core the judge's own interpreter does not use.
 
-The judge replays every case in its own process (:mod:`nkieval.review.executor`), in one interpreter shared with
-the thread that judges the cases. Once the sandboxed tracer has recorded the last shape, the machine's other core
-has nothing to do, and the last shape's cases, the longest replays of a review, would run one after the other. A
-static program (``nkieval.sim.program.is_static``) issues the same instructions on every case of its shape, so
-its later cases need no trace: they are independent jobs, which this process runs while the judge replays the
-traced one.
+The judge replays cases in its own process (:mod:`nkieval.review.executor`), in one interpreter shared with the
+thread that judges them. Only the evidence case needs its trace as an object in the judge; every other case needs
+only what a trace gives in a few numbers (the instruction count, the elements never written, the capacity
+verdict). So a shape with no evidence case is replayed whole here, its first case with a trace (``"traced"``)
+and the others without one when the program is static (``"auto"``: ``nkieval.sim.program.is_static``, and this
+process's own traced run of it passed, whose counts and masks they take); and the evidence shape's later cases
+are replayed here without a trace (``"untraced"``: the judge completes them from its traced run).
 
 What runs here is what runs in the judge's executor: the program text is parsed, validated and compiled again
-here and replayed by the simulator within the case's budgets (``executor.replay_untraced``). No candidate code
-runs in this process, as none runs in the judge's. Nothing it sends back is unpickled: an answer is a JSON header
-and the outputs in the array-file format (:mod:`nkieval.review.npzio`), read as data.
+here and replayed by the simulator within the case's budgets. No candidate code runs in this process, as none
+runs in the judge's. Nothing it sends back is unpickled: an answer is a JSON header and arrays in the array-file
+format (:mod:`nkieval.review.npzio`), read as data.
 
 Jobs are sent one at a time, in order, and only once the process has started; a job not yet sent can be taken
 back (:meth:`Job.take_back`), and the judge then replays that case itself, so a busy or starting worker never
-delays a review. A worker that fails (exits, sends something unreadable, outlasts the case's limits) fails its
-jobs with :class:`WorkerFailed` and is replaced on the next job; the judge replays those cases itself, so a fault
-here never reaches a verdict. ``NKIEVAL_REPLAY_WORKER=0`` turns the worker off. The worker process itself is
+delays a review. A case that runs out of time stops its review's jobs not yet sent (:class:`Group`). A worker
+that fails (exits, sends something unreadable, outlasts the case's limits) fails its jobs with
+:class:`WorkerFailed` and is replaced on the next job; the judge replays those cases itself, so a fault here never
+reaches a verdict. ``NKIEVAL_REPLAY_WORKER=0`` turns the worker off. The worker process itself is
 :mod:`nkieval.review.replay_serve`.
 """
 
@@ -45,6 +47,8 @@ _MAX_HEADER = 1 << 20
 _GRACE_S = 30.0
 #: how long a new worker may take to start (imports) before it is given up
 _START_S = 120.0
+#: how a job is replayed (see the module's docstring)
+MODES = ("traced", "auto", "untraced")
 
 
 class WorkerFailed(RuntimeError):
@@ -55,17 +59,26 @@ def enabled() -> bool:
     return os.environ.get("NKIEVAL_REPLAY_WORKER", "1") != "0"
 
 
+class Group:
+    """The jobs of one review: once one of its cases runs out of time (``hung``: its label), none not yet sent is
+    sent (a kernel that hangs on one case almost always hangs on the next; the judge skips those cases)."""
+
+    def __init__(self) -> None:
+        self.hung: str | None = None
+
+
 class Job:
     """One case sent to the worker: :meth:`take_back` before it is sent, or :meth:`result`."""
 
-    def __init__(self, frame: list[bytes], label: str, deadline_s: float) -> None:
-        self.frame, self.label, self.deadline_s = frame, label, deadline_s
+    def __init__(self, frame: list[bytes], label: str, deadline_s: float, group: Group | None = None) -> None:
+        self.frame, self.label, self.deadline_s, self.group = frame, label, deadline_s, group
         self.future: Future[CaseRun] = Future()
         self._lock = threading.Lock()
         self._state = "queued"  # -> "sent" | "taken"
 
     def take_back(self) -> bool:
-        """Whether the job was still unsent (it now never will be): the caller replays the case itself."""
+        """Whether the job was still unsent (it now never will be): the caller replays the case itself (or skips
+        it, when its group has hung)."""
         with self._lock:
             if self._state == "queued":
                 self._state = "taken"
@@ -74,7 +87,9 @@ class Job:
 
     def _send(self) -> bool:
         with self._lock:
-            if self._state != "queued":
+            if self._state != "queued" or (self.group is not None and self.group.hung is not None):
+                if self._state == "queued":
+                    self._state = "taken"
                 return False
             self._state = "sent"
             return True
@@ -99,21 +114,24 @@ class ReplayWorker:
         #: jobs answered, jobs failed, worker processes started (for tests and benchmarks)
         self.counts = {"answered": 0, "failed": 0, "started": 0}
 
-    def submit(self, text: str | bytes, case: CaseJob, target: str, limits: SandboxLimits) -> Job | None:
+    def submit(self, text: str | bytes, case: CaseJob, target: str, limits: SandboxLimits, *,
+               mode: str = "untraced", group: Group | None = None) -> Job | None:
         """Queue ``case`` for a replay of the program ``text`` (its UTF-8 bytes, when the caller sends one program
-        for several cases) without a trace; None when it cannot be sent (params that are not JSON, or no worker:
-        the judge replays it)."""
+        for several cases) in ``mode`` (:data:`MODES`); None when it cannot be sent (params that are not JSON, or
+        no worker: the judge replays it)."""
         if self._broken:
             return None
+        if mode not in MODES:
+            raise ValueError(f"unknown replay mode {mode!r}")
         try:
             header = json.dumps({"label": case.label, "names": list(case.inputs), "params": case.params,
-                                 "n_outputs": case.n_outputs, "target": target,
+                                 "n_outputs": case.n_outputs, "target": target, "mode": mode,
                                  "limits": [limits.timeout_s, limits.memory_mb, limits.max_instructions]}).encode()
         except (TypeError, ValueError):
             return None
         arrays = case.packed if case.packed is not None else npzio.dumps(case.inputs)
         program = text if isinstance(text, bytes) else text.encode()
-        job = Job([header, program, arrays], case.label, float(limits.timeout_s) + _GRACE_S)
+        job = Job([header, program, arrays], case.label, float(limits.timeout_s) + _GRACE_S, group)
         with self._cv:
             self._jobs.append(job)
             self._ensure_thread()
@@ -152,6 +170,8 @@ class ReplayWorker:
                 job.future.set_exception(WorkerFailed(f"replay worker: {type(e).__name__}: {e}"))
                 continue
             self.counts["answered"] += 1
+            if run.status == "timeout" and job.group is not None and job.group.hung is None:
+                job.group.hung = run.label
             job.future.set_result(run)
 
     def _spawn(self) -> None:
@@ -243,18 +263,42 @@ def _read_exact(inp: IO[bytes], n: int, deadline: float | None) -> bytes:
 
 
 def _case_run(label: str, header: dict[str, Any], arrays: bytes) -> CaseRun:
-    """The worker's answer as the judge's record, every field checked (a malformed answer raises)."""
+    """The worker's answer as the judge's record, every field checked (a malformed answer raises). Arrays:
+    ``out<i>`` per output, ``unwritten<i>`` per output the header's ``unwritten`` list marks."""
     if "worker_error" in header:
         raise WorkerFailed(str(header["worker_error"])[:500])
     status = header.get("status")
     if status not in STATUSES:
         raise WorkerFailed(f"unknown status {status!r}")
-    outs = npzio.loads(arrays, "replay worker outputs") if arrays else {}
-    run = CaseRun(label, str(status), outputs=[outs[str(i)] for i in range(len(outs))],
+    got = npzio.loads(arrays, "replay worker outputs") if arrays else {}
+    n_out = sum(1 for name in got if name.startswith("out"))
+    run = CaseRun(label, str(status), outputs=[_array(got, f"out{i}") for i in range(n_out)],
                   sim_s=float(header.get("sim_s", 0.0)), post_s=float(header.get("post_s", 0.0)),
                   wall_s=float(header.get("wall_s", 0.0)),
                   warnings=[w for w in header.get("warnings", []) if isinstance(w, dict)][:50],
                   error={k: v for k, v in dict(header.get("error") or {}).items() if k in ERROR_FIELDS})
     if status == "ok" and not run.outputs:
         raise WorkerFailed("an ok run without outputs")
+    n = header.get("n_instructions")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+        raise WorkerFailed(f"an instruction count of {n!r}")
+    run.n_instructions = n
+    marks = header.get("unwritten")
+    if marks is not None:
+        if not isinstance(marks, list) or len(marks) != n_out or not all(isinstance(m, bool) for m in marks):
+            raise WorkerFailed("unwritten masks that do not match the outputs")
+        run.unwritten = [_mask(got, i, run.outputs[i]) if m else None for i, m in enumerate(marks)]
     return run
+
+
+def _array(got: dict[str, Any], name: str) -> Any:
+    if name not in got:
+        raise WorkerFailed(f"an answer without {name}")
+    return got[name]
+
+
+def _mask(got: dict[str, Any], i: int, out: Any) -> Any:
+    m = _array(got, f"unwritten{i}")
+    if m.dtype != bool or m.size != out.size:
+        raise WorkerFailed(f"unwritten mask {i} is not a bool mask of its output's size")
+    return m

@@ -54,16 +54,24 @@ class TamperWatch:
         self.events: list[dict[str, Any]] = []
         self._busy = threading.local()
         self._files: dict[str, bool] = {}  # code file name -> whether it is the candidate's
+        #: event name -> its kind (``_kind``): the hook runs on every audited event (the simulator raises two per
+        #: instruction), and a lookup is cheaper than matching the prefixes each time
+        self._kinds: dict[str, int] = {}
 
     def install(self) -> None:
         sys.addaudithook(self._hook)
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
-        if event == "object.__getattr__" and args[1] in _HARMLESS_ATTRIBUTES:
-            return  # (the simulator reads the code of the frames it walks, about once per instruction)
-        outside = event.startswith(_OUTSIDE)
-        if not outside and not event.startswith(_INTROSPECTION) and event != "import":
+        kind = self._kinds.get(event)
+        if kind is None:
+            kind = _kind(event)
+            if len(self._kinds) < _KINDS_KEPT:
+                self._kinds[event] = kind
+        if kind == _IGNORED:
             return
+        if kind == _ATTRIBUTE_READ and args[1] in _HARMLESS_ATTRIBUTES:
+            return  # (the simulator reads the code of the frames it walks, about once per instruction)
+        outside = kind == _OUTSIDE_EVENT
         if getattr(self._busy, "on", False):
             return
         self._busy.on = True
@@ -98,6 +106,23 @@ class TamperWatch:
                 return None
             f = f.f_back
         return None
+
+
+#: the kinds of audit events: not watched; watched when the candidate's own line raised it; watched whenever the
+#: candidate's code is on the stack; an attribute read (watched, unless of a harmless attribute)
+_IGNORED, _INTROSPECTION_EVENT, _OUTSIDE_EVENT, _ATTRIBUTE_READ = range(4)
+#: event names whose kind is kept (code can raise events of any name with ``sys.audit``)
+_KINDS_KEPT = 4096
+
+
+def _kind(event: str) -> int:
+    if event == "object.__getattr__":
+        return _ATTRIBUTE_READ
+    if event.startswith(_OUTSIDE):
+        return _OUTSIDE_EVENT
+    if event.startswith(_INTROSPECTION) or event == "import":
+        return _INTROSPECTION_EVENT
+    return _IGNORED
 
 
 def _detail(args: tuple[Any, ...]) -> str:
