@@ -123,6 +123,19 @@ def test_the_workers_runs_are_the_judges_own(ready_worker, monkeypatch, dtype):
         np.testing.assert_allclose(run.outputs[0][:64].astype(np.float32), a[:64] - b[:64], rtol=1e-2, atol=1e-2)
 
 
+def test_a_busy_worker_is_not_sent_the_evidence_shapes_later_cases(ready_worker, monkeypatch):
+    """It would parse the program again only to start them after its queue, where the judge, with the program
+    parsed, replays them once its traced case is done."""
+    cases = _cases(3, evidence=True)
+    text = _text(cases[0].inputs["a"])
+    assert ready_worker.idle()  # (started, nothing queued or running)
+    monkeypatch.setattr(ready_worker, "idle", lambda: False)
+    runs = _replay_all(text, cases)
+    assert ready_worker.counts["answered"] == 0
+    for case, run in zip(cases, runs):
+        _same(run, executor.replay_case(Program.from_json(text), case, "trn2", SandboxLimits()))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_a_shape_without_the_evidence_case_is_replayed_whole_in_the_worker(ready_worker, monkeypatch, dtype):
     """Its first case traced there, the others taking that run's counts; the judge helps only with jobs not yet
@@ -286,6 +299,7 @@ def test_the_evidence_shapes_cases_are_not_offloaded_while_the_tracer_still_reco
     sent: list[str] = []
     w = replay_worker.ReplayWorker()
     monkeypatch.setattr(w, "submit", lambda text, case, *a, **kw: sent.append(case.label))
+    monkeypatch.setattr(w, "idle", lambda: True)
     monkeypatch.setattr(replay_worker, "worker", lambda: w)
 
     class Recording(_Stream):

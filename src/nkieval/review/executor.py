@@ -113,11 +113,13 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
         order = _traced_first(ks, cases)
         if not cases[order[0]].want_trace and in_worker.send(res["program"], order):
             continue
-        # Once the tracer has recorded every shape its core is free: the shape's later cases go to the replay
-        # worker now, before the judge parses the program (the worker parses it too, meanwhile); they are taken
-        # back if the program turns out not to be static (every case is then traced) or not to parse.
+        # Once the tracer has recorded every shape its core is free: if the replay worker is idle, the shape's
+        # later cases go to it now, before the judge parses the program (the worker parses it too, meanwhile);
+        # they are taken back if the program turns out not to be static (every case is then traced) or not to
+        # parse. A busy worker would parse the program again only to start them after its queue, where the judge,
+        # with the program parsed, replays them once its traced case is done.
         jobs = _offload(res["program"], [cases[k] for k in order[1:]], target, limits, group) \
-            if stream.all_traced() else {}
+            if stream.all_traced() and _worker_idle() else {}
         t_load = time.perf_counter()
         try:
             prog = PROGRAMS.get(res["program"])
@@ -273,6 +275,11 @@ def _offload(text: str, later: list[CaseJob], target: str, limits: SandboxLimits
     program = text.encode()  # (once for all the shape's cases)
     jobs = {c.label: w.submit(program, c, target, limits, group=group) for c in later if not c.want_trace}
     return {label: j for label, j in jobs.items() if j is not None}
+
+
+def _worker_idle() -> bool:
+    w = replay_worker.worker()
+    return w is not None and w.idle()
 
 
 def _take_back(jobs: dict[str, Job]) -> None:

@@ -113,6 +113,7 @@ class ReplayWorker:
         self.ready = threading.Event()
         #: jobs answered, jobs failed, worker processes started (for tests and benchmarks)
         self.counts = {"answered": 0, "failed": 0, "started": 0}
+        self._in_flight = False
 
     def submit(self, text: str | bytes, case: CaseJob, target: str, limits: SandboxLimits, *,
                mode: str = "untraced", group: Group | None = None) -> Job | None:
@@ -138,6 +139,11 @@ class ReplayWorker:
             self._cv.notify()
         return job
 
+    def idle(self) -> bool:
+        """Whether the worker is started and has no job queued or running."""
+        with self._cv:
+            return self.ready.is_set() and not self._in_flight and not self._jobs
+
     def start(self) -> None:
         """Start the worker process now (it takes jobs once its imports are done)."""
         with self._cv:
@@ -160,15 +166,18 @@ class ReplayWorker:
                 while not self._jobs:
                     self._cv.wait()
                 job = self._jobs.popleft()
-            if not job._send():
-                continue
+                if not job._send():
+                    continue
+                self._in_flight = True
             try:
                 run = self._exchange(job)
             except Exception as e:  # (the worker's fault, never the case's: the judge replays it)
                 self.counts["failed"] += 1
                 self._stop()
+                self._in_flight = False
                 job.future.set_exception(WorkerFailed(f"replay worker: {type(e).__name__}: {e}"))
                 continue
+            self._in_flight = False
             self.counts["answered"] += 1
             if run.status == "timeout" and job.group is not None and job.group.hung is None:
                 job.group.hung = run.label
