@@ -163,6 +163,29 @@ def test_a_shape_without_the_evidence_case_is_replayed_whole_in_the_worker(ready
         assert run.trace is None
 
 
+def test_a_whole_shapes_program_that_does_not_parse_fails_each_case_as_bad_program(ready_worker):
+    """The worker's parse failure is a worker fault; the judge parses the program itself and refuses it."""
+    cases = _cases(2)
+    runs = _replay_all("{not a program", cases)
+    assert [r.status for r in runs] == ["bad-program", "bad-program"]
+
+
+def test_a_worker_that_dies_during_a_whole_shape_leaves_its_cases_to_the_judge(ready_worker, monkeypatch):
+    cases = _cases(3)
+    text = _text(cases[0].inputs["a"])
+    real_exchange = ready_worker._exchange
+
+    def dying(job):
+        ready_worker._proc.kill()
+        return real_exchange(job)
+
+    monkeypatch.setattr(ready_worker, "_exchange", dying)
+    runs = _replay_all(text, cases)
+    assert ready_worker.counts["answered"] == 0 and ready_worker.counts["failed"] >= 1
+    for case, run in zip(cases, runs):
+        _same(run, executor.replay_case(Program.from_json(text), case, "trn2", SandboxLimits()))
+
+
 def test_auto_cases_take_the_counts_of_the_workers_traced_run(monkeypatch):
     """In the worker's process: an ``auto`` case of a static program replays without a trace once a traced run of
     it passed there, and has that run's instruction count and unwritten masks."""
