@@ -62,8 +62,8 @@ writes each full review's report (timings left out) as JSON, ``--check-reports D
 a run saved there (e.g. a run of an older checkout): the same verdicts, scores, levels and findings.
 
 With ``--compare-search`` every candidate is also reviewed by the judge as it was before the cause search proved
-loop-bound mutations endless without running them and before the numerics binned z by a table lookup (mode
-``before-search``); the run ends as with ``--compare-judge``.
+loop-bound mutations endless without running them, the envelope's magnitude bands were folded by one sort and the
+numerics binned z by a table lookup (mode ``before-search``); the run ends as with ``--compare-judge``.
 
 Every run ends with the warm review's wall time over its simulation, and the harness CPU per review, per role and
 per round (the first round: candidates not reviewed before; later rounds: the same candidates again).
@@ -287,21 +287,39 @@ def judge_mode(mode: str) -> Iterator[None]:
          perf_params._DEFAULTS, perf_estimate._PROVENANCE, compiler.run_passes) = saved
 
 
+def _fold_bands_before(bands: dict[int, dict[str, Any]], g: Any, env: Any, obs: Any, gpu_err: Any,
+                       port_err: Any) -> None:
+    """``differential._fold_bands`` as it was before its one sort (mode "before-search"): a pass per band."""
+    import numpy as np
+
+    _, exps = np.frexp(g)
+    exps = np.where(g == 0, differential.ZERO_BAND, exps)
+    for x in np.unique(exps):
+        sel = exps == x
+        b = bands.setdefault(int(x), {"exponent": int(x), "elements": 0, "envelope": 0.0, "observed": 0.0,
+                                      "gpu_error": 0.0, "port_error": 0.0})
+        b["elements"] += int(sel.sum())
+        for key, values in (("envelope", env), ("observed", obs), ("gpu_error", gpu_err), ("port_error", port_err)):
+            b[key] = max(b[key], float(values[sel].max()))
+
+
 @contextmanager
 def search_mode(mode: str) -> Iterator[None]:
-    """In mode "before-search", the cause search and the numerics' z histogram as they were before
-    ``review/stages/endless_loops.py`` and the z-bin lookup: every loop-bound mutation run (an endless one until
-    its limit), every z bin through log10."""
+    """In mode "before-search", the cause search, the envelope's bands and the numerics' z histogram as they were
+    before ``review/stages/endless_loops.py``, the bands' one sort and the z-bin lookup: every loop-bound mutation
+    run (an endless one until its limit), a pass per magnitude band, every z bin through log10. Not undone: the
+    envelope's differences computed once per pivot."""
     if mode != "before-search":
         yield
         return
-    saved = mutation_causes.never_ends, numerics_stream._z_bins
+    saved = mutation_causes.never_ends, numerics_stream._z_bins, differential._fold_bands
     mutation_causes.never_ends = lambda text, m: False  # type: ignore[assignment]
     numerics_stream._z_bins = numerics_stream._z_bins_log10  # type: ignore[assignment]
+    differential._fold_bands = _fold_bands_before  # type: ignore[assignment]
     try:
         yield
     finally:
-        mutation_causes.never_ends, numerics_stream._z_bins = saved  # type: ignore[assignment]
+        mutation_causes.never_ends, numerics_stream._z_bins, differential._fold_bands = saved  # type: ignore
 
 
 class ThreadClocks:
@@ -581,9 +599,9 @@ def main() -> None:
                     help="also run the judge as it was before its candidate-dependent work was trimmed (mode "
                          "before-judge) and compare wall / simulation, harness CPU and every report")
     ap.add_argument("--compare-search", action="store_true",
-                    help="also run the cause search and z histogram as they were before the endless-loop proof and "
-                         "the z-bin lookup (mode before-search) and compare wall / simulation, harness CPU and "
-                         "every report")
+                    help="also run the cause search, the envelope's bands and the z histogram as they were before "
+                         "the endless-loop proof, the bands' sort and the z-bin lookup (mode before-search) and "
+                         "compare wall / simulation, harness CPU and every report")
     ap.add_argument("--save-reports", type=Path, default=None,
                     help="write each full review's report (timings left out) as JSON into this folder")
     ap.add_argument("--check-reports", type=Path, default=None,
