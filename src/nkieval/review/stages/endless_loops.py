@@ -50,10 +50,7 @@ def never_ends(text: str, m: Any) -> bool:
     if bound is None or parsed is None:
         return False
     root, functions = parsed
-    node = root.descendant_for_byte_range(m.start, m.end)
-    while node is not None and (node.start_byte, node.end_byte) == (m.start, m.end) and \
-            node.parent is not None and node.parent.type == "parenthesized_expression":
-        node = node.parent
+    node = root.descendant_for_byte_range(m.start, m.end)  # (the smallest node spanning the mutated bytes)
     cond = node.parent if node is not None else None
     loop = cond.parent if cond is not None else None
     if node is None or (node.start_byte, node.end_byte) != (m.start, m.end) or cond is None or loop is None \
