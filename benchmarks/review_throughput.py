@@ -61,6 +61,10 @@ and checks that every review's JSON report (all but its timings) is the same in 
 writes each full review's report (timings left out) as JSON, ``--check-reports DIR`` compares each with the one
 a run saved there (e.g. a run of an older checkout): the same verdicts, scores, levels and findings.
 
+With ``--compare-search`` every candidate is also reviewed by the judge as it was before the cause search proved
+loop-bound mutations endless without running them, the envelope's magnitude bands were folded by one sort and the
+numerics binned z by a table lookup (mode ``before-search``); the run ends as with ``--compare-judge``.
+
 Every run ends with the warm review's wall time over its simulation, and the harness CPU per review, per role and
 per round (the first round: candidates not reviewed before; later rounds: the same candidates again).
 """
@@ -78,6 +82,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import nkieval.numerics.stream as numerics_stream
 import nkieval.perf.params as perf_params
 from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE, CaseData
@@ -145,7 +150,7 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
 #: reward call without feedback runs) and the pipeline before trace-then-execute
 MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False},
                                      "before": {}, "before-kept": {}, "unkept": {}, "before-judge": {},
-                                     "no-replay-worker": {}}
+                                     "no-replay-worker": {}, "before-search": {}}
 #: mode "before" is the full review as the judge ran it before CUDA runs that timed out were kept as such
 #: (``CaseData.timed_out_within``): each review paid for the same timeout again. Mode "before-kept" is the full
 #: review as the judge ran it before the cause search's runs were kept by ``review/stages/kept_runs.py``: a
@@ -282,6 +287,41 @@ def judge_mode(mode: str) -> Iterator[None]:
          perf_params._DEFAULTS, perf_estimate._PROVENANCE, compiler.run_passes) = saved
 
 
+def _fold_bands_before(bands: dict[int, dict[str, Any]], g: Any, env: Any, obs: Any, gpu_err: Any,
+                       port_err: Any) -> None:
+    """``differential._fold_bands`` as it was before its one sort (mode "before-search"): a pass per band."""
+    import numpy as np
+
+    _, exps = np.frexp(g)
+    exps = np.where(g == 0, differential.ZERO_BAND, exps)
+    for x in np.unique(exps):
+        sel = exps == x
+        b = bands.setdefault(int(x), {"exponent": int(x), "elements": 0, "envelope": 0.0, "observed": 0.0,
+                                      "gpu_error": 0.0, "port_error": 0.0})
+        b["elements"] += int(sel.sum())
+        for key, values in (("envelope", env), ("observed", obs), ("gpu_error", gpu_err), ("port_error", port_err)):
+            b[key] = max(b[key], float(values[sel].max()))
+
+
+@contextmanager
+def search_mode(mode: str) -> Iterator[None]:
+    """In mode "before-search", the cause search, the envelope's bands and the numerics' z histogram as they were
+    before ``review/stages/endless_loops.py``, the bands' one sort and the z-bin lookup: every loop-bound mutation
+    run (an endless one until its limit), a pass per magnitude band, every z bin through log10. Not undone: the
+    envelope's differences computed once per pivot."""
+    if mode != "before-search":
+        yield
+        return
+    saved = mutation_causes.never_ends, numerics_stream._z_bins, differential._fold_bands
+    mutation_causes.never_ends = lambda text, m: False  # type: ignore[assignment]
+    numerics_stream._z_bins = numerics_stream._z_bins_log10  # type: ignore[assignment]
+    differential._fold_bands = _fold_bands_before  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        mutation_causes.never_ends, numerics_stream._z_bins, differential._fold_bands = saved  # type: ignore
+
+
 class ThreadClocks:
     """CPU seconds the judge's process spends in a few of its parts, as the thread CPU of each call summed over
     threads (on any load): ``replay``, the simulator's ``run_kernel`` replaying a program (the cases, the evidence
@@ -406,7 +446,7 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     k0 = CLOCKS.snapshot() if CLOCKS is not None else {}
                     c0, w0 = time.process_time(), time.perf_counter()
                     with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), judge_mode(mode), \
-                            _replay_worker(mode != "no-replay-worker"):
+                            _replay_worker(mode != "no-replay-worker"), search_mode(mode):
                         r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     parts = {k: v - k0[k] for k, v in CLOCKS.snapshot().items()} if CLOCKS is not None else {}
@@ -558,6 +598,10 @@ def main() -> None:
     ap.add_argument("--compare-judge", action="store_true",
                     help="also run the judge as it was before its candidate-dependent work was trimmed (mode "
                          "before-judge) and compare wall / simulation, harness CPU and every report")
+    ap.add_argument("--compare-search", action="store_true",
+                    help="also run the cause search, the envelope's bands and the z histogram as they were before "
+                         "the endless-loop proof, the bands' sort and the z-bin lookup (mode before-search) and "
+                         "compare wall / simulation, harness CPU and every report")
     ap.add_argument("--save-reports", type=Path, default=None,
                     help="write each full review's report (timings left out) as JSON into this folder")
     ap.add_argument("--check-reports", type=Path, default=None,
@@ -580,7 +624,8 @@ def main() -> None:
     modes = ("full", *(("brief",) if args.compare_brief else ()), *(("before",) if args.compare_before else ()),
              *(("before-kept", "unkept") if args.compare_kept else ()),
              *(("untrusted",) if args.compare_untrusted else ()), *(("before-judge",) if args.compare_judge else ()),
-             *(("no-replay-worker",) if args.compare_replay_worker else ()))
+             *(("no-replay-worker",) if args.compare_replay_worker else ()),
+             *(("before-search",) if args.compare_search else ()))
     reports: dict[str, dict[str, Any]] = {}
     res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))),
                reports=reports)
@@ -610,6 +655,10 @@ def main() -> None:
         _brief_vs_full(res, "before-judge", "full")
         _per_round(res["before-judge"][0])
         _same_reports(res, "before-judge", "full")
+    if args.compare_search:
+        _brief_vs_full(res, "before-search", "full")
+        _per_round(res["before-search"][0])
+        _same_reports(res, "before-search", "full")
     print("\nmode full:", end="")
     _per_round(rows)
     if args.save_reports is not None:

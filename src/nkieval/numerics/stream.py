@@ -4,6 +4,7 @@ blocks of one output (:class:`_Stream`)."""
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Callable
@@ -30,8 +31,9 @@ _Z_EDGES = np.concatenate([[0.0], 10.0 ** np.linspace(-4, 7, 221)])
 _S_EDGES = np.linspace(-20.0, 20.0, 81)
 
 
-def _z_bins(z: np.ndarray, overwrite: bool = False) -> np.ndarray:
-    """Index into _Z_EDGES (0, then 10^-4 … 10^7 in 220 log steps) without a search.
+def _z_bins_log10(z: np.ndarray, overwrite: bool = False) -> np.ndarray:
+    """Index into _Z_EDGES (0, then 10^-4 … 10^7 in 220 log steps) without a search: the definition,
+    ``floor(20 (log10 z + 4))`` clipped to [-1, 220], plus 1, in float64.
 
     ``overwrite``: ``z`` (float64, no longer needed) is used as the work buffer and the int64
     bins come back in its memory: the same operations on the same values, without the two fresh
@@ -48,6 +50,84 @@ def _z_bins(z: np.ndarray, overwrite: bool = False) -> np.ndarray:
     b += 1
     # z <= 0 needs no fix-up: max(z, 1e-300) makes t = -5920 there, clipped to -1, so b = 0 already
     return b
+
+
+#: bits of a float64 below its lookup key (sign, exponent and the mantissa's top 4 bits: 16 bits)
+_Z_KEY_SHIFT = np.uint64(48)
+
+
+@dataclass(frozen=True)
+class _ZTable:
+    """:func:`_z_bins_log10` as a table lookup: per 16-bit key, the bin of the key's smallest value (``low``)
+    and the one threshold inside the key's range where the bin steps up by one (``step``; NaN: none)."""
+
+    low: np.ndarray
+    step: np.ndarray
+
+
+def _z_thresholds() -> np.ndarray:
+    """The smallest float64 of each bin 1..221 under :func:`_z_bins_log10`, by bisection over the bit patterns
+    of the non-negative floats (which order as the values do)."""
+    k = np.arange(1, len(_Z_EDGES), dtype=np.int64)
+    lo = np.zeros(k.size, np.int64)  # 0.0: bin 0
+    hi = np.full(k.size, np.float64(np.inf).view(np.int64), np.int64)  # inf: the last bin
+    while np.any(hi - lo > 1):
+        mid = lo + (hi - lo) // 2
+        up = _z_bins_log10(mid.view(np.float64).copy()) >= k
+        hi, lo = np.where(up, mid, hi), np.where(up, lo, mid)
+    return hi.view(np.float64)
+
+
+@functools.lru_cache(maxsize=1)
+def _z_table() -> _ZTable | None:
+    """The lookup of :func:`_z_bins`, checked against :func:`_z_bins_log10` at every key's ends and within 64
+    ulps of every threshold; None (the log10 path) if any value differs.
+
+    Why a table is exact: the definition is a non-decreasing step function of z (log10, the float additions
+    and products, floor and clip are each non-decreasing), so it is fixed by its 221 thresholds. A key's range
+    spans a factor of at most 1 + 2^-4 and consecutive thresholds a factor of 10^(1/20) = 1.12, so a key's range
+    holds at most one. The check covers where a log10 that is not monotone within an ulp or two could break
+    that (next to a threshold), on this machine's log10 itself."""
+    edges = _z_thresholds()
+    if np.any(np.diff(edges) <= 0):
+        return None
+    keys = np.arange(1 << 16, dtype=np.uint64)
+    first = (keys << _Z_KEY_SHIFT).view(np.float64)  # each key's smallest value (key 0x7FF0: inf; above: NaN)
+    with np.errstate(invalid="ignore"):  # (the keys of NaNs have NaN ends)
+        last = np.nextafter((np.minimum(keys + np.uint64(1), np.uint64(0xFFFF)) << _Z_KEY_SHIFT).view(np.float64),
+                            -np.inf)
+    positive = keys < 0x8000
+    low = np.zeros(keys.size, np.int64)  # negative values: bin 0, as max(z, 1e-300) makes them
+    low[positive] = _z_bins_log10(np.where(np.isnan(first[positive]), np.inf, first[positive]))
+    nxt = np.searchsorted(edges, first[positive], side="right")  # the first threshold above the key's start
+    inside = np.where(nxt < edges.size, edges[np.minimum(nxt, edges.size - 1)], np.nan)
+    inside[~(inside <= np.where(np.isnan(last[positive]), np.inf, last[positive]))] = np.nan
+    step = np.full(keys.size, np.nan)
+    step[positive] = inside
+    table = _ZTable(low, step)
+    near = (edges.view(np.int64)[:, None] + np.arange(-64, 65, dtype=np.int64)[None, :]).reshape(-1)
+    probe = np.concatenate([near.view(np.float64), first[positive], last[positive]])
+    probe = probe[np.isfinite(probe) | np.isposinf(probe)]
+    return table if np.array_equal(_lookup(table, probe), _z_bins_log10(probe.copy())) else None
+
+
+def _lookup(table: _ZTable, z: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    key = np.right_shift(z.view(np.uint64), _Z_KEY_SHIFT).view(np.int64)
+    up = z >= table.step.take(key)
+    b = table.low.take(key, out=out)
+    b += up
+    return b
+
+
+def _z_bins(z: np.ndarray, overwrite: bool = False) -> np.ndarray:
+    """:func:`_z_bins_log10`, bit for bit on every value but NaN (which the log10 path cannot bin), by a table
+    lookup (:func:`_z_table`): two reads of small tables and a comparison per element instead of a log10.
+
+    ``overwrite``: the bins come back in ``z``'s memory (it is not needed after this)."""
+    table = _z_table()
+    if table is None or z.dtype != np.float64 or not z.flags.c_contiguous:
+        return _z_bins_log10(z, overwrite)
+    return _lookup(table, z, out=z.view(np.int64) if overwrite else None)
 
 
 def _ratio(e: np.ndarray, tau: np.ndarray, mask: np.ndarray | None) -> np.ndarray:

@@ -347,19 +347,23 @@ def _envelope(gpu: list[np.ndarray], port: list[np.ndarray], pivots: list[list[n
             continue
         g = np.asarray(gpu[k], np.float64).reshape(-1)
         p = np.asarray(port[k], np.float64).reshape(-1)
+        both = np.isfinite(g) & np.isfinite(p)
         best, per_elem, parts = None, None, None
         for pivot in pivots:
             rf = np.asarray(pivot[k], np.float64).reshape(-1) if k < len(pivot) else None
             if rf is None or rf.size != g.size:
                 continue
-            fin = np.isfinite(g) & np.isfinite(p) & np.isfinite(rf)
-            if not fin.any():
+            fin = both & np.isfinite(rf)
+            every = bool(fin.all())  # (the common case: no mask to apply, each difference computed once)
+            if not every and not fin.any():
                 continue
-            g_err, p_err = np.where(fin, np.abs(g - rf), np.nan), np.where(fin, np.abs(p - rf), np.nan)
+            d_g, d_p = np.abs(g - rf), np.abs(p - rf)
+            g_err, p_err = (d_g, d_p) if every else (np.where(fin, d_g, np.nan), np.where(fin, d_p, np.nan))
             e = g_err + p_err
-            env = float(np.abs(g - rf)[fin].max() + np.abs(p - rf)[fin].max())
-            obs = float(np.abs(g - p)[fin].max())
-            best = (env, obs) if best is None or env < best[0] else best
+            env = float(d_g.max() + d_p.max()) if every else float(d_g[fin].max() + d_p[fin].max())
+            if best is None or env < best[0]:
+                obs = float(np.abs(g - p).max() if every else np.abs(g - p)[fin].max())
+                best = (env, obs)
             # (per element the tighter pivot, and each side's error against it; NaN where no pivot is finite)
             take = np.isfinite(e) & ~(per_elem < e) if per_elem is not None else np.isfinite(e)
             per_elem = e if per_elem is None else np.where(take, e, per_elem)
@@ -372,7 +376,10 @@ def _envelope(gpu: list[np.ndarray], port: list[np.ndarray], pivots: list[list[n
         rec["observed"] = max(rec.get("observed") or 0.0, best[1])
         bands = {b["exponent"]: b for b in rec.get("envelope_bands") or []}
         fin = np.isfinite(per_elem)
-        _fold_bands(bands, g[fin], per_elem[fin], np.abs(g - p)[fin], parts[0][fin], parts[1][fin])
+        if fin.all():
+            _fold_bands(bands, g, per_elem, np.abs(g - p), parts[0], parts[1])
+        else:
+            _fold_bands(bands, g[fin], per_elem[fin], np.abs(g - p)[fin], parts[0][fin], parts[1][fin])
         rec["envelope_bands"] = [bands[x] for x in sorted(bands)]
         rec["envelope"] = _band_summary(rec["envelope_bands"])
         span = _differing_span(rec["envelope_bands"]) or rec["envelope_bands"]
@@ -390,15 +397,24 @@ def _fold_bands(bands: dict[int, dict[str, Any]], g: np.ndarray, env: np.ndarray
                 gpu_err: np.ndarray, port_err: np.ndarray) -> None:
     """Fold elements into the magnitude bands: band x holds the GPU outputs with 2**(x-1) <= |g| < 2**x (0 apart),
     with the largest per-element envelope, observed difference and each side's error in it, and its count."""
+    if not g.size:
+        return
+    # (one stable sort of the band numbers, radix on int16, then each band's maxima by one reduction: the same
+    # maxima as a pass per band, in a pass per quantity)
     _, exps = np.frexp(g)
-    exps = np.where(g == 0, ZERO_BAND, exps)
-    for x in np.unique(exps):
-        sel = exps == x
-        b = bands.setdefault(int(x), {"exponent": int(x), "elements": 0, "envelope": 0.0, "observed": 0.0,
-                                      "gpu_error": 0.0, "port_error": 0.0})
-        b["elements"] += int(sel.sum())
-        for key, values in (("envelope", env), ("observed", obs), ("gpu_error", gpu_err), ("port_error", port_err)):
-            b[key] = max(b[key], float(values[sel].max()))
+    exps = np.where(g == 0, ZERO_BAND, exps).astype(np.int16)
+    order = np.argsort(exps, kind="stable")
+    ordered = exps[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    counts = np.diff(np.append(starts, ordered.size))
+    tops = {key: np.maximum.reduceat(values[order], starts) for key, values in
+            (("envelope", env), ("observed", obs), ("gpu_error", gpu_err), ("port_error", port_err))}
+    for i, x in enumerate(ordered[starts].tolist()):
+        b = bands.setdefault(x, {"exponent": x, "elements": 0, "envelope": 0.0, "observed": 0.0,
+                                 "gpu_error": 0.0, "port_error": 0.0})
+        b["elements"] += int(counts[i])
+        for key, top in tops.items():
+            b[key] = max(b[key], float(top[i]))
 
 
 def _differing_span(bands: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.review.cache import task_fingerprint
+from nkieval.review.stages.endless_loops import never_ends
 from nkieval.review.stages.kept_runs import KeptRuns, kept_cuda_run, store_for
 from nkieval.review.stages.kept_runs import inputs_digest as _digest
 
@@ -296,6 +297,10 @@ class _Search:
         """(max ratio per output, the runs' labels) when the mutation reproduces the port on both runs."""
         task, idx, names = self.task, self.idx, self.names
         label, dims, inputs, _gpu, port = self.first
+        if never_ends(self.text, m):  # (what its run gives: a timeout charged its limit, or a rejection)
+            self.spent += self._limit()
+            self.last_ran = False
+            return None
         mutated = m.apply(self.text)
         g2, took = _run_mutant(task, self.store, self.fingerprint, inputs, self.digest, dims, mutated,
                                self._limit())
