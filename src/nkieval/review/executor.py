@@ -161,8 +161,9 @@ class _InWorker:
         for i, k in enumerate(order):
             job = w.submit(program, self.cases[k], self.target, self.limits, mode="auto" if i else "traced",
                            group=self.group)
-            if job is None:
-                _take_back({str(n): j for n, (_, j, _) in enumerate(sent)})
+            if job is None:  # (no worker after all: the judge replays the shape, and these are never sent)
+                for _, j, _ in sent:
+                    j.take_back()
                 return False
             sent.append((k, job, shape))
         self.pending.extend(sent)
