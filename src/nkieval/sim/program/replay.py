@@ -91,13 +91,16 @@ class _Const:
 _ATOMS = frozenset({type(None), bool, int, float, str})
 
 
+_NONE = _Const(None)
+
+
 def compile_value(x: Any, depth: int = 0) -> Getter:
     """The getter of an encoded value; every name is looked up and every number checked here."""
     if depth > MAX_DEPTH:
         raise ProgramError("value nested too deeply", rule="program-format")
     cls = type(x)
     if cls in _ATOMS:  # (the common cases first: numbers, then views)
-        return _Const(x)
+        return _Const(x) if x is not None else _NONE
     if cls is dict and len(x) == 1:
         for k, v in x.items():
             if k == "T":
@@ -272,11 +275,17 @@ def _geometry(dname: str, sname: str, off: int, shape: tuple[int, ...], strides:
     return _Geometry(dname, sname, off, shape, strides)
 
 
-@functools.lru_cache(maxsize=1 << 14)
 def _view(aid: int, g: _Geometry) -> _View:
     """The views of a program repeat (every iteration of a loop names the same ones): one object per distinct
-    view (a view holds no run's memory, so programs can share them)."""
-    return _View(aid, g)
+    view in the program being compiled (a view holds no run's memory)."""
+    views = getattr(_COMPILING, "views", None)
+    if views is None:  # (a value compiled outside a program)
+        return _View(aid, g)
+    key = (aid, g)
+    v = views.get(key)
+    if v is None:
+        v = views[key] = _View(aid, g)
+    return v
 
 
 def _compile_remade_view(v: Any, depth: int) -> Getter:
@@ -346,39 +355,76 @@ def _compile_instruction(ev: list[Any]) -> Step:
     kw = _compile_kwargs(kwargs, name)
     if not isinstance(args, list):
         raise ProgramError(f"bad arguments of {name}", rule="program-format")
-
     if args or ret is not None or type(loop_frames) is not tuple:
-        def step(st: _State) -> None:
-            force_location(frame)
-            st.ctx._loops_tuple = loop_frames if type(loop_frames) is tuple else st.loops(loop_frames)
-            result = fn(*a(st), **kw(st))
-            if ret is not None:
-                st.bind(ret, result)
+        return _Instruction(fn, frame, loop_frames, a, kw, ret)
+    return _KeywordInstruction(fn, frame, loop_frames, kw)
 
-        return step
 
-    def keywords_only(st: _State) -> None:  # (most instructions: keyword operands, no result, no device loop)
-        force_location(frame)
-        st.ctx._loops_tuple = loop_frames
-        fn(**kw(st))
+# A compiled program is tens of thousands of steps kept for every replay of its shape: each step is one slotted
+# object (a closure would be a function, a cell per name it uses and their tuple, all walked by the collector).
+class _Instruction:
+    """An instruction event: its function called with the decoded operands at its kernel line."""
 
-    return keywords_only
+    __slots__ = ("a", "fn", "frame", "kw", "loops", "ret")
+
+    def __init__(self, fn: Any, frame: Any, loops: Any, a: Getter, kw: Getter, ret: Any) -> None:
+        self.fn, self.frame, self.loops, self.a, self.kw, self.ret = fn, frame, loops, a, kw, ret
+
+    def __call__(self, st: _State) -> None:
+        force_location(self.frame)
+        loops = self.loops
+        st.ctx._loops_tuple = loops if type(loops) is tuple else st.loops(loops)
+        result = self.fn(*self.a(st), **self.kw(st))
+        if self.ret is not None:
+            st.bind(self.ret, result)
+
+
+class _KeywordInstruction:
+    """Most instructions: keyword operands, no result to name, no device loop around them."""
+
+    __slots__ = ("fn", "frame", "kw", "loops")
+
+    def __init__(self, fn: Any, frame: Any, loops: tuple[Any, ...], kw: Getter) -> None:
+        self.fn, self.frame, self.loops, self.kw = fn, frame, loops, kw
+
+    def __call__(self, st: _State) -> None:
+        force_location(self.frame)
+        st.ctx._loops_tuple = self.loops
+        self.fn(**self.kw(st))
 
 
 def _compile_kwargs(kwargs: Any, name: str) -> Getter:
     """Keyword arguments: ``{"d": [[name, value], ...]}`` with names that are strings."""
     if not isinstance(kwargs, dict) or set(kwargs) != {"d"}:
         raise ProgramError(f"bad arguments of {name}", rule="program-format")
-    getters = []
+    template: dict[str, Any] = {}
+    dynamic = []
     for e in _list(kwargs["d"]):
         if type(e) is not list or len(e) != 2 or type(e[0]) is not str:
             if not isinstance(_list(e, 2)[0], str):
                 raise ProgramError(f"bad arguments of {name}", rule="program-format")
-        getters.append((e[0], compile_value(e[1], 1)))
-    if all(type(g) is _Const for _, g in getters):
-        consts = {k: g.value for k, g in getters}  # type: ignore[attr-defined]
-        return lambda st: dict(consts)
-    return lambda st: {k: g(st) for k, g in getters}
+        k, g = e[0], compile_value(e[1], 1)
+        if type(g) is _Const:
+            template[k] = g.value
+        else:
+            template[k] = None  # (its place, so the keywords keep their recorded order)
+            dynamic.append((k, g))
+    return _Keywords(template, tuple(dynamic))
+
+
+class _Keywords:
+    """Keyword arguments: the constant ones kept as a dict copied per call, the others decoded into it."""
+
+    __slots__ = ("dynamic", "template")
+
+    def __init__(self, template: dict[str, Any], dynamic: tuple[tuple[str, Getter], ...]) -> None:
+        self.template, self.dynamic = template, dynamic
+
+    def __call__(self, st: _State) -> dict[str, Any]:
+        d = self.template.copy()
+        for k, g in self.dynamic:
+            d[k] = g(st)
+        return d
 
 
 def _compile_loops(loops: Any) -> Any:
@@ -399,37 +445,52 @@ def _compile_allocation(ev: list[Any]) -> Step:
     shape = tuple(_int(n) for n in _list(shape))
     if len(shape) > MAX_RANK or math.prod(shape) > MAX_ALLOC_ELEMENTS:
         raise ProgramError(f"allocation {list(shape)} is too large", rule="program-bounds")
-    aid = _int(aid)
-    frame = _frame(loc)
     d = _lookup(NKI_DTYPES, dname, "dtype")
     buf = _lookup(BUFFERS, bname, "buffer")
     address = None if addr is None else tuple(_int(x) for x in _list(addr, 2))
-    fill_value = compile_value(fill)
-    note = fill is not None and not buf.on_chip
+    return _Allocation(_int(aid), shape, d, buf, str(name), address, compile_value(fill), str(instr), _frame(loc),
+                       fill is not None and not buf.on_chip)
 
-    def step(st: _State) -> None:
-        force_location(frame)
-        t = allocate(shape, d, buf, str(name), address, instruction=str(instr), fill=fill_value(st))
-        if note:
+
+class _Allocation:
+    """An allocation event: ``allocate`` at its kernel line, the new allocation named by its program id."""
+
+    __slots__ = ("address", "aid", "buf", "d", "fill", "frame", "instr", "name", "note", "shape")
+
+    def __init__(self, aid: int, shape: tuple[int, ...], d: Any, buf: Any, name: str, address: Any, fill: Getter,
+                 instr: str, frame: Any, note: bool) -> None:
+        self.aid, self.shape, self.d, self.buf, self.name, self.address = aid, shape, d, buf, name, address
+        self.fill, self.instr, self.frame, self.note = fill, instr, frame, note
+
+    def __call__(self, st: _State) -> None:
+        force_location(self.frame)
+        t = allocate(self.shape, self.d, self.buf, self.name, self.address, instruction=self.instr,
+                     fill=self.fill(st))
+        if self.note:
             from nkieval.sim.isa.core import note_write
 
             note_write(t.alloc)
-        st.allocs[aid] = t.alloc
-
-    return step
+        st.allocs[self.aid] = t.alloc
 
 
 def _compile_free(ev: list[Any]) -> Step:
     _, aid = _list(ev, 2)
-    aid = _int(aid)
+    return _Free(_int(aid))
 
-    def step(st: _State) -> None:
-        a = st.allocs.pop(aid, None)
+
+class _Free:
+    """A free event: the allocation's block released where the kernel dropped its last view."""
+
+    __slots__ = ("aid",)
+
+    def __init__(self, aid: int) -> None:
+        self.aid = aid
+
+    def __call__(self, st: _State) -> None:
+        a = st.allocs.pop(self.aid, None)
         release = getattr(a, "release", None)
         if release is not None:
             release()
-
-    return step
 
 
 def _compile_scalar(ev: list[Any]) -> Step:
@@ -602,12 +663,16 @@ class _Compiled:
     def __init__(self, program: Program) -> None:
         self.bodies = []
         _COMPILING.dynamic = False
-        for body in program.programs:
-            args = [None if a is None else _int(a) for a in body.args]
-            if not isinstance(body.kwargs, dict):
-                raise ProgramError("bad keyword argument ids", rule="program-format")
-            kwargs = {str(k): None if a is None else _int(a) for k, a in body.kwargs.items()}
-            self.bodies.append((args, kwargs, compile_events(_list(body.events)), compile_value(body.ret)))
+        _COMPILING.views = {}
+        try:
+            for body in program.programs:
+                args = [None if a is None else _int(a) for a in body.args]
+                if not isinstance(body.kwargs, dict):
+                    raise ProgramError("bad keyword argument ids", rule="program-format")
+                kwargs = {str(k): None if a is None else _int(a) for k, a in body.kwargs.items()}
+                self.bodies.append((args, kwargs, compile_events(_list(body.events)), compile_value(body.ret)))
+        finally:
+            _COMPILING.views = None
         self.static = not _COMPILING.dynamic
 
 
