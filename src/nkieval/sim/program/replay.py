@@ -717,10 +717,18 @@ def compile_program(program: Program) -> _Compiled:
 
     done = program.__dict__.get("_compiled")
     if done is None:
-        validate(program)
-        with no_gc():  # (tens of thousands of small objects, no cycles: collections would only walk them)
-            done = program.__dict__["_compiled"] = _Compiled(program)
+        with _COMPILE_LOCK:  # (one compile per program: a second would find its events released)
+            done = program.__dict__.get("_compiled")
+            if done is None:
+                validate(program)
+                with no_gc():  # (tens of thousands of small objects, no cycles: collections would only walk them)
+                    done = _Compiled(program)
+                    program.__dict__["_compiled"] = done
+                    program.release_events()  # (a parsed program: replays need only the compiled steps)
     return done
+
+
+_COMPILE_LOCK = threading.Lock()
 
 
 def is_static(program: Program) -> bool:
