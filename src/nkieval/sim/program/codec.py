@@ -131,7 +131,8 @@ class Program:
                "n_events": self.n_events,
                "programs": [{"args": p.args, "kwargs": p.kwargs, "events": p.events, "ret": p.ret}
                             for p in self.programs]}
-        return json.dumps(doc, separators=(",", ":"), allow_nan=False)
+        # (no cycle check: the recorder builds every container afresh and bounds their depth)
+        return json.dumps(doc, separators=(",", ":"), allow_nan=False, check_circular=False)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Program:
