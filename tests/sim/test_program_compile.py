@@ -125,3 +125,22 @@ def test_threads_compiling_one_program_share_one_compile():
         t.join()
     assert len(got) == 4 and all(c is got[0] for c in got)
     assert sum(len(steps) for _, _, steps, _ in got[0].bodies) == prog.n_events
+
+
+def test_a_keyword_given_twice_takes_its_last_value_as_a_dict_display_does():
+    """A tampered program may name a keyword twice; its decoder keeps the last value (as the JSON object of the
+    same pairs would), whether the earlier one is a view and the later a constant or the other way round."""
+    from nkieval.sim.errors import NkiValidationError
+
+    doc = _doc()
+    first = next(ev for ev in doc["programs"][0]["events"] if ev[0] == "i")
+    pairs = first[3]["d"]
+    dst = next(v for k, v in pairs if k == "dst")
+    pairs.insert(0, ["dst", 5])  # (a constant, overridden by the view after it)
+    a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    np.testing.assert_array_equal(_replay(doc), a)
+    pairs.append(["dst", 5])  # (now the constant comes last: the instruction gets it, and refuses it)
+    with pytest.raises(NkiValidationError):
+        _replay(doc)
+    pairs[-1] = ["dst", dst]
+    np.testing.assert_array_equal(_replay(doc), a)

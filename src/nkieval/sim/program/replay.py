@@ -397,13 +397,15 @@ def _compile_kwargs(kwargs: Any, name: str) -> Getter:
     """Keyword arguments: ``{"d": [[name, value], ...]}`` with names that are strings."""
     if not isinstance(kwargs, dict) or set(kwargs) != {"d"}:
         raise ProgramError(f"bad arguments of {name}", rule="program-format")
-    template: dict[str, Any] = {}
-    dynamic = []
+    getters: dict[str, Getter] = {}  # (a name given twice: its first place, its last value, as a dict display)
     for e in _list(kwargs["d"]):
         if type(e) is not list or len(e) != 2 or type(e[0]) is not str:
             if not isinstance(_list(e, 2)[0], str):
                 raise ProgramError(f"bad arguments of {name}", rule="program-format")
-        k, g = e[0], compile_value(e[1], 1)
+        getters[e[0]] = compile_value(e[1], 1)
+    template: dict[str, Any] = {}
+    dynamic = []
+    for k, g in getters.items():
         if type(g) is _Const:
             template[k] = g.value
         else:
