@@ -192,8 +192,10 @@ class SimContext:
                     address=start, partition_offset=a.partition_offset, bytes_per_partition=size,
                     site=a.site, program=self.program_id, alloc_seq=tr.next_seq(),
                     fixed_address=a.fixed_address)
-                tr.peak_sbuf_bytes = max(tr.peak_sbuf_bytes, self.sbuf.peak_bytes)
-                tr.peak_psum_bytes = max(tr.peak_psum_bytes, self.psum.peak_bytes)
+                if self.sbuf.peak_bytes > tr.peak_sbuf_bytes:
+                    tr.peak_sbuf_bytes = self.sbuf.peak_bytes
+                if self.psum.peak_bytes > tr.peak_psum_bytes:
+                    tr.peak_psum_bytes = self.psum.peak_bytes
         else:
             rec = tr.allocations.get(alloc_or_id)
             if rec is not None and rec.free_seq is None:

@@ -7,6 +7,7 @@ import itertools
 import math
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,13 +22,14 @@ if TYPE_CHECKING:
 class Buffer:
     """A memory region: ``nl.sbuf``, ``nl.psum``, ``nl.hbm`` (= private_hbm), ``nl.shared_hbm``."""
 
-    __slots__ = ("kernel_arg", "kind", "name", "shared")
+    __slots__ = ("kernel_arg", "kind", "name", "on_chip", "shared")
 
     def __init__(self, name: str, kind: str, shared: bool = False, kernel_arg: bool = False) -> None:
         self.name = name
         self.kind = kind  # "sbuf" | "psum" | "hbm"
         self.shared = shared
         self.kernel_arg = kernel_arg
+        self.on_chip = kind != "hbm"  # (an attribute, not a property: every allocation and operand check reads it)
 
     def __eq__(self, other: object) -> bool:
         """Identity, except that the kernel arguments' HBM equals both ``nl.hbm`` and ``nl.shared_hbm``: AWS's
@@ -40,10 +42,6 @@ class Buffer:
 
     def __hash__(self) -> int:
         return hash(self.kind)
-
-    @property
-    def on_chip(self) -> bool:
-        return self.kind != "hbm"
 
     def __repr__(self) -> str:
         return self.name
@@ -61,14 +59,11 @@ BUFFERS["hbm"] = PRIVATE_HBM
 
 
 class IdCounter:
-    def __init__(self) -> None:
-        self._n = 0
-        self._lock = threading.Lock()
+    """Allocation ids of a launch, from 1: ``next()`` is ``itertools.count``'s own ``__next__`` (one step under
+    the interpreter lock, so each thread gets its own number), without a lock or a Python frame per allocation."""
 
-    def next(self) -> int:
-        with self._lock:
-            self._n += 1
-            return self._n
+    def __init__(self) -> None:
+        self.next: Callable[[], int] = itertools.count(1).__next__
 
 
 @dataclass(eq=False)
@@ -219,7 +214,8 @@ class OnChipAllocator:
                 rect = (*block.partitions, block.start, block.end)
                 self._rects[rect] = self._rects.get(rect, 0) + 1
             total = self._total()
-            self.peak_bytes = max(self.peak_bytes, total)
+            if total > self.peak_bytes:
+                self.peak_bytes = total
             alloc.address = start
             alloc.partition_offset = p0
             alloc.fixed_address = address is not None

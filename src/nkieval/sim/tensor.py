@@ -78,7 +78,7 @@ def _shape_tuple(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, int | np.integer):
         return (int(shape),)
     try:
-        return tuple(int(s) for s in shape)
+        return tuple(map(int, shape))
     except TypeError:
         raise NkiValidationError(f"shape must be a tuple of ints, got {shape!r}", rule="argument") from None
 
@@ -208,7 +208,7 @@ def _fill_sentinel(storage: np.ndarray, value: Any) -> None:
     faster than assigning a Python float to an ml_dtypes array, and bit-identical. The pattern is
     worked out once per (dtype, sentinel): every fresh tile is filled."""
     sd = storage.dtype
-    key = (sd, str(value))  # str: NaN is not equal to itself, so it cannot key a dict by value
+    key = (sd, value) if value == value else (sd, "nan")  # (NaN is not equal to itself: it cannot key a dict)
     word = _SENTINEL_WORDS.get(key)
     if word is None:
         v = np.asarray(value).astype(sd)

@@ -123,12 +123,16 @@ class Program:
     n_events: int = 0  # events of every body (their size, for reports)
 
     def to_json(self) -> str:
+        text = self.__dict__.get("_text")
+        if text is not None and self.__dict__.get("_released"):  # (see release_events)
+            return text if isinstance(text, str) else text.decode()
         doc = {"format": PROGRAM_FORMAT, "version": PROGRAM_VERSION, "kernel": self.kernel, "target": self.target,
                "lnc": self.lnc, "grid": self.grid, "arg_names": self.arg_names, "kwarg_names": self.kwarg_names,
                "n_events": self.n_events,
                "programs": [{"args": p.args, "kwargs": p.kwargs, "events": p.events, "ret": p.ret}
                             for p in self.programs]}
-        return json.dumps(doc, separators=(",", ":"), allow_nan=False)
+        # (no cycle check: the recorder builds every container afresh and bounds their depth)
+        return json.dumps(doc, separators=(",", ":"), allow_nan=False, check_circular=False)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Program:
@@ -150,12 +154,25 @@ class Program:
         try:
             programs = [ProgramBody(list(p["args"]), dict(p["kwargs"]), list(p["events"]), p.get("ret"))
                         for p in doc["programs"]]
-            return cls(kernel=str(doc["kernel"]), target=str(doc["target"]), lnc=int(doc["lnc"]),
+            prog = cls(kernel=str(doc["kernel"]), target=str(doc["target"]), lnc=int(doc["lnc"]),
                        grid=[int(g) for g in doc["grid"]], arg_names=[str(a) for a in doc["arg_names"]],
                        kwarg_names=[str(k) for k in doc["kwarg_names"]], programs=programs,
                        n_events=int(doc.get("n_events", 0)))
         except (KeyError, TypeError, ValueError) as e:
             raise ProgramError(f"malformed program document: {e!r}", rule="program-format") from None
+        prog.__dict__["_text"] = text
+        return prog
+
+    def release_events(self) -> None:
+        """Drop the parsed event lists once the program is compiled (``nkieval.sim.program.compile_program`` does,
+        for a program parsed here): its replays need only the compiled steps, and the parsed tree is many times
+        the text's size (108 MB for a 12 MB program of 70,000 events) and a long walk for every full garbage
+        collection while it is kept. ``to_json`` then gives the text it was parsed from."""
+        if self.__dict__.get("_text") is None:
+            return  # (a recorded program has no text to stand for its events)
+        self.__dict__["_released"] = True
+        for body in self.programs:
+            body.events = []
 
 
 def _refuse_constant(name: str) -> Any:

@@ -118,7 +118,10 @@ class Recorder:
     def instruction(self, ctx: Any, name: str, call: Callable[[], Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
         """Record the outermost instruction call ``name`` and run it (``call``)."""
-        ev: list[Any] = ["i", name, self.encode(list(args)), self.encode(kwargs), None, list(ctx.loc),
+        # (what encode(list(args)) and encode(kwargs) give, without their dispatch: a call's keywords are strings)
+        enc = self.encode
+        ev: list[Any] = ["i", name, [enc(a, 1) for a in args] if args else [],
+                         {"d": [[k, enc(v, 1)] for k, v in kwargs.items()]}, None, list(ctx.loc),
                          self._loops(ctx)]
         self.depth += 1
         try:
@@ -190,10 +193,14 @@ class Recorder:
             return x
         if depth > MAX_DEPTH:
             raise NkiValidationError("a value nested too deeply to record", rule="trace-argument")
-        if cls is dict:  # (an instruction's keyword arguments: every call has them)
-            return {"d": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in x.items()]}
         if cls is Op:
             return {"op": x.name}
+        if cls is float:
+            return x if math.isfinite(x) else {"f": repr(x)}
+        if cls is dict:
+            return {"d": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in x.items()]}
+        if cls is list:
+            return [self.encode(v, depth + 1) for v in x]
         if isinstance(x, bool | str):
             return x
         if isinstance(x, enum.Enum):

@@ -87,16 +87,34 @@ class _Const:
         return self.value
 
 
+#: JSON atoms, by exact type (what a parsed document holds; anything else takes the checked path below)
+_ATOMS = frozenset({type(None), bool, int, float, str})
+
+
+_NONE = _Const(None)
+
+
 def compile_value(x: Any, depth: int = 0) -> Getter:
     """The getter of an encoded value; every name is looked up and every number checked here."""
     if depth > MAX_DEPTH:
         raise ProgramError("value nested too deeply", rule="program-format")
-    if x is None or isinstance(x, bool | int | float | str):
+    cls = type(x)
+    if cls in _ATOMS:  # (the common cases first: numbers, then views)
+        return _Const(x) if x is not None else _NONE
+    if cls is dict and len(x) == 1:
+        for k, v in x.items():
+            if k == "T":
+                return _compile_view(v, depth)
+            named = _NAMED.get(k)  # (an operator, dtype, buffer...)
+            if named is not None:
+                return _Const(_lookup(named[0], v, named[1]))
+            break
+    elif cls is not list and (x is None or isinstance(x, bool | int | float | str)):
         return _Const(x)
-    if isinstance(x, list):
+    if cls is list or isinstance(x, list):
         parts = [compile_value(v, depth + 1) for v in x]
-        if all(isinstance(p, _Const) for p in parts):
-            vals = [p.value for p in parts]  # type: ignore[union-attr]
+        if all(type(p) is _Const for p in parts):
+            vals = [p.value for p in parts]  # type: ignore[attr-defined]
             return lambda st: list(vals)  # (a fresh list each time: a callee may keep or change it)
         return lambda st: [p(st) for p in parts]
     if not isinstance(x, dict) or len(x) != 1:
@@ -159,15 +177,14 @@ def _compile_object(v: Any, depth: int) -> Getter:
     return get
 
 
-class _View:
-    """``{"T": [id, dtype, storage dtype, byte offset, shape, byte strides]}``: its geometry checked once; each
-    run checks it against the allocation's storage before NumPy makes it."""
+class _Geometry:
+    """A view's ``[dtype, storage dtype, byte offset, shape, byte strides]``, checked once: names looked up, and
+    the byte range it spans, which each run checks against its allocation's storage."""
 
-    __slots__ = ("aid", "d", "hi", "key", "off", "sd", "shape", "strides")
+    __slots__ = ("d", "hi", "off", "sd", "shape", "strides")
 
-    def __init__(self, aid: int, dname: str, sname: str, off: int, shape: tuple[int, ...],
-                 strides: tuple[int, ...]) -> None:
-        self.aid, self.off, self.shape, self.strides = aid, off, shape, strides
+    def __init__(self, dname: str, sname: str, off: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
+        self.off, self.shape, self.strides = off, shape, strides
         self.d = _lookup(NKI_DTYPES, dname, "dtype")
         self.sd = np.dtype(_lookup(STORAGE_DTYPES, sname, "storage dtype"))
         if len(shape) != len(strides) or len(shape) > MAX_RANK or any(n < 0 for n in shape):
@@ -177,47 +194,70 @@ class _View:
         lo = off + sum(min(0, (n - 1) * s) for n, s in pairs)
         self.hi = off + sum(max(0, (n - 1) * s) for n, s in pairs) + isz
         if off % isz or lo < 0:
-            raise ProgramError(f"view [{lo}, {self.hi}) of allocation #{aid} starts outside it",
-                               rule="program-bounds")
+            raise ProgramError(f"view [{lo}, {self.hi}) starts outside its allocation", rule="program-bounds")
         if not math.prod(shape):
             self.hi = off  # (an empty view reads nothing)
-        self.key = (aid, dname, sname, off, shape, strides)
+
+
+class _View:
+    """``{"T": [id, dtype, storage dtype, byte offset, shape, byte strides]}``: its geometry checked once (shared by
+    every allocation viewed the same way); each run checks it against the allocation's storage before NumPy
+    makes it."""
+
+    __slots__ = ("aid", "g")
+
+    def __init__(self, aid: int, g: _Geometry) -> None:
+        self.aid, self.g = aid, g
 
     def __call__(self, st: _State) -> NkiTensor:
         a = st.allocs.get(self.aid)
-        hit = st.views.get(self.key)
+        hit = st.views.get(self)
         if hit is not None and hit[0] is a:  # a view used again (a loop names the same ones every iteration)
             return hit[1]
         if a is None:
             raise ProgramError(f"allocation #{self.aid} is used before it is allocated or after it is freed",
                                rule="program-format")
+        g = self.g
         storage = a.storage
         nbytes = storage.nbytes
-        if self.hi > nbytes or self.off > nbytes:
-            raise ProgramError(f"view [{self.off}, {self.hi}) of allocation #{self.aid} is outside its {nbytes} bytes",
+        if g.hi > nbytes or g.off > nbytes:
+            raise ProgramError(f"view [{g.off}, {g.hi}) of allocation #{self.aid} is outside its {nbytes} bytes",
                                rule="program-bounds")
-        if nbytes % self.sd.itemsize:
+        if nbytes % g.sd.itemsize:
             raise ProgramError("storage size is not a multiple of the view's element size", rule="program-bounds")
         try:  # (the checks above keep it inside the storage: NumPy checks again)
-            arr = np.ndarray(self.shape, self.sd, storage, self.off, self.strides)
+            arr = np.ndarray(g.shape, g.sd, storage, g.off, g.strides)
         except (TypeError, ValueError):  # storage that does not export a plain buffer
-            base = storage.reshape(-1).view(np.uint8).view(self.sd)
-            arr = np.lib.stride_tricks.as_strided(base[self.off // self.sd.itemsize:], shape=self.shape,
-                                                  strides=self.strides)
-        t = NkiTensor(arr, a, self.d)
-        t._off = self.off
+            base = storage.reshape(-1).view(np.uint8).view(g.sd)
+            arr = np.lib.stride_tricks.as_strided(base[g.off // g.sd.itemsize:], shape=g.shape, strides=g.strides)
+        t = NkiTensor(arr, a, g.d)
+        t._off = g.off
         if len(st.views) >= _VIEWS_MAX:
             st.views.clear()
-        st.views[self.key] = (a, t)
+        st.views[self] = (a, t)
         return t
 
 
 def _compile_view(v: Any, depth: int) -> Getter:
-    aid, dname, sname, off, shape, strides = _list(v, 6)
-    shape, strides = _ints(shape), _ints(strides)
-    if not isinstance(dname, str) or not isinstance(sname, str):
+    if type(v) is not list or len(v) != 6:
+        _list(v, 6)  # (raises)
+    aid, dname, sname, off, shape, strides = v
+    if type(shape) is not list or type(strides) is not list:
+        shape, strides = _list(shape), _list(strides)  # (raises)
+    shape, strides = tuple(shape), tuple(strides)
+    if type(aid) is not int or type(off) is not int or not _all_ints(shape) or not _all_ints(strides):
+        _int(aid), _int(off), _ints(list(shape)), _ints(list(strides))  # (exact ints: JSON's true is not 1)
+    if type(dname) is not str or type(sname) is not str:
         raise ProgramError("a view's dtype is not a name", rule="program-format")
-    return _view(_int(aid), dname, sname, _int(off), shape, strides)
+    return _view(aid, _geometry(dname, sname, off, shape, strides))
+
+
+_INT_SET = frozenset({int})
+
+
+def _all_ints(t: tuple[Any, ...]) -> bool:
+    """Whether every element is an int (exactly: a program's numbers come from JSON, where true is not 1)."""
+    return not t or _INT_SET.issuperset(map(type, t))
 
 
 def _ints(x: Any) -> tuple[int, ...]:
@@ -229,11 +269,23 @@ def _ints(x: Any) -> tuple[int, ...]:
     return t
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def _view(aid: int, dname: str, sname: str, off: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> _View:
-    """The views of a program repeat (every iteration of a loop names the same ones): one check and one
-    object per distinct view (a view holds no run's memory, so programs can share them)."""
-    return _View(aid, dname, sname, off, shape, strides)
+@functools.lru_cache(maxsize=1 << 12)
+def _geometry(dname: str, sname: str, off: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> _Geometry:
+    """One check and one object per distinct view geometry (loops view each fresh tile the same way)."""
+    return _Geometry(dname, sname, off, shape, strides)
+
+
+def _view(aid: int, g: _Geometry) -> _View:
+    """The views of a program repeat (every iteration of a loop names the same ones): one object per distinct
+    view in the program being compiled (a view holds no run's memory)."""
+    views = getattr(_COMPILING, "views", None)
+    if views is None:  # (a value compiled outside a program)
+        return _View(aid, g)
+    key = (aid, g)
+    v = views.get(key)
+    if v is None:
+        v = views[key] = _View(aid, g)
+    return v
 
 
 def _compile_remade_view(v: Any, depth: int) -> Getter:
@@ -303,26 +355,78 @@ def _compile_instruction(ev: list[Any]) -> Step:
     kw = _compile_kwargs(kwargs, name)
     if not isinstance(args, list):
         raise ProgramError(f"bad arguments of {name}", rule="program-format")
+    if args or ret is not None or type(loop_frames) is not tuple:
+        return _Instruction(fn, frame, loop_frames, a, kw, ret)
+    return _KeywordInstruction(fn, frame, loop_frames, kw)
 
-    def step(st: _State) -> None:
-        force_location(frame)
-        st.ctx._loops_tuple = loop_frames if type(loop_frames) is tuple else st.loops(loop_frames)
-        result = fn(*a(st), **kw(st))
-        if ret is not None:
-            st.bind(ret, result)
 
-    return step
+# A compiled program is tens of thousands of steps kept for every replay of its shape: each step is one slotted
+# object (a closure would be a function, a cell per name it uses and their tuple, all walked by the collector).
+class _Instruction:
+    """An instruction event: its function called with the decoded operands at its kernel line."""
+
+    __slots__ = ("a", "fn", "frame", "kw", "loops", "ret")
+
+    def __init__(self, fn: Any, frame: Any, loops: Any, a: Getter, kw: Getter, ret: Any) -> None:
+        self.fn, self.frame, self.loops, self.a, self.kw, self.ret = fn, frame, loops, a, kw, ret
+
+    def __call__(self, st: _State) -> None:
+        force_location(self.frame)
+        loops = self.loops
+        st.ctx._loops_tuple = loops if type(loops) is tuple else st.loops(loops)
+        result = self.fn(*self.a(st), **self.kw(st))
+        if self.ret is not None:
+            st.bind(self.ret, result)
+
+
+class _KeywordInstruction:
+    """Most instructions: keyword operands, no result to name, no device loop around them."""
+
+    __slots__ = ("fn", "frame", "kw", "loops")
+
+    def __init__(self, fn: Any, frame: Any, loops: tuple[Any, ...], kw: Getter) -> None:
+        self.fn, self.frame, self.loops, self.kw = fn, frame, loops, kw
+
+    def __call__(self, st: _State) -> None:
+        force_location(self.frame)
+        st.ctx._loops_tuple = self.loops
+        self.fn(**self.kw(st))
 
 
 def _compile_kwargs(kwargs: Any, name: str) -> Getter:
     """Keyword arguments: ``{"d": [[name, value], ...]}`` with names that are strings."""
     if not isinstance(kwargs, dict) or set(kwargs) != {"d"}:
         raise ProgramError(f"bad arguments of {name}", rule="program-format")
-    pairs = [_list(e, 2) for e in _list(kwargs["d"])]
-    if not all(isinstance(k, str) for k, _ in pairs):
-        raise ProgramError(f"bad arguments of {name}", rule="program-format")
-    getters = [(k, compile_value(v, 1)) for k, v in pairs]
-    return lambda st: {k: g(st) for k, g in getters}
+    getters: dict[str, Getter] = {}  # (a name given twice: its first place, its last value, as a dict display)
+    for e in _list(kwargs["d"]):
+        if type(e) is not list or len(e) != 2 or type(e[0]) is not str:
+            if not isinstance(_list(e, 2)[0], str):
+                raise ProgramError(f"bad arguments of {name}", rule="program-format")
+        getters[e[0]] = compile_value(e[1], 1)
+    template: dict[str, Any] = {}
+    dynamic = []
+    for k, g in getters.items():
+        if type(g) is _Const:
+            template[k] = g.value
+        else:
+            template[k] = None  # (its place, so the keywords keep their recorded order)
+            dynamic.append((k, g))
+    return _Keywords(template, tuple(dynamic))
+
+
+class _Keywords:
+    """Keyword arguments: the constant ones kept as a dict copied per call, the others decoded into it."""
+
+    __slots__ = ("dynamic", "template")
+
+    def __init__(self, template: dict[str, Any], dynamic: tuple[tuple[str, Getter], ...]) -> None:
+        self.template, self.dynamic = template, dynamic
+
+    def __call__(self, st: _State) -> dict[str, Any]:
+        d = self.template.copy()
+        for k, g in self.dynamic:
+            d[k] = g(st)
+        return d
 
 
 def _compile_loops(loops: Any) -> Any:
@@ -343,37 +447,52 @@ def _compile_allocation(ev: list[Any]) -> Step:
     shape = tuple(_int(n) for n in _list(shape))
     if len(shape) > MAX_RANK or math.prod(shape) > MAX_ALLOC_ELEMENTS:
         raise ProgramError(f"allocation {list(shape)} is too large", rule="program-bounds")
-    aid = _int(aid)
-    frame = _frame(loc)
     d = _lookup(NKI_DTYPES, dname, "dtype")
     buf = _lookup(BUFFERS, bname, "buffer")
     address = None if addr is None else tuple(_int(x) for x in _list(addr, 2))
-    fill_value = compile_value(fill)
-    note = fill is not None and not buf.on_chip
+    return _Allocation(_int(aid), shape, d, buf, str(name), address, compile_value(fill), str(instr), _frame(loc),
+                       fill is not None and not buf.on_chip)
 
-    def step(st: _State) -> None:
-        force_location(frame)
-        t = allocate(shape, d, buf, str(name), address, instruction=str(instr), fill=fill_value(st))
-        if note:
+
+class _Allocation:
+    """An allocation event: ``allocate`` at its kernel line, the new allocation named by its program id."""
+
+    __slots__ = ("address", "aid", "buf", "d", "fill", "frame", "instr", "name", "note", "shape")
+
+    def __init__(self, aid: int, shape: tuple[int, ...], d: Any, buf: Any, name: str, address: Any, fill: Getter,
+                 instr: str, frame: Any, note: bool) -> None:
+        self.aid, self.shape, self.d, self.buf, self.name, self.address = aid, shape, d, buf, name, address
+        self.fill, self.instr, self.frame, self.note = fill, instr, frame, note
+
+    def __call__(self, st: _State) -> None:
+        force_location(self.frame)
+        t = allocate(self.shape, self.d, self.buf, self.name, self.address, instruction=self.instr,
+                     fill=self.fill(st))
+        if self.note:
             from nkieval.sim.isa.core import note_write
 
             note_write(t.alloc)
-        st.allocs[aid] = t.alloc
-
-    return step
+        st.allocs[self.aid] = t.alloc
 
 
 def _compile_free(ev: list[Any]) -> Step:
     _, aid = _list(ev, 2)
-    aid = _int(aid)
+    return _Free(_int(aid))
 
-    def step(st: _State) -> None:
-        a = st.allocs.pop(aid, None)
+
+class _Free:
+    """A free event: the allocation's block released where the kernel dropped its last view."""
+
+    __slots__ = ("aid",)
+
+    def __init__(self, aid: int) -> None:
+        self.aid = aid
+
+    def __call__(self, st: _State) -> None:
+        a = st.allocs.pop(self.aid, None)
         release = getattr(a, "release", None)
         if release is not None:
             release()
-
-    return step
 
 
 def _compile_scalar(ev: list[Any]) -> Step:
@@ -546,12 +665,16 @@ class _Compiled:
     def __init__(self, program: Program) -> None:
         self.bodies = []
         _COMPILING.dynamic = False
-        for body in program.programs:
-            args = [None if a is None else _int(a) for a in body.args]
-            if not isinstance(body.kwargs, dict):
-                raise ProgramError("bad keyword argument ids", rule="program-format")
-            kwargs = {str(k): None if a is None else _int(a) for k, a in body.kwargs.items()}
-            self.bodies.append((args, kwargs, compile_events(_list(body.events)), compile_value(body.ret)))
+        _COMPILING.views = {}
+        try:
+            for body in program.programs:
+                args = [None if a is None else _int(a) for a in body.args]
+                if not isinstance(body.kwargs, dict):
+                    raise ProgramError("bad keyword argument ids", rule="program-format")
+                kwargs = {str(k): None if a is None else _int(a) for k, a in body.kwargs.items()}
+                self.bodies.append((args, kwargs, compile_events(_list(body.events)), compile_value(body.ret)))
+        finally:
+            _COMPILING.views = None
         self.static = not _COMPILING.dynamic
 
 
@@ -596,10 +719,18 @@ def compile_program(program: Program) -> _Compiled:
 
     done = program.__dict__.get("_compiled")
     if done is None:
-        validate(program)
-        with no_gc():  # (tens of thousands of small objects, no cycles: collections would only walk them)
-            done = program.__dict__["_compiled"] = _Compiled(program)
+        with _COMPILE_LOCK:  # (one compile per program: a second would find its events released)
+            done = program.__dict__.get("_compiled")
+            if done is None:
+                validate(program)
+                with no_gc():  # (tens of thousands of small objects, no cycles: collections would only walk them)
+                    done = _Compiled(program)
+                    program.__dict__["_compiled"] = done
+                    program.release_events()  # (a parsed program: replays need only the compiled steps)
     return done
+
+
+_COMPILE_LOCK = threading.Lock()
 
 
 def is_static(program: Program) -> bool:

@@ -1,0 +1,146 @@
+"""Compiling a program for replays: the shared checks stay as strict, and a parsed program keeps no parsed tree.
+
+A view's geometry (dtype names, offset, shape, strides) is checked once and shared by every allocation viewed the
+same way, so its bound against the allocation's storage must still be checked per allocation, at replay. JSON's
+``true`` hashes like ``1``, so a geometry cache must not let a bool through where an integer is required. A
+program parsed from JSON drops its event lists once compiled; its text stands for them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import nkieval.frontends
+
+nkieval.frontends.install(force=True)
+
+import nki.isa as nisa  # noqa: E402
+import nki.language as nl  # noqa: E402
+
+from nkieval.sim.program import (  # noqa: E402
+    ArgSpec,
+    Program,
+    ProgramError,
+    compile_program,
+    record_program,
+    replay_program,
+)
+from nkieval.sim.runner import run_kernel  # noqa: E402
+
+
+def k_two_tiles(a):
+    """A wide tile and a narrow one, each the destination of a copy of its own width."""
+    out = nl.ndarray((128, 8), dtype=a.dtype, buffer=nl.shared_hbm)
+    wide = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    narrow = nl.ndarray((128, 8), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=wide[:, 0:8], src=a)
+    nisa.dma_copy(dst=narrow, src=wide[:, 0:8])
+    nisa.dma_copy(dst=out, src=narrow)
+    return out
+
+
+def _doc() -> dict:
+    return json.loads(record_program(k_two_tiles, [ArgSpec((128, 8), "float32")], {}, target="trn2").program.to_json())
+
+
+def _views(doc: dict) -> list[list]:
+    """The ``T`` operands of the instructions, in order (dst then src of each copy)."""
+    out = []
+    for ev in doc["programs"][0]["events"]:
+        if ev[0] == "i":
+            out += [v["T"] for _, v in ev[3]["d"] if isinstance(v, dict) and "T" in v]
+    return out
+
+
+def _replay(doc: dict) -> np.ndarray:
+    a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    return replay_program(Program.from_json(json.dumps(doc)), [a], {}, target="trn2").outputs
+
+
+def test_the_untampered_program_replays():
+    a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    np.testing.assert_array_equal(_replay(_doc()), a)
+
+
+def test_a_geometry_that_fits_one_allocation_is_refused_on_a_smaller_one():
+    """The wide tile's view [:, 56:64] fits it; the same geometry on the narrow tile (the next copy's destination)
+    reaches past its storage, and must be refused though its geometry was checked already."""
+    doc = _doc()
+    views = _views(doc)
+    wide_dst, narrow_dst = views[0], views[2]
+    assert wide_dst[0] != narrow_dst[0]
+    wide_cols = [wide_dst[0], "float32", "float32", 224, [128, 8], [256, 4]]
+    views[0][:] = wide_cols  # (fits the wide tile: 128 partitions of 256 bytes)
+    _replay(doc)
+    views[2][:] = [narrow_dst[0], *wide_cols[1:]]  # (the same geometry on the narrow tile's 32-byte rows)
+    with pytest.raises(ProgramError) as info:
+        _replay(doc)
+    assert info.value.rule == "program-bounds"
+
+
+@pytest.mark.parametrize("field, value", [(0, True), (3, False), (4, [True, 8]), (5, [32, True])])
+def test_a_bool_where_a_view_needs_an_integer_is_refused(field, value):
+    """JSON's true and false hash like 1 and 0: a cached geometry must not accept them for integers."""
+    doc = _doc()
+    assert _replay(doc) is not None  # the same view with integers replays (and is cached)
+    view = _views(doc)[1]
+    view[field] = value
+    with pytest.raises(ProgramError) as info:
+        _replay(doc)
+    assert info.value.rule == "program-format"
+
+
+def test_a_parsed_program_keeps_its_text_not_its_tree():
+    a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    text = record_program(k_two_tiles, [ArgSpec((128, 8), "float32")], {}, target="trn2").program.to_json()
+    prog = Program.from_json(text)
+    first = replay_program(prog, [a], {}, target="trn2")
+    assert all(body.events == [] for body in prog.programs)
+    assert prog.to_json() == text
+    again = replay_program(prog, [a + 1], {}, target="trn2")  # (replays need only the compiled steps)
+    eager = run_kernel(k_two_tiles, [a + 1], {}, target="trn2")
+    np.testing.assert_array_equal(again.outputs, eager.outputs)
+    assert [r.opcode for r in first.trace.records] == [r.opcode for r in again.trace.records]
+
+
+def test_a_recorded_program_keeps_its_events_when_compiled():
+    rec = record_program(k_two_tiles, [ArgSpec((128, 8), "float32")], {}, target="trn2")
+    before = rec.program.to_json()
+    compile_program(rec.program)
+    assert rec.program.programs[0].events and rec.program.to_json() == before
+
+
+def test_threads_compiling_one_program_share_one_compile():
+    text = record_program(k_two_tiles, [ArgSpec((128, 8), "float32")], {}, target="trn2").program.to_json()
+    prog = Program.from_json(text)
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(compile_program(prog))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4 and all(c is got[0] for c in got)
+    assert sum(len(steps) for _, _, steps, _ in got[0].bodies) == prog.n_events
+
+
+def test_a_keyword_given_twice_takes_its_last_value_as_a_dict_display_does():
+    """A tampered program may name a keyword twice; its decoder keeps the last value (as the JSON object of the
+    same pairs would), whether the earlier one is a view and the later a constant or the other way round."""
+    from nkieval.sim.errors import NkiValidationError
+
+    doc = _doc()
+    first = next(ev for ev in doc["programs"][0]["events"] if ev[0] == "i")
+    pairs = first[3]["d"]
+    dst = next(v for k, v in pairs if k == "dst")
+    pairs.insert(0, ["dst", 5])  # (a constant, overridden by the view after it)
+    a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    np.testing.assert_array_equal(_replay(doc), a)
+    pairs.append(["dst", 5])  # (now the constant comes last: the instruction gets it, and refuses it)
+    with pytest.raises(NkiValidationError):
+        _replay(doc)
+    pairs[-1] = ["dst", dst]
+    np.testing.assert_array_equal(_replay(doc), a)
