@@ -179,7 +179,16 @@ def test_a_worker_that_dies_during_a_whole_shape_leaves_its_cases_to_the_judge(r
         ready_worker._proc.kill()
         return real_exchange(job)
 
+    real_here = executor._InWorker._here
+
+    def judge_after_a_loss(self, k, job, shape):
+        deadline = time.monotonic() + 60  # (the judge's share waits until the worker has lost a job)
+        while ready_worker.counts["failed"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return real_here(self, k, job, shape)
+
     monkeypatch.setattr(ready_worker, "_exchange", dying)
+    monkeypatch.setattr(executor._InWorker, "_here", judge_after_a_loss)
     runs = _replay_all(text, cases)
     assert ready_worker.counts["answered"] == 0 and ready_worker.counts["failed"] >= 1
     for case, run in zip(cases, runs):
