@@ -150,20 +150,22 @@ def flush(x: Any) -> None:
 
 
 # -- allocation ------------------------------------------------------------------------------------
-def check_partitions(shape: tuple[int, ...], what: str) -> None:
-    limit = state.target().partitions
+def check_partitions(shape: tuple[int, ...], what: str, target: Any = None) -> None:
+    limit = (target or state.target()).partitions
     if shape and shape[0] > limit:
         raise NkiValidationError(f"number of partitions {shape[0]} exceed architecture limitation of {limit}.",
                                  instruction=what, rule="partition-limit")
 
 
 def new_tile(shape: Any, dtype: Any, buffer: Buffer = SBUF, what: str = "tile", name: str = "") -> B1Tensor:
-    shp = tuple(int(s) for s in shape)
+    shp = tuple(map(int, shape))
     if len(shp) < 2:
         shp = (1,) * (2 - len(shp)) + shp
-    check_partitions(shp, what)
+    ctx = maybe_current()
+    check_partitions(shp, what, ctx.target if ctx is not None else None)
     t = wrap(allocate(shp, dtype, buffer, name, instruction=what))
-    state.note_allocation(t)
+    if ctx is not None:
+        state.note_allocation(t, state.state())
     return t
 
 
@@ -188,16 +190,18 @@ def shape_of(x: Any) -> tuple[int, ...]:
 
 def tile(x: Any, role: str, api: str, allow_hbm: bool = False) -> Any:
     """Check a tensor operand of a Beta-1 compute API (tile or Access); scalars pass through."""
-    if is_scalar(x):
-        return x
-    if isinstance(x, NkiTensor):
-        flush(x)
-        if isinstance(x, B1Tensor) and x.pdim != 0 and x.is_on_chip:
+    if isinstance(x, B1Tensor):  # (the common operand first: a tensor is never a scalar)
+        if x.pending is not None:
+            flush(x)
+        if x.pdim != 0 and x.is_on_chip:
             nm = x.alloc.name or "tensor"
             raise NkiValidationError(
                 f"Failed to infer tile from tensor '{nm}': its partition dimension is not the first dimension; index "
                 "the block dimensions first (e.g. t[i])", instruction=api, operand=role, rule="indexing")
-        x = wrap(x) if not isinstance(x, B1Tensor) else x
+    elif isinstance(x, NkiTensor):
+        x = wrap(x)
+    elif is_scalar(x):
+        return x
     elif not isinstance(x, Access):
         raise NkiValidationError(f"operand '{role}' of '{api}' must be a tile or a number, got {type(x).__name__}",
                                  instruction=api, operand=role, rule="argument")
