@@ -138,6 +138,9 @@ class _SimClock:
             mod.run_kernel = timed  # type: ignore[attr-defined]
 
 
+_RACY = ("id", "program", "alloc_seq", "free_seq")  # an HBM allocation's fields that depend on thread timing
+
+
 def _per_program(doc: dict[str, Any]) -> dict[str, Any]:
     """A trace's JSON export with each program's records and allocations on their own, numbered within the
     program: LNC-2 programs run in two threads, so how their records interleave (the global ``seq``, the
@@ -147,11 +150,17 @@ def _per_program(doc: dict[str, Any]) -> dict[str, Any]:
     recs, allocs = doc["records"], doc["allocations"]
     out: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("records", "allocations", "warnings")}
     out["warnings"] = sorted(json.dumps(w, sort_keys=True) for w in doc["warnings"])
-    for p in sorted({r["program"] for r in recs} | {a["program"] for a in allocs}):
+    # HBM tensors are the launch's: which program made a shared one first is a race between the LNC threads, so
+    # they are listed once, without program, id or position, and operands name them by what they are
+    hbm = {a["id"]: "hbm " + json.dumps({k: v for k, v in a.items() if k not in _RACY}, sort_keys=True)
+           for a in allocs if a["buffer"] == "hbm"}
+    out["hbm allocations"] = sorted(hbm.values())
+    for p in sorted({r["program"] for r in recs} | {a["program"] for a in allocs if a["id"] not in hbm}):
         mine = [r for r in recs if r["program"] == p]
         seqs = [r["seq"] for r in mine]
-        made = sorted((a for a in allocs if a["program"] == p), key=lambda a: (a["alloc_seq"], a["id"]))
-        ids = {a["id"]: i for i, a in enumerate(made)}
+        made = sorted((a for a in allocs if a["program"] == p and a["id"] not in hbm),
+                      key=lambda a: (a["alloc_seq"], a["id"]))
+        ids: dict[int, Any] = {**hbm, **{a["id"]: i for i, a in enumerate(made)}}
 
         def local(seq: int | None, seqs: list[int] = seqs) -> int | None:
             return None if seq is None else bisect.bisect_left(seqs, seq)

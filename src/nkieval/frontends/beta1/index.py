@@ -382,13 +382,14 @@ def affine_form(values: np.ndarray, shape: tuple[int, ...]) -> tuple[int, list[i
             coefs.append(int(v[tuple(idx)]) - base)
         else:
             coefs.append(0)
-    expect = np.full(shape, base, dtype=np.int64)
+    # base + Σ c_k·j_k built from one small ramp per axis: a single full-size sum, not one per axis
+    expect: Any = np.int64(base)
     for k, (n, c) in enumerate(zip(shape, coefs)):
         if c:
             sh = [1] * len(shape)
             sh[k] = n
             expect = expect + (np.arange(n, dtype=np.int64) * c).reshape(sh)
-    if not np.array_equal(expect, v):
+    if not np.array_equal(np.broadcast_to(expect, shape), v):
         return None
     return base, coefs
 

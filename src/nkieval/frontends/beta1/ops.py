@@ -150,20 +150,22 @@ def flush(x: Any) -> None:
 
 
 # -- allocation ------------------------------------------------------------------------------------
-def check_partitions(shape: tuple[int, ...], what: str) -> None:
-    limit = state.target().partitions
+def check_partitions(shape: tuple[int, ...], what: str, target: Any = None) -> None:
+    limit = (target or state.target()).partitions
     if shape and shape[0] > limit:
         raise NkiValidationError(f"number of partitions {shape[0]} exceed architecture limitation of {limit}.",
                                  instruction=what, rule="partition-limit")
 
 
 def new_tile(shape: Any, dtype: Any, buffer: Buffer = SBUF, what: str = "tile", name: str = "") -> B1Tensor:
-    shp = tuple(int(s) for s in shape)
+    shp = tuple(map(int, shape))
     if len(shp) < 2:
         shp = (1,) * (2 - len(shp)) + shp
-    check_partitions(shp, what)
+    ctx = maybe_current()
+    check_partitions(shp, what, ctx.target if ctx is not None else None)
     t = wrap(allocate(shp, dtype, buffer, name, instruction=what))
-    state.note_allocation(t)
+    if ctx is not None:
+        state.note_allocation(t, state.state())
     return t
 
 
@@ -188,16 +190,18 @@ def shape_of(x: Any) -> tuple[int, ...]:
 
 def tile(x: Any, role: str, api: str, allow_hbm: bool = False) -> Any:
     """Check a tensor operand of a Beta-1 compute API (tile or Access); scalars pass through."""
-    if is_scalar(x):
-        return x
-    if isinstance(x, NkiTensor):
-        flush(x)
-        if isinstance(x, B1Tensor) and x.pdim != 0 and x.is_on_chip:
+    if isinstance(x, B1Tensor):  # (the common operand first: a tensor is never a scalar)
+        if x.pending is not None:
+            flush(x)
+        if x.pdim != 0 and x.is_on_chip:
             nm = x.alloc.name or "tensor"
             raise NkiValidationError(
                 f"Failed to infer tile from tensor '{nm}': its partition dimension is not the first dimension; index "
                 "the block dimensions first (e.g. t[i])", instruction=api, operand=role, rule="indexing")
-        x = wrap(x) if not isinstance(x, B1Tensor) else x
+    elif isinstance(x, NkiTensor):
+        x = wrap(x)
+    elif is_scalar(x):
+        return x
     elif not isinstance(x, Access):
         raise NkiValidationError(f"operand '{role}' of '{api}' must be a tile or a number, got {type(x).__name__}",
                                  instruction=api, operand=role, rule="argument")
@@ -399,8 +403,9 @@ def copy_into(dst: B1Tensor, src: Any, api: str) -> None:
 
 
 def same_region(a: NkiTensor, b: NkiTensor) -> bool:
+    # (byte offsets in one storage: views made by indexing carry theirs, NumPy's __array_interface__ is slow)
     return (a.alloc is b.alloc and a.data.shape == b.data.shape and a.data.strides == b.data.strides
-            and a.data.__array_interface__["data"][0] == b.data.__array_interface__["data"][0])
+            and a._byte_offset() == b._byte_offset())
 
 
 @dataclass
@@ -446,40 +451,50 @@ def assign(dst: Any, value: Any) -> None:
     state.note_write(d, what="assign")
 
 
-def _accumulate_flag(d: NkiTensor) -> bool | None:
+def _accumulate_flag(d: NkiTensor, groups: Any = None) -> bool | None:
     """The accumulate flag the Beta-1 compiler gives ``psum += matmul``: the first matmul of an accumulation
     group overwrites, the others add. A group is the run of ``+=`` into a PSUM region until the region's
     result is read by another instruction; so ``+=`` into a region that no group has written yet, or whose
     result was consumed since, starts a new group (and needs no ``nl.zeros`` first). Into a zeroed region
-    the PE array's own rule applies (``None``)."""
-    st = state.state()
-    ctx = maybe_current()
-    if st is None or ctx is None or not ctx.options.record_trace:
+    the PE array's own rule applies (``None``). ``groups``: ``_groups(d)``, when the caller has it."""
+    groups = groups or _groups(d)
+    if groups is None:
         return None if _zero_initialised(d) else True
-    acc = d.access("dst", "rw")
-    since = st.groups.get(_region(acc))
+    table, region, records = groups
+    since = table.get(region)
     if since is None:
         return None if _zero_initialised(d) else False
-    for rec in ctx.trace.records[since:]:
+    alloc, p0, np_, lo, hi = region
+    for k in range(since, len(records)):
+        rec = records[k]
         if rec.opcode == "nc_matmul":
             continue
         for op in rec.operands:
-            if (op.alloc == acc.alloc and "r" in op.mode and op.addr_lo < acc.addr_hi and acc.addr_lo < op.addr_hi
-                    and op.partition_start < acc.partition_start + acc.partitions
-                    and acc.partition_start < op.partition_start + op.partitions):
+            if (op.alloc == alloc and "r" in op.mode and op.addr_lo < hi and lo < op.addr_hi
+                    and op.partition_start < p0 + np_ and p0 < op.partition_start + op.partitions):
                 return False  # the previous group's result was read: a new group starts
     return True
 
 
-def _region(acc: Any) -> tuple[int, int, int, int, int]:
-    return (acc.alloc, acc.partition_start, acc.partitions, acc.addr_lo, acc.addr_hi)
-
-
-def _note_group(d: NkiTensor) -> None:
-    st = state.state()
+def _groups(d: NkiTensor) -> tuple[dict[Any, int], tuple[int, int, int, int, int], list[Any]] | None:
+    """The running accumulation groups, ``d``'s PSUM region as they key it, and the trace's records; None
+    when the run keeps no trace (then no group is tracked)."""
     ctx = maybe_current()
-    if st is not None and ctx is not None and ctx.options.record_trace:
-        st.groups[_region(d.access("dst", "rw"))] = len(ctx.trace.records)
+    if ctx is None or not ctx.options.record_trace:
+        return None
+    st = state.state()
+    if st is None:
+        return None
+    acc = d.access("dst", "rw")
+    return st.groups, (acc.alloc, acc.partition_start, acc.partitions, acc.addr_lo, acc.addr_hi), ctx.trace.records
+
+
+def _note_group(d: NkiTensor, groups: Any = None) -> None:
+    """``d``'s accumulation group has its latest matmul now (``groups``: ``_groups(d)``, when the caller has it)."""
+    groups = groups or _groups(d)
+    if groups is not None:
+        table, region, records = groups
+        table[region] = len(records)
 
 
 def _zero_initialised(d: NkiTensor) -> bool:
@@ -495,8 +510,9 @@ def iop(name: str, target: Any, other: Any) -> Any:
     d = target.view() if isinstance(target, Access) else target
     flush(d)
     if name == "add" and isinstance(other, B1Tensor) and other.pending is not None and d.buffer.kind == "psum":
-        other.pending.run(d, accumulate=_accumulate_flag(d))
-        _note_group(d)
+        groups = _groups(d)
+        other.pending.run(d, accumulate=_accumulate_flag(d, groups))
+        _note_group(d, groups)
         return target
     o = other.view() if isinstance(other, Access) else other
     if isinstance(o, NkiTensor):

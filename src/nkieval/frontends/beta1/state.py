@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,13 +61,24 @@ def target() -> Target:
     return ctx.target if ctx is not None else get_target()
 
 
+# this thread's last (context, state) pair, both weakly held (a finished run's state, with its placed tiles, is
+# not kept alive by it): every Beta-1 call asks for the state, and a WeakKeyDictionary lookup is several calls
+_LAST = threading.local()
+
+
 def state() -> ProgramState | None:
     ctx = maybe_current()
     if ctx is None:
         return None
+    last = getattr(_LAST, "pair", None)
+    if last is not None and last[0]() is ctx:
+        st = last[1]()
+        if st is not None:
+            return st
     st = _STATES.get(ctx)
     if st is None:
         st = _STATES[ctx] = ProgramState()
+    _LAST.pair = (weakref.ref(ctx), weakref.ref(st))
     return st
 
 
@@ -87,9 +99,11 @@ def exit_loop(loop: AffineLoop | None) -> None:
         st.loop_uids = None
 
 
-def note_allocation(t: NkiTensor) -> None:
-    """Remember which affine loops a tensor was created in (tensors local to an iteration never conflict)."""
-    st = state()
+def note_allocation(t: NkiTensor, st: ProgramState | None = None) -> None:
+    """Remember which affine loops a tensor was created in (tensors local to an iteration never conflict);
+    ``st``: the program's state, when the caller has it."""
+    if st is None:
+        st = state()
     if st is not None and st.loops:
         uids = st.loop_uids
         if uids is None:

@@ -139,22 +139,30 @@ class B1Tensor(TileOps, NkiTensor):
 
     # -- indexing -------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:
-        OPERATORS["flush"](self)
-        if self.pdim == 0 and self.blocks is None:
-            # Fast path: a key of plain ints, int slices and int nl.ds (what loops write), whose basic-view
-            # verdict (not too many indices, no slice past the end) is memoised per (key, shape).
+        if self.pending is not None:
+            OPERATORS["flush"](self)
+        if self.blocks is None:
+            # Fast paths: a key of plain ints, int slices and int nl.ds (what loops write). For a tile, whether
+            # it is a basic view (not too many indices, no slice past the end) is memoised per (key, shape); for
+            # a block tensor (``t[i, :, :]``), the NumPy key and the partition dim's new position.
             sig = key_signature(key)
             if sig is not None:
-                ck = (sig, self.data.shape)
-                basic = _BASIC_KEYS.get(ck)
-                if basic is None:
-                    keys = _expand(key, self.ndim) if len(sig) <= self.ndim else None
-                    basic = keys is not None and _past_end_as_grids(keys, self.shape) is None
-                    if len(_BASIC_KEYS) >= _BASIC_KEYS_MAX:
-                        _BASIC_KEYS.clear()
-                    _BASIC_KEYS[ck] = basic
-                if basic:
-                    return wrap(self._index(key))
+                if self.pdim == 0:
+                    ck = (sig, self.data.shape)
+                    basic = _BASIC_KEYS.get(ck)
+                    if basic is None:
+                        keys = _expand(key, self.ndim) if len(sig) <= self.ndim else None
+                        basic = keys is not None and _past_end_as_grids(keys, self.shape) is None
+                        _memo(_BASIC_KEYS, ck, basic)
+                    if basic:
+                        return wrap(self._index(key))
+                elif self.alloc.buffer.on_chip:
+                    ck = (sig, self.data.shape, self.pdim)
+                    hit = _BLOCK_KEYS.get(ck)
+                    if hit is None:  # (a bad key raises: nothing is memoised)
+                        hit = self._block_key(_expand(key, self.ndim))
+                        _memo(_BLOCK_KEYS, ck, hit)
+                    return B1Tensor(self.data[hit[0]], self.alloc, self.dtype, hit[1])
         keys = _expand(key, self.ndim)
         if self.blocks is not None:
             return self._block(keys)
@@ -191,7 +199,12 @@ class B1Tensor(TileOps, NkiTensor):
         if self.pdim == 0 or not self.is_on_chip:
             v = self._index(keys)
             return wrap(v)
-        # block tensor: ints on block dims drop them; the partition dim moves left accordingly
+        norm, pdim = self._block_key(keys)
+        return B1Tensor(self.data[norm], self.alloc, self.dtype, pdim)
+
+    def _block_key(self, keys: tuple[Any, ...]) -> tuple[tuple[Any, ...], int]:
+        """The NumPy key of a basic index of an on-chip block tensor, and the view's partition dim: ints on
+        block dims drop them, and the partition dim moves left accordingly."""
         norm: list[Any] = []
         pdim = self.pdim
         for d, k in enumerate(keys):
@@ -216,8 +229,7 @@ class B1Tensor(TileOps, NkiTensor):
                 norm.append(slice(start, stop, 1 if k.step is None else int(k.step)))
             else:
                 raise NkiValidationError(f"unsupported index {k!r}", operand=self.alloc.name or None, rule="indexing")
-        v = self.data[tuple(norm)]
-        return B1Tensor(v, self.alloc, self.dtype, pdim)
+        return tuple(norm), pdim
 
     def __setitem__(self, key: Any, value: Any) -> None:
         dst = self[key]
@@ -253,7 +265,16 @@ def wrap(t: NkiTensor, pdim: int = 0) -> B1Tensor:
 
 
 _BASIC_KEYS: dict[Any, bool] = {}  # (key signature, shape) -> whether the key is a plain in-bounds view
-_BASIC_KEYS_MAX = 1 << 14
+# (key signature, shape, partition dim) of a block tensor -> (NumPy key, partition dim of the view) of _basic
+_BLOCK_KEYS: dict[Any, tuple[tuple[Any, ...], int]] = {}
+_KEYS_MAX = 1 << 14
+
+
+def _memo(table: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(table) >= _KEYS_MAX:
+        table.clear()
+    table[key] = value
+
 
 
 def _expand(key: Any, ndim: int) -> tuple[Any, ...]:
