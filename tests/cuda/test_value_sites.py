@@ -36,7 +36,7 @@ def test_a_parameter_s_sites_follow_it_through_the_launch_and_a_device_call() ->
 
 
 def test_a_named_constant_s_uses_in_device_code() -> None:
-    consts = {name: (value, [s.line for s in sites]) for name, value, sites in named_constants(SOURCE)}
+    consts = {name: (value, [s.line for s in sites]) for name, value, _at, sites in named_constants(SOURCE)}
     assert consts == {"K": (0.5, [2, 5])}
 
 
@@ -75,3 +75,31 @@ def test_beta1_changed_in_the_bias_correction_only_is_named_at_that_use(tmp_path
     assert len(causes) == 1, causes
     assert "the parameter beta1 = 0.9 at its use kernel.cu:18" in causes[0]
     assert f"candidate.py:{line}" in causes[0] and "the port's param_new on" in causes[0]
+
+
+def test_hypotheses_of_one_use_and_of_every_use_of_a_repeated_literal() -> None:
+    from types import SimpleNamespace
+
+    from nkieval.review.stages.differential import _cuda_literals, _Lit, _site_hypotheses
+
+    source = "#define HALF 0.5f\n" + SOURCE.replace("x[1] * K", "x[1] * K + HALF * HALF")
+    text = preprocess(source)
+    task = SimpleNamespace(kernel="host", inputs=[], outputs=[], params={"epsilon": 1e-5})
+    lits = _cuda_literals(source)
+    half = next(c for c in lits if c.text == "0.5f" and c.line == 6)
+    port = _Lit(0.4, "0.4", 7)
+    k = next(c for c in lits if c.line == 2)
+    hyps = [((False, 0.0), "param", "epsilon", _Lit(1e-6, "1e-6", 3)), ((False, 0.2), "literal", half, port),
+            ((False, 0.2), "literal", k, port)]
+    out = _site_hypotheses(task, source, text, hyps, lits)
+    descs = [d.split(" (")[0] for d, *_ in out]
+    assert descs[:3] == ["the parameter epsilon = 1e-05 at its use kernel.cu:3",
+                         "the parameter epsilon = 1e-05 at its use kernel.cu:5",
+                         "the parameter epsilon = 1e-05 at its use kernel.cu:5"]
+    # (HALF's two expansions and K's declaration are three literals 0.5f, each tried alone in the first pass,
+    # all at once here; K itself, declared once, is used at two sites, each tried alone)
+    assert descs[3] == "the constant 0.5f at all its 3 uses"
+    assert descs[4:] == ["the constant K = 0.5f at its use kernel.cu:3", "the constant K = 0.5f at its use kernel.cu:6"]
+    assert [one for *_, one in out] == [True, True, True, False, True, True]
+    assert "x[1] * K + 0.4f * 0.4f" in out[3][4] and "K = 0.4f" in out[3][4]
+    assert "x[1] * (0.4f) + 0.5f * 0.5f" in out[5][4] and "K = 0.5f" in out[5][4] and "a * e + K" in out[5][4]

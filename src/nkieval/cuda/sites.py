@@ -132,15 +132,16 @@ def parameter_sites(source: str, entry: str, name: str) -> tuple[Site, ...]:
 
 
 @functools.lru_cache(maxsize=64)
-def named_constants(source: str) -> tuple[tuple[str, float, tuple[Site, ...]], ...]:
+def named_constants(source: str) -> tuple[tuple[str, float, int, tuple[Site, ...]], ...]:
     """The float constants declared with a literal value (``constexpr float k = 0.5f;``, ``const float``,
-    file or function scope) and their use sites in device code: (name, value, sites)."""
+    file or function scope) and their use sites in device code: (name, value, the literal's offset in the
+    preprocessed source, sites)."""
     try:
         prog = parse_program(source)
     except Exception:  # (no sites, as above)
         return ()
     root = prog.root
-    values: dict[str, float] = {}
+    values: dict[str, tuple[float, int]] = {}
     stack = [root]
     while stack:
         n = stack.pop()
@@ -153,12 +154,12 @@ def named_constants(source: str) -> tuple[tuple[str, float, tuple[Site, ...]], .
                         and v.type == "number_literal":
                     try:
                         values[_name_of_declarator(d.child_by_field_name("declarator")) or ""] = \
-                            float(v.text.decode().lower().rstrip("fl"))
+                            (float(v.text.decode().lower().rstrip("fl")), v.start_byte)
                     except ValueError:
                         continue
         stack.extend(n.children)
     out = []
-    for name, value in values.items():
+    for name, (value, at) in values.items():
         sites = []
         for fname, fn in prog.functions.items():
             if _device(fn):
@@ -166,7 +167,7 @@ def named_constants(source: str) -> tuple[tuple[str, float, tuple[Site, ...]], .
                           for i in _reads(fn.child_by_field_name("body"), name)
                           if not any(k in _statement(i) for k in _PLUMBING)]
         if name:
-            out.append((name, value, tuple(sorted(sites, key=lambda s: s.start))))
+            out.append((name, value, at, tuple(sorted(sites, key=lambda s: s.start))))
     return tuple(out)
 
 

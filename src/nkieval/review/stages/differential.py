@@ -717,15 +717,16 @@ def _site_hypotheses(task: Any, cuda_src: str, text: str, hyps: list[tuple[Any, 
     except Exception:  # (a host function the binder cannot read: no parameter has sites)
         binding = {}
     host = {v.removeprefix("param:"): k for k, v in binding.items() if v.startswith("param:")}
-    constants = {value: (name, sites) for name, value, sites in named_constants(cuda_src)}
+    # (by the offset of the literal that declares each: that literal's hypothesis replaced every use)
+    constants = {at: (name, sites) for name, _value, at, sites in named_constants(cuda_src)}
     out: list[tuple[str, int, str, _Lit, str, bool]] = []
     grouped: set[tuple[float, float]] = set()
     for _, kind, what, p in hyps:
         if kind == "param":
             sites = parameter_sites(cuda_src, task.kernel, host.get(what, what))
             label = f"the parameter {what} = {float(task.params[what]):g}"
-        elif what.value in constants and len(constants[what.value][1]) > 1:
-            name, sites = constants[what.value]
+        elif what.start in constants and len(constants[what.start][1]) > 1:
+            name, sites = constants[what.start]
             label = f"the constant {name} = {what.text}"
         else:
             same = [c for c in cuda_lits if c.value == what.value]
