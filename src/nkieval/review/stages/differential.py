@@ -148,6 +148,8 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     for gpu, port, pivots, exact in folds:
         if pivots and (exact or not exact_cases):
             _envelope(gpu, port, pivots, per_out, task)
+    _explain_differences(loaded, cuda_src, [(loaded.cases[i], loaded.data[i], r) for i, r in zip(ran, runs_gpu)],
+                         per_out)
     edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1], _epsilon_dims(task, [r[1] for r in runs_gpu]))
     for label, _d, _i, gpu, port in edge:
         _compare(task, label, gpu, port, None, per_out)
@@ -429,6 +431,84 @@ def _band_scope(bands: list[dict[str, Any]]) -> str | None:
 def band_range(exponent: int) -> tuple[float, float]:
     """The |GPU output| range [lo, hi) of a magnitude band (:func:`_fold_bands`)."""
     return (0.0, 0.0) if exponent == ZERO_BAND else (math.ldexp(0.5, exponent), math.ldexp(1.0, exponent))
+
+
+# ------------------------------------------------------------------------------ what the difference comes from
+#: executor seconds (CPU of the reviewing thread) per review for the ablation runs, apart from the cases' budget
+ABLATION_BUDGET_S = 2.0
+#: the case the ablations run on: the review's smallest case with a difference and at least this many elements
+#: (a difference on a few elements may come from one rounding the ablations leave alone: row_softmax's 1 x 7 case),
+#: else the largest case with a difference (the runs' cost grows with the case)
+ABLATION_MIN_ELEMENTS = 2_048
+
+
+def _explain_differences(loaded: Loaded, cuda_src: str, cases: list[tuple[Any, CaseData, tuple[Any, ...]]],
+                         per_out: dict[str, dict[str, Any]]) -> None:
+    """Per output that agrees with the GPU within tolerance but not bitwise, what the difference comes from: the
+    CUDA kernel re-run on one case with one source of difference removed at a time (:mod:`nkieval.cuda.ablate`),
+    each ablation's share of the squared difference it removes (``envelope_causes``) and a sentence naming those
+    that remove at least :data:`nkieval.cuda.ablate.NAMED_SHARE` of it (``envelope_cause``). Only where an output has such a
+    difference; within :data:`ABLATION_BUDGET_S` (the runs are candidate-independent and kept with the case)."""
+    from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
+    from nkieval.cuda.ablate import ablations, shares
+
+    task = loaded.task
+    idx = {s.name: k for k, s in enumerate(task.outputs)}
+
+    def differs(run: tuple[Any, ...], o: str) -> bool:
+        g, p = run[3][idx[o]], run[4][idx[o]] if idx[o] < len(run[4]) else None
+        return p is not None and np.size(p) == np.size(g) and \
+            bool(np.any(np.asarray(g, np.float64).reshape(-1) != np.asarray(p, np.float64).reshape(-1)))
+
+    explain = [o for o, rec in per_out.items() if rec["verdict"] == "agree" and rec.get("observed")]
+    with_diff = [c for c in cases if any(differs(c[2], o) for o in explain)]
+    if not explain or not with_diff:
+        return
+    big = [c for c in with_diff if _elements(task, c[0].dims) >= ABLATION_MIN_ELEMENTS]
+    case, data, run = min(big, key=lambda c: _elements(task, c[0].dims)) if big else \
+        max(with_diff, key=lambda c: _elements(task, c[0].dims))
+    try:
+        variants = ablations(cuda_src)
+    except Exception:  # (a source the ablations cannot read: the difference stays unexplained)
+        return
+    spent, outs = 0.0, {}
+    for a in variants:
+        left = ABLATION_BUDGET_S - spent
+        if left <= 0:
+            break
+        try:
+            g, (_opts, took, _w) = _gpu_outputs(data, a.source, f"ablation/{a.name}", lambda a=a, left=left: run_task_cuda(
+                task, run[2], case.dims, source=a.source, options=a.options, time_limit_s=left), left)
+        except (CudaError, ExecutorTimeout):
+            continue
+        spent += took
+        outs[a.name] = g
+    what = {a.name: a.what for a in variants}
+    for o in explain:
+        if not differs(run, o) or not outs:
+            continue
+        got = shares(run[3][idx[o]], run[4][idx[o]], {n: g[idx[o]] for n, g in outs.items()})
+        if got is None:
+            continue
+        ranked = sorted(got.items(), key=lambda x: -x[1])
+        per_out[o]["envelope_causes"] = [{"ablation": n, "what": what[n], "share": v} for n, v in ranked]
+        per_out[o]["envelope_cause"] = _cause_sentence(ranked, what, run[0])
+
+
+def _cause_sentence(ranked: list[tuple[str, float]], what: dict[str, str], label: str) -> str:
+    """The ablations that remove at least :data:`nkieval.cuda.ablate.NAMED_SHARE` of the difference, with their
+    shares; else that none of the GPU's own roundings ablated accounts for it."""
+    from nkieval.cuda.ablate import NAMED_SHARE, named
+
+    causes = named(dict(ranked))
+    tried = ", ".join(what[n] for n, _ in ranked)
+    if not causes:
+        return (f"the difference comes from the port's side: removing from the GPU run each of {tried} removes "
+                f"less than {NAMED_SHARE:.0%} of it (on {label})")
+    rest = [(n, v) for n, v in ranked if v < NAMED_SHARE]
+    return ("the difference comes from the GPU's " + " and ".join(f"{what[n]} ({v:.0%})" for n, v in causes)
+            + f": the share of the squared difference removed when the GPU run does without it, on {label}"
+            + (f"; {', '.join(f'{what[n]} {v:.0%}' for n, v in rest)}" if rest else ""))
 
 
 # ------------------------------------------------------------------------------ edge inputs
