@@ -148,11 +148,12 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     for gpu, port, pivots, exact in folds:
         if pivots and (exact or not exact_cases):
             _envelope(gpu, port, pivots, per_out, task)
-    _explain_differences(loaded, cuda_src, [(loaded.cases[i], loaded.data[i], r) for i, r in zip(ran, runs_gpu)],
-                         per_out)
     edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1], _epsilon_dims(task, [r[1] for r in runs_gpu]))
     for label, _d, _i, gpu, port in edge:
         _compare(task, label, gpu, port, None, per_out)
+    # (after the edge inputs' verdicts: an output that disagrees on one has its cause search, not an ablation)
+    _explain_differences(loaded, cuda_src, [(loaded.cases[i], loaded.data[i], r) for i, r in zip(ran, runs_gpu)],
+                         per_out)
     disagreeing = [o for o in outputs if per_out[o]["verdict"] == "disagree"]
     numerics_failed = any(getattr(c, "numerics", None) and c.numerics.get("status") == "fail" for c in judged or [])
 
@@ -447,8 +448,8 @@ def _explain_differences(loaded: Loaded, cuda_src: str, cases: list[tuple[Any, C
     """Per output that agrees with the GPU within tolerance but not bitwise, what the difference comes from: the
     CUDA kernel re-run on one case with one source of difference removed at a time (:mod:`nkieval.cuda.ablate`),
     each ablation's share of the squared difference it removes (``envelope_causes``) and a sentence naming those
-    that remove at least :data:`nkieval.cuda.ablate.NAMED_SHARE` of it (``envelope_cause``). Only where an output has such a
-    difference; within :data:`ABLATION_BUDGET_S` (the runs are candidate-independent and kept with the case)."""
+    that remove at least :data:`nkieval.cuda.ablate.NAMED_SHARE` of it (``envelope_cause``). Only where an output
+    has such a difference; within :data:`ABLATION_BUDGET_S` (the runs are candidate-independent and kept with the case)."""
     from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
     from nkieval.cuda.ablate import ablations, shares
 
@@ -477,8 +478,9 @@ def _explain_differences(loaded: Loaded, cuda_src: str, cases: list[tuple[Any, C
         if left <= 0:
             break
         try:
-            g, (_opts, took, _w) = _gpu_outputs(data, a.source, f"ablation/{a.name}", lambda a=a, left=left: run_task_cuda(
-                task, run[2], case.dims, source=a.source, options=a.options, time_limit_s=left), left)
+            g, (_opts, took, _w) = _gpu_outputs(
+                data, a.source, f"ablation/{a.name}", lambda a=a, left=left: run_task_cuda(
+                    task, run[2], case.dims, source=a.source, options=a.options, time_limit_s=left), left)
         except (CudaError, ExecutorTimeout):
             continue
         spent += took
