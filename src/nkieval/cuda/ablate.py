@@ -137,8 +137,8 @@ def _accumulated(fn: Any) -> tuple[set[str], set[str], set[str]]:
     return names, arrays, fields
 
 
-def _arrays(fn: Any, names: set[str]) -> list[tuple[Any, str]]:
-    """(type node, name) of ``fn``'s ``float`` arrays and pointer parameters named in ``names``."""
+def _arrays(fn: Any, names: set[str] | None) -> list[tuple[Any, str]]:
+    """(type node, name) of ``fn``'s ``float`` arrays and pointer parameters named in ``names`` (all: None)."""
     out = []
     for n in _walk(fn):
         if n.type not in ("declaration", "parameter_declaration"):
@@ -149,7 +149,7 @@ def _arrays(fn: Any, names: set[str]) -> list[tuple[Any, str]]:
                                                                                        "pointer_declarator"):
             continue
         name = _name_of_declarator(d)
-        if name in names:
+        if name and (names is None or name in names):
             out.append((ty, name))
     return out
 
@@ -191,27 +191,14 @@ def _accumulation(text: str) -> str | None:
     fns = _device_bodies(root, raw)
     spans: list[tuple[int, int]] = []
     fields: set[str] = set()
-    widened_params: dict[str, list[int]] = {}  # (function -> positions of its pointer parameters widened)
+    arrays: set[tuple[str, str]] = set()  # ((function, array or pointer parameter) accumulated into)
     for fn in fns:
-        names, arrays, f = _accumulated(fn)
+        names, accumulated, f = _accumulated(fn)
         fields |= f
         spans += [(ty.start_byte, ty.end_byte) for ty, declared in _scalar_declarations(fn, ("float",))
                   if names & set(declared)]
-        for ty, name in _arrays(fn, arrays):
-            spans.append((ty.start_byte, ty.end_byte))
-            params = _parameter_names(fn)
-            if name in params:
-                widened_params.setdefault(_function_name(fn), []).append(params.index(name))
-    # (a shared array passed to a pointer parameter that is widened is widened too: the two must agree)
-    for fn in fns:
-        for call in (n for n in _walk(fn) if n.type == "call_expression"):
-            callee = call.child_by_field_name("function")
-            args = call.child_by_field_name("arguments")
-            if callee is None or args is None or callee.text.decode() not in widened_params:
-                continue
-            passed = {args.named_children[k].text.decode() for k in widened_params[callee.text.decode()]
-                      if k < len(args.named_children)}
-            spans += [(ty.start_byte, ty.end_byte) for ty, _ in _arrays(fn, passed)]
+        arrays |= {(_function_name(fn), a) for a in accumulated}
+    spans += _widened_arrays(fns, raw, arrays)
     for n in _walk(root):  # (the structs' accumulated float fields)
         if n.type == "field_declaration" and fields:
             ty = n.child_by_field_name("type")
@@ -219,6 +206,41 @@ def _accumulation(text: str) -> str | None:
             if ty is not None and ty.text.decode() == "float" and declared & fields:
                 spans.append((ty.start_byte, ty.end_byte))
     return _retype(text, spans, "double") if spans else None
+
+
+def _widened_arrays(fns: list[Any], raw: bytes, wide: set[tuple[str, str]]) -> list[tuple[int, int]]:
+    """The type spans of the ``float`` arrays and pointer parameters to widen with the accumulated ones ``wide``
+    ((function, name) pairs): every array passed to a widened pointer parameter and every pointer parameter
+    that receives a widened array, to a fixpoint (a shared buffer that one helper sums into and another takes
+    the max in is widened for both). None when that reaches a ``__global__`` kernel's parameter (the task's
+    arrays keep their types): the accumulators in registers are widened alone then."""
+    by_name = {_function_name(fn): fn for fn in fns}
+    kernels = {name for name, fn in by_name.items() if "__global__" in raw[fn.start_byte:fn.end_byte].decode()
+               .split("(")[0]}
+    typed = {name: {n: ty for ty, n in _arrays(fn, None)} for name, fn in by_name.items()}
+    wide = {(f, a) for f, a in wide if a in typed.get(f, {})}
+    changed = True
+    while changed:
+        changed = False
+        for fname, fn in by_name.items():
+            for call in (n for n in _walk(fn) if n.type == "call_expression"):
+                callee, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
+                g = callee.text.decode() if callee is not None else ""
+                if g not in by_name or args is None:
+                    continue
+                params = _parameter_names(by_name[g])
+                for k, arg in enumerate(args.named_children[: len(params)]):
+                    a, pk = arg.text.decode().strip(), params[k]
+                    if a not in typed[fname] or pk not in typed[g]:
+                        continue
+                    for pair in ((g, pk), (fname, a)):
+                        if ((fname, a) in wide or (g, pk) in wide) and pair not in wide:
+                            wide.add(pair)
+                            changed = True
+    params = {(f, p) for f in kernels for p in _parameter_names(by_name[f])}
+    if wide & params:
+        return []
+    return [(typed[f][a].start_byte, typed[f][a].end_byte) for f, a in wide]
 
 
 def _function_name(fn: Any) -> str:
