@@ -756,9 +756,9 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
         if not disagreeing:
             return causes
     # (no constant replaced everywhere explains it: one use of a value used at several sites may)
-    confirm = _confirming_run(task, runs, trial.label, disagreeing, out_idx)
-    for cuda_desc, cuda_line, cuda_text, p, source, one_use in _site_hypotheses(task, cuda_src, text, hyps, cuda_lits)[
-            :MAX_SITE_HYPOTHESES]:
+    sites = _site_hypotheses(task, cuda_src, text, hyps, cuda_lits)[:MAX_SITE_HYPOTHESES]
+    confirm = _confirming_run(task, runs, trial.label, disagreeing, out_idx) if sites else None
+    for cuda_desc, cuda_line, cuda_text, p, source, one_use in sites:
         if trial.spent > 2 * EXECUTOR_BUDGET_S:
             break
         fixed = trial.reproduces(source, dict(task.params), disagreeing, keep_agreeing=True)
