@@ -730,6 +730,8 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
         if best is None or max(e.values()) > best[0]:
             best = (max(e.values()), r, e)
     assert best is not None
+    if best[0] < MIN_ATTRIBUTED:  # (rounding noise everywhere: no hypothesis could be stated, none is run)
+        return []
     trial = _Trial(loaded, cuda_src, best[1], best[2], out_idx)
     causes: list[dict[str, Any]] = []
     text = trial.text
