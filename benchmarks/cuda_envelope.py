@@ -47,7 +47,8 @@ def _one(task_id: str) -> list[dict[str, Any]]:
     mig = next(c for c in r.criteria if c.id == "migration")
     rows = [{"task": task_id, "output": f.evidence["output"], "observed": f.evidence["observed"],
              "envelope": f.evidence["envelope"], "envelope_all": f.evidence.get("envelope_all"),
-             "bands": f.evidence.get("envelope_bands") or [], "verdict": f.evidence["verdict"], "cpu": cpu}
+             "bands": f.evidence.get("envelope_bands") or [], "verdict": f.evidence["verdict"], "cpu": cpu,
+             "causes": f.evidence.get("envelope_causes") or []}
             for f in mig.feedback if f.severity == "info" and "envelope" in f.evidence]
     if not rows:
         why = next((f.observed for f in mig.feedback if "not assessed" in f.observed), "no envelope line")
@@ -96,10 +97,34 @@ def main() -> None:
         band.append(_band_ratio(r["bands"]))
         print(head + f"observed {r['observed']:10.3g} ratio {ratio:8.3g} (all {old[-1]:8.3g}, worst band "
               f"{band[-1]:8.3g}){'  LOOSE' if ratio > 10 else ''}  [review {r['cpu']:.1f} CPU s]", flush=True)
+        if r["causes"]:
+            print(f"{'':40s}from: " + ", ".join(f"{c['ablation']} {c['share']:.2f}" for c in r["causes"]), flush=True)
     print(f"\noutputs {len(new) + len(bitwise)}; bitwise equal to the GPU (observed 0, no ratio) {len(bitwise)}"
           f" (envelope 0 on {sum(r['envelope'] == 0 for r in bitwise)}); of the {len(new)} that differ:")
     for name, xs in (("all elements (before)", old), ("magnitude bands (stated)", new), ("worst band", band)):
         print("  " + _stats(name, xs))
+    _causes_summary([r for r in res if "error" not in r and r["observed"] != 0])
+
+
+def _causes_summary(rows: list[dict[str, Any]]) -> None:
+    """What the differences come from (the envelope line's ablations): the top named cause per output, and the
+    shares of the ablations not named (how much an ablation with no part in a difference removes by chance)."""
+    from collections import Counter
+
+    from nkieval.cuda.ablate import NAMED_SHARE
+
+    tops = Counter()
+    rest: list[float] = []
+    for r in rows:
+        causes = r["causes"]
+        named = [c for c in causes if c["share"] >= NAMED_SHARE]
+        tops[named[0]["ablation"] if named else ("port's side" if causes else "not attributed")] += 1
+        rest += [c["share"] for c in causes if c["share"] < NAMED_SHARE]
+    print(f"what the {len(rows)} differences come from (top named ablation): "
+          + ", ".join(f"{k} {v}" for k, v in tops.most_common()))
+    if rest:
+        print(f"  shares of the ablations not named: min {min(rest):.3f} median {statistics.median(rest):.3f} "
+              f"max {max(rest):.3f} ({len(rest)})")
 
 
 if __name__ == "__main__":

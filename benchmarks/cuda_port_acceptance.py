@@ -62,10 +62,14 @@ def mutants(task: Any) -> list[tuple[str, str, int]]:
 
 
 def _review(job: tuple[str, str, str, int | None]) -> dict[str, Any]:
+    import time
+
     from nkieval.review.pipeline import review
 
     task_id, path, name, line = job
+    t0 = time.process_time()
     r = review(task_id, path, seed=5, compare_references=False)
+    cpu = time.process_time() - t0
     mig = next(c for c in r.criteria if c.id == "migration")
     causes = [f.evidence for f in mig.feedback if f.observed.startswith("semantic infidelity")]
     disagree = [f for f in mig.feedback if "disagrees with the CUDA kernel" in f.observed or
@@ -73,7 +77,7 @@ def _review(job: tuple[str, str, str, int | None]) -> dict[str, Any]:
     lines = [int(str(c.get("port_location", ":0")).split(":")[1]) for c in causes]
     return {"task": task_id, "name": name, "line": line, "score": r.score, "migration": mig.level,
             "disagree": bool(disagree) or bool(causes), "causes": lines,
-            "right": line is not None and line in lines, "wrong": [x for x in lines if x != line]}
+            "right": line is not None and line in lines, "wrong": [x for x in lines if x != line], "cpu": cpu}
 
 
 def _stated_causes(mig: Any) -> list[str]:
@@ -278,7 +282,8 @@ def main() -> None:
     for r in res:
         print(f"{r['task']:24s} {r['name']:22s} line {r['line']!s:>4s} score {r['score']:5.1f} migration "
               f"{r['migration']}  disagree {'yes' if r['disagree'] else 'no ':3s} causes at {r['causes']}"
-              + ("  RIGHT" if r["right"] else "") + (f"  WRONG {r['wrong']}" if r["wrong"] else ""))
+              + ("  RIGHT" if r["right"] else "") + (f"  WRONG {r['wrong']}" if r["wrong"] else "")
+              + f"  CPU {r['cpu']:.2f} s")
     muts = [r for r in res if r["name"] != "expert"]
     obs = [r for r in muts if r["disagree"]]
     print(f"\nexperts: {len(res) - len(muts)}, with a stated cause (wrong by definition): "
@@ -287,6 +292,10 @@ def main() -> None:
           f"mistake named (cause at the mutated line): {sum(r['right'] for r in muts)} "
           f"({sum(r['right'] for r in obs)}/{len(obs)} of the observable); "
           f"wrong causes stated: {sum(bool(r['wrong']) for r in muts)}")
+    # (the review process's CPU: the sandbox's children are not counted, the judge's own work is)
+    print(f"CPU s per review (mean of {len(res)}): {sum(r['cpu'] for r in res) / max(1, len(res)):.2f}; experts "
+          f"{sum(r['cpu'] for r in res if r['name'] == 'expert') / max(1, len(res) - len(muts)):.2f}, mutants "
+          f"{sum(r['cpu'] for r in muts) / max(1, len(muts)):.2f}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ conditions' bounds) are not mutated.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -369,3 +370,83 @@ def combine_all(ms: Sequence[Mutation], text: str) -> Mutation | None:
 
 
 _WRAP = ("__bfloat162float(__float2bfloat16(", "))")
+
+
+@dataclass(frozen=True)
+class _Callee:
+    """A ``__device__`` function called from several sites: its definition's span (a template's included), its
+    name's span in it, and the spans of the names at its call sites (in device code, outside itself)."""
+
+    name: str
+    start: int
+    end: int
+    name_span: tuple[int, int]
+    calls: tuple[tuple[int, int, int], ...]  # (start, end, line) of each call's function name
+
+
+@functools.lru_cache(maxsize=16)
+def _callees(text: str) -> tuple[_Callee, ...]:
+    """The ``__device__`` functions of the preprocessed ``text`` that device code calls from two sites or more."""
+    raw = text.encode()
+    root = _parser().parse(raw).root_node
+    defs = []
+    for body in _device_functions(root):
+        fn = body.parent
+        head = raw[fn.start_byte:body.start_byte].decode()
+        if "__global__" in head:
+            continue
+        d = fn.child_by_field_name("declarator")
+        while d is not None and d.type not in ("identifier", "field_identifier"):
+            d = d.child_by_field_name("declarator")
+        if d is None:
+            continue
+        whole = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else fn
+        defs.append((d.text.decode(), whole, (d.start_byte, d.end_byte)))
+    out = []
+    for name, whole, span in defs:
+        calls = []
+        for body in _device_functions(root):
+            stack = [body]
+            while stack:
+                n = stack.pop()
+                stack.extend(n.children)
+                if n.type != "call_expression" or whole.start_byte <= n.start_byte < whole.end_byte:
+                    continue
+                f = n.child_by_field_name("function")
+                f = f.child_by_field_name("name") if f is not None and f.type == "template_function" else f
+                if f is not None and f.type == "identifier" and f.text.decode() == name:
+                    calls.append((f.start_byte, f.end_byte, f.start_point[0] + 1))
+        if len(calls) > 1:
+            out.append(_Callee(name, whole.start_byte, whole.end_byte, span, tuple(sorted(calls))))
+    return tuple(out)
+
+
+def call_site_variants(source: str, m: Mutation) -> list[Mutation]:
+    """``m`` made at one call site only, for each call site of the ``__device__`` function it lies in when that
+    function is called from several: a copy of the function with ``m`` applied, called at that site, the
+    function itself unchanged for its other calls (a port that computes one of two reductions through a helper
+    wrongly and the other right). One edit each, spanning the function and the call; no port line is
+    established for them (``site`` is empty). Empty when ``m`` is in no such function."""
+    text = preprocess(source)
+    callee = next((c for c in _callees(text) if c.start <= m.start and m.end <= c.end), None)
+    if callee is None:
+        return []
+    raw = text.encode()
+    out = []
+    for k, (a, b, line) in enumerate(callee.calls):
+        clone_name = f"{callee.name}__call{k + 1}"
+        body = raw[callee.start:callee.end]
+        # (the copy: the mutation, then the name, from the later offset to the earlier one)
+        edits = sorted([(m.start, m.end, m.new.encode()), (*callee.name_span, clone_name.encode())], reverse=True)
+        for s, e, new in edits:
+            body = body[: s - callee.start] + new + body[e - callee.start:]
+        full = raw[:callee.end] + b"\n" + body + raw[callee.end:]
+        shift = len(body) + 1 if a >= callee.end else 0
+        full = full[: a + shift] + clone_name.encode() + full[b + shift:]
+        lo, hi = min(callee.start, a), max(callee.end, b)
+        new = full[lo: hi + len(full) - len(raw)].decode()
+        others = len(callee.calls) - 1
+        out.append(Mutation(m.kind, f"{m.what}, in the call of `{callee.name}` at kernel.cu:{line} only (its other "
+                            f"{others} call{'s' if others > 1 else ''} unchanged)", m.line, lo, hi,
+                            raw[lo:hi].decode(), new))
+    return out

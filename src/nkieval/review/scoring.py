@@ -997,11 +997,12 @@ def _differential_feedback(ev: Evidence, fb: list[Feedback], level: int) -> int:
                            f"vs this port, observed max difference {_observed(o['observed'])}, expected envelope "
                            f"{o['envelope']:.3g} (GPU error + port error against "
                            f"{_envelope_pivot(d)}, {o['cases']} case(s){_envelope_sides(o)}"
-                           f"{'; ' + o['envelope_scope'] if o.get('envelope_scope') else ''}); verdict {o['verdict']}",
+                           f"{'; ' + o['envelope_scope'] if o.get('envelope_scope') else ''}); verdict {o['verdict']}"
+                           f"{'; ' + o['envelope_cause'] if o.get('envelope_cause') else ''}",
                            "GPU and Trainium results within the envelope of their own errors",
                            "none", {"output": o["output"], "observed": o["observed"], "envelope": o["envelope"],
                                     "envelope_all": o.get("envelope_all"), "envelope_bands": o.get("envelope_bands"),
-                                    "verdict": o["verdict"]}))
+                                    "envelope_causes": o.get("envelope_causes"), "verdict": o["verdict"]}))
     return level
 
 

@@ -151,6 +151,9 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1], _epsilon_dims(task, [r[1] for r in runs_gpu]))
     for label, _d, _i, gpu, port in edge:
         _compare(task, label, gpu, port, None, per_out)
+    # (after the edge inputs' verdicts: an output that disagrees on one has its cause search, not an ablation)
+    _explain_differences(loaded, cuda_src, [(loaded.cases[i], loaded.data[i], r) for i, r in zip(ran, runs_gpu)],
+                         per_out)
     disagreeing = [o for o in outputs if per_out[o]["verdict"] == "disagree"]
     numerics_failed = any(getattr(c, "numerics", None) and c.numerics.get("status") == "fail" for c in judged or [])
 
@@ -447,6 +450,85 @@ def band_range(exponent: int) -> tuple[float, float]:
     return (0.0, 0.0) if exponent == ZERO_BAND else (math.ldexp(0.5, exponent), math.ldexp(1.0, exponent))
 
 
+# ------------------------------------------------------------------------------ what the difference comes from
+#: executor seconds (CPU of the reviewing thread) per review for the ablation runs, apart from the cases' budget
+ABLATION_BUDGET_S = 2.0
+#: the case the ablations run on: the review's smallest case with a difference and at least this many elements
+#: (a difference on a few elements may come from one rounding the ablations leave alone: row_softmax's 1 x 7 case),
+#: else the largest case with a difference (the runs' cost grows with the case)
+ABLATION_MIN_ELEMENTS = 2_048
+
+
+def _explain_differences(loaded: Loaded, cuda_src: str, cases: list[tuple[Any, CaseData, tuple[Any, ...]]],
+                         per_out: dict[str, dict[str, Any]]) -> None:
+    """Per output that agrees with the GPU within tolerance but not bitwise, what the difference comes from: the
+    CUDA kernel re-run on one case with one source of difference removed at a time (:mod:`nkieval.cuda.ablate`),
+    each ablation's share of the squared difference it removes (``envelope_causes``) and a sentence naming those
+    that remove at least :data:`nkieval.cuda.ablate.NAMED_SHARE` of it (``envelope_cause``). Only where an output
+    has such a difference; within :data:`ABLATION_BUDGET_S` (the runs are candidate-independent and kept with the case)."""
+    from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
+    from nkieval.cuda.ablate import ablations, shares
+
+    task = loaded.task
+    idx = {s.name: k for k, s in enumerate(task.outputs)}
+
+    def differs(run: tuple[Any, ...], o: str) -> bool:
+        g, p = run[3][idx[o]], run[4][idx[o]] if idx[o] < len(run[4]) else None
+        return p is not None and np.size(p) == np.size(g) and \
+            bool(np.any(np.asarray(g, np.float64).reshape(-1) != np.asarray(p, np.float64).reshape(-1)))
+
+    explain = [o for o, rec in per_out.items() if rec["verdict"] == "agree" and rec.get("observed")]
+    with_diff = [c for c in cases if any(differs(c[2], o) for o in explain)]
+    if not explain or not with_diff:
+        return
+    big = [c for c in with_diff if _elements(task, c[0].dims) >= ABLATION_MIN_ELEMENTS]
+    case, data, run = min(big, key=lambda c: _elements(task, c[0].dims)) if big else \
+        max(with_diff, key=lambda c: _elements(task, c[0].dims))
+    try:
+        variants = ablations(cuda_src)
+    except Exception:  # (a source the ablations cannot read: the difference stays unexplained)
+        return
+    spent, outs = 0.0, {}
+    for a in variants:
+        left = ABLATION_BUDGET_S - spent
+        if left <= 0:
+            break
+        try:
+            g, (_opts, took, _w) = _gpu_outputs(
+                data, a.source, f"ablation/{a.name}", lambda a=a, left=left: run_task_cuda(
+                    task, run[2], case.dims, source=a.source, options=a.options, time_limit_s=left), left)
+        except (CudaError, ExecutorTimeout):
+            continue
+        spent += took
+        outs[a.name] = g
+    what = {a.name: a.what for a in variants}
+    for o in explain:
+        if not differs(run, o) or not outs:
+            continue
+        got = shares(run[3][idx[o]], run[4][idx[o]], {n: g[idx[o]] for n, g in outs.items()})
+        if got is None:
+            continue
+        ranked = sorted(got.items(), key=lambda x: -x[1])
+        per_out[o]["envelope_causes"] = [{"ablation": n, "what": what[n], "share": v} for n, v in ranked]
+        per_out[o]["envelope_cause"] = _cause_sentence(ranked, what, run[0])
+
+
+def _cause_sentence(ranked: list[tuple[str, float]], what: dict[str, str], label: str) -> str:
+    """The ablations that remove at least :data:`nkieval.cuda.ablate.NAMED_SHARE` of the difference, with their
+    shares; else that none of the GPU's own roundings ablated accounts for it."""
+    from nkieval.cuda.ablate import NAMED_SHARE, named
+
+    causes = named(dict(ranked))
+    tried = ", ".join(what[n] for n, _ in ranked)
+    if not causes:
+        return (f"the difference comes from the port's side: removing from the GPU run each of {tried} removes "
+                f"less than {NAMED_SHARE:.0%} of it (on {label})")
+    rest = [(n, v) for n, v in ranked if v < NAMED_SHARE]
+    return ("the difference comes from the GPU's " + " and ".join(f"{what[n]} ({v:.0%})" for n, v in causes)
+            + f": the share of the squared difference removed when the GPU run does without it, on {label}"
+            + (f"; {', '.join(f'{what[n]} {v:.0%}' for n, v in rest)}" if rest else ""))
+
+
 # ------------------------------------------------------------------------------ edge inputs
 #: an epsilon: a positive float literal below this added to the argument of a square root (``rsqrtf(v + 1e-6f)``)
 EPSILON_MAX = 1e-3
@@ -628,8 +710,10 @@ def _line_text(text: str, line: int) -> str:
 
 def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disagreeing: list[str]
                ) -> list[dict[str, Any]]:
-    from nkieval.cuda.program import preprocess
-
+    """Constant causes: the CUDA source re-run with one of the port's constants in place of one of its own
+    (:data:`MAX_HYPOTHESES` pairs, the closest values first), each constant and parameter replaced everywhere it
+    is used; then, for what is still unexplained, the values used at several sites, one site at a time
+    (:func:`_site_hypotheses`)."""
     task = loaded.task
     port_lits = _port_literals(loaded.source)
     cuda_lits = _cuda_literals(cuda_src)
@@ -655,7 +739,6 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
     if not hyps:
         return []
     out_idx = {s.name: k for k, s in enumerate(task.outputs)}
-    text = preprocess(cuda_src)
     # the run where the disagreement is largest decides; every output is re-checked there
     best: tuple[float, Any, dict[str, float]] | None = None
     for r in runs:
@@ -663,17 +746,14 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
         if best is None or max(e.values()) > best[0]:
             best = (max(e.values()), r, e)
     assert best is not None
-    label, dims, inputs, _gpu, port = best[1]
-    base_err = best[2]
+    if best[0] < MIN_ATTRIBUTED:  # (rounding noise everywhere: no hypothesis could be stated, none is run)
+        return []
+    trial = _Trial(loaded, cuda_src, best[1], best[2], out_idx)
     causes: list[dict[str, Any]] = []
-    # (the re-runs are candidate-independent, kept across reviews with the seconds they took the first time:
-    # a warm review tries the same hypotheses as a cold one, within the same executor budget)
-    # (the review's own fingerprint when it keeps data: the task's files are read and hashed once per review)
-    fingerprint, digest, spent = loaded.fingerprint or task_fingerprint(task), inputs_digest(inputs), 0.0
-    store = store_for(loaded.use_cache)
+    text = trial.text
     for _, kind, what, p in hyps:
-        if spent > 2 * EXECUTOR_BUDGET_S:
-            break
+        if trial.spent > 2 * EXECUTOR_BUDGET_S:
+            return causes
         prm = dict(task.params)
         if kind == "literal":
             suffix = "f" if what.text.lower().endswith("f") else ""
@@ -681,37 +761,173 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
         else:
             source = cuda_src
             prm[what] = p.value
-        g2, took = kept_cuda_run(task, fingerprint, inputs, digest, dims, source, prm, EXECUTOR_BUDGET_S / 2,
-                                 store=store)
-        spent += took
-        if g2 is None:
-            continue
-        fixed = []
-        for o in disagreeing:
-            e0 = base_err[o]
-            e1 = _max_ratio(task, g2[out_idx[o]], port[out_idx[o]])
-            # (reproduced: the difference shrinks tenfold to within tolerance, from well above fp32 noise)
-            if e0 >= MIN_ATTRIBUTED and e1 <= 1.0 and e1 <= 0.1 * e0:
-                fixed.append((o, e0, e1))
+        fixed = trial.reproduces(source, prm, disagreeing)
         if not fixed:
             continue
-        outs = [f[0] for f in fixed]
         if kind == "literal":
             cuda_desc = f"the constant {what.text} at kernel.cu:{what.line} (`{_line_text(cuda_src, what.line)}`)"
         else:
             cuda_desc = f"the parameter {what} = {params[what]:g} that the CUDA kernel takes"
-        summary = (f"{cuda_desc} is {p.text} in the port at candidate.py:{p.line} "
-                   f"(`{_line_text(loaded.source, p.line)}`): re-running the CUDA kernel with {p.text} reproduces the "
-                   f"port's {', '.join(outs)} on {label} (difference "
-                   + ", ".join(f"{e0:.3g}x -> {e1:.3g}x the tolerance" for _, e0, e1 in fixed) + ")")
-        causes.append({"kind": "constant", "outputs": outs, "cuda_line": what.line if kind == "literal" else None,
-                       "cuda_text": what.text if kind == "literal" else what, "port_line": p.line,
-                       "port_text": p.text, "case": label, "summary": summary,
-                       "reproduced": [{"output": o, "before": e0, "after": e1} for o, e0, e1 in fixed]})
-        disagreeing = [o for o in disagreeing if o not in outs]
+        causes.append(trial.cause(cuda_desc, fixed, what.line if kind == "literal" else None,
+                                  what.text if kind == "literal" else what, p, trial.label))
+        disagreeing = [o for o in disagreeing if o not in {f[0] for f in fixed}]
+        if not disagreeing:
+            return causes
+    # (no constant replaced everywhere explains it: one use of a value used at several sites may)
+    sites = _site_hypotheses(task, cuda_src, text, hyps, cuda_lits)[:MAX_SITE_HYPOTHESES]
+    confirm = _confirming_run(task, runs, trial.label, disagreeing, out_idx) if sites else None
+    for cuda_desc, cuda_line, cuda_text, p, source, one_use in sites:
+        if trial.spent > 2 * EXECUTOR_BUDGET_S:
+            break
+        fixed = trial.reproduces(source, dict(task.params), disagreeing, keep_agreeing=True)
+        if not fixed or (confirm is not None and not trial.agrees_on(confirm, source, [f[0] for f in fixed])):
+            continue
+        labels = trial.label + ("" if confirm is None else f" and {confirm[0]}")
+        causes.append(trial.cause(cuda_desc, fixed, cuda_line, cuda_text, p, labels, one_use))
+        disagreeing = [o for o in disagreeing if o not in {f[0] for f in fixed}]
         if not disagreeing:
             break
     return causes
+
+
+#: hypotheses of one use of a value (:func:`_site_hypotheses`) tried at most, each one executor run on the case
+#: where the disagreement is largest (and one more, on a second case, for one that reproduces the port there).
+#: Twelve covers every use of a parameter used at up to four sites against the three port constants closest
+#: to it, or a value used at twelve sites against one (the built-in and port kernels use a parameter or a named
+#: constant at three sites at most). The CPU it adds is paid only by a port whose disagreement no constant replaced everywhere
+#: explains (about 12 runs of the smallest disagreeing case at most)
+MAX_SITE_HYPOTHESES = 12
+
+
+def _site_hypotheses(task: Any, cuda_src: str, text: str, hyps: list[tuple[Any, str, Any, _Lit]],
+                     cuda_lits: tuple[_Lit, ...]) -> list[tuple[str, int, str, _Lit, str, bool]]:
+    """For each (CUDA value, port constant) pair of ``hyps`` (the constant hypotheses tried, every use of the
+    value replaced) whose value is used at several sites: (description, kernel.cu line, CUDA text, port
+    constant, source, whether one use only) per hypothesis, in ``hyps``'s order:
+
+    * a parameter, or a named constant (``constexpr float k``): the port's value at one of its uses, each use
+      in source order (:mod:`nkieval.cuda.sites`);
+    * a literal value written at several sites (``0.5f`` twice, a ``#define`` expanded): the port's value at
+      every one of them at once (each site alone is a hypothesis of the first pass)."""
+    from nkieval.cuda.runner import bind_task
+    from nkieval.cuda.sites import c_float, named_constants, parameter_sites
+
+    try:
+        binding = bind_task(cuda_src, task.kernel, task.inputs, task.outputs, dict(task.params))
+    except Exception:  # (a host function the binder cannot read: no parameter has sites)
+        binding = {}
+    host = {v.removeprefix("param:"): k for k, v in binding.items() if v.startswith("param:")}
+    # (by the offset of the literal that declares each: that literal's hypothesis replaced every use)
+    constants = {at: (name, sites) for name, _value, at, sites in named_constants(cuda_src)}
+    out: list[tuple[str, int, str, _Lit, str, bool]] = []
+    grouped: set[tuple[float, float]] = set()
+    for _, kind, what, p in hyps:
+        if kind == "param":
+            sites = parameter_sites(cuda_src, task.kernel, host.get(what, what))
+            label = f"the parameter {what} = {float(task.params[what]):g}"
+        elif what.start in constants and len(constants[what.start][1]) > 1:
+            name, sites = constants[what.start]
+            label = f"the constant {name} = {what.text}"
+        else:
+            same = [c for c in cuda_lits if c.value == what.value]
+            if len(same) < 2 or (what.value, p.value) in grouped:
+                continue
+            grouped.add((what.value, p.value))
+            suffix = "f" if what.text.lower().endswith("f") else ""
+            source = text
+            for c in sorted(same, key=lambda c: -c.start):  # (from the end: earlier offsets stay valid)
+                source = source[: c.start] + repr(p.value) + suffix + source[c.end:]
+            where = ", ".join(f"kernel.cu:{ln}" for ln in sorted({c.line for c in same}))
+            out.append((f"the constant {what.text} at all its {len(same)} uses ({where})", same[0].line,
+                        what.text, p, source, False))
+            continue
+        if len(sites) < 2:
+            continue
+        for k, site in enumerate(sites):
+            desc = (f"{label} at its use kernel.cu:{site.line} (`{_line_text(cuda_src, site.line)}`; use {k + 1} of "
+                    f"{len(sites)}, the others kept)")
+            out.append((desc, site.line, what if kind == "param" else site.name, p,
+                        site.replace(text, c_float(p.value)), True))
+    return out
+
+
+def _confirming_run(task: Any, runs: list[tuple[Any, ...]], label: str, disagreeing: list[str],
+                    out_idx: dict[str, int]) -> tuple[Any, ...] | None:
+    """A second run a one-use hypothesis must also reproduce the port on: another run where a ``disagreeing``
+    output disagrees when there is one, else the first other run (a hypothesis with more freedom, one use out of
+    several, must not match by coincidence on one input)."""
+    others = [r for r in runs if r[0] != label and len(r[4]) >= len(out_idx)]
+    return next((r for r in others if any(_max_ratio(task, r[3][out_idx[o]], r[4][out_idx[o]]) > 1.0
+                                          for o in disagreeing)), others[0] if others else None)
+
+
+class _Trial:
+    """Re-runs of the CUDA kernel with a hypothesis on one run (the one where the disagreement is largest),
+    kept across reviews (candidate-independent, with the seconds they took the first time: a warm review tries
+    the same hypotheses as a cold one, within the same executor budget)."""
+
+    def __init__(self, loaded: Loaded, cuda_src: str, run: tuple[Any, ...], base_err: dict[str, float],
+                 out_idx: dict[str, int]):
+        from nkieval.cuda.program import preprocess
+
+        task = loaded.task
+        self.task, self.run, self.base_err, self.out_idx = task, run, base_err, out_idx
+        self.label = run[0]
+        self.text = preprocess(cuda_src)
+        # (the review's own fingerprint when it keeps data: the task's files are read and hashed once per review)
+        self.fingerprint = loaded.fingerprint or task_fingerprint(task)
+        self.digest = inputs_digest(run[2])
+        self.store = store_for(loaded.use_cache)
+        self.source_text = loaded.source
+        self.spent = 0.0
+
+    def _outputs(self, run: tuple[Any, ...], source: str, prm: dict[str, Any], digest: str
+                 ) -> list[np.ndarray] | None:
+        g2, took = kept_cuda_run(self.task, self.fingerprint, run[2], digest, run[1], source, prm,
+                                 EXECUTOR_BUDGET_S / 2, store=self.store)
+        self.spent += took
+        return g2
+
+    def reproduces(self, source: str, prm: dict[str, Any], disagreeing: list[str], keep_agreeing: bool = False
+                   ) -> list[tuple[str, float, float]]:
+        """(output, tolerance ratio before, after) for the ``disagreeing`` outputs the hypothesis reproduces: the
+        difference shrinks tenfold to within tolerance, from well above fp32 noise. ``keep_agreeing``: none
+        when an output that agreed with the port on this run no longer does (a change of one use of a value must
+        not move what the port computes right)."""
+        g2 = self._outputs(self.run, source, prm, self.digest)
+        if g2 is None:
+            return []
+        fixed = []
+        port = self.run[4]
+        if keep_agreeing:
+            for o, k in self.out_idx.items():
+                if o not in disagreeing and k < len(port) and \
+                        _max_ratio(self.task, self.run[3][k], port[k]) <= 1.0 < _max_ratio(self.task, g2[k], port[k]):
+                    return []
+        for o in disagreeing:
+            e0 = self.base_err[o]
+            e1 = _max_ratio(self.task, g2[self.out_idx[o]], port[self.out_idx[o]])
+            if e0 >= MIN_ATTRIBUTED and e1 <= 1.0 and e1 <= 0.1 * e0:
+                fixed.append((o, e0, e1))
+        return fixed
+
+    def agrees_on(self, run: tuple[Any, ...], source: str, outputs: list[str]) -> bool:
+        """Is the hypothesis's kernel within tolerance of the port's ``outputs`` on ``run``?"""
+        g = self._outputs(run, source, dict(self.task.params), inputs_digest(run[2]))
+        return g is not None and all(_max_ratio(self.task, g[self.out_idx[o]], run[4][self.out_idx[o]]) <= 1.0
+                                     for o in outputs)
+
+    def cause(self, cuda_desc: str, fixed: list[tuple[str, float, float]], cuda_line: int | None, cuda_text: str,
+              p: _Lit, labels: str, one_use: bool = False) -> dict[str, Any]:
+        """The cause record (``one_use``: the port's value replaced one use of the CUDA value, not all)."""
+        outs = [f[0] for f in fixed]
+        summary = (f"{cuda_desc} is {p.text} in the port at candidate.py:{p.line} "
+                   f"(`{_line_text(self.source_text, p.line)}`): re-running the CUDA kernel with {p.text} "
+                   f"{'there only ' if one_use else ''}reproduces the port's {', '.join(outs)} on {labels} "
+                   "(difference " + ", ".join(f"{e0:.3g}x -> {e1:.3g}x the tolerance" for _, e0, e1 in fixed) + ")")
+        return {"kind": "constant", "outputs": outs, "cuda_line": cuda_line, "cuda_text": cuda_text,
+                "port_line": p.line, "port_text": p.text, "case": self.label, "summary": summary,
+                "reproduced": [{"output": o, "before": e0, "after": e1} for o, e0, e1 in fixed]}
 
 
 def _max_ratio(task: Any, g: np.ndarray, p: np.ndarray) -> float:

@@ -152,7 +152,35 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     if found_set is not None:
         combined, found, parts = found_set
         return [_cause(task, cuda_src, combined, found, search, locate, parts)]
+    # a mutation of a device function called from several sites, made at one call only
+    for m in _call_site_hypotheses(cuda_src, search):
+        if search.spent >= budget_s:
+            break
+        found = search.attempt(m)
+        if found is not None:
+            return [_cause(task, cuda_src, m, found, search, locate)]
     return []
+
+
+#: one-call hypotheses (:func:`_call_site_hypotheses`) tried at most: each one run of the smallest disagreeing case
+#: (two more for one that reproduces the port there). Sixteen covers the eight mutations that came closest to
+#: the port at every call of a helper called twice (a block reduction for the max and for the sum), within the
+#: search's CPU budget; only a port that no mutation of every call explains pays for it
+MAX_CALL_SITE_HYPOTHESES = 16
+
+
+def _call_site_hypotheses(cuda_src: str, search: _Search) -> list[Any]:
+    """The mutations that ran, in a ``__device__`` function called from several sites, each made at one call only
+    (:func:`nkieval.cuda.mutate.call_site_variants`), those that brought the kernel closest to the port first
+    (made at every call), at most :data:`MAX_CALL_SITE_HYPOTHESES`."""
+    from nkieval.cuda.mutate import call_site_variants
+
+    out: list[Any] = []
+    for m, _closer in sorted(search.scores.items(), key=lambda x: x[1]):
+        if len(out) >= MAX_CALL_SITE_HYPOTHESES:
+            break
+        out += call_site_variants(cuda_src, m)
+    return out[:MAX_CALL_SITE_HYPOTHESES]
 
 
 #: CUDA sources whose mutation list is kept (a task's kernel.cu: the list does not depend on the candidate)
@@ -269,6 +297,9 @@ class _Search:
         self._base: dict[str, dict[str, tuple[float, float, float]]] = {}
         #: whether the last hypothesis ran on the first run (did not fault or time out)
         self.last_ran = False
+        #: per single mutation that ran on the first run, its largest tolerance ratio to the port there as a
+        #: fraction of the unmutated kernel's (the disagreeing outputs): how close it came
+        self.scores: dict[Any, float] = {}
         self._kernel_s: float | None = None  # (the unmutated kernel's CPU seconds on the first run)
 
     def _distances(self, g: list[np.ndarray], p: list[np.ndarray]) -> dict[str, tuple[float, float, float]]:
@@ -309,6 +340,9 @@ class _Search:
         if g2 is None:
             return None
         precision = m.kind == "precision"
+        worse = [_ratio(task, g2[idx[o]], port[idx[o]]) / self.base[o] for o in self.disagreeing
+                 if self.base[o] > MIN_RATIO]
+        self.scores.setdefault(m, max(worse, default=1.0))
         after = _reproduces(task, g2, port, idx, names, self.before, precision)
         if after is None or (not precision and any(after[o] > 0.1 * self.base[o] for o in self.disagreeing
                                                    if self.base[o] > MIN_RATIO)):
