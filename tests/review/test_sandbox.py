@@ -94,8 +94,9 @@ def test_crash_and_hang_in_a_later_case_are_that_case_s():
     # shapes are traced smallest first (5, 7, 9): the hang on 7 skips 9, which was not traced yet
     assert [r.status for r in runs] == ["not-run", "timeout", "ok"]
     # the hanging shape is caught while tracing it (its budget: the start-up allowance plus the case's limit)
-    # (timed from when the judge got the part before it, which under load is a little after it was sent)
-    assert 0.9 <= runs[1].wall_s < 8 and time.monotonic() - t < 15
+    # (timed from when the judge got the part before it, which under load comes a few tenths of a second after the
+    # sandbox's own clock for the shape started; a run's whole time, or none, would fall outside these bounds)
+    assert 0.5 <= runs[1].wall_s < 8 and time.monotonic() - t < 15
 
 
 def test_kept_output_files_are_overwritten_and_never_read_stale(tmp_path):
