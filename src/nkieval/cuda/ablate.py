@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.cuda.program import BuildOptions, _name_of_declarator, _parser, preprocess
+from nkieval.cuda.program import BuildOptions, _name_of_declarator, _parser, parameter_names, preprocess
 
 #: fast-math intrinsics and their exact counterparts (the executor runs both)
 EXACT_INTRINSICS = {"__expf": "expf", "__exp10f": "exp10f", "__logf": "logf", "__log2f": "log2f",
@@ -228,7 +228,7 @@ def _widened_arrays(fns: list[Any], raw: bytes, wide: set[tuple[str, str]]) -> l
                 g = callee.text.decode() if callee is not None else ""
                 if g not in by_name or args is None:
                     continue
-                params = _parameter_names(by_name[g])
+                params = parameter_names(by_name[g])
                 for k, arg in enumerate(args.named_children[: len(params)]):
                     a, pk = arg.text.decode().strip(), params[k]
                     if a not in typed[fname] or pk not in typed[g]:
@@ -237,7 +237,7 @@ def _widened_arrays(fns: list[Any], raw: bytes, wide: set[tuple[str, str]]) -> l
                         if ((fname, a) in wide or (g, pk) in wide) and pair not in wide:
                             wide.add(pair)
                             changed = True
-    params = {(f, p) for f in kernels for p in _parameter_names(by_name[f])}
+    params = {(f, p) for f in kernels for p in parameter_names(by_name[f])}
     if wide & params:
         return []
     return [(typed[f][a].start_byte, typed[f][a].end_byte) for f, a in wide]
@@ -245,15 +245,6 @@ def _widened_arrays(fns: list[Any], raw: bytes, wide: set[tuple[str, str]]) -> l
 
 def _function_name(fn: Any) -> str:
     return _name_of_declarator(fn.child_by_field_name("declarator")) or ""
-
-
-def _parameter_names(fn: Any) -> list[str]:
-    d = fn.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
-    params = d.child_by_field_name("parameters") if d is not None else None
-    return [_name_of_declarator(p.child_by_field_name("declarator")) or "" for p in params.named_children
-            if p.type == "parameter_declaration"] if params is not None else []
 
 
 def _mixed_precision(text: str) -> str | None:

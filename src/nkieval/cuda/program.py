@@ -121,6 +121,16 @@ def _name_of_declarator(d: Any) -> str | None:
     return None if d is None else d.text.decode()
 
 
+def parameter_names(fn: Any) -> list[str]:
+    """The parameter names of a ``function_definition`` node, in order (``""`` for an unnamed one)."""
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    params = d.child_by_field_name("parameters") if d is not None else None
+    return [_name_of_declarator(p.child_by_field_name("declarator")) or "" for p in params.named_children
+            if p.type == "parameter_declaration"] if params is not None else []
+
+
 def parse_program(text: str) -> Program:
     options = BuildOptions.from_text(text)
     src = preprocess(text)

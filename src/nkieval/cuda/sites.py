@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from nkieval.cuda.program import _name_of_declarator, parse_program
+from nkieval.cuda.program import _name_of_declarator, parameter_names, parse_program
 
 #: statements whose uses are plumbing (a launch, error reporting), not the kernel's math
 _PLUMBING = ("<<<", "cudaGetLastError", "fprintf", "printf")
@@ -34,17 +34,6 @@ class Site:
         """``text`` with this use of the name replaced by ``value`` (a C expression)."""
         b = text.encode()
         return (b[: self.start] + value.encode() + b[self.end:]).decode()
-
-
-def _param_names(fn: Any) -> list[str]:
-    decl = fn.child_by_field_name("declarator")
-    while decl is not None and decl.type != "function_declarator":
-        decl = decl.child_by_field_name("declarator")
-    params = decl.child_by_field_name("parameters") if decl is not None else None
-    if params is None:
-        return []
-    return [_name_of_declarator(p.child_by_field_name("declarator")) or "" for p in params.named_children
-            if p.type == "parameter_declaration"]
 
 
 def _device(fn: Any) -> bool:
@@ -101,7 +90,7 @@ def _flows(functions: dict[str, Any], entry: str, name: str) -> list[tuple[str, 
             if callee not in functions or callee == fname:
                 continue
             j = [c.id for c in args.named_children].index(ident.id)
-            names = _param_names(functions[callee])
+            names = parameter_names(functions[callee])
             if j < len(names) and names[j] and (callee, names[j]) not in seen:
                 seen.append((callee, names[j]))
     return seen
