@@ -67,6 +67,9 @@ numerics binned z by a table lookup (mode ``before-search``); the run ends as wi
 
 Every run ends with the warm review's wall time over its simulation, and the harness CPU per review, per role and
 per round (the first round: candidates not reviewed before; later rounds: the same candidates again).
+With several modes, each mode meets a first-round candidate as new: the numerics' memo of judged outputs, the
+static findings and the float constants kept per candidate source are forgotten before each of its reviews (the
+cause search's CUDA runs are kept per mode), so the mode run second gets nothing from the first.
 """
 
 from __future__ import annotations
@@ -180,6 +183,14 @@ def _forget_judged_outputs() -> None:
             memo = getattr(check, "_memo", None)
             if memo is not None:
                 memo.clear()
+
+
+def _forget_candidate_sources() -> None:
+    """Forget what the judge keeps per candidate source (its static findings, its float constants): in the first
+    round each mode must meet the candidate as new, as an RL loop meets a new candidate; otherwise the mode run
+    second would get the first one's analysis for free."""
+    stage_evidence._STATIC.clear()
+    differential._port_literals.cache_clear()
 
 
 #: each mode's kept runs of the cause search in the last run
@@ -443,6 +454,8 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     first[mode] = False
                     if len(modes) > 1:
                         _forget_judged_outputs()
+                        if round_ == 0:
+                            _forget_candidate_sources()
                     k0 = CLOCKS.snapshot() if CLOCKS is not None else {}
                     c0, w0 = time.process_time(), time.perf_counter()
                     with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), judge_mode(mode), \

@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import types
+from collections.abc import Callable
 from typing import Any
 
 from nkieval.review.integrity import FORBIDDEN_MODULES
@@ -57,31 +59,61 @@ class TamperWatch:
         #: event name -> its kind (``_kind``): the hook runs on every audited event (the simulator raises two per
         #: instruction), and a lookup is cheaper than matching the prefixes each time
         self._kinds: dict[str, int] = {}
+        #: id -> the globals of every module loaded before the candidate (the harness's, the simulator's, NumPy's);
+        #: the dicts are held, so an id is never reused by a later dict
+        self._trusted: dict[int, dict[str, Any]] = {}
 
     def install(self) -> None:
-        sys.addaudithook(self._hook)
+        """Start watching; every module loaded by now is the harness's. A frame whose globals are such a module's
+        runs that module's code, never the candidate's: binding code to other globals takes ``compile`` /
+        ``exec``, ``function.__new__``, ``code.__new__`` or a ``__code__`` assignment, each an event watched here
+        (reading a harness function's ``__globals__`` is not audited, but running code with them needs one of
+        those). So the simulator's frames (it looks up the
+        kernel line, an audited ``sys._getframe``, for every instruction) are told apart by their globals alone,
+        without reading their code (itself an audited attribute)."""
+        for module in list(sys.modules.values()):
+            if isinstance(module, types.ModuleType):
+                g = module.__dict__
+                self._trusted[id(g)] = g
+        sys.addaudithook(self._make_hook())
 
-    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
-        kind = self._kinds.get(event)
-        if kind is None:
-            kind = _kind(event)
-            if len(self._kinds) < _KINDS_KEPT:
-                self._kinds[event] = kind
-        if kind == _IGNORED:
-            return
-        if kind == _ATTRIBUTE_READ and args[1] in _HARMLESS_ATTRIBUTES:
-            return  # (the simulator reads the code of the frames it walks, about once per instruction)
-        outside = kind == _OUTSIDE_EVENT
-        if getattr(self._busy, "on", False):
-            return
-        self._busy.on = True
-        try:
-            found = self._check(event, args, outside)
-        finally:
-            self._busy.on = False
-        if found is not None:
-            self.events.append(found)
-            raise TamperError(f"{event} is not allowed in a kernel ({found['location']})")
+    def _make_hook(self) -> Callable[[str, tuple[Any, ...]], None]:
+        """The hook, with what it reads bound once: it runs on every audited event, two for each simulated
+        instruction (the simulator's kernel-line lookup), so its cost is a share of every recording."""
+        kinds, busy, trusted, check, getframe = self._kinds, self._busy, self._trusted, self._check, sys._getframe
+
+        def hook(event: str, args: tuple[Any, ...]) -> None:
+            kind = kinds.get(event)
+            if kind is None:
+                kind = _kind(event)
+                if len(kinds) < _KINDS_KEPT:
+                    kinds[event] = kind
+            if kind == _IGNORED:
+                return
+            if kind == _ATTRIBUTE_READ and args[1] in _HARMLESS_ATTRIBUTES:
+                return  # (the simulator reads the code of the frames it walks, about once per instruction)
+            if getattr(busy, "on", False):
+                return
+            busy.on = True
+            try:
+                if kind != _OUTSIDE_EVENT and event != "import":
+                    g = getframe(1).f_globals  # (the line that raised the event; 0 is this hook)
+                    if trusted.get(id(g)) is g:
+                        return  # raised by the harness's own code: the simulator looking up a kernel line
+                found = check(event, args, kind == _OUTSIDE_EVENT)
+            finally:
+                busy.on = False
+            if found is not None:
+                self.events.append(found)
+                raise TamperError(f"{event} is not allowed in a kernel ({found['location']})")
+
+        return hook
+
+    def _is_candidate_frame(self, f: Any) -> bool:
+        g = f.f_globals
+        if self._trusted.get(id(g)) is g:
+            return False
+        return self._is_candidate(f.f_code.co_filename)
 
     def _is_candidate(self, filename: str) -> bool:
         known = self._files.get(filename)
@@ -97,7 +129,7 @@ class TamperWatch:
             if root not in FORBIDDEN_MODULES:
                 return None
         while f is not None:
-            if self._is_candidate(f.f_code.co_filename):
+            if self._is_candidate_frame(f):
                 if outside or f is caller:
                     return {"event": event, "location": f"candidate.py:{f.f_lineno}",
                             "detail": _detail(args)}
