@@ -88,6 +88,13 @@ def test_blocked_system_calls_are_violations(pool: SandboxPool, name: str) -> No
     assert res.payload is None
 
 
+@pytest.mark.parametrize("name, event", [("system", "os.system"), ("fork", "os.fork")])
+def test_a_violation_names_the_last_audited_operation(pool: SandboxPool, name: str, event: str) -> None:
+    res = run(pool, probe=name)
+    assert res.status == "violation"
+    assert f"last audited operation: {event}" in res.detail, res.detail
+
+
 def test_no_network_even_without_seccomp(full: None) -> None:
     """The network namespace on its own: no interface is up, not even loopback."""
     listener = socket.socket()

@@ -134,8 +134,18 @@ def send_part(data: bytes) -> bool:
     return True
 
 
+#: event name -> whether it is escape-shaped (the hook runs on every audited event: the simulator raises two per
+#: recorded instruction, and a lookup is cheaper than matching the prefixes each time)
+_AUDITED_SEEN: dict[str, bool] = {}
+
+
 def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
-    if event.startswith(_AUDITED):
+    audited = _AUDITED_SEEN.get(event)
+    if audited is None:
+        audited = event.startswith(_AUDITED)
+        if len(_AUDITED_SEEN) < 4096:  # (code can raise events of any name with ``sys.audit``)
+            _AUDITED_SEEN[event] = audited
+    if audited:
         try:
             os.write(2, f"\n[nkieval-sandbox] attempted: {event}{str(args)[:120]}\n".encode())
         except OSError:
