@@ -308,10 +308,14 @@ def _is_runtime(x: Any) -> bool:
 
 
 def _note_recipe(base: NkiTensor, out: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    if not isinstance(out, NkiTensor) or out is base or kernel_recorder() is None:
+    # (every view a recorded kernel makes comes here, and almost none is placed by a runtime value: the tests that
+    # rule a view out cheaply come first, the recorder's lookup last)
+    if out is base or not isinstance(out, NkiTensor):
         return
-    if (getattr(base, "_recipe", None) is not None or out._ap_base is not None
-            or getattr(out, "_dyn", None) is not None or _is_runtime(args) or _is_runtime(kwargs)):
+    if (getattr(base, "_recipe", None) is None and out._ap_base is None and getattr(out, "_dyn", None) is None
+            and not _is_runtime(args) and not (kwargs and _is_runtime(kwargs))):
+        return
+    if kernel_recorder() is not None:
         out._recipe = (method, base, args, kwargs)
 
 
