@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.sim.context import dry_run
+from nkieval.sim.context import dry_run, maybe_current
 from nkieval.sim.errors import NkiValidationError
 
 _F32 = np.float32
@@ -235,6 +235,9 @@ class Op:
         fn = _SAFE_UNARY.get(self.name)
         if fn is None:
             raise NkiValidationError(f"nl.{self.name} is not a unary ALU operator", rule="argument")
+        ctx = maybe_current()
+        if ctx is not None and "functions" in ctx.options.exact and getattr(x, "dtype", None) == _F32:
+            x = x.astype(np.float64)  # (SimOptions.exact: the function in fp64, rounded to fp32 once by _safe)
         return fn(x)
 
 
