@@ -166,3 +166,25 @@ def test_the_sentence_names_each_cause_with_its_side() -> None:
     assert "neither side's ablated roundings alone" in none and "from the port's run each of fp32 matmul" in none
     gpu_only = _cause_sentence([("accumulation", 0.1)], what, "c")
     assert "comes from the port's side: removing from the GPU run each of" in gpu_only
+
+
+@pytest.mark.slow
+def test_the_review_s_envelope_line_names_a_port_side_cause_and_a_gpu_side_one() -> None:
+    """rmsnorm_gemm's expert port keeps its normalised rows in bf16 tiles for the matmul where the CUDA kernel
+    keeps them in fp32 registers: widening the port's tiles removes the difference. gelu's port evaluates gelu in
+    one rounding where the CUDA kernel rounds erff, a sum and two products in fp32: the GPU's fp32 arithmetic."""
+    from nkieval.review.pipeline import review
+    from nkieval.tasks.loader import load_task
+
+    tops = {}
+    for task_id, cause, phrase in (("rmsnorm_gemm", "port_precision", "the port's bf16/fp8 intermediates"),
+                                   ("gelu", "fp32_arithmetic", "the GPU's fp32 arithmetic")):
+        task = load_task(task_id)
+        r = review(task_id, str(task.solution_file), seed=5, compare_references=False)
+        mig = next(c for c in r.criteria if c.id == "migration")
+        line = next(f for f in mig.feedback if "expected envelope" in f.observed)
+        top = line.evidence["envelope_causes"][0]
+        assert top["ablation"] == cause and top["share"] > 0.5, line.evidence["envelope_causes"]
+        assert f"the difference comes from {phrase}" in line.observed
+        tops[task_id] = (top["ablation"], top["side"])
+    assert tops["rmsnorm_gemm"][1] == "port" and tops["gelu"][1] == "gpu"
