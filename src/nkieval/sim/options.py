@@ -54,8 +54,8 @@ class SimOptions:
             per instruction, to measure what their rounding contributes to a result (the review re-runs a
             port with one at a time): ``"functions"`` (the unary functions: ``exp``, ``rsqrt``, ``tanh`` …
             evaluated on fp64 operands), ``"matmul"`` (``nc_matmul``'s contraction), ``"reduce"`` (the
-            Vector engine's ``tensor_reduce`` and the engines' accumulator registers: the sum over the free
-            axis). Empty (default): every engine computes in fp32. Not a hardware behaviour.
+            Vector engine's ``tensor_reduce`` sum over the free axis; the engines' accumulator registers stay
+            fp32). Empty (default): every engine computes in fp32. Not a hardware behaviour.
     """
 
     precise_fp: bool = True

@@ -35,8 +35,8 @@ PORT_WHAT = {"port_precision": "bf16/fp8 intermediates",
              "port_functions": "fp32 activation functions (exp, rsqrt, ...)",
              "port_matmul": "fp32 matmul contraction",
              "port_reduce": "fp32 engine reductions"}
-#: CPU seconds (of the reviewing thread) per review for the port's replays: a replay of the ablation case costs
-#: about what its review run did, so four fit where the GPU side's 2 s runs its ablations
+#: CPU seconds (of the reviewing thread) per review for the port's replays, half the GPU side's: the GPU's runs are
+#: kept with the case's data for the task's next review, the port's depend on the candidate and run every review
 PORT_ABLATION_BUDGET_S = 1.0
 #: unary functions whose fp32 evaluation rounds more than once or not correctly (the others are exact in fp32:
 #: a copy, a sign, a max)
@@ -133,7 +133,9 @@ def port_runs(program_text: str, inputs: Mapping[str, np.ndarray], params: Mappi
     for wide in sorted({a.widened for a in variants}):
         text = widened_program(program_text) if wide else program_text
         try:
-            progs[wide] = PROGRAMS.get(text) if text is not None else None
+            # (the review's own program is in the judge's cache already; the widened one is used once here, and
+            # kept out of that cache, where it would push out a program of the review's)
+            progs[wide] = None if text is None else PROGRAMS.get(text) if not wide else _compiled(text)
         except Exception:  # (a program the judge cannot parse: nothing to replay)
             progs[wide] = None
     base = SimOptions.from_env(max_instructions=int(limits.max_instructions), time_limit_s=float(limits.timeout_s),
@@ -157,3 +159,11 @@ def port_runs(program_text: str, inputs: Mapping[str, np.ndarray], params: Mappi
             pass
         spent += time.thread_time() - t0
     return out
+
+
+def _compiled(text: str) -> Any:
+    from nkieval.sim.program import Program, compile_program
+
+    prog = Program.from_json(text.encode())
+    compile_program(prog)
+    return prog
