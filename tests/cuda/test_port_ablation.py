@@ -4,7 +4,8 @@ removed at a time (``SimOptions.exact``, on-chip low-precision tiles widened).
 
 The ports are NKI kernels of our own, each with one known source of difference from its "GPU" result (computed
 here with NumPy as a GPU kernel would): an intermediate rounded to bf16, an fp32 exp that is not correctly
-rounded, an fp32 matmul against a contraction rounded once, an fp32 row sum against one rounded once."""
+rounded, an fp32 matmul against a contraction rounded once, an fp32 row sum against one rounded once, a
+multiply-add rounded after each operation against an FMA."""
 
 from __future__ import annotations
 
@@ -76,6 +77,18 @@ def k_row_sum(x):
     return out
 
 
+def k_scale_bias(x, b):
+    """``x * 1.3 + b`` in one scalar_tensor_tensor (the product rounded to fp32 before the sum)."""
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    tb = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=tb, src=b)
+    nisa.scalar_tensor_tensor(dst=t, data=t, op0=nl.multiply, operand0=1.3, op1=nl.add, operand1=tb)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
 def _program(fn, *inputs: np.ndarray) -> str:
     rec = record_program(fn, [ArgSpec(a.shape, a.dtype.name) for a in inputs], {}, target="trn2")
     return rec.program.to_json()
@@ -93,6 +106,8 @@ def _cases() -> dict[str, tuple[object, list[np.ndarray], np.ndarray]]:
         "exp": (k_exp, [x], np.exp(x.astype(np.float64)).astype(np.float32)),  # (correctly rounded)
         "matmul": (k_matmul, [a, b], (a.astype(np.float64).T @ b.astype(np.float64)).astype(np.float32)),
         "sum": (k_row_sum, [w], w.astype(np.float64).sum(axis=1, keepdims=True).astype(np.float32)),
+        # (a GPU's fmaf(x, 1.3f, b): one rounding)
+        "fma": (k_scale_bias, [x, a], (x.astype(np.float64) * np.float32(1.3) + a).astype(np.float32)),
     }
 
 
@@ -118,7 +133,8 @@ def attributions() -> dict[str, dict[str, float]]:
 
 
 @pytest.mark.parametrize(("kernel", "cause"), [("bf16", "port_precision"), ("exp", "port_functions"),
-                                               ("matmul", "port_matmul"), ("sum", "port_reduce")])
+                                               ("matmul", "port_matmul"), ("sum", "port_reduce"),
+                                               ("fma", "port_alu")])
 def test_the_port_s_known_source_of_difference_is_named(attributions: dict[str, dict[str, float]], kernel: str,
                                                         cause: str) -> None:
     got = attributions[kernel]
@@ -129,14 +145,14 @@ def test_the_port_s_known_source_of_difference_is_named(attributions: dict[str, 
 
 def test_the_port_attribution_does_not_always_name_the_same_cause(attributions: dict[str, dict[str, float]]) -> None:
     tops = {kernel: named(got)[0][0] for kernel, got in attributions.items()}
-    assert len(set(tops.values())) == 4, tops
+    assert len(set(tops.values())) == 5, tops
 
 
 def test_the_port_ablations_offered_follow_the_program() -> None:
     cases = _cases()
     offered = {name: [a.name for a in port_ablations(_program(k, *inp))] for name, (k, inp, _g) in cases.items()}
     assert offered == {"bf16": ["port_precision"], "exp": ["port_functions"], "matmul": ["port_matmul"],
-                       "sum": ["port_reduce"]}
+                       "sum": ["port_reduce"], "fma": ["port_alu"]}
 
 
 def test_the_widened_program_keeps_the_hbm_tensors_and_rescales_the_tiles() -> None:
@@ -150,7 +166,7 @@ def test_the_widened_program_keeps_the_hbm_tensors_and_rescales_the_tiles() -> N
 
 
 def test_exact_names_only_known_sources() -> None:
-    assert SimOptions(exact=frozenset({"functions", "matmul"})).exact == {"functions", "matmul"}
+    assert SimOptions(exact=frozenset({"functions", "alu", "matmul"})).exact == {"functions", "alu", "matmul"}
     with pytest.raises(ValueError):
         SimOptions(exact=frozenset({"everything"}))
 

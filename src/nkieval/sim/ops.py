@@ -189,6 +189,9 @@ REDUCE_IDENTITY: dict[str, float] = {
     "abs_max": 0.0, "abs_min": np.inf,
 }
 
+#: the ALU operators whose fp32 result is a rounding (``SimOptions.exact``'s ``"alu"`` keeps them in fp64)
+_ROUNDED_ALU = frozenset({"add", "subtract", "multiply", "divide", "power"})
+
 # Bitvec operators stay exact int64 (bit patterns); everything else is fp32 engine math.
 _SAFE_BINARY = {k: (v if k in BITVEC else _safe(v)) for k, v in BINARY.items()}
 _SAFE_UNARY = {k: (v if k in BITVEC else _safe(v)) for k, v in UNARY.items()}
@@ -229,6 +232,10 @@ class Op:
         fn = _SAFE_BINARY.get(self.name)
         if fn is None:  # (nl.prelu: an activation function, no ALU form)
             raise NkiValidationError(f"nl.{self.name} is not a binary ALU operator", rule="argument")
+        ctx = maybe_current()
+        if ctx is not None and "alu" in ctx.options.exact and self.name in _ROUNDED_ALU:
+            with np.errstate(all="ignore"):  # (SimOptions.exact: left in fp64, rounded where it is written)
+                return BINARY[self.name](np.asarray(a, np.float64), np.asarray(b, np.float64))
         return fn(a, b)
 
     def unary(self, x: np.ndarray) -> np.ndarray:

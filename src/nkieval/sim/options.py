@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 #: what ``SimOptions.exact`` may name
-EXACT_SOURCES = frozenset({"functions", "matmul", "reduce"})
+EXACT_SOURCES = frozenset({"functions", "alu", "matmul", "reduce"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +53,9 @@ class SimOptions:
         exact: which of the engines' fp32 computations run in fp64 instead, rounded to the destination once
             per instruction, to measure what their rounding contributes to a result (the review re-runs a
             port with one at a time): ``"functions"`` (the unary functions: ``exp``, ``rsqrt``, ``tanh`` …
-            evaluated on fp64 operands), ``"matmul"`` (``nc_matmul``'s contraction), ``"reduce"`` (the
+            evaluated on fp64 operands), ``"alu"`` (the ALU's add, subtract, multiply, divide, power left in
+            fp64: an instruction chaining two, ``(x * s) + b``, rounds once, where it writes),
+            ``"matmul"`` (``nc_matmul``'s contraction), ``"reduce"`` (the
             Vector engine's ``tensor_reduce`` sum over the free axis; the engines' accumulator registers stay
             fp32). Empty (default): every engine computes in fp32. Not a hardware behaviour.
     """

@@ -10,6 +10,8 @@ The port ablations (each offered only where the program has what it removes):
   cannot do it for a recorded program: its views carry the byte strides of the storage recorded);
 * ``port_functions``: the engines' unary functions (``exp``, ``rsqrt``, ``tanh``, ``gelu`` …) evaluated in fp64
   and rounded once (``SimOptions(exact={"functions"})``);
+* ``port_alu``: an instruction's chained ALU operations (``scalar_tensor_tensor``, ``tensor_scalar`` with two
+  operators: ``(x * s) + b``) rounded once, where it writes, not after each (``SimOptions(exact={"alu"})``);
 * ``port_matmul``: ``nc_matmul``'s contraction in fp64, rounded to fp32 once per instruction (PSUM still adds
   the instructions' results in fp32);
 * ``port_reduce``: the Vector engine's ``tensor_reduce`` sums in fp64, rounded once.
@@ -33,6 +35,7 @@ import numpy as np
 #: what each port ablation removes, as a report names it
 PORT_WHAT = {"port_precision": "bf16/fp8 intermediates",
              "port_functions": "fp32 activation functions (exp, rsqrt, ...)",
+             "port_alu": "fp32 rounding between an instruction's two ALU operations",
              "port_matmul": "fp32 matmul contraction",
              "port_reduce": "fp32 engine reductions"}
 #: CPU seconds (of the reviewing thread) per review for the port's replays, half the GPU side's: the GPU's runs are
@@ -71,6 +74,8 @@ def port_ablations(program_text: str) -> list[PortAblation]:
         out.append(PortAblation("port_precision", {}, widened=True))
     if ops & _ROUNDING_FUNCTIONS:
         out.append(PortAblation("port_functions", {"exact": frozenset({"functions"})}))
+    if '"op1"' in body and ops & {"add", "subtract", "multiply", "divide", "power"}:
+        out.append(PortAblation("port_alu", {"exact": frozenset({"alu"})}))
     if '"nc_matmul"' in body:
         out.append(PortAblation("port_matmul", {"exact": frozenset({"matmul"})}))
     if '"tensor_reduce"' in body and "add" in ops:
