@@ -579,7 +579,7 @@ def _cause_sentence(ranked: list[tuple[str, float]], what: dict[str, str], label
         return (f"the difference comes from {where}: removing {tried} removes less than {NAMED_SHARE:.0%} of it "
                 f"(on {label})")
     rest = [(n, v) for n, v in ranked if v < NAMED_SHARE]
-    whose = "the run" if port and any(n in port for n, _ in causes) else "the GPU run"
+    whose = "that side's run" if any(n in port for n, _ in causes) else "the GPU run"
     return ("the difference comes from " + " and ".join(f"{side(n)} ({v:.0%})" for n, v in causes)
             + f": the share of the squared difference removed when {whose} does without it, on {label}"
             + (f"; {', '.join(f'{side(n)} {v:.0%}' for n, v in rest)}" if rest else ""))
