@@ -551,7 +551,7 @@ def _port_side(loaded: Loaded, case: Any, run: tuple[Any, ...]) -> tuple[dict[st
 
     k = loaded.index.get(case.label)
     job = loaded.jobs[k] if k is not None and k < len(loaded.jobs) else None
-    text = loaded.programs.get(shape_key(job)) if job is not None else None
+    text = loaded.programs.get(shape_key(job)) if job is not None and job.label == case.label else None
     if text is None:
         return {}, {}
     variants = port_ablations(text)
