@@ -104,6 +104,8 @@ def main() -> None:
     for name, xs in (("all elements (before)", old), ("magnitude bands (stated)", new), ("worst band", band)):
         print("  " + _stats(name, xs))
     _causes_summary([r for r in res if "error" not in r and r["observed"] != 0])
+    cpu = {r["task"]: r["cpu"] for r in res if "cpu" in r}
+    print(f"review CPU: {sum(cpu.values()):.1f} s over {len(cpu)} reviews")
 
 
 def _causes_summary(rows: list[dict[str, Any]]) -> None:
@@ -115,13 +117,20 @@ def _causes_summary(rows: list[dict[str, Any]]) -> None:
 
     tops = Counter()
     rest: list[float] = []
+    n_named = n_port = 0
     for r in rows:
         causes = r["causes"]
         named = [c for c in causes if c["share"] >= NAMED_SHARE]
-        tops[named[0]["ablation"] if named else ("port's side" if causes else "not attributed")] += 1
+        ported = any(c.get("side") == "port" for c in causes)
+        # (no port ablation ran: the line names "the port's side" as a whole, as before the port's ablations)
+        tops[named[0]["ablation"] if named else ("none named" if ported else "port's side" if causes
+                                                 else "not attributed")] += 1
+        n_named += bool(named)
+        n_port += any(c.get("side") == "port" for c in named)
         rest += [c["share"] for c in causes if c["share"] < NAMED_SHARE]
     print(f"what the {len(rows)} differences come from (top named ablation): "
           + ", ".join(f"{k} {v}" for k, v in tops.most_common()))
+    print(f"  a cause named on {n_named}/{len(rows)}; a port-side cause among them on {n_port}")
     if rest:
         print(f"  shares of the ablations not named: min {min(rest):.3f} median {statistics.median(rest):.3f} "
               f"max {max(rest):.3f} ({len(rest)})")

@@ -106,7 +106,9 @@ class Lanes:
             "gridDim": StructVal(DIM3, {k: np.uint32(v) for k, v in zip("xyz", grid)}),
             "warpSize": np.int32(32),
         }
-        self.shared: dict[int, Any] = {}
+        #: a launch's ``__shared__`` variables by (declaration id, declarator id), the dynamic (``extern``) shared
+        #: memory under "dynamic": every extern array is the same memory
+        self.shared: dict[tuple[int, int] | str, Any] = {}
         self.shared_bufs: list[Buffer] = []  # (their writers are reset at every barrier)
         self.empty = np.zeros(T, bool)
         self.exited = np.zeros(T, bool)  # threads that returned from the kernel
@@ -942,7 +944,7 @@ class Interpreter:
 
     def _shared(self, fr: Frame, node: Any, d: Any, name: str, t: CType, extern: bool, line: int) -> list[Any]:
         L = fr.L
-        key = node.id * 1000 + d.id % 1000
+        key = (node.id, d.id)  # (one declaration may declare several: ids alone, no arithmetic on them)
         hit = L.shared.get(key)
         if hit is not None:
             return hit
@@ -951,7 +953,7 @@ class Interpreter:
             if extern or dims[0] == -1:
                 isz = sizeof(elem)
                 n_el = L.smem // isz if isz else 0
-                key_dyn = -1
+                key_dyn = "dynamic"
                 if key_dyn in L.shared:  # every extern __shared__ array is the same memory
                     buf = L.shared[key_dyn]
                 else:

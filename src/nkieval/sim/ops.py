@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.sim.context import dry_run
+from nkieval.sim.context import dry_run, maybe_current
 from nkieval.sim.errors import NkiValidationError
 
 _F32 = np.float32
@@ -189,6 +189,9 @@ REDUCE_IDENTITY: dict[str, float] = {
     "abs_max": 0.0, "abs_min": np.inf,
 }
 
+#: the ALU operators whose fp32 result is a rounding (``SimOptions.exact``'s ``"alu"`` keeps them in fp64)
+_ROUNDED_ALU = frozenset({"add", "subtract", "multiply", "divide", "power"})
+
 # Bitvec operators stay exact int64 (bit patterns); everything else is fp32 engine math.
 _SAFE_BINARY = {k: (v if k in BITVEC else _safe(v)) for k, v in BINARY.items()}
 _SAFE_UNARY = {k: (v if k in BITVEC else _safe(v)) for k, v in UNARY.items()}
@@ -229,12 +232,19 @@ class Op:
         fn = _SAFE_BINARY.get(self.name)
         if fn is None:  # (nl.prelu: an activation function, no ALU form)
             raise NkiValidationError(f"nl.{self.name} is not a binary ALU operator", rule="argument")
+        ctx = maybe_current()
+        if ctx is not None and "alu" in ctx.options.exact and self.name in _ROUNDED_ALU:
+            with np.errstate(all="ignore"):  # (SimOptions.exact: left in fp64, rounded where it is written)
+                return BINARY[self.name](np.asarray(a, np.float64), np.asarray(b, np.float64))
         return fn(a, b)
 
     def unary(self, x: np.ndarray) -> np.ndarray:
         fn = _SAFE_UNARY.get(self.name)
         if fn is None:
             raise NkiValidationError(f"nl.{self.name} is not a unary ALU operator", rule="argument")
+        ctx = maybe_current()
+        if ctx is not None and "functions" in ctx.options.exact and getattr(x, "dtype", None) == _F32:
+            x = x.astype(np.float64)  # (SimOptions.exact: the function in fp64, rounded to fp32 once by _safe)
         return fn(x)
 
 

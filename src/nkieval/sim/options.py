@@ -6,6 +6,9 @@ import os
 from dataclasses import dataclass, replace
 from typing import Literal
 
+#: what ``SimOptions.exact`` may name
+EXACT_SOURCES = frozenset({"functions", "alu", "matmul", "reduce"})
+
 
 @dataclass(frozen=True, kw_only=True)
 class SimOptions:
@@ -47,6 +50,14 @@ class SimOptions:
             (default): no limit. The in-process counterpart of a child's address-space limit.
         emit_warnings: False keeps the run's warnings off Python's warning stream: they are only
             recorded on the trace (``trace.warnings``), for a harness that reports them itself.
+        exact: which of the engines' fp32 computations run in fp64 instead, rounded to the destination once
+            per instruction, to measure what their rounding contributes to a result (the review re-runs a
+            port with one at a time): ``"functions"`` (the unary functions: ``exp``, ``rsqrt``, ``tanh`` …
+            evaluated on fp64 operands), ``"alu"`` (the ALU's add, subtract, multiply, divide, power left in
+            fp64: an instruction chaining two, ``(x * s) + b``, rounds once, where it writes),
+            ``"matmul"`` (``nc_matmul``'s contraction), ``"reduce"`` (the
+            Vector engine's ``tensor_reduce`` sum over the free axis; the engines' accumulator registers stay
+            fp32). Empty (default): every engine computes in fp32. Not a hardware behaviour.
     """
 
     precise_fp: bool = True
@@ -61,6 +72,7 @@ class SimOptions:
     time_limit_s: float | None = None
     max_bytes: int | None = None
     emit_warnings: bool = True
+    exact: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.time_limit_s is not None and (isinstance(self.time_limit_s, bool)
@@ -76,6 +88,8 @@ class SimOptions:
                                                   or self.max_instructions < 1):
             raise ValueError(f"SimOptions.max_instructions must be a positive int or None, but got "
                              f"{self.max_instructions!r}")
+        if not (isinstance(self.exact, frozenset) and self.exact <= EXACT_SOURCES):
+            raise ValueError(f"SimOptions.exact must be a frozenset of {sorted(EXACT_SOURCES)}, but got {self.exact!r}")
         for name, allowed in (
             ("fp8_overflow", ("saturate", "ieee")),
             ("float_to_int", ("rne", "truncate")),

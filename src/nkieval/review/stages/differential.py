@@ -502,31 +502,87 @@ def _explain_differences(loaded: Loaded, cuda_src: str, cases: list[tuple[Any, C
         spent += took
         outs[a.name] = g
     what = {a.name: a.what for a in variants}
+    wide = _fp32_arithmetic_ablation(data, task, cuda_src, run, case.dims, ABLATION_BUDGET_S - spent)
+    if wide is not None:
+        outs["fp32_arithmetic"], what["fp32_arithmetic"] = wide, FP32_ARITHMETIC
+    port_outs, port_what = _port_side(loaded, case, run)
+    what.update(port_what)
     for o in explain:
-        if not differs(run, o) or not outs:
+        if not differs(run, o) or not (outs or port_outs):
             continue
-        got = shares(run[3][idx[o]], run[4][idx[o]], {n: g[idx[o]] for n, g in outs.items()})
-        if got is None:
+        got = shares(run[3][idx[o]], run[4][idx[o]], {n: g[idx[o]] for n, g in outs.items()}) or {}
+        # (the port's side: the same share with the port run without a source, 1 - |GPU - port_a|^2 / |GPU - port|^2)
+        got.update(shares(run[4][idx[o]], run[3][idx[o]], {n: p[idx[o]] for n, p in port_outs.items()
+                                                           if idx[o] < len(p)}) or {})
+        if not got:
             continue
         ranked = sorted(got.items(), key=lambda x: -x[1])
-        per_out[o]["envelope_causes"] = [{"ablation": n, "what": what[n], "share": v} for n, v in ranked]
-        per_out[o]["envelope_cause"] = _cause_sentence(ranked, what, run[0])
+        per_out[o]["envelope_causes"] = [{"ablation": n, "what": what[n], "share": v,
+                                          "side": "port" if n in port_what else "gpu"} for n, v in ranked]
+        per_out[o]["envelope_cause"] = _cause_sentence(ranked, what, run[0], set(port_what))
 
 
-def _cause_sentence(ranked: list[tuple[str, float]], what: dict[str, str], label: str) -> str:
+#: what the widest GPU ablation removes: the CUDA kernel's near-exact rewrite (:mod:`nkieval.cuda.exact`, every
+#: chain widened), the envelope's pivot recipe, run as an ablation
+FP32_ARITHMETIC = "fp32 arithmetic (all its float register operations)"
+
+
+def _fp32_arithmetic_ablation(data: CaseData, task: Any, cuda_src: str, run: tuple[Any, ...], dims: dict[str, int],
+                              left_s: float) -> list[np.ndarray] | None:
+    """The CUDA kernel's outputs on the ablation case with all of its float register arithmetic in fp64 (the
+    near-exact rewrite with no chain kept: the envelope's pivot run, kept under the same key, when the pivot kept
+    none): what the GPU's fp32 roundings together account for, an elementwise formula's several roundings included
+    (gelu: erff, a product, a sum), where each narrower ablation offers nothing. None past the budget."""
+    if left_s <= 0:
+        return None
+    exact_src = _exact_source(cuda_src)
+    if exact_src is None:
+        return None
+    got = _exact_outputs(data, task, run[2], dims, exact_src, left_s)
+    return None if got is None else got[0]
+
+
+def _port_side(loaded: Loaded, case: Any, run: tuple[Any, ...]) -> tuple[dict[str, list[np.ndarray]], dict[str, str]]:
+    """The port's ablated outputs on the ablation case (:mod:`.port_ablate`: its recorded program replayed with one
+    of the simulator's rounding sources removed at a time) and what each ablation removes; nothing when the
+    review kept no program for the case's shape."""
+    from nkieval.review.stages.port_ablate import port_ablations, port_runs
+    from nkieval.review.tracing import shape_key
+
+    k = loaded.index.get(case.label)
+    job = loaded.jobs[k] if k is not None and k < len(loaded.jobs) else None
+    text = loaded.programs.get(shape_key(job)) if job is not None and job.label == case.label else None
+    if text is None:
+        return {}, {}
+    variants = port_ablations(text)
+    outs = port_runs(text, job.inputs, job.params, loaded.target, list(run[4]), variants, loaded.limits)
+    return outs, {a.name: a.what for a in variants if a.name in outs}
+
+
+def _cause_sentence(ranked: list[tuple[str, float]], what: dict[str, str], label: str,
+                    port: set[str] | frozenset[str] = frozenset()) -> str:
     """The ablations that remove at least :data:`nkieval.cuda.ablate.NAMED_SHARE` of the difference, with their
-    shares; else that none of the GPU's own roundings ablated accounts for it."""
+    shares and their side (``port``: the port's ablations; the others are the GPU's); else what was tried on each
+    side and that none accounts for it."""
     from nkieval.cuda.ablate import NAMED_SHARE, named
 
+    def side(n: str) -> str:
+        return f"the port's {what[n]}" if n in port else f"the GPU's {what[n]}"
+
     causes = named(dict(ranked))
-    tried = ", ".join(what[n] for n, _ in ranked)
+    gpu_tried = ", ".join(what[n] for n, _ in ranked if n not in port)
+    port_tried = ", ".join(what[n] for n, _ in ranked if n in port)
     if not causes:
-        return (f"the difference comes from the port's side: removing from the GPU run each of {tried} removes "
-                f"less than {NAMED_SHARE:.0%} of it (on {label})")
+        tried = " and ".join(x for x in (f"from the GPU run each of {gpu_tried}" if gpu_tried else "",
+                                         f"from the port's run each of {port_tried}" if port_tried else "") if x)
+        where = "neither side's ablated roundings alone" if port_tried else "the port's side"
+        return (f"the difference comes from {where}: removing {tried} removes less than {NAMED_SHARE:.0%} of it "
+                f"(on {label})")
     rest = [(n, v) for n, v in ranked if v < NAMED_SHARE]
-    return ("the difference comes from the GPU's " + " and ".join(f"{what[n]} ({v:.0%})" for n, v in causes)
-            + f": the share of the squared difference removed when the GPU run does without it, on {label}"
-            + (f"; {', '.join(f'{what[n]} {v:.0%}' for n, v in rest)}" if rest else ""))
+    whose = "that side's run" if any(n in port for n, _ in causes) else "the GPU run"
+    return ("the difference comes from " + " and ".join(f"{side(n)} ({v:.0%})" for n, v in causes)
+            + f": the share of the squared difference removed when {whose} does without it, on {label}"
+            + (f"; {', '.join(f'{side(n)} {v:.0%}' for n, v in rest)}" if rest else ""))
 
 
 # ------------------------------------------------------------------------------ edge inputs

@@ -142,7 +142,9 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
         res = st.T.reshape(dst.shape)
     else:
         with np.errstate(all="ignore"):
-            res = (st.astype(np.float32, copy=False).T @ mv.astype(np.float32, copy=False)).reshape(dst.shape)
+            wide = np.float64 if "matmul" in ctx.options.exact else np.float32  # (SimOptions.exact)
+            res = (st.astype(wide, copy=False).T @ mv.astype(wide, copy=False)).astype(np.float32, copy=False) \
+                .reshape(dst.shape)
     if dst.alloc.slot is not None:  # (a tile placed over others: its storage must hold its own state)
         settle(dst, reading=accumulate is not False)
     mm = flag_view(dst, dst.alloc.mm_written)

@@ -280,7 +280,9 @@ def tensor_reduce(ctx: Any, dst: Any, op: Any, data: Any, axis: Any, negate: boo
         x = read(data).reshape(p, kept, -1)
         ufunc = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}.get(o.name)
         with np.errstate(all="ignore"):
-            if ufunc is not None:
+            if ufunc is np.add and "reduce" in ctx.options.exact:  # (SimOptions.exact: one rounding)
+                vals = np.add.reduce(x.astype(np.float64), axis=2).astype(np.float32)
+            elif ufunc is not None:
                 vals = ufunc.reduce(x, axis=2)
             elif o.name == "subtract":  # a - b - c ... = first - sum(rest)
                 vals = x[:, :, 0] - x[:, :, 1:].sum(axis=2, dtype=np.float32)
