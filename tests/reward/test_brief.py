@@ -46,8 +46,8 @@ def _run(monkeypatch: pytest.MonkeyPatch, start: int, cap: int, cause: list[dict
         calls.append("search")
         return {"causes": cause, "unexplained": [] if cause else ["y"], "outputs": []}
 
-    def before(loaded: Any, runs: Any, judged: Any) -> tuple[dict[str, Any], None, Any]:
-        calls.append("differential")
+    def before(loaded: Any, runs: Any, judged: Any, explain: bool = True) -> tuple[dict[str, Any], None, Any]:
+        calls.append("differential" if not explain else "differential explaining the agreeing outputs")
         return {"causes": [], "unexplained": ["y"], "outputs": []}, None, search
 
     monkeypatch.setattr(brief, "differential_before_causes", before)
@@ -92,6 +92,27 @@ CANDIDATES = [
     ("vector_add", ADV / "host_compute" / "data_selfcopy_vector_add.py"),
     ("layernorm", None),  # the epsilon port (made in the test's directory)
 ]
+
+
+def test_a_brief_review_does_not_explain_agreeing_outputs_differences(monkeypatch: pytest.MonkeyPatch) -> None:
+    # what an agreeing output's difference comes from is report text (and its port-side replays are the
+    # candidate's own CPU): the brief review runs the check without it, the full review with it
+    from nkieval.review import review
+    from nkieval.review.stages import differential
+
+    calls: list[str] = []
+    real = differential._explain_differences
+
+    def spy(*a: Any, **k: Any) -> None:
+        calls.append("explain")
+        real(*a, **k)
+
+    monkeypatch.setattr(differential, "_explain_differences", spy)
+    task = load_task(BUILTIN_ROOT / "rmsnorm")
+    brief_review = review(task, task.directory / "solution_nki.py", seed=SEED, brief=True)
+    assert (brief_review.verdict, calls) == ("pass", [])
+    full = review(task, task.directory / "solution_nki.py", seed=SEED)
+    assert full.verdict == "pass" and calls == ["explain"]
 
 
 @pytest.mark.slow

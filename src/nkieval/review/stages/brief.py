@@ -18,7 +18,9 @@ never reach a report):
   (up to seconds of CUDA re-runs per review) is left out.
 
 What the brief review leaves out of the report is said in it: the migration criterion's feedback states that
-the check, or the cause search, was not run. ``tests/reward/test_brief.py`` checks on flawed and hostile
+the check, or the cause search, was not run. Where the check runs, it runs without saying what an agreeing
+output's difference from the GPU comes from (the envelope's ablations): report text that no outcome reads, and
+its port-side replays are each candidate's own CPU. ``tests/reward/test_brief.py`` checks on flawed and hostile
 candidates that verdict, score and levels equal the full review's.
 """
 
@@ -74,7 +76,7 @@ def brief_score(loaded: Loaded, runs: list[CaseRun], judged: list[Any],
     if outcome(without) == outcome(scored((_with_stand_in_cause(None), None))):
         return without, "differential"
     with timed(timings, "differential_s"):
-        record, why, search = differential_before_causes(loaded, runs, judged)
+        record, why, search = differential_before_causes(loaded, runs, judged, explain=False)
     if search is None or record is None:
         return scored((record, why)), "nothing"
     pending = scored((record, why))

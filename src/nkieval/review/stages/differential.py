@@ -80,14 +80,16 @@ def differential(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None =
 CAUSES_PENDING = "pending"
 
 
-def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None = None
-                               ) -> tuple[dict[str, Any] | None, str | None,
-                                          Callable[[], dict[str, Any]] | None]:
+def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list[Any] | None = None,
+                               explain: bool = True) -> tuple[dict[str, Any] | None, str | None,
+                                                              Callable[[], dict[str, Any]] | None]:
     """As :func:`differential`, without its cause search (the constants, then the mutations of the CUDA source:
     the part that can take seconds): (record, why not, search). ``search`` is None when there is nothing to
     search; else the record has no causes yet (``cause_search`` is :data:`CAUSES_PENDING`, every disagreeing
     output unexplained) and ``search()`` runs it and returns the complete record, the one :func:`differential`
-    returns. A caller that knows no cause can change what it needs may leave it pending (the brief review)."""
+    returns. A caller that knows no cause can change what it needs may leave it pending (the brief review).
+    ``explain`` False leaves out what an agreeing output's difference comes from (:func:`_explain_differences`:
+    report text only, and its port-side replays are the candidate's own work), as the brief review does."""
     task = loaded.task
     if task.cuda_file is None:
         return None, "the task has no CUDA source", None
@@ -152,8 +154,9 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     for label, _d, _i, gpu, port in edge:
         _compare(task, label, gpu, port, None, per_out)
     # (after the edge inputs' verdicts: an output that disagrees on one has its cause search, not an ablation)
-    _explain_differences(loaded, cuda_src, [(loaded.cases[i], loaded.data[i], r) for i, r in zip(ran, runs_gpu)],
-                         per_out)
+    if explain:
+        _explain_differences(loaded, cuda_src, [(loaded.cases[i], loaded.data[i], r) for i, r in zip(ran, runs_gpu)],
+                             per_out)
     disagreeing = [o for o in outputs if per_out[o]["verdict"] == "disagree"]
     numerics_failed = any(getattr(c, "numerics", None) and c.numerics.get("status") == "fail" for c in judged or [])
 
