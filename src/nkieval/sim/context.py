@@ -22,6 +22,7 @@ from nkieval.sim.errors import NkiSimulatorWarning, NkiValidationError
 from nkieval.sim.memory import IdCounter, OnChipAllocator
 from nkieval.sim.options import SimOptions
 from nkieval.sim.trace import AllocationRecord, Trace
+from nkieval.sim.turns import Turns
 
 _LOCAL = threading.local()
 
@@ -135,6 +136,9 @@ class Launch:
     num_programs: int = 1
     grid: tuple[int, ...] = ()
     barrier: threading.Barrier | None = None
+    # which program runs now, when the programs run as threads (nkieval.sim.turns: one at a time, so a run is
+    # the same sequence of steps whatever the thread timing); None when they run one after another
+    turns: Turns | None = None
     mailboxes: dict[Any, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     # LNC-2 pair state for sendrecv / core_barrier (nkieval.sim.isa.collectives)

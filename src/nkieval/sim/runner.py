@@ -20,6 +20,7 @@ from nkieval.sim.memory import KERNEL_ARG_HBM
 from nkieval.sim.options import SimOptions
 from nkieval.sim.tensor import NkiTensor, wrap_hbm
 from nkieval.sim.trace import Trace
+from nkieval.sim.turns import Turns
 
 
 @dataclass
@@ -145,6 +146,9 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
     errors: list[BaseException | None] = [None] * len(points)
 
     def run_program(i: int, ctx: SimContext) -> None:
+        turns = launch.turns
+        if turns is not None:
+            turns.begin(i)
         old = set_current(ctx)
         try:
             results[i] = fn(*wrapped, **kwargs)
@@ -154,6 +158,8 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
             set_current(old)
             with launch.lock:
                 launch.finished.add(i)
+            if turns is not None:  # (after ``finished``: the peer that gets the turn sees this program ended)
+                turns.end(i)
 
     contexts = [ctx0] + [SimContext(launch, i, pt) for i, pt in enumerate(points) if i > 0]
     if recorder_factory is not None:
@@ -161,6 +167,7 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
             c.recorder = recorder_factory(c.program_id)
     if (lnc == 2 and not grid) or (concurrent and len(points) > 1):
         launch.barrier = threading.Barrier(len(points))
+        launch.turns = Turns(len(points))  # one program at a time, in a fixed order (nkieval.sim.turns)
         threads = [threading.Thread(target=run_program, args=(i, c), name=f"nki-lnc{i}") for i, c in enumerate(contexts)]
         for th in threads:
             th.start()

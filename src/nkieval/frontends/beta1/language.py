@@ -642,9 +642,6 @@ class NeedsConcurrentGrid(Exception):
     re-runs the grid with all programs at once (threads), where the all-reduce is a rendezvous."""
 
 
-_ALL_REDUCE_WAIT_S = 900.0
-
-
 def all_reduce(x: Any, op: Any, program_axes: Any, *, dtype: Any = None, mask: Any = None,
                parallel_reduce: bool = True, asynchronous: bool = False, **kwargs: Any) -> B1Tensor:
     """Reduce ``x`` with ``op`` over the SPMD programs that differ only along ``program_axes`` of the launch grid;
@@ -700,27 +697,29 @@ def _next_all_reduce_seq(ctx: Any) -> int:
 
 
 def _wait_for_group(launch: Any, key: Any, members: list[tuple[int, ...]], me: tuple[int, ...]) -> dict[Any, Any]:
-    import time
-
+    """Every member's snapshot for this all_reduce; between checks the turn goes to the other programs
+    (nkieval.sim.turns: one program runs at a time)."""
     grid = tuple(launch.grid) or (launch.num_programs,)
     flat = {p: i for i, p in enumerate(np.ndindex(*grid))}
-    deadline = time.monotonic() + _ALL_REDUCE_WAIT_S
-    with launch.cond:
-        while True:
-            got = launch.mailboxes.get(key, {})
-            if len(got) == len(members):
-                return dict(got)
-            missing = [p for p in members if p not in got]
+    first = True
+    while True:
+        with launch.cond:
+            got = dict(launch.mailboxes.get(key, {}))
+        if len(got) == len(members):
+            return got
+        missing = [p for p in members if p not in got]
+        with launch.lock:
             gone = [p for p in missing if flat[p] in launch.finished]
-            if gone:
-                raise NkiValidationError(
-                    f"nl.all_reduce: program {list(gone[0])} of the group {[list(m) for m in members]} ended without "
-                    f"calling this all_reduce (program {list(me)} waits for it); every program of the group must call "
-                    "nl.all_reduce the same number of times", instruction="all_reduce", rule="kernel")
-            if time.monotonic() > deadline:
-                raise NkiValidationError(f"nl.all_reduce: programs {[list(m) for m in missing]} did not arrive within "
-                                         f"{_ALL_REDUCE_WAIT_S:.0f} s", instruction="all_reduce", rule="kernel")
-            launch.cond.wait(0.05)
+        if gone:
+            raise NkiValidationError(
+                f"nl.all_reduce: program {list(gone[0])} of the group {[list(m) for m in members]} ended without "
+                f"calling this all_reduce (program {list(me)} waits for it); every program of the group must call "
+                "nl.all_reduce the same number of times", instruction="all_reduce", rule="kernel")
+        if not first and launch.turns.stuck():
+            raise NkiValidationError(f"nl.all_reduce: programs {[list(m) for m in missing]} are blocked waiting too "
+                                     "(a deadlock)", instruction="all_reduce", rule="kernel")
+        launch.turns.wait(flat[me], progressed=first)
+        first = False
 
 
 def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:

@@ -1,17 +1,16 @@
 """LNC-2 collectives between the two NeuronCores of a logical core: sendrecv, core_barrier (v3+).
 
 The runner executes an LNC-2 launch as two threads sharing a ``Launch`` (its ``barrier`` and
-``mailboxes``). ``sendrecv`` posts the sent tile in a per-(pipe, from, to) mailbox and waits
-for its peer's; ``core_barrier`` waits until both cores have arrived. A peer that never arrives
-(it finished or failed without arriving, or is itself blocked waiting for something else —
-undefined on hardware) ends the wait with a validation error as soon as that is known; a peer that
-is merely slow to simulate is waited for (up to ``PEER_TIMEOUT_S``, a safety net).
+``mailboxes``), one at a time (its ``turns``: nkieval.sim.turns). ``sendrecv`` posts the sent tile in a
+per-(pipe, from, to) mailbox and waits for its peer's; ``core_barrier`` waits until both cores have arrived.
+A waiting core hands the turn to its peer and checks again when the turn comes back. A peer that never
+arrives (it finished or failed without arriving, or is itself blocked waiting for something else —
+undefined on hardware) ends the wait with a validation error as soon as that is known.
 """
 
 from __future__ import annotations
 
 import queue
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,49 +29,32 @@ from nkieval.sim.isa.core import (
 )
 from nkieval.sim.isa.enums import dma_engine as DmaEngine
 
-PEER_TIMEOUT_S = 900.0  # safety net only: a finished or deadlocked peer is detected within seconds
-_POLL_S = 0.2
-_DEADLOCK_GRACE_S = 5.0  # both cores blocked this long on different things: a deadlock
 _NOTHING = object()
 
 
-def _wait_for_peer(ctx: Any, poll: Callable[[float], Any], what: str) -> Any:
-    """Call ``poll(timeout)`` until it returns something other than ``_NOTHING``; fail once the peer core
-    finished without arriving, or both cores stay blocked (deadlock), or after ``PEER_TIMEOUT_S``."""
+def _wait_for_peer(ctx: Any, poll: Callable[[], Any], what: str) -> Any:
+    """Call ``poll()`` until it returns something other than ``_NOTHING``, handing the turn to the peer core
+    between checks (nkieval.sim.turns: one program runs at a time); fail once the peer core finished without
+    arriving, or both cores wait with neither getting further (a deadlock)."""
     launch, me = ctx.launch, ctx.program_id
     peer = 1 - me
-    start = time.monotonic()
-    both_since: float | None = None
-    with launch.lock:
-        launch.waiting.add(me)
-    try:
-        while True:
-            got = poll(_POLL_S)
-            if got is not _NOTHING:
-                return got
-            now = time.monotonic()
-            with launch.lock:
-                peer_done, peer_waiting = peer in launch.finished, peer in launch.waiting
-            if peer_done:
-                got = poll(0.0)
-                if got is not _NOTHING:
-                    return got
-                if both_since is not None:  # the peer gave up on the same deadlock first
-                    raise NkiValidationError(f"core {me} {what}: core {peer} was blocked waiting too (mismatched "
-                                             "sendrecv / core_barrier calls between cores: a deadlock)", rule="kernel")
-                e = NkiValidationError(f"core {me} {what}: core {peer} finished the kernel without arriving "
-                                       "(divergent control flow between cores)", rule="kernel")
-                e.peer_consequence = True  # type: ignore[attr-defined]  # the runner reports the peer's own error
-                raise e
-            both_since = (both_since or now) if peer_waiting else None
-            if both_since is not None and now - both_since > _DEADLOCK_GRACE_S:
-                raise NkiValidationError(f"core {me} {what}: core {peer} is blocked waiting too (mismatched "
-                                         "sendrecv / core_barrier calls between cores: a deadlock)", rule="kernel")
-            if now - start > PEER_TIMEOUT_S:
-                raise NkiValidationError(f"core {me} {what}: no peer after {PEER_TIMEOUT_S:g} s", rule="kernel")
-    finally:
+    first = True
+    while True:
+        got = poll()
+        if got is not _NOTHING:
+            return got
         with launch.lock:
-            launch.waiting.discard(me)
+            peer_done = peer in launch.finished
+        if peer_done:
+            e = NkiValidationError(f"core {me} {what}: core {peer} finished the kernel without arriving "
+                                   "(divergent control flow between cores)", rule="kernel")
+            e.peer_consequence = True  # type: ignore[attr-defined]  # the runner reports the peer's own error
+            raise e
+        if not first and launch.turns.stuck():
+            raise NkiValidationError(f"core {me} {what}: core {peer} is blocked waiting too (mismatched "
+                                     "sendrecv / core_barrier calls between cores: a deadlock)", rule="kernel")
+        launch.turns.wait(me, progressed=first)
+        first = False
 
 
 def _require_lnc2(ctx: Any, what: str) -> None:
@@ -129,9 +111,9 @@ def sendrecv(ctx: Any, src: Any, dst: Any, send_to_rank: Any, recv_from_rank: An
     _mailbox(ctx, (pipe, me, to)).put(np.array(src.data, copy=True))
     box = _mailbox(ctx, (pipe, frm, me))
 
-    def take(timeout: float) -> Any:
+    def take() -> Any:
         try:
-            return box.get(timeout=timeout) if timeout > 0 else box.get_nowait()
+            return box.get_nowait()
         except queue.Empty:
             return _NOTHING
 
@@ -174,12 +156,9 @@ def core_barrier(ctx: Any, data: Any, cores: Any, engine: Any = None, name: str 
         if launch.barrier_count == 2:
             launch.barrier_count = 0
             launch.barrier_gen += 1
-            launch.cond.notify_all()
 
-    def passed(timeout: float) -> Any:
+    def passed() -> Any:
         with launch.cond:
-            if launch.barrier_gen == gen and timeout > 0:
-                launch.cond.wait(timeout)
             return True if launch.barrier_gen != gen else _NOTHING
 
     _wait_for_peer(ctx, passed, "waited at core_barrier for its peer")
