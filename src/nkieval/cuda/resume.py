@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
+import nkieval.cuda as cuda
 from nkieval.cuda.program import Program
-from nkieval.cuda.runner import _program, run_task_cuda
+from nkieval.cuda.runner import _program
 from nkieval.cuda.values import CudaError, ExecutorTimeout, executor_seconds
 
 #: bytes of states one captured run keeps at most (its array copies); the statements past it run fresh
@@ -200,11 +201,13 @@ class ResumableRun:
         self.capture: _Capture | None = None
         self.launched: list[str] | None = None
 
+    # (runs go through the package's ``run_task_cuda``, as the review's other runs do: what observes the
+    # executor's runs there sees these too)
     def _captured(self) -> _Capture:
         if self.capture is None:
             self.capture = _Capture()
             try:
-                _outs, run = run_task_cuda(self.task, self.inputs, self.dims, dict(self.params), source=self.source,
+                _outs, run = cuda.run_task_cuda(self.task, self.inputs, self.dims, dict(self.params), source=self.source,
                                            time_limit_s=self.time_limit_s, capture=self.capture)
                 self.launched = [r.kernel for r in run.launches]
             except CudaError:  # (no states: every mutant runs fresh)
@@ -231,11 +234,11 @@ class ResumableRun:
         capture = self._captured()
         resume = _Resume(at[0], at[1], capture.states[at], capture.base_buffers, self)
         try:
-            return list(run_task_cuda(self.task, self.inputs, self.dims, dict(self.params), source=source,
+            return list(cuda.run_task_cuda(self.task, self.inputs, self.dims, dict(self.params), source=source,
                                       time_limit_s=time_limit_s, resume=resume)[0])
         except _Mismatch:
             return self._fresh(source, time_limit_s)
 
     def _fresh(self, source: str, time_limit_s: float | None) -> list[np.ndarray]:
-        return list(run_task_cuda(self.task, self.inputs, self.dims, dict(self.params), source=source,
+        return list(cuda.run_task_cuda(self.task, self.inputs, self.dims, dict(self.params), source=source,
                                   time_limit_s=time_limit_s)[0])
