@@ -188,3 +188,23 @@ def test_a_resumed_run_is_charged_the_part_it_skipped() -> None:
     assert outs is not None and took >= state.spent_s
     fresh = run_task_cuda(task, inputs, dims, dict(task.params), source=mutant)[0]
     assert all(np.array_equal(a, b) for a, b in zip(outs, fresh))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.integers(65, 400), st.integers(0, 2**31 - 1))
+def test_a_launch_in_several_groups_resumes_its_first_group_only(pick: int, n: int, seed: int) -> None:
+    """With groups of two blocks (so 2 to 4 groups per launch), the first group resumes and the others run the
+    mutant from its start, on the memory the first left: still the fresh run's result."""
+    from unittest.mock import patch
+
+    from nkieval.cuda import interp
+
+    text = preprocess(SOURCE)
+    ms = mutations(SOURCE)
+    m = ms[pick % len(ms)]
+    mutant = m.apply(text)
+    x = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+    with patch.object(interp, "MAX_LANES", 128):
+        fresh = _outcome(lambda: _host_run(mutant, x, n))
+        resumed = _outcome(lambda: _resumed_host_run(text, mutant, x, n))
+    assert resumed == fresh, m.what

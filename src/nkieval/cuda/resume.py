@@ -188,13 +188,15 @@ def resume_point(base: Program, mutant: Program, launched: Sequence[str], host: 
 
 
 class ResumableRun:
-    """The task's kernel as ``source`` on one case, run once with its states kept (on the first :meth:`run`),
-    so that mutants of it run from where they first differ."""
+    """The task's kernel as ``source`` on one case, run once with its states kept, so that mutants of it run
+    from where they first differ. The states are captured on the first :meth:`run` after ``fresh_runs`` runs
+    made fresh (where few mutants may run, capturing costs more than it saves); ``time_limit_s`` bounds the
+    capturing run (past it, every mutant runs fresh)."""
 
     def __init__(self, task: Any, source: str, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int],
-                 params: Mapping[str, Any], time_limit_s: float = 2.0) -> None:
+                 params: Mapping[str, Any], time_limit_s: float = 2.0, fresh_runs: int = 0) -> None:
         self.task, self.source, self.inputs, self.dims = task, source, inputs, dims
-        self.params, self.time_limit_s = dict(params), time_limit_s
+        self.params, self.time_limit_s, self.fresh_runs = dict(params), time_limit_s, fresh_runs
         #: CPU seconds to add to the executor's clock for the last :meth:`run`: the original's that it skipped,
         #: less those it spent capturing the original's states (not the mutant's own work)
         self.credited_s = 0.0
@@ -225,6 +227,10 @@ class ResumableRun:
     def run(self, source: str, time_limit_s: float | None) -> list[np.ndarray]:
         """The outputs of ``source`` on the case, resumed where :meth:`point` allows, else a fresh run; raises
         as :func:`~nkieval.cuda.runner.run_task_cuda` would (a timeout counts the credited seconds)."""
+        if self.fresh_runs > 0:
+            self.fresh_runs -= 1
+            self.credited_s = 0.0
+            return self._fresh(source, time_limit_s)
         t0, first = executor_seconds(), self.capture is None
         self._captured()
         self.credited_s = -(executor_seconds() - t0) if first else 0.0

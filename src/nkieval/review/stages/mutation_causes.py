@@ -305,10 +305,13 @@ class _Search:
         self.scores: dict[Any, float] = {}
         self._kernel_s: float | None = None  # (the unmutated kernel's CPU seconds on the first run)
         #: the unmutated kernel on the first run, its states kept for mutants to resume from (captured when a
-        #: mutant first runs there)
+        #: mutant first runs there), and on the confirming run (captured when a second mutant runs there: most
+        #: searches run one there, for the hypothesis they state)
         from nkieval.cuda.resume import ResumableRun
 
         self.resumable = ResumableRun(task, text, first[2], first[1], task.params)
+        self.resumable_confirm = None if confirm is None else ResumableRun(task, text, confirm[2], confirm[1],
+                                                                            task.params, fresh_runs=1)
 
     def _distances(self, g: list[np.ndarray], p: list[np.ndarray]) -> dict[str, tuple[float, float, float]]:
         """Per disagreeing output, how far ``g`` is from the port's ``p``: the mean difference, the share of
@@ -358,7 +361,8 @@ class _Search:
         labels = [label]
         if self.confirm is not None:
             g3, took = _run_mutant(task, self.store, self.fingerprint, self.confirm[2], self.confirm_digest,
-                                   self.confirm[1], mutated, max(0.5, self.budget_s - self.spent))
+                                   self.confirm[1], mutated, max(0.5, self.budget_s - self.spent),
+                                   self.resumable_confirm)
             self.spent += took
             if g3 is None or _reproduces(task, g3, self.confirm[4], idx, names, None, precision) is None:
                 return None
@@ -388,7 +392,8 @@ class _Search:
         run = self.confirm if self.confirm is not None else self.first
         digest = self.confirm_digest if self.confirm is not None else self.digest
         g, took = _run_mutant(self.task, self.store, self.fingerprint, run[2], digest, run[1], m.apply(self.text),
-                              max(0.5, self.budget_s - self.spent), None if self.confirm is not None else self.resumable)
+                              max(0.5, self.budget_s - self.spent),
+                              self.resumable_confirm if self.confirm is not None else self.resumable)
         self.spent += took
         return None if g is None else self._closer(g, run)
 
