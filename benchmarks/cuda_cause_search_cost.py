@@ -3,7 +3,11 @@ reviewing thread spent in ``mutation_causes`` (cold: each port reviewed in a fre
 is kept from another review), and the cause it stated.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/cuda_cause_search_cost.py \
-        [--ports rmsnorm_warp/bf16_square_sum,rope_half/bf16_products] [--seed 5] [--warm]
+        [--ports rmsnorm_warp/bf16_square_sum,rope_half/bf16_products] [--seed 5] [--warm] [--compare-resume]
+
+A name that is not a port task's is a built-in task's flawed candidate (``gemm_bf16/drops_k_tail``).
+``--compare-resume`` reviews each port once more with every mutant run fresh (``/fresh``: no run resumed from the
+unmutated kernel's state, :mod:`nkieval.cuda.resume`); the causes must be the same.
 
 With ``--warm`` each port is also reviewed by warm judges, each in a fresh process that first reviews, untimed and
 with the same seed, an RL loop's earlier candidates of the task, then the port, timed:
@@ -39,13 +43,17 @@ def _one(job: tuple[str, int, str, str]) -> dict[str, Any]:
 
     import nkieval.review.stages.differential as differential
     from nkieval.review.pipeline import review
-    from nkieval.tasks.loader import PORTS_ROOT, load_task
+    from nkieval.tasks.loader import BUILTIN_ROOT, PORTS_ROOT, load_task
 
     port, seed, warm, mode = job
     task_id, name = port.split("/")
-    task = load_task(PORTS_ROOT / task_id)
+    task = load_task((PORTS_ROOT if (PORTS_ROOT / task_id).is_dir() else BUILTIN_ROOT) / task_id)
     context: Any = nullcontext()
-    if mode != "full":
+    if mode == "fresh":
+        from nkieval.cuda.resume import ResumableRun
+
+        ResumableRun.point = lambda self, source: None  # type: ignore[method-assign]  # (this process only)
+    elif mode != "full":
         from review_throughput import kept_runs_mode, store_for_mode  # (this directory: the same judge modes)
 
         context = kept_runs_mode(mode, store_for_mode(mode))
@@ -88,8 +96,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--warm", action="store_true", help="also review each port after the task's other flawed "
                     "ports in one process, with the cause search's runs kept as now and as before")
+    ap.add_argument("--compare-resume", action="store_true", help="also review each port (cold) with every mutant "
+                    "run fresh, none resumed from the unmutated kernel's state")
     a = ap.parse_args()
     judges = JUDGES if a.warm else JUDGES[:1]
+    if a.compare_resume:
+        judges = (*judges, ("cold/fresh", "", "fresh"))
     for port in [p for p in a.ports.split(",") if p]:
         for judge, warm, mode in judges:
             with ProcessPoolExecutor(1) as pool:  # (a fresh process per port and judge)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,10 @@ from nkieval.cuda.values import CudaError, ExecutorTimeout, executor_seconds
 
 #: bytes of states one captured run keeps at most (its array copies); the statements past it run fresh
 STATES_MAX_BYTES = 64 << 20
+#: a mutant resumes only where the kernel's statements it skips took this many times what restoring the state
+#: costs (copying it took as long, at capture): on the ports' small cases a few statements take less than the
+#: copy, and a fresh run is cheaper
+MIN_GAIN = 2.0
 
 
 @dataclass
@@ -45,6 +50,8 @@ class _State:
     held: tuple[Any, ...]
     buffers: list[tuple[np.ndarray, np.ndarray | None, Any]]
     spent_s: float
+    #: CPU seconds copying it took (restoring it costs about as much)
+    copy_s: float = 0.0
 
 
 class _Capture:
@@ -68,8 +75,9 @@ class _Capture:
         self.bytes += sum(v.nbytes for v in memo.values() if isinstance(v, np.ndarray))
         self.bytes += sum(d.nbytes for d, _, _ in buffers)
         self.base_buffers = list(it.host_buffers)
-        self.states[(launch, statement)] = _State(held, buffers, t0 - self.started - self.copying_s)
-        self.copying_s += executor_seconds() - t0
+        took = executor_seconds() - t0
+        self.states[(launch, statement)] = _State(held, buffers, t0 - self.started - self.copying_s, took)
+        self.copying_s += took
 
 
 class _Mismatch(Exception):
@@ -125,33 +133,54 @@ def _names(node: Any) -> set[str]:
 def _changed_span(a: bytes, b: bytes) -> tuple[int, int]:
     """The span of ``a`` outside which ``b`` is the same text: (common prefix, len(a) - common suffix)."""
     n = min(len(a), len(b))
-    p = 0
-    while p < n and a[p] == b[p]:
-        p += 1
-    s = 0
-    while s < n - p and a[-1 - s] == b[-1 - s]:
-        s += 1
+    x, y = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
+    differ = np.flatnonzero(x[:n] != y[:n])
+    p = int(differ[0]) if differ.size else n
+    differ = np.flatnonzero(x[len(a) - n + p:][::-1] != y[len(b) - n + p:][::-1])
+    s = int(differ[0]) if differ.size else n - p
     return p, len(a) - s
 
 
-def _function_holding(prog: Program, lo: int, hi: int) -> str | None:
-    """The function whose body holds bytes ``lo:hi`` strictly inside its braces, or None."""
-    for name, fn in prog.functions.items():
+@dataclass(frozen=True)
+class _Statement:
+    start: int
+    end: int
+    text: bytes
+    names: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Outline:
+    """What :func:`resume_point` reads of a source: each function's body span, the names its body uses, and its
+    top-level statements."""
+
+    bodies: dict[str, tuple[int, int]]
+    names: dict[str, frozenset[str]]
+    statements: dict[str, tuple[_Statement, ...]]
+
+
+@lru_cache(maxsize=16)
+def _outline(source: str) -> _Outline:
+    prog = _program(source)
+    bodies, names, statements = {}, {}, {}
+    for f, fn in prog.functions.items():
         body = fn.child_by_field_name("body")
-        if body is not None and body.start_byte < lo and hi < body.end_byte:
-            return name
-    return None
+        if body is None:
+            continue
+        bodies[f] = (body.start_byte, body.end_byte)
+        names[f] = frozenset(_names(body))
+        statements[f] = tuple(_Statement(c.start_byte, c.end_byte, c.text, frozenset(_names(c)))
+                              for c in _statements(fn))
+    return _Outline(bodies, names, statements)
 
 
-def _reaching(prog: Program, changed: str) -> set[str]:
+def _reaching(outline: _Outline, changed: str) -> set[str]:
     """``changed`` and every function that names it, directly or through others."""
-    names = {f: _names(fn.child_by_field_name("body")) for f, fn in prog.functions.items()
-             if fn.child_by_field_name("body") is not None}
     out = {changed}
     grew = True
     while grew:
         grew = False
-        for f, used in names.items():
+        for f, used in outline.names.items():
             if f not in out and used & out:
                 out.add(f)
                 grew = True
@@ -164,22 +193,20 @@ def resume_point(base: Program, mutant: Program, launched: Sequence[str], host: 
     function."""
     if base.options != mutant.options:
         return None
-    a = base.source.encode()
-    lo, hi = _changed_span(a, mutant.source.encode())
-    changed = _function_holding(base, lo, hi)
+    ours = _outline(base.source)
+    lo, hi = _changed_span(base.source.encode(), mutant.source.encode())
+    changed = next((f for f, (start, end) in ours.bodies.items() if start < lo and hi < end), None)
     if changed is None or changed == host or changed not in mutant.functions:
         return None
-    reaching = _reaching(base, changed)
+    reaching = _reaching(ours, changed)
     launch = next((i for i, k in enumerate(launched) if k in reaching), None)
     if launch is None:
         return None
     kernel = launched[launch]
-    stmts = _statements(base.functions[kernel])
-    statement = next((k for k, s in enumerate(stmts)
-                      if (kernel == changed and s.end_byte >= lo) or (_names(s) & reaching) - {kernel}), None)
-    if statement is None or (launch == 0 and statement == 0):
-        return None
-    if kernel not in mutant.functions:
+    stmts = ours.statements[kernel]
+    statement = next((k for k, st in enumerate(stmts)
+                      if (kernel == changed and st.end >= lo) or (st.names & reaching) - {kernel}), None)
+    if statement is None or (launch == 0 and statement == 0) or kernel not in mutant.functions:
         return None
     theirs = _statements(mutant.functions[kernel])
     if len(theirs) < statement or any(x.text != y.text for x, y in zip(stmts[:statement], theirs)):
@@ -191,12 +218,15 @@ class ResumableRun:
     """The task's kernel as ``source`` on one case, run once with its states kept, so that mutants of it run
     from where they first differ. The states are captured on the first :meth:`run` after ``fresh_runs`` runs
     made fresh (where few mutants may run, capturing costs more than it saves); ``time_limit_s`` bounds the
-    capturing run (past it, every mutant runs fresh)."""
+    capturing run (past it, every mutant runs fresh); ``min_gain``: as :data:`MIN_GAIN` (0: resume wherever the
+    text allows)."""
 
     def __init__(self, task: Any, source: str, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int],
-                 params: Mapping[str, Any], time_limit_s: float = 2.0, fresh_runs: int = 0) -> None:
+                 params: Mapping[str, Any], time_limit_s: float = 2.0, fresh_runs: int = 0,
+                 min_gain: float = MIN_GAIN) -> None:
         self.task, self.source, self.inputs, self.dims = task, source, inputs, dims
         self.params, self.time_limit_s, self.fresh_runs = dict(params), time_limit_s, fresh_runs
+        self.min_gain = min_gain
         #: CPU seconds to add to the executor's clock for the last :meth:`run`: the original's that it skipped,
         #: less those it spent capturing the original's states (not the mutant's own work)
         self.credited_s = 0.0
@@ -222,7 +252,12 @@ class ResumableRun:
         if self.launched is None:
             return None
         at = resume_point(_program(self.source), _program(source), self.launched, self.task.kernel)
-        return at if at is not None and at in capture.states else None
+        state = None if at is None else capture.states.get(at)
+        if state is None:
+            return None
+        start = capture.states.get((at[0], 0))
+        skipped = state.spent_s - (start.spent_s if start is not None else 0.0)
+        return at if skipped >= self.min_gain * state.copy_s else None
 
     def run(self, source: str, time_limit_s: float | None) -> list[np.ndarray]:
         """The outputs of ``source`` on the case, resumed where :meth:`point` allows, else a fresh run; raises
