@@ -211,7 +211,7 @@ def gather(buf: Buffer, off: Any, m: Mask, line: int) -> Any:
         return buf.data.dtype.type(0)
     if isinstance(off, np.ndarray) and m is not None:
         off = np.where(m, off, off[m][0] if m.any() else 0)
-    if buf.phase_written and buf.race is None and isinstance(off, np.ndarray):
+    if buf.writer is not None and buf.race is None and isinstance(off, np.ndarray):
         _race_check(buf, off, m, line)
     return buf.data[off]
 
@@ -254,7 +254,6 @@ def scatter(buf: Buffer, off: Any, val: Any, m: Mask, line: int) -> None:
 def _mark_written(buf: Buffer, off: Any, m: Mask) -> None:
     if buf.writer is None or not isinstance(off, np.ndarray):
         return
-    buf.phase_written = True
     lanes = np.arange(off.size)
     if m is None:
         buf.writer[off] = lanes

@@ -193,7 +193,7 @@ def sizeof(t: CType) -> int:
 class Buffer:
     """A flat region of memory: a kernel argument, a workspace, a ``__shared__`` or local array."""
 
-    __slots__ = ("data", "growable", "name", "phase_written", "race", "space", "writer")
+    __slots__ = ("data", "growable", "name", "race", "space", "writer")
 
     def __init__(self, data: np.ndarray, name: str, space: str = "global", growable: bool = False) -> None:
         self.data = data
@@ -204,9 +204,6 @@ class Buffer:
         #: first read-after-write race seen, (line, reading lane, writing lane, element)
         self.writer: np.ndarray | None = np.full(data.size, -1, np.int64) if space == "shared" else None
         self.race: tuple[int, int, int, int] | None = None
-        #: whether ``writer`` may name a lane: an element was written since the last barrier (a read before any
-        #: write of the phase cannot race, and is not checked)
-        self.phase_written = False
 
     def grow(self, n: int) -> None:
         if n > self.data.size:
