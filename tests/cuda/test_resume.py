@@ -40,6 +40,7 @@ TASKS = [(BUILTIN_ROOT, "gemm_bf16"), (BUILTIN_ROOT, "causal_attention"), (PORTS
          (PORTS_ROOT, "online_softmax"), (PORTS_ROOT, "adam_lerp"), (PORTS_ROOT, "causal_softmax")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("root", "task_id"), TASKS)
 def test_every_mutant_resumed_gives_its_fresh_run(root: object, task_id: str) -> None:
     task = load_task(root / task_id)  # type: ignore[operator]
