@@ -3,7 +3,14 @@ reviewing thread spent in ``mutation_causes`` (cold: each port reviewed in a fre
 is kept from another review), and the cause it stated.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/cuda_cause_search_cost.py \
-        [--ports rmsnorm_warp/bf16_square_sum,rope_half/bf16_products] [--seed 5] [--warm]
+        [--ports rmsnorm_warp/bf16_square_sum,rope_half/bf16_products] [--seed 5] [--warm] [--compare-resume]
+
+A name that is not a port task's is a built-in task's flawed candidate (``gemm_bf16/drops_k_tail``).
+``--compare-resume`` reviews each port once more with every mutant run fresh (``/fresh``: no run resumed from the
+unmutated kernel's state, :mod:`nkieval.cuda.resume`); the causes must be the same. ``--ab N``: after the cold
+review, its search (the arguments the review passed) runs again 2N times in the same process, resumed and fresh
+alternately, each with runs kept within the search only; the mean CPU of each (one process: the fairest
+comparison on a loaded machine) and whether every repetition stated the same causes.
 
 With ``--warm`` each port is also reviewed by warm judges, each in a fresh process that first reviews, untimed and
 with the same seed, an RL loop's earlier candidates of the task, then the port, timed:
@@ -39,13 +46,17 @@ def _one(job: tuple[str, int, str, str]) -> dict[str, Any]:
 
     import nkieval.review.stages.differential as differential
     from nkieval.review.pipeline import review
-    from nkieval.tasks.loader import PORTS_ROOT, load_task
+    from nkieval.tasks.loader import BUILTIN_ROOT, PORTS_ROOT, load_task
 
-    port, seed, warm, mode = job
+    port, seed, warm, mode, ab = job
     task_id, name = port.split("/")
-    task = load_task(PORTS_ROOT / task_id)
+    task = load_task((PORTS_ROOT if (PORTS_ROOT / task_id).is_dir() else BUILTIN_ROOT) / task_id)
     context: Any = nullcontext()
-    if mode != "full":
+    if mode == "fresh":
+        from nkieval.cuda.resume import ResumableRun
+
+        ResumableRun.point = lambda self, source: None  # type: ignore[method-assign]  # (this process only)
+    elif mode != "full":
         from review_throughput import kept_runs_mode, store_for_mode  # (this directory: the same judge modes)
 
         context = kept_runs_mode(mode, store_for_mode(mode))
@@ -53,7 +64,10 @@ def _one(job: tuple[str, int, str, str]) -> dict[str, Any]:
     stated: list[str] = []
     inner, constants = differential.mutation_causes, differential._attribute
 
+    calls: list[tuple[Any, dict[str, Any]]] = []
+
     def timed(*a: Any, **k: Any) -> list[dict[str, Any]]:
+        calls.append((a, k))
         t0 = time.thread_time()
         out = inner(*a, **k)
         spent["mutations"].append(time.thread_time() - t0)
@@ -79,7 +93,29 @@ def _one(job: tuple[str, int, str, str]) -> dict[str, Any]:
         differential.mutation_causes, differential._attribute = timed, timed_constants
         review(str(task.directory), str(port_file), seed=seed, compare_references=False)
     return {"port": port, "cpu_s": sum(spent["mutations"]), "constants_s": sum(spent["constants"]),
-            "searched": bool(spent["mutations"]), "cause": stated[0] if stated else None}
+            "searched": bool(spent["mutations"]), "cause": stated[0] if stated else None,
+            "ab": _alternate(inner, calls, ab) if ab and calls else None}
+
+
+def _alternate(search: Any, calls: list[tuple[Any, dict[str, Any]]], rounds: int) -> dict[str, Any]:
+    """The searches of ``calls`` run ``rounds`` times resumed and ``rounds`` times fresh, alternately: mean CPU
+    seconds of each, and whether all stated the same causes."""
+    import time
+
+    from nkieval.cuda.resume import ResumableRun
+
+    point = ResumableRun.point
+    cpu = {"resume": 0.0, "fresh": 0.0}
+    seen: set[str] = set()
+    for r in range(rounds):
+        for mode in (("resume", "fresh") if r % 2 == 0 else ("fresh", "resume")):
+            ResumableRun.point = point if mode == "resume" else (lambda self, source: None)  # type: ignore
+            t0 = time.thread_time()
+            for a, k in calls:
+                seen.add(repr([c["summary"] for c in search(*a, **{**k, "keep": False})]))
+            cpu[mode] += time.thread_time() - t0
+    ResumableRun.point = point  # type: ignore[method-assign]
+    return {"resume_s": cpu["resume"] / rounds, "fresh_s": cpu["fresh"] / rounds, "same": len(seen) == 1}
 
 
 def main() -> None:
@@ -88,16 +124,25 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--warm", action="store_true", help="also review each port after the task's other flawed "
                     "ports in one process, with the cause search's runs kept as now and as before")
+    ap.add_argument("--compare-resume", action="store_true", help="also review each port (cold) with every mutant "
+                    "run fresh, none resumed from the unmutated kernel's state")
+    ap.add_argument("--ab", type=int, default=0, help="rounds of the cold review's search replayed resumed and fresh")
     a = ap.parse_args()
     judges = JUDGES if a.warm else JUDGES[:1]
+    if a.compare_resume:
+        judges = (*judges, ("cold/fresh", "", "fresh"))
     for port in [p for p in a.ports.split(",") if p]:
         for judge, warm, mode in judges:
             with ProcessPoolExecutor(1) as pool:  # (a fresh process per port and judge)
-                r = pool.submit(_one, (port, a.seed, warm, mode)).result()
+                r = pool.submit(_one, (port, a.seed, warm, mode, a.ab if judge == "cold" else 0)).result()
             what = "not searched" if not r["searched"] else (r["cause"] or "no cause")
             extra = f" + constants {r['constants_s']:6.2f} s" if a.warm else ""
             print(f"{r['port']:36s} {judge:<13} cause search {r['cpu_s']:6.2f} s CPU{extra}  {what[:100]}",
                   flush=True)
+            if r["ab"] is not None:
+                ab = r["ab"]
+                print(f"{'':36s} {'same process':<13} search resumed {ab['resume_s']:6.2f} s, fresh {ab['fresh_s']:6.2f} s "
+                      f"CPU (mean of {a.ab} each), causes {'the same' if ab['same'] else 'DIFFERENT'}", flush=True)
 
 
 if __name__ == "__main__":

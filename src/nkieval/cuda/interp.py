@@ -477,12 +477,19 @@ class Interpreter:
         self._expr: dict[int, Expr] = {}
         self._stmt: dict[int, Stmt] = {}
         self._lv: dict[int, Callable[[Frame, Mask], LV]] = {}
+        self._param_lists: dict[int, list[tuple[str, CType, bool]]] = {}
         self.structs: dict[str, StructT] = {}
         self.globals: dict[str, list[Any]] = {}
         self.launches: list[LaunchRecord] = []
         self.warnings: list[str] = []
         self._host = HostLanes()
         self.deadline: float | None = None
+        #: the buffers of the host function's pointer arguments, in parameter order (set by ``run_host``)
+        self.host_buffers: list[Buffer] = []
+        #: where the state at the first group's top-level statements is captured, or the state a run resumes
+        #: from (:mod:`nkieval.cuda.resume`); None for a plain run
+        self.capture: Any = None
+        self.resume: Any = None
         #: loop iterations run (the deadline is read every DEADLINE_EVERY of them: the thread's CPU clock is a
         #: system call, far dearer than an iteration's bookkeeping)
         self._ticks = 0
@@ -580,6 +587,14 @@ class Interpreter:
 
     # -- functions -----------------------------------------------------------------------------
     def _params(self, fn: Any) -> list[tuple[str, CType, bool]]:
+        """(name, type, is_reference) of ``fn``'s parameters, read once per function (a device function is
+        invoked once per call statement executed; callers do not modify the list)."""
+        kept = self._param_lists.get(fn.id)
+        if kept is None:
+            kept = self._param_lists[fn.id] = self._read_params(fn)
+        return kept
+
+    def _read_params(self, fn: Any) -> list[tuple[str, CType, bool]]:
         decl = fn.child_by_field_name("declarator")
         while decl is not None and decl.type != "function_declarator":
             decl = decl.child_by_field_name("declarator")
@@ -606,7 +621,7 @@ class Interpreter:
         return PtrT(base) if d is not None and d.type == "pointer_declarator" else base
 
     def _invoke(self, fn: Any, name: str, fr: Frame, args: list[Any], m: Mask, tparams: dict[str, Any],
-                line: int) -> Any:
+                line: int, on_statement: Callable[[int, Frame, Mask], None] | None = None) -> Any:
         params = self._params(fn)
         if len(args) != len(params):
             raise CudaError(f"{name} takes {len(params)} arguments, {len(args)} given", line)
@@ -624,8 +639,28 @@ class Interpreter:
             fr.vars[k] = [v, type_of(v), VAL]
         fr.ret_type = self._ret_type(fn)
         body = fn.child_by_field_name("body")
-        self._compile_stmt(body)(fr, m)
+        if on_statement is None:
+            self._compile_stmt(body)(fr, m)
+        else:
+            self.run_body(fn, fr, m, 0, on_statement)
         return fr.ret
+
+    def run_body(self, fn: Any, fr: Frame, m: Mask, first: int,
+                 on_statement: Callable[[int, Frame, Mask], None] | None = None) -> None:
+        """Run ``fn``'s body from its top-level statement ``first`` on, as its compound statement runs them
+        (each under the mask the previous one left, stopping when no thread is left), calling ``on_statement``
+        before each: where a run is captured, or resumed (:mod:`nkieval.cuda.resume`). The statements run
+        are compiled before the first runs, as the compound statement compiles all of them."""
+        stmts = [c for c in fn.child_by_field_name("body").named_children if c.type != "comment"]
+        parts = [self._compile_stmt(c) for c in stmts[first:]]
+        for k, part in enumerate(parts, first):
+            if on_statement is not None:
+                on_statement(k, fr, m)
+            m2 = part(fr, m)
+            if m2 is not m:
+                m = m2
+                if is_empty(m):
+                    break
 
     def launch(self, fn: Any, name: str, grid: Any, block: Any, smem: int, args: list[Any],
                tparams: dict[str, Any], line: int) -> None:
@@ -635,13 +670,24 @@ class Interpreter:
             raise KernelFault(f"launch of {name} with an empty grid or block ({g}, {b})", line)
         if nt > 1024:
             raise KernelFault(f"launch of {name} with {nt} threads per block (at most 1024)", line)
+        index = len(self.launches)
         self.launches.append(LaunchRecord(name, g, b, smem, line))
+        if self.resume is not None and index < self.resume.launch:
+            return  # (a resumed run: what this launch wrote is in the state it resumes from)
         per = max(1, MAX_LANES // nt)
         for start in range(0, nblocks, per):
             L = Lanes(g, b, start, min(per, nblocks - start), smem)
             fr = Frame(L, name)
             fr.top = True
-            self._invoke(fn, name, fr, list(args), None, dict(tparams), line)
+            if start == 0 and self.resume is not None and index == self.resume.launch:
+                fr, m = self.resume.restore(self)
+                L = fr.L
+                self.run_body(fn, fr, m, self.resume.statement)
+            elif start == 0 and self.capture is not None:
+                self._invoke(fn, name, fr, list(args), None, dict(tparams), line,
+                             lambda k, f, mm, c=self.capture: c.take(self, index, k, f, mm))
+            else:
+                self._invoke(fn, name, fr, list(args), None, dict(tparams), line)
             self._report_races(L, name)
 
     def _report_races(self, L: Lanes, name: str) -> None:

@@ -34,19 +34,45 @@ class CudaRun:
 
 def host_params(source: str, entry: str) -> list[tuple[str, Any]]:
     """(name, C type) of the host function's parameters."""
-    it = Interpreter(_program(source))
-    fn = it.prog.functions.get(entry)
+    prog = _program(source)
+    fn = prog.functions.get(entry)
     if fn is None:
         raise CudaError(f"no function {entry!r} in the CUDA source")
-    return [(n, t) for n, t, _ in it._params(fn)]
+    key = (entry, *_signature_key(prog, fn))
+    kept = _SIGNATURES.get(key)
+    if kept is None:
+        it = Interpreter(prog)
+        kept = tuple((n, t) for n, t, _ in it._params(fn))
+        if len(_SIGNATURES) >= SIGNATURES_KEPT:
+            _SIGNATURES.pop(next(iter(_SIGNATURES)))
+        _SIGNATURES[key] = kept
+    return list(kept)
+
+
+def _signature_key(prog: Program, fn: Any) -> tuple[str, ...]:
+    """What a function's parameter types are read from: its parameter list, the structs and the top-level
+    constants (array sizes). A mutant of the kernel's device code keeps all three, so its host binding is the
+    original's (the cause search runs hundreds of mutants of one source)."""
+    decl = fn.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    head = decl.child_by_field_name("parameters") if decl is not None else None
+    return ("" if head is None else head.text.decode(), *(b.text.decode() for b in prog.structs.values()),
+            "\0", *(c.text.decode() for c in prog.constants))
+
+
+#: host signatures kept (:func:`host_params`), by :func:`_signature_key`: the types are immutable records
+SIGNATURES_KEPT = 64
+_SIGNATURES: dict[tuple[str, ...], tuple[tuple[str, Any], ...]] = {}
 
 
 def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: BuildOptions | None = None,
-             time_limit_s: float | None = None) -> CudaRun:
+             time_limit_s: float | None = None, capture: Any = None, resume: Any = None) -> CudaRun:
     """Call host function ``entry`` of ``source``: pointer parameters take NumPy arrays (copied; a pointer
     parameter given ``None`` or left out is a workspace that grows as the kernels write it), other
     parameters take numbers. Kernels launched by it run on the executor. ``time_limit_s``: raise
-    :class:`~nkieval.cuda.values.ExecutorTimeout` past it (checked once per loop iteration)."""
+    :class:`~nkieval.cuda.values.ExecutorTimeout` past it (checked once per loop iteration). ``capture``,
+    ``resume``: :mod:`nkieval.cuda.resume`'s states, taken from this run or resumed from."""
     prog = _program(source)
     if options is not None:
         prog = Program(prog.source, prog.root, prog.functions, prog.templates, prog.structs, prog.constants,
@@ -84,6 +110,8 @@ def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: Build
                 else:
                     raise CudaError(f"no value for parameter {name} of {entry}")
             call_args.append(t.dtype.type(v) if isinstance(t, Scalar) else v)
+    it.host_buffers = list(bufs.values())
+    it.capture, it.resume = capture, resume
     with np.errstate(all="ignore"):
         ret = it.call_host(entry, call_args)
     return CudaRun({k: b.data for k, b in bufs.items()}, it.launches, prog.options, ret, it.warnings)
@@ -154,10 +182,11 @@ def bind_task(source: str, entry: str, inputs: Sequence[Any], outputs: Sequence[
 
 def run_task_cuda(task: Any, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int],
                   params: Mapping[str, Any] | None = None, *, options: BuildOptions | None = None,
-                  source: str | None = None, time_limit_s: float | None = None) -> tuple[list[np.ndarray], CudaRun]:
+                  source: str | None = None, time_limit_s: float | None = None, capture: Any = None,
+                  resume: Any = None) -> tuple[list[np.ndarray], CudaRun]:
     """Run a task's ``kernel.cu`` on the task's inputs: its outputs (shaped as the signature says) and the
     run. ``task`` is a :class:`nkieval.tasks.Task` (only its signature, kernel name and CUDA file are read);
-    ``source`` replaces the task's kernel.cu."""
+    ``source`` replaces the task's kernel.cu. ``capture``, ``resume``: as :func:`run_host`'s."""
     src = source if source is not None else task.cuda_file.read_text()
     prm = dict(task.params) if params is None else dict(params)
     binding = bind_task(src, task.kernel, task.inputs, task.outputs, prm)
@@ -177,7 +206,8 @@ def run_task_cuda(task: Any, inputs: Mapping[str, np.ndarray], dims: Mapping[str
             args[hname] = int(dims[name])
         elif kind == "param":
             args[hname] = prm[name]
-    run = run_host(src, task.kernel, args, options=options, time_limit_s=time_limit_s)
+    run = run_host(src, task.kernel, args, options=options, time_limit_s=time_limit_s, capture=capture,
+                   resume=resume)
     outs = []
     for spec in task.outputs:
         hname = next(h for h, w in binding.items() if w == f"out:{spec.name}")

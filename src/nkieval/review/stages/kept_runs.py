@@ -138,28 +138,38 @@ class KeptRuns(SizedLRU[KeptRun]):
 
 def kept_cuda_run(task: Any, fingerprint: str, inputs: Mapping[str, np.ndarray], inputs_sha: str,
                   dims: Mapping[str, int], source: str, params: Mapping[str, Any], limit_s: float,
-                  faults: tuple[type[Exception], ...] | None = None, store: KeptRuns | None = None
-                  ) -> tuple[list[np.ndarray] | None, float]:
+                  faults: tuple[type[Exception], ...] | None = None, store: KeptRuns | None = None,
+                  resumable: Any = None) -> tuple[list[np.ndarray] | None, float]:
     """The task's kernel as ``source`` with ``params`` on a case's inputs (``inputs_sha``: their
     :func:`inputs_digest`) under ``limit_s`` executor seconds: (outputs, or None where it faults or times out;
     the seconds charged), from :data:`KEPT_RUNS` when kept (:meth:`KeptRuns.run`). ``faults``: the errors that
     make a run a fault, kept as None (default ``nkieval.cuda.CudaError``, the executor's own); any other error
     propagates and nothing is kept (the judge fails closed). ``store``: where runs are kept (default
-    :data:`KEPT_RUNS`; a review without the cross-review cache passes its own: :func:`store_for`)."""
+    :data:`KEPT_RUNS`; a review without the cross-review cache passes its own: :func:`store_for`).
+    ``resumable``: a :class:`nkieval.cuda.resume.ResumableRun` of the original source on these inputs, dims and
+    params: a run not kept is resumed from its state where ``source`` first differs, charged as a fresh run."""
     from nkieval.cuda import CudaError, ExecutorTimeout, executor_seconds, run_task_cuda
 
     caught = (CudaError,) if faults is None else faults
 
     def compute(limit: float) -> list[np.ndarray] | None:
         try:
+            if resumable is not None:
+                return resumable.run(source, limit)
             return list(run_task_cuda(task, inputs, dims, dict(params), source=source, time_limit_s=limit)[0])
         except ExecutorTimeout:
             raise
         except caught:
             return None
 
+    clock = executor_seconds
+    if resumable is not None:
+        resumable.credited_s = 0.0
+
+        def clock() -> float:  # (a resumed run is charged the original's seconds it skipped)
+            return executor_seconds() + resumable.credited_s
     kept = KEPT_RUNS if store is None else store
-    return kept.run(run_key(fingerprint, source, inputs_sha, dims, params), limit_s, compute, executor_seconds)
+    return kept.run(run_key(fingerprint, source, inputs_sha, dims, params), limit_s, compute, clock)
 
 
 def store_for(keep: bool) -> KeptRuns:

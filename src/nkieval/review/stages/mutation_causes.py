@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from nkieval.review.cache import task_fingerprint
 from nkieval.review.stages.endless_loops import never_ends
 from nkieval.review.stages.kept_runs import KeptRuns, kept_cuda_run, store_for
 from nkieval.review.stages.kept_runs import inputs_digest as _digest
+
+if TYPE_CHECKING:
+    from nkieval.cuda.resume import ResumableRun
 
 #: seconds spent re-running mutated CUDA kernels per review: CPU time of the reviewing thread (the executor
 #: runs in it: :func:`nkieval.cuda.executor_seconds`), so a loaded machine tries the same hypotheses as an idle
@@ -301,6 +304,14 @@ class _Search:
         #: fraction of the unmutated kernel's (the disagreeing outputs): how close it came
         self.scores: dict[Any, float] = {}
         self._kernel_s: float | None = None  # (the unmutated kernel's CPU seconds on the first run)
+        #: the unmutated kernel on the first run, its states kept for mutants to resume from (captured when a
+        #: mutant first runs there), and on the confirming run (captured when a second mutant runs there: most
+        #: searches run one there, for the hypothesis they state)
+        from nkieval.cuda.resume import ResumableRun
+
+        self.resumable = ResumableRun(task, text, first[2], first[1], task.params)
+        self.resumable_confirm = None if confirm is None else ResumableRun(task, text, confirm[2], confirm[1],
+                                                                            task.params, fresh_runs=1)
 
     def _distances(self, g: list[np.ndarray], p: list[np.ndarray]) -> dict[str, tuple[float, float, float]]:
         """Per disagreeing output, how far ``g`` is from the port's ``p``: the mean difference, the share of
@@ -334,7 +345,7 @@ class _Search:
             return None
         mutated = m.apply(self.text)
         g2, took = _run_mutant(task, self.store, self.fingerprint, inputs, self.digest, dims, mutated,
-                               self._limit())
+                               self._limit(), self.resumable)
         self.spent += took
         self.last_ran = g2 is not None
         if g2 is None:
@@ -350,7 +361,8 @@ class _Search:
         labels = [label]
         if self.confirm is not None:
             g3, took = _run_mutant(task, self.store, self.fingerprint, self.confirm[2], self.confirm_digest,
-                                   self.confirm[1], mutated, max(0.5, self.budget_s - self.spent))
+                                   self.confirm[1], mutated, max(0.5, self.budget_s - self.spent),
+                                   self.resumable_confirm)
             self.spent += took
             if g3 is None or _reproduces(task, g3, self.confirm[4], idx, names, None, precision) is None:
                 return None
@@ -380,7 +392,8 @@ class _Search:
         run = self.confirm if self.confirm is not None else self.first
         digest = self.confirm_digest if self.confirm is not None else self.digest
         g, took = _run_mutant(self.task, self.store, self.fingerprint, run[2], digest, run[1], m.apply(self.text),
-                              max(0.5, self.budget_s - self.spent))
+                              max(0.5, self.budget_s - self.spent),
+                              self.resumable_confirm if self.confirm is not None else self.resumable)
         self.spent += took
         return None if g is None else self._closer(g, run)
 
@@ -413,12 +426,14 @@ def _cause(task: Any, cuda_src: str, m: Any, found: tuple[dict[str, float], list
 
 
 def _run_mutant(task: Any, store: KeptRuns, fingerprint: str, inputs: dict[str, np.ndarray], digest: str,
-                dims: dict[str, int], source: str, limit: float) -> tuple[list[np.ndarray] | None, float]:
+                dims: dict[str, int], source: str, limit: float, resumable: ResumableRun | None = None
+                ) -> tuple[list[np.ndarray] | None, float]:
     """(the mutated kernel's outputs, or None where it faults or times out; the executor's CPU seconds charged),
     kept across reviews (:func:`.kept_runs.kept_cuda_run`). Any error of a mutant is a fault: a hypothesis the
-    executor cannot run is not a hypothesis."""
+    executor cannot run is not a hypothesis. ``resumable``: the unmutated kernel on these inputs, for the run
+    to resume from where the mutant first differs (charged as a fresh run: the same hypotheses are tried)."""
     return kept_cuda_run(task, fingerprint, inputs, digest, dims, source, task.params, limit, faults=(Exception,),
-                         store=store)
+                         store=store, resumable=resumable)
 
 
 def _line(text: str, line: int) -> str:
