@@ -172,6 +172,9 @@ class SimContext:
                                     partitions=t.partitions, bank_bytes=t.psum_bank_bytes)
         self.shared_count = 0
         self.dry = not launch.options.compute_values  # a record-only run (SimOptions.compute_values)
+        # ids of this program's live tiles whose sentinel fill is deferred (nkieval.sim.tensor.fill_deferred):
+        # while any lives, each instruction fills those among its operands first
+        self.unfilled: set[int] = set()
         self.recorder: Any = None  # a nkieval.sim.program Recorder while the kernel is being recorded
         self.loc: tuple[str | None, int | None, str | None] = (None, None, None)
         self.loops: list[list[Any]] = []
@@ -197,6 +200,8 @@ class SimContext:
                 if self.psum.peak_bytes > tr.peak_psum_bytes:
                     tr.peak_psum_bytes = self.psum.peak_bytes
         else:
+            if self.unfilled:
+                self.unfilled.discard(alloc_or_id)
             rec = tr.allocations.get(alloc_or_id)
             if rec is not None and rec.free_seq is None:
                 rec.free_seq = tr.next_seq()

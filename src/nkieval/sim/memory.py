@@ -96,6 +96,9 @@ class Allocation:
     # A tile placed at an explicit address shares its storage with the live tiles of the same geometry placed
     # there (nkieval.sim.placed.PlacedSlot); None for every other tile.
     slot: Any = field(default=None, repr=False)
+    # The sentinel this tile's storage still owes (allocated with ``defer_fill``; nkieval.sim.tensor.fill_deferred),
+    # None once written or filled.
+    unfilled: Any = field(default=None, init=False, repr=False)
     _base_ptr: int | None = field(default=None, init=False, repr=False)
     _row_bytes: int | None = field(default=None, init=False, repr=False)
     __weakref__: object = field(default=None, init=False, repr=False)

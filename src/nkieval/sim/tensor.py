@@ -84,20 +84,24 @@ def _shape_tuple(shape: Any) -> tuple[int, ...]:
 
 
 def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None,
-             instruction: str = "ndarray", fill: Any = None) -> NkiTensor:
-    """Allocate a tensor in the current program's memory; contents are sentinels unless ``fill``."""
+             instruction: str = "ndarray", fill: Any = None, defer_fill: bool = False) -> NkiTensor:
+    """Allocate a tensor in the current program's memory; contents are sentinels unless ``fill``.
+
+    ``defer_fill``: an on-chip tile's sentinels are written only when something first touches its storage
+    (:func:`fill_deferred`), or never when it is first written whole (:func:`cover_deferred_fill`): for tiles a
+    front end makes that are often dropped untouched or overwritten at once. The values read are the same."""
     ctx = current()
     shp = _shape_tuple(shape)
     d = dt.to_dtype(dtype)
     buf = as_buffer(buffer)
-    t = _allocate(ctx, shp, d, buf, name, address, instruction, fill)
+    t = _allocate(ctx, shp, d, buf, name, address, instruction, fill, defer_fill)
     if ctx.recorder is not None:
         ctx.recorder.allocation(t, shp, d, buf, name, address, fill, instruction)
     return t
 
 
 def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
-              instruction: str, fill: Any) -> NkiTensor:
+              instruction: str, fill: Any, defer_fill: bool = False) -> NkiTensor:
     if any(s <= 0 for s in shp):
         raise NkiValidationError(f"shape {list(shp)} has a non-positive dimension", instruction=instruction,
                                  operand=name or None, rule="argument")
@@ -118,12 +122,13 @@ def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: st
                 shared = _new_tensor(ctx, shp, d, buf, name, address, instruction, fill)
                 ctx.launch.shared_allocs.append(shared.alloc)
             return shared
-    return _new_tensor(ctx, shp, d, buf, name, address, instruction, fill)
+    return _new_tensor(ctx, shp, d, buf, name, address, instruction, fill, defer_fill)
 
 
 def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
-                instruction: str, fill: Any) -> NkiTensor:
+                instruction: str, fill: Any, defer_fill: bool = False) -> NkiTensor:
     sd = dt.storage_dtype(d, ctx.options.precise_fp)
+    deferred = None  # the sentinel this tile's storage still owes (defer_fill)
     if ctx.options.max_bytes is not None:
         _check_memory_budget(ctx, int(math.prod(shp)) * np.dtype(sd).itemsize, buf, instruction)
     slot = None
@@ -133,8 +138,10 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
         storage = np.zeros(shp, dtype=sd)
     elif fill is None:
         storage = np.empty(shp, dtype=sd)
-        if ctx.options.fill_uninitialized:
+        if ctx.options.fill_uninitialized and not (defer_fill and buf.on_chip):
             _fill_sentinel(storage, np.nan if d.is_float else 4)
+        elif ctx.options.fill_uninitialized:
+            deferred = np.nan if d.is_float else 4
     else:
         storage = np.empty(shp, dtype=sd)
         storage[...] = dt.cast(np.asarray(fill, dtype=np.float64) if not isinstance(fill, np.ndarray) else fill, d,
@@ -156,9 +163,57 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
         track_lifetime(alloc, allocator)
     else:
         _record_hbm(ctx, alloc)
+    if deferred is not None:
+        alloc.unfilled = deferred
+        ctx.unfilled.add(alloc.id)
     t = NkiTensor(storage, alloc, d)
     t._off = 0
     return t
+
+
+def fill_deferred(alloc: Allocation) -> None:
+    """Write the sentinels an allocation made with ``defer_fill`` still owes its storage (before anything reads
+    it or writes part of it)."""
+    value = alloc.unfilled
+    if value is None:
+        return
+    alloc.unfilled = None
+    _fill_sentinel(alloc.storage, value)
+    ctx = maybe_current()
+    if ctx is not None:
+        ctx.unfilled.discard(alloc.id)
+
+
+def cover_deferred_fill(t: NkiTensor) -> None:
+    """``t`` is about to be written in every element, without being read: if it covers its allocation's whole
+    storage, the deferred sentinels are never needed (the write replaces them all); otherwise they are written
+    now, so the elements the write leaves keep their sentinels."""
+    a = t.alloc
+    if a.unfilled is None:
+        return
+    if t._byte_offset() == 0 and _covers(t.data, a.storage):
+        a.unfilled = None
+        ctx = maybe_current()
+        if ctx is not None:
+            ctx.unfilled.discard(a.id)
+    else:
+        fill_deferred(a)
+
+
+def _covers(view: np.ndarray, storage: np.ndarray) -> bool:
+    """Whether ``view``, starting at ``storage``'s first byte, holds each of its elements exactly once: its
+    strides, smallest first, are those of a contiguous layout of its extents in some order (a transpose of the
+    whole storage covers it; a view with overlapping or gapped strides does not)."""
+    if view.size != storage.size or view.dtype != storage.dtype:
+        return False
+    expected = view.itemsize
+    for stride, n in sorted(zip(view.strides, view.shape, strict=True)):
+        if n == 1:  # (any stride: never stepped)
+            continue
+        if stride != expected:
+            return False
+        expected *= n
+    return True
 
 
 def _placed_storage(ctx: Any, shp: tuple[int, ...], d: dt.DType, sd: Any, buf: Buffer,
@@ -410,12 +465,16 @@ class NkiTensor:
         # Only used by host-side code (tests, device_print); engines read .data directly.
         if RECORDING[0]:
             _refuse_host_read(self, "np.asarray()")
+        if self.alloc.unfilled is not None:
+            fill_deferred(self.alloc)
         arr = self.data.astype(np.float32) if self.dtype.is_float else self.data
         return arr.astype(dtype) if dtype is not None else arr
 
     def numpy(self) -> np.ndarray:
         if RECORDING[0]:
             _refuse_host_read(self, ".numpy()")
+        if self.alloc.unfilled is not None:
+            fill_deferred(self.alloc)
         return np.array(self.data, copy=True)
 
     # -- indexing ---------------------------------------------------------------

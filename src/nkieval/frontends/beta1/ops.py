@@ -137,7 +137,8 @@ def pending_tile(p: PendingMatmul, mask: Any = None, api: str = "matmul") -> B1T
         m = math.prod(p.stationary.shape[1:])
         n = math.prod(p.moving.shape[1:])
     p.boxes = boxes_for(mask, (m, n), api)
-    t = new_tile((m, n), dt.float32, PSUM, api)
+    # (its sentinels are written only if it is ever flushed or read: ``psum[...] += matmul`` leaves it untouched)
+    t = new_tile((m, n), dt.float32, PSUM, api, defer_fill=True)
     t.pending = p
     masked(t, p.boxes)
     return t
@@ -157,13 +158,14 @@ def check_partitions(shape: tuple[int, ...], what: str, target: Any = None) -> N
                                  instruction=what, rule="partition-limit")
 
 
-def new_tile(shape: Any, dtype: Any, buffer: Buffer = SBUF, what: str = "tile", name: str = "") -> B1Tensor:
+def new_tile(shape: Any, dtype: Any, buffer: Buffer = SBUF, what: str = "tile", name: str = "",
+             defer_fill: bool = False) -> B1Tensor:
     shp = tuple(map(int, shape))
     if len(shp) < 2:
         shp = (1,) * (2 - len(shp)) + shp
     ctx = maybe_current()
     check_partitions(shp, what, ctx.target if ctx is not None else None)
-    t = wrap(allocate(shp, dtype, buffer, name, instruction=what))
+    t = wrap(allocate(shp, dtype, buffer, name, instruction=what, defer_fill=defer_fill))
     if ctx is not None:
         state.note_allocation(t, state.state())
     return t

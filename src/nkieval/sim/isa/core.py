@@ -27,7 +27,7 @@ from nkieval.sim.ops import ARITH, BINARY, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, UN
 # flag_view from here); they live below it, with the indirect views that use them too
 from nkieval.sim.placed import claim_for_write, owned
 from nkieval.sim.storage import _check_initialized, drop_f32, flag_view, read_bits, settle  # noqa: F401
-from nkieval.sim.tensor import NkiTensor
+from nkieval.sim.tensor import NkiTensor, fill_deferred
 from nkieval.sim.trace import OperandAccess, TraceRecord
 
 
@@ -120,9 +120,20 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
 
 def _call(ctx: SimContext, name: str, engine: str, fn: Callable[..., Any], args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> Any:
+    if ctx.unfilled:  # (rare: only while a tile allocated with defer_fill lives unwritten)
+        _fill_operands(args, kwargs)
     if ctx.__dict__.get("has_indirect"):  # set once the program makes an indirect view
         return indirect_call(ctx, name, engine, fn, args, kwargs)
     return fn(ctx, *args, **kwargs)
+
+
+def _fill_operands(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Write the deferred sentinels of any operand's storage (nkieval.sim.tensor.fill_deferred) before the
+    instruction reads or writes part of it: its values are then what an eager fill would have left."""
+    for a in (*args, *kwargs.values()):
+        for x in (a if isinstance(a, list | tuple) else (a,)):
+            if isinstance(x, NkiTensor) and x.alloc.unfilled is not None:
+                fill_deferred(x.alloc)
 
 
 def _signature_mismatch(e: TypeError) -> bool:
