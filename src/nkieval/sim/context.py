@@ -82,17 +82,24 @@ def user_frame(depth: int = 2):
         # (a frame's module is told by its globals' file, not its code: reading ``f_code`` is an audit event, and
         # the sandboxed tracer's audit hook would run a few times for every instruction recorded)
         file = f.f_globals.get("__file__")
-        if type(file) is not str:  # (no file, or a module that set something else)
-            file = None
-        sim = inside.get(file)
+        sim = inside.get(file) if type(file) is str else None
         if sim is None:
-            if len(inside) > 4096:  # kernels loaded afresh (a judge's many candidates) add new files
-                inside.clear()
-            sim = inside[file] = file is not None and file.startswith(_SIM_DIRS)
+            sim = _classify_file(file)
         if not sim:
             return f
         f = f.f_back
     return f
+
+
+def _classify_file(file: Any) -> bool:
+    """Whether a module's ``__file__`` is the simulator's, remembered for the next walks."""
+    if type(file) is not str:  # (no file, or a module that set something else)
+        file = None
+    inside = _SIM_MODULES
+    if len(inside) > 4096:  # kernels loaded afresh (a judge's many candidates) add new files
+        inside.clear()
+    sim = inside[file] = file is not None and file.startswith(_SIM_DIRS)
+    return sim
 
 
 # a module's file -> whether it is the simulator's (every instruction and allocation walks up to the kernel line)
@@ -107,9 +114,11 @@ def user_location() -> tuple[str | None, int | None, str | None]:
     return code.co_filename, f.f_lineno, code.co_name
 
 
-def location_str() -> str | None:
-    """``file.py:LINE`` of the kernel line that issued the call (every allocation records its site)."""
-    f = user_frame(2)
+def location_str(depth: int = 2) -> str | None:
+    """``file.py:LINE`` of the kernel line that issued the call (every allocation records its site); ``depth``:
+    the first frame that may be the kernel's (2: the caller's caller; a caller that knows more of the simulator's
+    frames above it skips them)."""
+    f = user_frame(depth)
     if f is None:
         return None
     file = f.f_code.co_filename

@@ -102,7 +102,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address
 
 def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
               instruction: str, fill: Any, defer_fill: bool = False) -> NkiTensor:
-    if any(s <= 0 for s in shp):
+    if shp and min(shp) <= 0:
         raise NkiValidationError(f"shape {list(shp)} has a non-positive dimension", instruction=instruction,
                                  operand=name or None, rule="argument")
     if buf.on_chip:
@@ -147,7 +147,7 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
         storage[...] = dt.cast(np.asarray(fill, dtype=np.float64) if not isinstance(fill, np.ndarray) else fill, d,
                                fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
     alloc = Allocation(id=ctx.launch.ids.next(), buffer=buf, name=name or "", dtype=d, shape=shp,
-                       storage=storage, site=location_str(), program=ctx.program_id)
+                       storage=storage, site=location_str(_SITE_DEPTH), program=ctx.program_id)
     if slot is not None:
         alloc.slot = slot
         if slot.owner is None:  # new storage, filled for this tile
@@ -214,6 +214,11 @@ def _covers(view: np.ndarray, storage: np.ndarray) -> bool:
             return False
         expected *= n
     return True
+
+
+# the first frame above _new_tensor that may be the kernel's: allocate's caller (location_str's frame is 1,
+# _new_tensor 2, _allocate 3, allocate 4): the walk to the kernel line skips this module's own frames
+_SITE_DEPTH = 5
 
 
 def _placed_storage(ctx: Any, shp: tuple[int, ...], d: dt.DType, sd: Any, buf: Buffer,
