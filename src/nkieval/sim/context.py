@@ -202,7 +202,7 @@ class SimContext:
                 tr.allocations[a.id] = AllocationRecord(
                     id=a.id, buffer=a.buffer.kind, name=a.name, shape=tuple(a.shape), dtype=a.dtype.name,
                     address=start, partition_offset=a.partition_offset, bytes_per_partition=size,
-                    site=a.site, program=self.program_id, alloc_seq=tr.next_seq(),
+                    site=a.site, program=self.program_id, alloc_seq=len(tr.records),  # (Trace.next_seq)
                     fixed_address=a.fixed_address)
                 if self.sbuf.peak_bytes > tr.peak_sbuf_bytes:
                     tr.peak_sbuf_bytes = self.sbuf.peak_bytes
@@ -213,7 +213,7 @@ class SimContext:
                 self.unfilled.discard(alloc_or_id)
             rec = tr.allocations.get(alloc_or_id)
             if rec is not None and rec.free_seq is None:
-                rec.free_seq = tr.next_seq()
+                rec.free_seq = len(tr.records)  # (Trace.next_seq)
             if self.recorder is not None:
                 self.recorder.free(alloc_or_id)
 

@@ -179,7 +179,8 @@ class OnChipAllocator:
         return max(a, (n + a - 1) // a * a)
 
     def allocate(self, alloc: Allocation, address: tuple[int, int] | None, instruction: str) -> None:
-        size = self._round(alloc.row_bytes)
+        a = self.alignment
+        size = max(a, (alloc.row_bytes + a - 1) // a * a)  # (_round, inline: once per tile)
         p0 = 0
         nparts = alloc.shape[0] if alloc.shape else 1
         with self._lock:
@@ -216,7 +217,7 @@ class OnChipAllocator:
                 self.fixed[alloc.id] = block
                 rect = (*block.partitions, block.start, block.end)
                 self._rects[rect] = self._rects.get(rect, 0) + 1
-            total = self._total()
+            total = self._total() if self.fixed else self.auto_bytes
             if total > self.peak_bytes:
                 self.peak_bytes = total
             alloc.address = start

@@ -880,7 +880,7 @@ class NkiTensor:
             return hit
         geo = cache.get(None)
         if geo is None:
-            geo = cache[None] = self._geometry()
+            geo = cache[None] = self._geometry(cache["view"])
         acc = OperandAccess(role, mode, *geo)
         cache[(role, mode)] = acc
         return acc
@@ -896,20 +896,19 @@ class NkiTensor:
         if cache is None:
             if len(views) >= _VIEW_CACHE_MAX:
                 views.clear()
-            cache = views[key] = {}
+            cache = views[key] = {"view": key}  # (its key, which _geometry's key extends)
         return cache
 
-    def _geometry(self) -> tuple[Any, ...]:
-        """The trace fields that depend only on the view (everything but role and mode).
+    def _geometry(self, view_key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The trace fields that depend only on the view (everything but role and mode); ``view_key``: the view's
+        key in its allocation's operand caches (byte offset, shape, strides, dtype, storage item size).
 
         Tiles allocated afresh on every loop iteration land at the same address with the same views, so
         the layout arithmetic is shared across allocations by layout (``_GEOMETRY_CACHE``); only the
         allocation's id and name are its own."""
         a = self.alloc
-        data = self.data
         kind = a.buffer.kind
-        key = (kind, a.address, a.partition_offset, a.row_bytes, self._byte_offset(), data.shape, data.strides,
-               self.dtype.name, self.dtype.itemsize, data.dtype.itemsize)
+        key = (kind, a.address, a.partition_offset, a.row_bytes, view_key)
         hit = _GEOMETRY_CACHE.get(key)
         if hit is None:
             hit = self._layout()
