@@ -60,7 +60,7 @@ def kernel_recorder() -> Any:
 
 def force_location(frame: ForcedFrame | None) -> ForcedFrame | None:
     """Make ``frame`` the kernel line of this thread's simulator calls (``None`` restores frame walking)."""
-    prev = getattr(_LOCAL, "forced", None)
+    prev = _LOCAL.__dict__.get("forced")
     _LOCAL.forced = frame
     return prev
 
@@ -73,7 +73,8 @@ _SIM_DIRS = tuple(
 
 def user_frame(depth: int = 2):
     """The innermost frame outside the simulator: the kernel line that issued the call."""
-    forced = getattr(_LOCAL, "forced", None)
+    # (the thread's own dict: getattr with a default pays for an AttributeError whenever nothing is forced)
+    forced = _LOCAL.__dict__.get("forced")
     if forced is not None:
         return forced
     f = sys._getframe(depth)
@@ -108,10 +109,39 @@ _SIM_MODULES: dict[Any, bool] = {}
 
 def user_location() -> tuple[str | None, int | None, str | None]:
     f = user_frame(3)
-    code = None if f is None else f.f_code
-    if code is None or not code.co_filename:
+    if f is None:
         return None, None, None
-    return code.co_filename, f.f_lineno, code.co_name
+    loc = frame_location(f)
+    if not loc[0]:
+        return None, None, None
+    return loc
+
+
+def frame_location(f: Any) -> tuple[str, int, str]:
+    """``(file, line, function)`` of a kernel frame (or of a :class:`ForcedFrame`).
+
+    A frame's line is remembered per (code, last instruction): CPython 3.11 works ``f_lineno`` out by scanning
+    the code's line table from its start on every read, several microseconds deep in a long kernel function,
+    and the kernel line is read for every instruction and every allocation. The entry holds the code object,
+    so its id cannot be reused while it is remembered."""
+    code = f.f_code  # (once: each read is an audit event in the sandboxed tracer)
+    if type(f) is not _FRAME_TYPE:  # a ForcedFrame: its line is an attribute
+        return code.co_filename, f.f_lineno, code.co_name
+    key = (id(code), f.f_lasti)
+    hit = _LINES.get(key)
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    loc = (code.co_filename, f.f_lineno, code.co_name)
+    if len(_LINES) >= _LINES_MAX:
+        _LINES.clear()
+    _LINES[key] = (code, loc)
+    return loc
+
+
+_FRAME_TYPE = type(sys._getframe())
+# (id of a code object, last instruction) -> (the code object, its (file, line, function)): frame_location
+_LINES: dict[tuple[int, int], tuple[Any, tuple[str, int, str]]] = {}
+_LINES_MAX = 1 << 15
 
 
 def location_str(depth: int = 2) -> str | None:
@@ -121,16 +151,19 @@ def location_str(depth: int = 2) -> str | None:
     f = user_frame(depth)
     if f is None:
         return None
-    file = f.f_code.co_filename
-    if not file:
-        return None
-    base = _BASENAMES.get(file)
-    if base is None:
-        base = _BASENAMES[file] = os.path.basename(file)
-    return f"{base}:{f.f_lineno}"
+    loc = frame_location(f)
+    site = _SITES.get(loc)
+    if site is None:
+        file = loc[0]
+        if not file:
+            return None
+        if len(_SITES) >= _LINES_MAX:
+            _SITES.clear()
+        site = _SITES[loc] = f"{os.path.basename(file)}:{loc[1]}"
+    return site
 
 
-_BASENAMES: dict[str, str] = {}  # a kernel file's path -> its base name, as location_str prints it
+_SITES: dict[tuple[str, int, str], str] = {}  # a kernel line's (file, line, function) -> "file.py:LINE"
 
 
 @dataclass

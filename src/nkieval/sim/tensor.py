@@ -75,7 +75,8 @@ def as_buffer(buffer: Any) -> Buffer:
 
 
 def _shape_tuple(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, int | np.integer):
+    # (a tuple, the common case, skips the union isinstance: it is slow)
+    if type(shape) is not tuple and isinstance(shape, int | np.integer):
         return (int(shape),)
     try:
         return tuple(map(int, shape))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import SimContext, current, dry_run, user_frame
+from nkieval.sim.context import SimContext, current, dry_run, frame_location, user_frame
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.indirect import indirect_call
 from nkieval.sim.ops import ARITH, BINARY, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, UNARY, Op
@@ -79,11 +79,7 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             ctx = current()
             f = user_frame(2)
-            if f is not None:
-                code = f.f_code  # (once: each read is an audit event in the sandboxed tracer)
-                ctx.loc = (code.co_filename, f.f_lineno, code.co_name)
-            else:
-                ctx.loc = (None, None, None)
+            ctx.loc = frame_location(f) if f is not None else (None, None, None)
             ctx.instruction_name = name
             if ctx.target.generation < min_generation:
                 raise NkiValidationError(
