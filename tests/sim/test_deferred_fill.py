@@ -136,3 +136,29 @@ def test_covers_needs_the_storage_s_size_and_dtype():
     storage = np.zeros((4, 8), np.float32)
     assert not _covers(storage[:, :4], storage)
     assert not _covers(storage.view(np.int32), storage)
+
+
+def test_a_deferred_psum_tile_gets_its_flags_when_first_touched():
+    def fn():
+        t = allocate((4, 8), nl.float32, nl.psum, "acc", defer_fill=True)
+        before = t.alloc.mm_written
+        nisa.memset(dst=t[:, 0:4], value=0.0)
+        return before, t.alloc.mm_written.copy(), t.alloc.other_written.copy()
+
+    (before, mm, other), _ = _run(fn)
+    assert before is None
+    assert not mm.any()
+    assert other[:, :4].all() and not other[:, 4:].any()
+
+
+def test_a_matmul_accumulating_onto_a_deferred_psum_tile_reads_its_sentinels_and_warns():
+    def fn():
+        a = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=a, value=1.0)
+        acc = allocate((4, 4), nl.float32, nl.psum, "acc", defer_fill=True)
+        nisa.nc_matmul(dst=acc, stationary=a, moving=a, accumulate=True)
+        return _copy_out(acc)
+
+    got, warns = _run(fn)
+    assert np.isnan(got).all()  # the NaN sentinels plus the product
+    assert "psum-accumulate" in [w["rule"] for w in warns]

@@ -155,9 +155,8 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
             slot.owner = weakref.ref(alloc)
         alloc.mm_written = slot.mm_written
         alloc.other_written = slot.other_written
-    elif buf.kind == "psum":
-        alloc.mm_written = np.zeros(shp, dtype=bool)
-        alloc.other_written = np.zeros(shp, dtype=bool)
+    elif buf.kind == "psum" and deferred is None:  # (a deferred tile gets its flags when first touched)
+        _psum_flags(alloc)
     if buf.on_chip:
         allocator = ctx.sbuf if buf.kind == "sbuf" else ctx.psum
         allocator.allocate(alloc, address, instruction)
@@ -172,17 +171,31 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
     return t
 
 
+def _psum_flags(alloc: Allocation) -> None:
+    """A PSUM tile's per-element state: none of it written yet, by a matmul or by another instruction."""
+    alloc.mm_written = np.zeros(alloc.shape, dtype=bool)
+    alloc.other_written = np.zeros(alloc.shape, dtype=bool)
+
+
+def _settle_deferred(alloc: Allocation) -> None:
+    """An allocation made with ``defer_fill`` is about to be touched: it owes nothing more afterwards (a PSUM
+    tile's flags, which nothing reads before, are made now)."""
+    alloc.unfilled = None
+    if alloc.buffer.kind == "psum" and alloc.mm_written is None:
+        _psum_flags(alloc)
+    ctx = maybe_current()
+    if ctx is not None:
+        ctx.unfilled.discard(alloc.id)
+
+
 def fill_deferred(alloc: Allocation) -> None:
     """Write the sentinels an allocation made with ``defer_fill`` still owes its storage (before anything reads
     it or writes part of it)."""
     value = alloc.unfilled
     if value is None:
         return
-    alloc.unfilled = None
+    _settle_deferred(alloc)
     _fill_sentinel(alloc.storage, value)
-    ctx = maybe_current()
-    if ctx is not None:
-        ctx.unfilled.discard(alloc.id)
 
 
 def cover_deferred_fill(t: NkiTensor) -> None:
@@ -193,10 +206,7 @@ def cover_deferred_fill(t: NkiTensor) -> None:
     if a.unfilled is None:
         return
     if t._byte_offset() == 0 and _covers(t.data, a.storage):
-        a.unfilled = None
-        ctx = maybe_current()
-        if ctx is not None:
-            ctx.unfilled.discard(a.id)
+        _settle_deferred(a)
     else:
         fill_deferred(a)
 
