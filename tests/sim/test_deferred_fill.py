@@ -9,6 +9,7 @@ import pytest
 
 from nkieval.sim import tensor as sim_tensor
 from nkieval.sim.context import current
+from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.runner import run_kernel
 from nkieval.sim.tensor import _covers, allocate, cover_deferred_fill
 
@@ -162,3 +163,70 @@ def test_a_matmul_accumulating_onto_a_deferred_psum_tile_reads_its_sentinels_and
     got, warns = _run(fn)
     assert np.isnan(got).all()  # the NaN sentinels plus the product
     assert "psum-accumulate" in [w["rule"] for w in warns]
+
+
+# -- write-only destinations (isa.core.WRITE_ONLY_DST): the store decides --------------------------------------
+def test_a_write_only_instruction_storing_the_whole_dst_skips_the_fill(monkeypatch):
+    filled = _count_fills(monkeypatch)
+
+    def fn():
+        src = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=src, value=5.0)
+        filled.clear()
+        t = allocate((4, 8), nl.float32, nl.sbuf, "t", defer_fill=True)
+        nisa.tensor_copy(dst=t, src=src)
+        return list(filled), t.alloc.unfilled, _copy_out(t)
+
+    (fills, owed, got), _ = _run(fn)
+    assert fills == [] and owed is None
+    assert (got == 5.0).all()
+
+
+def test_a_dst_that_is_also_the_source_is_filled_first():
+    def fn():
+        t = allocate((4, 8), nl.float32, nl.sbuf, "t", defer_fill=True)
+        nisa.tensor_copy(dst=t, src=t)
+        return _copy_out(t)
+
+    got, warns = _run(fn)
+    assert np.isnan(got).all()
+    assert "uninitialized" in [w["rule"] for w in warns]
+
+
+def test_a_dst_whose_storage_another_operand_reads_is_filled_first():
+    def fn():
+        t = allocate((4, 8), nl.float32, nl.sbuf, "t", defer_fill=True)
+        nisa.tensor_copy(dst=t[:, 0:4], src=t[:, 4:8])
+        return _copy_out(t)
+
+    got, _ = _run(fn)
+    assert np.isnan(got).all()
+
+
+def test_a_partial_store_that_bypasses_write_keeps_the_sentinels_around_it():
+    """Integer tensor_tensor stores its bits straight into the view (isa.core.write_bits): mark_written fills the
+    rest of the storage around what was stored."""
+
+    def fn():
+        a = nl.ndarray((4, 2), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=a, value=6)
+        t = allocate((4, 8), nl.int32, nl.sbuf, "t", defer_fill=True)
+        nisa.tensor_tensor(dst=t[:, 0:2], data1=a, data2=a, op=nl.bitwise_and)
+        return _copy_out(t)
+
+    got, _ = _run(fn)
+    assert (got[:, :2] == 6).all() and (got[:, 2:] == 4).all()
+
+
+def test_a_write_only_instruction_that_raises_leaves_the_fill_owed():
+    def fn():
+        t = allocate((4, 8), nl.float32, nl.sbuf, "t", defer_fill=True)
+        src = nl.ndarray((2, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=src, value=1.0)
+        with pytest.raises(NkiValidationError):
+            nisa.tensor_copy(dst=t, src=src)  # partition counts differ
+        return t.alloc.unfilled, _copy_out(t)
+
+    (owed, got), _ = _run(fn)
+    assert owed is not None  # still owed after the refused instruction
+    assert np.isnan(got).all()

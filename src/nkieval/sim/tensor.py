@@ -198,6 +198,20 @@ def fill_deferred(alloc: Allocation) -> None:
     _fill_sentinel(alloc.storage, value)
 
 
+def fill_around(t: NkiTensor) -> None:
+    """``t``'s elements were just stored into a storage whose fill is deferred: fill the rest of it (the
+    elements of ``t`` keep the values stored)."""
+    a = t.alloc
+    if a.unfilled is None:
+        return
+    if t._byte_offset() == 0 and _covers(t.data, a.storage):
+        _settle_deferred(a)
+        return
+    kept = t.data.copy()
+    fill_deferred(a)
+    t.data[...] = kept
+
+
 def cover_deferred_fill(t: NkiTensor) -> None:
     """``t`` is about to be written in every element, without being read: if it covers its allocation's whole
     storage, the deferred sentinels are never needed (the write replaces them all); otherwise they are written
