@@ -231,6 +231,8 @@ def _covers(view: np.ndarray, storage: np.ndarray) -> bool:
     whole storage covers it; a view with overlapping or gapped strides does not)."""
     if view.size != storage.size or view.dtype != storage.dtype:
         return False
+    if view.flags.c_contiguous:  # (the common case: the whole tile as allocated)
+        return True
     expected = view.itemsize
     for stride, n in sorted(zip(view.strides, view.shape, strict=True)):
         if n == 1:  # (any stride: never stepped)
