@@ -120,7 +120,7 @@ class Allocation:
         return ptr
 
 
-@dataclass
+@dataclass(slots=True)
 class LiveBlock:
     alloc_id: int
     start: int
