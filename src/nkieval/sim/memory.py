@@ -174,13 +174,9 @@ class OnChipAllocator:
         # storage of the tiles placed at explicit addresses, by geometry (nkieval.sim.placed)
         self.placed: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
 
-    def _round(self, n: int) -> int:
-        a = self.alignment
-        return max(a, (n + a - 1) // a * a)
-
     def allocate(self, alloc: Allocation, address: tuple[int, int] | None, instruction: str) -> None:
         a = self.alignment
-        size = max(a, (alloc.row_bytes + a - 1) // a * a)  # (_round, inline: once per tile)
+        size = max(a, (alloc.row_bytes + a - 1) // a * a)  # the row, rounded up to the alignment
         p0 = 0
         nparts = alloc.shape[0] if alloc.shape else 1
         with self._lock:
