@@ -181,3 +181,40 @@ def test_affine_form_matches_a_reference_on_affine_and_perturbed_grids(shape, ba
         at = tuple(data.draw(st.integers(0, n - 1)) for n in shape)
         grid[at] += data.draw(st.sampled_from([-1, 1, 7]))
     assert affine_form(grid, shape) == _reference_affine(grid, shape)
+
+
+# -- deferred sentinel fills (nkieval.sim.tensor.allocate(defer_fill=True)) ------------------------------------
+def test_a_masked_matmul_result_keeps_its_sentinels_outside_the_mask():
+    """A pending matmul's PSUM tile is filled only when flushed: a masked matmul writes part of it, and the rest
+    reads the NaN sentinels an eager fill leaves."""
+
+    def kern(a, b):
+        out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(128)[None, :]
+        r = nisa.nc_matmul(nl.load(a), nl.load(b), mask=(i_p < 40) & (i_f < 72))
+        nl.store(out, value=nl.copy(r))
+        return out
+
+    a = RNG.standard_normal((128, 128)).astype(np.float32)
+    b = RNG.standard_normal((128, 128)).astype(np.float32)
+    got = run(kern, a, b)
+    np.testing.assert_allclose(got[:40, :72], (a.T @ b)[:40, :72], rtol=2e-2, atol=2e-2)
+    assert np.isnan(got[40:]).all() and np.isnan(got[:, 72:]).all()
+
+
+@pytest.mark.parametrize("pdim", [0, 1])
+def test_zeros_and_full_write_every_element_without_the_fill(pdim):
+    """``nl.zeros`` / ``nl.full`` memset the whole storage (block tensors: every block), so their deferred fill
+    is dropped; every element holds the value."""
+
+    def kern(x):
+        out = nl.ndarray((2, 128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        shape = (2, nl.par_dim(128), 8) if pdim else (128, 8)
+        z = nl.full(shape, 3.0, nl.float32)
+        for i in nl.affine_range(2):
+            nl.store(out[i], value=z[i] if pdim else z)
+        return out
+
+    got = run(kern, np.zeros((1, 1), np.float32))
+    assert (got == 3.0).all()

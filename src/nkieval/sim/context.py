@@ -61,7 +61,7 @@ def kernel_recorder() -> Any:
 
 def force_location(frame: ForcedFrame | None) -> ForcedFrame | None:
     """Make ``frame`` the kernel line of this thread's simulator calls (``None`` restores frame walking)."""
-    prev = getattr(_LOCAL, "forced", None)
+    prev = _LOCAL.__dict__.get("forced")
     _LOCAL.forced = frame
     return prev
 
@@ -74,7 +74,8 @@ _SIM_DIRS = tuple(
 
 def user_frame(depth: int = 2):
     """The innermost frame outside the simulator: the kernel line that issued the call."""
-    forced = getattr(_LOCAL, "forced", None)
+    # (the thread's own dict: getattr with a default pays for an AttributeError whenever nothing is forced)
+    forced = _LOCAL.__dict__.get("forced")
     if forced is not None:
         return forced
     f = sys._getframe(depth)
@@ -83,17 +84,24 @@ def user_frame(depth: int = 2):
         # (a frame's module is told by its globals' file, not its code: reading ``f_code`` is an audit event, and
         # the sandboxed tracer's audit hook would run a few times for every instruction recorded)
         file = f.f_globals.get("__file__")
-        if type(file) is not str:  # (no file, or a module that set something else)
-            file = None
-        sim = inside.get(file)
+        sim = inside.get(file) if type(file) is str else None
         if sim is None:
-            if len(inside) > 4096:  # kernels loaded afresh (a judge's many candidates) add new files
-                inside.clear()
-            sim = inside[file] = file is not None and file.startswith(_SIM_DIRS)
+            sim = _classify_file(file)
         if not sim:
             return f
         f = f.f_back
     return f
+
+
+def _classify_file(file: Any) -> bool:
+    """Whether a module's ``__file__`` is the simulator's, remembered for the next walks."""
+    if type(file) is not str:  # (no file, or a module that set something else)
+        file = None
+    inside = _SIM_MODULES
+    if len(inside) > 4096:  # kernels loaded afresh (a judge's many candidates) add new files
+        inside.clear()
+    sim = inside[file] = file is not None and file.startswith(_SIM_DIRS)
+    return sim
 
 
 # a module's file -> whether it is the simulator's (every instruction and allocation walks up to the kernel line)
@@ -102,27 +110,61 @@ _SIM_MODULES: dict[Any, bool] = {}
 
 def user_location() -> tuple[str | None, int | None, str | None]:
     f = user_frame(3)
-    code = None if f is None else f.f_code
-    if code is None or not code.co_filename:
+    if f is None:
         return None, None, None
-    return code.co_filename, f.f_lineno, code.co_name
+    loc = frame_location(f)
+    if not loc[0]:
+        return None, None, None
+    return loc
 
 
-def location_str() -> str | None:
-    """``file.py:LINE`` of the kernel line that issued the call (every allocation records its site)."""
-    f = user_frame(2)
+def frame_location(f: Any) -> tuple[str, int, str]:
+    """``(file, line, function)`` of a kernel frame (or of a :class:`ForcedFrame`).
+
+    A frame's line is remembered per (code, last instruction): CPython 3.11 works ``f_lineno`` out by scanning
+    the code's line table from its start on every read, several microseconds deep in a long kernel function,
+    and the kernel line is read for every instruction and every allocation. The entry holds the code object,
+    so its id cannot be reused while it is remembered."""
+    code = f.f_code  # (once: each read is an audit event in the sandboxed tracer)
+    if type(f) is not _FRAME_TYPE:  # a ForcedFrame: its line is an attribute
+        return code.co_filename, f.f_lineno, code.co_name
+    key = (id(code), f.f_lasti)
+    hit = _LINES.get(key)
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    loc = (code.co_filename, f.f_lineno, code.co_name)
+    if len(_LINES) >= _LINES_MAX:
+        _LINES.clear()
+    _LINES[key] = (code, loc)
+    return loc
+
+
+_FRAME_TYPE = type(sys._getframe())
+# (id of a code object, last instruction) -> (the code object, its (file, line, function)): frame_location
+_LINES: dict[tuple[int, int], tuple[Any, tuple[str, int, str]]] = {}
+_LINES_MAX = 1 << 15
+
+
+def location_str(depth: int = 2) -> str | None:
+    """``file.py:LINE`` of the kernel line that issued the call (every allocation records its site); ``depth``:
+    the first frame that may be the kernel's (2: the caller's caller; a caller that knows more of the simulator's
+    frames above it skips them)."""
+    f = user_frame(depth)
     if f is None:
         return None
-    file = f.f_code.co_filename
-    if not file:
-        return None
-    base = _BASENAMES.get(file)
-    if base is None:
-        base = _BASENAMES[file] = os.path.basename(file)
-    return f"{base}:{f.f_lineno}"
+    loc = frame_location(f)
+    site = _SITES.get(loc)
+    if site is None:
+        file = loc[0]
+        if not file:
+            return None
+        if len(_SITES) >= _LINES_MAX:
+            _SITES.clear()
+        site = _SITES[loc] = f"{os.path.basename(file)}:{loc[1]}"
+    return site
 
 
-_BASENAMES: dict[str, str] = {}  # a kernel file's path -> its base name, as location_str prints it
+_SITES: dict[tuple[str, int, str], str] = {}  # a kernel line's (file, line, function) -> "file.py:LINE"
 
 
 @dataclass
@@ -176,6 +218,9 @@ class SimContext:
                                     partitions=t.partitions, bank_bytes=t.psum_bank_bytes)
         self.shared_count = 0
         self.dry = not launch.options.compute_values  # a record-only run (SimOptions.compute_values)
+        # ids of this program's live tiles whose sentinel fill is deferred (nkieval.sim.tensor.fill_deferred):
+        # while any lives, each instruction fills those among its operands first
+        self.unfilled: set[int] = set()
         self.recorder: Any = None  # a nkieval.sim.program Recorder while the kernel is being recorded
         self.loc: tuple[str | None, int | None, str | None] = (None, None, None)
         self.loops: list[list[Any]] = []
@@ -194,16 +239,18 @@ class SimContext:
                 tr.allocations[a.id] = AllocationRecord(
                     id=a.id, buffer=a.buffer.kind, name=a.name, shape=tuple(a.shape), dtype=a.dtype.name,
                     address=start, partition_offset=a.partition_offset, bytes_per_partition=size,
-                    site=a.site, program=self.program_id, alloc_seq=tr.next_seq(),
+                    site=a.site, program=self.program_id, alloc_seq=len(tr.records),  # (Trace.next_seq)
                     fixed_address=a.fixed_address)
                 if self.sbuf.peak_bytes > tr.peak_sbuf_bytes:
                     tr.peak_sbuf_bytes = self.sbuf.peak_bytes
                 if self.psum.peak_bytes > tr.peak_psum_bytes:
                     tr.peak_psum_bytes = self.psum.peak_bytes
         else:
+            if self.unfilled:
+                self.unfilled.discard(alloc_or_id)
             rec = tr.allocations.get(alloc_or_id)
             if rec is not None and rec.free_seq is None:
-                rec.free_seq = tr.next_seq()
+                rec.free_seq = len(tr.records)  # (Trace.next_seq)
             if self.recorder is not None:
                 self.recorder.free(alloc_or_id)
 

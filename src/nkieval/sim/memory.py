@@ -96,6 +96,9 @@ class Allocation:
     # A tile placed at an explicit address shares its storage with the live tiles of the same geometry placed
     # there (nkieval.sim.placed.PlacedSlot); None for every other tile.
     slot: Any = field(default=None, repr=False)
+    # The sentinel this tile's storage still owes (allocated with ``defer_fill``; nkieval.sim.tensor.fill_deferred),
+    # None once written or filled.
+    unfilled: Any = field(default=None, init=False, repr=False)
     _base_ptr: int | None = field(default=None, init=False, repr=False)
     _row_bytes: int | None = field(default=None, init=False, repr=False)
     __weakref__: object = field(default=None, init=False, repr=False)
@@ -117,7 +120,7 @@ class Allocation:
         return ptr
 
 
-@dataclass
+@dataclass(slots=True)
 class LiveBlock:
     alloc_id: int
     start: int
@@ -171,12 +174,9 @@ class OnChipAllocator:
         # storage of the tiles placed at explicit addresses, by geometry (nkieval.sim.placed)
         self.placed: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
 
-    def _round(self, n: int) -> int:
-        a = self.alignment
-        return max(a, (n + a - 1) // a * a)
-
     def allocate(self, alloc: Allocation, address: tuple[int, int] | None, instruction: str) -> None:
-        size = self._round(alloc.row_bytes)
+        a = self.alignment
+        size = max(a, (alloc.row_bytes + a - 1) // a * a)  # the row, rounded up to the alignment
         p0 = 0
         nparts = alloc.shape[0] if alloc.shape else 1
         with self._lock:
@@ -213,7 +213,7 @@ class OnChipAllocator:
                 self.fixed[alloc.id] = block
                 rect = (*block.partitions, block.start, block.end)
                 self._rects[rect] = self._rects.get(rect, 0) + 1
-            total = self._total()
+            total = self._total() if self.fixed else self.auto_bytes
             if total > self.peak_bytes:
                 self.peak_bytes = total
             alloc.address = start

@@ -75,7 +75,8 @@ def as_buffer(buffer: Any) -> Buffer:
 
 
 def _shape_tuple(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, int | np.integer):
+    # (a tuple, the common case, skips the union isinstance: it is slow)
+    if type(shape) is not tuple and isinstance(shape, int | np.integer):
         return (int(shape),)
     try:
         return tuple(map(int, shape))
@@ -84,21 +85,25 @@ def _shape_tuple(shape: Any) -> tuple[int, ...]:
 
 
 def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None,
-             instruction: str = "ndarray", fill: Any = None) -> NkiTensor:
-    """Allocate a tensor in the current program's memory; contents are sentinels unless ``fill``."""
+             instruction: str = "ndarray", fill: Any = None, defer_fill: bool = False) -> NkiTensor:
+    """Allocate a tensor in the current program's memory; contents are sentinels unless ``fill``.
+
+    ``defer_fill``: an on-chip tile's sentinels are written only when something first touches its storage
+    (:func:`fill_deferred`), or never when it is first written whole (:func:`cover_deferred_fill`): for tiles a
+    front end makes that are often dropped untouched or overwritten at once. The values read are the same."""
     ctx = current()
     shp = _shape_tuple(shape)
     d = dt.to_dtype(dtype)
     buf = as_buffer(buffer)
-    t = _allocate(ctx, shp, d, buf, name, address, instruction, fill)
+    t = _allocate(ctx, shp, d, buf, name, address, instruction, fill, defer_fill)
     if ctx.recorder is not None:
         ctx.recorder.allocation(t, shp, d, buf, name, address, fill, instruction)
     return t
 
 
 def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
-              instruction: str, fill: Any) -> NkiTensor:
-    if any(s <= 0 for s in shp):
+              instruction: str, fill: Any, defer_fill: bool = False) -> NkiTensor:
+    if shp and min(shp) <= 0:
         raise NkiValidationError(f"shape {list(shp)} has a non-positive dimension", instruction=instruction,
                                  operand=name or None, rule="argument")
     if buf.on_chip:
@@ -118,12 +123,13 @@ def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: st
                 shared = _new_tensor(ctx, shp, d, buf, name, address, instruction, fill)
                 ctx.launch.shared_allocs.append(shared.alloc)
             return shared
-    return _new_tensor(ctx, shp, d, buf, name, address, instruction, fill)
+    return _new_tensor(ctx, shp, d, buf, name, address, instruction, fill, defer_fill)
 
 
 def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
-                instruction: str, fill: Any) -> NkiTensor:
+                instruction: str, fill: Any, defer_fill: bool = False) -> NkiTensor:
     sd = dt.storage_dtype(d, ctx.options.precise_fp)
+    deferred = None  # the sentinel this tile's storage still owes (defer_fill)
     if ctx.options.max_bytes is not None:
         _check_memory_budget(ctx, int(math.prod(shp)) * np.dtype(sd).itemsize, buf, instruction)
     slot = None
@@ -133,32 +139,113 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
         storage = np.zeros(shp, dtype=sd)
     elif fill is None:
         storage = np.empty(shp, dtype=sd)
-        if ctx.options.fill_uninitialized:
+        if ctx.options.fill_uninitialized and not (defer_fill and buf.on_chip):
             _fill_sentinel(storage, np.nan if d.is_float else 4)
+        elif ctx.options.fill_uninitialized:
+            deferred = np.nan if d.is_float else 4
     else:
         storage = np.empty(shp, dtype=sd)
         storage[...] = dt.cast(np.asarray(fill, dtype=np.float64) if not isinstance(fill, np.ndarray) else fill, d,
                                fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
     alloc = Allocation(id=ctx.launch.ids.next(), buffer=buf, name=name or "", dtype=d, shape=shp,
-                       storage=storage, site=location_str(), program=ctx.program_id)
+                       storage=storage, site=location_str(_SITE_DEPTH), program=ctx.program_id)
     if slot is not None:
         alloc.slot = slot
         if slot.owner is None:  # new storage, filled for this tile
             slot.owner = weakref.ref(alloc)
         alloc.mm_written = slot.mm_written
         alloc.other_written = slot.other_written
-    elif buf.kind == "psum":
-        alloc.mm_written = np.zeros(shp, dtype=bool)
-        alloc.other_written = np.zeros(shp, dtype=bool)
+    elif buf.kind == "psum" and deferred is None:  # (a deferred tile gets its flags when first touched)
+        _psum_flags(alloc)
     if buf.on_chip:
         allocator = ctx.sbuf if buf.kind == "sbuf" else ctx.psum
         allocator.allocate(alloc, address, instruction)
         track_lifetime(alloc, allocator)
     else:
         _record_hbm(ctx, alloc)
+    if deferred is not None:
+        alloc.unfilled = deferred
+        ctx.unfilled.add(alloc.id)
     t = NkiTensor(storage, alloc, d)
     t._off = 0
     return t
+
+
+def _psum_flags(alloc: Allocation) -> None:
+    """A PSUM tile's per-element state: none of it written yet, by a matmul or by another instruction."""
+    alloc.mm_written = np.zeros(alloc.shape, dtype=bool)
+    alloc.other_written = np.zeros(alloc.shape, dtype=bool)
+
+
+def _settle_deferred(alloc: Allocation) -> None:
+    """An allocation made with ``defer_fill`` is about to be touched: it owes nothing more afterwards (a PSUM
+    tile's flags, which nothing reads before, are made now)."""
+    alloc.unfilled = None
+    if alloc.buffer.kind == "psum" and alloc.mm_written is None:
+        _psum_flags(alloc)
+    ctx = maybe_current()
+    if ctx is not None:
+        ctx.unfilled.discard(alloc.id)
+
+
+def fill_deferred(alloc: Allocation) -> None:
+    """Write the sentinels an allocation made with ``defer_fill`` still owes its storage (before anything reads
+    it or writes part of it)."""
+    value = alloc.unfilled
+    if value is None:
+        return
+    _settle_deferred(alloc)
+    _fill_sentinel(alloc.storage, value)
+
+
+def fill_around(t: NkiTensor) -> None:
+    """``t``'s elements were just stored into a storage whose fill is deferred: fill the rest of it (the
+    elements of ``t`` keep the values stored)."""
+    a = t.alloc
+    if a.unfilled is None:
+        return
+    if t._byte_offset() == 0 and _covers(t.data, a.storage):
+        _settle_deferred(a)
+        return
+    kept = t.data.copy()
+    fill_deferred(a)
+    t.data[...] = kept
+
+
+def cover_deferred_fill(t: NkiTensor) -> None:
+    """``t`` is about to be written in every element, without being read: if it covers its allocation's whole
+    storage, the deferred sentinels are never needed (the write replaces them all); otherwise they are written
+    now, so the elements the write leaves keep their sentinels."""
+    a = t.alloc
+    if a.unfilled is None:
+        return
+    if t._byte_offset() == 0 and _covers(t.data, a.storage):
+        _settle_deferred(a)
+    else:
+        fill_deferred(a)
+
+
+def _covers(view: np.ndarray, storage: np.ndarray) -> bool:
+    """Whether ``view``, starting at ``storage``'s first byte, holds each of its elements exactly once: its
+    strides, smallest first, are those of a contiguous layout of its extents in some order (a transpose of the
+    whole storage covers it; a view with overlapping or gapped strides does not)."""
+    if view.size != storage.size or view.dtype != storage.dtype:
+        return False
+    if view.flags.c_contiguous:  # (the common case: the whole tile as allocated)
+        return True
+    expected = view.itemsize
+    for stride, n in sorted(zip(view.strides, view.shape, strict=True)):
+        if n == 1:  # (any stride: never stepped)
+            continue
+        if stride != expected:
+            return False
+        expected *= n
+    return True
+
+
+# the first frame above _new_tensor that may be the kernel's: allocate's caller (location_str's frame is 1,
+# _new_tensor 2, _allocate 3, allocate 4): the walk to the kernel line skips this module's own frames
+_SITE_DEPTH = 5
 
 
 def _placed_storage(ctx: Any, shp: tuple[int, ...], d: dt.DType, sd: Any, buf: Buffer,
@@ -414,12 +501,16 @@ class NkiTensor:
         # Only used by host-side code (tests, device_print); engines read .data directly.
         if RECORDING[0]:
             _refuse_host_read(self, "np.asarray()")
+        if self.alloc.unfilled is not None:
+            fill_deferred(self.alloc)
         arr = self.data.astype(np.float32) if self.dtype.is_float else self.data
         return arr.astype(dtype) if dtype is not None else arr
 
     def numpy(self) -> np.ndarray:
         if RECORDING[0]:
             _refuse_host_read(self, ".numpy()")
+        if self.alloc.unfilled is not None:
+            fill_deferred(self.alloc)
         return np.array(self.data, copy=True)
 
     # -- indexing ---------------------------------------------------------------
@@ -820,7 +911,7 @@ class NkiTensor:
             return hit
         geo = cache.get(None)
         if geo is None:
-            geo = cache[None] = self._geometry()
+            geo = cache[None] = self._geometry(cache["view"])
         acc = OperandAccess(role, mode, *geo)
         cache[(role, mode)] = acc
         return acc
@@ -836,20 +927,19 @@ class NkiTensor:
         if cache is None:
             if len(views) >= _VIEW_CACHE_MAX:
                 views.clear()
-            cache = views[key] = {}
+            cache = views[key] = {"view": key}  # (its key, which _geometry's key extends)
         return cache
 
-    def _geometry(self) -> tuple[Any, ...]:
-        """The trace fields that depend only on the view (everything but role and mode).
+    def _geometry(self, view_key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The trace fields that depend only on the view (everything but role and mode); ``view_key``: the view's
+        key in its allocation's operand caches (byte offset, shape, strides, dtype, storage item size).
 
         Tiles allocated afresh on every loop iteration land at the same address with the same views, so
         the layout arithmetic is shared across allocations by layout (``_GEOMETRY_CACHE``); only the
         allocation's id and name are its own."""
         a = self.alloc
-        data = self.data
         kind = a.buffer.kind
-        key = (kind, a.address, a.partition_offset, a.row_bytes, self._byte_offset(), data.shape, data.strides,
-               self.dtype.name, self.dtype.itemsize, data.dtype.itemsize)
+        key = (kind, a.address, a.partition_offset, a.row_bytes, view_key)
         hit = _GEOMETRY_CACHE.get(key)
         if hit is None:
             hit = self._layout()

@@ -69,7 +69,7 @@ def _elementwise(api: str, main: Any, dtype: Any, mask: Any, run: Callable[..., 
     """Allocate ``[shape of main]`` and run ``run(dst_box, main_box, *others_box)`` per mask box."""
     main = tile(main, "data", api)
     full = tuple(shape or main.shape)
-    out = new_tile(full, dtype if dtype is not None else main.dtype, buffer, api)
+    out = new_tile(full, dtype if dtype is not None else main.dtype, buffer, api, defer_fill=True)
     boxes = boxes_for(mask, full, api)
     for box in boxes:
         rest = [restrict(o, box, full) if isinstance(o, B1Tensor | Access) else o for o in others]
@@ -150,7 +150,7 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     use_vector = eng == "vector" or (eng in (None, "unknown", 0) and d.buffer.kind == "psum")
     p, f = d.shape[0], math.prod(d.shape[1:])
     out_dt = dtype if dtype is not None else d.dtype
-    out = new_tile((f, p), out_dt, SBUF if use_vector else PSUM, "nc_transpose")
+    out = new_tile((f, p), out_dt, SBUF if use_vector else PSUM, "nc_transpose", defer_fill=True)
     # mask= selects elements of the [f, p] result: box (r, c) of it is the transpose of data[c, r]
     boxes = boxes_for(mask, (f, p), "nc_transpose")
     d2 = d if d.ndim == 2 else wrap(d.reshape((p, f)))
@@ -408,7 +408,7 @@ def affine_select(pred: Any, on_true_tile: Any, on_false_value: Any, *, mask: An
         raise NkiValidationError("affine_select pred is not affine in the tile's indices", instruction="affine_select",
                                  operand="pred", rule="argument")
     base, coefs = form
-    out = new_tile(shape, dtype if dtype is not None else t.dtype, SBUF, "affine_select")
+    out = new_tile(shape, dtype if dtype is not None else t.dtype, SBUF, "affine_select", defer_fill=True)
     boxes = boxes_for(mask, shape, "affine_select")
     for box in boxes:  # masked: the instruction runs on the box, its affine offset moved to the box's corner
         b0 = base if box is None else base + sum(c * (b.start or 0) for c, b in zip(coefs, box))

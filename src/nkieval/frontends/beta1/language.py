@@ -46,7 +46,7 @@ from nkieval.sim.context import current, maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, Buffer
 from nkieval.sim.ops import BINARY, OPS, UNARY, Op
-from nkieval.sim.tensor import NkiTensor, allocate, as_buffer, ds  # noqa: F401 - ds is nl.ds
+from nkieval.sim.tensor import NkiTensor, allocate, as_buffer, cover_deferred_fill, ds  # noqa: F401 - ds is nl.ds
 
 
 class B1Op(Op):
@@ -110,6 +110,12 @@ def _buffer(buffer: Any) -> tuple[Buffer, Any]:
 
 def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> B1Tensor:
     """Allocate a tensor; ``nl.par_dim`` marks the partition dim when block dims come first."""
+    return _ndarray(shape, dtype, buffer, name)
+
+
+def _ndarray(shape: Any, dtype: Any, buffer: Any, name: str, defer_fill: bool = False) -> B1Tensor:
+    """``nl.ndarray``; ``defer_fill``: for a caller that writes the whole tensor next (nkieval.sim.tensor's
+    ``cover_deferred_fill``), its on-chip storage's sentinels are not written first."""
     plain, pdim = split_par_dim(shape)
     buf, allocator = _buffer(buffer)
     if allocator is not None and hasattr(allocator, "check"):
@@ -124,7 +130,7 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
     if allocator is not None and getattr(allocator, "direct", False):
         return _placed(plain, pdim, dtype, buf, allocator, name)
     storage_shape = (plain[pdim], *plain[:pdim], *plain[pdim + 1:])
-    t = allocate(storage_shape, dtype, buf, name, instruction="ndarray")
+    t = allocate(storage_shape, dtype, buf, name, instruction="ndarray", defer_fill=defer_fill)
     state.note_allocation(t)
     if pdim == 0:
         return wrap(t)
@@ -176,7 +182,9 @@ def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str, api: str
     if not buf.on_chip:
         raise NkiValidationError("Creating HBM tensor with init value is not supported.", instruction=api,
                                  rule="argument")
-    t = ndarray(shape, dtype, buffer=buffer, name=name)
+    t = _ndarray(shape, dtype, buffer, name, defer_fill=True)
+    # the memsets below write every block, so every element of the storage (placed blocks are never deferred)
+    cover_deferred_fill(t)
     tiles = [t] if t.pdim == 0 else [t[idx] for idx in np.ndindex(*t.shape[:t.pdim])]
     ctx = maybe_current() if buf is PSUM and value == 0 else None
     for tl in tiles:

@@ -137,7 +137,8 @@ def pending_tile(p: PendingMatmul, mask: Any = None, api: str = "matmul") -> B1T
         m = math.prod(p.stationary.shape[1:])
         n = math.prod(p.moving.shape[1:])
     p.boxes = boxes_for(mask, (m, n), api)
-    t = new_tile((m, n), dt.float32, PSUM, api)
+    # (its sentinels are written only if it is ever flushed or read: ``psum[...] += matmul`` leaves it untouched)
+    t = new_tile((m, n), dt.float32, PSUM, api, defer_fill=True)
     t.pending = p
     masked(t, p.boxes)
     return t
@@ -157,13 +158,16 @@ def check_partitions(shape: tuple[int, ...], what: str, target: Any = None) -> N
                                  instruction=what, rule="partition-limit")
 
 
-def new_tile(shape: Any, dtype: Any, buffer: Buffer = SBUF, what: str = "tile", name: str = "") -> B1Tensor:
+def new_tile(shape: Any, dtype: Any, buffer: Buffer = SBUF, what: str = "tile", name: str = "",
+             defer_fill: bool = False) -> B1Tensor:
+    """A fresh on-chip tile; ``defer_fill``: for a result the caller's instructions write next (its sentinels are
+    written only if something reads it or writes part of it first: nkieval.sim.tensor.allocate)."""
     shp = tuple(map(int, shape))
     if len(shp) < 2:
         shp = (1,) * (2 - len(shp)) + shp
     ctx = maybe_current()
     check_partitions(shp, what, ctx.target if ctx is not None else None)
-    t = wrap(allocate(shp, dtype, buffer, name, instruction=what))
+    t = wrap(allocate(shp, dtype, buffer, name, instruction=what, defer_fill=defer_fill))
     if ctx is not None:
         state.note_allocation(t, state.state())
     return t
@@ -174,7 +178,7 @@ def to_sbuf(t: Any, api: str) -> Any:
     """A PSUM operand of an engine that cannot read PSUM: Beta 1's compiler inserted this copy."""
     if isinstance(t, NkiTensor) and t.buffer.kind == "psum":
         flush(t)
-        c = new_tile(t.shape, t.dtype, SBUF, api)
+        c = new_tile(t.shape, t.dtype, SBUF, api, defer_fill=True)
         instr("tensor_copy")(c, t)
         return c
     return t
@@ -316,7 +320,7 @@ def binary_into(dst: B1Tensor, name: str, a: Any, b: Any, api: str) -> None:
         return
     a, b = _broadcast(a, full, api), _broadcast(b, full, api)
     if a.buffer.kind == "psum" and b.buffer.kind == "psum":
-        c = new_tile(b.shape, b.dtype, SBUF, api)
+        c = new_tile(b.shape, b.dtype, SBUF, api, defer_fill=True)
         instr("tensor_copy")(c, b)
         b = c
     instr("tensor_tensor")(dst, a, b, op)
@@ -339,7 +343,7 @@ def binary(name: str, x: Any, y: Any, dtype: Any = None, mask: Any = None, api: 
     api = api or name
     x, y = tile(x, "x", api), tile(y, "y", api)
     full = elementwise_shape([x, y], api)
-    out = new_tile(full, result_dtype(name, [x, y], dtype), SBUF, api)
+    out = new_tile(full, result_dtype(name, [x, y], dtype), SBUF, api, defer_fill=True)
     boxes = boxes_for(mask, full, api)
     for box in boxes:
         binary_into(sub(out, box), name, restrict(x, box, full), restrict(y, box, full), api)
@@ -353,7 +357,7 @@ def unary(name: str, x: Any, dtype: Any = None, mask: Any = None) -> B1Tensor:
     if mask is None and not isinstance(x, Access):
         return wrap(lc("unary")(name, x, dtype))
     full = tuple(x.shape)
-    out = new_tile(full, dt.to_dtype(dtype) if dtype is not None else x.dtype, SBUF, name)
+    out = new_tile(full, dt.to_dtype(dtype) if dtype is not None else x.dtype, SBUF, name, defer_fill=True)
     boxes = boxes_for(mask, full, name)
     for box in boxes:
         r = lc("unary")(name, restrict(x, box, full), out.dtype)
@@ -390,7 +394,7 @@ def copy_into(dst: B1Tensor, src: Any, api: str) -> None:
                 src = _broadcast(wrap(src), tuple(dst.shape), api)
     if not dst.is_on_chip or not src.is_on_chip:
         if src.buffer.kind == "psum":
-            c = new_tile(src.shape, src.dtype, SBUF, api)
+            c = new_tile(src.shape, src.dtype, SBUF, api, defer_fill=True)
             instr("tensor_copy")(c, src)
             src = c
         instr("dma_copy")(dst, src)
@@ -529,7 +533,7 @@ def cast(x: Any, dtype: Any) -> B1Tensor:
 def copy(x: Any, dtype: Any = None, mask: Any = None, api: str = "copy") -> B1Tensor:
     x = tile(x, "src", api)
     full = tuple(x.shape)
-    out = new_tile(full, dt.to_dtype(dtype) if dtype is not None else x.dtype, SBUF, api)
+    out = new_tile(full, dt.to_dtype(dtype) if dtype is not None else x.dtype, SBUF, api, defer_fill=True)
     boxes = boxes_for(mask, full, api)
     for box in boxes:
         instr("tensor_copy")(sub(out, box), restrict(x, box, full))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import SimContext, current, dry_run, user_frame
+from nkieval.sim.context import SimContext, current, dry_run, frame_location, user_frame
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.indirect import indirect_call
 from nkieval.sim.ops import ARITH, BINARY, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, UNARY, Op
@@ -27,7 +27,7 @@ from nkieval.sim.ops import ARITH, BINARY, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, UN
 # flag_view from here); they live below it, with the indirect views that use them too
 from nkieval.sim.placed import claim_for_write, owned
 from nkieval.sim.storage import _check_initialized, drop_f32, flag_view, read_bits, settle  # noqa: F401
-from nkieval.sim.tensor import NkiTensor
+from nkieval.sim.tensor import NkiTensor, cover_deferred_fill, fill_around, fill_deferred
 from nkieval.sim.trace import OperandAccess, TraceRecord
 
 
@@ -79,11 +79,7 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             ctx = current()
             f = user_frame(2)
-            if f is not None:
-                code = f.f_code  # (once: each read is an audit event in the sandboxed tracer)
-                ctx.loc = (code.co_filename, f.f_lineno, code.co_name)
-            else:
-                ctx.loc = (None, None, None)
+            ctx.loc = frame_location(f) if f is not None else (None, None, None)
             ctx.instruction_name = name
             if ctx.target.generation < min_generation:
                 raise NkiValidationError(
@@ -120,9 +116,48 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
 
 def _call(ctx: SimContext, name: str, engine: str, fn: Callable[..., Any], args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> Any:
-    if ctx.__dict__.get("has_indirect"):  # set once the program makes an indirect view
+    indirect = ctx.__dict__.get("has_indirect")  # set once the program makes an indirect view
+    if ctx.unfilled:  # (only while a tile allocated with defer_fill lives untouched)
+        _fill_operands(name if not indirect else "", args, kwargs)
+    if indirect:
         return indirect_call(ctx, name, engine, fn, args, kwargs)
     return fn(ctx, *args, **kwargs)
+
+
+#: Instructions that store every element of ``dst`` and never read its values (their first parameter). A
+#: ``dst`` whose fill is deferred is left to the store (:func:`write`, :func:`write_exact`, :func:`mark_written`):
+#: a store covering its whole storage needs no fill, and one that raises first leaves it deferred.
+WRITE_ONLY_DST = frozenset({"activation", "affine_select", "memset", "nc_transpose", "scalar_tensor_tensor",
+                            "tensor_copy", "tensor_scalar", "tensor_tensor"})
+
+
+def _fill_operands(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Write the deferred sentinels of the operands' storage (nkieval.sim.tensor.fill_deferred) before the
+    instruction reads it or writes part of it: its values are then what an eager fill would have left. The
+    ``dst`` of a :data:`WRITE_ONLY_DST` instruction is left to its store, unless it is also another operand or
+    another operand views the same storage (it is read)."""
+    dst = dst_alloc = None
+    if name in WRITE_ONLY_DST:
+        dst = kwargs["dst"] if "dst" in kwargs else (args[0] if args else None)
+        if isinstance(dst, NkiTensor):
+            dst_alloc = dst.alloc
+    seen_dst = 0
+    for group in (args, kwargs.values()):
+        for a in group:
+            for x in (a if isinstance(a, (list, tuple)) else (a,)):  # (a tuple of types: a union is slower)
+                if not isinstance(x, NkiTensor):
+                    continue
+                xa = x.alloc
+                if x is dst:
+                    seen_dst += 1
+                    if seen_dst == 1:
+                        continue
+                if xa is dst_alloc:
+                    dst_alloc = None  # read as well: filled below
+                if xa.unfilled is not None:
+                    fill_deferred(xa)
+    if dst_alloc is None and isinstance(dst, NkiTensor) and dst.alloc.unfilled is not None:
+        fill_deferred(dst.alloc)
 
 
 def _signature_mismatch(e: TypeError) -> bool:
@@ -383,6 +418,8 @@ def mark_written(t: NkiTensor, *, matmul: bool) -> None:
     Every store into simulated memory must end here or in :func:`note_write`: they also drop the
     allocation's cached fp32 copies (:func:`read_f32`)."""
     a = t.alloc
+    if a.unfilled is not None:  # (a store that bypassed write / write_exact: the rest keeps its sentinels)
+        fill_around(t)
     if a.slot is not None:
         claim_for_write(a, t.data)
     a.written = True
@@ -403,6 +440,8 @@ def note_write(alloc: Any) -> None:
 
 def write(ctx: SimContext, t: NkiTensor, values: Any, *, matmul: bool = False) -> None:
     """Round ``values`` into ``t`` (shape matched per partition), mark PSUM state."""
+    if t.alloc.unfilled is not None:  # (a deferred fill: needed only if the store leaves some of the storage)
+        cover_deferred_fill(t)
     if ctx.dry:  # a record-only run stores no values
         mark_written(t, matmul=matmul)
         return
@@ -424,6 +463,8 @@ def write(ctx: SimContext, t: NkiTensor, values: Any, *, matmul: bool = False) -
 
 def write_exact(t: NkiTensor, values: np.ndarray) -> None:
     """Bit-exact store of values already in ``t``'s storage dtype (same-dtype copies)."""
+    if t.alloc.unfilled is not None:  # (a deferred fill: needed only if the store leaves some of the storage)
+        cover_deferred_fill(t)
     if dry_run():  # a record-only run stores no values
         mark_written(t, matmul=False)
         return
