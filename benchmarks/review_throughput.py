@@ -46,6 +46,10 @@ With ``--compare-kept`` every candidate is also reviewed by a judge that keeps t
 it did before ``review/stages/kept_runs.py`` (mode ``before-kept``: mutants' runs kept but not their timeouts,
 the constant hypotheses' runs never) and by one that keeps none across reviews (mode ``unkept``); the run ends
 with the warm review's wall time over its simulation per role for each against the full review.
+The envelope's port-side ablations (``review/stages/port_ablate.py``) replay the candidate's recorded program,
+which only trace-then-execute records: the untrusted pipeline cannot run them, so with ``--compare-untrusted`` the
+full review does work the other does not (up to 1 s of CPU per review, e.g. about 0.2 s on a ``thread_port``
+candidate). ``--no-port-ablations`` leaves them out of every mode: the like-for-like pipeline comparison.
 With ``--compare-replay-worker`` every candidate is also reviewed by a judge that replays every case itself (mode
 ``no-replay-worker``: no second replay process, ``nkieval.review.replay_worker``); the run ends with the
 throughput ratio of the full review to it, and with ``--compare-untrusted`` too, of it to the untrusted pipeline.
@@ -619,12 +623,19 @@ def main() -> None:
                     help="write each full review's report (timings left out) as JSON into this folder")
     ap.add_argument("--check-reports", type=Path, default=None,
                     help="compare each full review's report (timings left out) with the one saved in this folder")
+    ap.add_argument("--no-port-ablations", action="store_true",
+                    help="every mode without the envelope's port-side ablations (issue 27: the candidate's recorded "
+                         "program replayed with a rounding source removed, which only trace-then-execute has): the "
+                         "like-for-like comparison with --compare-untrusted")
     ap.add_argument("--executor-budget", type=float, default=None,
                     help="seconds of CUDA executor time per review for the differential check (default: the "
                          "judge's); a tighter budget makes CUDA runs time out as on a loaded machine")
     args = ap.parse_args()
     if args.executor_budget is not None:
         differential.EXECUTOR_BUDGET_S = args.executor_budget
+    if args.no_port_ablations:
+        differential._port_side = lambda *a, **k: ({}, {})  # (as a review without a recorded program: none)
+        print("every mode without the envelope's port-side ablations (--no-port-ablations)")
     want = set(filter(None, args.tasks.split(",")))
     tasks = [t for t in builtin_tasks() if not want or t.id in want]
     tasks += [t for t in port_tasks() if t.id in want]  # (the CUDA port acceptance set, by name only)
