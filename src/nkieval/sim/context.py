@@ -177,15 +177,14 @@ class Launch:
     ids: IdCounter = field(default_factory=IdCounter)
     num_programs: int = 1
     grid: tuple[int, ...] = ()
-    barrier: threading.Barrier | None = None
     # which program runs now, when the programs run as threads (nkieval.sim.turns: one at a time, so a run is
-    # the same sequence of steps whatever the thread timing); None when they run one after another
+    # the same sequence of steps whatever the thread timing); None when they run one after another (no LNC-2
+    # pair and no concurrent grid: sendrecv, core_barrier and all_reduce have no peer to wait for)
     turns: Turns | None = None
     mailboxes: dict[Any, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     # LNC-2 pair state for sendrecv / core_barrier (nkieval.sim.isa.collectives)
     finished: set[int] = field(default_factory=set)  # programs that returned or raised
-    waiting: set[int] = field(default_factory=set)  # programs blocked waiting for their peer
     cond: threading.Condition = field(default_factory=threading.Condition)
     barrier_count: int = 0
     barrier_gen: int = 0

@@ -166,7 +166,6 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
         for c in contexts:
             c.recorder = recorder_factory(c.program_id)
     if (lnc == 2 and not grid) or (concurrent and len(points) > 1):
-        launch.barrier = threading.Barrier(len(points))
         launch.turns = Turns(len(points))  # one program at a time, in a fixed order (nkieval.sim.turns)
         threads = [threading.Thread(target=run_program, args=(i, c), name=f"nki-lnc{i}") for i, c in enumerate(contexts)]
         for th in threads:

@@ -672,7 +672,7 @@ def all_reduce(x: Any, op: Any, program_axes: Any, *, dtype: Any = None, mask: A
                                      instruction="all_reduce", operand="program_axes", rule="argument")
     me = tuple(ctx.grid_index) if launch.grid else (ctx.program_id,)
     members = [p for p in np.ndindex(*grid) if builtins.all(p[d] == me[d] for d in range(len(grid)) if d not in axes)]
-    if len(members) > 1 and launch.barrier is None:
+    if len(members) > 1 and launch.turns is None:
         raise NeedsConcurrentGrid("nl.all_reduce needs the SPMD programs to run concurrently")
     # each program contributes a snapshot of its (masked) tile; snapshots are never written again
     snap = new_tile(full, dt.float32 if out_dt.is_float else out_dt, SBUF, "all_reduce")

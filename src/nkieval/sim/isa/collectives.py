@@ -1,6 +1,6 @@
 """LNC-2 collectives between the two NeuronCores of a logical core: sendrecv, core_barrier (v3+).
 
-The runner executes an LNC-2 launch as two threads sharing a ``Launch`` (its ``barrier`` and
+The runner executes an LNC-2 launch as two threads sharing a ``Launch`` (its barrier counters and
 ``mailboxes``), one at a time (its ``turns``: nkieval.sim.turns). ``sendrecv`` posts the sent tile in a
 per-(pipe, from, to) mailbox and waits for its peer's; ``core_barrier`` waits until both cores have arrived.
 A waiting core hands the turn to its peer and checks again when the turn comes back. A peer that never
@@ -58,7 +58,7 @@ def _wait_for_peer(ctx: Any, poll: Callable[[], Any], what: str) -> Any:
 
 
 def _require_lnc2(ctx: Any, what: str) -> None:
-    if ctx.launch.barrier is None:
+    if ctx.launch.turns is None:
         raise NkiValidationError(f"{what} needs a kernel launched with LNC 2 (kernel[2](...)); this launch has "
                                  f"{ctx.launch.num_programs} program(s) without an LNC-2 pair", rule="kernel")
 
