@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nkieval.cuda import run_task_cuda
+from nkieval.cuda import run_task_cuda, work_units
 from nkieval.cuda.mutate import call_site_variants, mutations
 from nkieval.cuda.program import parse_program, preprocess
 from nkieval.cuda.resume import ResumableRun, resume_point
@@ -54,11 +54,11 @@ def test_every_mutant_resumed_gives_its_fresh_run(root: object, task_id: str) ->
     for m in ms:
         mutant = m.apply(text)
         fresh = _outcome(lambda mutant=mutant: run_task_cuda(task, inputs, dims, dict(task.params), source=mutant,
-                                                             time_limit_s=1.0)[0])
+                                                             work_limit=work_units(1.0))[0])
         if fresh and isinstance(fresh, tuple) and fresh[0] == "ExecutorTimeout":
             continue  # (an endless mutant: a timeout's charge is tested below, not its message)
         resumed += resumable.point(mutant) is not None
-        again = _outcome(lambda mutant=mutant: resumable.run(mutant, 1.0))
+        again = _outcome(lambda mutant=mutant: resumable.run(mutant, work_units(1.0)))
         assert again == fresh, (task_id, m.what)
     assert resumed >= len(ms) // 3, (task_id, resumed, len(ms))  # (the resume is exercised, not bypassed)
 
@@ -164,15 +164,15 @@ def _resumed_host_run(text: str, mutant: str, x: np.ndarray, n: int) -> list[np.
         return _host_run(mutant, x, n)
 
     class Owner:
-        credited_s = 0.0
+        credited = 0
     resume = r._Resume(at[0], at[1], capture.states[at], capture.base_buffers, Owner())  # type: ignore[arg-type]
     out = run_host(mutant, "host", args, time_limit_s=2.0, resume=resume)
     return [out.memory["y"], out.memory["total"], out.memory["w"]]
 
 
 def test_a_resumed_run_is_charged_the_part_it_skipped() -> None:
-    """The kept run's seconds count the original's CPU up to the state resumed from, so the cause search's
-    budget sees a resumed mutant as a fresh one."""
+    """The kept run's work counts the original's up to the state resumed from, exactly a fresh run's, so the
+    cause search's budget sees a resumed mutant as a fresh one."""
     task = load_task(BUILTIN_ROOT / "gemm_bf16")
     text = preprocess(task.cuda_file.read_text())
     dims, inputs = _smallest_case(task)
@@ -180,14 +180,14 @@ def test_a_resumed_run_is_charged_the_part_it_skipped() -> None:
     old = "c[(size_t)row * N + col] = acc;"
     mutant = text.replace(old, "c[(size_t)row * N + col] = acc + 1.0f;")
     assert resumable.point(mutant) is not None
-    resumable.run(mutant, 5.0)  # (the states are captured by a first run)
+    resumable.run(mutant, work_units(5.0))  # (the states are captured by a first run)
     state = resumable.capture.states[resumable.point(mutant)]  # type: ignore[union-attr,index]
-    assert state.spent_s > 0
+    assert state.work > 0
     store = KeptRuns(1 << 20)
-    outs, took = kept_cuda_run(task, "t", inputs, inputs_digest(inputs), dims, mutant, task.params, 5.0,
+    outs, took = kept_cuda_run(task, "t", inputs, inputs_digest(inputs), dims, mutant, task.params, work_units(5.0),
                                store=store, resumable=resumable)
-    assert outs is not None and took >= state.spent_s
-    fresh = run_task_cuda(task, inputs, dims, dict(task.params), source=mutant)[0]
+    fresh, run = run_task_cuda(task, inputs, dims, dict(task.params), source=mutant)
+    assert outs is not None and took == run.work > state.work
     assert all(np.array_equal(a, b) for a, b in zip(outs, fresh))
 
 

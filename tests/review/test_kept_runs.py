@@ -15,19 +15,19 @@ from nkieval.review.stages.kept_runs import ENTRY_OVERHEAD, KeptRun, KeptRuns, i
 
 
 class _Clock:
-    """A stand-in executor clock: each run advances it by the seconds the test says the run takes."""
+    """A stand-in executor work count: each run advances it by the work units the test says the run takes."""
 
     def __init__(self) -> None:
-        self.now = 0.0
+        self.now = 0
 
-    def __call__(self) -> float:
+    def __call__(self) -> int:
         return self.now
 
 
-def _runner(clock: _Clock, took: float, result: object):
-    calls: list[float] = []
+def _runner(clock: _Clock, took: int, result: object):
+    calls: list[int] = []
 
-    def compute(limit: float):
+    def compute(limit: int):
         calls.append(limit)
         clock.now += min(took, limit)
         if took > limit:
@@ -39,46 +39,46 @@ def _runner(clock: _Clock, took: float, result: object):
     return compute, calls
 
 
-def test_a_finished_run_is_kept_with_its_first_seconds_and_read_only() -> None:
+def test_a_finished_run_is_kept_with_its_work_and_read_only() -> None:
     kept, clock = KeptRuns(1 << 20), _Clock()
-    compute, calls = _runner(clock, 0.3, [np.arange(4, dtype=np.float32)])
-    _out, took = kept.run("k", 1.0, compute, clock)
-    again, took2 = kept.run("k", 1.0, compute, clock)
-    assert calls == [1.0] and took == took2 == pytest.approx(0.3)
+    compute, calls = _runner(clock, 300, [np.arange(4, dtype=np.float32)])
+    _out, took = kept.run("k", 1000, compute, clock)
+    again, took2 = kept.run("k", 1000, compute, clock)
+    assert calls == [1000] and took == took2 == 300
     assert np.array_equal(again[0], np.arange(4)) and not again[0].flags.writeable
     assert kept.stats()["hits"] == 1
 
 
 def test_a_kept_run_longer_than_the_limit_times_out_as_a_fresh_run_would() -> None:
     kept, clock = KeptRuns(1 << 20), _Clock()
-    compute, calls = _runner(clock, 0.8, [np.ones(2)])
-    assert kept.run("k", 2.0, compute, clock)[0] is not None
-    assert kept.run("k", 0.5, compute, clock) == (None, 0.5)  # charged the limit, not run again
-    assert calls == [2.0]
+    compute, calls = _runner(clock, 800, [np.ones(2)])
+    assert kept.run("k", 2000, compute, clock)[0] is not None
+    assert kept.run("k", 500, compute, clock) == (None, 500)  # charged the limit, not run again
+    assert calls == [2000]
 
 
 def test_a_timeout_is_kept_as_a_timeout_and_runs_again_with_more_time() -> None:
     kept, clock = KeptRuns(1 << 20), _Clock()
-    compute, calls = _runner(clock, 1.5, [np.ones(2)])
-    assert kept.run("k", 1.0, compute, clock) == (None, 1.0)
-    for limit in (1.0, 0.25):  # no more time than the run that timed out: the timeout at once, charged the limit
+    compute, calls = _runner(clock, 1500, [np.ones(2)])
+    assert kept.run("k", 1000, compute, clock) == (None, 1000)
+    for limit in (1000, 250):  # no more work than the run that timed out: the timeout at once, charged the limit
         assert kept.run("k", limit, compute, clock) == (None, limit)
-    assert calls == [1.0]
-    out, took = kept.run("k", 2.0, compute, clock)  # more time: it runs again, and finishes
-    assert calls == [1.0, 2.0] and out is not None and took == pytest.approx(1.5)
-    assert kept.run("k", 2.0, compute, clock)[0] is not None and calls == [1.0, 2.0]
+    assert calls == [1000]
+    out, took = kept.run("k", 2000, compute, clock)  # more work: it runs again, and finishes
+    assert calls == [1000, 2000] and out is not None and took == 1500
+    assert kept.run("k", 2000, compute, clock)[0] is not None and calls == [1000, 2000]
 
 
 def test_a_run_that_finishes_just_past_its_limit_is_a_timeout_the_first_time_too() -> None:
     kept, clock = KeptRuns(1 << 20), _Clock()
 
-    def slow(limit: float):
-        clock.now += limit + 0.01  # (the executor checks its clock now and then: it can finish a little late)
+    def slow(limit: int):
+        clock.now += limit + 10  # (the executor checks its limit at loop iterations: it can finish a little past)
         return [np.ones(2)]
 
-    assert kept.run("k", 1.0, slow, clock) == (None, 1.0)
-    assert kept.run("k", 1.0, slow, clock) == (None, 1.0)
-    assert kept.run("k", 2.0, slow, clock)[0] is not None  # (kept finished: a longer limit gets its outputs)
+    assert kept.run("k", 1000, slow, clock) == (None, 1000)
+    assert kept.run("k", 1000, slow, clock) == (None, 1000)
+    assert kept.run("k", 2000, slow, clock)[0] is not None  # (kept finished: a longer limit gets its outputs)
 
 
 def test_a_fault_is_kept_and_another_error_propagates_unkept(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,39 +89,39 @@ def test_a_fault_is_kept_and_another_error_propagates_unkept(monkeypatch: pytest
     monkeypatch.setattr(kept_runs, "KEPT_RUNS", store)
     calls: list[str] = []
 
-    def faulting(task, inputs, dims, params, *, source, time_limit_s):
+    def faulting(task, inputs, dims, params, *, source, work_limit):
         calls.append(source)
         raise CudaError("out of bounds") if source == "fault" else ValueError("an executor bug")
 
     monkeypatch.setattr(cuda, "run_task_cuda", faulting)
     args = (None, "fp", {}, "sha", {"N": 4})
     for _ in range(2):
-        assert kept_runs.kept_cuda_run(*args, "fault", {}, 1.0)[0] is None
+        assert kept_runs.kept_cuda_run(*args, "fault", {}, 1000)[0] is None
     assert calls == ["fault"]
     for _ in range(2):  # (not a fault of the hypothesis: the judge fails closed, and nothing is kept)
         with pytest.raises(ValueError):
-            kept_runs.kept_cuda_run(*args, "bug", {}, 1.0)
+            kept_runs.kept_cuda_run(*args, "bug", {}, 1000)
     assert calls == ["fault", "bug", "bug"]
-    assert kept_runs.kept_cuda_run(*args, "bug", {}, 1.0, faults=(Exception,))[0] is None  # (a mutant's search)
+    assert kept_runs.kept_cuda_run(*args, "bug", {}, 1000, faults=(Exception,))[0] is None  # (a mutant's search)
 
 
 def test_the_bound_evicts_the_least_recently_used_and_never_keeps_an_oversized_run() -> None:
     size = 1000 * 8 + ENTRY_OVERHEAD
     kept = KeptRuns(3 * size)
     for k in "abc":
-        kept.put(k, KeptRun((np.zeros(1000),), 0.1))
+        kept.put(k, KeptRun((np.zeros(1000),), 100))
     assert kept.get("a") is not None  # a is now the most recently used
-    kept.put("d", KeptRun((np.zeros(1000),), 0.1))
+    kept.put("d", KeptRun((np.zeros(1000),), 100))
     assert kept.get("b") is None and kept.get("a") is not None and kept.stats()["evictions"] == 1
     assert kept.stats()["bytes"] == 3 * size
-    kept.put("huge", KeptRun((np.zeros(10_000),), 0.1))
+    kept.put("huge", KeptRun((np.zeros(10_000),), 100))
     assert kept.get("huge") is None and kept.stats()["entries"] == 3
     few = KeptRuns(1 << 30, max_entries=2)
     for k in "xyz":
-        few.put(k, KeptRun(None, 0.1, 1.0))
+        few.put(k, KeptRun(None, 100, 1000))
     assert few.get("x") is None and few.stats()["entries"] == 2
     off = KeptRuns(0)  # NKIEVAL_KEPT_RUNS_MB=0: nothing kept
-    off.put("k", KeptRun(None, 0.1))
+    off.put("k", KeptRun(None, 100))
     assert off.get("k") is None
 
 
@@ -131,7 +131,7 @@ def test_the_bound_evicts_the_least_recently_used_and_never_keeps_an_oversized_r
 def test_the_bounds_hold_and_the_byte_count_is_exact(puts, max_bytes: int, max_entries: int) -> None:
     kept = KeptRuns(max_bytes, max_entries)
     for key, n, timed_out in puts:
-        kept.put(key, KeptRun(None, 0.1, 1.0) if timed_out else KeptRun((np.zeros(n, np.uint8),), 0.1))
+        kept.put(key, KeptRun(None, 100, 1000) if timed_out else KeptRun((np.zeros(n, np.uint8),), 100))
         stats = kept.stats()
         assert stats["bytes"] <= max_bytes and stats["entries"] <= max_entries
         assert stats["bytes"] == sum(r.nbytes() for r, _ in kept._d.values())

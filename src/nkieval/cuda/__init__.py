@@ -11,19 +11,31 @@ Stands alone: nothing here imports the review, the simulator or the analysis pac
 
 from nkieval.cuda.program import BuildOptions, parse_program
 from nkieval.cuda.runner import CudaRun, bind_task, host_params, run_host, run_task_cuda
-from nkieval.cuda.values import CudaError, ExecutorTimeout, KernelFault, Unsupported, executor_seconds
+from nkieval.cuda.values import (
+    CudaError,
+    ExecutorSafetyNet,
+    ExecutorTimeout,
+    KernelFault,
+    Unsupported,
+    executor_seconds,
+    executor_work,
+    work_units,
+)
 
 __all__ = [
     "BuildOptions",
     "CudaError",
     "CudaRun",
+    "ExecutorSafetyNet",
     "ExecutorTimeout",
     "KernelFault",
     "Unsupported",
     "bind_task",
     "executor_seconds",
+    "executor_work",
     "host_params",
     "parse_program",
     "run_host",
     "run_task_cuda",
+    "work_units",
 ]

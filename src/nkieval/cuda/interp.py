@@ -39,6 +39,7 @@ from nkieval.cuda.values import (
     Buffer,
     CType,
     CudaError,
+    ExecutorSafetyNet,
     ExecutorTimeout,
     Frag,
     FragT,
@@ -59,13 +60,39 @@ from nkieval.cuda.values import (
 
 #: threads run together at most (blocks are grouped up to this many threads)
 MAX_LANES = 1 << 18
-#: loop iterations between two readings of the time limit's clock
+#: loop iterations between two readings of the safety net's CPU clock (the work budget is checked at every one)
 DEADLINE_EVERY = 32
+#: work units (:func:`~nkieval.cuda.values.executor_work`) a syntax node of a statement run over ``T`` lanes counts:
+#: STATEMENT_WORK + T (:attr:`Lanes.cost`, times :func:`statement_size`): the interpreter's own Python work per
+#: node (a closure call, mask bookkeeping) in lanes of NumPy work that cost as much CPU time; NODE_WORK per node
+#: of the source's syntax tree, once per run (parsing the source, compiling its closures). Fitted over the
+#: built-in tasks' runs with :data:`~nkieval.cuda.values.WORK_PER_S` (docs/cuda.md, "Work units")
+STATEMENT_WORK = 4096
+NODE_WORK = 8192
 DIM3 = VECTORS["dim3"]
 
 Mask = np.ndarray | None
 Expr = Callable[["Frame", Mask], Any]
 Stmt = Callable[["Frame", Mask], Mask]
+
+
+#: statements whose parts run on their own (and count when they do): not part of the enclosing statement's size
+_NESTED = frozenset({"compound_statement", "for_statement", "while_statement", "do_statement"})
+
+
+def statement_size(n: Any) -> int:
+    """The syntax nodes (named or not: tree-sitter's ``descendant_count``, read in C) of statement ``n`` that run
+    each time it runs: its expressions and declarators, not the blocks and loops nested in it, which count when
+    they run; a work unit's weight (:attr:`Lanes.cost` per node: each node is about a closure call and a NumPy
+    operation over the lanes). Reads only the statement's own children (an ``else`` clause's too), never its
+    expressions: a run compiles every statement it runs, so this must cost next to nothing."""
+    size = n.descendant_count
+    for c in n.children:
+        if c.type in _NESTED:
+            size -= c.descendant_count
+        elif c.type in ("else_clause", "if_statement"):
+            size -= c.descendant_count - statement_size(c)
+    return size
 
 
 def _line(n: Any) -> int:
@@ -112,6 +139,8 @@ class Lanes:
         self.shared_bufs: list[Buffer] = []  # (their writers are reset at every barrier)
         self.empty = np.zeros(T, bool)
         self.exited = np.zeros(T, bool)  # threads that returned from the kernel
+        #: work units one syntax node of a statement run over these lanes counts (:data:`STATEMENT_WORK`)
+        self.cost = STATEMENT_WORK + T
 
 
 class HostLanes(Lanes):
@@ -483,15 +512,26 @@ class Interpreter:
         self.launches: list[LaunchRecord] = []
         self.warnings: list[str] = []
         self._host = HostLanes()
+        #: :func:`executor_seconds` past which the run stops: a work limit's safety net, far above what the limit
+        #: takes (``run_host``: a harness fault, :class:`ExecutorSafetyNet`), or a CPU-time limit of its own
         self.deadline: float | None = None
+        #: whether ``deadline`` is a work limit's safety net (a harness fault) or a plain CPU-time limit (a timeout)
+        self.safety_net = False
+        #: work units run so far (statements and loop iterations, each :attr:`Lanes.cost`): the deterministic
+        #: measure every budget and limit is in; past ``work_limit`` the run times out (:class:`ExecutorTimeout`)
+        self.work = 0
+        self.work_limit: int | None = None
+        #: the part of ``work`` its source counted (``NODE_WORK`` per syntax node, set by ``run_host``): a mutant
+        #: resumed from the original's state counts its own source's, not the original's
+        self.source_work = 0
         #: the buffers of the host function's pointer arguments, in parameter order (set by ``run_host``)
         self.host_buffers: list[Buffer] = []
         #: where the state at the first group's top-level statements is captured, or the state a run resumes
         #: from (:mod:`nkieval.cuda.resume`); None for a plain run
         self.capture: Any = None
         self.resume: Any = None
-        #: loop iterations run (the deadline is read every DEADLINE_EVERY of them: the thread's CPU clock is a
-        #: system call, far dearer than an iteration's bookkeeping)
+        #: loop iterations run (the safety net's clock is read every DEADLINE_EVERY of them: the thread's CPU
+        #: clock is a system call, far dearer than an iteration's bookkeeping)
         self._ticks = 0
         for name in prog.structs:
             self.structs[name] = self._struct(name)
@@ -652,10 +692,11 @@ class Interpreter:
         before each: where a run is captured, or resumed (:mod:`nkieval.cuda.resume`). The statements run
         are compiled before the first runs, as the compound statement compiles all of them."""
         stmts = [c for c in fn.child_by_field_name("body").named_children if c.type != "comment"]
-        parts = [self._compile_stmt(c) for c in stmts[first:]]
-        for k, part in enumerate(parts, first):
+        parts = [(self._compile_stmt(c), statement_size(c)) for c in stmts[first:]]
+        for k, (part, size) in enumerate(parts, first):
             if on_statement is not None:
                 on_statement(k, fr, m)
+            self.work += size * fr.L.cost  # (as the compound statement counts it: a fresh run's count)
             m2 = part(fr, m)
             if m2 is not m:
                 m = m2
@@ -676,6 +717,7 @@ class Interpreter:
             return  # (a resumed run: what this launch wrote is in the state it resumes from)
         per = max(1, MAX_LANES // nt)
         for start in range(0, nblocks, per):
+            self.check_work(line)
             L = Lanes(g, b, start, min(per, nblocks - start), smem)
             fr = Frame(L, name)
             fr.top = True
@@ -700,6 +742,11 @@ class Interpreter:
                    f"{wlane % L.nt} since the last __syncthreads()")
             if msg not in self.warnings:
                 self.warnings.append(msg)
+
+    def check_work(self, line: int | None = None) -> None:
+        """Raise :class:`ExecutorTimeout` when the run is past its work limit (loop iterations check it inline)."""
+        if self.work_limit is not None and self.work > self.work_limit:
+            raise ExecutorTimeout("the CUDA executor ran out of the work it was given", line)
 
     # -- compilation caches --------------------------------------------------------------------
     def expr(self, n: Any) -> Expr:
@@ -728,14 +775,17 @@ class Interpreter:
         k = n.type
         line = _line(n)
         if k == "compound_statement":
-            parts = [self._compile_stmt(c) for c in n.named_children if c.type != "comment"]
+            kids = [c for c in n.named_children if c.type != "comment"]
+            parts = [(self._compile_stmt(c), statement_size(c)) for c in kids]
             names = [c for c in n.named_children if c.type == "declaration"]
 
             def compound(fr: Frame, m: Mask) -> Mask:
                 saved = {}
                 if names:
                     saved = dict(fr.vars)
-                for p in parts:
+                cost = fr.L.cost
+                for p, size in parts:
+                    self.work += size * cost
                     m2 = p(fr, m)
                     if m2 is not m:
                         m = m2
@@ -851,6 +901,11 @@ class Interpreter:
         else:
             cond = self._cond(n.child_by_field_name("condition"))
         body = self._compile_stmt(n.child_by_field_name("body"))
+        # (an iteration's own work: its condition, its update, and a body that is one simple statement; a block's
+        # statements count when they run)
+        body_n = n.child_by_field_name("body")
+        size = sum(x.descendant_count for x in (n.child_by_field_name("condition"), n.child_by_field_name("update"))
+                   if x is not None) + (0 if body_n.type in _NESTED else statement_size(body_n)) or 1
         is_do = k == "do_statement"
         scoped = init is not None and n.child_by_field_name("initializer").type == "declaration"
 
@@ -886,8 +941,13 @@ class Interpreter:
                         upd(fr, active)
                     n_iter += 1
                     self._ticks += 1
+                    self.work += size * fr.L.cost
+                    if self.work_limit is not None and self.work > self.work_limit:
+                        raise ExecutorTimeout("the CUDA executor ran out of the work it was given", line)
                     if self.deadline is not None and not self._ticks % DEADLINE_EVERY \
                             and executor_seconds() > self.deadline:
+                        if self.safety_net:
+                            raise ExecutorSafetyNet(line)
                         raise ExecutorTimeout("the CUDA executor ran out of the time it was given", line)
                     if n_iter > 50_000_000:
                         raise KernelFault("a loop ran more than 50,000,000 iterations", line)

@@ -13,9 +13,10 @@ reaches (:func:`resume_point`), after an unchanged loop over K as well as before
 original's and nothing run before it can reach the change: the change lies inside one function's body (a
 kernel or a ``__device__`` function, never the host function, a struct or a constant), the launches skipped
 call neither that function nor one that calls it, and the resumed kernel's statements before the point
-neither contain the change nor name such a function. The run is then charged the CPU seconds the original
-took to reach that state plus its own (:attr:`ResumableRun.credited_s`), and its time limit counts them, so
-a search tries the same hypotheses, under the same limits, as with fresh runs. Anything else runs fresh.
+neither contain the change nor name such a function. The run's work count (:func:`nkieval.cuda.executor_work`)
+then starts at the original's count at that state, so it ends at exactly a fresh run's count, and its work
+limit counts it: a search is charged the same work, and tries the same hypotheses under the same limits, as
+with fresh runs (whether a mutant resumes is a matter of speed only). Anything else runs fresh.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 import nkieval.cuda as cuda
 from nkieval.cuda.program import Program
 from nkieval.cuda.runner import _program
-from nkieval.cuda.values import CudaError, ExecutorTimeout, executor_seconds
+from nkieval.cuda.values import CudaError, executor_seconds, executor_work, work_units
 
 #: bytes of states one captured run keeps at most (its array copies); the statements past it run fresh
 STATES_MAX_BYTES = 64 << 20
@@ -39,19 +40,26 @@ STATES_MAX_BYTES = 64 << 20
 #: costs (copying it took as long, at capture): on the ports' small cases a few statements take less than the
 #: copy, and a fresh run is cheaper
 MIN_GAIN = 2.0
+#: work units the capturing run of the original may take (2 s of CPU at the calibration: past it, every mutant
+#: runs fresh)
+CAPTURE_WORK_LIMIT = work_units(2.0)
 
 
 @dataclass
 class _State:
     """The run before one top-level statement: the frame, mask, constants, warnings and loop ticks (host
-    buffers referenced, not copied), the host buffers' contents, and the CPU seconds the run took to get
-    there."""
+    buffers referenced, not copied), the host buffers' contents, the work units the run counted to get there,
+    and the CPU seconds it took (whether resuming there saves time: :meth:`ResumableRun.point`)."""
 
     held: tuple[Any, ...]
     buffers: list[tuple[np.ndarray, np.ndarray | None, Any]]
     spent_s: float
     #: CPU seconds copying it took (restoring it costs about as much)
     copy_s: float = 0.0
+    #: the run's work count there, and the part of it the original's source counted (a resumed run starts from
+    #: the count with its own source's part instead: :meth:`_Resume.restore`)
+    work: int = 0
+    source_work: int = 0
 
 
 class _Capture:
@@ -76,7 +84,8 @@ class _Capture:
         self.bytes += sum(d.nbytes for d, _, _ in buffers)
         self.base_buffers = list(it.host_buffers)
         took = executor_seconds() - t0
-        self.states[(launch, statement)] = _State(held, buffers, t0 - self.started - self.copying_s, took)
+        self.states[(launch, statement)] = _State(held, buffers, t0 - self.started - self.copying_s, took, it.work,
+                                                  it.source_work)
         self.copying_s += took
 
 
@@ -106,11 +115,11 @@ class _Resume:
             b.data, b.writer, b.race = data.copy(), None if writer is None else writer.copy(), race
         it.globals, it._ticks = constants, ticks
         it.warnings[:] = warnings
-        self.owner.credited_s += self.state.spent_s
-        if it.deadline is not None:
-            it.deadline -= self.state.spent_s
-            if executor_seconds() > it.deadline:
-                raise ExecutorTimeout("the CUDA executor ran out of the time it was given")
+        # (the work count a fresh run has here: the host statements this run re-ran before the launch are in it,
+        # as are the launches it skipped, and the mutant's source counts its own nodes; its work limit then
+        # counts them)
+        it.work = self.state.work - self.state.source_work + it.source_work
+        it.check_work()
         return fr, m
 
 
@@ -217,19 +226,20 @@ def resume_point(base: Program, mutant: Program, launched: Sequence[str], host: 
 class ResumableRun:
     """The task's kernel as ``source`` on one case, run once with its states kept, so that mutants of it run
     from where they first differ. The states are captured on the first :meth:`run` after ``fresh_runs`` runs
-    made fresh (where few mutants may run, capturing costs more than it saves); ``time_limit_s`` bounds the
+    made fresh (where few mutants may run, capturing costs more than it saves); ``work_limit`` bounds the
     capturing run (past it, every mutant runs fresh); ``min_gain``: as :data:`MIN_GAIN` (0: resume wherever the
     text allows)."""
 
     def __init__(self, task: Any, source: str, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int],
-                 params: Mapping[str, Any], time_limit_s: float = 2.0, fresh_runs: int = 0,
+                 params: Mapping[str, Any], work_limit: int = CAPTURE_WORK_LIMIT, fresh_runs: int = 0,
                  min_gain: float = MIN_GAIN) -> None:
         self.task, self.source, self.inputs, self.dims = task, source, inputs, dims
-        self.params, self.time_limit_s, self.fresh_runs = dict(params), time_limit_s, fresh_runs
+        self.params, self.work_limit, self.fresh_runs = dict(params), work_limit, fresh_runs
         self.min_gain = min_gain
-        #: CPU seconds to add to the executor's clock for the last :meth:`run`: the original's that it skipped,
-        #: less those it spent capturing the original's states (not the mutant's own work)
-        self.credited_s = 0.0
+        #: work units to add to :func:`executor_work` for the last :meth:`run`: less the capturing run of the
+        #: original that it made first (not the mutant's own work; a resumed run's count already includes the
+        #: original's work it skipped)
+        self.credited = 0
         self.capture: _Capture | None = None
         self.launched: list[str] | None = None
 
@@ -240,7 +250,7 @@ class ResumableRun:
             self.capture = _Capture()
             try:
                 _outs, run = cuda.run_task_cuda(self.task, self.inputs, self.dims, dict(self.params), source=self.source,
-                                           time_limit_s=self.time_limit_s, capture=self.capture)
+                                           work_limit=self.work_limit, capture=self.capture)
                 self.launched = [r.kernel for r in run.launches]
             except CudaError:  # (no states: every mutant runs fresh)
                 self.capture.states.clear()
@@ -259,27 +269,29 @@ class ResumableRun:
         skipped = state.spent_s - (start.spent_s if start is not None else 0.0)
         return at if skipped >= self.min_gain * state.copy_s else None
 
-    def run(self, source: str, time_limit_s: float | None) -> list[np.ndarray]:
+    def run(self, source: str, work_limit: int | None) -> list[np.ndarray]:
         """The outputs of ``source`` on the case, resumed where :meth:`point` allows, else a fresh run; raises
-        as :func:`~nkieval.cuda.runner.run_task_cuda` would (a timeout counts the credited seconds)."""
+        as :func:`~nkieval.cuda.runner.run_task_cuda` would, after the same work."""
         if self.fresh_runs > 0:
             self.fresh_runs -= 1
-            self.credited_s = 0.0
-            return self._fresh(source, time_limit_s)
-        t0, first = executor_seconds(), self.capture is None
+            self.credited = 0
+            return self._fresh(source, work_limit)
+        w0, first = executor_work(), self.capture is None
         self._captured()
-        self.credited_s = -(executor_seconds() - t0) if first else 0.0
+        self.credited = -(executor_work() - w0) if first else 0
         at = self.point(source)
         if at is None:
-            return self._fresh(source, time_limit_s)
+            return self._fresh(source, work_limit)
         capture = self._captured()
         resume = _Resume(at[0], at[1], capture.states[at], capture.base_buffers, self)
+        w1 = executor_work()
         try:
             return list(cuda.run_task_cuda(self.task, self.inputs, self.dims, dict(self.params), source=source,
-                                      time_limit_s=time_limit_s, resume=resume)[0])
+                                      work_limit=work_limit, resume=resume)[0])
         except _Mismatch:
-            return self._fresh(source, time_limit_s)
+            self.credited -= executor_work() - w1  # (the abandoned attempt is not the mutant's work)
+            return self._fresh(source, work_limit)
 
-    def _fresh(self, source: str, time_limit_s: float | None) -> list[np.ndarray]:
+    def _fresh(self, source: str, work_limit: int | None) -> list[np.ndarray]:
         return list(cuda.run_task_cuda(self.task, self.inputs, self.dims, dict(self.params), source=source,
-                                  time_limit_s=time_limit_s)[0])
+                                  work_limit=work_limit)[0])

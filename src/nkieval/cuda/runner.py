@@ -10,9 +10,19 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.cuda.interp import Interpreter, LaunchRecord
+from nkieval.cuda.interp import NODE_WORK, Interpreter, LaunchRecord
 from nkieval.cuda.program import BuildOptions, Program, parse_program
-from nkieval.cuda.values import Buffer, CudaError, Ptr, PtrT, Scalar, base_dtype, executor_seconds
+from nkieval.cuda.values import (
+    Buffer,
+    CudaError,
+    Ptr,
+    PtrT,
+    Scalar,
+    add_work,
+    base_dtype,
+    executor_seconds,
+    safety_seconds,
+)
 
 
 @lru_cache(maxsize=64)
@@ -30,6 +40,9 @@ class CudaRun:
     options: BuildOptions
     returned: Any = None
     warnings: list[str] = field(default_factory=list)
+    #: work units the run counted (:func:`~nkieval.cuda.values.executor_work`; a resumed run counts the work of
+    #: the original's run up to where it resumed, as a fresh run would)
+    work: int = 0
 
 
 def host_params(source: str, entry: str) -> list[tuple[str, Any]]:
@@ -67,18 +80,31 @@ _SIGNATURES: dict[tuple[str, ...], tuple[tuple[str, Any], ...]] = {}
 
 
 def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: BuildOptions | None = None,
-             time_limit_s: float | None = None, capture: Any = None, resume: Any = None) -> CudaRun:
+             time_limit_s: float | None = None, capture: Any = None, resume: Any = None,
+             work_limit: int | None = None) -> CudaRun:
     """Call host function ``entry`` of ``source``: pointer parameters take NumPy arrays (copied; a pointer
     parameter given ``None`` or left out is a workspace that grows as the kernels write it), other
-    parameters take numbers. Kernels launched by it run on the executor. ``time_limit_s``: raise
-    :class:`~nkieval.cuda.values.ExecutorTimeout` past it (checked once per loop iteration). ``capture``,
-    ``resume``: :mod:`nkieval.cuda.resume`'s states, taken from this run or resumed from."""
+    parameters take numbers. Kernels launched by it run on the executor. ``work_limit``: raise
+    :class:`~nkieval.cuda.values.ExecutorTimeout` past that many work units (checked at every loop iteration
+    and group of blocks; the run's count is :attr:`CudaRun.work`, and is added to :func:`executor_work`), with
+    a CPU-time safety net far above it (:func:`~nkieval.cuda.values.safety_seconds`: past it,
+    :class:`~nkieval.cuda.values.ExecutorSafetyNet`, a harness fault). ``time_limit_s`` (without
+    ``work_limit``): a plain CPU-time limit, an ``ExecutorTimeout`` past it (machine-dependent: no review
+    budget uses it). ``capture``, ``resume``: :mod:`nkieval.cuda.resume`'s states, taken from this run or
+    resumed from."""
     prog = _program(source)
     if options is not None:
         prog = Program(prog.source, prog.root, prog.functions, prog.templates, prog.structs, prog.constants,
                        options)
     it = Interpreter(prog)
-    if time_limit_s is not None:
+    # (parsing and compiling the source: counted for a resumed run too, whose count is then the original's at the
+    # state it resumes from)
+    it.source_work = NODE_WORK * prog.root.descendant_count
+    it.work += it.source_work
+    if work_limit is not None:
+        it.work_limit, it.safety_net = int(work_limit), True
+        it.deadline = executor_seconds() + safety_seconds(int(work_limit))
+    elif time_limit_s is not None:
         it.deadline = executor_seconds() + time_limit_s
     fn = prog.functions.get(entry)
     if fn is None:
@@ -112,9 +138,12 @@ def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: Build
             call_args.append(t.dtype.type(v) if isinstance(t, Scalar) else v)
     it.host_buffers = list(bufs.values())
     it.capture, it.resume = capture, resume
-    with np.errstate(all="ignore"):
-        ret = it.call_host(entry, call_args)
-    return CudaRun({k: b.data for k, b in bufs.items()}, it.launches, prog.options, ret, it.warnings)
+    try:
+        with np.errstate(all="ignore"):
+            ret = it.call_host(entry, call_args)
+    finally:  # (a run that faults or times out is charged what it ran)
+        add_work(it.work)
+    return CudaRun({k: b.data for k, b in bufs.items()}, it.launches, prog.options, ret, it.warnings, it.work)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,10 +212,11 @@ def bind_task(source: str, entry: str, inputs: Sequence[Any], outputs: Sequence[
 def run_task_cuda(task: Any, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int],
                   params: Mapping[str, Any] | None = None, *, options: BuildOptions | None = None,
                   source: str | None = None, time_limit_s: float | None = None, capture: Any = None,
-                  resume: Any = None) -> tuple[list[np.ndarray], CudaRun]:
+                  resume: Any = None, work_limit: int | None = None) -> tuple[list[np.ndarray], CudaRun]:
     """Run a task's ``kernel.cu`` on the task's inputs: its outputs (shaped as the signature says) and the
     run. ``task`` is a :class:`nkieval.tasks.Task` (only its signature, kernel name and CUDA file are read);
-    ``source`` replaces the task's kernel.cu. ``capture``, ``resume``: as :func:`run_host`'s."""
+    ``source`` replaces the task's kernel.cu. ``capture``, ``resume``, ``work_limit``, ``time_limit_s``: as
+    :func:`run_host`'s."""
     src = source if source is not None else task.cuda_file.read_text()
     prm = dict(task.params) if params is None else dict(params)
     binding = bind_task(src, task.kernel, task.inputs, task.outputs, prm)
@@ -207,7 +237,7 @@ def run_task_cuda(task: Any, inputs: Mapping[str, np.ndarray], dims: Mapping[str
         elif kind == "param":
             args[hname] = prm[name]
     run = run_host(src, task.kernel, args, options=options, time_limit_s=time_limit_s, capture=capture,
-                   resume=resume)
+                   resume=resume, work_limit=work_limit)
     outs = []
     for spec in task.outputs:
         hname = next(h for h, w in binding.items() if w == f"out:{spec.name}")

@@ -12,6 +12,7 @@ A value is one of:
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from math import prod
@@ -51,13 +52,68 @@ class Unsupported(CudaError):
 
 
 class ExecutorTimeout(CudaError):
-    """The run passed the time it was given (``run_host(..., time_limit_s=)``), in :func:`executor_seconds`."""
+    """The run passed the work it was given (``run_host(..., work_limit=)``, in work units: :func:`executor_work`),
+    or the CPU time (``time_limit_s=``, in :func:`executor_seconds`)."""
+
+
+class ExecutorSafetyNet(RuntimeError):
+    """A run given a work limit ran :data:`SAFETY_FACTOR` times the CPU time that work takes at the calibration
+    (:data:`WORK_PER_S`) without reaching it: the machine, not the kernel, is at fault (far slower than the one
+    calibrated, or stalled). Never a :class:`CudaError`: a review does not turn it into a timeout or a fault
+    (what the candidate's report says would then depend on the machine); it propagates, a harness error
+    (``nkieval review`` exits 3: retry)."""
+
+    def __init__(self, line: int | None = None) -> None:
+        where = f" at kernel.cu:{line}" if line else ""
+        super().__init__(f"the CUDA executor's CPU-time safety net fired{where}: the run took over "
+                         f"{SAFETY_FACTOR:g}x the CPU time its work limit allows at the calibration (a slow or "
+                         "stalled machine: a harness fault, retry)")
+
+
+#: work units (:func:`executor_work`) the executor runs per CPU second on the calibration machine: the review's
+#: budgets, given in seconds there, are converted at this rate (:func:`work_units`). Fitted with
+#: :data:`nkieval.cuda.interp.STATEMENT_WORK` and ``NODE_WORK`` over 509 runs of the 46 built-in port tasks (each
+#: task's kernel, exact rewrite and six mutants on its three smallest shapes): CPU seconds / calibrated seconds
+#: has median 1.04 (p10 0.72, p90 1.53) over all of them, 1.02 (p10 0.67, p90 1.45, at most 1.77) over the 101
+#: runs of 100 ms or more (docs/cuda.md, "Work units"). Changing it changes which runs fit a budget, so reports:
+#: a deliberate, documented change
+WORK_PER_S = 3_000_000_000
+#: a run given a work limit stops as a harness fault (:class:`ExecutorSafetyNet`) past this many times the CPU
+#: seconds the limit takes at :data:`WORK_PER_S`, plus :data:`SAFETY_FLOOR_S`: above the fit's spread (1.8x for
+#: the runs of 100 ms or more) on a machine some four times slower than the calibration's, or the same one loaded
+SAFETY_FACTOR = 8.0
+SAFETY_FLOOR_S = 1.0
+
+_WORK = threading.local()
+
+
+def work_units(seconds: float) -> int:
+    """Work units of ``seconds`` of executor CPU time at the calibration (:data:`WORK_PER_S`)."""
+    return round(seconds * WORK_PER_S)
+
+
+def safety_seconds(work_limit: int) -> float:
+    """The CPU seconds past which a run given ``work_limit`` work units is stopped as a harness fault."""
+    return SAFETY_FACTOR * work_limit / WORK_PER_S + SAFETY_FLOOR_S
+
+
+def executor_work() -> int:
+    """The clock of the review's executor budgets: the work units (statements and loop iterations run, each
+    weighted by the lanes it runs over: :data:`nkieval.cuda.interp.STATEMENT_WORK`) of every run the calling
+    thread has made, counted by the interpreter itself. Deterministic: the same runs count the same on any
+    machine, under any load, so what a review covers is a function of its inputs only."""
+    return getattr(_WORK, "total", 0)
+
+
+def add_work(units: int) -> None:
+    """Charge ``units`` to the calling thread's :func:`executor_work` (a run's count, when it ends)."""
+    _WORK.total = getattr(_WORK, "total", 0) + int(units)
 
 
 def executor_seconds() -> float:
-    """The clock of the executor's time limits and budgets: CPU seconds of the calling thread (the executor
-    runs in its caller's thread). Not wall time: on a loaded machine a run gets the same work done within
-    its limit as on an idle one, only later, so what a review covers does not depend on the load."""
+    """The clock of the executor's CPU-time limits (the safety net of a work limit): CPU seconds of the calling
+    thread (the executor runs in its caller's thread). Not a budget's clock: CPU seconds depend on the machine
+    (:func:`executor_work` does not)."""
     return time.thread_time()
 
 

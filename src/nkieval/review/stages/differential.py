@@ -44,10 +44,14 @@ from nkieval.review.stages.mutation_causes import mutation_causes
 from nkieval.review.stages.port_lines import find_port_line
 from nkieval.sim.program.codec import DEFAULT_MAX_INSTRUCTIONS
 
-#: seconds of executor time per review for the review's own cases (the edge case always runs): CPU time of the
-#: reviewing thread (:func:`nkieval.cuda.executor_seconds`), so a loaded machine covers the same cases and
-#: envelope runs as an idle one, only later
+#: executor work per review for the review's own cases and their exact pivots (the edge case always runs), in
+#: seconds of CPU at the calibration: the budget is :func:`nkieval.cuda.work_units` of it, and every decision is
+#: made in work units (:func:`nkieval.cuda.executor_work`, counted by the interpreter), so the cases a review
+#: covers, and its report, are the same on any machine under any load
 EXECUTOR_BUDGET_S = 6.0
+#: the least work a case's run (or an exact pivot) is given however little of the budget is left (calibrated
+#: seconds, as above)
+MIN_RUN_S = 0.5
 #: cases larger than this (elements of inputs and outputs) are not run on the executor
 MAX_ELEMENTS = 400_000
 MAX_HYPOTHESES = 16
@@ -94,7 +98,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     if task.cuda_file is None:
         return None, "the task has no CUDA source", None
     try:
-        from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
+        from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda, work_units
     except ImportError as e:  # pragma: no cover - part of the package
         return None, f"the CUDA executor is unavailable: {e}", None
     cuda_src = task.cuda_file.read_text()
@@ -105,7 +109,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
                                               "observed": 0.0} for o in outputs}
     runs_gpu: list[tuple[str, dict[str, int], dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
-    spent = 0.0
+    budget, spent = work_units(EXECUTOR_BUDGET_S), 0
     options = None
     exact_src = _exact_source(cuda_src, tuple(_shared_chains(loaded, cuda_src, runs)))
     exact_cases = 0
@@ -113,22 +117,22 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
     for i in order:
         c, run = loaded.cases[i], runs[i]
-        if run.status != "ok" or _elements(task, c.dims) > MAX_ELEMENTS or spent > EXECUTOR_BUDGET_S:
+        if run.status != "ok" or _elements(task, c.dims) > MAX_ELEMENTS or spent > budget:
             continue
         inputs = loaded.data[i].inputs
-        limit = max(0.5, EXECUTOR_BUDGET_S - spent)
+        limit = max(work_units(MIN_RUN_S), budget - spent)
         try:
             gpu, (options, took, warnings) = _gpu_outputs(
                 loaded.data[i], cuda_src, "case",
                 lambda inp=inputs, dims=c.dims, limit=limit: run_task_cuda(  # type: ignore[misc]
-                    task, inp, dims, time_limit_s=limit), limit)
+                    task, inp, dims, work_limit=limit), limit)
         except ExecutorTimeout:
             break
         except CudaError as e:
             return None, f"the CUDA source could not be run: {e}", None
         if took > limit:
-            break  # a kept run that took longer than this review's executor time left: as a timeout would
-        spent += took  # (the first review's seconds: a cached run counts as much, so every review runs alike)
+            break  # a run that finished past the work left (between two checks): as a timeout would
+        spent += took  # (a kept run counts its work as the first review's run did, so every review runs alike)
         races.extend(w for w in warnings if w.startswith("shared-memory race") and w not in races)
         _compare(task, c.label, gpu, run.outputs, None, per_out, getattr(run, "unwritten", None))
         runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
@@ -140,7 +144,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     # that have it, or over every case against the reference when none does
     folds = []
     for n, (i, (_label, dims, inputs, gpu, port)) in enumerate(zip(ran, runs_gpu)):
-        left = EXECUTOR_BUDGET_S - spent if n else EXECUTOR_BUDGET_S  # (a loaded machine still runs it)
+        left = budget - spent if n else budget  # (the smallest case's pivot always runs)
         pivot = _exact_outputs(loaded.data[i], task, inputs, dims, exact_src, left)
         if pivot is not None:
             spent += pivot[1]
@@ -253,43 +257,48 @@ def _shared_chains(loaded: Loaded, cuda_src: str, runs: list[CaseRun]) -> list[A
 
 
 def _exact_outputs(data: CaseData, task: Any, inputs: dict[str, np.ndarray], dims: dict[str, int],
-                   exact_src: str | None, left_s: float) -> tuple[list[np.ndarray], float] | None:
+                   exact_src: str | None, left: int) -> tuple[list[np.ndarray], int] | None:
     """The CUDA kernel's recipe in near-exact arithmetic on a case (:mod:`nkieval.cuda.exact`), with the
-    executor seconds it took the first time; None when it does not run (or no executor time is left)."""
-    from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
+    executor work units it took; None when it does not run (or no executor work is left: ``left``)."""
+    from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda, work_units
 
-    if exact_src is None or left_s <= 0:
+    if exact_src is None or left <= 0:
         return None
+    limit = max(work_units(MIN_RUN_S), left)
     try:
         out, (_options, took, _warnings) = _gpu_outputs(
             data, exact_src, "exact", lambda: run_task_cuda(task, inputs, dims, source=exact_src,
-                                                            time_limit_s=max(0.5, left_s)), max(0.5, left_s))
+                                                            work_limit=limit), limit)
     except (CudaError, ExecutorTimeout):
+        return None
+    if took > limit:  # (finished past its limit between two checks: as a timeout, kept or fresh)
         return None
     return out, took
 
 
 def _gpu_outputs(data: CaseData, cuda_src: str, what: str, run: Callable[[], tuple[list[np.ndarray], Any]],
-                 limit_s: float) -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
+                 limit: int) -> tuple[list[np.ndarray], tuple[Any, int, list[str]]]:
     """The CUDA kernel's outputs on a case's inputs (``what``: the case's own, or an edge input made from them)
-    and (build options, executor seconds, the executor's warnings): candidate-independent, so kept with the
-    case's cached data for the next review of the task with the same seed. A run that ran past its time limit
-    ``limit_s`` is kept as such too: a later review that gives it no more time gets the timeout at once."""
-    from nkieval.cuda import ExecutorTimeout, executor_seconds
+    and (build options, executor work units, the executor's warnings): candidate-independent, so kept with the
+    case's cached data for the next review of the task with the same seed. A run that ran past its work limit
+    ``limit`` is kept as such too: a later review that gives it no more work gets the timeout at once. The
+    executor's safety net (``ExecutorSafetyNet``) propagates, nothing kept: a harness fault."""
+    from nkieval.cuda import ExecutorTimeout, executor_work
 
-    def compute() -> tuple[list[np.ndarray], tuple[Any, float, list[str]]]:
-        t0 = executor_seconds()
+    def compute() -> tuple[list[np.ndarray], tuple[Any, int, list[str]]]:
+        w0 = executor_work()
         gpu, cr = run()
-        return gpu, (cr.options, executor_seconds() - t0, list(getattr(cr, "warnings", [])))
+        return gpu, (cr.options, executor_work() - w0, list(getattr(cr, "warnings", [])))
 
-    key = f"cuda:{what}:{hashlib.sha256(cuda_src.encode()).hexdigest()}"
-    past = data.timed_out_within(key, limit_s)
+    # (work units, not the seconds these facts held before: another key)
+    key = f"cuda-work:{what}:{hashlib.sha256(cuda_src.encode()).hexdigest()}"
+    past = data.timed_out_within(key, limit)
     if past is not None:
-        raise ExecutorTimeout(f"an earlier review's run of these inputs ran past {past:.2f} s (kept)")
+        raise ExecutorTimeout(f"an earlier review's run of these inputs ran past {past:.0f} work units (kept)")
     try:
         return data.get_derived(key, compute)
     except ExecutorTimeout:
-        data.note_timeout(key, limit_s)
+        data.note_timeout(key, limit)
         raise
 
 
@@ -454,7 +463,8 @@ def band_range(exponent: int) -> tuple[float, float]:
 
 
 # ------------------------------------------------------------------------------ what the difference comes from
-#: executor seconds (CPU of the reviewing thread) per review for the ablation runs, apart from the cases' budget
+#: executor work per review for the ablation runs, apart from the cases' budget, in calibrated seconds (as
+#: :data:`EXECUTOR_BUDGET_S`: the decisions are in work units)
 ABLATION_BUDGET_S = 2.0
 #: the case the ablations run on: the review's smallest case with a difference and at least this many elements
 #: (a difference on a few elements may come from one rounding the ablations leave alone: row_softmax's 1 x 7 case),
@@ -469,7 +479,7 @@ def _explain_differences(loaded: Loaded, cuda_src: str, cases: list[tuple[Any, C
     each ablation's share of the squared difference it removes (``envelope_causes``) and a sentence naming those
     that remove at least :data:`nkieval.cuda.ablate.NAMED_SHARE` of it (``envelope_cause``). Only where an output
     has such a difference; within :data:`ABLATION_BUDGET_S` (the runs are candidate-independent and kept with the case)."""
-    from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda
+    from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda, work_units
     from nkieval.cuda.ablate import ablations, shares
 
     task = loaded.task
@@ -491,21 +501,24 @@ def _explain_differences(loaded: Loaded, cuda_src: str, cases: list[tuple[Any, C
         variants = ablations(cuda_src)
     except Exception:  # (a source the ablations cannot read: the difference stays unexplained)
         return
-    spent, outs = 0.0, {}
+    budget = work_units(ABLATION_BUDGET_S)
+    spent, outs = 0, {}
     for a in variants:
-        left = ABLATION_BUDGET_S - spent
+        left = budget - spent
         if left <= 0:
             break
         try:
             g, (_opts, took, _w) = _gpu_outputs(
                 data, a.source, f"ablation/{a.name}", lambda a=a, left=left: run_task_cuda(
-                    task, run[2], case.dims, source=a.source, options=a.options, time_limit_s=left), left)
+                    task, run[2], case.dims, source=a.source, options=a.options, work_limit=left), left)
         except (CudaError, ExecutorTimeout):
+            continue
+        if took > left:  # (finished past its limit between two checks: as a timeout)
             continue
         spent += took
         outs[a.name] = g
     what = {a.name: a.what for a in variants}
-    wide = _fp32_arithmetic_ablation(data, task, cuda_src, run, case.dims, ABLATION_BUDGET_S - spent)
+    wide = _fp32_arithmetic_ablation(data, task, cuda_src, run, case.dims, budget - spent)
     if wide is not None:
         outs["fp32_arithmetic"], what["fp32_arithmetic"] = wide, FP32_ARITHMETIC
     port_outs, port_what = _port_side(loaded, case, run)
@@ -531,17 +544,17 @@ FP32_ARITHMETIC = "fp32 arithmetic (all its float register operations)"
 
 
 def _fp32_arithmetic_ablation(data: CaseData, task: Any, cuda_src: str, run: tuple[Any, ...], dims: dict[str, int],
-                              left_s: float) -> list[np.ndarray] | None:
+                              left: int) -> list[np.ndarray] | None:
     """The CUDA kernel's outputs on the ablation case with all of its float register arithmetic in fp64 (the
     near-exact rewrite with no chain kept: the envelope's pivot run, kept under the same key, when the pivot kept
     none): what the GPU's fp32 roundings together account for, an elementwise formula's several roundings included
     (gelu: erff, a product, a sum), where each narrower ablation offers nothing. None past the budget."""
-    if left_s <= 0:
+    if left <= 0:
         return None
     exact_src = _exact_source(cuda_src)
     if exact_src is None:
         return None
-    got = _exact_outputs(data, task, run[2], dims, exact_src, left_s)
+    got = _exact_outputs(data, task, run[2], dims, exact_src, left)
     return None if got is None else got[0]
 
 
@@ -674,9 +687,10 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int], epsilon_dims
     """The edge inputs of :func:`_edge_kinds` made from the case of ``dims`` (the epsilon's from the case of
     ``epsilon_dims``, by default the same), each run by the CUDA kernel and the port: (label, dims, inputs, GPU
     outputs, port outputs) for each the port ran."""
-    from nkieval.cuda import CudaError, run_task_cuda
+    from nkieval.cuda import CudaError, run_task_cuda, work_units
 
     task = loaded.task
+    edge_limit = work_units(EXECUTOR_BUDGET_S)
     jobs, prepared = [], []
     params = _float_params(task)
     for kind in _edge_kinds(cuda_src, params):
@@ -690,7 +704,7 @@ def _edge_runs(loaded: Loaded, cuda_src: str, dims: dict[str, int], epsilon_dims
             continue
         try:
             gpu, _ = _gpu_outputs(data, cuda_src, f"edge/{kind}/{loaded.seed}", lambda inp=inp, at=at: run_task_cuda(
-                task, inp, at, time_limit_s=EXECUTOR_BUDGET_S), EXECUTOR_BUDGET_S)
+                task, inp, at, work_limit=edge_limit), edge_limit)
         except CudaError:
             continue
         label = f"edge/{kind}"
@@ -811,7 +825,7 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
     causes: list[dict[str, Any]] = []
     text = trial.text
     for _, kind, what, p in hyps:
-        if trial.spent > 2 * EXECUTOR_BUDGET_S:
+        if trial.spent > trial.budget:
             return causes
         prm = dict(task.params)
         if kind == "literal":
@@ -836,7 +850,7 @@ def _attribute(loaded: Loaded, cuda_src: str, runs: list[tuple[Any, ...]], disag
     sites = _site_hypotheses(task, cuda_src, text, hyps, cuda_lits)[:MAX_SITE_HYPOTHESES]
     confirm = _confirming_run(task, runs, trial.label, disagreeing, out_idx) if sites else None
     for cuda_desc, cuda_line, cuda_text, p, source, one_use in sites:
-        if trial.spent > 2 * EXECUTOR_BUDGET_S:
+        if trial.spent > trial.budget:
             break
         fixed = trial.reproduces(source, dict(task.params), disagreeing, keep_agreeing=True)
         if not fixed or (confirm is not None and not trial.agrees_on(confirm, source, [f[0] for f in fixed])):
@@ -922,11 +936,12 @@ def _confirming_run(task: Any, runs: list[tuple[Any, ...]], label: str, disagree
 
 class _Trial:
     """Re-runs of the CUDA kernel with a hypothesis on one run (the one where the disagreement is largest),
-    kept across reviews (candidate-independent, with the seconds they took the first time: a warm review tries
-    the same hypotheses as a cold one, within the same executor budget)."""
+    kept across reviews (candidate-independent, with the work units they took: a warm review tries the same
+    hypotheses as a cold one, within the same executor budget: twice the cases', each run at most half of it)."""
 
     def __init__(self, loaded: Loaded, cuda_src: str, run: tuple[Any, ...], base_err: dict[str, float],
                  out_idx: dict[str, int]):
+        from nkieval.cuda import work_units
         from nkieval.cuda.program import preprocess
 
         task = loaded.task
@@ -938,12 +953,14 @@ class _Trial:
         self.digest = inputs_digest(run[2])
         self.store = store_for(loaded.use_cache)
         self.source_text = loaded.source
-        self.spent = 0.0
+        self.spent = 0
+        self.budget = work_units(2 * EXECUTOR_BUDGET_S)
+        self.run_limit = work_units(EXECUTOR_BUDGET_S / 2)
 
     def _outputs(self, run: tuple[Any, ...], source: str, prm: dict[str, Any], digest: str
                  ) -> list[np.ndarray] | None:
         g2, took = kept_cuda_run(self.task, self.fingerprint, run[2], digest, run[1], source, prm,
-                                 EXECUTOR_BUDGET_S / 2, store=self.store)
+                                 self.run_limit, store=self.store)
         self.spent += took
         return g2
 

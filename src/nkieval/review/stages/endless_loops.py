@@ -3,8 +3,9 @@
 The cause search (:mod:`.mutation_causes`) runs every hypothesis on the CUDA executor. One kind of mutation
 never finishes: a tree reduction's bound moved by one, ``for (int off = 16; off > 0; off >>= 1)`` as
 ``off > 0 - 1``. ``off`` shrinks to 0 and stays there, so the condition holds forever and the run is stopped
-at its CPU limit (at least :data:`.mutation_causes.MUTANT_MIN_S`): a quarter of a second for every such
-mutation in every review that tries it, a quarter to a half of the whole search on the reduction kernels.
+at its work limit (at least :data:`.mutation_causes.MUTANT_MIN_S` calibrated seconds): a quarter of a second
+for every such mutation in every review that tries it, a quarter to a half of the whole search on the
+reduction kernels.
 
 :func:`never_ends` proves that a mutation makes its loop endless. A hypothesis proved so is charged its limit
 and rejected without a run, which is what running it gives: a run of it either reaches the loop, where it

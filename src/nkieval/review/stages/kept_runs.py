@@ -7,9 +7,11 @@ its parameters, the case's dimensions and inputs (their bytes), never on the can
 of the task with the same seed (an RL loop's common case) tries the same runs. :data:`KEPT_RUNS` keeps them
 in the judge's process, keyed by all of that (:func:`run_key`).
 
-**Exactly what a fresh run gives.** A kept run is returned with the executor CPU seconds it took the first
-time, which the search charges against its budget as a fresh run's, so a warm review tries the same
-hypotheses in the same order and states the same cause as a cold one. Against the limit a review gives a run:
+**Exactly what a fresh run gives.** A kept run is returned with the executor work units it took
+(:func:`nkieval.cuda.executor_work`: counted by the interpreter, the same on every machine and every time),
+which the search charges against its budget as a fresh run's, so a warm review tries the same hypotheses in
+the same order and states the same cause as a cold one, on any machine. Against the limit a review gives a
+run:
 
 * a run that finished (outputs, or a fault: ``None``) within the limit is returned as it was;
 * a run that took longer than the limit, or that ran past a limit at least as long, times out: ``None``,
@@ -45,12 +47,12 @@ ENTRY_OVERHEAD = 512
 
 @dataclass(frozen=True)
 class KeptRun:
-    """One run's outcome: ``outputs`` (read-only; None where the run faulted or timed out), the executor CPU
-    seconds it took, and the limit it ran past (None: it finished or faulted)."""
+    """One run's outcome: ``outputs`` (read-only; None where the run faulted or timed out), the executor work
+    units it took, and the work limit it ran past (None: it finished or faulted)."""
 
     outputs: tuple[np.ndarray, ...] | None
-    took_s: float
-    timed_out_at: float | None = None
+    took: int
+    timed_out_at: int | None = None
 
     def nbytes(self) -> int:
         return ENTRY_OVERHEAD + sum(a.nbytes for a in self.outputs or ())
@@ -109,67 +111,71 @@ class KeptRuns(SizedLRU[KeptRun]):
             return {"entries": len(self._d), "bytes": self._bytes, "hits": self.hits, "misses": self.misses,
                     "evictions": self.evictions, "max_bytes": self.max_bytes, "max_entries": self.max_entries}
 
-    def run(self, key: Hashable, limit_s: float, compute: Callable[[float], list[np.ndarray] | None],
-            clock: Callable[[], float]) -> tuple[list[np.ndarray] | None, float]:
-        """(outputs or None, executor seconds charged) of the run ``key`` under ``limit_s`` seconds, kept or
-        fresh (module docstring). ``compute(limit_s)`` runs it: its outputs, None where it faults, or it raises
-        ``nkieval.cuda.ExecutorTimeout``; ``clock`` is the executor's CPU clock."""
+    def run(self, key: Hashable, limit: int, compute: Callable[[int], list[np.ndarray] | None],
+            clock: Callable[[], int]) -> tuple[list[np.ndarray] | None, int]:
+        """(outputs or None, executor work units charged) of the run ``key`` under ``limit`` work units, kept
+        or fresh (module docstring). ``compute(limit)`` runs it: its outputs, None where it faults, or it raises
+        ``nkieval.cuda.ExecutorTimeout``; ``clock`` is the executor's work count
+        (:func:`nkieval.cuda.executor_work`). Anything else it raises propagates, nothing kept (the safety net's
+        ``nkieval.cuda.ExecutorSafetyNet``: a harness fault)."""
         from nkieval.cuda import ExecutorTimeout
 
+        limit = int(limit)
         kept = self.get(key)
         if kept is not None:
-            if kept.timed_out_at is None and kept.took_s <= limit_s:
-                return (None if kept.outputs is None else list(kept.outputs)), kept.took_s
-            if kept.timed_out_at is None or limit_s <= kept.timed_out_at:
-                return None, limit_s  # (a fresh run under this limit would be stopped at it)
+            if kept.timed_out_at is None and kept.took <= limit:
+                return (None if kept.outputs is None else list(kept.outputs)), kept.took
+            if kept.timed_out_at is None or limit <= kept.timed_out_at:
+                return None, limit  # (a fresh run under this limit would be stopped at it)
         t0 = clock()
         try:
-            out = compute(limit_s)
+            out = compute(limit)
         except ExecutorTimeout:
-            self.put(key, KeptRun(None, clock() - t0, limit_s))
-            return None, limit_s
+            self.put(key, KeptRun(None, clock() - t0, limit))
+            return None, limit
         took = clock() - t0
         arrays = None if out is None else tuple(readonly(a) for a in out)
         self.put(key, KeptRun(arrays, took))
-        if took > limit_s:  # (finished just past its limit: a timeout, as every later review would see it)
-            return None, limit_s
+        if took > limit:  # (finished past its limit between two checks: a timeout, as every later review sees it)
+            return None, limit
         return (None if arrays is None else list(arrays)), took
 
 
 def kept_cuda_run(task: Any, fingerprint: str, inputs: Mapping[str, np.ndarray], inputs_sha: str,
-                  dims: Mapping[str, int], source: str, params: Mapping[str, Any], limit_s: float,
+                  dims: Mapping[str, int], source: str, params: Mapping[str, Any], limit: int,
                   faults: tuple[type[Exception], ...] | None = None, store: KeptRuns | None = None,
-                  resumable: Any = None) -> tuple[list[np.ndarray] | None, float]:
+                  resumable: Any = None) -> tuple[list[np.ndarray] | None, int]:
     """The task's kernel as ``source`` with ``params`` on a case's inputs (``inputs_sha``: their
-    :func:`inputs_digest`) under ``limit_s`` executor seconds: (outputs, or None where it faults or times out;
-    the seconds charged), from :data:`KEPT_RUNS` when kept (:meth:`KeptRuns.run`). ``faults``: the errors that
-    make a run a fault, kept as None (default ``nkieval.cuda.CudaError``, the executor's own); any other error
-    propagates and nothing is kept (the judge fails closed). ``store``: where runs are kept (default
+    :func:`inputs_digest`) under ``limit`` executor work units: (outputs, or None where it faults or times out;
+    the work units charged), from :data:`KEPT_RUNS` when kept (:meth:`KeptRuns.run`). ``faults``: the errors
+    that make a run a fault, kept as None (default ``nkieval.cuda.CudaError``, the executor's own); any other
+    error propagates and nothing is kept (the judge fails closed), and so does the executor's safety net
+    (``nkieval.cuda.ExecutorSafetyNet``) whatever ``faults`` says. ``store``: where runs are kept (default
     :data:`KEPT_RUNS`; a review without the cross-review cache passes its own: :func:`store_for`).
     ``resumable``: a :class:`nkieval.cuda.resume.ResumableRun` of the original source on these inputs, dims and
     params: a run not kept is resumed from its state where ``source`` first differs, charged as a fresh run."""
-    from nkieval.cuda import CudaError, ExecutorTimeout, executor_seconds, run_task_cuda
+    from nkieval.cuda import CudaError, ExecutorSafetyNet, ExecutorTimeout, executor_work, run_task_cuda
 
     caught = (CudaError,) if faults is None else faults
 
-    def compute(limit: float) -> list[np.ndarray] | None:
+    def compute(work_limit: int) -> list[np.ndarray] | None:
         try:
             if resumable is not None:
-                return resumable.run(source, limit)
-            return list(run_task_cuda(task, inputs, dims, dict(params), source=source, time_limit_s=limit)[0])
-        except ExecutorTimeout:
+                return resumable.run(source, work_limit)
+            return list(run_task_cuda(task, inputs, dims, dict(params), source=source, work_limit=work_limit)[0])
+        except (ExecutorTimeout, ExecutorSafetyNet):
             raise
         except caught:
             return None
 
-    clock = executor_seconds
+    clock = executor_work
     if resumable is not None:
-        resumable.credited_s = 0.0
+        resumable.credited = 0
 
-        def clock() -> float:  # (a resumed run is charged the original's seconds it skipped)
-            return executor_seconds() + resumable.credited_s
+        def clock() -> int:  # (not the capturing run of the original a resumable run makes first)
+            return executor_work() + resumable.credited
     kept = KEPT_RUNS if store is None else store
-    return kept.run(run_key(fingerprint, source, inputs_sha, dims, params), limit_s, compute, clock)
+    return kept.run(run_key(fingerprint, source, inputs_sha, dims, params), limit, compute, clock)
 
 
 def store_for(keep: bool) -> KeptRuns:

@@ -13,7 +13,7 @@ stated as the cause only when the mutated CUDA kernel reproduces the port's outp
   hide, such as a rounding of a row's reduction that an epsilon drowns on rows of N(0, 1)).
 
 The first mutation that passes both is stated (mutations are tried in the order formula, precision, order,
-indexing, each in source order, within a CPU-time budget). When no single mutation does, bf16 roundings in
+indexing, each in source order, within a work budget: :func:`nkieval.cuda.executor_work`). When no single mutation does, bf16 roundings in
 several places at once are tried: every pair of the six roundings that each brought the kernel closest to
 the port, then a beam of the three closest combinations grown by one rounding at a time, up to four
 (:func:`_rounding_search`: 36 combinations at most). When none does, the disagreement keeps "cause not
@@ -36,14 +36,18 @@ from nkieval.review.stages.kept_runs import inputs_digest as _digest
 if TYPE_CHECKING:
     from nkieval.cuda.resume import ResumableRun
 
-#: seconds spent re-running mutated CUDA kernels per review: CPU time of the reviewing thread (the executor
-#: runs in it: :func:`nkieval.cuda.executor_seconds`), so a loaded machine tries the same hypotheses as an idle
-#: one, only later
+#: executor work re-running mutated CUDA kernels per review, in seconds of CPU at the calibration (the search
+#: decides in work units, :func:`nkieval.cuda.work_units` of it, counted by the interpreter: the same hypotheses
+#: are tried, and the same cause stated, on any machine under any load)
 MUTATION_BUDGET_S = 10.0
-#: a mutant runs at most this many times the unmutated kernel's CPU time on the same run, and at least
-#: MUTANT_MIN_S (no mutation of a loop bound or an index makes a kernel 20 times slower unless it never ends)
+#: a mutant runs at most this many times the unmutated kernel's work on the same run, and at least
+#: MUTANT_MIN_S (no mutation of a loop bound or an index makes a kernel 20 times slower unless it never ends),
+#: at most MUTANT_MAX_S (calibrated seconds)
 MUTANT_SLOWDOWN = 20.0
 MUTANT_MIN_S = 0.25
+MUTANT_MAX_S = 2.0
+#: the least work a confirming run is given however little of the budget is left (calibrated seconds)
+CONFIRM_MIN_S = 0.5
 #: a disagreement below this many tolerances is not attributed to a mutation (one is a real disagreement)
 MIN_RATIO = 1.0
 
@@ -111,7 +115,9 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     the port's side of a stated mutation (:func:`.port_lines.find_port_line` on the port's trace), or None.
     ``keep``: the mutants' runs are kept across reviews (:mod:`.kept_runs`); False keeps them within this search
     only (a review without the cross-review cache). ``also``: runs of ``runs`` a hypothesis must reproduce as well
-    (checked only for one that passed the first two)."""
+    (checked only for one that passed the first two). ``budget_s``: calibrated seconds of executor work
+    (:func:`nkieval.cuda.work_units`)."""
+    from nkieval.cuda import work_units
     from nkieval.cuda.program import preprocess
 
     names = [s.name for s in task.outputs]
@@ -130,11 +136,12 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     # the confirming run: another disagreeing run when there is one (the largest disagreement), else any other
     confirm = max(rest, key=lambda x: max(x[1][o] for o in disagreeing))[0] if rest else \
         next((r for r in runs if r[0] != first[0] and len(r[4]) >= len(names)), None)
-    search = _Search(task, preprocess(cuda_src), first, base, confirm, names, disagreeing, budget_s, keep,
+    budget = work_units(budget_s)
+    search = _Search(task, preprocess(cuda_src), first, base, confirm, names, disagreeing, budget, keep,
                      [r for r in also if r[0] not in (first[0], confirm and confirm[0])])
     ran: list[Any] = []  # (the precision mutations that ran without faulting)
     for m in _mutations_of(cuda_src):
-        if search.spent >= budget_s:
+        if search.spent >= budget:
             break
         found = search.attempt(m)
         if found is not None:
@@ -145,19 +152,19 @@ def mutation_causes(task: Any, cuda_src: str, runs: list[tuple[Any, ...]], disag
     # kernel closer to the port, the closest first
     helpful: list[tuple[float, Any]] = []
     for m in ran:
-        if search.spent >= budget_s:
+        if search.spent >= budget:
             break
         closer = search.closeness(m)
         if closer is not None:
             helpful.append((closer, m))
     helpful.sort(key=lambda x: x[0])
-    found_set = _rounding_search(helpful[:ROUNDING_CANDIDATES], search, budget_s, ran)
+    found_set = _rounding_search(helpful[:ROUNDING_CANDIDATES], search, budget, ran)
     if found_set is not None:
         combined, found, parts = found_set
         return [_cause(task, cuda_src, combined, found, search, locate, parts)]
     # a mutation of a device function called from several sites, made at one call only
     for m in _call_site_hypotheses(cuda_src, search):
-        if search.spent >= budget_s:
+        if search.spent >= budget:
             break
         found = search.attempt(m)
         if found is not None:
@@ -216,7 +223,7 @@ def _nested(m: Any, parts: tuple[Any, ...]) -> bool:
                and ((m.start <= p.start and p.end <= m.end) or (p.start <= m.start and m.end <= p.end)) for p in parts)
 
 
-def _rounding_search(scored: list[tuple[float, Any]], search: _Search, budget_s: float, ran: list[Any] = ()
+def _rounding_search(scored: list[tuple[float, Any]], search: _Search, budget: int, ran: list[Any] = ()
                      ) -> tuple[Any, tuple[dict[str, float], list[str]], tuple[Any, ...]] | None:
     """(the combined mutation, what :meth:`_Search.attempt` found, its roundings) for the first combination
     of ``scored``'s roundings (each with its :meth:`_Search.closeness`) that reproduces the port, or None.
@@ -243,7 +250,7 @@ def _rounding_search(scored: list[tuple[float, Any]], search: _Search, budget_s:
                 if m in parts or key in seen:
                     continue
                 seen.add(key)
-                if search.spent >= budget_s:
+                if search.spent >= budget:
                     return None
                 combined = combine_all((*parts, m), search.text)
                 if combined is None:
@@ -285,12 +292,12 @@ class _Search:
     """Runs one hypothesis after another against the smallest disagreeing run and confirms it on a second."""
 
     def __init__(self, task: Any, text: str, first: tuple[Any, ...], base: dict[str, float],
-                 confirm: tuple[Any, ...] | None, names: list[str], disagreeing: list[str], budget_s: float,
+                 confirm: tuple[Any, ...] | None, names: list[str], disagreeing: list[str], budget: int,
                  keep: bool = True, also: Sequence[tuple[Any, ...]] = ()):
         self.task, self.text, self.first, self.base, self.confirm = task, text, first, base, confirm
-        self.names, self.disagreeing, self.budget_s = names, disagreeing, budget_s
+        self.names, self.disagreeing, self.budget = names, disagreeing, budget  # (work units)
         self.idx = {o: k for k, o in enumerate(names)}
-        self.spent = 0.0
+        self.spent = 0
         self.store, self.fingerprint = store_for(keep), task_fingerprint(task)
         self.digest = _digest(first[2])
         self.confirm_digest = _digest(confirm[2]) if confirm is not None else ""
@@ -303,7 +310,7 @@ class _Search:
         #: per single mutation that ran on the first run, its largest tolerance ratio to the port there as a
         #: fraction of the unmutated kernel's (the disagreeing outputs): how close it came
         self.scores: dict[Any, float] = {}
-        self._kernel_s: float | None = None  # (the unmutated kernel's CPU seconds on the first run)
+        self._kernel_work: int | None = None  # (the unmutated kernel's work units on the first run)
         #: the unmutated kernel on the first run, its states kept for mutants to resume from (captured when a
         #: mutant first runs there), and on the confirming run (captured when a second mutant runs there: most
         #: searches run one there, for the hypothesis they state)
@@ -361,7 +368,7 @@ class _Search:
         labels = [label]
         if self.confirm is not None:
             g3, took = _run_mutant(task, self.store, self.fingerprint, self.confirm[2], self.confirm_digest,
-                                   self.confirm[1], mutated, max(0.5, self.budget_s - self.spent),
+                                   self.confirm[1], mutated, self._left(),
                                    self.resumable_confirm)
             self.spent += took
             if g3 is None or _reproduces(task, g3, self.confirm[4], idx, names, None, precision) is None:
@@ -369,7 +376,7 @@ class _Search:
             labels.append(self.confirm[0])
         for run, digest in self.also:
             g4, took = _run_mutant(task, self.store, self.fingerprint, run[2], digest, run[1], mutated,
-                                   max(0.5, self.budget_s - self.spent))
+                                   self._left())
             self.spent += took
             if g4 is None or _reproduces(task, g4, run[4], idx, names, None, precision) is None:
                 return None
@@ -377,14 +384,25 @@ class _Search:
         return after, labels
 
 
-    def _limit(self) -> float:
-        """CPU seconds one mutant may run on the first run: :data:`MUTANT_SLOWDOWN` times the unmutated
+    def _limit(self) -> int:
+        """Work units one mutant may run on the first run: :data:`MUTANT_SLOWDOWN` times the unmutated
         kernel's (a mutated loop bound that never ends, ``s > 0 - 1`` of ``s >>= 1``, stops there instead of
-        taking the budget), at least :data:`MUTANT_MIN_S`, at most 2 s and what the budget leaves."""
-        if self._kernel_s is None:
-            _out, self._kernel_s = _run_mutant(self.task, self.store, self.fingerprint, self.first[2], self.digest,
-                                               self.first[1], self.text, 2.0)
-        return min(self.budget_s - self.spent, 2.0, max(MUTANT_MIN_S, MUTANT_SLOWDOWN * self._kernel_s))
+        taking the budget), at least :data:`MUTANT_MIN_S`, at most :data:`MUTANT_MAX_S` and what the budget
+        leaves."""
+        from nkieval.cuda import work_units
+
+        if self._kernel_work is None:
+            _out, self._kernel_work = _run_mutant(self.task, self.store, self.fingerprint, self.first[2],
+                                                  self.digest, self.first[1], self.text, work_units(MUTANT_MAX_S))
+        return min(self.budget - self.spent, work_units(MUTANT_MAX_S),
+                   max(work_units(MUTANT_MIN_S), int(MUTANT_SLOWDOWN * self._kernel_work)))
+
+    def _left(self) -> int:
+        """Work units a confirming or closeness run may take: what the budget leaves, at least
+        :data:`CONFIRM_MIN_S`."""
+        from nkieval.cuda import work_units
+
+        return max(work_units(CONFIRM_MIN_S), self.budget - self.spent)
 
     def closeness(self, m: Any) -> float | None:
         """:meth:`_closer` of mutation ``m`` on the confirming run, the larger one (a small first run may not
@@ -392,7 +410,7 @@ class _Search:
         run = self.confirm if self.confirm is not None else self.first
         digest = self.confirm_digest if self.confirm is not None else self.digest
         g, took = _run_mutant(self.task, self.store, self.fingerprint, run[2], digest, run[1], m.apply(self.text),
-                              max(0.5, self.budget_s - self.spent),
+                              self._left(),
                               self.resumable_confirm if self.confirm is not None else self.resumable)
         self.spent += took
         return None if g is None else self._closer(g, run)
@@ -426,9 +444,9 @@ def _cause(task: Any, cuda_src: str, m: Any, found: tuple[dict[str, float], list
 
 
 def _run_mutant(task: Any, store: KeptRuns, fingerprint: str, inputs: dict[str, np.ndarray], digest: str,
-                dims: dict[str, int], source: str, limit: float, resumable: ResumableRun | None = None
-                ) -> tuple[list[np.ndarray] | None, float]:
-    """(the mutated kernel's outputs, or None where it faults or times out; the executor's CPU seconds charged),
+                dims: dict[str, int], source: str, limit: int, resumable: ResumableRun | None = None
+                ) -> tuple[list[np.ndarray] | None, int]:
+    """(the mutated kernel's outputs, or None where it faults or times out; the executor work units charged),
     kept across reviews (:func:`.kept_runs.kept_cuda_run`). Any error of a mutant is a fault: a hypothesis the
     executor cannot run is not a hypothesis. ``resumable``: the unmutated kernel on these inputs, for the run
     to resume from where the mutant first differs (charged as a fresh run: the same hypotheses are tried)."""
