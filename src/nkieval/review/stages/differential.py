@@ -160,7 +160,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     # (after the edge inputs' verdicts: an output that disagrees on one has its cause search, not an ablation)
     if explain:
         _explain_differences(loaded, cuda_src, [(loaded.cases[i], loaded.data[i], r) for i, r in zip(ran, runs_gpu)],
-                             per_out)
+                             per_out, {loaded.cases[i].label: runs[i].n_instructions for i in ran})
     disagreeing = [o for o in outputs if per_out[o]["verdict"] == "disagree"]
     numerics_failed = any(getattr(c, "numerics", None) and c.numerics.get("status") == "fail" for c in judged or [])
 
@@ -473,7 +473,7 @@ ABLATION_MIN_ELEMENTS = 2_048
 
 
 def _explain_differences(loaded: Loaded, cuda_src: str, cases: list[tuple[Any, CaseData, tuple[Any, ...]]],
-                         per_out: dict[str, dict[str, Any]]) -> None:
+                         per_out: dict[str, dict[str, Any]], counts: dict[str, int | None] | None = None) -> None:
     """Per output that agrees with the GPU within tolerance but not bitwise, what the difference comes from: the
     CUDA kernel re-run on one case with one source of difference removed at a time (:mod:`nkieval.cuda.ablate`),
     each ablation's share of the squared difference it removes (``envelope_causes``) and a sentence naming those
@@ -521,7 +521,7 @@ def _explain_differences(loaded: Loaded, cuda_src: str, cases: list[tuple[Any, C
     wide = _fp32_arithmetic_ablation(data, task, cuda_src, run, case.dims, budget - spent)
     if wide is not None:
         outs["fp32_arithmetic"], what["fp32_arithmetic"] = wide, FP32_ARITHMETIC
-    port_outs, port_what = _port_side(loaded, case, run)
+    port_outs, port_what = _port_side(loaded, case, run, (counts or {}).get(case.label))
     what.update(port_what)
     for o in explain:
         if not differs(run, o) or not (outs or port_outs):
@@ -558,10 +558,12 @@ def _fp32_arithmetic_ablation(data: CaseData, task: Any, cuda_src: str, run: tup
     return None if got is None else got[0]
 
 
-def _port_side(loaded: Loaded, case: Any, run: tuple[Any, ...]) -> tuple[dict[str, list[np.ndarray]], dict[str, str]]:
+def _port_side(loaded: Loaded, case: Any, run: tuple[Any, ...], n_instructions: int | None = None
+               ) -> tuple[dict[str, list[np.ndarray]], dict[str, str]]:
     """The port's ablated outputs on the ablation case (:mod:`.port_ablate`: its recorded program replayed with one
     of the simulator's rounding sources removed at a time) and what each ablation removes; nothing when the
-    review kept no program for the case's shape."""
+    review kept no program for the case's shape. ``n_instructions``: the port's run of the case's count (the
+    replays' budget is counted with it)."""
     from nkieval.review.stages.port_ablate import port_ablations, port_runs
     from nkieval.review.tracing import shape_key
 
@@ -571,7 +573,8 @@ def _port_side(loaded: Loaded, case: Any, run: tuple[Any, ...]) -> tuple[dict[st
     if text is None:
         return {}, {}
     variants = port_ablations(text)
-    outs = port_runs(text, job.inputs, job.params, loaded.target, list(run[4]), variants, loaded.limits)
+    outs = port_runs(text, job.inputs, job.params, loaded.target, list(run[4]), variants, loaded.limits,
+                     n_instructions=n_instructions)
     return outs, {a.name: a.what for a in variants if a.name in outs}
 
 

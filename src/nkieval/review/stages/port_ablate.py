@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,9 +37,27 @@ PORT_WHAT = {"port_precision": "bf16/fp8 intermediates",
              "port_alu": "fp32 rounding between an instruction's two ALU operations",
              "port_matmul": "fp32 matmul contraction",
              "port_reduce": "fp32 engine reductions"}
-#: CPU seconds (of the reviewing thread) per review for the port's replays, half the GPU side's: the GPU's runs are
-#: kept with the case's data for the task's next review, the port's depend on the candidate and run every review
+#: seconds per review for the port's replays, half the GPU side's: the GPU's runs are kept with the case's data for
+#: the task's next review, the port's depend on the candidate and run every review. Counted in the seconds of
+#: :func:`replay_cost_s`, a model of a replay's CPU on the development machine, never a clock: which ablations a
+#: report has must not depend on the machine or its load (the same candidate, task and seed, the same report)
 PORT_ABLATION_BUDGET_S = 1.0
+#: a replay's CPU per instruction and per element of its case's inputs and outputs (least squares over the port
+#: replays of the built-in candidates: thread-by-thread ports of ~1,800 instructions cost ~0.12 s, fused kernels of
+#: ~20 instructions over ~300,000 elements 0.003-0.02 s); the model is within about 3x of a measured replay
+REPLAY_S_PER_INSTRUCTION = 65e-6
+REPLAY_S_PER_ELEMENT = 25e-9
+#: modelled seconds of one replay past which the port has no ablations at all (a case this large would spend the
+#: budget on one ablation, and its replays' wall-clock limit would be all that bounds them)
+MAX_REPLAY_S = 4.0
+_INSTRUCTION_EVENT = re.compile(r'\["i",')
+
+
+class PortReplaySafetyNet(RuntimeError):
+    """A port ablation's replay ran past its case's wall-clock limit: the machine, not the candidate, is at fault
+    (the port's own replay of the same program on the same case passed within it, and the ablations are budgeted
+    by a model of their cost). Leaving the ablation out would make the report depend on the machine, so the
+    review fails instead: a harness error (``nkieval review`` exits 3: retry)."""
 #: unary functions whose fp32 evaluation rounds more than once or not correctly (the others are exact in fp32:
 #: a copy, a sign, a max)
 _ROUNDING_FUNCTIONS = frozenset({"exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "arctan", "tanh", "sigmoid",
@@ -121,19 +138,36 @@ def widened_program(program_text: str) -> str | None:
     return json.dumps(widen(doc), separators=(",", ":"))
 
 
+def replay_cost_s(program_text: str, n_instructions: int | None, elements: int) -> float:
+    """A replay's modelled CPU seconds: ``n_instructions`` (the port's own run of the case: the judge's count,
+    device loops included), or, unknown, the program's instruction events (each loop body once), and the elements
+    of the case's inputs and outputs. A function of the program and the case only, so the budget it is spent
+    against decides the same on every machine."""
+    n = n_instructions if n_instructions is not None else len(_INSTRUCTION_EVENT.findall(program_text))
+    return n * REPLAY_S_PER_INSTRUCTION + elements * REPLAY_S_PER_ELEMENT
+
+
 def port_runs(program_text: str, inputs: Mapping[str, np.ndarray], params: Mapping[str, Any], target: str,
               like: list[np.ndarray], variants: list[PortAblation], limits: Any,
-              budget_s: float = PORT_ABLATION_BUDGET_S) -> dict[str, list[np.ndarray]]:
-    """Each ablation's outputs: the program replayed on ``inputs`` with its options, while ``budget_s`` CPU
-    seconds of this thread last (a replay that fails or runs past its limits is left out). ``like``: the port's
-    own outputs on these inputs, whose dtypes the ablated outputs are rounded to (an fp32-stored bf16 output
-    would otherwise differ by its own rounding)."""
+              budget_s: float = PORT_ABLATION_BUDGET_S, n_instructions: int | None = None
+              ) -> dict[str, list[np.ndarray]]:
+    """Each ablation's outputs: the program replayed on ``inputs`` with its options, the first always and the
+    others while the modelled seconds spent (:func:`replay_cost_s` per replay, ``n_instructions`` the port's own
+    run's count on these inputs) are below ``budget_s``; none past :data:`MAX_REPLAY_S` for one replay. A replay
+    that fails or runs past its instruction or memory budget is left out; one past its wall-clock limit raises
+    :class:`PortReplaySafetyNet`. ``like``: the port's own outputs on these inputs, whose dtypes the ablated
+    outputs are rounded to (an fp32-stored bf16 output would otherwise differ by its own rounding)."""
     from dataclasses import replace
 
     from nkieval.review.executor import PROGRAMS
+    from nkieval.sim.errors import NkiValidationError
     from nkieval.sim.options import SimOptions
     from nkieval.sim.program import replay_program
 
+    cost = replay_cost_s(program_text, n_instructions,
+                         sum(int(np.size(x)) for x in inputs.values()) + sum(int(np.size(x)) for x in like))
+    if not variants or cost > MAX_REPLAY_S:
+        return {}
     progs: dict[bool, Any] = {}
     for wide in sorted({a.widened for a in variants}):
         text = widened_program(program_text) if wide else program_text
@@ -154,15 +188,19 @@ def port_runs(program_text: str, inputs: Mapping[str, np.ndarray], params: Mappi
             break
         if prog is None:
             continue
-        t0 = time.thread_time()
+        spent += cost
         try:
             res = replay_program(prog, list(inputs.values()), dict(params), target=target,
                                  options=replace(base, **a.overrides))
             got = res.outputs if isinstance(res.outputs, tuple | list) else [res.outputs]
             out[a.name] = [np.asarray(g).astype(np.asarray(w).dtype) for g, w in zip(got, like)]
-        except Exception:  # (whatever stops a replay stops that ablation only)
-            pass
-        spent += time.thread_time() - t0
+        except NkiValidationError as e:
+            if e.rule == "time-budget":
+                raise PortReplaySafetyNet(f"the port ablation {a.name}'s replay ran past its case's time limit "
+                                          f"({limits.timeout_s:g} s): a slow or stalled machine, a harness "
+                                          "fault (retry)") from e
+        except Exception:  # (whatever else stops a replay, a count or a fault the same on any machine: that
+            pass           # ablation only)
     return out
 
 
