@@ -569,13 +569,14 @@ class _Stream:
         np.abs(d, out=d)
         if d.size:
             self._fold_ulp_distances(d)
+        # the squares in memory no longer needed (rel's, as large as e; or the gathered copies): the same values
         ec = e if ci is None else e.take(ci)
-        self.sum_e2 += float(np.sum(ec * ec))
+        self.sum_e2 += float(np.sum(np.multiply(ec, ec, out=rel if ci is None else ec)))
         if ci is None:
             self.sum_y2 += blk.sum_y2
         else:
             yc = blk.y.take(ci)
-            self.sum_y2 += float(np.sum(yc * yc))
+            self.sum_y2 += float(np.sum(np.multiply(yc, yc, out=yc)))
         self.cr += int(np.count_nonzero(gc == yoc))
 
     def _fold_ulp_distances(self, d: np.ndarray) -> None:
