@@ -40,6 +40,7 @@ suite's candidates for the tasks) in both modes, and checks that every outcome i
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/review_throughput.py [--tasks a,b] [--repeat 2]
         [--hostile] [--compare-brief] [--compare-kept] [--compare-untrusted] [--compare-replay-worker]
+        [--compare-judge] [--compare-search] [--compare-cost] [--no-gc-settle]
 
 ``--tasks`` also takes the CUDA port acceptance set's tasks by name (``rmsnorm_warp``, ``layernorm_block``, ...).
 With ``--compare-kept`` every candidate is also reviewed by a judge that keeps the cause search's CUDA runs as
@@ -69,6 +70,14 @@ With ``--compare-search`` every candidate is also reviewed by the judge as it wa
 loop-bound mutations endless without running them, the envelope's magnitude bands were folded by one sort and the
 numerics binned z by a table lookup (mode ``before-search``); the run ends as with ``--compare-judge``.
 
+With ``--compare-cost`` every candidate is also reviewed with the numerics' z statistic binned value by value as
+before (mode ``before-cost``: the table lookup for every z instead of a histogram of keys and one quantile read
+off the kept values); the run ends as with ``--compare-judge``.
+
+After the warm-up the benchmark settles the garbage collector as a reward worker does after its first job
+(``nkieval.reward.workers.settle_collector``: the warmed-up state frozen, full collections ten times rarer), so its
+warm reviews are a warm worker's; ``--no-gc-settle`` leaves the collector as it was (the judge before that change).
+
 Every run ends with the warm review's wall time over its simulation, and the harness CPU per review, per role and
 per round (the first round: candidates not reviewed before; later rounds: the same candidates again).
 With several modes, each mode meets a first-round candidate as new: the numerics' memo of judged outputs, the
@@ -96,6 +105,7 @@ from nkieval.review.cache import CASE_CACHE, CaseData
 from nkieval.review.stages import clear_caches, differential, kept_runs, mutation_causes
 from nkieval.review.stages import evidence as stage_evidence
 from nkieval.review.stages.kept_runs import KeptRun, KeptRuns
+from nkieval.reward.workers import WORKER_GC_THRESHOLDS, settle_collector
 from nkieval.tasks import builtin_tasks, port_tasks
 
 #: the module (``nkieval.perf.estimate`` as an attribute is the function of that name)
@@ -157,7 +167,7 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
 #: reward call without feedback runs) and the pipeline before trace-then-execute
 MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False},
                                      "before": {}, "before-kept": {}, "unkept": {}, "before-judge": {},
-                                     "no-replay-worker": {}, "before-search": {}}
+                                     "no-replay-worker": {}, "before-search": {}, "before-cost": {}}
 #: mode "before" is the full review as the judge ran it before CUDA runs that timed out were kept as such
 #: (``CaseData.timed_out_within``): each review paid for the same timeout again. Mode "before-kept" is the full
 #: review as the judge ran it before the cause search's runs were kept by ``review/stages/kept_runs.py``: a
@@ -327,14 +337,31 @@ def search_mode(mode: str) -> Iterator[None]:
     if mode != "before-search":
         yield
         return
-    saved = mutation_causes.never_ends, numerics_stream._z_bins, differential._fold_bands
+    saved = mutation_causes.never_ends, numerics_stream._z_bins, differential._fold_bands, numerics_stream._Z_KEEP_MAX
     mutation_causes.never_ends = lambda text, m: False  # type: ignore[assignment]
     numerics_stream._z_bins = numerics_stream._z_bins_log10  # type: ignore[assignment]
     differential._fold_bands = _fold_bands_before  # type: ignore[assignment]
+    numerics_stream._Z_KEEP_MAX = 0  # (every z binned, as then)
     try:
         yield
     finally:
-        mutation_causes.never_ends, numerics_stream._z_bins, differential._fold_bands = saved  # type: ignore
+        (mutation_causes.never_ends, numerics_stream._z_bins, differential._fold_bands,  # type: ignore[assignment]
+         numerics_stream._Z_KEEP_MAX) = saved
+
+
+@contextmanager
+def cost_mode(mode: str) -> Iterator[None]:
+    """In mode "before-cost", the numerics' z statistic as it was before its 99th percentile was read off kept
+    values and their keys' histogram (``_Stream._fold_z_bins``): every z value binned by the table lookup."""
+    if mode != "before-cost":
+        yield
+        return
+    saved = numerics_stream._Z_KEEP_MAX
+    numerics_stream._Z_KEEP_MAX = 0
+    try:
+        yield
+    finally:
+        numerics_stream._Z_KEEP_MAX = saved
 
 
 class ThreadClocks:
@@ -463,7 +490,7 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     k0 = CLOCKS.snapshot() if CLOCKS is not None else {}
                     c0, w0 = time.process_time(), time.perf_counter()
                     with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), judge_mode(mode), \
-                            _replay_worker(mode != "no-replay-worker"), search_mode(mode):
+                            _replay_worker(mode != "no-replay-worker"), search_mode(mode), cost_mode(mode):
                         r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     parts = {k: v - k0[k] for k, v in CLOCKS.snapshot().items()} if CLOCKS is not None else {}
@@ -619,6 +646,10 @@ def main() -> None:
                     help="also run the cause search, the envelope's bands and the z histogram as they were before "
                          "the endless-loop proof, the bands' sort and the z-bin lookup (mode before-search) and "
                          "compare wall / simulation, harness CPU and every report")
+    ap.add_argument("--compare-cost", action="store_true",
+                    help="also run the numerics with every z value binned as before the 99th percentile was read "
+                         "off kept values (mode before-cost) and compare wall / simulation, harness CPU and every "
+                         "report")
     ap.add_argument("--save-reports", type=Path, default=None,
                     help="write each full review's report (timings left out) as JSON into this folder")
     ap.add_argument("--check-reports", type=Path, default=None,
@@ -630,6 +661,9 @@ def main() -> None:
     ap.add_argument("--executor-budget", type=float, default=None,
                     help="seconds of CUDA executor time per review for the differential check (default: the "
                          "judge's); a tighter budget makes CUDA runs time out as on a loaded machine")
+    ap.add_argument("--no-gc-settle", action="store_true",
+                    help="leave the garbage collector as the process had it (no gc.freeze of the warmed-up state, "
+                         "CPython's thresholds): the judge before reward workers settled it")
     args = ap.parse_args()
     if args.executor_budget is not None:
         differential.EXECUTOR_BUDGET_S = args.executor_budget
@@ -645,11 +679,16 @@ def main() -> None:
     warm = review(tasks[0], tasks[0].solution_file, seed=12345)
     review(tasks[0], tasks[0].solution_file, seed=12345, trusted=False)
     print(f"warm-up (zygote and sandbox start + first reviews): {time.perf_counter() - t0:.2f} s ({warm.task})")
+    if not args.no_gc_settle:
+        settle_collector()  # (as a reward worker after its first job: the long-lived state frozen)
+        print("garbage collector settled as in a reward worker (gc.freeze, thresholds "
+              f"{WORKER_GC_THRESHOLDS}; --no-gc-settle leaves it as it was)")
     modes = ("full", *(("brief",) if args.compare_brief else ()), *(("before",) if args.compare_before else ()),
              *(("before-kept", "unkept") if args.compare_kept else ()),
              *(("untrusted",) if args.compare_untrusted else ()), *(("before-judge",) if args.compare_judge else ()),
              *(("no-replay-worker",) if args.compare_replay_worker else ()),
-             *(("before-search",) if args.compare_search else ()))
+             *(("before-search",) if args.compare_search else ()),
+             *(("before-cost",) if args.compare_cost else ()))
     reports: dict[str, dict[str, Any]] = {}
     res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))),
                reports=reports)
@@ -683,6 +722,10 @@ def main() -> None:
         _brief_vs_full(res, "before-search", "full")
         _per_round(res["before-search"][0])
         _same_reports(res, "before-search", "full")
+    if args.compare_cost:
+        _brief_vs_full(res, "before-cost", "full")
+        _per_round(res["before-cost"][0])
+        _same_reports(res, "before-cost", "full")
     print("\nmode full:", end="")
     _per_round(rows)
     if args.save_reports is not None:

@@ -54,6 +54,14 @@ def _z_bins_log10(z: np.ndarray, overwrite: bool = False) -> np.ndarray:
 
 #: bits of a float64 below its lookup key (sign, exponent and the mantissa's top 4 bits: 16 bits)
 _Z_KEY_SHIFT = np.uint64(48)
+#: the keys (:data:`_Z_KEY_SHIFT`): a stream's histogram of its z values' keys has this many counts
+_Z_KEYS = 1 << 16
+#: z values a stream keeps unbinned for :meth:`_Stream.z_quantile` (8 bytes each, for the length of one check);
+#: past this many it bins them all and every later value as it comes (the table lookup, as before)
+_Z_KEEP_MAX = 1 << 21
+#: a stream whose first block has fewer z values bins them at once: their lookup costs less than a histogram of
+#: 65,536 keys
+_Z_KEY_MIN = 1 << 12
 
 
 @dataclass(frozen=True)
@@ -332,7 +340,14 @@ class _Stream:
     explained: int = 0
     explained_by: dict[str, int] = field(default_factory=dict)
     first_special: int = -1
+    #: counts of the z values binned so far per bin of _Z_EDGES (see :meth:`_fold_z_bins` for the ones not binned)
     z_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(_Z_EDGES), dtype=np.int64))
+    #: whether any z value went into ``z_hist`` (then every later one does too)
+    z_binned: bool = False
+    #: the z values kept unbinned (each block's own array), their number and their keys' histogram
+    z_kept: list[np.ndarray] = field(default_factory=list)
+    z_kept_n: int = 0
+    z_keys: np.ndarray | None = None
     z_max: float = 0.0
     z_over: int = 0
     z_sum2: float = 0.0
@@ -554,13 +569,14 @@ class _Stream:
         np.abs(d, out=d)
         if d.size:
             self._fold_ulp_distances(d)
+        # the squares in memory no longer needed (rel's, as large as e; or the gathered copies): the same values
         ec = e if ci is None else e.take(ci)
-        self.sum_e2 += float(np.sum(ec * ec))
+        self.sum_e2 += float(np.sum(np.multiply(ec, ec, out=rel if ci is None else ec)))
         if ci is None:
             self.sum_y2 += blk.sum_y2
         else:
             yc = blk.y.take(ci)
-            self.sum_y2 += float(np.sum(yc * yc))
+            self.sum_y2 += float(np.sum(np.multiply(yc, yc, out=yc)))
         self.cr += int(np.count_nonzero(gc == yoc))
 
     def _fold_ulp_distances(self, d: np.ndarray) -> None:
@@ -578,7 +594,8 @@ class _Stream:
 
     def _fold_z(self, blk: _Block, diff: np.ndarray, ne: np.ndarray, all_ne: bool) -> None:
         """The z-score statistics: the error in units of the expected error of a correct kernel under the
-        declared recipe, on the elements not required to be exact."""
+        declared recipe, on the elements not required to be exact. ``diff`` is the caller's scratch (not read
+        after this): its memory may hold the scores."""
         sig = blk.bb.sigma
         all_z = all_ne and blk.sig_fin_all
         zm = None if all_z else (ne if blk.sig_fin_all else ne & blk.sig_fin)
@@ -586,7 +603,7 @@ class _Stream:
             return
         if all_z:
             sg = blk.sg_all
-            s = diff / sg
+            s = np.divide(diff, sg, out=diff)  # (the same quotients, without a fresh array)
             self.sig_sum2 += blk.sig_sum2
             self.sig_max = max(self.sig_max, blk.sig_max)
         else:
@@ -600,15 +617,74 @@ class _Stream:
         z = np.abs(s)
         self.z_max = max(self.z_max, float(z.max()))
         self.z_over += int(np.count_nonzero(z > Z_P99_LIMIT))
-        s2 = float(np.sum(z * z))
-        self.z_sum2 += s2
         self.z_n += int(z.size)
-        # z is not needed after this: its memory holds the bins
-        self.z_hist += np.bincount(_z_bins(z, overwrite=True), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
+        self._fold_z_bins(z)  # (z is not needed after this)
         self.s_sum += float(s.sum())
-        self.s_sum2 += s2
         if self.has_ref:
             self.s_hist += np.bincount(np.searchsorted(_S_EDGES, s), minlength=len(_S_EDGES) + 1)
+        # the squares, bit for bit z * z, in s's memory (s is not needed after this)
+        s2 = float(np.sum(np.multiply(s, s, out=s)))
+        self.z_sum2 += s2
+        self.s_sum2 += s2
+
+    def _fold_z_bins(self, z: np.ndarray) -> None:
+        """Fold a block's z values (float64; the caller's no longer) into what :meth:`z_quantile` reads.
+
+        The only statistic read off the z histogram is one quantile, so binning every value is not needed: the
+        stream counts each value's 16-bit key (:data:`_Z_KEY_SHIFT`, the bins' lookup key: one shift and one
+        ``bincount``, about a quarter of the lookup's CPU) and keeps the values themselves, and
+        :meth:`z_quantile` bins only where the quantile lands. A stream binned as before (``z_hist``, the table
+        lookup) is one whose first block is small, whose values pass :data:`_Z_KEEP_MAX`, or where the table
+        does not hold (:func:`_z_table`): then every value is binned, the kept ones first."""
+        keyed = (not self.z_binned and (self.z_kept_n > 0 or z.size >= _Z_KEY_MIN)
+                 and self.z_kept_n + z.size <= _Z_KEEP_MAX and z.dtype == np.float64 and z.flags.c_contiguous
+                 and _z_table() is not None)
+        if not keyed:
+            self._bin_kept()
+            if z.size:
+                self.z_binned = True
+            # z's memory holds the bins
+            self.z_hist += np.bincount(_z_bins(z, overwrite=True), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
+            return
+        counts = np.bincount(np.right_shift(z.view(np.uint64), _Z_KEY_SHIFT).view(np.int64), minlength=_Z_KEYS)
+        if self.z_keys is None:
+            self.z_keys = counts
+        else:
+            self.z_keys += counts
+        self.z_kept.append(z)
+        self.z_kept_n += int(z.size)
+
+    def _bin_kept(self) -> None:
+        """The kept z values into ``z_hist`` by the lookup (exactly as if each had been binned as it came)."""
+        for z in self.z_kept:
+            self.z_hist += np.bincount(_z_bins(z, overwrite=True), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
+            self.z_binned = True
+        self.z_kept, self.z_kept_n, self.z_keys = [], 0, None
+
+    def _kept_quantile_bin(self, x: float) -> int | None:
+        """The bin ``z_quantile`` reads, the smallest ``i`` whose binned count up to ``i`` is at least ``x``,
+        from the kept values' key histogram; None where the keys do not order the values (a negative z).
+
+        Why this is the binned answer: the bin of a value is a non-decreasing function of it (the lookup is the
+        log10 definition's step function, :func:`_z_table`) and the keys order non-negative floats as their
+        values (NaN keys above infinity's, binned as it is). Let ``k`` be the first key whose count up to it
+        reaches ``x``, and ``b`` the bin of its smallest value. Every value binned below ``b`` has a key below
+        ``k``, so fewer than ``x`` values are binned below ``b``; every value of a key up to ``k`` is binned at
+        most ``b``, or ``b + 1`` where the key holds a bin threshold ``t`` (at most one, :func:`_z_table`). With
+        no threshold the answer is ``b``; with one, the values binned up to ``b`` are exactly those below ``t``,
+        so it is ``b`` when at least ``x`` values are below ``t``, else ``b + 1``."""
+        keys = self.z_keys
+        table = _z_table()
+        if keys is None or table is None or keys[0x8000:].any():
+            return None
+        cum = np.cumsum(keys)
+        k = int(np.searchsorted(cum, x))
+        b = int(table.low[k])
+        t = table.step[k]
+        if np.isnan(t):
+            return b
+        below = sum(int(np.count_nonzero(z < t)) for z in self.z_kept)
+        return b if below >= x else b + 1
 
     def _fold_reference(self, blk: _Block, ref: np.ndarray, e: np.ndarray, fin: np.ndarray | None) -> None:
         """The reference implementation in the same recipe, against the oracle."""
@@ -673,6 +749,12 @@ class _Stream:
     def z_quantile(self, q: float) -> float:
         if self.z_n == 0:
             return math.nan
+        if self.z_kept:
+            i = self._kept_quantile_bin(q * self.z_n)
+            if i is not None:
+                i = min(i, len(_Z_EDGES) - 1)
+                return float(_Z_EDGES[min(i + 1, len(_Z_EDGES) - 1)])
+            self._bin_kept()
         c = np.cumsum(self.z_hist)
         i = int(np.searchsorted(c, q * self.z_n))
         i = min(i, len(_Z_EDGES) - 1)

@@ -14,6 +14,7 @@ A job is a JSON-safe dict of :func:`nkieval.reward.core.score` arguments; the an
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing as mp
 import os
 import queue
@@ -47,6 +48,30 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
+#: the collector's thresholds in a warm worker: CPython's young generations (700, 10), a full collection after
+#: at most 100 middle-generation collections instead of 10 (about one per 100 reviews rather than one per 10)
+WORKER_GC_THRESHOLDS = (700, 10, 100)
+
+
+def settle_collector() -> None:
+    """Make the garbage collector's work in a warm, dedicated review process proportional to what reviews make.
+
+    After its first review a worker holds tens of thousands of long-lived container objects (imported modules,
+    the simulator's registries, the sandbox's and tracer's handles, the first task's cached cases) that never
+    become garbage. CPython walks all of them in every full collection, and a review's new long-lived objects
+    (each replayed program is about 2,000 kept in a 32-program cache) start one every few reviews: profiled, a
+    full collection cost 20-100 ms, about 2-5 ms per warm review. ``gc.freeze()`` (after a collection, so no
+    garbage is frozen) moves them out of every generation, and full collections then walk only what came
+    later; they are also made ten times rarer (:data:`WORKER_GC_THRESHOLDS`). Frozen objects are still freed by
+    reference counting when dropped; only a reference cycle among them that becomes garbage later is never
+    collected, so this runs once per process, on state made by its first review. Only processes that run
+    nothing but reviews call it (the worker pool's slots), never the caller's process: no verdict, score or
+    report depends on it (``tests/reward/test_workers_gc.py``)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*WORKER_GC_THRESHOLDS)
+
+
 #: set once the worker's loop has ended: it is on its way out, shutting its sandbox down (atexit)
 _EXITING = [False]
 
@@ -70,6 +95,7 @@ def _worker_main(conn: Any) -> None:
 
 
 def _serve_jobs(conn: Any) -> None:
+    settled = False
     while True:
         try:
             job = conn.recv()
@@ -84,6 +110,9 @@ def _serve_jobs(conn: Any) -> None:
             conn.send(ans)
         except (BrokenPipeError, OSError):
             return
+        if not settled and ans.get("status") != "harness-error":
+            settle_collector()  # (after the answer went out: its collection costs no request any time)
+            settled = True
 
 
 class _Slot:
