@@ -170,6 +170,37 @@ def test_busy_loop_times_out(pool: SandboxPool) -> None:
     assert run(pool, probe="echo").status == "ok"
 
 
+def test_a_starved_worker_is_a_harness_fault_not_a_timeout(pool: SandboxPool) -> None:
+    """A busy loop in the idle scheduling class on a core that eight busy processes share: the worker waits for the
+    core nearly all of its wall time, so its stop is the machine's fault (a retry), not the candidate's timeout.
+    The same loop with a core to run on is a timeout (test_busy_loop_times_out)."""
+    import subprocess
+    import sys
+
+    cpu = min(os.sched_getaffinity(0))
+    # (each hog in a session of its own: where the scheduler shares a core between sessions first, the worker's
+    # gets one share in nine)
+    hogs = [subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"],
+                             start_new_session=True) for _ in range(8)]
+    try:
+        res = run(pool, timeout_s=6.0, probe="busy_idle_class", cpu=cpu)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert res.status == "harness-error", (res.status, res.detail)
+    assert "waiting for a core" in res.detail and "retry" in res.detail, res.detail
+
+
+def test_the_starvation_share() -> None:
+    from nkieval.review.isolation._worker import STARVED_SHARE, run_queue_delay_s, starved
+
+    assert starved(STARVED_SHARE * 4.0, 4.0) and not starved(STARVED_SHARE * 4.0 - 0.01, 4.0)
+    assert not starved(None, 4.0) and not starved(0.0, 0.0)
+    delay = run_queue_delay_s(os.getpid())
+    assert delay is None or delay >= 0.0
+
+
 def test_printing_a_gigabyte_is_contained(pool: SandboxPool) -> None:
     out = ok_payload(run(pool, probe="print", mb=1024))
     assert out["written"] <= pool.policy.max_file_bytes

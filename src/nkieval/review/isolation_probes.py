@@ -166,6 +166,11 @@ def handle(request: bytes) -> bytes:
     elif name == "busy":
         while True:
             pass
+    elif name == "busy_idle_class":  # a busy loop on one core that runs only when no other task wants it
+        os.sched_setaffinity(0, {int(req["cpu"])})
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        while True:
+            pass
     elif name == "sleep":
         import time
 

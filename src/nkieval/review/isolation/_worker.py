@@ -37,6 +37,14 @@ _AUDITED = ("os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "
 
 FILTER: bytes | None = None  # the seccomp BPF program, compiled once by the zygote, loaded by each worker
 
+#: A worker stopped at its wall-clock limit that spent at least this share of that time runnable but waiting for a
+#: core (its run queue delay: /proc/<pid>/schedstat) was starved by the machine, not slowed by its own work: a
+#: harness fault to retry (status ``harness-error``), never a timeout charged to the candidate. A kernel that
+#: sleeps or blocks waits on no run queue; one that computes is stopped by its CPU-time limit (RLIMIT_CPU). At a
+#: load of twice the cores a busy worker waits about half its time, so only a machine loaded four times over its
+#: cores or more crosses this share.
+STARVED_SHARE = 0.75
+
 
 def _private_tmp(tmp_mb: int) -> None:
     """Fresh tmpfs over /tmp and /dev/shm. What the interpreter still needs from there (the package of an
@@ -243,6 +251,25 @@ def _tail(fd: int, n: int) -> str:
         return ""
 
 
+def run_queue_delay_s(pid: int) -> float | None:
+    """Seconds ``pid``'s threads have spent runnable but waiting for a core, the longest of them (the kernel's
+    schedstat; None where the kernel does not keep it)."""
+    try:
+        delays = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                delays.append(int(f.read().split()[1]) / 1e9)
+        return max(delays) if delays else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def starved(delay_s: float | None, elapsed_s: float) -> bool:
+    """Whether a worker that waited ``delay_s`` for a core over ``elapsed_s`` of wall time was starved
+    (:data:`STARVED_SHARE`)."""
+    return delay_s is not None and elapsed_s > 0 and delay_s >= STARVED_SHARE * elapsed_s
+
+
 def _wait(pid: int, deadline: float) -> tuple[int | None, bool]:
     """(wait status, timed out): waits for ``pid`` until ``deadline``."""
     try:
@@ -321,6 +348,9 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
         _run_worker(fn, qr, w, sw, output, cfg, workdir)
     for fd in (w, sw, qr):
         os.close(fd)
+    # (where /proc shows the worker: sandboxed, the worker is pid 1 of its namespace and mounts that namespace's
+    # /proc in the mount namespace it shares with this supervisor; unsandboxed, /proc is the machine's)
+    proc_pid = 1 if sandbox else pid
     try:
         meta_bytes = read_frame(in_fd, _META_CAP)
         request = read_frame(in_fd, policy["max_request_bytes"])
@@ -369,6 +399,8 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
         wstatus, timed_out = _wait(pid, end)
         if timed_out:
             status = "timeout"
+    # (read before the kill: the wait for a core of a worker stopped at its wall-clock limit)
+    delay = run_queue_delay_s(proc_pid) if status == "timeout" else None
     if status:
         os.kill(pid, signal.SIGKILL)  # pid 1 of its namespace: everything in it goes too
         _, wstatus = os.waitpid(pid, 0)
@@ -401,6 +433,10 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
         if part_timeouts and deadline < end:
             detail = (f"no part within {float(part_timeouts[0 if relay.parts == 0 else 1]):g} s"
                       f" (after {relay.parts} parts)")
+        if starved(delay, wall):
+            status = "harness-error"
+            detail = (f"stopped at its {detail}, but the machine kept the worker waiting for a core {delay:.1f} s of "
+                      f"its {wall:.1f} s (an overloaded machine, not the candidate: retry)")
     elif status == "output-limit":
         detail = f"response larger than {policy['max_response_bytes']} bytes"
     elif sig == signal.SIGSYS:
