@@ -20,6 +20,7 @@ import numpy as np
 from nkieval.sim import dtypes as dt
 from nkieval.sim.context import SimContext, current, dry_run, frame_location, user_frame
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_ALL
 from nkieval.sim.indirect import indirect_call
 from nkieval.sim.ops import ARITH, BINARY, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, UNARY, Op
 
@@ -600,7 +601,7 @@ def accumulate(regs: np.ndarray, p: int, cmd: int, values: np.ndarray | None, op
     elif cmd == rc.load_reduce:
         regs[:p] = np.broadcast_to(np.asarray(init if init is not None else 0.0, dtype=np.float32).reshape(-1), (p,))
     if cmd in (rc.reduce, rc.reset_reduce, rc.load_reduce) and values is not None:
-        with np.errstate(all="ignore"):
+        with IGNORE_ALL():
             regs[:p] = uf(regs[:p], uf.reduce(values.reshape(p, -1).astype(np.float32), axis=1))
 
 
