@@ -67,6 +67,8 @@ def test_a_block_tensor_index_is_the_full_path_s_view_on_first_and_repeated_use(
             full = t._basic(_expand(key, t.ndim))
             seen.append((fast.data.shape, fast.data.strides, fast._byte_offset(), fast.pdim,
                          full.data.shape, full.data.strides, full._byte_offset(), full.pdim))
+            # the byte offset the fast path carries is where NumPy's view starts in the storage
+            assert fast._byte_offset() == fast.data.__array_interface__["data"][0] - t.alloc.base_ptr
             assert fast.alloc is t.alloc and u[0, 0].alloc is u.alloc
         out = nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.shared_hbm)
         nl.store(out, nl.load(x))

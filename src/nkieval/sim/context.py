@@ -230,28 +230,26 @@ class SimContext:
         self.rng = np.random.default_rng(0)
 
     # -- allocation bookkeeping -------------------------------------------------
-    def _on_alloc_event(self, kind: str, alloc_or_id: Any, start: int, size: int) -> None:
+    def _on_alloc_event(self, kind: str, rec: AllocationRecord) -> None:
+        """An on-chip tile's block was allocated (``rec``, the allocator's record of it, becomes the trace's) or
+        released (its record gets the free's place in the trace)."""
         tr = self.trace
         if kind == "alloc":
-            a = alloc_or_id
             with tr._lock:
-                tr.allocations[a.id] = AllocationRecord(
-                    id=a.id, buffer=a.buffer.kind, name=a.name, shape=tuple(a.shape), dtype=a.dtype.name,
-                    address=start, partition_offset=a.partition_offset, bytes_per_partition=size,
-                    site=a.site, program=self.program_id, alloc_seq=len(tr.records),  # (Trace.next_seq)
-                    fixed_address=a.fixed_address)
+                rec.alloc_seq = len(tr.records)  # (Trace.next_seq)
+                tr.allocations[rec.id] = rec
                 if self.sbuf.peak_bytes > tr.peak_sbuf_bytes:
                     tr.peak_sbuf_bytes = self.sbuf.peak_bytes
                 if self.psum.peak_bytes > tr.peak_psum_bytes:
                     tr.peak_psum_bytes = self.psum.peak_bytes
         else:
+            aid = rec.id
             if self.unfilled:
-                self.unfilled.discard(alloc_or_id)
-            rec = tr.allocations.get(alloc_or_id)
-            if rec is not None and rec.free_seq is None:
+                self.unfilled.discard(aid)
+            if rec.free_seq is None:  # (a tile refused for capacity is released before it is published: unread)
                 rec.free_seq = len(tr.records)  # (Trace.next_seq)
             if self.recorder is not None:
-                self.recorder.free(alloc_or_id)
+                self.recorder.free(aid)
 
     # -- loops ------------------------------------------------------------------
     def push_loop(self, kind: str, trip: int) -> list[Any]:

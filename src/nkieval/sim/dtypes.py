@@ -24,6 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_INVALID, IGNORE_OVER_INVALID
 
 
 class DType:
@@ -271,13 +272,13 @@ def _round_float(src: np.ndarray, dt: DType, fp8_overflow: str) -> np.ndarray:
             and not _within(f, finfo_max(dt)):  # (values all finite and in range: saturation changes nothing)
         if dt in NARROW_FLOAT_DTYPES:
             m = finfo_max(dt)
-            with np.errstate(invalid="ignore"):
+            with IGNORE_INVALID():
                 f = np.where(np.isfinite(f), np.clip(f, -m, m), f)
         if dt.kind == "float" and not _has_inf(dt):
             # formats without inf (e4m3fn, e8m0): ±inf saturates to ±max like a finite overflow
             m = finfo_max(dt)
             f = np.where(np.isinf(f), np.sign(f) * m, f)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with IGNORE_OVER_INVALID():
         return f.astype(dt.storage)
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nkieval.sim.errors import NkiValidationError, warn
+from nkieval.sim.trace import AllocationRecord
 
 if TYPE_CHECKING:
     from nkieval.sim.dtypes import DType
@@ -101,7 +102,20 @@ class Allocation:
     unfilled: Any = field(default=None, init=False, repr=False)
     _base_ptr: int | None = field(default=None, init=False, repr=False)
     _row_bytes: int | None = field(default=None, init=False, repr=False)
+    # the on-chip allocator holding this tile's block until it is released (track_lifetime), None after
+    _allocator: Any = field(default=None, init=False, repr=False)
     __weakref__: object = field(default=None, init=False, repr=False)
+
+    def release(self) -> None:
+        """Free this tile's on-chip block, once: when its last view goes (``__del__``, also in a garbage cycle)
+        or when a replayed program frees it; nothing for a tile that holds no block."""
+        allocator = self._allocator
+        if allocator is not None:
+            self._allocator = None
+            allocator.release(self.id)
+
+    # (a finaliser, not a weak reference with a callback per tile: nothing to make or register per allocation)
+    __del__ = release
 
     @property
     def row_bytes(self) -> int:
@@ -118,20 +132,6 @@ class Allocation:
         if ptr is None:  # storage is never reallocated, so its address is fixed
             ptr = self._base_ptr = self.storage.__array_interface__["data"][0]
         return ptr
-
-
-@dataclass(slots=True)
-class LiveBlock:
-    alloc_id: int
-    start: int
-    end: int
-    name: str
-    site: str | None
-    shape: tuple[int, ...]
-    dtype: str
-    partitions: tuple[int, int]
-    fixed: bool = False  # placed at an explicit ``address=``
-    nbytes: int = 0  # the tile's storage (SimOptions.max_bytes counts live tiles)
 
 
 class OnChipAllocator:
@@ -156,14 +156,16 @@ class OnChipAllocator:
         self.mode = mode
         self.partitions = partitions  # the target's (hardware/data)
         self.bank_bytes = bank_bytes  # the PSUM bank an explicit PSUM address must align to
-        self.live: dict[int, LiveBlock] = {}
+        # a live tile's one record, the trace's AllocationRecord (its block: ``address`` to ``address +
+        # bytes_per_partition`` in partitions from ``partition_offset``), with its storage bytes
+        self.live: dict[int, tuple[AllocationRecord, int]] = {}
         # (start, end, alloc id) of the live blocks, kept sorted so first-fit is one scan, not a sort per allocation
         self._spans: list[tuple[int, int, int]] = []
         # Live bytes of the first-fit blocks. Every first-fit block starts at partition 0 (only an explicit
         # ``address=`` moves a block's partitions), so partition 0 holds the most of them: their per-partition
         # peak is this plain sum, kept as a Python int instead of a per-partition array updated per tile.
         self.auto_bytes = 0
-        self.fixed: dict[int, LiveBlock] = {}  # live blocks at explicit addresses (counted as a union)
+        self.fixed: dict[int, AllocationRecord] = {}  # live blocks at explicit addresses (counted as a union)
         # how many live fixed blocks cover each (first partition, end partition, start, end) rectangle: the
         # union is taken over distinct rectangles (kernels re-create many tiles over a few slots)
         self._rects: dict[tuple[int, int, int, int], int] = {}
@@ -202,16 +204,19 @@ class OnChipAllocator:
                     warn(msg, rule=f"{self.kind}-capacity", instruction=instruction)
             else:
                 start = self._first_fit(size)
-            block = LiveBlock(alloc.id, start, start + size, alloc.name, alloc.site, alloc.shape,
-                              alloc.dtype.name, (p0, p0 + nparts), address is not None, alloc.storage.nbytes)
-            self.live[alloc.id] = block
-            self.live_bytes += block.nbytes
+            # the tile's one record: the trace's (its alloc_seq is set when the context publishes it, after the
+            # capacity check below) and this allocator's live block
+            rec = AllocationRecord(alloc.id, self.kind, alloc.name, tuple(alloc.shape), alloc.dtype.name, start, p0,
+                                   size, alloc.site, alloc.program, 0, None, False, address is not None)
+            nbytes = alloc.storage.nbytes
+            self.live[alloc.id] = (rec, nbytes)
+            self.live_bytes += nbytes
             bisect.insort(self._spans, (start, start + size, alloc.id))
             if address is None:
                 self.auto_bytes += size
             else:
-                self.fixed[alloc.id] = block
-                rect = (*block.partitions, block.start, block.end)
+                self.fixed[alloc.id] = rec
+                rect = (p0, p0 + nparts, start, start + size)
                 self._rects[rect] = self._rects.get(rect, 0) + 1
             total = self._total() if self.fixed else self.auto_bytes
             if total > self.peak_bytes:
@@ -220,9 +225,9 @@ class OnChipAllocator:
             alloc.partition_offset = p0
             alloc.fixed_address = address is not None
         if total > self.capacity and self.mode != "off" and not (self.defer and address is None):
-            blocks = sorted(self.live.values(), key=lambda b: -(b.end - b.start))
+            blocks = sorted((b for b, _ in self.live.values()), key=lambda b: -b.bytes_per_partition)
             listing = ", ".join(
-                f"{b.name or 'tensor'}{list(b.shape)} {b.dtype} {b.end - b.start} B"
+                f"{b.name or 'tensor'}{list(b.shape)} {b.dtype} {b.bytes_per_partition} B"
                 + (f" @ {b.site}" if b.site else "")
                 for b in blocks[:6]
             )
@@ -234,7 +239,7 @@ class OnChipAllocator:
                 raise NkiValidationError(msg, instruction=instruction, operand=alloc.name, rule=f"{self.kind}-capacity")
             warn(msg, rule=f"{self.kind}-capacity", instruction=instruction)
         if self._on_event:
-            self._on_event("alloc", alloc, start, size)
+            self._on_event("alloc", rec)
 
     def _total(self) -> int:
         """Most live bytes in any partition: first-fit blocks summed, explicitly placed blocks as a union."""
@@ -258,7 +263,8 @@ class OnChipAllocator:
         partitions the first holds the most."""
         if partition == 0:  # every first-fit block covers partition 0
             return self.auto_bytes
-        return sum(b.end - b.start for b in self.live.values() if not b.fixed and b.partitions[1] > partition)
+        return sum(b.bytes_per_partition for b, _ in self.live.values()
+                   if not b.fixed_address and b.partition_offset + _parts(b) > partition)
 
     def _first_fit(self, size: int) -> int:
         pos = 0
@@ -271,50 +277,38 @@ class OnChipAllocator:
 
     def release(self, alloc_id: int) -> None:
         with self._lock:
-            b = self.live.pop(alloc_id, None)
-            if b is not None:
-                self.live_bytes -= b.nbytes
-                spans = self._spans
-                del spans[bisect.bisect_left(spans, (b.start, b.end, alloc_id))]
-            if b is not None and self.fixed.pop(alloc_id, None) is None:
-                self.auto_bytes -= b.end - b.start
-            elif b is not None:
-                rect = (*b.partitions, b.start, b.end)
+            live = self.live.pop(alloc_id, None)
+            if live is None:
+                return
+            b, nbytes = live
+            self.live_bytes -= nbytes
+            start, end = b.address, b.address + b.bytes_per_partition
+            spans = self._spans
+            del spans[bisect.bisect_left(spans, (start, end, alloc_id))]
+            if self.fixed.pop(alloc_id, None) is None:
+                self.auto_bytes -= end - start
+            else:
+                rect = (b.partition_offset, b.partition_offset + _parts(b), start, end)
                 n = self._rects[rect] - 1
                 if n:
                     self._rects[rect] = n
                 else:
                     del self._rects[rect]
-        if b is not None and self._on_event:
-            self._on_event("free", alloc_id, b.start, b.end - b.start)
+        if self._on_event:
+            self._on_event("free", b)
+
+
+def _parts(rec: AllocationRecord) -> int:
+    """How many partitions a live block spans (its tile's first dimension)."""
+    return rec.shape[0] if rec.shape else 1
 
 
 def track_lifetime(alloc: Allocation, allocator: OnChipAllocator) -> None:
     """Free ``alloc``'s block when its last view is garbage-collected (or when a replayed program frees it:
     ``alloc.release()``, which runs the same release once).
 
-    What ``weakref.finalize`` did, at a third of its cost (every tile makes one): a weak reference whose callback
-    frees the block, kept in a module registry as finalize keeps its own, so the callback also runs when the
-    allocation dies in a garbage cycle or after its program's allocator is gone."""
-    release = _Release(allocator, alloc.id)
-    _WATCHED[release] = weakref.ref(alloc, release)
-    alloc.release = release  # type: ignore[attr-defined]
-
-
-class _Release:
-    """Frees one allocation's block, once. (An object, not a closure: a closure naming itself would be a
-    reference cycle per tile, left to the cyclic garbage collector.)"""
-
-    __slots__ = ("aid", "allocator")
-
-    def __init__(self, allocator: OnChipAllocator, aid: int) -> None:
-        self.allocator = allocator
-        self.aid = aid
-
-    def __call__(self, _ref: object = None) -> None:
-        if _WATCHED.pop(self, None) is not None:
-            self.allocator.release(self.aid)
-
-
-# a live allocation's release -> the weak reference that calls it when the allocation dies (track_lifetime)
-_WATCHED: dict[_Release, weakref.ref[Allocation]] = {}
+    The allocation's finaliser frees it (``Allocation.__del__``), which runs when its reference count falls to
+    zero and, for an allocation that dies in a garbage cycle, when the collector finds it (PEP 442): the moments
+    a weak reference's callback ran, without a weak reference, a release object and a registry entry per tile.
+    The allocation holds its allocator, so the block is freed also after the program's context is gone."""
+    alloc._allocator = allocator

@@ -16,6 +16,7 @@ import numpy as np
 
 from nkieval.sim.context import dry_run, maybe_current
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_ALL, IGNORE_OVER
 
 _F32 = np.float32
 
@@ -57,7 +58,7 @@ def _sin_hw(x: np.ndarray) -> np.ndarray:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
+    with IGNORE_OVER():
         return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(_F32)
 
 
@@ -98,7 +99,7 @@ def _safe(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     def run(*a: np.ndarray) -> np.ndarray:
         if dry_run():  # a record-only run: the result's shape, no values
             return np.zeros(_result_shape(a), _F32)
-        with np.errstate(all="ignore"):
+        with IGNORE_ALL():
             return np.asarray(fn(*a)).astype(_F32, copy=False)
 
     run.__name__ = getattr(fn, "__name__", "op")
@@ -234,7 +235,7 @@ class Op:
             raise NkiValidationError(f"nl.{self.name} is not a binary ALU operator", rule="argument")
         ctx = maybe_current()
         if ctx is not None and "alu" in ctx.options.exact and self.name in _ROUNDED_ALU:
-            with np.errstate(all="ignore"):  # (SimOptions.exact: left in fp64, rounded where it is written)
+            with IGNORE_ALL():  # (SimOptions.exact: left in fp64, rounded where it is written)
                 return BINARY[self.name](np.asarray(a, np.float64), np.asarray(b, np.float64))
         return fn(a, b)
 

@@ -128,9 +128,10 @@ def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: st
 
 def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
                 instruction: str, fill: Any, defer_fill: bool = False) -> NkiTensor:
-    sd = dt.storage_dtype(d, ctx.options.precise_fp)
+    opts = ctx.options
+    sd = d.storage if opts.precise_fp else dt.storage_dtype(d, False)  # (dt.storage_dtype without its call)
     deferred = None  # the sentinel this tile's storage still owes (defer_fill)
-    if ctx.options.max_bytes is not None:
+    if opts.max_bytes is not None:
         _check_memory_budget(ctx, int(math.prod(shp)) * np.dtype(sd).itemsize, buf, instruction)
     slot = None
     if fill is None and address is not None and buf.on_chip:  # (also record-only: the same warnings)
@@ -139,16 +140,18 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
         storage = np.zeros(shp, dtype=sd)
     elif fill is None:
         storage = np.empty(shp, dtype=sd)
-        if ctx.options.fill_uninitialized and not (defer_fill and buf.on_chip):
-            _fill_sentinel(storage, np.nan if d.is_float else 4)
-        elif ctx.options.fill_uninitialized:
-            deferred = np.nan if d.is_float else 4
+        if opts.fill_uninitialized:
+            if defer_fill and buf.on_chip:
+                deferred = np.nan if d.is_float else 4
+            else:
+                _fill_sentinel(storage, np.nan if d.is_float else 4)
     else:
         storage = np.empty(shp, dtype=sd)
         storage[...] = dt.cast(np.asarray(fill, dtype=np.float64) if not isinstance(fill, np.ndarray) else fill, d,
-                               fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
-    alloc = Allocation(id=ctx.launch.ids.next(), buffer=buf, name=name or "", dtype=d, shape=shp,
-                       storage=storage, site=location_str(_SITE_DEPTH), program=ctx.program_id)
+                               fp8_overflow=opts.fp8_overflow, precise=opts.precise_fp)
+    # (positional: Allocation's fields id, buffer, name, dtype, shape, storage, site, program)
+    alloc = Allocation(ctx.launch.ids.next(), buf, name or "", d, shp, storage, location_str(_SITE_DEPTH),
+                       ctx.program_id)
     if slot is not None:
         alloc.slot = slot
         if slot.owner is None:  # new storage, filled for this tile

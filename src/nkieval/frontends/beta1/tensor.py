@@ -26,7 +26,7 @@ import numpy as np
 from nkieval.frontends.beta1.errors import Beta1Unsupported
 from nkieval.frontends.beta1.index import DynIndex, IndexExpr, affine_form, broadcast_shape
 from nkieval.sim.errors import NkiValidationError
-from nkieval.sim.tensor import DynSlice, NkiTensor, key_signature
+from nkieval.sim.tensor import DynSlice, NkiTensor, _starts, key_signature
 
 #: name -> implementation, filled by nkieval.frontends.beta1.ops ("binary", "unary", "assign", "iop", "flush")
 OPERATORS: dict[str, Callable[..., Any]] = {}
@@ -160,9 +160,18 @@ class B1Tensor(TileOps, NkiTensor):
                     ck = (sig, self.data.shape, self.pdim)
                     hit = _BLOCK_KEYS.get(ck)
                     if hit is None:  # (a bad key raises: nothing is memoised)
-                        hit = self._block_key(_expand(key, self.ndim))
+                        norm, pdim = self._block_key(_expand(key, self.ndim))
+                        hit = (norm, pdim, _starts(norm))
                         _memo(_BLOCK_KEYS, ck, hit)
-                    return B1Tensor(self.data[hit[0]], self.alloc, self.dtype, hit[1])
+                    data = self.data
+                    out = B1Tensor(data[hit[0]], self.alloc, self.dtype, hit[1])
+                    starts = hit[2]
+                    if starts is not None:  # the view's byte offset, as NkiTensor._index propagates it (reading it
+                        off = self._byte_offset()  # back from NumPy is slow, and every operand's trace needs it)
+                        for s_, st in zip(starts, data.strides):
+                            off += s_ * st
+                        out._off = off
+                    return out
         keys = _expand(key, self.ndim)
         if self.blocks is not None:
             return self._block(keys)
@@ -265,8 +274,9 @@ def wrap(t: NkiTensor, pdim: int = 0) -> B1Tensor:
 
 
 _BASIC_KEYS: dict[Any, bool] = {}  # (key signature, shape) -> whether the key is a plain in-bounds view
-# (key signature, shape, partition dim) of a block tensor -> (NumPy key, partition dim of the view) of _basic
-_BLOCK_KEYS: dict[Any, tuple[tuple[Any, ...], int]] = {}
+# (key signature, shape, partition dim) of a block tensor -> (NumPy key, partition dim of the view, first index per
+# dimension or None: nkieval.sim.tensor._starts) of _basic
+_BLOCK_KEYS: dict[Any, tuple[tuple[Any, ...], int, tuple[int, ...] | None]] = {}
 _KEYS_MAX = 1 << 14
 
 

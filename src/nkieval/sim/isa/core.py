@@ -20,6 +20,7 @@ import numpy as np
 from nkieval.sim import dtypes as dt
 from nkieval.sim.context import SimContext, current, dry_run, frame_location, user_frame
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_ALL
 from nkieval.sim.indirect import indirect_call
 from nkieval.sim.ops import ARITH, BINARY, BITVEC, GEN4_ONLY, SIMULATOR_ONLY, UNARY, Op
 
@@ -238,9 +239,47 @@ def check_same_free(pairs: list[tuple[str, NkiTensor]]) -> None:
                 f"{free_size(t)}", operand=r, rule="shape-mismatch")
 
 
+def _operands_key(kind: str, allow_psum: bool, pairs: list[tuple[str, NkiTensor]]) -> tuple[Any, ...]:
+    """What the operand checks below read of their operands, as a key of the checks that passed: each operand's
+    storage-view shape (its partitions and elements per partition) and buffer kind, in order. The target (its
+    partition count and free-size limits) is the program's own: the memo lives on its SimContext. The roles and
+    the engine name appear only in the messages of checks that fail, which are never remembered."""
+    key: list[Any] = [kind, allow_psum]
+    for _r, t in pairs:
+        key.append(t.data.shape)
+        key.append(t.alloc.buffer.kind)
+    return tuple(key)
+
+
+def _passed(ctx: SimContext) -> set[tuple[Any, ...]]:
+    """The operand-check keys that passed in this program (:func:`_operands_key`): kernels issue the same
+    instruction on fresh tiles of the same geometry in every loop iteration, and only what the key holds decides
+    the checks, so a key seen passing passes again. A check that fails is never remembered, so every error is
+    raised by the checks themselves, in their own order."""
+    memo = ctx.__dict__.get("checks_passed")
+    if memo is None:
+        memo = ctx.checks_passed = set()
+    elif len(memo) >= _PASSED_MAX:
+        memo.clear()
+    return memo
+
+
+_PASSED_MAX = 1 << 14
+
+
 def check_engine_operands(ctx: SimContext, pairs: list[tuple[str, NkiTensor]], *, allow_psum: bool = True,
                           engine: str = "vector") -> None:
-    """Common checks for a compute-engine instruction's tensor operands."""
+    """Common checks for a compute-engine instruction's tensor operands (remembered by geometry: :func:`_passed`)."""
+    memo = _passed(ctx)
+    key = _operands_key("engine", allow_psum, pairs)
+    if key in memo:
+        return
+    _check_engine_operands(ctx, pairs, allow_psum, engine)
+    memo.add(key)
+
+
+def _check_engine_operands(ctx: SimContext, pairs: list[tuple[str, NkiTensor]], allow_psum: bool,
+                           engine: str) -> None:
     allowed = ("sbuf", "psum") if allow_psum else ("sbuf",)
     why = "" if allow_psum else f"the {engine} engine cannot access PSUM"
     for r, t in pairs:  # partition count first: it is the most fundamental tile rule
@@ -254,10 +293,15 @@ def check_elementwise_operands(ctx: SimContext, pairs: list[tuple[str, NkiTensor
     """The operand checks an element-wise compute instruction starts with (``pairs``: dst first, then its
     inputs). Their order decides which error a kernel breaking several rules gets: per operand its partition
     count and buffer, the same partitions across operands, the same elements per partition, and last the
-    free-size limit of the first input."""
-    check_engine_operands(ctx, pairs, allow_psum=allow_psum, engine=engine)
+    free-size limit of the first input. Remembered by geometry (:func:`_passed`)."""
+    memo = _passed(ctx)
+    key = _operands_key("elementwise", allow_psum, pairs)
+    if key in memo:
+        return
+    _check_engine_operands(ctx, pairs, allow_psum, engine)
     check_same_free(pairs)
     check_free_limit(ctx, pairs[1][1], pairs[1][0])
+    memo.add(key)
 
 
 def check_not_both_psum(a: tuple[str, NkiTensor], b: tuple[str, NkiTensor]) -> None:
@@ -425,9 +469,17 @@ def mark_written(t: NkiTensor, *, matmul: bool) -> None:
     a.written = True
     if a.f32 is not None:
         drop_f32(a)
-    if a.mm_written is not None:
-        flag_view(t, a.mm_written)[...] = matmul
-        flag_view(t, a.other_written)[...] = not matmul
+    mm = a.mm_written
+    if mm is not None:
+        data = t.data
+        if data.shape == mm.shape and t._byte_offset() == 0 and data.flags.c_contiguous:
+            # (the whole tile as allocated, the common case: flag_view would give the whole flag arrays, which are
+            # C-contiguous and of the view's shape; set them without making two views)
+            mm.fill(matmul)
+            a.other_written.fill(not matmul)
+        else:
+            flag_view(t, mm)[...] = matmul
+            flag_view(t, a.other_written)[...] = not matmul
 
 
 def note_write(alloc: Any) -> None:
@@ -549,7 +601,7 @@ def accumulate(regs: np.ndarray, p: int, cmd: int, values: np.ndarray | None, op
     elif cmd == rc.load_reduce:
         regs[:p] = np.broadcast_to(np.asarray(init if init is not None else 0.0, dtype=np.float32).reshape(-1), (p,))
     if cmd in (rc.reduce, rc.reset_reduce, rc.load_reduce) and values is not None:
-        with np.errstate(all="ignore"):
+        with IGNORE_ALL():
             regs[:p] = uf(regs[:p], uf.reduce(values.reshape(p, -1).astype(np.float32), axis=1))
 
 

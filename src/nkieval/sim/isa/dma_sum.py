@@ -9,6 +9,7 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_ALL
 from nkieval.sim.indirect_views import OutOfBoundsView
 from nkieval.sim.isa.core import (
     check_buffer,
@@ -85,7 +86,7 @@ def dma_compute(ctx: Any, dst: Any, srcs: Any, reduce_op: Any, scales: Any = Non
                 raise NkiValidationError(f"srcs[{i}]{list(s.shape)} has {s.size} elements, dst{list(dst.shape)} has "
                                          f"{dst.size}", operand=f"srcs[{i}]", rule="shape-mismatch")
             accesses.append(s.access(f"srcs[{i}]", "r"))
-        with np.errstate(all="ignore"):
+        with IGNORE_ALL():
             total = np.zeros(dst.size, dtype=np.float32)
             for s in srcs:
                 total = total + np.asarray(s.data, dtype=np.float32).reshape(-1)

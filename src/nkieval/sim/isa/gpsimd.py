@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_ALL
 from nkieval.sim.isa.core import (
     check_engine_operands,
     check_max_free_dims,
@@ -167,7 +168,7 @@ def tensor_partition_reduce(ctx: Any, dst: Any, op: Any, data: Any, name: str | 
         write_bits(dst, red.reduce(read_bits(data).reshape(data.shape[0], -1), axis=0).reshape(dst.shape))
     else:
         x = read(data).reshape(data.shape[0], -1)
-        with np.errstate(all="ignore"):
+        with IGNORE_ALL():
             if nm == "add":
                 v = x.sum(axis=0, dtype=np.float32)
             elif nm == "maximum":

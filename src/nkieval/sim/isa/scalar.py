@@ -8,6 +8,7 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_INVALID
 from nkieval.sim.isa.core import (
     accumulate,
     check_elementwise_operands,
@@ -38,7 +39,7 @@ def check_range(ctx: Any, o: Op, x: np.ndarray, instruction_name: str) -> None:
         return
     lo, hi = rng
     mag = np.abs(x) if o.name in ("log", "sqrt", "rsqrt", "reciprocal") else x
-    with np.errstate(invalid="ignore"):
+    with IGNORE_INVALID():
         bad = np.count_nonzero((mag < lo) | (mag > hi)) if o.name not in ("log", "sqrt", "rsqrt") else \
             np.count_nonzero((x < lo) | (x > hi))
     if bad:

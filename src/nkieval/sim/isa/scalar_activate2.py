@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_ALL
 from nkieval.sim.isa.core import (
     check_elementwise_operands,
     instruction,
@@ -85,7 +86,7 @@ def activate2(ctx: Any, dst: Any, op: Any, data: Any, imm0: Any, imm1: Any, op0:
     p = data.shape[0]
     accesses = [dst.access("dst", "w"), data.access("data", "r")]
     x = read(data).reshape(p, -1).astype(np.float32)
-    with np.errstate(all="ignore"):
+    with IGNORE_ALL():
         for o, imm, rev, role in ((o0, imm0, reverse0, "imm0"), (o1, imm1, reverse1, "imm1")):
             if o.name == "bypass":
                 continue
@@ -105,7 +106,7 @@ def activate2(ctx: Any, dst: Any, op: Any, data: Any, imm0: Any, imm1: Any, op0:
     if cmd in (ReduceCmd.reset, ReduceCmd.reset_reduce):
         acc[:p] = REDUCE_IDENTITY.get(rname or "add", 0.0)
     if cmd in (ReduceCmd.reduce, ReduceCmd.reset_reduce) and rname is not None:
-        with np.errstate(all="ignore"):
+        with IGNORE_ALL():
             acc[:p] = _reduce(rname, acc[:p], y)
     if reduce_res is not None:
         write_reduce_res(ctx, reduce_res, acc, p, accesses)

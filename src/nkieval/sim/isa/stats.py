@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_ALL
 from nkieval.sim.isa.core import (
     check_engine_operands,
     free_size,
@@ -56,7 +57,7 @@ def bn_stats(ctx: Any, dst: Any, data: Any, name: str | None = None) -> None:
     _check_dst_size(dst, 6, "even/odd count, mean, variance*count")
     p = data.shape[0]
     x = read(data).reshape(p, n)
-    with np.errstate(all="ignore"):
+    with IGNORE_ALL():
         even = _half_stats(x[:, 0::2])
         odd = _half_stats(x[:, 1::2])
     write(ctx, dst, np.stack([*even, *odd], axis=1).reshape(dst.shape))
@@ -78,7 +79,7 @@ def bn_aggr(ctx: Any, dst: Any, data: Any, name: str | None = None) -> None:
     p = data.shape[0]
     t = read(data).reshape(p, n // 3, 3)
     cnt, mean, m2 = t[:, :, 0], t[:, :, 1], t[:, :, 2]
-    with np.errstate(all="ignore"):
+    with IGNORE_ALL():
         total = cnt.sum(axis=1, dtype=np.float32)
         live = cnt > 0
         wsum = np.where(live, cnt * mean, np.float32(0)).sum(axis=1, dtype=np.float32)

@@ -8,6 +8,7 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_ALL, IGNORE_INVALID
 from nkieval.sim.isa.core import (
     check_buffer,
     check_partitions,
@@ -141,7 +142,7 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
         # v3+ transpose mode: the PE array passes stationary through bit-accurately (NaN/Inf kept).
         res = st.T.reshape(dst.shape)
     else:
-        with np.errstate(all="ignore"):
+        with IGNORE_ALL():
             wide = np.float64 if "matmul" in ctx.options.exact else np.float32  # (SimOptions.exact)
             res = (st.astype(wide, copy=False).T @ mv.astype(wide, copy=False)).astype(np.float32, copy=False) \
                 .reshape(dst.shape)
@@ -171,7 +172,7 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     if accumulated and add_mask is None and cur.dtype == np.float32 and not dst.dtype.tf32 \
             and res.dtype == np.float32 and 0 not in cur.strides:
         # The common case: the whole fp32 tile accumulates; add in place (what write() would store).
-        with np.errstate(all="ignore"):
+        with IGNORE_ALL():
             np.add(cur, res, out=cur)
         if accumulate is None:
             note_write(dst.alloc)  # every element was already matmul-written: the PSUM flags stand
@@ -179,7 +180,7 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
             mark_written(dst, matmul=True)
     else:
         if accumulated:
-            with np.errstate(all="ignore"):  # the whole tile accumulates in the common case: skip the select
+            with IGNORE_ALL():  # the whole tile accumulates in the common case: skip the select
                 res = cur + res if add_mask is None else np.where(add_mask, cur.astype(np.float32) + res, res)
         write(ctx, dst, res, matmul=True)
     record(ctx, "nc_matmul", "tensor",
@@ -259,7 +260,7 @@ def nc_transpose(ctx: Any, dst: Any, data: Any, engine: Any = None, name: str | 
     vals = read_exact(data).reshape(p, f).T
     if eng == "tensor" and not ctx.target.has("pe_transpose_bitexact") and data.dtype.is_float:
         # v2 transposes through a matmul with an identity: NaN/Inf do not survive bit-accurately.
-        with np.errstate(invalid="ignore"):
+        with IGNORE_INVALID():
             vals = np.where(np.isfinite(vals.astype(np.float32)), vals, np.float32(np.nan)).astype(vals.dtype)
     write(ctx, dst, vals, matmul=(eng == "tensor" and not staged))
     record(ctx, "nc_transpose", eng, [dst.access("dst", "w"), data.access("data", "r")])

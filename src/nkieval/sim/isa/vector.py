@@ -13,6 +13,7 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_ALL
 from nkieval.sim.isa.core import (
     check_elementwise_operands,
     check_engine_operands,
@@ -123,7 +124,7 @@ def tensor_tensor(ctx: Any, dst: Any, data1: Any, data2: Any, op: Any, engine: A
         if exact is not None:  # native 32-bit integer ALU: wraps around
             write_bits(dst, exact(a, b))
         else:
-            with np.errstate(all="ignore"):
+            with IGNORE_ALL():
                 vals = op.binary(a.astype(np.float64), b.astype(np.float64))
             write(ctx, dst, vals)
     else:
@@ -279,7 +280,7 @@ def tensor_reduce(ctx: Any, dst: Any, op: Any, data: Any, axis: Any, negate: boo
     else:
         x = read(data).reshape(p, kept, -1)
         ufunc = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}.get(o.name)
-        with np.errstate(all="ignore"):
+        with IGNORE_ALL():
             if ufunc is np.add and "reduce" in ctx.options.exact:  # (SimOptions.exact: one rounding)
                 vals = np.add.reduce(x.astype(np.float64), axis=2).astype(np.float32)
             elif ufunc is not None:

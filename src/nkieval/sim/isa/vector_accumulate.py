@@ -15,6 +15,7 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiValidationError
+from nkieval.sim.fpstate import IGNORE_ALL
 from nkieval.sim.isa.core import (
     check_buffer,
     check_dtype,
@@ -115,7 +116,7 @@ def exponential(ctx: Any, dst: Any, src: Any, max_value: Any = 0.0, reduce_res: 
     p = src.shape[0]
     accesses = [dst.access("dst", "w"), src.access("src", "r")]
     m = scalar_or_vector(ctx, max_value, "max_value", p)
-    with np.errstate(all="ignore"):
+    with IGNORE_ALL():
         y = np.exp(read(src).reshape(p, -1).astype(np.float32) - m).astype(np.float32)
     write(ctx, dst, y.reshape(dst.shape))
     acc = ctx.vector_acc
@@ -151,7 +152,7 @@ def tensor_scalar_reduce(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any,
                                  operand="reduce_init", rule="argument")
     p = data.shape[0]
     accesses = [dst.access("dst", "w"), data.access("data", "r")]
-    with np.errstate(all="ignore"):
+    with IGNORE_ALL():
         y = np.asarray(apply_scalar_op(ctx, o0, read(data).reshape(p, -1).astype(np.float32), operand0, "operand0",
                                        p), dtype=np.float32)
     write(ctx, dst, y.reshape(dst.shape))
@@ -160,7 +161,7 @@ def tensor_scalar_reduce(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any,
         acc[:p] = REDUCE_IDENTITY[ro.name]
     elif cmd == ReduceCmd.load_reduce:
         acc[:p] = _load_init(ctx, reduce_init, p)
-    with np.errstate(all="ignore"):
+    with IGNORE_ALL():
         acc[:p] = _RED_UFUNC[ro.name](acc[:p], _RED_UFUNC[ro.name].reduce(y, axis=1))
     if reduce_res is not None:
         write_reduce_res(ctx, reduce_res, acc, p, accesses, negate=bool(reduce_res_negate))
@@ -191,7 +192,7 @@ def tensor_scalar_cumulative(ctx: Any, dst: Any, src: Any, op0: Any, op1: Any, i
                                      operand="imm1", rule="argument")
         acc[:p] = np.broadcast_to(np.asarray(scalar_or_vector(ctx, imm1, "imm1", p), dtype=np.float32),
                                   (p, 1)).reshape(p)
-    with np.errstate(all="ignore"):
+    with IGNORE_ALL():
         a = np.asarray(apply_scalar_op(ctx, o0, read(src).reshape(p, -1).astype(np.float32), imm0, "imm0", p),
                        dtype=np.float32)
         seeded = np.concatenate([acc[:p, None], a], axis=1)
