@@ -193,12 +193,20 @@ def test_a_starved_worker_is_a_harness_fault_not_a_timeout(pool: SandboxPool) ->
 
 
 def test_the_starvation_share() -> None:
-    from nkieval.review.isolation._worker import STARVED_SHARE, run_queue_delay_s, starved
+    from nkieval.review.isolation.starvation import (
+        STARVED_SHARE,
+        longest_wait_since,
+        run_queue_delays,
+        starved,
+    )
 
     assert starved(STARVED_SHARE * 4.0, 4.0) and not starved(STARVED_SHARE * 4.0 - 0.01, 4.0)
     assert not starved(None, 4.0) and not starved(0.0, 0.0)
-    delay = run_queue_delay_s(os.getpid())
-    assert delay is None or delay >= 0.0
+    before = run_queue_delays()
+    assert all(d >= 0.0 for d in before.values())
+    since = longest_wait_since(before)
+    assert since is None or 0.0 <= since < 1.0
+    assert longest_wait_since({}, pid=2**22 + 7) is None  # (no such process)
 
 
 def test_printing_a_gigabyte_is_contained(pool: SandboxPool) -> None:

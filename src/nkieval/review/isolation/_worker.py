@@ -15,6 +15,7 @@ from typing import Any
 
 from nkieval.review.isolation import _linux
 from nkieval.review.isolation._frames import FrameError, read_frame, write_frame
+from nkieval.review.isolation.starvation import longest_wait_since, starved
 
 OUTPUT_FILE = ".nkieval-output"  # the worker's stdout+stderr, in its private /tmp
 _META_CAP = 1 << 20
@@ -37,13 +38,6 @@ _AUDITED = ("os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "
 
 FILTER: bytes | None = None  # the seccomp BPF program, compiled once by the zygote, loaded by each worker
 
-#: A worker stopped at its wall-clock limit that spent at least this share of that time runnable but waiting for a
-#: core (its run queue delay: /proc/<pid>/schedstat) was starved by the machine, not slowed by its own work: a
-#: harness fault to retry (status ``harness-error``), never a timeout charged to the candidate. A kernel that
-#: sleeps or blocks waits on no run queue; one that computes is stopped by its CPU-time limit (RLIMIT_CPU). At a
-#: load of twice the cores a busy worker waits about half its time, so only a machine loaded four times over its
-#: cores or more crosses this share.
-STARVED_SHARE = 0.75
 
 
 def _private_tmp(tmp_mb: int) -> None:
@@ -251,25 +245,6 @@ def _tail(fd: int, n: int) -> str:
         return ""
 
 
-def run_queue_delay_s(pid: int) -> float | None:
-    """Seconds ``pid``'s threads have spent runnable but waiting for a core, the longest of them (the kernel's
-    schedstat; None where the kernel does not keep it)."""
-    try:
-        delays = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                delays.append(int(f.read().split()[1]) / 1e9)
-        return max(delays) if delays else None
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def starved(delay_s: float | None, elapsed_s: float) -> bool:
-    """Whether a worker that waited ``delay_s`` for a core over ``elapsed_s`` of wall time was starved
-    (:data:`STARVED_SHARE`)."""
-    return delay_s is not None and elapsed_s > 0 and delay_s >= STARVED_SHARE * elapsed_s
-
-
 def _wait(pid: int, deadline: float) -> tuple[int | None, bool]:
     """(wait status, timed out): waits for ``pid`` until ``deadline``."""
     try:
@@ -400,7 +375,8 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
         if timed_out:
             status = "timeout"
     # (read before the kill: the wait for a core of a worker stopped at its wall-clock limit)
-    delay = run_queue_delay_s(proc_pid) if status == "timeout" else None
+    # (a stop at the wall clock after waiting for a core most of that time is the machine's fault: starvation)
+    delay = longest_wait_since({}, proc_pid) if status == "timeout" else None
     if status:
         os.kill(pid, signal.SIGKILL)  # pid 1 of its namespace: everything in it goes too
         _, wstatus = os.waitpid(pid, 0)

@@ -1,0 +1,47 @@
+"""Was a run stopped by its wall-clock limit starved by the machine? Then the stop is the machine's fault (a harness
+error to retry), not the candidate's timeout: an RL reward or a score must not depend on how loaded the judge was.
+
+The kernel counts, per thread, the time it spent runnable but waiting for a core (its run queue delay,
+``/proc/<pid>/task/<tid>/schedstat``). A run that sleeps or blocks waits on no run queue; one that computes and
+got its core has little delay. A run whose threads waited for a core at least :data:`STARVED_SHARE` of its wall
+time was starved. At a load of twice the cores a busy thread waits about half its time, so only a machine
+loaded about four times over its cores crosses the share.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: the share of a run's wall time spent waiting for a core past which the run was starved
+STARVED_SHARE = 0.75
+
+
+def run_queue_delays(pid: int | str = "self") -> dict[str, float]:
+    """Seconds each thread of ``pid`` has spent runnable but waiting for a core, by thread id (empty where the
+    kernel keeps no schedstat, or the process is gone)."""
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[tid] = int(f.read().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def longest_wait_since(before: dict[str, float], pid: int | str = "self") -> float | None:
+    """The longest a thread of ``pid`` has waited for a core since ``before`` (:func:`run_queue_delays` then; a
+    thread started since counts from zero), or None where there is no schedstat."""
+    now = run_queue_delays(pid)
+    if not now:
+        return None
+    return max(d - before.get(tid, 0.0) for tid, d in now.items())
+
+
+def starved(delay_s: float | None, elapsed_s: float) -> bool:
+    """Whether a run that waited ``delay_s`` for a core over ``elapsed_s`` of wall time was starved."""
+    return delay_s is not None and elapsed_s > 0 and delay_s >= STARVED_SHARE * elapsed_s
