@@ -42,9 +42,10 @@ PORT_WHAT = {"port_precision": "bf16/fp8 intermediates",
 #: :func:`replay_cost_s`, a model of a replay's CPU on the development machine, never a clock: which ablations a
 #: report has must not depend on the machine or its load (the same candidate, task and seed, the same report)
 PORT_ABLATION_BUDGET_S = 1.0
-#: a replay's CPU per instruction and per element of its case's inputs and outputs (least squares over the port
-#: replays of the built-in candidates: thread-by-thread ports of ~1,800 instructions cost ~0.12 s, fused kernels of
-#: ~20 instructions over ~300,000 elements 0.003-0.02 s); the model is within about 3x of a measured replay
+#: a replay's CPU per instruction and per element of its case's inputs and outputs, fitted on the port replays of
+#: 46 built-in candidates of 16 tasks (thread-by-thread ports of ~1,800 instructions cost ~0.12 s, fused kernels of
+#: ~20 instructions over ~300,000 elements 0.003-0.02 s): measured / modelled median 0.98, range 0.79-3.7 (the
+#: largest: mamba_selective_scan's expert, 405 instructions of scans over 285,000 elements)
 REPLAY_S_PER_INSTRUCTION = 65e-6
 REPLAY_S_PER_ELEMENT = 25e-9
 #: modelled seconds of one replay past which the port has no ablations at all (a case this large would spend the
