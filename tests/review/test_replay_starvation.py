@@ -79,5 +79,5 @@ def test_a_replay_past_its_limit_with_a_core_is_a_timeout(program) -> None:
 def test_a_starved_replay_past_its_limit_is_a_harness_error(program) -> None:
     run = _starved_replay(program, SandboxLimits(timeout_s=0.3))
     assert run.status == "infra-error", (run.status, run.error)
-    assert "waited for a core" in run.error["message"] and "retry" in run.error["message"]
+    assert "waited for a core" in run.error["message"] and "retry" in run.error["message"], run.error
 

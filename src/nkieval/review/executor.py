@@ -31,7 +31,7 @@ import numpy as np
 import nkieval.frontends.beta1.elide  # noqa: F401  (the Beta-1 note hooks a program may name)
 from nkieval.review import replay_worker
 from nkieval.review.child import GC_THRESHOLDS, _check_outputs, _error, _unwritten_masks
-from nkieval.review.isolation.starvation import longest_wait_since, run_queue_delays, starved
+from nkieval.review.isolation.starvation import starved_process
 from nkieval.review.replay_worker import Job
 from nkieval.review.runs import ERROR_FIELDS, STATUSES, CaseJob, CaseRun, SandboxLimits, skipped
 
@@ -356,8 +356,7 @@ def _replay(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, traced
     from nkieval.sim.options import SimOptions
     from nkieval.sim.program import ProgramError, replay_program
 
-    waits = run_queue_delays()  # (a run stopped at its time limit after waiting for a core most of it: starved)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()  # (a run stopped at its time limit, starved: see below)
     # (the run's warnings are the trace's and the report's: none on the judge's own stderr)
     opts = SimOptions.from_env(max_instructions=int(limits.max_instructions), time_limit_s=float(limits.timeout_s),
                                max_bytes=int(limits.memory_mb) << 20, emit_warnings=False)
@@ -369,11 +368,11 @@ def _replay(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, traced
                                     options=opts)
     except NkiValidationError as e:
         took = time.perf_counter() - t0
-        if e.rule == "time-budget" and starved(longest_wait_since(waits), took):
+        if e.rule == "time-budget" and starved_process(time.process_time() - cpu0, took):
             return _failed("infra-error", RuntimeError(
-                f"the replay of case {case.label} was stopped at its {limits.timeout_s:g} s time limit, but the judge's "
-                f"threads waited for a core most of its {took:.1f} s (an overloaded machine, not the candidate: "
-                "retry)"), case.label, took)
+                f"the replay of case {case.label} was stopped at its {limits.timeout_s:g} s time limit, but the judge "
+                f"ran {time.process_time() - cpu0:.1f} s of its {took:.1f} s: it waited for a core the rest (an "
+                "overloaded machine, not the candidate: retry)"), case.label, took)
         return _failed(_BUDGET_STATUS.get(str(e.rule), "rule-violation"), e, case.label, took)
     except ProgramError as e:  # only a tampered tracer sends a program the judge refuses
         return _failed("bad-program", e, case.label, time.perf_counter() - t0)

@@ -166,9 +166,8 @@ def handle(request: bytes) -> bytes:
     elif name == "busy":
         while True:
             pass
-    elif name == "busy_idle_class":  # a busy loop on one core that runs only when no other task wants it
+    elif name == "busy_on_cpu":  # a busy loop on one given core
         os.sched_setaffinity(0, {int(req["cpu"])})
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         while True:
             pass
     elif name == "sleep":

@@ -245,6 +245,31 @@ def _tail(fd: int, n: int) -> str:
         return ""
 
 
+def _proc_device() -> int | None:
+    try:
+        return os.stat("/proc").st_dev
+    except OSError:
+        return None
+
+
+def _worker_proc_entry(proc_dev: int | None) -> int | None:
+    """The supervisor's only child, the worker, as the /proc mounted now numbers it. A sandboxed worker is pid 1
+    of its own pid namespace and mounts that namespace's /proc in the mount namespace it shares with this
+    supervisor: once it has (/proc is another file system than before the fork), it is /proc/1 there. Until then
+    (a worker starved before its set-up got that far), and unsandboxed, /proc is the one this supervisor had,
+    where ``/proc/self`` is this process and its thread's ``children`` file names the worker. None where neither
+    can be read."""
+    if proc_dev is not None and _proc_device() not in (None, proc_dev):
+        return 1
+    try:
+        me = os.readlink("/proc/self")
+        with open(f"/proc/{me}/task/{me}/children") as f:
+            kids = f.read().split()
+        return int(kids[0]) if len(kids) == 1 else None
+    except (OSError, ValueError):
+        return None
+
+
 def _wait(pid: int, deadline: float) -> tuple[int | None, bool]:
     """(wait status, timed out): waits for ``pid`` until ``deadline``."""
     try:
@@ -316,6 +341,7 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
     r, w = os.pipe()
     sr, sw = os.pipe()
     qr, qw = os.pipe()
+    proc_dev = _proc_device()  # (/proc before the worker mounts its own: see _worker_proc_entry)
     pid = os.fork()
     if pid == 0:
         for fd in (r, sr, qw, in_fd, out_fd):
@@ -323,9 +349,6 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
         _run_worker(fn, qr, w, sw, output, cfg, workdir)
     for fd in (w, sw, qr):
         os.close(fd)
-    # (where /proc shows the worker: sandboxed, the worker is pid 1 of its namespace and mounts that namespace's
-    # /proc in the mount namespace it shares with this supervisor; unsandboxed, /proc is the machine's)
-    proc_pid = 1 if sandbox else pid
     try:
         meta_bytes = read_frame(in_fd, _META_CAP)
         request = read_frame(in_fd, policy["max_request_bytes"])
@@ -376,7 +399,8 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
             status = "timeout"
     # (read before the kill: the wait for a core of a worker stopped at its wall-clock limit)
     # (a stop at the wall clock after waiting for a core most of that time is the machine's fault: starvation)
-    delay = longest_wait_since({}, proc_pid) if status == "timeout" else None
+    entry = _worker_proc_entry(proc_dev) if status == "timeout" else None
+    delay = longest_wait_since({}, entry) if entry is not None else None
     if status:
         os.kill(pid, signal.SIGKILL)  # pid 1 of its namespace: everything in it goes too
         _, wstatus = os.waitpid(pid, 0)
@@ -413,6 +437,8 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
             status = "harness-error"
             detail = (f"stopped at its {detail}, but the machine kept the worker waiting for a core {delay:.1f} s of "
                       f"its {wall:.1f} s (an overloaded machine, not the candidate: retry)")
+        elif delay is not None:
+            detail += f" (of its {wall:.1f} s, {delay:.1f} s waiting for a core)"
     elif status == "output-limit":
         detail = f"response larger than {policy['max_response_bytes']} bytes"
     elif sig == signal.SIGSYS:

@@ -5,7 +5,9 @@ The kernel counts, per thread, the time it spent runnable but waiting for a core
 ``/proc/<pid>/task/<tid>/schedstat``). A run that sleeps or blocks waits on no run queue; one that computes and
 got its core has little delay. A run whose threads waited for a core at least :data:`STARVED_SHARE` of its wall
 time was starved. At a load of twice the cores a busy thread waits about half its time, so only a machine
-loaded about four times over its cores crosses the share.
+loaded about four times over its cores crosses the share. The kernel adds a wait to the delay when the thread
+next runs, so a thread starved to nothing (never run again before the stop) reads as having waited little: the
+rule then errs on the side of the old one (a timeout), never the other way.
 """
 
 from __future__ import annotations
@@ -45,3 +47,12 @@ def longest_wait_since(before: dict[str, float], pid: int | str = "self") -> flo
 def starved(delay_s: float | None, elapsed_s: float) -> bool:
     """Whether a run that waited ``delay_s`` for a core over ``elapsed_s`` of wall time was starved."""
     return delay_s is not None and elapsed_s > 0 and delay_s >= STARVED_SHARE * elapsed_s
+
+
+def starved_process(cpu_s: float, elapsed_s: float) -> bool:
+    """Whether a run that never sleeps (the judge's replay of a program: one of its threads always computes) was
+    starved: its whole process ran less than ``1 - STARVED_SHARE`` of the run's ``elapsed_s`` of wall time
+    (``cpu_s``: the process's CPU seconds meanwhile, ``time.process_time``; any other thread's CPU counts too, so
+    a starved run is never taken for a slow one, only the reverse). One clock read per run, where the run-queue
+    delays cost a file read per thread."""
+    return elapsed_s > 0 and cpu_s < (1.0 - STARVED_SHARE) * elapsed_s
