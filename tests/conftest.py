@@ -9,6 +9,10 @@ failure seen under load). Importing everything up front leaves no rewrite to rac
 
 import importlib
 import pkgutil
+import time
+from collections.abc import Callable
+
+import pytest
 
 import nkieval
 from nkieval import frontends
@@ -27,3 +31,30 @@ def _import_all() -> None:
 
 
 _import_all()
+
+
+def _fast_cpu_clock(monkeypatch: pytest.MonkeyPatch, factor: float = 5.0, step_s: float = 0.0) -> None:
+    """The CUDA executor's CPU clock runs ``factor`` times as fast as the thread's CPU time (a machine that much
+    slower), jumping ``step_s`` more at every reading; patched wherever the name is bound (the executor's modules,
+    the package)."""
+    import nkieval.cuda as cuda
+    import nkieval.cuda.interp as interp
+    import nkieval.cuda.resume as resume
+    import nkieval.cuda.runner as runner
+    import nkieval.cuda.values as values
+
+    ahead = [0.0]
+
+    def clock() -> float:
+        ahead[0] += step_s
+        return factor * time.thread_time() + ahead[0]
+
+    for mod in (cuda, interp, resume, runner, values):
+        if hasattr(mod, "executor_seconds"):
+            monkeypatch.setattr(mod, "executor_seconds", clock)
+
+
+@pytest.fixture
+def fast_cpu_clock() -> Callable[..., None]:
+    """:func:`_fast_cpu_clock`, for the tests that make the executor's machine look slower or stalled."""
+    return _fast_cpu_clock

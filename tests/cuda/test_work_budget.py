@@ -4,7 +4,7 @@ limit, and past it the run is a harness fault (``ExecutorSafetyNet``), never a t
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -35,25 +35,6 @@ void run(const float* a, float* out, int n, int reps) { k<<<(n + 127) / 128, 128
 def _args(reps: int, n: int = 256) -> dict[str, object]:
     a = np.arange(n, dtype=np.float32)
     return {"a": a, "out": np.zeros_like(a), "n": n, "reps": reps}
-
-
-def fast_cpu_clock(monkeypatch: pytest.MonkeyPatch, factor: float = 5.0, step_s: float = 0.0) -> None:
-    """The executor's CPU clock runs ``factor`` times as fast as the thread's CPU time (a machine that much
-    slower), and jumps ``step_s`` more at every reading; patched wherever the name is bound."""
-    import nkieval.cuda.interp as interp
-    import nkieval.cuda.resume as resume
-    import nkieval.cuda.runner as runner
-    import nkieval.cuda.values as values
-
-    ahead = [0.0]
-
-    def clock() -> float:
-        ahead[0] += step_s
-        return factor * time.thread_time() + ahead[0]
-
-    for mod in (cuda, interp, resume, runner, values):
-        if hasattr(mod, "executor_seconds"):
-            monkeypatch.setattr(mod, "executor_seconds", clock)
 
 
 def _loop_size() -> int:
@@ -88,8 +69,8 @@ def test_the_work_count_is_exact_from_run_to_run_and_counts_each_iteration_per_l
     assert wide == 20 * size * (STATEMENT_WORK + 512)
 
 
-def test_a_work_limit_stops_the_run_at_the_same_work_whatever_the_cpu_clock(monkeypatch: pytest.MonkeyPatch
-                                                                            ) -> None:
+def test_a_work_limit_stops_the_run_at_the_same_work_whatever_the_cpu_clock(
+        fast_cpu_clock: Callable[..., None], monkeypatch: pytest.MonkeyPatch) -> None:
     need = run_host(LOOP, "run", _args(200)).work
     want = run_host(LOOP, "run", _args(200)).memory["out"]
 
@@ -115,7 +96,8 @@ def test_a_work_limit_stops_the_run_at_the_same_work_whatever_the_cpu_clock(monk
     assert normal[0] == (want.tobytes(), "timeout")
 
 
-def test_the_safety_net_is_a_harness_fault_not_a_timeout_nor_a_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_safety_net_is_a_harness_fault_not_a_timeout_nor_a_fault(
+        fast_cpu_clock: Callable[..., None], monkeypatch: pytest.MonkeyPatch) -> None:
     fast_cpu_clock(monkeypatch, 1.0, step_s=1000.0)  # (a stalled machine: every reading 1,000 s later)
     with pytest.raises(ExecutorSafetyNet) as e:
         run_host(LOOP, "run", _args(10_000), work_limit=work_units(10.0))

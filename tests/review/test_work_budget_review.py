@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
-import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,25 +22,6 @@ from nkieval.review.stages import differential, mutation_causes
 #: mutants (the search's hypotheses tried depend on it)
 TASK, CANDIDATE, SEED = "rmsnorm_warp", "bf16_square_sum.py", 1
 CASES_BUDGET_S, SEARCH_BUDGET_S = 0.005, 0.05
-
-
-def fast_cpu_clock(monkeypatch: pytest.MonkeyPatch, factor: float = 5.0, step_s: float = 0.0) -> None:
-    """The executor's CPU clock runs ``factor`` times as fast as the thread's CPU time, jumping ``step_s`` more at
-    every reading; patched wherever the name is bound (the executor's modules, the package)."""
-    import nkieval.cuda.interp as interp
-    import nkieval.cuda.resume as resume
-    import nkieval.cuda.runner as runner
-    import nkieval.cuda.values as values
-
-    ahead = [0.0]
-
-    def clock() -> float:
-        ahead[0] += step_s
-        return factor * time.thread_time() + ahead[0]
-
-    for mod in (cuda, interp, resume, runner, values):
-        if hasattr(mod, "executor_seconds"):
-            monkeypatch.setattr(mod, "executor_seconds", clock)
 
 
 def _report(r: Any) -> str:
@@ -80,7 +61,8 @@ def _budgets(monkeypatch: pytest.MonkeyPatch, cases_s: float, search_s: float) -
 
 
 @pytest.mark.slow
-def test_the_review_is_the_same_when_the_cpu_clock_runs_five_times_as_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_review_is_the_same_when_the_cpu_clock_runs_five_times_as_fast(
+        fast_cpu_clock: Callable[..., None], monkeypatch: pytest.MonkeyPatch) -> None:
     _budgets(monkeypatch, CASES_BUDGET_S, SEARCH_BUDGET_S)
     record, report = _review(monkeypatch)
     with monkeypatch.context() as m:
@@ -105,7 +87,8 @@ def test_a_budget_that_runs_out_has_the_outcome_the_time_budget_had(monkeypatch:
 
 
 @pytest.mark.slow
-def test_the_safety_net_fails_the_review_as_a_harness_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+def test_the_safety_net_fails_the_review_as_a_harness_error(
+        fast_cpu_clock: Callable[..., None], monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """A stalled machine (the CPU clock 1,000 s later at every reading): the review raises the safety net's
     error, and ``nkieval review`` exits 3 (harness-error, retry) instead of reporting fewer cases."""
     from nkieval.cli import main
