@@ -90,6 +90,20 @@ def test_a_dead_tracer_run_blames_the_shape_it_was_tracing_and_retraces_the_rest
     assert len(s.calls) == 1
 
 
+def test_a_harness_fault_of_a_tracer_run_ends_every_open_shape_without_a_fresh_run(monkeypatch):
+    """The sandbox's supervisor reports a harness fault (a failed set-up, a starved worker): every shape not yet
+    answered gets it, and none is traced again (the review is a harness error whatever they would give)."""
+    cases = _cases(8, 16, 32)
+
+    def script(keys, on_part):
+        on_part(json.dumps({"key": keys[0], "status": "ok", "program": "P0"}).encode())
+        return {}, {"status": "infra-error", "message": "the machine kept the worker waiting for a core"}
+
+    s = _stream(monkeypatch, cases, script)
+    assert [s.get(k)["status"] for k in s.order] == ["ok", "infra-error", "infra-error"]
+    assert len(s.calls) == 1
+
+
 def test_a_tracer_claiming_a_harness_fault_is_believed_only_if_a_known_good_kernel_fails_too(monkeypatch):
     fault = {"status": "infra-error", "message": "the tracer's own imports failed"}
 

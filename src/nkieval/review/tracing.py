@@ -11,8 +11,9 @@ anywhere in the trace (so such a reach always decides the review).
 
 Each shape's outcome, a failed trace's too, is streamed as soon as it is known, so when the tracer run dies or
 hangs, the first shape it did not answer is the one it was tracing: that shape gets the failure, and the shapes
-after it are traced again in a fresh run (after a hang, skipped). A fault of the judge's own making answers
-every open shape with ``infra-error`` (the review fails closed).
+after it are traced again in a fresh run (after a hang, skipped; after a harness fault the sandbox reports, such
+as a worker starved of a core, they get that fault too). A fault of the judge's own making answers every open
+shape with ``infra-error`` (the review fails closed).
 """
 
 from __future__ import annotations
@@ -235,7 +236,10 @@ class ProgramStream:
                     self._publish(k, self._checked(res) if isinstance(res, dict) else {
                         "status": "bad-program", "message": "the tracer gave no answer for this shape"})
                 return
-            if failure.get("status") in _DECIDES_ALL:
+            if failure.get("status") in _DECIDES_ALL or failure.get("status") == "infra-error":
+                # (a harness fault, the supervisor's word: a starved or failed sandbox; any case with it makes the
+                # review a harness error, so the shapes left are not traced again, on what may be an overloaded
+                # machine, only to be discarded)
                 for k in open_keys:
                     self._publish(k, failure)
                 return
