@@ -204,9 +204,20 @@ def _reference_kernel_evidence(task: Task, path: Path | None, target: str, dims:
     runs = run_candidate(src, task.kernel, [CaseJob("ref", case_inputs(task, case), dict(task.params),
                                                     len(task.outputs))],
                          target=target, limits=sandbox_limits(task), isolation=isolation, trusted=False)
+    if runs[0].status in TRANSIENT_STATUSES:
+        # (the task's own kernel did not finish for a reason of the machine's: kept as "no evidence", the report
+        # would lack the expert's or baseline's comparison, for this review and every later one of the process)
+        raise JudgeError("evidence", f"the task's reference kernel {path.name} on {target} ended with "
+                                     f"{runs[0].status} ({runs[0].error.get('message', '')}): a harness fault, retry")
     hw = perf = None
     if runs[0].status == "ok" and runs[0].traced:
         hw, perf, _ = trace_facts(task, runs[0], target, dims)
     with _REF_LOCK:
         _REF_CACHE[key] = (hw, perf)
     return hw, perf
+
+
+#: statuses of a reference kernel's run that say more about the machine than the kernel (a time limit, a
+#: killed or lost process, a harness fault): they fail the review as a harness error and are never kept; a
+#: kernel that raises or breaks a rule on a target does so every time, and its missing evidence is kept
+TRANSIENT_STATUSES = frozenset({"timeout", "crash", "not-run", "infra-error", "harness-error"})
