@@ -37,6 +37,7 @@ from nkieval.review.runs import ERROR_FIELDS, STATUSES, CaseJob, CaseRun, Sandbo
 
 if TYPE_CHECKING:
     from nkieval.review.tracing import ProgramStream
+    from nkieval.sim.options import SimOptions
 
 #: parsed programs kept (a review replays each of its shapes' programs in two or three stages)
 _KEPT_PROGRAMS = 32
@@ -353,26 +354,21 @@ def counts_of(run: CaseRun) -> CaseRun:
 
 def _replay(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, traced: bool) -> CaseRun:
     from nkieval.sim.errors import NkiValidationError
-    from nkieval.sim.options import SimOptions
     from nkieval.sim.program import ProgramError, replay_program
 
     t0, cpu0 = time.perf_counter(), time.process_time()  # (a run stopped at its time limit, starved: see below)
-    # (the run's warnings are the trace's and the report's: none on the judge's own stderr)
-    opts = SimOptions.from_env(max_instructions=int(limits.max_instructions), time_limit_s=float(limits.timeout_s),
-                               max_bytes=int(limits.memory_mb) << 20, emit_warnings=False)
-    if not traced:
-        opts = replace(opts, record_trace=False, capacity_check="off")
+    opts = replay_options(limits, traced)
     try:
         with _collector_as_in_a_child():
             result = replay_program(prog, list(case.inputs.values()), dict(case.params), target=target,
                                     options=opts)
     except NkiValidationError as e:
-        took = time.perf_counter() - t0
-        if e.rule == "time-budget" and starved_process(time.process_time() - cpu0, took):
+        took, ran = time.perf_counter() - t0, time.process_time() - cpu0
+        if e.rule == "time-budget" and starved_process(ran, took):
             return _failed("infra-error", RuntimeError(
                 f"the replay of case {case.label} was stopped at its {limits.timeout_s:g} s time limit, but the judge "
-                f"ran {time.process_time() - cpu0:.1f} s of its {took:.1f} s: it waited for a core the rest (an "
-                "overloaded machine, not the candidate: retry)"), case.label, took)
+                f"ran {ran:.1f} s of its {took:.1f} s: it waited for a core the rest (an overloaded machine, not "
+                "the candidate: retry)"), case.label, took)
         return _failed(_BUDGET_STATUS.get(str(e.rule), "rule-violation"), e, case.label, took)
     except ProgramError as e:  # only a tampered tracer sends a program the judge refuses
         return _failed("bad-program", e, case.label, time.perf_counter() - t0)
@@ -398,6 +394,17 @@ def _replay(prog: Any, case: CaseJob, target: str, limits: SandboxLimits, traced
     run.post_s = time.perf_counter() - t_sim
     run.wall_s = run.post_s + run.sim_s
     return run
+
+
+def replay_options(limits: SandboxLimits, traced: bool) -> SimOptions:
+    """The :class:`~nkieval.sim.options.SimOptions` of a judge's replay within a case's budgets (instructions, wall
+    time, bytes held); the run's warnings are the trace's and the report's, none on the judge's own stderr. An
+    untraced replay keeps no trace and skips the capacity check (both are the traced run's)."""
+    from nkieval.sim.options import SimOptions
+
+    opts = SimOptions.from_env(max_instructions=int(limits.max_instructions), time_limit_s=float(limits.timeout_s),
+                               max_bytes=int(limits.memory_mb) << 20, emit_warnings=False)
+    return opts if traced else replace(opts, record_trace=False, capacity_check="off")
 
 
 def _collector_as_in_a_child() -> AbstractContextManager[None]:

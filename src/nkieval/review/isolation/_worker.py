@@ -15,7 +15,7 @@ from typing import Any
 
 from nkieval.review.isolation import _linux
 from nkieval.review.isolation._frames import FrameError, read_frame, write_frame
-from nkieval.review.isolation.starvation import longest_wait_since, starved
+from nkieval.review.isolation.starvation import longest_wait, starved
 
 OUTPUT_FILE = ".nkieval-output"  # the worker's stdout+stderr, in its private /tmp
 _META_CAP = 1 << 20
@@ -37,7 +37,6 @@ _AUDITED = ("os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "
 
 
 FILTER: bytes | None = None  # the seccomp BPF program, compiled once by the zygote, loaded by each worker
-
 
 
 def _private_tmp(tmp_mb: int) -> None:
@@ -397,10 +396,10 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
         wstatus, timed_out = _wait(pid, end)
         if timed_out:
             status = "timeout"
-    # (read before the kill: the wait for a core of a worker stopped at its wall-clock limit)
-    # (a stop at the wall clock after waiting for a core most of that time is the machine's fault: starvation)
+    # (read before the kill: a worker stopped at the wall clock after waiting for a core most of that time was
+    # starved, the machine's fault)
     entry = _worker_proc_entry(proc_dev) if status == "timeout" else None
-    delay = longest_wait_since({}, entry) if entry is not None else None
+    delay = longest_wait(entry) if entry is not None else None
     if status:
         os.kill(pid, signal.SIGKILL)  # pid 1 of its namespace: everything in it goes too
         _, wstatus = os.waitpid(pid, 0)

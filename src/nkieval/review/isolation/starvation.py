@@ -35,13 +35,9 @@ def run_queue_delays(pid: int | str = "self") -> dict[str, float]:
     return out
 
 
-def longest_wait_since(before: dict[str, float], pid: int | str = "self") -> float | None:
-    """The longest a thread of ``pid`` has waited for a core since ``before`` (:func:`run_queue_delays` then; a
-    thread started since counts from zero), or None where there is no schedstat."""
-    now = run_queue_delays(pid)
-    if not now:
-        return None
-    return max(d - before.get(tid, 0.0) for tid, d in now.items())
+def longest_wait(pid: int | str = "self") -> float | None:
+    """The longest a thread of ``pid`` has waited for a core in all, or None where there is no schedstat."""
+    return max(run_queue_delays(pid).values(), default=None)
 
 
 def starved(delay_s: float | None, elapsed_s: float) -> bool:

@@ -17,7 +17,7 @@ from nkieval.review.evidence import HardwareEvidence, trace_evidence
 from nkieval.review.physics import output_writes
 from nkieval.review.sandbox import CaseJob, CaseRun, Isolation, run_candidate
 from nkieval.review.stages.load import Case, Loaded, case_inputs, evidence_key, sandbox_limits
-from nkieval.review.verdict import JudgeError
+from nkieval.review.verdict import HARNESS_STATUSES, JudgeError
 from nkieval.tasks import Task
 
 Findings = tuple[list[dict[str, Any]] | None, str | None]
@@ -188,6 +188,10 @@ _STATIC = _KeptFindings(STATIC_KEPT)
 _REF_CACHE: dict[tuple[str, str, str, tuple[tuple[str, int], ...]], tuple[HardwareEvidence | None,
                                                                            dict[str, Any] | None]] = {}
 _REF_LOCK = threading.Lock()
+#: statuses of a reference kernel's run that say more about the machine than the kernel (a time limit, a
+#: killed or lost process, a harness fault): they fail the review as a harness error and are never kept; a
+#: kernel that raises or breaks a rule on a target does so every time, and its missing evidence is kept
+TRANSIENT_STATUSES = frozenset({"timeout", "crash", "not-run", *HARNESS_STATUSES})
 
 
 def _reference_kernel_evidence(task: Task, path: Path | None, target: str, dims: dict[str, int],
@@ -216,8 +220,3 @@ def _reference_kernel_evidence(task: Task, path: Path | None, target: str, dims:
         _REF_CACHE[key] = (hw, perf)
     return hw, perf
 
-
-#: statuses of a reference kernel's run that say more about the machine than the kernel (a time limit, a
-#: killed or lost process, a harness fault): they fail the review as a harness error and are never kept; a
-#: kernel that raises or breaks a rule on a target does so every time, and its missing evidence is kept
-TRANSIENT_STATUSES = frozenset({"timeout", "crash", "not-run", "infra-error", "harness-error"})

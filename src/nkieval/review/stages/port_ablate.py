@@ -160,9 +160,8 @@ def port_runs(program_text: str, inputs: Mapping[str, np.ndarray], params: Mappi
     outputs are rounded to (an fp32-stored bf16 output would otherwise differ by its own rounding)."""
     from dataclasses import replace
 
-    from nkieval.review.executor import PROGRAMS
+    from nkieval.review.executor import PROGRAMS, replay_options
     from nkieval.sim.errors import NkiValidationError
-    from nkieval.sim.options import SimOptions
     from nkieval.sim.program import replay_program
 
     cost = replay_cost_s(program_text, n_instructions,
@@ -178,9 +177,7 @@ def port_runs(program_text: str, inputs: Mapping[str, np.ndarray], params: Mappi
             progs[wide] = None if text is None else PROGRAMS.get(text) if not wide else _compiled(text)
         except Exception:  # (a program the judge cannot parse: nothing to replay)
             progs[wide] = None
-    base = SimOptions.from_env(max_instructions=int(limits.max_instructions), time_limit_s=float(limits.timeout_s),
-                               max_bytes=int(limits.memory_mb) << 20, emit_warnings=False, record_trace=False,
-                               capacity_check="off")
+    base = replay_options(limits, traced=False)
     out: dict[str, list[np.ndarray]] = {}
     spent = 0.0
     for a in variants:
