@@ -19,6 +19,13 @@ over the round's wall time (how many cores the reviews actually had), and "CPU-n
 (CPU per review with 1 worker) / (CPU per review with n workers): the efficiency the round would reach if the n
 workers had n free cores to themselves. On an idle machine with at least n cores (load average near 0; see
 docs/reward.md, "Measuring scaling") the wall-time efficiency is the figure to quote.
+
+``--pin`` gives each review worker one core of its own: after the warm-up round, worker i's whole process tree
+(every thread of the worker, its sandbox zygote, tracers and replay worker; what they start later inherits it)
+is bound to core i. A review keeps more than one core busy at times (the sandboxed tracer, the judge's replays
+and its executor overlap), so unpinned, one worker alone already takes about 1.5 cores of an idle 2-core
+machine and the 1 -> 2 figure there measures the machine's spare core, not the workers. Pinned, "n workers on
+n cores" is the figure: the scaling of the workers themselves, what a cluster node with a core per worker gets.
 """
 
 from __future__ import annotations
@@ -42,6 +49,43 @@ def workload(tasks: list[str], seed: int) -> list[Any]:
         files = [f for f in (t.solution_file, t.baseline_file) if f] + [t.directory / fl.file for fl in t.flawed]
         items += [ScoreItem(tid, f"```python\n{f.read_text()}```", seed) for f in files]
     return items
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    kids.setdefault(int(fh.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+            except OSError:  # gone meanwhile
+                continue
+    return kids
+
+
+def pin_workers(n: int) -> list[list[int]]:
+    """Bind the process tree of each of this process's ``n`` review workers, every thread, to its own core
+    (worker i to core i); returns the pids bound per worker."""
+    kids = _children()
+    workers = []
+    for pid in sorted(kids.get(os.getpid(), [])):
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            if b"spawn_main" in fh.read():
+                workers.append(pid)
+    if len(workers) != n:
+        raise SystemExit(f"--pin: expected {n} review workers under this process, found {len(workers)}")
+    bound = []
+    for core, root in enumerate(workers):
+        tree, todo = [], [root]
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            todo += kids.get(pid, [])
+        for pid in tree:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                os.sched_setaffinity(int(tid), {core})
+        bound.append(tree)
+    return bound
 
 
 def timed_round(run: Any) -> tuple[float, float, Any]:
@@ -82,6 +126,7 @@ def main() -> None:
     ap.add_argument("--executors", default="local,ray")
     ap.add_argument("--rounds", type=int, default=2, help="timed rounds per worker count (median reported)")
     ap.add_argument("--max-workers", type=int, default=2)
+    ap.add_argument("--pin", action="store_true", help="give each local review worker its own core (see above)")
     ap.add_argument("--brief", action="store_true", help="brief reviews (score_many(..., feedback=False)), what the "
                     "verl and TRL adapters run")
     args = ap.parse_args()
@@ -101,6 +146,10 @@ def main() -> None:
                 with WorkerPool(n) as pool:
                     run_local(workload(tasks, seed), pool)  # warm every worker
                     seed += 1
+                    if args.pin:
+                        trees = pin_workers(n)
+                        print(f"local  workers {n}: pinned, worker i's process tree to core i "
+                              f"({', '.join(str(len(t)) for t in trees)} processes)")
                     ts, cs = [], []
                     for _ in range(args.rounds):
                         items = workload(tasks, seed)

@@ -136,7 +136,8 @@ def warm_kernel(a: Any) -> Any:
 
 def warm_up() -> None:
     """Run in the sandbox's zygote before it forks workers: the imports and first-call caches every trace would
-    otherwise pay for (the program recorder, the target tables, :func:`warm_kernel` recorded and encoded).
+    otherwise pay for (the program recorder, the Beta-1 front end the kernel entry tells kernels apart with, the
+    target tables, :func:`warm_kernel` recorded and encoded).
     Never fails the zygote's start."""
     try:
         from nkieval import frontends
@@ -145,6 +146,7 @@ def warm_up() -> None:
         import nki.isa
         import nki.language  # noqa: F401
 
+        import nkieval.frontends.beta1.launch  # noqa: F401  (every trace's _kernel_entry: ~9 ms of imports)
         from nkieval.hardware import targets
         from nkieval.sim.options import SimOptions
         from nkieval.sim.program import ArgSpec, record_program

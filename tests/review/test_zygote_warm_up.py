@@ -1,0 +1,46 @@
+"""The zygotes' warm-ups pay, once, for every import a request would otherwise pay for in each forked child.
+
+A child forked from a warmed zygote that loads a candidate's kernel entry (what every trace and every old-pipeline
+case does first) must import no module of nkieval's own: each such import costs every request again (the Beta-1
+front end, which ``_kernel_entry`` tells kernels apart with, was ~9 ms of a ~20 ms trace request)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+KERNEL = '''
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def k(a):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+'''
+
+
+@pytest.mark.parametrize("warm_up", ["nkieval.review.tracer:warm_up", "nkieval.review.zygote:_warm_up"])
+def test_loading_a_kernel_entry_after_the_warm_up_imports_nothing_of_nkieval(tmp_path, warm_up):
+    cand = tmp_path / "candidate.py"
+    cand.write_text(KERNEL)
+    module, fn = warm_up.split(":")
+    code = textwrap.dedent(f"""
+        import importlib, sys
+        getattr(importlib.import_module({module!r}), {fn!r})()
+        from nkieval.review.child import _kernel_entry
+        before = set(sys.modules)
+        _kernel_entry({str(cand)!r}, "k")
+        print(sorted(m for m in set(sys.modules) - before if m.startswith("nkieval")))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", f"imported after the warm-up: {out.stdout.strip()}"
