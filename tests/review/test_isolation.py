@@ -198,6 +198,7 @@ def test_the_starvation_share() -> None:
     from nkieval.review.isolation.starvation import (
         STARVED_SHARE,
         longest_wait,
+        longest_wait_since,
         run_queue_delays,
         starved,
         starved_process,
@@ -210,6 +211,10 @@ def test_the_starvation_share() -> None:
     longest = longest_wait()
     assert longest is None or longest >= max(delays.values())
     assert longest_wait(pid=2**22 + 7) is None  # (no such process)
+    since = longest_wait_since(delays)
+    assert since is None or since >= 0.0  # (a thread's wait only grows)
+    assert longest_wait_since({tid: d + 5.0 for tid, d in delays.items()}) < 0.0 or since is None
+    assert longest_wait_since(delays, pid=2**22 + 7) is None
 
     assert starved_process(0.2, 1.0) and not starved_process((1 - STARVED_SHARE) * 1.0, 1.0)
     assert not starved_process(0.0, 0.0)

@@ -1,5 +1,6 @@
 """Hostile candidates get specific verdicts within their limits, and the next review is unaffected."""
 
+import os
 import time
 
 import numpy as np
@@ -119,3 +120,39 @@ def test_kept_output_files_are_overwritten_and_never_read_stale(tmp_path):
     # a case that fails leaves the previous run's file in the slot: it is not read
     fails = run_candidate(HOSTILE["raises"][0], "vector_add", _cases(1), target="trn2", trusted=False)
     assert fails[0].status == "exception" and not fails[0].outputs
+
+
+def _starving_candidate(cpu: int) -> str:
+    """A kernel that pins itself to ``cpu`` in the idle scheduling class and computes forever."""
+    return ("import os\n" + HEAD + "@nki.jit\ndef vector_add(a, b):\n"
+            f"    os.sched_setaffinity(0, {{{cpu}}})\n"
+            "    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+            "    while True:\n        pass\n")
+
+
+@pytest.mark.parametrize("hogs", [8, 0])
+def test_an_untrusted_child_starved_at_its_limit_is_a_harness_error_not_a_timeout(hogs):
+    """The pipeline before trace-then-execute (``trusted=False``: the candidate runs in the child): a case stopped
+    at its wall-clock limit whose child waited for a core most of that time (a core eight busy processes share)
+    is the machine's fault, a harness error to retry, and the cases after it are not run; with the core to itself
+    the same loop is the candidate's timeout."""
+    import subprocess
+    import sys
+
+    cpu = min(os.sched_getaffinity(0))
+    procs = [subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"],
+                              start_new_session=True) for _ in range(hogs)]
+    cases = [CaseJob(f"c{n}", {"a": np.ones(n, np.float32), "b": np.ones(n, np.float32)}, {}, 1) for n in (5, 9)]
+    try:
+        time.sleep(0.5 if hogs else 0.0)  # (the hogs started and busy)
+        runs = run_candidate(_starving_candidate(cpu), "vector_add", cases, target="trn2", trusted=False,
+                             limits=SandboxLimits(timeout_s=3.0, startup_s=20))
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    if hogs:
+        assert [r.status for r in runs] == ["infra-error", "not-run"], [(r.status, r.error) for r in runs]
+        assert "waited for a core" in runs[0].error["message"] and "retry" in runs[0].error["message"]
+    else:
+        assert [r.status for r in runs] == ["timeout", "not-run"], [(r.status, r.error) for r in runs]

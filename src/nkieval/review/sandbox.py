@@ -35,6 +35,7 @@ import numpy as np
 
 from nkieval.review import npzio
 from nkieval.review.executor import replay_as_traced
+from nkieval.review.isolation.starvation import longest_wait, longest_wait_since, run_queue_delays, starved
 from nkieval.review.runs import STATUSES, CaseJob, CaseRun, SandboxLimits, skipped
 from nkieval.review.tracing import ProgramStream
 
@@ -669,6 +670,7 @@ def _run_batch(runner: _Runner, remaining: list[int]) -> None:
     t_start = time.monotonic()
     current: int | None = None
     started_at = t_start
+    waits_at_start: dict[str, float] = {}
     rescan_at = t_start + _RESCAN_S
     try:
         runner.started()
@@ -692,6 +694,7 @@ def _run_batch(runner: _Runner, remaining: list[int]) -> None:
                 if len(results) > n_done or ((hints is None or f"s{k0}" in hints)
                                              and (job / f"started_{k0}").exists()):
                     current, started_at = k0, time.monotonic()
+                    waits_at_start = run_queue_delays(proc.pid)
             code = proc.exitcode()
             if code is not None:
                 # A result may have landed just before exit.
@@ -715,7 +718,11 @@ def _run_batch(runner: _Runner, remaining: list[int]) -> None:
                 return
             now = time.monotonic()
             if current is not None and now - started_at > limits.timeout_s:
+                waited = longest_wait_since(waits_at_start, proc.pid)  # (before the kill: then it is gone)
                 proc.kill()
+                if starved(waited, now - started_at):
+                    _starved_stop(finish, cases, remaining, now - started_at, waited, "this case")
+                    return
                 finish(current, CaseRun(cases[current].label, "timeout", wall_s=now - started_at, error={
                     "message": f"no result after {limits.timeout_s:g} s; the process was killed", **_tails(job)}))
                 # A kernel that hangs on one shape almost always hangs on the next: do not spend
@@ -726,7 +733,11 @@ def _run_batch(runner: _Runner, remaining: list[int]) -> None:
                 runner.skip(skipped)
                 return
             if current is None and now - t_start > limits.startup_s + limits.timeout_s:
+                waited = longest_wait(proc.pid)
                 proc.kill()
+                if starved(waited, now - t_start):
+                    _starved_stop(finish, cases, remaining, now - t_start, waited, "its import")
+                    return
                 for k in list(remaining):
                     finish(k, CaseRun(cases[k].label, "timeout" if k == remaining[0] else "not-run", error={
                         "message": f"the candidate did not start a case within {limits.startup_s + limits.timeout_s:g}"
@@ -748,6 +759,19 @@ def _run_batch(runner: _Runner, remaining: list[int]) -> None:
                 proc.kill()
         proc.close()
         st["exit_s"] += time.perf_counter() - t_exit
+
+
+def _starved_stop(finish: Callable[[int, CaseRun], None], cases: Sequence[CaseJob], remaining: list[int],
+                  took: float, waited: float | None, what: str) -> None:
+    """A child stopped at its wall-clock limit that waited for a core most of that time was starved: the
+    machine's fault, not the candidate's timeout (``review.isolation.starvation``). Its case is a harness error
+    (the review fails closed, to be retried) and the cases after it are not run."""
+    for i, k in enumerate(list(remaining)):
+        msg = (f"the candidate process was stopped at the wall-clock limit during {what}, but it waited for a core "
+               f"{waited or 0.0:.1f} s of its {took:.1f} s (an overloaded machine, not the candidate: retry)"
+               if i == 0 else "not run: the case before it was stopped on an overloaded machine")
+        finish(k, CaseRun(cases[k].label, "infra-error" if i == 0 else "not-run", wall_s=took if i == 0 else 0.0,
+                          error={"message": msg}))
 
 
 def _tails(job: Path, n: int = 400) -> dict[str, str]:

@@ -40,6 +40,13 @@ def longest_wait(pid: int | str = "self") -> float | None:
     return max(run_queue_delays(pid).values(), default=None)
 
 
+def longest_wait_since(before: dict[str, float], pid: int | str = "self") -> float | None:
+    """The longest a thread of ``pid`` has waited for a core since ``before`` (its :func:`run_queue_delays` then;
+    a thread started since counts from zero), or None where there is no schedstat."""
+    now = run_queue_delays(pid)
+    return max((w - before.get(tid, 0.0) for tid, w in now.items()), default=None)
+
+
 def starved(delay_s: float | None, elapsed_s: float) -> bool:
     """Whether a run that waited ``delay_s`` for a core over ``elapsed_s`` of wall time was starved."""
     return delay_s is not None and elapsed_s > 0 and delay_s >= STARVED_SHARE * elapsed_s
