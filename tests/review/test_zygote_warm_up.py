@@ -12,33 +12,20 @@ import textwrap
 
 import pytest
 
-KERNEL = '''
-import nki
-import nki.isa as nisa
-import nki.language as nl
-
-
-@nki.jit
-def k(a):
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
-'''
+from nkieval.review.tracing import KNOWN_GOOD_KERNEL
 
 
 @pytest.mark.parametrize("warm_up", ["nkieval.review.tracer:warm_up", "nkieval.review.zygote:_warm_up"])
 def test_loading_a_kernel_entry_after_the_warm_up_imports_nothing_of_nkieval(tmp_path, warm_up):
     cand = tmp_path / "candidate.py"
-    cand.write_text(KERNEL)
+    cand.write_text(KNOWN_GOOD_KERNEL)
     module, fn = warm_up.split(":")
     code = textwrap.dedent(f"""
         import importlib, sys
         getattr(importlib.import_module({module!r}), {fn!r})()
         from nkieval.review.child import _kernel_entry
         before = set(sys.modules)
-        _kernel_entry({str(cand)!r}, "k")
+        _kernel_entry({str(cand)!r}, "known_good")
         print(sorted(m for m in set(sys.modules) - before if m.startswith("nkieval")))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
