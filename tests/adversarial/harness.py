@@ -276,10 +276,11 @@ def children() -> set[int]:
 
 
 def _harness_children() -> set[int]:
-    from nkieval.review import replay_worker, sandbox
+    from nkieval.review import replay_worker, sandbox, tracing
 
     z = sandbox._ZYGOTE
-    return ({z.p.pid} if z is not None and z.alive() else set()) | replay_worker.worker_pids()
+    return (({z.p.pid} if z is not None and z.alive() else set()) | replay_worker.worker_pids()
+            | tracing.pool_pids())
 
 
 def reap_survivors(before: set[int]) -> list[int]:

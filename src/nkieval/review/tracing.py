@@ -83,6 +83,13 @@ def _builtin_tasks_dir() -> str:
     return str(BUILTIN_ROOT)
 
 
+def pool_pids() -> set[int]:
+    """The process ids of this process's live tracer zygotes (the judge's own children, not a candidate's)."""
+    with _POOL_LOCK:
+        procs = [getattr(pool, "_proc", None) for pool in _POOLS.values()]
+    return {p.pid for p in procs if p is not None and p.poll() is None}
+
+
 def isolation_in_force() -> dict[str, Any]:
     """What isolated the tracers of this process's reviews (empty before the first one)."""
     return dict(next(iter(_POOLS.values())).isolation) if _POOLS else {}
