@@ -1587,7 +1587,7 @@ class Interpreter:
         impl = builtins.lookup(self, fname, arg_nodes, value_used, line)
         if impl is None:
             raise Unsupported(f"call of {fname}", line)
-        return impl
+        return builtins.weighted(self, fname, impl)
 
     def _launch_call(self, n: Any, fname: str, targs: list[Any], launch: Any, arg_nodes: list[Any],
                      line: int) -> Expr:
