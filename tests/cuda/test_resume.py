@@ -5,6 +5,8 @@ launched earlier, a loop whose body holds the change)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -209,3 +211,27 @@ def test_a_launch_in_several_groups_resumes_its_first_group_only(pick: int, n: i
         fresh = _outcome(lambda: _host_run(mutant, x, n))
         resumed = _outcome(lambda: _resumed_host_run(text, mutant, x, n))
     assert resumed == fresh, m.what
+
+
+def test_whether_a_mutant_resumes_is_the_same_under_a_five_times_clock(
+        monkeypatch: pytest.MonkeyPatch, fast_cpu_clock: Callable[..., None]) -> None:
+    """Whether a mutant resumes (its skipped statements' work against the state's copy, ``MIN_GAIN``) is decided
+    in work units: the same mutants resume with the executor's CPU clock five times as fast and jumping at every
+    reading (a slower, stalled machine). The CPU-time rule resumed others there: it read the copy's and the
+    statements' CPU seconds."""
+    task = load_task(BUILTIN_ROOT / "rmsnorm")
+    src = task.cuda_file.read_text()
+    text = preprocess(src)
+    dims, inputs = _smallest_case(task)
+    mutants = [m.apply(text) for m in mutations(src)]
+
+    def decisions() -> list[tuple[int, int] | None]:
+        resumable = ResumableRun(task, text, inputs, dims, task.params)
+        return [resumable.point(mutant) for mutant in mutants]
+
+    normal = decisions()
+    allowed = ResumableRun(task, text, inputs, dims, task.params, min_gain=0.0)
+    # (the rule decides: some mutants the text allows to resume do, others run fresh)
+    assert 0 < sum(d is not None for d in normal) < sum(allowed.point(m) is not None for m in mutants)
+    fast_cpu_clock(monkeypatch, 5.0, step_s=0.01)
+    assert decisions() == normal

@@ -378,6 +378,50 @@ def lookup(it: Interpreter, name: str, arg_nodes: list[Any], value_used: bool, l
     return None
 
 
+#: Work units (:func:`~nkieval.cuda.values.executor_work`) each lane of a call of a math builtin counts beyond
+#: the call's syntax nodes (which count as any expression's do: ``interp.STATEMENT_WORK`` + lanes each). The
+#: interpreter's node weight fits additions and loads; these functions cost more per lane: ``erff`` and its
+#: kin call Python's ``math.erf`` per element (some 100 ns), others compute in fp64 and round. A CUDA name
+#: (fast-math maps ``expf`` to ``__expf`` first: :func:`lane_work`). Measured, per function, as the CPU of a
+#: kernel calling it 16 times per lane over 65,536 lanes less what the interpreter counts for it, at the rate
+#: (work units per CPU second) of the same kernel without the call run alternately beside it (minimum of 9 runs
+#: each, median of three rounds); then scaled by the one factor that fits the built-in port tasks' runs
+#: (0.48: the microbenchmark's plain kernel counts more work per CPU second than the average run). Only functions
+#: measured at 16 units a lane or more before the scale are listed (below it, the spread between rounds); the
+#: fp64 functions not measured take their fp32 twin's weight. docs/cuda.md, "Work units: math builtins", has the
+#: commands and the fit. Changing an entry changes what a run counts, so what fits a budget: a deliberate,
+#: documented change
+MATH_LANE_WORK: dict[str, int] = {
+    "acosf": 15, "asinf": 9, "atan": 13, "atan2f": 12, "atanf": 13, "ceil": 8, "ceilf": 8, "cos": 20, "__cosf": 21,
+    "cosf": 23, "cosh": 8, "coshf": 8, "erf": 335, "erfc": 370, "erfcf": 402, "erff": 332, "__exp10f": 24,
+    "__expf": 8, "expf": 11, "expm1": 16, "expm1f": 16, "__float2half": 15, "__float2int_rn": 15, "fmodf": 65,
+    "__frsqrt_rn": 20, "hypotf": 61, "log10": 24, "log10f": 24, "__log2f": 8, "__logf": 9, "normcdf": 363,
+    "normcdff": 363, "pow": 9, "__powf": 15, "powf": 18, "round": 21, "roundf": 21, "rsqrt": 10, "rsqrtf": 19,
+    "sin": 29, "__sinf": 27, "sinf": 12, "sinh": 9, "sinhf": 9, "sqrtf": 10, "tan": 14, "tanf": 14, "tanhf": 9,
+}
+
+
+def lane_work(name: str, opts: Any) -> int:
+    """:data:`MATH_LANE_WORK` of a call of ``name`` built with ``opts`` (0 for any other call)."""
+    if opts.fast_math:
+        name = arith.FAST_MATH_MAP.get(name, name)
+    return MATH_LANE_WORK.get(name, 0)
+
+
+def weighted(it: Interpreter, name: str, impl: Callable[[Frame, Mask], Any]) -> Callable[[Frame, Mask], Any]:
+    """``impl``, the call of builtin ``name``, counting :func:`lane_work` per element of its value (its lanes,
+    or one for a value uniform across them) in ``it``'s work: a function of the launch, not of the machine."""
+    weight = lane_work(name, it.opts)
+    if weight <= 0:
+        return impl
+
+    def call(fr: Frame, m: Mask) -> Any:
+        r = impl(fr, m)
+        it.work += weight * (r.size if isinstance(r, np.ndarray) else 1)
+        return r
+    return call
+
+
 def _f2i_rn(x: Any) -> Any:
     return cast(np.rint(np.asarray(x, F64)), I32)
 

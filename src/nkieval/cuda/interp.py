@@ -66,7 +66,8 @@ DEADLINE_EVERY = 32
 #: STATEMENT_WORK + T (:attr:`Lanes.cost`, times :func:`statement_size`): the interpreter's own Python work per
 #: node (a closure call, mask bookkeeping) in lanes of NumPy work that cost as much CPU time; NODE_WORK per node
 #: of the source's syntax tree, once per run (parsing the source, compiling its closures). Fitted over the
-#: built-in tasks' runs with :data:`~nkieval.cuda.values.WORK_PER_S` (docs/cuda.md, "Work units")
+#: built-in tasks' runs with :data:`~nkieval.cuda.values.WORK_PER_S` (docs/cuda.md, "Work units"). A call of a
+#: costly math builtin counts its :data:`~nkieval.cuda.builtins.MATH_LANE_WORK` per lane on top
 STATEMENT_WORK = 4096
 NODE_WORK = 8192
 DIM3 = VECTORS["dim3"]
@@ -1587,7 +1588,7 @@ class Interpreter:
         impl = builtins.lookup(self, fname, arg_nodes, value_used, line)
         if impl is None:
             raise Unsupported(f"call of {fname}", line)
-        return impl
+        return builtins.weighted(self, fname, impl)
 
     def _launch_call(self, n: Any, fname: str, targs: list[Any], launch: Any, arg_nodes: list[Any],
                      line: int) -> Expr:

@@ -16,7 +16,14 @@ call neither that function nor one that calls it, and the resumed kernel's state
 neither contain the change nor name such a function. The run's work count (:func:`nkieval.cuda.executor_work`)
 then starts at the original's count at that state, so it ends at exactly a fresh run's count, and its work
 limit counts it: a search is charged the same work, and tries the same hypotheses under the same limits, as
-with fresh runs (whether a mutant resumes is a matter of speed only). Anything else runs fresh.
+with fresh runs. Anything else runs fresh.
+
+**Whether to resume, in work units.** Resuming pays off only where the statements skipped cost more than
+restoring the state. Both sides are in work units (:func:`nkieval.cuda.executor_work`), never CPU seconds: the
+statements skipped are the original's count between the launch's first statement and the resumed one, and a
+state's restoring costs :func:`copy_work` of what it holds (its arrays' bytes, its objects). What runs (a
+resumed or a fresh run) is then a function of the inputs only, the same on any machine and under any load,
+though either gives the same outputs and the same charge.
 """
 
 from __future__ import annotations
@@ -32,14 +39,21 @@ import numpy as np
 import nkieval.cuda as cuda
 from nkieval.cuda.program import Program
 from nkieval.cuda.runner import _program
-from nkieval.cuda.values import CudaError, executor_seconds, executor_work, work_units
+from nkieval.cuda.values import CudaError, executor_work, work_units
 
 #: bytes of states one captured run keeps at most (its array copies); the statements past it run fresh
 STATES_MAX_BYTES = 64 << 20
-#: a mutant resumes only where the kernel's statements it skips took this many times what restoring the state
-#: costs (copying it took as long, at capture): on the ports' small cases a few statements take less than the
-#: copy, and a fresh run is cheaper
+#: a mutant resumes only where the kernel's statements it skips count this many times the work restoring the
+#: state counts (:func:`copy_work`): on the ports' small cases a few statements take less than the copy, and a
+#: fresh run is cheaper
 MIN_GAIN = 2.0
+#: work units copying one object of a state, and one KiB of its arrays, costs (:func:`copy_work`; a restore
+#: copies the state as its capture did). Fitted on the CPU time of the 1,299 states captured by the 46 built-in
+#: port tasks' kernels on their three smallest cases (2.8 us per object, 0.18 ns per byte), converted at the
+#: work units per CPU second of the same runs, so that the rule weighs the two as the CPU-time rule did
+#: (docs/cuda.md, "Work units: math builtins; the resume decision")
+COPY_OBJECT_WORK = 6_700
+COPY_KIB_WORK = 440
 #: work units the capturing run of the original may take (2 s of CPU at the calibration: past it, every mutant
 #: runs fresh)
 CAPTURE_WORK_LIMIT = work_units(2.0)
@@ -49,17 +63,23 @@ CAPTURE_WORK_LIMIT = work_units(2.0)
 class _State:
     """The run before one top-level statement: the frame, mask, constants, warnings and loop ticks (host
     buffers referenced, not copied), the host buffers' contents, the work units the run counted to get there,
-    and the CPU seconds it took (whether resuming there saves time: :meth:`ResumableRun.point`)."""
+    and the work restoring it counts (whether resuming there saves time: :meth:`ResumableRun.point`)."""
 
     held: tuple[Any, ...]
     buffers: list[tuple[np.ndarray, np.ndarray | None, Any]]
-    spent_s: float
-    #: CPU seconds copying it took (restoring it costs about as much)
-    copy_s: float = 0.0
     #: the run's work count there, and the part of it the original's source counted (a resumed run starts from
     #: the count with its own source's part instead: :meth:`_Resume.restore`)
     work: int = 0
     source_work: int = 0
+    #: :func:`copy_work` of the state (restoring it copies it again)
+    copy_work: int = 0
+
+
+def copy_work(objects: int, nbytes: int) -> int:
+    """Work units copying a state of ``objects`` Python objects holding ``nbytes`` bytes of arrays costs: a
+    model of its CPU time (:data:`COPY_OBJECT_WORK`, :data:`COPY_KIB_WORK`) read from what the state holds, so
+    the same on any machine."""
+    return COPY_OBJECT_WORK * objects + COPY_KIB_WORK * nbytes // 1024
 
 
 class _Capture:
@@ -69,24 +89,23 @@ class _Capture:
     def __init__(self) -> None:
         self.states: dict[tuple[int, int], _State] = {}
         self.base_buffers: list[Any] = []
-        self.started = executor_seconds()
-        self.copying_s = 0.0
         self.bytes = 0
 
     def take(self, it: Any, launch: int, statement: int, fr: Any, m: Any) -> None:
         if self.bytes > STATES_MAX_BYTES:
             return
-        t0 = executor_seconds()
         memo: dict[int, Any] = {id(b): b for b in it.host_buffers}
         held = copy.deepcopy((fr, m, it.globals, list(it.warnings), it._ticks), memo)
         buffers = [(b.data.copy(), None if b.writer is None else b.writer.copy(), b.race) for b in it.host_buffers]
-        self.bytes += sum(v.nbytes for v in memo.values() if isinstance(v, np.ndarray))
-        self.bytes += sum(d.nbytes for d, _, _ in buffers)
+        nbytes = sum(v.nbytes for v in memo.values() if isinstance(v, np.ndarray))
+        nbytes += sum(d.nbytes for d, _, _ in buffers)
+        self.bytes += nbytes
         self.base_buffers = list(it.host_buffers)
-        took = executor_seconds() - t0
-        self.states[(launch, statement)] = _State(held, buffers, t0 - self.started - self.copying_s, took, it.work,
-                                                  it.source_work)
-        self.copying_s += took
+        # (what copying it costs, read from what it holds: the memo has an entry per object copied, besides the
+        # host buffers it was given; the host buffers' writer arrays are copied too)
+        nbytes += sum(w.nbytes for _, w, _ in buffers if w is not None)
+        self.states[(launch, statement)] = _State(held, buffers, it.work, it.source_work,
+                                                  copy_work(len(memo) + len(buffers), nbytes))
 
 
 class _Mismatch(Exception):
@@ -266,8 +285,8 @@ class ResumableRun:
         if state is None:
             return None
         start = capture.states.get((at[0], 0))
-        skipped = state.spent_s - (start.spent_s if start is not None else 0.0)
-        return at if skipped >= self.min_gain * state.copy_s else None
+        skipped = state.work - (start.work if start is not None else 0)
+        return at if skipped >= self.min_gain * state.copy_work else None
 
     def run(self, source: str, work_limit: int | None) -> list[np.ndarray]:
         """The outputs of ``source`` on the case, resumed where :meth:`point` allows, else a fresh run; raises

@@ -99,7 +99,8 @@ def safety_seconds(work_limit: int) -> float:
 
 def executor_work() -> int:
     """The clock of the review's executor budgets: the work units (statements and loop iterations run, each
-    weighted by the lanes it runs over: :data:`nkieval.cuda.interp.STATEMENT_WORK`) of every run the calling
+    weighted by the lanes it runs over: :data:`nkieval.cuda.interp.STATEMENT_WORK`; costly math builtins by
+    their lanes too: :data:`nkieval.cuda.builtins.MATH_LANE_WORK`) of every run the calling
     thread has made, counted by the interpreter itself. Deterministic: the same runs count the same on any
     machine, under any load, so what a review covers is a function of its inputs only."""
     return getattr(_WORK, "total", 0)
