@@ -246,3 +246,25 @@ def test_z_bins_at_every_edge():
     want = np.array([_z_bin_rule(x) for x in _Z_EDGE_VALUES], dtype=np.int64)
     assert np.array_equal(_z_bins(z.copy(), overwrite=True), want)
     assert np.array_equal(_z_bins(z), want)
+
+
+def test_nbytes_follows_the_kept_blocks_and_variant_outputs():
+    """``nbytes`` (kept with the state it was counted in; the case cache asks after every case) is the walk over
+    the kept blocks' and the variants' arrays after each change: blocks first kept, a variant's output added."""
+    inputs, outs = _mm_case()
+    pc = PreparedCheck(inputs, "matmul", BF16_MM, input_family="normal", keep_blocks=True, block_elems=512)
+
+    def walked() -> int:
+        return (sum(b.nbytes() for kept in pc._kept if kept for b in kept)
+                + sum(v.nbytes for v in pc._variant_outputs.values() if v is not None))
+
+    assert pc.nbytes() == 0 == walked()
+    pc.check(outs[0])
+    assert pc.nbytes() == walked() > 0
+    before = pc.nbytes()
+    with pc._lock:  # (as a diagnosis keeps a variant's formula on the whole inputs)
+        pc._variant_outputs["v1"] = np.zeros(1000)
+    assert pc.nbytes() == walked() == before + 8000
+    with pc._lock:
+        pc._variant_outputs["v2"] = None  # (a variant that raised: nothing kept)
+    assert pc.nbytes() == walked() == before + 8000

@@ -221,6 +221,8 @@ class PreparedCheck:
         # variant id -> its formula on the whole inputs (float64; None: it raised), built by the first
         # diagnosis that needs it when blocks are kept: it depends on the inputs only
         self._variant_outputs: dict[str, np.ndarray | None] = {}
+        #: :meth:`nbytes` and the state it was counted in
+        self._nbytes_at: tuple[tuple[int, ...], int] | None = None
 
     # ------------------------------------------------------------------ blocks
 
@@ -262,10 +264,19 @@ class PreparedCheck:
         return self
 
     def nbytes(self) -> int:
-        """Bytes held by the kept blocks and the variants' outputs (the prepared inputs not counted)."""
+        """Bytes held by the kept blocks and the variants' outputs (the prepared inputs not counted).
+
+        The case cache asks after every judged case (walking every block's arrays: about 1 ms on a
+        large output), but the answer changes only when a phase's blocks are first kept or a variant's output
+        is added (neither is ever replaced or changed): it is kept with that state."""
         with self._lock:
-            return (sum(b.nbytes() for kept in self._kept if kept for b in kept)
-                    + sum(v.nbytes for v in self._variant_outputs.values() if v is not None))
+            state = (*(-1 if kept is None else len(kept) for kept in self._kept), len(self._variant_outputs))
+            if self._nbytes_at is not None and self._nbytes_at[0] == state:
+                return self._nbytes_at[1]
+            n = (sum(b.nbytes() for kept in self._kept if kept for b in kept)
+                 + sum(v.nbytes for v in self._variant_outputs.values() if v is not None))
+            self._nbytes_at = (state, n)
+            return n
 
     # ------------------------------------------------------------------ judging
 

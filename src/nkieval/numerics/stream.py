@@ -441,12 +441,20 @@ class _Stream:
         if exact_bad is not None:
             r_det[exact_bad] = np.inf
             r_prb[exact_bad] = np.inf
+        # the elements over their bound; None: none is, the block's largest ratio being within it (then no element
+        # is exact_bad either: those ratios are inf), which spares a comparison and a count per bound (a NaN
+        # largest ratio is not "within": counted as before)
+        over_det = over_prb = None
         if nblk:
-            self.margin_det = max(self.margin_det, float(r_det.max()))
-            self.margin_prb = max(self.margin_prb, float(r_prb.max()))
-        over_det, over_prb = r_det > 1, r_prb > 1
-        self.exceed_det += int(np.count_nonzero(over_det)) - n_exact_bad
-        self.exceed_prb += int(np.count_nonzero(over_prb)) - n_exact_bad
+            m_det, m_prb = float(r_det.max()), float(r_prb.max())
+            self.margin_det = max(self.margin_det, m_det)
+            self.margin_prb = max(self.margin_prb, m_prb)
+            if not m_det <= 1:
+                over_det = r_det > 1
+                self.exceed_det += int(np.count_nonzero(over_det)) - n_exact_bad
+            if not m_prb <= 1:
+                over_prb = r_prb > 1
+                self.exceed_prb += int(np.count_nonzero(over_prb)) - n_exact_bad
         tau_gate = bb.tau_prb if self.statistical else bb.tau_det
         if nblk and (all_cmp or cmp_.any()):
             self._fold_plain(blk, got, out, raw, e, ci, ex, tau_gate)
@@ -468,14 +476,14 @@ class _Stream:
         if out.kind == "float" and out.p > 8 and self.grid_total < _GRID_SAMPLE:
             self._fold_grid(blk, got if raw is None else raw, out, None if all_cmp else cmp_)
         # mismatches (for counts and location patterns)
-        mism = over_det
-        if self.statistical:
-            mism |= over_prb
-        if unexplained is not None:
-            mism |= unexplained
-        if exact_bad is not None:
-            mism |= exact_bad
-        n_mism = int(np.count_nonzero(mism))
+        parts = [m for m in (over_det, over_prb if self.statistical else None, unexplained, exact_bad)
+                 if m is not None]
+        mism = parts[0] if parts else None
+        if len(parts) > 1:
+            mism = np.logical_or(parts[0], parts[1])  # (a fresh array: ``unexplained`` is read below)
+            for m in parts[2:]:
+                mism |= m
+        n_mism = 0 if mism is None else int(np.count_nonzero(mism))
         if n_mism:
             self.mismatch_n += n_mism
             if sum(len(a) for a in self.mismatch_idx) < _MISMATCH_CAP:
@@ -567,6 +575,7 @@ class _Stream:
             d = ulp_key(gc, out)
         d -= blk.ulp_y if ci is None else blk.ulp_y.take(ci)
         np.abs(d, out=d)
+        zero_ulps = int(self.ulp_hist[0])
         if d.size:
             self._fold_ulp_distances(d)
         # the squares in memory no longer needed (rel's, as large as e; or the gathered copies): the same values
@@ -577,7 +586,13 @@ class _Stream:
         else:
             yc = blk.y.take(ci)
             self.sum_y2 += float(np.sum(np.multiply(yc, yc, out=yc)))
-        self.cr += int(np.count_nonzero(gc == yoc))
+        if raw is not None:
+            # keys of values in the output format's own storage (``raw``) are its bit patterns in sign-magnitude
+            # order: on finite values equal keys are equal values (+0 and -0 alike, as for ==), so the correctly
+            # rounded count is the distances of 0 just counted (bucket 0 holds exactly those; two passes spared)
+            self.cr += int(self.ulp_hist[0]) - zero_ulps
+        else:  # (keys of float64 values cast to the format: a value off its grid can share fl_out(y)'s key)
+            self.cr += int(np.count_nonzero(gc == yoc))
 
     def _fold_ulp_distances(self, d: np.ndarray) -> None:
         dmax = int(d.max())
@@ -615,8 +630,10 @@ class _Stream:
         # z = e / sg = |diff| / sg is exactly |s| (sg > 0; division is sign-symmetric), and
         # so z * z is s * s: one division and one sum of squares serve both statistics
         z = np.abs(s)
-        self.z_max = max(self.z_max, float(z.max()))
-        self.z_over += int(np.count_nonzero(z > Z_P99_LIMIT))
+        z_top = float(z.max())
+        self.z_max = max(self.z_max, z_top)
+        if not z_top <= Z_P99_LIMIT:  # (none over the limit where the largest is within it; NaN: counted)
+            self.z_over += int(np.count_nonzero(z > Z_P99_LIMIT))
         self.z_n += int(z.size)
         self._fold_z_bins(z)  # (z is not needed after this)
         self.s_sum += float(s.sum())

@@ -8,6 +8,8 @@ reference is finite is reported as "unwritten or NaN" with the first and last su
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -16,12 +18,15 @@ from nkieval.tasks.schema import TensorSpec
 
 
 def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[TensorSpec, ...], rtol: float,
-                    atol: float, unwritten: list[np.ndarray | None] | None = None) -> dict[str, Any] | None:
+                    atol: float, unwritten: list[np.ndarray | None] | None = None,
+                    floors: Sequence[float | None] | None = None) -> dict[str, Any] | None:
     """None when every output matches; otherwise the first problem as facts (kind, counts, worst element).
 
     ``unwritten`` (from the sandbox, read off the trace) says per output which elements no
     instruction wrote; with it, NaN the kernel computed (exp overflow, inf * 0) is reported as
     ``nonfinite`` instead of ``unwritten``. Without it every unexpected NaN counts as unwritten.
+    ``floors`` (optional, per output): :func:`allowance_floor` of that output's reference, a function of the
+    reference alone that a caller keeping the reference can keep with it; the result is the same with or without.
     """
     from nkieval.sim.dtypes import to_dtype
 
@@ -33,15 +38,9 @@ def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[T
             return {"kind": "dtype", "output": spec.name, "got": str(g.dtype), "expected": spec.dtype}
         known = unwritten is not None
         mask = unwritten[i] if known and i < len(unwritten) else None
-        if known and (mask is None or not mask.any()) and np.isfinite(g).all() and np.isfinite(r).all():
-            # every element written and finite on both sides (the usual case): only the tolerance
-            # test is left, and it needs a fraction of the passes below (same result)
-            with np.errstate(over="ignore"):
-                err = np.abs(np.subtract(g, r, dtype=np.float64))
-                allowed = np.abs(r, dtype=np.float64)
-            allowed *= rtol
-            allowed += atol
-            if not (err > allowed).any():
+        if known and (mask is None or not mask.any()):
+            floor = floors[i] if floors is not None and i < len(floors) else None
+            if _within_tolerance(g, r, rtol, atol, floor):
                 continue
         g64 = np.asarray(g, dtype=np.float64)
         r64 = np.asarray(r, dtype=np.float64)
@@ -76,7 +75,8 @@ def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[T
 
 
 def compare_each(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[TensorSpec, ...], rtol: float,
-                 atol: float, unwritten: list[np.ndarray | None] | None = None
+                 atol: float, unwritten: list[np.ndarray | None] | None = None,
+                 floors: Sequence[float | None] | None = None
                  ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """:func:`compare_outputs` (the first problem) and one record per output: its name, whether it is
     correct, and its problem's kind and counts (the same checks, output by output)."""
@@ -84,7 +84,8 @@ def compare_each(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[Tens
     per: list[dict[str, Any]] = []
     for i, (spec, g, r) in enumerate(zip(specs, got, ref)):
         mask = [unwritten[i] if i < len(unwritten) else None] if unwritten is not None else None
-        m = compare_outputs([g], [r], (spec,), rtol, atol, mask)
+        floor = [floors[i] if i < len(floors) else None] if floors is not None else None
+        m = compare_outputs([g], [r], (spec,), rtol, atol, mask, floor)
         if m is not None and first is None:
             first = m
         rec: dict[str, Any] = {"name": spec.name, "correct": m is None}
@@ -92,6 +93,45 @@ def compare_each(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[Tens
             rec["mismatch"] = {k: m[k] for k in ("kind", "count", "total") if k in m}
         per.append(rec)
     return first, per
+
+
+def allowance_floor(ref: np.ndarray, rtol: float, atol: float) -> float | None:
+    """The least allowance ``atol + rtol * |r|`` over the reference ``ref``, rounded as
+    :func:`compare_outputs` rounds each element's (float64: ``|r| * rtol``, then ``+ atol``); None where it
+    proves nothing (no elements, a negative ``rtol``, a non-finite result).
+
+    Both roundings are monotone in ``|r|`` (``rtol >= 0``), so every element's allowance is at least this:
+    an output whose largest error is within it is within tolerance everywhere, with no allowance computed."""
+    if ref.size == 0 or not rtol >= 0:
+        return None
+    with np.errstate(all="ignore"):
+        least = float(np.min(np.abs(ref, dtype=np.float64)))
+    floor = least * rtol + atol
+    return floor if math.isfinite(floor) else None
+
+
+def _within_tolerance(g: np.ndarray, r: np.ndarray, rtol: float, atol: float, floor: float | None) -> bool:
+    """True when every element of ``g`` and ``r`` is finite and within tolerance (the usual case: only the
+    tolerance test is left, in a fraction of the full checks' passes); False when any is not (the full checks
+    then say what is wrong), so a True here is what the full checks find too.
+
+    The largest error ``max |g - r|`` is finite exactly when every element is finite on both sides (an infinity
+    or a NaN on either side makes its difference non-finite, and NaN propagates through the maximum; a float64
+    difference of finite values that overflows is a mismatch the full checks find). Within ``floor``
+    (:func:`allowance_floor`), no element's error exceeds its allowance; otherwise each allowance is computed."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = np.subtract(g, r, dtype=np.float64)
+        np.abs(err, out=err)
+        worst = float(err.max()) if err.size else 0.0
+    if not math.isfinite(worst):
+        return False
+    if floor is not None and worst <= floor:
+        return True
+    with np.errstate(over="ignore"):
+        allowed = np.abs(r, dtype=np.float64)
+    allowed *= rtol
+    allowed += atol
+    return not (err > allowed).any()
 
 
 def _first_last(mask: np.ndarray) -> tuple[list[int], list[int]]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from nkieval.review import adapters
 from nkieval.review.cache import CASE_CACHE, MAX_KEPT_ELEMENTS
-from nkieval.review.compare import compare_each
+from nkieval.review.compare import allowance_floor, compare_each
 from nkieval.review.model import CaseResult
 from nkieval.review.sandbox import CaseRun
 from nkieval.review.stages.load import Loaded
@@ -127,7 +127,7 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
         ref = _reference(kit, i)
         try:
             cr.mismatch, cr.outputs = compare_each(run.outputs, ref, task.outputs, task.rtol, task.atol,
-                                                   run.unwritten)
+                                                   run.unwritten, _allowance_floors(kit, i, ref))
         except Exception as e:  # outputs the sandbox read back are checked arrays: a raise is the judge's
             raise JudgeError("compare", f"comparing the outputs raised {type(e).__name__}: {e}") from e
         cr.correct = cr.mismatch is None
@@ -145,6 +145,18 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
     with timed(timings, "reference_and_compare_s"):
         _grew(kit, i)
     return JudgedCase(cr, verdict, run.outputs[0] if verdict is not None else None, reason, others)
+
+
+def _allowance_floors(kit: JudgeKit, i: int, ref: list[np.ndarray]) -> tuple[float | None, ...] | None:
+    """Each reference output's least tolerance allowance (:func:`~nkieval.review.compare.allowance_floor`), kept
+    with the case's reference where the case is kept across reviews (a function of the reference and the task's
+    tolerances, both fixed by the case's key); None for a case not kept (computing it would cost what it saves)."""
+    if kit.loaded.keys[i] is None:
+        return None
+    task = kit.loaded.task
+    key = f"compare.allowance_floor/{task.rtol!r}/{task.atol!r}"
+    return kit.loaded.data[i].get_derived(key, lambda: ([], tuple(allowance_floor(r, task.rtol, task.atol)
+                                                                  for r in ref)))[1]
 
 
 def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult
