@@ -3,9 +3,12 @@ the program, and replaying it, as ratios to a baseline tree run in the same invo
 
 The kernels are built-in candidates of many small instructions (the thread-by-thread ports), where the judge's
 trusted pipeline loses throughput: recording and replay each cost about one eager run. Each phase's CPU time
-(``time.process_time``) is the best of ``--repeat`` runs, each begun after a full garbage collection; ``debt`` is
-a full collection right after parsing and compiling (the collector's work on what they left), ``parse+compile``
-runs with the collector paused, as the judge's executor does. The program text (paths normalised), the replay's
+(``time.process_time``) is the best of ``--repeat`` runs, each begun after a full garbage collection: ``record`` is
+recording and the program's JSON together (the tracer's work), ``json`` the JSON alone, ``own`` the recorder's own
+work (``record`` less the same record-only run without a recorder); ``debt`` is a full collection right after
+parsing and compiling (the collector's work on what they left), ``compile`` (parse and compile) runs with the
+collector paused, as the judge's executor does; the collector's thresholds are the tracer's and the executor's
+(``nkieval.review.child.GC_THRESHOLDS``). The program text (paths normalised), the replay's
 outputs and its trace are digested, so the two trees are shown to record and compute the same bytes.
 
 Run::
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 #: task -> the thread-by-thread port's input shapes (the largest the judge's cases reach, and larger)
@@ -43,13 +47,15 @@ def child(tasks: list[str], repeat: int) -> None:
 
     import nkieval
     from nkieval import frontends
-    from nkieval.review.child import _kernel_entry
+    from nkieval.review.child import GC_THRESHOLDS, _kernel_entry
     from nkieval.sim.options import SimOptions
     from nkieval.sim.program import ArgSpec, Program, compile_program, record_program, replay_program
+    from nkieval.sim.runner import run_kernel
     from nkieval.tasks.loader import load_task
 
     warnings.simplefilter("ignore")
     frontends.install(force=True)
+    gc.set_threshold(*GC_THRESHOLDS)  # (the collector's pace of the tracer and of the judge's replays)
     builtin = Path(nkieval.__file__).parent / "tasks" / "builtin"
     for task in tasks:
         shapes = SHAPES[task]
@@ -58,12 +64,19 @@ def child(tasks: list[str], repeat: int) -> None:
         specs = [ArgSpec(s, d) for s, d in shapes]
         inputs = [rng.standard_normal(s).astype(d) for s, d in shapes]
         opts = SimOptions.from_env(record_trace=False, **entry.options)
-        best = [float("inf")] * 4
+        bare_opts = replace(opts, compute_values=False)
+        best = [float("inf")] * 6
         for _ in range(repeat):
             prog = res = None
             gc.collect()
+            b0 = time.process_time()  # the same record-only run without a recorder: the simulator's share
+            run_kernel(entry.fn, [s.placeholder() for s in specs], {}, options=bare_opts, lnc=entry.lnc,
+                       grid=entry.grid)
+            b1 = time.process_time()
+            gc.collect()
             c0 = time.process_time()
             rec = record_program(entry.fn, specs, {}, options=opts, lnc=entry.lnc, grid=entry.grid)
+            cj = time.process_time()
             text = rec.program.to_json()
             c1 = time.process_time()
             rec = None
@@ -78,7 +91,7 @@ def child(tasks: list[str], repeat: int) -> None:
             c4 = time.process_time()
             res = replay_program(prog, inputs, {}, options=SimOptions.from_env(emit_warnings=False))
             c5 = time.process_time()
-            best = [min(b, x) for b, x in zip(best, (c1 - c0, c3 - c2, c4 - c3, c5 - c4))]
+            best = [min(b, x) for b, x in zip(best, (c1 - c0, c3 - c2, c4 - c3, c5 - c4, b1 - b0, c1 - cj))]
         outs = res.outputs if isinstance(res.outputs, tuple | list) else [res.outputs]
         digest = hashlib.sha256(text.replace(str(builtin), "BUILTIN").encode())
         for o in outs:
@@ -86,8 +99,14 @@ def child(tasks: list[str], repeat: int) -> None:
         digest.update(res.trace.to_json().replace(str(builtin), "BUILTIN").encode())
         print("RESULT " + json.dumps({
             "task": task, "record": best[0], "compile": best[1], "debt": best[2], "replay": best[3],
+            "bare": best[4], "json": best[5],
             "events": prog.n_events, "instructions": len(res.trace), "digest": digest.hexdigest()[:16],
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+
+
+#: phases each child measures (best of its repeats): ``record`` is recording and JSON together, ``json`` its part,
+#: ``bare`` the same record-only run without a recorder
+_MEASURED = ("record", "json", "bare", "compile", "debt", "replay")
 
 
 def run_tree(src: Path, tasks: list[str], repeat: int) -> dict[str, dict]:
@@ -123,13 +142,15 @@ def main() -> None:
     for _ in range(args.rounds):
         runs["base"].append(run_tree(args.baseline_src.resolve(), tasks, args.repeat))
         runs["this"].append(run_tree(this, tasks, args.repeat))
-    phases = ("record", "compile", "debt", "replay")
+    phases = ("record", "own", "json", "compile", "debt", "replay")
     print("| task | events | " + " | ".join(f"{p} CPU s, base → this (speed-up)" for p in phases)
           + " | peak RSS MB, base → this | same bytes |")
     print("|---|---|" + "---|" * len(phases) + "---|---|")
     for t in tasks:
-        b = {p: min(r[t][p] for r in runs["base"]) for p in (*phases, "maxrss_mb")}
-        n = {p: min(r[t][p] for r in runs["this"]) for p in (*phases, "maxrss_mb")}
+        b = {p: min(r[t][p] for r in runs["base"]) for p in (*_MEASURED, "maxrss_mb")}
+        n = {p: min(r[t][p] for r in runs["this"]) for p in (*_MEASURED, "maxrss_mb")}
+        for d in (b, n):  # the recorder's own work: recording and JSON less the same run without a recorder
+            d["own"] = d["record"] - d["bare"]
         same = len({r[t]["digest"] for k in runs for r in runs[k]}) == 1
         cells = [f"{b[p]:.3f} → {n[p]:.3f} ({b[p] / n[p]:.2f}×)" if n[p] > 0 else "-" for p in phases]
         print(f"| {t} | {runs['this'][0][t]['events']} | " + " | ".join(cells)

@@ -144,3 +144,32 @@ def test_a_keyword_given_twice_takes_its_last_value_as_a_dict_display_does():
         _replay(doc)
     pairs[-1] = ["dst", dst]
     np.testing.assert_array_equal(_replay(doc), a)
+
+
+def _first(doc: dict, kind: str) -> list:
+    return next(ev for ev in doc["programs"][0]["events"] if ev[0] == kind)
+
+
+@pytest.mark.parametrize("kind, field, value", [
+    ("i", 2, [{"zz": 1}]),            # a positional operand of an unknown kind
+    ("i", 2, [[1, True, {"zz": 1}]]),  # ... nested in a list
+    ("i", 2, {"d": []}),              # positional operands that are not a list
+    ("i", 3, {"d": [], "e": []}),     # keywords with a second key
+    ("i", 3, {"e": []}),              # keywords without "d"
+    ("i", 3, {"d": [["dst", {"zz": 1}]]}),  # a keyword's value of an unknown kind
+    ("i", 6, [["static", True, 4]]),  # a loop frame with a bool for its index
+    ("i", 6, [["static", 0]]),        # a loop frame of two fields
+    ("i", 6, "x"),                    # loop frames that are not a list
+    ("a", 2, [True, 8]),              # an allocation's shape with a bool
+    ("a", 2, [128, 8.0]),             # ... with a float
+    ("a", 2, "x"),                    # ... that is not a list
+])
+def test_an_instruction_s_and_an_allocation_s_fields_are_checked_whatever_their_common_case_skips(kind, field, value):
+    """Compiling takes shortcuts for the common cases (no positional operand, no loop frame, keyword operands that
+    are views, a shape of exact integers): a field off those cases must still be decoded, and refused when bad."""
+    doc = _doc()
+    assert _replay(doc) is not None
+    _first(doc, kind)[field] = value
+    with pytest.raises(ProgramError) as info:
+        _replay(doc)
+    assert info.value.rule == "program-format"

@@ -397,15 +397,21 @@ def _is_runtime(x: Any) -> bool:
     return _is_runtime_index(x)
 
 
+#: How many views have been given a recipe in this process (by ``_note_recipe``, the one place that sets one): while
+#: none has, no view has one, and the recorder's hooks need not read the unset slot (an AttributeError each time).
+RECIPES = [0]
+
+
 def _note_recipe(base: NkiTensor, out: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     # (every view a recorded kernel makes comes here, and almost none is placed by a runtime value: the tests that
     # rule a view out cheaply come first, the recorder's lookup last)
     if out is base or not isinstance(out, NkiTensor):
         return
-    if (getattr(base, "_recipe", None) is None and out._ap_base is None and getattr(out, "_dyn", None) is None
-            and not _is_runtime(args) and not (kwargs and _is_runtime(kwargs))):
+    if (out._ap_base is None and (not RECIPES[0] or getattr(base, "_recipe", None) is None)
+            and getattr(out, "_dyn", None) is None and not _is_runtime(args) and not (kwargs and _is_runtime(kwargs))):
         return
     if kernel_recorder() is not None:
+        RECIPES[0] += 1
         out._recipe = (method, base, args, kwargs)
 
 

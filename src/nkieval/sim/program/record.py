@@ -36,7 +36,7 @@ from nkieval.sim.program.codec import (
     Program,
     ProgramBody,
 )
-from nkieval.sim.tensor import DynSlice, NkiTensor
+from nkieval.sim.tensor import RECIPES, DynSlice, NkiTensor
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ class Recorder:
         self.args: list[Any] = []
         self.kwargs: dict[str, Any] = {}
         self.ret: Any = None
+        self.loc_lists: dict[tuple[Any, ...], list[Any]] = {}
 
     # -- events ------------------------------------------------------------------------------
     def emit(self, event: list[Any]) -> None:
@@ -98,7 +99,7 @@ class Recorder:
         if a.fixed_address:
             addr = [int(a.partition_offset), int(a.address)]
         self.emit(["a", a.id, list(shape), d.name, buffer.name, name or "", addr, self._fill(fill), instruction,
-                   _loc()])
+                   self._loc_list(context.user_location())])
 
     def free(self, alloc_id: int) -> None:
         if alloc_id in self.known:
@@ -118,19 +119,30 @@ class Recorder:
     def instruction(self, ctx: Any, name: str, call: Callable[[], Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
         """Record the outermost instruction call ``name`` and run it (``call``)."""
-        # (what encode(list(args)) and encode(kwargs) give, without their dispatch: a call's keywords are strings)
-        enc = self.encode
+        # (what encode(list(args)) and encode(kwargs) give, without their dispatch: a call's keywords are strings,
+        # and most operands are tensors)
+        enc, enc_t = self.encode, self.encode_tensor
+        loc = self.loc_lists.get(ctx.loc) or self._loc_list(ctx.loc)
         ev: list[Any] = ["i", name, [enc(a, 1) for a in args] if args else [],
-                         {"d": [[k, enc(v, 1)] for k, v in kwargs.items()]}, None, list(ctx.loc),
-                         self._loops(ctx)]
+                         {"d": [[k, enc_t(v, 1) if type(v) is NkiTensor else enc(v, 1)] for k, v in kwargs.items()]},
+                         None, loc, self._loops(ctx) if ctx._loops_tuple else []]
         self.depth += 1
         try:
             result = call()
         finally:
             self.depth -= 1
-        ev[4] = self.encode_result(result)
+        if result is not None:
+            ev[4] = self.encode_result(result)
         self.emit(ev)
         return result
+
+    def _loc_list(self, loc: tuple[Any, ...]) -> list[Any]:
+        """``list(loc)``, one list per kernel line (a loop's instructions repeat their lines; the document is written
+        by value, and nothing changes an event once it is recorded)."""
+        hit = self.loc_lists.get(loc)
+        if hit is None:
+            hit = self.loc_lists[loc] = list(loc)
+        return hit
 
     def scalar_op(self, method: str, operand: Any, other: Any, result: Any) -> None:
         self.emit(["s", self._obj(result), method, self.encode(operand), self.encode(other), _loc()])
@@ -256,7 +268,9 @@ class Recorder:
         raise _unsupported(x)
 
     def encode_tensor(self, t: NkiTensor, depth: int = 0) -> Any:
-        recipe = getattr(t, "_recipe", None)
+        # (no view can have a recipe before the first one is made: the common, static kernel skips the read of an
+        # unset slot, which costs an AttributeError)
+        recipe = getattr(t, "_recipe", None) if RECIPES[0] else None
         if recipe is not None:
             method, base, args, kwargs = recipe
             return {"V": [method, self.encode(base, depth + 1), self.encode(list(args), depth + 1),

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim.context import ForcedFrame, current, force_location
-from nkieval.sim.isa.core import check_deadline
+from nkieval.sim.isa.core import INSTRUCTIONS, check_deadline
 from nkieval.sim.memory import BUFFERS
 from nkieval.sim.ops import OPS
 from nkieval.sim.program.codec import (
@@ -245,19 +245,18 @@ def _compile_view(v: Any, depth: int) -> Getter:
     if type(shape) is not list or type(strides) is not list:
         shape, strides = _list(shape), _list(strides)  # (raises)
     shape, strides = tuple(shape), tuple(strides)
-    if type(aid) is not int or type(off) is not int or not _all_ints(shape) or not _all_ints(strides):
-        _int(aid), _int(off), _ints(list(shape)), _ints(list(strides))  # (exact ints: JSON's true is not 1)
+    exact = type(aid) is int and type(off) is int  # (exact ints: JSON's true is not 1)
+    for n in shape:  # (plain loops: a view's few numbers are checked fastest one by one)
+        if type(n) is not int:
+            exact = False
+    for n in strides:
+        if type(n) is not int:
+            exact = False
+    if not exact:
+        _int(aid), _int(off), _ints(list(shape)), _ints(list(strides))  # (raises)
     if type(dname) is not str or type(sname) is not str:
         raise ProgramError("a view's dtype is not a name", rule="program-format")
     return _view(aid, _geometry(dname, sname, off, shape, strides))
-
-
-_INT_SET = frozenset({int})
-
-
-def _all_ints(t: tuple[Any, ...]) -> bool:
-    """Whether every element is an int (exactly: a program's numbers come from JSON, where true is not 1)."""
-    return not t or _INT_SET.issuperset(map(type, t))
 
 
 def _ints(x: Any) -> tuple[int, ...]:
@@ -345,19 +344,25 @@ def compile_events(events: list[Any]) -> list[Step]:
 
 
 def _compile_instruction(ev: list[Any]) -> Step:
-    from nkieval.sim.isa.core import INSTRUCTIONS
-
     _, name, args, kwargs, ret, loc, loops = _list(ev, 7)
     fn = _lookup(INSTRUCTIONS, name, "instruction").fn
     frame = _frame(loc)
-    loop_frames = _compile_loops(loops)
-    a = compile_value(args)
+    # (`[]`, the common case of both, needs no compiling: no loop around the instruction, no positional operand)
+    loop_frames = _compile_loops(loops) if loops != [] else ()
+    a = compile_value(args) if args != [] else _NO_ARGS
     kw = _compile_kwargs(kwargs, name)
     if not isinstance(args, list):
         raise ProgramError(f"bad arguments of {name}", rule="program-format")
     if args or ret is not None or type(loop_frames) is not tuple:
         return _Instruction(fn, frame, loop_frames, a, kw, ret)
     return _KeywordInstruction(fn, frame, loop_frames, kw)
+
+
+def _no_args(st: _State) -> list[Any]:
+    return []  # (a fresh list each time, as compile_value's for a list)
+
+
+_NO_ARGS: Getter = _no_args
 
 
 # A compiled program is tens of thousands of steps kept for every replay of its shape: each step is one slotted
@@ -395,14 +400,18 @@ class _KeywordInstruction:
 
 def _compile_kwargs(kwargs: Any, name: str) -> Getter:
     """Keyword arguments: ``{"d": [[name, value], ...]}`` with names that are strings."""
-    if not isinstance(kwargs, dict) or set(kwargs) != {"d"}:
+    if not isinstance(kwargs, dict) or len(kwargs) != 1 or "d" not in kwargs:
         raise ProgramError(f"bad arguments of {name}", rule="program-format")
     getters: dict[str, Getter] = {}  # (a name given twice: its first place, its last value, as a dict display)
     for e in _list(kwargs["d"]):
         if type(e) is not list or len(e) != 2 or type(e[0]) is not str:
             if not isinstance(_list(e, 2)[0], str):
                 raise ProgramError(f"bad arguments of {name}", rule="program-format")
-        getters[e[0]] = compile_value(e[1], 1)
+        v = e[1]
+        if type(v) is dict and len(v) == 1 and "T" in v:  # (most operands are views: compile_value's first case)
+            getters[e[0]] = _compile_view(v["T"], 1)
+        else:
+            getters[e[0]] = compile_value(v, 1)
     template: dict[str, Any] = {}
     dynamic = []
     for k, g in getters.items():
@@ -444,7 +453,10 @@ def _compile_loops(loops: Any) -> Any:
 
 def _compile_allocation(ev: list[Any]) -> Step:
     _, aid, shape, dname, bname, name, addr, fill, instr, loc = _list(ev, 10)
-    shape = tuple(_int(n) for n in _list(shape))
+    shape = tuple(_list(shape))
+    for n in shape:  # (exact ints, one by one: see _compile_view)
+        if type(n) is not int:
+            _int(n)  # (raises)
     if len(shape) > MAX_RANK or math.prod(shape) > MAX_ALLOC_ELEMENTS:
         raise ProgramError(f"allocation {list(shape)} is too large", rule="program-bounds")
     d = _lookup(NKI_DTYPES, dname, "dtype")
