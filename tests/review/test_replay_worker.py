@@ -10,6 +10,7 @@ replays that case itself with the same result; ``NKIEVAL_REPLAY_WORKER=0`` turns
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -373,3 +374,27 @@ def test_a_dynamic_programs_cases_are_each_traced(ready_worker, evidence):
     for run, n in zip(runs[1:], (3, 6)):
         assert run.status == "ok" and run.n_instructions == 2 + n
         assert run.unwritten[0][n:].all() and not run.unwritten[0][:n].any()
+
+
+def test_the_worker_hashes_a_program_once_a_job_and_parses_it_once(monkeypatch):
+    """A job's program (megabytes for a kernel of thousands of instructions) is hashed once in the worker, kept
+    by that digest for its ``auto`` cases and its parse, and parsed only by the first job that brings it; the
+    judge's text and the worker's bytes of one program are one kept program."""
+    import nkieval.sim.program as program_module
+    from nkieval.review import npzio, replay_serve
+
+    cases = _cases(2)
+    text = _text(cases[0].inputs["a"])
+    monkeypatch.setattr(executor, "PROGRAMS", executor._Programs(4))
+    hashes, parses = [], []
+    digest, from_json = executor.program_digest, program_module.Program.from_json
+    monkeypatch.setattr(executor, "program_digest", lambda data: (hashes.append(1), digest(data))[1])
+    monkeypatch.setattr(program_module.Program, "from_json",
+                        staticmethod(lambda data: (parses.append(1), from_json(data))[1]))
+    for mode, c in zip(("traced", "auto"), cases):
+        header = {"label": c.label, "names": list(c.inputs), "params": {}, "n_outputs": 1, "target": "trn2",
+                  "mode": mode, "limits": [60.0, 4096, 100000]}
+        answer = json.loads(replay_serve._replay(header, text.encode(), npzio.dumps(c.inputs))[0])
+        assert answer["status"] == "ok" and answer["n_instructions"] == 4, answer
+    assert len(hashes) == 2 and len(parses) == 1
+    assert executor.PROGRAMS.get(text) is executor.PROGRAMS.get(text.encode()) and len(parses) == 1

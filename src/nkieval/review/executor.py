@@ -53,10 +53,13 @@ class _Programs:
         self._kept: OrderedDict[bytes, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, text: str) -> Any:
+    def get(self, text: str | bytes, digest: bytes | None = None) -> Any:
+        """The compiled program of ``text`` (its UTF-8 bytes will do, as the replay worker receives them);
+        ``digest``: its :func:`program_digest`, where the caller has it already."""
         from nkieval.sim.program import Program, compile_program
 
-        key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        data = text if isinstance(text, bytes) else text.encode()
+        key = digest if digest is not None else program_digest(data)
         with self._lock:
             prog = self._kept.get(key)
             if prog is not None:
@@ -67,7 +70,7 @@ class _Programs:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            prog = Program.from_json(text.encode())
+            prog = Program.from_json(data)
             compile_program(prog)
         finally:
             if enabled:
@@ -77,6 +80,11 @@ class _Programs:
             while len(self._kept) > self.size:
                 self._kept.popitem(last=False)
         return prog
+
+
+def program_digest(data: bytes) -> bytes:
+    """What programs are kept by: a digest of the program document's bytes."""
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 PROGRAMS = _Programs(_KEPT_PROGRAMS)

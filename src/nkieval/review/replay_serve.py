@@ -4,7 +4,6 @@ executor."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -51,12 +50,12 @@ def _replay(header: dict[str, Any], text: bytes, arrays: bytes) -> list[bytes]:
     timeout_s, memory_mb, max_instructions = header["limits"]
     limits = SandboxLimits(timeout_s=float(timeout_s), memory_mb=int(memory_mb),
                            max_instructions=int(max_instructions))
+    digest = executor.program_digest(text)  # (once a job: a program of thousands of instructions is megabytes)
     try:
-        prog = executor.PROGRAMS.get(text.decode())
+        prog = executor.PROGRAMS.get(text, digest)
     except Exception as e:  # (a worker fault: the judge parses it itself, and a program it refuses is the case's)
         raise RuntimeError(f"the program did not parse here: {e}") from e
-    run = _run(prog, hashlib.blake2b(text, digest_size=16).digest(), case, str(header["target"]), limits,
-               str(header.get("mode", "untraced")))
+    run = _run(prog, digest, case, str(header["target"]), limits, str(header.get("mode", "untraced")))
     answer = {"status": run.status, "sim_s": run.sim_s, "post_s": run.post_s, "wall_s": run.wall_s,
               "warnings": run.warnings, "error": run.error, "n_instructions": run.n_instructions,
               "unwritten": None if run.unwritten is None else [m is not None for m in run.unwritten]}
