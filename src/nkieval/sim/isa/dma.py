@@ -71,8 +71,11 @@ def _gathered_rows(ind: Any, idx: np.ndarray) -> np.ndarray | None:
     if lo < 0 or ind.offset + last * step + span >= flat.size:
         return None
     isz = flat.itemsize
-    view = np.lib.stride_tricks.as_strided(flat[lo:], shape=(last - first + 1, *(c for _, c in free)),
-                                           strides=(step * isz, *(s * isz for s, _ in free)), writeable=False)
+    shape, strides = (last - first + 1, *(c for _, c in free)), (step * isz, *(s * isz for s, _ in free))
+    try:  # (the ndarray constructor checks the view's extent against the storage: 1 µs, as_strided 4-5 µs)
+        view = np.ndarray(shape, flat.dtype, flat, lo * isz, strides)
+    except (ValueError, TypeError):
+        view = np.lib.stride_tricks.as_strided(flat[lo:], shape=shape, strides=strides, writeable=False)
     return view[rows - first]
 
 
