@@ -1111,8 +1111,11 @@ def make_ap(t: NkiTensor, pattern: Any, offset: int = 0, scalar_offset: Any = No
             return out
         raise NkiValidationError(msg, instruction="ap", operand=a.name or None, rule="out-of-bounds")
     isz = flat.dtype.itemsize
-    view = np.lib.stride_tricks.as_strided(flat[off:], shape=tuple(c for _, c in pat),
-                                           strides=tuple(s * isz for s, _ in pat))
+    shape, strides = tuple(c for _, c in pat), tuple(s * isz for s, _ in pat)
+    try:  # (the ndarray constructor over the contiguous storage: 1 µs, where as_strided takes 4-5 µs per view)
+        view = np.ndarray(shape, flat.dtype, flat, off * isz, strides)
+    except (ValueError, TypeError):
+        view = np.lib.stride_tricks.as_strided(flat[off:], shape=shape, strides=strides)
     return NkiTensor(view, a, d)
 
 

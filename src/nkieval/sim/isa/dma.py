@@ -36,7 +36,8 @@ def _dma_values(ctx: Any, t: NkiTensor) -> np.ndarray:
     return read(t)
 
 
-def _gather(ctx: Any, src: NkiTensor, oob: int, role: str) -> tuple[np.ndarray, np.ndarray]:
+def _row_indices(src: NkiTensor, role: str) -> np.ndarray:
+    """The run-time row indices of an indirect view (its index tile, checked), one per row of its pattern."""
     ind = src._ap_base
     index = ind.index
     check_buffer(index, "vector_offset", ("sbuf",), "DMA index vectors live in SBUF")
@@ -48,7 +49,42 @@ def _gather(ctx: Any, src: NkiTensor, oob: int, role: str) -> tuple[np.ndarray, 
     if idx.size < rows:
         raise NkiValidationError(f"vector_offset has {idx.size} indices but the pattern needs {rows}", operand=role,
                                  rule="shape-mismatch")
-    idx = idx[:rows]
+    return idx[:rows]
+
+
+def _gathered_rows(ind: Any, idx: np.ndarray) -> np.ndarray | None:
+    """The values ``ind.flat[ind.element_offsets(idx)]`` when every row lies inside the storage and inside the
+    indexed dimension (the common case), gathered row by row from one strided view of the storage instead of
+    through an int64 offset per element (a [128, 3072] gather: 393,216 offsets, bounds masks and a fancy index
+    over them); None when some row is out of bounds, or the layout is not the plain one (a contiguous storage,
+    rows a positive stride apart, non-negative free strides), which the element-offset path handles."""
+    flat = ind.flat
+    free = ind.pattern[1:]
+    step = ind.row_elems
+    if step <= 0 or flat.ndim != 1 or flat.strides[0] != flat.itemsize or any(s < 0 for s, _ in free) \
+            or not len(idx) or not ind.rows_ok(idx).all():
+        return None
+    rows = idx.astype(np.int64)
+    first, last = int(rows.min()), int(rows.max())
+    span = sum((c - 1) * s for s, c in free)  # the last element of a row, after its first
+    lo = ind.offset + first * step
+    if lo < 0 or ind.offset + last * step + span >= flat.size:
+        return None
+    isz = flat.itemsize
+    shape, strides = (last - first + 1, *(c for _, c in free)), (step * isz, *(s * isz for s, _ in free))
+    try:  # (the ndarray constructor checks the view's extent against the storage: 1 µs, as_strided 4-5 µs)
+        view = np.ndarray(shape, flat.dtype, flat, lo * isz, strides)
+    except (ValueError, TypeError):
+        view = np.lib.stride_tricks.as_strided(flat[lo:], shape=shape, strides=strides, writeable=False)
+    return view[rows - first]
+
+
+def _gather(ctx: Any, src: NkiTensor, oob: int, role: str, idx: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's element offsets into the storage, and which rows are inside it (raising for a row outside
+    unless ``oob`` skips); ``idx``: the row indices if already read (:func:`_row_indices`)."""
+    ind = src._ap_base
+    if idx is None:
+        idx = _row_indices(src, role)
     offs = ind.element_offsets(idx)
     n = ind.flat.size
     row_ok = np.all((offs >= 0) & (offs < n), axis=tuple(range(1, offs.ndim))) & ind.rows_ok(idx)
@@ -114,8 +150,21 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
                                  "nl.int64 moves only between int64 tensors (no compute instruction takes int64 "
                                  "either; read a value with nisa.scalar_load)", operand="dst", rule="dtype")
     attrs: dict[str, Any] = {"cast": bool(cast), "dge_mode": int(mode), "indirect": bool(src_ind or dst_ind)}
+    fast = idx = None
     if src_ind is not None:
-        offs, ok = _gather(ctx, src, oob, "src")
+        idx = _row_indices(src, "src")
+        fast = _gathered_rows(src_ind, idx)
+    if fast is not None:  # every row inside: what the element-offset path below stores, without the offsets
+        if fast.size != dst.size:
+            raise NkiValidationError(f"element count mismatch: indirect src pattern has {fast.size}, "
+                                     f"dst{list(dst.shape)} has {dst.size}", rule="shape-mismatch")
+        if cast:
+            fast = dt.cast(fast.astype(np.float32), dst.dtype, fp8_overflow=ctx.options.fp8_overflow,
+                           precise=ctx.options.precise_fp)
+        write_exact(dst, fast.reshape(dst.shape))
+        accesses = [dst.access("dst", "w"), src_ind.index.access("vector_offset", "r"), src.access("src", "r")]
+    elif src_ind is not None:
+        offs, ok = _gather(ctx, src, oob, "src", idx)
         if offs.size != dst.size:
             raise NkiValidationError(f"element count mismatch: indirect src pattern has {offs.size}, "
                                      f"dst{list(dst.shape)} has {dst.size}", rule="shape-mismatch")
