@@ -8,9 +8,6 @@ element-offset path raises or skips rows.
 """
 
 import ml_dtypes
-import nki
-import nki.isa as nisa
-import nki.language as nl
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -75,45 +72,3 @@ def test_gathered_rows_bf16_storage_bits():
     fast = _gathered_rows(ind, idx)
     assert fast is not None
     np.testing.assert_array_equal(fast.view(np.uint16), bits.reshape(64, 16)[idx])
-
-
-def _gather_kernel(oob):
-    def kernel(data, indices):
-        p, f = indices.shape[0], data.shape[1]
-        idx = nl.ndarray((p, 1), dtype=nl.int32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=idx, src=indices)
-        dst = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.memset(dst=dst, value=-7)
-        nisa.dma_copy(dst=dst, src=data.ap(pattern=[[f, p], [1, f]], vector_offset=idx, indirect_dim=0),
-                      oob_mode=oob)
-        out = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=dst)
-        return out
-    return kernel
-
-
-def test_gather_with_cast_and_its_trace():
-    """A bf16 table gathered into fp32 (the cast path), and the DMA's trace operands (the index tile is one)."""
-    rng = np.random.default_rng(5)
-    data = rng.standard_normal((40, 24)).astype(ml_dtypes.bfloat16)
-    idx = np.array([[39], [0], [17], [17], [2]], dtype=np.int32)
-    out = nki.simulate(_gather_kernel(nisa.oob_mode.error))(data, idx)
-    np.testing.assert_array_equal(out, data[idx[:, 0]].astype(np.float32))
-    rec = [r for r in nki.last_result().trace.records if r.opcode == "dma_copy"][1]
-    assert [o.role for o in rec.operands] == ["dst", "vector_offset", "src"]
-    assert rec.attrs["cast"] is True and rec.attrs["indirect"] is True
-
-
-def test_gather_out_of_bounds_row_still_skipped_or_raised():
-    """A row past the table takes the element-offset path: skipped rows keep the destination, error mode raises."""
-    data = np.arange(10 * 4, dtype=np.float32).reshape(10, 4)
-    idx = np.array([[9], [10], [0]], dtype=np.int32)
-    out = nki.simulate(_gather_kernel(nisa.oob_mode.skip))(data, idx)
-    np.testing.assert_array_equal(out[[0, 2]], data[[9, 0]])
-    np.testing.assert_array_equal(out[1], np.full(4, -7, np.float32))
-    try:
-        nki.simulate(_gather_kernel(nisa.oob_mode.error))(data, idx)
-    except Exception as e:  # the SDK's negative tests expect IndexError with NumPy's message
-        assert isinstance(e, IndexError) and "out of bounds" in str(e)
-    else:
-        raise AssertionError("an out-of-bounds gather row was not refused")

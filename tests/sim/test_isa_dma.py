@@ -30,16 +30,18 @@ def test_dma_copy_casts_through_fp32(dst_dtype):
     assert last_trace().records[0].attrs["cast"] is True
 
 
-def _gather_kernel(oob):
+def _gather_kernel(oob, dtype=None):
+    """Rows of ``data`` gathered by an index tile (``dtype``: the destination's, if not the table's: a cast)."""
     def kernel(data, indices):
         p, f = indices.shape[0], data.shape[1]
+        dt = data.dtype if dtype is None else dtype
         idx = nl.ndarray((p, 1), dtype=nl.int32, buffer=nl.sbuf)
         nisa.dma_copy(dst=idx, src=indices)
-        dst = nl.ndarray((p, f), dtype=data.dtype, buffer=nl.sbuf)
+        dst = nl.ndarray((p, f), dtype=dt, buffer=nl.sbuf)
         nisa.memset(dst=dst, value=-7)
         nisa.dma_copy(dst=dst, src=data.ap(pattern=[[f, p], [1, f]], vector_offset=idx, indirect_dim=0),
                       oob_mode=oob)
-        out = nl.ndarray((p, f), dtype=data.dtype, buffer=nl.shared_hbm)
+        out = nl.ndarray((p, f), dtype=dt, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=dst)
         return out
     return kernel
@@ -100,3 +102,31 @@ def test_dma_hbm_to_hbm_and_strided_slices():
         nisa.dma_copy(dst=o, src=a[0:256:2, 0:40:2])
         return o
     np.testing.assert_array_equal(nki.simulate(kernel)(x), x[::2, ::2])
+
+
+# (the row-wise gather's kernel-level cases; its unit cases are in test_gather_rows.py)
+def test_gather_with_cast_and_its_trace():
+    """A bf16 table gathered into fp32 (the cast path), and the DMA's trace operands (the index tile is one)."""
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((40, 24)).astype(ml_dtypes.bfloat16)
+    idx = np.array([[39], [0], [17], [17], [2]], dtype=np.int32)
+    out = nki.simulate(_gather_kernel(nisa.oob_mode.error, nl.float32))(data, idx)
+    np.testing.assert_array_equal(out, data[idx[:, 0]].astype(np.float32))
+    rec = [r for r in nki.last_result().trace.records if r.opcode == "dma_copy"][1]
+    assert [o.role for o in rec.operands] == ["dst", "vector_offset", "src"]
+    assert rec.attrs["cast"] is True and rec.attrs["indirect"] is True
+
+
+def test_gather_out_of_bounds_row_still_skipped_or_raised():
+    """A row past the table takes the element-offset path: skipped rows keep the destination, error mode raises."""
+    data = np.arange(10 * 4, dtype=np.float32).reshape(10, 4)
+    idx = np.array([[9], [10], [0]], dtype=np.int32)
+    out = nki.simulate(_gather_kernel(nisa.oob_mode.skip))(data, idx)
+    np.testing.assert_array_equal(out[[0, 2]], data[[9, 0]])
+    np.testing.assert_array_equal(out[1], np.full(4, -7, np.float32))
+    try:
+        nki.simulate(_gather_kernel(nisa.oob_mode.error))(data, idx)
+    except Exception as e:  # the SDK's negative tests expect IndexError with NumPy's message
+        assert isinstance(e, IndexError) and "out of bounds" in str(e)
+    else:
+        raise AssertionError("an out-of-bounds gather row was not refused")
