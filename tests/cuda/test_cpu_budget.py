@@ -8,20 +8,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from cuda_testlib import LOOP
 
 from nkieval.cuda import run_host
 from nkieval.review.stages import differential
-
-LOOP = """
-__global__ void k(const float* a, float* out, int n, int reps) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float acc = 0.0f;
-    for (int r = 0; r < reps; ++r) acc = acc * 0.5f + a[i];
-    out[i] = acc;
-}
-void run(const float* a, float* out, int n, int reps) { k<<<(n + 127) / 128, 128>>>(a, out, n, reps); }
-"""
 
 
 def _wall_clocks_run_ahead(monkeypatch: pytest.MonkeyPatch, step_s: float) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from cuda_testlib import LOOP
 
 import nkieval.cuda as cuda
 from nkieval.cuda import (
@@ -19,17 +20,6 @@ from nkieval.cuda import (
     work_units,
 )
 from nkieval.cuda.interp import STATEMENT_WORK
-
-LOOP = """
-__global__ void k(const float* a, float* out, int n, int reps) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float acc = 0.0f;
-    for (int r = 0; r < reps; ++r) acc = acc * 0.5f + a[i];
-    out[i] = acc;
-}
-void run(const float* a, float* out, int n, int reps) { k<<<(n + 127) / 128, 128>>>(a, out, n, reps); }
-"""
 
 
 def _args(reps: int, n: int = 256) -> dict[str, object]:
