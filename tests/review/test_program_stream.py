@@ -3,8 +3,6 @@ parts and answer, with the tracer replaced by a scripted one (the real one is ex
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -36,19 +34,19 @@ def test_parts_are_taken_only_for_asked_shapes_but_the_last_first_answer_wins(mo
 
     def script(keys, on_part):
         k0, k1, k2 = keys
-        on_part(json.dumps({"key": k2, "status": "ok", "program": "forged last"}).encode())  # the last: ignored
-        on_part(json.dumps({"key": "not asked", "status": "ok", "program": "x"}).encode())
+        on_part(tracing.pack_message({"key": k2, "status": "ok", "program": 0}, [b"forged last"]))  # the last: ignored
+        on_part(tracing.pack_message({"key": "not asked", "status": "ok", "program": 0}, [b"x"]))
         on_part(b"\xff not json")
-        on_part(json.dumps({"key": k0, "status": "ok", "program": "P0"}).encode())
-        on_part(json.dumps({"key": k0, "status": "ok", "program": "second"}).encode())  # the first one wins
-        return {k0: {"status": "sent"}, k1: {"status": "sent"}, k2: {"status": "ok", "program": "P2"}}, None
+        on_part(tracing.pack_message({"key": k0, "status": "ok", "program": 0}, [b"P0"]))
+        on_part(tracing.pack_message({"key": k0, "status": "ok", "program": 0}, [b"second"]))  # the first one wins
+        return {k0: {"status": "sent"}, k1: {"status": "sent"}, k2: {"status": "ok", "program": b"P2"}}, None
 
     s = _stream(monkeypatch, cases, script)
     k0, k1, k2 = s.order
     assert s.keys == [k0, k0, k1, k2]
-    assert s.get(k0) == {"status": "ok", "program": "P0"}
+    assert s.get(k0) == {"status": "ok", "program": b"P0"}
     assert s.get(k1)["status"] == "bad-program"  # the answer says it was sent; it never was
-    assert s.get(k2) == {"status": "ok", "program": "P2"}
+    assert s.get(k2) == {"status": "ok", "program": b"P2"}
     assert s.calls == [[k0, k1, k2]]  # one tracer run, each distinct shape once
 
 
@@ -57,7 +55,7 @@ def test_a_violation_in_the_answer_reaches_the_shapes_not_streamed(monkeypatch):
     violation = {"status": "sandbox-violation", "rule": "tampering", "message": "reached for the harness"}
 
     def script(keys, on_part):
-        on_part(json.dumps({"key": keys[0], "status": "ok", "program": "P0"}).encode())
+        on_part(tracing.pack_message({"key": keys[0], "status": "ok", "program": 0}, [b"P0"]))
         return {k: violation for k in keys}, None
 
     s = _stream(monkeypatch, cases, script)
@@ -71,10 +69,10 @@ def test_a_dead_tracer_run_blames_the_shape_it_was_tracing_and_retraces_the_rest
 
     def script(keys, on_part):
         if keys == order:  # dies while tracing the second shape, after streaming the first
-            on_part(json.dumps({"key": keys[0], "status": "ok", "program": "P0"}).encode())
+            on_part(tracing.pack_message({"key": keys[0], "status": "ok", "program": 0}, [b"P0"]))
             return {}, {"status": "crash", "message": "died"}
         if keys == order[2:]:  # the fresh run hangs on its first shape
-            on_part(json.dumps({"key": keys[0], "status": "exception", "message": "raised"}).encode())
+            on_part(tracing.pack_message({"key": keys[0], "status": "exception", "message": "raised"}))
             return {}, {"status": "timeout", "message": "hung"}
         raise AssertionError(keys)
 
@@ -96,7 +94,7 @@ def test_a_harness_fault_of_a_tracer_run_ends_every_open_shape_without_a_fresh_r
     cases = _cases(8, 16, 32)
 
     def script(keys, on_part):
-        on_part(json.dumps({"key": keys[0], "status": "ok", "program": "P0"}).encode())
+        on_part(tracing.pack_message({"key": keys[0], "status": "ok", "program": 0}, [b"P0"]))
         return {}, {"status": "infra-error", "message": "the machine kept the worker waiting for a core"}
 
     s = _stream(monkeypatch, cases, script)
@@ -110,8 +108,8 @@ def test_a_tracer_claiming_a_harness_fault_is_believed_only_if_a_known_good_kern
     def script(healthy):
         def run(keys, on_part):
             if keys == ["k"]:  # the known-good kernel
-                return ({"k": {"status": "ok", "program": "p"}}, None) if healthy else ({}, {"status": "crash"})
-            on_part(json.dumps({"key": keys[0], **fault}).encode())  # not a status a part may claim
+                return ({"k": {"status": "ok", "program": b"p"}}, None) if healthy else ({}, {"status": "crash"})
+            on_part(tracing.pack_message({"key": keys[0], **fault}))  # not a status a part may claim
             return {k: fault for k in keys}, None
         return run
 
@@ -124,15 +122,15 @@ def test_a_tracer_claiming_a_harness_fault_is_believed_only_if_a_known_good_kern
 def test_memoised_shapes_are_not_traced_again_and_new_programs_are_memoised(monkeypatch):
     cases = _cases(8, 16)
     first = tracing.shape_key(cases[0])
-    memo = {first: "cached"}
+    memo = {first: b"cached"}
 
     def script(keys, on_part):
-        return {k: {"status": "ok", "program": "new"} for k in keys}, None
+        return {k: {"status": "ok", "program": b"new"} for k in keys}, None
 
     s = _stream(monkeypatch, cases, script, memo)
-    assert s.get(first) == {"status": "ok", "program": "cached"}
+    assert s.get(first) == {"status": "ok", "program": b"cached"}
     assert s.calls == [[tracing.shape_key(cases[1])]]
-    assert memo[tracing.shape_key(cases[1])] == "new"
+    assert memo[tracing.shape_key(cases[1])] == b"new"
 
 
 def test_a_judge_fault_while_tracing_fails_every_open_shape_closed(monkeypatch):
@@ -160,10 +158,52 @@ def test_shapes_are_traced_smallest_first_ties_in_case_order(monkeypatch):
     keys = [tracing.shape_key(c) for c in cases]
 
     def script(asked, on_part):
-        return {k: {"status": "ok", "program": f"P{k}"} for k in asked}, None
+        return {k: {"status": "ok", "program": f"P{k}".encode()} for k in asked}, None
 
     s = _stream(monkeypatch, cases, script)
     # elements: c4 and c5 16 each (a tie, kept in case order), c1 32, c3 64, c0 and c2 256 (one shape)
     assert s.order == [keys[4], keys[5], keys[1], keys[3], keys[0]]
     assert s.calls == [s.order]  # the tracer is asked for them in that order
-    assert all(s.get(k)["program"] == f"P{k}" for k in keys)
+    assert all(s.get(k)["program"] == f"P{k}".encode() for k in keys)
+
+
+def test_a_part_whose_program_is_not_a_blob_it_carries_is_ignored(monkeypatch):
+    """A part names its program by the index of a blob after its header: an index out of range, or a program
+    inside the JSON (the old form), is not a program; the shape then comes with the answer."""
+    cases = _cases(8, 16, 32)
+
+    def script(keys, on_part):
+        on_part(tracing.pack_message({"key": keys[0], "status": "ok", "program": 1}, [b"P0"]))
+        on_part(tracing.pack_message({"key": keys[0], "status": "ok", "program": "P0 as a string"}))
+        on_part(tracing.pack_message({"key": keys[1], "status": "ok", "program": True}, [b"P1"]))
+        on_part(tracing.pack_message({"key": keys[1], "status": "ok", "program": 0}, [b"P1"]))
+        return {keys[0]: {"status": "ok", "program": b"A0"}, keys[1]: {"status": "sent"},
+                keys[2]: {"status": "ok", "program": b"A2"}}, None
+
+    s = _stream(monkeypatch, cases, script)
+    assert [s.get(k)["program"] for k in s.order] == [b"A0", b"P1", b"A2"]
+
+
+@pytest.mark.parametrize("data", [
+    b'{"key": "k", "status": "ok", "program": 0, "blobs": [3]}',  # no header line
+    b'{"key": "k", "status": "ok", "program": 0, "blobs": [3]}\nP0',  # one byte short
+    b'{"key": "k", "status": "ok", "program": 0, "blobs": [1]}\nP0',  # one byte over
+    b'{"key": "k", "status": "ok", "program": 0, "blobs": [-1, 3]}\nP0',
+    b'{"key": "k", "status": "ok", "program": 0, "blobs": [2.0]}\nP0',
+    b'{"key": "k", "status": "ok", "program": 0}\nP0',  # no sizes
+    b'["blobs"]\n',
+    b'\xff\n',
+])
+def test_a_malformed_message_is_refused(data):
+    with pytest.raises(ValueError):
+        tracing.unpack_message(data)
+
+
+def test_a_message_round_trips_its_blobs_byte_for_byte():
+    blobs = [b"", b'{"x": "\\n\n"}', bytes(range(256))]  # (a blob may hold anything, newlines included)
+    header, got = tracing.unpack_message(tracing.pack_message({"shapes": {"a": {"program": 2}}}, blobs))
+    assert got == blobs and header["shapes"] == {"a": {"program": 2}} and header["blobs"] == [0, 12, 256]
+    assert tracing.with_program({"status": "ok", "program": 2}, got) == {"status": "ok", "program": blobs[2]}
+    assert tracing.with_program({"status": "ok", "program": 3}, got)["status"] == "bad-program"
+    assert tracing.with_program({"status": "exception", "message": "m"}, got) == {"status": "exception",
+                                                                                   "message": "m"}

@@ -64,7 +64,7 @@ class _Stream:
         self.keys, self.order, self._text = ["k"] * n, ["k"], text
 
     def get(self, key: str) -> dict:
-        return {"status": "ok", "program": self._text}
+        return {"status": "ok", "program": self._text.encode()}
 
     def all_traced(self) -> bool:
         return True
@@ -245,7 +245,7 @@ def test_the_judge_skips_every_case_after_a_hang_in_the_worker(ready_worker):
                 deadline = time.monotonic() + 60
                 while ready_worker.counts["answered"] < 1 and time.monotonic() < deadline:
                     time.sleep(0.01)
-            return {"status": "ok", "program": texts[key]}
+            return {"status": "ok", "program": texts[key].encode()}
 
         def all_traced(self) -> bool:
             return True

@@ -79,7 +79,7 @@ class _Stream:
         self._text = text
 
     def get(self, key: str) -> dict:
-        return {"status": "ok", "program": self._text}
+        return {"status": "ok", "program": self._text.encode()}
 
     def all_traced(self) -> bool:
         return True

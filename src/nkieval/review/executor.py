@@ -10,7 +10,7 @@ run past one of them ends with the status a killed child got (``instruction-limi
 ``memory-limit``).
 
 In-process, a case costs the replay alone: no fork, no input or output files, and the evidence case's trace is
-handed over as the object the judge reads (not encoded and parsed again). Parsed programs are kept by their text
+handed over as the object the judge reads (not encoded and parsed again). Parsed programs are kept by their bytes
 for the review's later runs of the same shape (the evidence and differential stages).
 """
 
@@ -54,7 +54,7 @@ class _Programs:
         self._lock = threading.Lock()
 
     def get(self, text: str | bytes, digest: bytes | None = None) -> Any:
-        """The compiled program of ``text`` (its UTF-8 bytes will do, as the replay worker receives them);
+        """The compiled program of the document ``text`` (bytes, as the tracer sends it, or the string);
         ``digest``: its :func:`program_digest`, where the caller has it already."""
         from nkieval.sim.program import Program, compile_program
 
@@ -116,7 +116,7 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
         t_wait = time.perf_counter()
         res = stream.get(key)
         st["trace_s"] += time.perf_counter() - t_wait
-        if res.get("status") != "ok" or not isinstance(res.get("program"), str):
+        if res.get("status") != "ok" or not isinstance(res.get("program"), bytes):
             for k in ks:
                 finish(k, traced_failure(cases[k].label, res))
             continue
@@ -158,15 +158,15 @@ class _InWorker:
     def __init__(self, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
                  finish: Callable[[int, CaseRun], None], group: replay_worker.Group) -> None:
         self.cases, self.target, self.limits, self.finish, self.group = cases, target, limits, finish, group
-        #: (case index, job, the shape's program text) in the order sent; done ones removed
+        #: (case index, job, the shape's program) in the order sent; done ones removed
         self.pending: list[tuple[int, Job, _Shape]] = []
 
-    def send(self, text: str, order: list[int]) -> bool:
+    def send(self, program: bytes, order: list[int]) -> bool:
         """Whether the shape's cases (``order``: the first one traced) all went to the worker."""
         w = replay_worker.worker()
         if w is None:
             return False
-        program, shape = text.encode(), _Shape(text)
+        shape = _Shape(program)
         sent: list[tuple[int, Job, _Shape]] = []
         for i, k in enumerate(order):
             job = w.submit(program, self.cases[k], self.target, self.limits, mode="auto" if i else "traced",
@@ -218,7 +218,7 @@ class _InWorker:
             self.finish(k, skipped(self.cases[k].label, self.group.hung))
             return
         try:
-            prog = PROGRAMS.get(shape.text)
+            prog = PROGRAMS.get(shape.program)
         except Exception as e:  # (ProgramError, or what a malformed document makes the parser raise)
             self.finish(k, _failed("bad-program", e, self.cases[k].label))
             return
@@ -232,10 +232,10 @@ class _InWorker:
 
 
 class _Shape:
-    """A shape sent to the worker: its program text and, once one passed, the counts of a traced run of it."""
+    """A shape sent to the worker: its program document and, once one passed, the counts of a traced run of it."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, program: bytes) -> None:
+        self.program = program
         self.like: CaseRun | None = None
 
 
@@ -275,7 +275,7 @@ def _replay_shape(prog: Any, order: list[int], cases: Sequence[CaseJob], jobs: d
     return hung
 
 
-def _offload(text: str, later: list[CaseJob], target: str, limits: SandboxLimits,
+def _offload(program: bytes, later: list[CaseJob], target: str, limits: SandboxLimits,
              group: replay_worker.Group | None = None) -> dict[str, Job]:
     """A shape's later cases, sent to the replay worker (:mod:`nkieval.review.replay_worker`) to be replayed without a
     trace while the judge replays the shape's first case with its: by label, the jobs sent (none without a
@@ -283,7 +283,6 @@ def _offload(text: str, later: list[CaseJob], target: str, limits: SandboxLimits
     w = replay_worker.worker() if later else None
     if w is None:
         return {}
-    program = text.encode()  # (once for all the shape's cases)
     jobs = {c.label: w.submit(program, c, target, limits, group=group) for c in later if not c.want_trace}
     return {label: j for label, j in jobs.items() if j is not None}
 

@@ -444,7 +444,7 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
                   limits: SandboxLimits = DEFAULT_LIMITS, isolation: Isolation = "forkserver",
                   on_case: Callable[[CaseRun], None] | None = None, keep_dir: bool = False,
                   on_start: Callable[[], None] | None = None, stats: dict[str, float] | None = None,
-                  trusted: bool = True, hide: Sequence[str] = (), programs: dict[str, str] | None = None
+                  trusted: bool = True, hide: Sequence[str] = (), programs: dict[str, bytes] | None = None
                   ) -> list[CaseRun]:
     """Run ``source`` (a candidate .py text) on every case in a sandboxed child; never raises for candidate faults.
 
@@ -491,7 +491,7 @@ def run_candidate(source: str, kernel: str, cases: Sequence[CaseJob], *, target:
 
 def _trace_then_execute(source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
                         on_case: Callable[[CaseRun], None] | None, on_start: Callable[[], None] | None,
-                        st: dict[str, float], hide: Sequence[str], programs: dict[str, str] | None
+                        st: dict[str, float], hide: Sequence[str], programs: dict[str, bytes] | None
                         ) -> list[CaseRun]:
     """The candidate's code runs only in the sandboxed tracer; the judge's executor replays its programs
     (:mod:`nkieval.review.executor`) as they arrive."""

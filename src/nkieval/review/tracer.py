@@ -11,10 +11,11 @@ the interpreter, the harness, files or processes while it is imported or traced 
 
 Request (JSON): ``{"source", "kernel", "target", "max_instructions", "shapes": [{"key", "args": [{"shape",
 "dtype"}], "params"}]}``. Answer (JSON): ``{"setup_s", "shapes": {key: {"status":
-"ok", "program": text, "trace_s"} | {"status", "error_type", "message", "frames", "rule", "location"}}}``.
+"ok", "program": k, "trace_s"} | {"status", "error_type", "message", "frames", "rule", "location"}}}``, where
+``k`` indexes the program documents that follow the JSON header as bytes (:func:`nkieval.review.tracing.pack_message`).
 Each shape but the last is streamed ahead of the answer as a part as soon as it is traced (``{"key", "status":
-"ok", "program", "trace_s"}`` or the failure record; :func:`nkieval.review.isolation.send_part`) and stands in the
-answer as ``{"status": "sent"}``.
+"ok", "program": 0, "trace_s"}`` and its program, or the failure record; :func:`nkieval.review.isolation.send_part`)
+and stands in the answer as ``{"status": "sent"}``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from nkieval.review.child import _error, _kernel_entry
 from nkieval.review.tamper import TamperWatch
-from nkieval.review.tracing import STREAMED_STATUSES
+from nkieval.review.tracing import STREAMED_STATUSES, pack_message
 
 
 def handle(request: bytes) -> bytes:
@@ -44,13 +45,14 @@ def handle(request: bytes) -> bytes:
     with open(candidate, "w", encoding="utf-8") as fh:
         fh.write(req["source"])
     answer: dict[str, Any] = {"shapes": {}}
+    programs: list[bytes] = []  # (the answer's, by the index its shapes name)
 
     watch = TamperWatch(candidate)
 
     def fail_all(kind: str, e: BaseException) -> bytes:
         for s in req["shapes"]:
             answer["shapes"][s["key"]] = _error(kind, e, candidate)
-        return _answer(answer, watch)
+        return _answer(answer, programs, watch)
 
     try:
         import warnings
@@ -84,31 +86,41 @@ def handle(request: bytes) -> bytes:
                                        **entry.options)
             rec = record_program(entry.fn, args, dict(s["params"]), target=req["target"], options=opts,
                                  lnc=entry.lnc, grid=entry.grid)
-            res: dict[str, Any] = {"status": "ok", "program": rec.program.to_json()}
+            program: bytes | None = rec.program.to_json().encode()
+            res: dict[str, Any] = {"status": "ok"}
         except NkiValidationError as e:
             res = _error("instruction-limit" if e.rule == "instruction-budget" else "rule-violation", e, candidate)
+            program = None
         except MemoryError as e:
             res = _error("memory-limit", e, candidate)
+            program = None
         except BaseException as e:  # SystemExit, KeyboardInterrupt and anything else the candidate raises
             res = _error("exception", e, candidate)
+            program = None
         res["trace_s"] = time.perf_counter() - t1
-        if s["key"] != last and res["status"] in STREAMED_STATUSES and not watch.events and _stream(s["key"], res):
+        if s["key"] != last and res["status"] in STREAMED_STATUSES and not watch.events \
+                and _stream(s["key"], res, program):
             res = {"status": "sent", "trace_s": res["trace_s"]}
+        elif program is not None:
+            res["program"] = len(programs)
+            programs.append(program)
         answer["shapes"][s["key"]] = res
-    return _answer(answer, watch)
+    return _answer(answer, programs, watch)
 
 
-def _stream(key: str, res: dict[str, Any]) -> bool:
+def _stream(key: str, res: dict[str, Any], program: bytes | None) -> bool:
     """Send one shape's outcome to the judge now (a streamed part), so that the judge executes its program while
     the next shape is traced (and knows which shape a run that dies later was tracing). Never the last shape's: the answer, which says whether the candidate reached for the
     harness anywhere, always brings at least one shape, so a reach after the last part still decides the
     review."""
     from nkieval.review.isolation import send_part
 
-    return send_part(json.dumps({"key": key, **res}).encode())
+    if program is None:
+        return send_part(pack_message({"key": key, **res}))
+    return send_part(pack_message({"key": key, **res, "program": 0}, [program]))
 
 
-def _answer(answer: dict[str, Any], watch: TamperWatch) -> bytes:
+def _answer(answer: dict[str, Any], programs: list[bytes], watch: TamperWatch) -> bytes:
     """The answer; a reach for the harness anywhere (import or trace) decides every shape."""
     if watch.events:
         ev = watch.events[0]
@@ -117,7 +129,8 @@ def _answer(answer: dict[str, Any], watch: TamperWatch) -> bytes:
                 "status": "sandbox-violation", "rule": "tampering", "location": ev["location"],
                 "message": f"while traced, the candidate's code did `{ev['event']}` ({ev['location']}): reaching "
                            "for the interpreter, the harness, files or processes is not allowed in a kernel"}
-    return json.dumps(answer, default=str).encode()
+        programs = []
+    return pack_message(answer, programs)
 
 
 def warm_kernel(a: Any) -> Any:

@@ -569,9 +569,10 @@ def _port_side(loaded: Loaded, case: Any, run: tuple[Any, ...], n_instructions: 
 
     k = loaded.index.get(case.label)
     job = loaded.jobs[k] if k is not None and k < len(loaded.jobs) else None
-    text = loaded.programs.get(shape_key(job)) if job is not None and job.label == case.label else None
-    if text is None:
+    program = loaded.programs.get(shape_key(job)) if job is not None and job.label == case.label else None
+    if program is None:
         return {}, {}
+    text = program.decode()  # (the ablations read the document's text)
     variants = port_ablations(text)
     outs = port_runs(text, job.inputs, job.params, loaded.target, list(run[4]), variants, loaded.limits,
                      n_instructions=n_instructions)

@@ -79,7 +79,7 @@ class Loaded:
     limits: SandboxLimits
     #: the candidate's programs by shape key, as its runs trace them: a later run of a shape (evidence,
     #: differential edge inputs) replays the program instead of tracing the candidate again
-    programs: dict[str, str] = field(default_factory=dict)
+    programs: dict[str, bytes] = field(default_factory=dict)
 
     @cached_property
     def index(self) -> dict[str, int]:
