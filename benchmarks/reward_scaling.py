@@ -26,6 +26,8 @@ is bound to core i. A review keeps more than one core busy at times (the sandbox
 and its executor overlap), so unpinned, one worker alone already takes about 1.5 cores of an idle 2-core
 machine and the 1 -> 2 figure there measures the machine's spare core, not the workers. Pinned, "n workers on
 n cores" is the figure: the scaling of the workers themselves, what a cluster node with a core per worker gets.
+With Ray the worker processes are Ray's (as many as the instance has CPUs): for the n-worker rounds they are
+bound to n cores, worker j to core j mod n (Ray's own services, its raylet and object store, stay unbound).
 """
 
 from __future__ import annotations
@@ -63,27 +65,61 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
-def pin_workers(n: int) -> list[list[int]]:
-    """Bind the process tree of each of this process's ``n`` review workers, every thread, to its own core
-    (worker i to core i); returns the pids bound per worker."""
-    kids = _children()
+def _tree(kids: dict[int, list[int]], root: int) -> list[int]:
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += kids.get(pid, [])
+    return tree
+
+
+def _local_workers(kids: dict[int, list[int]]) -> list[int]:
+    """This process's ``multiprocessing`` children that are review workers."""
     workers = []
     for pid in sorted(kids.get(os.getpid(), [])):
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             if b"spawn_main" in fh.read():
                 workers.append(pid)
-    if len(workers) != n:
-        raise SystemExit(f"--pin: expected {n} review workers under this process, found {len(workers)}")
-    bound = []
-    for core, root in enumerate(workers):
-        tree, todo = [], [root]
-        while todo:
-            pid = todo.pop()
-            tree.append(pid)
-            todo += kids.get(pid, [])
-        for pid in tree:
+    return workers
+
+
+def ray_workers(n_cpus: int) -> list[int]:
+    """The processes of the local Ray instance that run tasks: each of ``4 * n_cpus`` tasks that hold a CPU for
+    0.2 s reports its process (Ray keeps a worker process per CPU and runs one task at a time in each)."""
+    import ray
+
+    @ray.remote(num_cpus=1)
+    def pid() -> int:
+        time.sleep(0.2)
+        return os.getpid()
+
+    return sorted(set(ray.get([pid.remote() for _ in range(4 * n_cpus)])))
+
+
+def _bind(tree: list[int], core: int) -> None:
+    for pid in tree:
+        try:
             for tid in os.listdir(f"/proc/{pid}/task"):
                 os.sched_setaffinity(int(tid), {core})
+        except OSError:  # gone meanwhile
+            continue
+
+
+def pin_workers(n: int, workers: list[int] | None = None) -> list[list[int]]:
+    """Bind the process tree of each review worker, every thread, to one of ``n`` cores (worker i to core i mod
+    n); returns the pids bound per worker. ``workers``: Ray's task processes (:func:`ray_workers`, as many as
+    the instance has CPUs: with n = 1 all of them share core 0, and since a Ray worker runs one review at a
+    time, n concurrent reviews are in n processes on n cores); by default this process's ``n`` local workers."""
+    kids = _children()
+    local = workers is None
+    workers = _local_workers(kids) if workers is None else workers
+    if len(workers) < n or (local and len(workers) != n):
+        raise SystemExit(f"--pin: expected {n} review workers, found {len(workers)}")
+    bound = []
+    for i, root in enumerate(workers):
+        tree = _tree(kids, root)
+        _bind(tree, i % n)
         bound.append(tree)
     return bound
 
@@ -126,7 +162,7 @@ def main() -> None:
     ap.add_argument("--executors", default="local,ray")
     ap.add_argument("--rounds", type=int, default=2, help="timed rounds per worker count (median reported)")
     ap.add_argument("--max-workers", type=int, default=2)
-    ap.add_argument("--pin", action="store_true", help="give each local review worker its own core (see above)")
+    ap.add_argument("--pin", action="store_true", help="give each review worker its own core (see above)")
     ap.add_argument("--brief", action="store_true", help="brief reviews (score_many(..., feedback=False)), what the "
                     "verl and TRL adapters run")
     args = ap.parse_args()
@@ -168,6 +204,10 @@ def main() -> None:
             run_ray(workload(tasks, seed), max(ns))  # warm (starts the workers)
             seed += 1
             for n in ns:
+                if args.pin:
+                    trees = pin_workers(n, ray_workers(max(ns)))
+                    print(f"ray    workers {n}: pinned, Ray's {len(trees)} worker processes' trees to {n} core(s) "
+                          f"({', '.join(str(len(t)) for t in trees)} processes)")
                 ts, cs = [], []
                 for _ in range(args.rounds):
                     items = workload(tasks, seed)
