@@ -105,6 +105,7 @@ from nkieval.review.cache import CASE_CACHE, CaseData
 from nkieval.review.stages import clear_caches, differential, kept_runs, mutation_causes
 from nkieval.review.stages import evidence as stage_evidence
 from nkieval.review.stages.kept_runs import KeptRun, KeptRuns
+from nkieval.review.tracing import TRACES
 from nkieval.reward.workers import WORKER_GC_THRESHOLDS, settle_collector
 from nkieval.tasks import builtin_tasks, port_tasks
 
@@ -200,11 +201,12 @@ def _forget_judged_outputs() -> None:
 
 
 def _forget_candidate_sources() -> None:
-    """Forget what the judge keeps per candidate source (its static findings, its float constants): in the first
-    round each mode must meet the candidate as new, as an RL loop meets a new candidate; otherwise the mode run
-    second would get the first one's analysis for free."""
+    """Forget what the judge keeps per candidate source (its static findings, its float constants, its recorded
+    programs): in the first round each mode must meet the candidate as new, as an RL loop meets a new candidate;
+    otherwise the mode run second would get the first one's analysis and traces for free."""
     stage_evidence._STATIC.clear()
     differential._port_literals.cache_clear()
+    TRACES.clear()
 
 
 #: each mode's kept runs of the cause search in the last run
@@ -704,6 +706,7 @@ def main() -> None:
             if st:
                 _stages(f"{mode} review, {group}", st, sum(1 for r in res[mode][0] if group in (r[0], f"{r[0]}/{r[1]}")))
     print(f"case cache: {CASE_CACHE.stats()}")
+    print(f"recorded programs kept (tracer runs saved by a repeated source): {TRACES.stats()}")
     if args.compare_brief:
         _brief_vs_full(res)
         if args.compare_before:

@@ -54,6 +54,15 @@ def _fast_cpu_clock(monkeypatch: pytest.MonkeyPatch, factor: float = 5.0, step_s
             monkeypatch.setattr(mod, "executor_seconds", clock)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_trace_cache() -> None:
+    """Each test starts without the programs earlier tests' reviews recorded (``review.tracing.TRACES``): a test
+    that reviews a source an earlier test reviewed meets its tracer, as a fresh process would."""
+    from nkieval.review.tracing import TRACES
+
+    TRACES.clear()
+
+
 @pytest.fixture
 def fast_cpu_clock() -> Callable[..., None]:
     """:func:`_fast_cpu_clock`, for the tests that make the executor's machine look slower or stalled."""

@@ -207,3 +207,73 @@ def test_a_message_round_trips_its_blobs_byte_for_byte():
     assert tracing.with_program({"status": "ok", "program": 3}, got)["status"] == "bad-program"
     assert tracing.with_program({"status": "exception", "message": "m"}, got) == {"status": "exception",
                                                                                    "message": "m"}
+
+
+def _kept_script(calls: list[int], answer_status: str = "ok"):
+    def script(keys, on_part):
+        calls.append(len(keys))
+        on_part(tracing.pack_message({"key": keys[0], "status": "ok", "program": 0}, [b"P" + keys[0].encode()]))
+        last = {"status": "ok", "program": b"P" + keys[-1].encode()} if answer_status == "ok" \
+            else {"status": answer_status, "message": "m"}
+        return {**{k: {"status": "sent"} for k in keys[:-1]}, keys[-1]: last}, None
+    return script
+
+
+def test_a_clean_tracer_runs_programs_are_kept_for_a_later_review_of_the_same_source(monkeypatch):
+    calls: list[int] = []
+    first = _stream(monkeypatch, _cases(8, 16), _kept_script(calls))
+    again = _stream(monkeypatch, _cases(8, 16, 16), _kept_script(calls))  # (the same shapes, more cases)
+    assert calls == [2] and tracing.TRACES.stats()["hits"] == 2
+    assert [again.get(k) for k in again.order] == [first.get(k) for k in first.order]
+    _stream(monkeypatch, _cases(8, 32), _kept_script(calls))  # a new shape: only it is traced
+    assert calls == [2, 1]
+
+
+@pytest.mark.parametrize("change", ["source", "kernel", "target", "limits", "hide"])
+def test_a_kept_program_serves_only_the_same_request_sandbox_and_shape(monkeypatch, change):
+    calls: list[int] = []
+
+    def stream(**over):
+        monkeypatch.setattr(tracing, "run_tracer", lambda request, *a, **k: _kept_script(calls)(
+            [s["key"] for s in request["shapes"]], k["on_part"]))
+        args = {"source": "src", "kernel": "k", "target": "trn2", "limits": SandboxLimits(), "hide": (), **over}
+        s = tracing.ProgramStream(args["source"], args["kernel"], _cases(8), args["target"], args["limits"],
+                                  args["hide"])
+        s.join()
+
+    stream()
+    stream(**{"source": {"source": "src2"}, "kernel": {"kernel": "k2"}, "target": {"target": "trn3"},
+            "limits": {"limits": SandboxLimits(memory_mb=1024)}, "hide": {"hide": ("/task",)}}[change])
+    assert calls == [1, 1]
+
+
+@pytest.mark.parametrize("status", ["sandbox-violation", "bad-program", "sent"])
+def test_a_run_whose_answer_decides_the_review_keeps_none_of_its_programs(monkeypatch, status):
+    """A reach for the harness, a malformed part, or an answer naming a part never sent (``bad-program``)."""
+    calls: list[int] = []
+    _stream(monkeypatch, _cases(8, 16), _kept_script(calls, answer_status=status))
+    _stream(monkeypatch, _cases(8, 16), _kept_script(calls))
+    assert calls == [2, 2] and tracing.TRACES.stats()["programs"] == 2  # (only the clean second run's)
+
+
+def test_programs_of_a_run_retraced_after_a_death_are_not_kept(monkeypatch):
+    calls: list[int] = []
+
+    def dies_once(keys, on_part):
+        calls.append(len(keys))
+        if len(calls) == 1:
+            on_part(tracing.pack_message({"key": keys[0], "status": "ok", "program": 0}, [b"P0"]))
+            return {}, {"status": "crash", "message": "died"}
+        return {k: {"status": "ok", "program": b"P"} for k in keys}, None
+
+    _stream(monkeypatch, _cases(8, 16, 32), dies_once)
+    assert tracing.TRACES.stats()["programs"] == 0
+
+
+def test_the_kept_programs_stay_within_their_bytes():
+    cache = tracing.TraceCache(max_bytes=100)
+    for i in range(10):
+        cache.put(bytes([i]), bytes(20))
+    assert cache.stats()["bytes"] <= 100 and cache.get(bytes([9])) is not None and cache.get(bytes([0])) is None
+    cache.put(b"big", bytes(26))  # (over a quarter of the bound: never kept)
+    assert cache.get(b"big") is None

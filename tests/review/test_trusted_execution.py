@@ -260,3 +260,26 @@ def test_a_reach_for_the_harness_after_the_streamed_shapes_still_decides_the_rev
     statuses = [c.status for c in r.cases]
     assert "ok" in statuses, "the earlier shapes were streamed and executed"
     assert r.verdict == "sandbox-violation" and r.score == 0, statuses
+
+
+def test_a_later_review_of_the_same_source_replays_its_kept_programs_without_a_tracer_run(monkeypatch):
+    """The tracer sees no seed and no value, so the programs of a source are the same on the next seed (an RL
+    loop's next step): that review replays them (``tracing.TRACES``) and decides as the first did."""
+    from nkieval.tasks import load_task
+
+    runs: list[int] = []
+    real = tracing.run_tracer
+
+    def spy(request, *a, **k):
+        runs.append(len(request["shapes"]))
+        return real(request, *a, **k)
+
+    monkeypatch.setattr(tracing, "run_tracer", spy)
+    source = load_task("vector_add").solution_file.read_text()
+    first = review("vector_add", source, seed=5)
+    traced = len(runs)
+    again = review("vector_add", source, seed=6)
+    assert traced >= 1 and len(runs) == traced
+    assert first.verdict == again.verdict == "pass" and again.score == first.score
+    review("vector_add", source + "\n# another source\n", seed=6)
+    assert len(runs) == traced + 1

@@ -18,9 +18,11 @@ shape with ``infra-error`` (the review fails closed).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +165,60 @@ def run_tracer(request: dict[str, Any], limits: SandboxLimits, n_shapes: int, hi
     return {k: with_program(v, blobs) for k, v in shapes.items()}, None
 
 
+class TraceCache:
+    """Programs recorded by earlier reviews in this process, by everything their recording depended on: what
+    the tracer was sent (the candidate's source, kernel name, target, instruction budget, the shape's input
+    shapes, dtypes and parameters), the sandbox it ran in (time and memory limits, the paths hidden from it,
+    whether it was isolated) and this install. A compiler's cache, as Neuron's keeps compiled kernels: the tracer
+    sees no input value and no seed, so a review of the same source on a later seed (an RL loop's next step)
+    replays the programs already recorded instead of tracing again. Only the programs of a tracer run that ended
+    with a clean answer are kept (no reach for the harness, no malformed part: a run with one decides its review,
+    and its programs are never reused). A kernel whose Python gives a different program each time it runs (a
+    clock, a random draw) keeps its first one, as a compiled kernel would. Bounded in bytes, least recently used
+    dropped first; thread-safe; in memory only."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._kept: OrderedDict[bytes, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: bytes) -> bytes | None:
+        with self._lock:
+            program = self._kept.get(key)
+            if program is None:
+                self.misses += 1
+                return None
+            self._kept.move_to_end(key)
+            self.hits += 1
+            return program
+
+    def put(self, key: bytes, program: bytes) -> None:
+        if len(program) > self.max_bytes // 4:
+            return  # (one program never crowds out the rest)
+        with self._lock:
+            old = self._kept.pop(key, None)
+            self._bytes += len(program) - (len(old) if old is not None else 0)
+            self._kept[key] = program
+            while self._bytes > self.max_bytes:
+                self._bytes -= len(self._kept.popitem(last=False)[1])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
+            self.hits = self.misses = 0
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"programs": len(self._kept), "bytes": self._bytes, "hits": self.hits, "misses": self.misses}
+
+
+#: the process's recorded programs (cleared by :func:`nkieval.review.stages.clear_caches`)
+TRACES = TraceCache(256 << 20)
+
+
 def shape_key(c: CaseJob) -> str:
     """What a trace depends on: the inputs' names, shapes and dtypes, and the parameters."""
     return json.dumps([[n, list(a.shape), a.dtype.name] for n, a in c.inputs.items()] + [c.params],
@@ -182,6 +238,14 @@ def trace_order(keys: Sequence[str], cases: Sequence[CaseJob]) -> list[str]:
     for k, c in zip(keys, cases):
         size.setdefault(k, sum(int(a.size) for a in c.inputs.values()))
     return sorted(size, key=size.__getitem__)  # (a stable sort over first appearance: ties keep case order)
+
+
+def _cache_base(base: dict[str, Any], limits: SandboxLimits, hide: Sequence[str]) -> bytes:
+    """What every shape's :data:`TRACES` key shares: a digest of the tracer request's fixed part, the sandbox's
+    limits and hidden paths and the isolation in force (the install is the process's own: the cache lives in
+    memory only)."""
+    doc = [base, [limits.timeout_s, limits.startup_s, limits.memory_mb], sorted(hide), UNSAFE_NO_SANDBOX[0]]
+    return hashlib.blake2b(json.dumps(doc, sort_keys=True, default=str).encode(), digest_size=32).digest()
 
 
 def _shape_request(c: CaseJob, key: str) -> dict[str, Any]:
@@ -208,6 +272,8 @@ class ProgramStream:
         self._base = {"source": source, "kernel": kernel, "target": target,
                       "max_instructions": limits.max_instructions}
         self._limits, self._hide = limits, tuple(hide)
+        self._cache_base = _cache_base(self._base, limits, self._hide)
+        self._retraced = False  # (a tracer run died and the rest were traced again: nothing is kept)
         self._memo = memo if memo is not None else {}
         self._done: dict[str, dict[str, Any]] = {}
         self._cv = threading.Condition()
@@ -260,7 +326,15 @@ class ProgramStream:
         finally:
             self.trace_s = time.perf_counter() - t0
 
+    def _cache_key(self, key: str) -> bytes:
+        return hashlib.blake2b(key.encode(), digest_size=20, key=self._cache_base).digest()
+
     def _trace(self) -> None:
+        for k in self.order:
+            if k not in self._memo:
+                program = TRACES.get(self._cache_key(k))
+                if program is not None:
+                    self._memo[k] = program
         open_keys = [k for k in self.order if k not in self._memo]
         for k in self.order:
             if k in self._memo:
@@ -278,6 +352,7 @@ class ProgramStream:
                     res = answer.get(k)
                     self._publish(k, self._checked(res) if isinstance(res, dict) else {
                         "status": "bad-program", "message": "the tracer gave no answer for this shape"})
+                self._keep(answer)
                 return
             if failure.get("status") in _DECIDES_ALL or failure.get("status") == "infra-error":
                 # (a harness fault, the supervisor's word: a starved or failed sandbox; any case with it makes the
@@ -290,6 +365,7 @@ class ProgramStream:
             # order, and each one's outcome is streamed as soon as it is known): that shape's failure. A kernel
             # that hangs on one shape almost always hangs on the next, so after a hang the rest are skipped;
             # after anything else they are traced again, in a fresh run.
+            self._retraced = True
             culprit, open_keys = open_keys[0], open_keys[1:]
             if self._last_part_at is not None and "wall_s" in failure:  # (the culprit's own time)
                 failure = {**failure, "wall_s": max(0.0, failure["wall_s"] - self._last_part_at)}
@@ -299,6 +375,21 @@ class ProgramStream:
                     self._publish(k, {"status": "not-run", "message": "skipped: tracing shape "
                                       f"{_shape_label(self._shapes[culprit])} timed out"})
                 return
+
+    def _keep(self, answer: dict[str, Any]) -> None:
+        """The programs of a tracer run that answered, into :data:`TRACES`, if the whole run is clean: its answer
+        names no reach for the harness and no malformed part, and every shape asked for is in (so none of them
+        depended on a run that died)."""
+        if self._retraced or any(not isinstance(r, dict) or r.get("status") in _DECIDES_ALL
+                                 for r in answer.values()):
+            return
+        with self._cv:
+            done = {k: self._done.get(k) for k in self.order}
+        if any(r is None or r.get("status") in _DECIDES_ALL for r in done.values()):
+            return
+        for k, r in done.items():
+            if r is not None and r.get("status") == "ok" and isinstance(r.get("program"), bytes):
+                TRACES.put(self._cache_key(k), r["program"])
 
     def _checked(self, res: dict[str, Any]) -> dict[str, Any]:
         """A tracer's answer that the harness failed (``infra-error``: a retry, never the candidate's fault) comes

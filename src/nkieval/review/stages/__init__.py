@@ -26,14 +26,16 @@ from __future__ import annotations
 def clear_caches() -> None:
     """Forget what reviews keep per process for the next review (benchmarks' cold start): the case cache,
     the task's reference code, the reference kernels' evidence, the static findings and constants of candidate
-    sources seen, the cause search's CUDA runs and what it derives from a CUDA source (its mutations, literals and
-    near-exact rewrite)."""
+    sources seen, the programs recorded by the tracer, the cause search's CUDA runs and what it derives from a CUDA
+    source (its mutations, literals and near-exact rewrite)."""
     from nkieval.review.cache import CASE_CACHE
     from nkieval.review.stages import differential, evidence, judge, mutation_causes
     from nkieval.review.stages.kept_runs import KEPT_RUNS
+    from nkieval.review.tracing import TRACES
 
     CASE_CACHE.clear()
     KEPT_RUNS.clear()
+    TRACES.clear()
     for derived in (differential._exact_source, differential._cuda_literals, differential._port_literals,
                     mutation_causes._mutations_of):
         derived.cache_clear()
