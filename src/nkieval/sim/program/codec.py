@@ -28,7 +28,7 @@ whether or not an event names it (the checks version 1 made of the same fields i
 (Version 1 wrote all of it in every event: a view as ``{"T": [id, dtype, storage, offset, shape, strides]}``, an
 instruction's name, keyword names and kernel line, an allocation's shape, dtype, buffer and line. A loop of tiny
 instructions repeated them thousands of times: 1.7 MB for a 300,007-element thread-by-thread vector add, 0.38 MB
-in version 2, which the judge also parses and compiles in about half the time.)
+in version 2, which the judge also parses and compiles in less than half the time.)
 
 Events (one list per program, nested for device loops), each a JSON list:
 
