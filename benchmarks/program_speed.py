@@ -5,11 +5,12 @@ The kernels are built-in candidates of many small instructions (the thread-by-th
 trusted pipeline loses throughput: recording and replay each cost about one eager run. Each phase's CPU time
 (``time.process_time``) is the best of ``--repeat`` runs, each begun after a full garbage collection: ``record`` is
 recording and the program's JSON together (the tracer's work), ``json`` the JSON alone, ``own`` the recorder's own
-work (``record`` less the same record-only run without a recorder); ``debt`` is a full collection right after
-parsing and compiling (the collector's work on what they left), ``compile`` (parse and compile) runs with the
-collector paused, as the judge's executor does; the collector's thresholds are the tracer's and the executor's
-(``nkieval.review.child.GC_THRESHOLDS``). The program text (paths normalised), the replay's
-outputs and its trace are digested, so the two trees are shown to record and compute the same bytes.
+work (``record`` less the same record-only run without a recorder); ``parse`` is ``Program.from_json`` and
+``compile`` the judge's checks and compile (``compile_program``), both with the collector paused, as the judge's
+executor runs them; ``debt`` is a full collection right after them (the collector's work on what they left); the
+collector's thresholds are the tracer's and the executor's (``nkieval.review.child.GC_THRESHOLDS``). ``bytes`` is
+the program's JSON. The replay's outputs and its trace (paths normalised) are digested, so the two trees are shown
+to compute the same bytes (the program text itself differs between format versions, so it is not digested).
 
 Run::
 
@@ -65,7 +66,7 @@ def child(tasks: list[str], repeat: int) -> None:
         inputs = [rng.standard_normal(s).astype(d) for s, d in shapes]
         opts = SimOptions.from_env(record_trace=False, **entry.options)
         bare_opts = replace(opts, compute_values=False)
-        best = [float("inf")] * 6
+        best = [float("inf")] * 7
         for _ in range(repeat):
             prog = res = None
             gc.collect()
@@ -84,6 +85,7 @@ def child(tasks: list[str], repeat: int) -> None:
             c2 = time.process_time()
             gc.disable()
             prog = Program.from_json(text)
+            cp = time.process_time()
             compile_program(prog)
             gc.enable()
             c3 = time.process_time()
@@ -91,22 +93,22 @@ def child(tasks: list[str], repeat: int) -> None:
             c4 = time.process_time()
             res = replay_program(prog, inputs, {}, options=SimOptions.from_env(emit_warnings=False))
             c5 = time.process_time()
-            best = [min(b, x) for b, x in zip(best, (c1 - c0, c3 - c2, c4 - c3, c5 - c4, b1 - b0, c1 - cj))]
+            best = [min(b, x) for b, x in zip(best, (c1 - c0, c3 - cp, c4 - c3, c5 - c4, b1 - b0, c1 - cj, cp - c2))]
         outs = res.outputs if isinstance(res.outputs, tuple | list) else [res.outputs]
-        digest = hashlib.sha256(text.replace(str(builtin), "BUILTIN").encode())
+        digest = hashlib.sha256()
         for o in outs:
             digest.update(np.ascontiguousarray(o).tobytes())
         digest.update(res.trace.to_json().replace(str(builtin), "BUILTIN").encode())
         print("RESULT " + json.dumps({
             "task": task, "record": best[0], "compile": best[1], "debt": best[2], "replay": best[3],
-            "bare": best[4], "json": best[5],
+            "bare": best[4], "json": best[5], "parse": best[6], "bytes": len(text.encode()),
             "events": prog.n_events, "instructions": len(res.trace), "digest": digest.hexdigest()[:16],
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
 
 
 #: phases each child measures (best of its repeats): ``record`` is recording and JSON together, ``json`` its part,
 #: ``bare`` the same record-only run without a recorder
-_MEASURED = ("record", "json", "bare", "compile", "debt", "replay")
+_MEASURED = ("record", "json", "bare", "parse", "compile", "debt", "replay", "bytes")
 
 
 def run_tree(src: Path, tasks: list[str], repeat: int) -> dict[str, dict]:
@@ -142,8 +144,9 @@ def main() -> None:
     for _ in range(args.rounds):
         runs["base"].append(run_tree(args.baseline_src.resolve(), tasks, args.repeat))
         runs["this"].append(run_tree(this, tasks, args.repeat))
-    phases = ("record", "own", "json", "compile", "debt", "replay")
-    print("| task | events | " + " | ".join(f"{p} CPU s, base → this (speed-up)" for p in phases)
+    phases = ("bytes", "record", "own", "json", "parse", "compile", "debt", "replay")
+    print("| task | events | " + " | ".join(f"{p}, base → this (ratio)" if p == "bytes" else
+                                           f"{p} CPU s, base → this (speed-up)" for p in phases)
           + " | peak RSS MB, base → this | same bytes |")
     print("|---|---|" + "---|" * len(phases) + "---|---|")
     for t in tasks:
@@ -152,7 +155,8 @@ def main() -> None:
         for d in (b, n):  # the recorder's own work: recording and JSON less the same run without a recorder
             d["own"] = d["record"] - d["bare"]
         same = len({r[t]["digest"] for k in runs for r in runs[k]}) == 1
-        cells = [f"{b[p]:.3f} → {n[p]:.3f} ({b[p] / n[p]:.2f}×)" if n[p] > 0 else "-" for p in phases]
+        cells = [f"{b[p]:,.0f} → {n[p]:,.0f} ({b[p] / n[p]:.2f}×)" if p == "bytes" else
+                 f"{b[p]:.3f} → {n[p]:.3f} ({b[p] / n[p]:.2f}×)" if n[p] > 0 else "-" for p in phases]
         print(f"| {t} | {runs['this'][0][t]['events']} | " + " | ".join(cells)
               + f" | {b['maxrss_mb']:.0f} → {n['maxrss_mb']:.0f} | {'yes' if same else 'NO'} |")
 

@@ -218,9 +218,10 @@ def test_a_bad_event_anywhere_is_refused_before_the_first_instruction_runs():
     """Every event is checked when the program is compiled, so a program that goes bad late (here: the last
     event names an unknown instruction) runs nothing at all — not even its valid first instructions."""
     doc = _program()
-    events = doc["programs"][0]["events"]
-    bad = [e for e in events if e[0] == "i"][-1]
-    bad[1] = "os_system"
+    body = doc["programs"][0]
+    bad = [e for e in body["events"] if e[0] == "i"][-1]
+    body["calls"].append(["os_system", *body["calls"][bad[1]][1:]])  # (its own call site, naming the instruction)
+    bad[1] = len(body["calls"]) - 1
     ran = []
     from nkieval.sim.isa import core
 
@@ -250,6 +251,19 @@ def _first(doc: dict, kind: str) -> list:
     return next(e for e in doc["programs"][0]["events"] if e[0] == kind)
 
 
+def _entry(doc: dict, table: str, ev: list) -> list:
+    """The table entry an event names (its call or allocation site)."""
+    return doc["programs"][0][table][ev[2] if ev[0] == "a" else ev[1]]
+
+
+def _view(doc: dict, aid: object, dname: str, sname: str, off: object, shape: list, strides: list) -> dict:
+    """A view operand naming a new views table entry (and a new layout)."""
+    body = doc["programs"][0]
+    body["layouts"].append([dname, sname, shape, strides])
+    body["views"].append([aid, len(body["layouts"]) - 1, off])
+    return {"T": len(body["views"]) - 1}
+
+
 def _swap_view(doc: dict, view: dict) -> None:
     """Put ``view`` in place of the first tensor operand of the first instruction."""
     def walk(x):
@@ -271,12 +285,12 @@ def _swap_view(doc: dict, view: dict) -> None:
 @pytest.mark.parametrize("tamper, rule", [
     (lambda d: d.update(version=99), "program-format"),
     (lambda d: d["programs"].append(d["programs"][0]), "program-format"),
-    (lambda d: _first(d, "i").__setitem__(1, "os_system"), "program-format"),
-    (lambda d: _swap_view(d, {"T": [1, "float32", "float32", 1 << 40, [8], [4]]}), "program-bounds"),
-    (lambda d: _swap_view(d, {"T": [1, "float32", "float32", 0, [128, 8], [-4, 4]]}), "program-bounds"),
-    (lambda d: _swap_view(d, {"T": [999, "float32", "float32", 0, [8], [4]]}), "program-format"),
+    (lambda d: _entry(d, "calls", _first(d, "i")).__setitem__(0, "os_system"), "program-format"),
+    (lambda d: _swap_view(d, _view(d, 1, "float32", "float32", 1 << 40, [8], [4])), "program-bounds"),
+    (lambda d: _swap_view(d, _view(d, 1, "float32", "float32", 0, [128, 8], [-4, 4])), "program-bounds"),
+    (lambda d: _swap_view(d, _view(d, 999, "float32", "float32", 0, [8], [4])), "program-format"),
     (lambda d: _swap_view(d, {"V": ["__class__", {"el": 0}, [], {"d": []}]}), "program-format"),
-    (lambda d: _first(d, "a").__setitem__(2, [1 << 20, 1 << 20]), "program-bounds"),
+    (lambda d: _entry(d, "allocs", _first(d, "a")).__setitem__(0, [1 << 20, 1 << 20]), "program-bounds"),
     (lambda d: d["programs"][0]["events"].append(["x"]), "program-format"),
 ])
 def test_tampered_programs_are_refused_before_they_touch_memory(tamper, rule):
@@ -289,7 +303,7 @@ def test_tampered_programs_are_refused_before_they_touch_memory(tamper, rule):
 
 
 def test_a_document_that_is_not_a_program_is_refused():
-    for text in ("[]", "{", '{"format": "nkieval-program", "version": 1}', "NaN"):
+    for text in ("[]", "{", '{"format": "nkieval-program", "version": 2}', "NaN"):
         with pytest.raises(ProgramError):
             Program.from_json(text)
 

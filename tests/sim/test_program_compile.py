@@ -47,13 +47,30 @@ def _doc() -> dict:
     return json.loads(record_program(k_two_tiles, [ArgSpec((128, 8), "float32")], {}, target="trn2").program.to_json())
 
 
-def _views(doc: dict) -> list[list]:
-    """The ``T`` operands of the instructions, in order (dst then src of each copy)."""
+def _operands(doc: dict) -> list[dict]:
+    """The view operands (``{"T": k}``) of the instructions, in order (dst then src of each copy)."""
     out = []
     for ev in doc["programs"][0]["events"]:
         if ev[0] == "i":
-            out += [v["T"] for _, v in ev[3]["d"] if isinstance(v, dict) and "T" in v]
+            out += [v for v in ev[3] if isinstance(v, dict) and "T" in v]
     return out
+
+
+def _view_of(doc: dict, operand: dict) -> list:
+    """An operand's views table entry as ``[id, dtype, storage, offset, shape, strides]``."""
+    body = doc["programs"][0]
+    aid, lay, off = body["views"][operand["T"]]
+    dname, sname, shape, strides = body["layouts"][lay]
+    return [aid, dname, sname, off, shape, strides]
+
+
+def _set_view(doc: dict, operand: dict, aid: object, dname: str, sname: str, off: object, shape: list,
+              strides: list) -> None:
+    """Point ``operand`` at a new views table entry of its own (and a new layout)."""
+    body = doc["programs"][0]
+    body["layouts"].append([dname, sname, shape, strides])
+    body["views"].append([aid, len(body["layouts"]) - 1, off])
+    operand["T"] = len(body["views"]) - 1
 
 
 def _replay(doc: dict) -> np.ndarray:
@@ -70,13 +87,13 @@ def test_a_geometry_that_fits_one_allocation_is_refused_on_a_smaller_one():
     """The wide tile's view [:, 56:64] fits it; the same geometry on the narrow tile (the next copy's destination)
     reaches past its storage, and must be refused though its geometry was checked already."""
     doc = _doc()
-    views = _views(doc)
-    wide_dst, narrow_dst = views[0], views[2]
+    ops = _operands(doc)
+    wide_dst, narrow_dst = _view_of(doc, ops[0]), _view_of(doc, ops[2])
     assert wide_dst[0] != narrow_dst[0]
     wide_cols = [wide_dst[0], "float32", "float32", 224, [128, 8], [256, 4]]
-    views[0][:] = wide_cols  # (fits the wide tile: 128 partitions of 256 bytes)
+    _set_view(doc, ops[0], *wide_cols)  # (fits the wide tile: 128 partitions of 256 bytes)
     _replay(doc)
-    views[2][:] = [narrow_dst[0], *wide_cols[1:]]  # (the same geometry on the narrow tile's 32-byte rows)
+    _set_view(doc, ops[2], narrow_dst[0], *wide_cols[1:])  # (the same geometry on the narrow tile's 32-byte rows)
     with pytest.raises(ProgramError) as info:
         _replay(doc)
     assert info.value.rule == "program-bounds"
@@ -87,8 +104,10 @@ def test_a_bool_where_a_view_needs_an_integer_is_refused(field, value):
     """JSON's true and false hash like 1 and 0: a cached geometry must not accept them for integers."""
     doc = _doc()
     assert _replay(doc) is not None  # the same view with integers replays (and is cached)
-    view = _views(doc)[1]
+    op = _operands(doc)[1]
+    view = _view_of(doc, op)
     view[field] = value
+    _set_view(doc, op, *view)
     with pytest.raises(ProgramError) as info:
         _replay(doc)
     assert info.value.rule == "program-format"
@@ -133,36 +152,48 @@ def test_a_keyword_given_twice_takes_its_last_value_as_a_dict_display_does():
     from nkieval.sim.errors import NkiValidationError
 
     doc = _doc()
-    first = next(ev for ev in doc["programs"][0]["events"] if ev[0] == "i")
-    pairs = first[3]["d"]
-    dst = next(v for k, v in pairs if k == "dst")
-    pairs.insert(0, ["dst", 5])  # (a constant, overridden by the view after it)
+    body = doc["programs"][0]
+    first = next(ev for ev in body["events"] if ev[0] == "i")
+    name, names, loc = body["calls"][first[1]]
+    names, values = list(names), first[3]
+    body["calls"].append([name, names, loc])  # (the first instruction's own call site, so only it changes)
+    first[1] = len(body["calls"]) - 1
+    dst = values[names.index("dst")]
+    names.insert(0, "dst")
+    values.insert(0, 5)  # (a constant, overridden by the view after it)
     a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
     np.testing.assert_array_equal(_replay(doc), a)
-    pairs.append(["dst", 5])  # (now the constant comes last: the instruction gets it, and refuses it)
+    names.append("dst")
+    values.append(5)  # (now the constant comes last: the instruction gets it, and refuses it)
     with pytest.raises(NkiValidationError):
         _replay(doc)
-    pairs[-1] = ["dst", dst]
+    values[-1] = dst
     np.testing.assert_array_equal(_replay(doc), a)
 
 
 def _first(doc: dict, kind: str) -> list:
-    return next(ev for ev in doc["programs"][0]["events"] if ev[0] == kind)
+    """The first event of ``kind``, or the first entry of the table ``kind``."""
+    body = doc["programs"][0]
+    return body[kind][0] if kind in body else next(ev for ev in body["events"] if ev[0] == kind)
 
 
 @pytest.mark.parametrize("kind, field, value", [
     ("i", 2, [{"zz": 1}]),            # a positional operand of an unknown kind
     ("i", 2, [[1, True, {"zz": 1}]]),  # ... nested in a list
     ("i", 2, {"d": []}),              # positional operands that are not a list
-    ("i", 3, {"d": [], "e": []}),     # keywords with a second key
-    ("i", 3, {"e": []}),              # keywords without "d"
-    ("i", 3, {"d": [["dst", {"zz": 1}]]}),  # a keyword's value of an unknown kind
-    ("i", 6, [["static", True, 4]]),  # a loop frame with a bool for its index
-    ("i", 6, [["static", 0]]),        # a loop frame of two fields
-    ("i", 6, "x"),                    # loop frames that are not a list
-    ("a", 2, [True, 8]),              # an allocation's shape with a bool
-    ("a", 2, [128, 8.0]),             # ... with a float
-    ("a", 2, "x"),                    # ... that is not a list
+    ("i", 3, {"d": []}),              # keyword values that are not a list
+    ("i", 3, [{"T": 0}]),             # ... fewer than the call's keyword names
+    ("i", 3, [{"zz": 1}, {"T": 0}]),  # a keyword's value of an unknown kind
+    ("i", 3, [{"T": True}, {"T": 0}]),  # a view index that is a bool
+    ("i", 5, [["static", True, 4]]),  # a loop frame with a bool for its index
+    ("i", 5, [["static", 0]]),        # a loop frame of two fields
+    ("i", 5, "x"),                    # loop frames that are not a list
+    ("i", 1, True),                   # a call index that is a bool
+    ("a", 2, True),                   # an allocation site index that is a bool
+    ("allocs", 0, [True, 8]),         # an allocation's shape with a bool
+    ("allocs", 0, [128, 8.0]),        # ... with a float
+    ("allocs", 0, "x"),               # ... that is not a list
+    ("calls", 1, [5, "src"]),         # a call's keyword name that is not a string
 ])
 def test_an_instruction_s_and_an_allocation_s_fields_are_checked_whatever_their_common_case_skips(kind, field, value):
     """Compiling takes shortcuts for the common cases (no positional operand, no loop frame, keyword operands that

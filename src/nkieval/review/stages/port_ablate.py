@@ -109,34 +109,18 @@ _ON_CHIP = ("sbuf", "psum")
 @functools.lru_cache(maxsize=4)
 def widened_program(program_text: str) -> str | None:
     """The recorded program with its on-chip bf16/fp16/fp8 allocations made fp32: the allocation event's dtype,
-    and every view of such an allocation (``{"T": [id, dtype, storage dtype, byte offset, shape, byte strides]}``)
-    with dtype fp32 and its byte offset and strides scaled to 4-byte elements. None when there is none (or the
+    and every view of such an allocation with dtype fp32 and its byte offset and strides scaled to 4-byte elements
+    (``nkieval.sim.program.codec.widen_allocations``). None when there is none (or the
     text is not a program)."""
+    from nkieval.sim.program.codec import widen_allocations
+
     try:
         doc = json.loads(program_text)
-        scale: dict[int, int] = {}
-        for prog in doc["programs"]:
-            for ev in prog["events"]:
-                if ev[0] == "a" and ev[3] in _ITEMSIZE and ev[4] in _ON_CHIP:
-                    scale[ev[1]] = 4 // _ITEMSIZE[ev[3]]
-                    ev[3] = "float32"
+        if not widen_allocations(doc, _ITEMSIZE, _ON_CHIP):
+            return None
     except (ValueError, KeyError, IndexError, TypeError):
         return None
-    if not scale:
-        return None
-
-    def widen(x: Any) -> Any:
-        if isinstance(x, dict):
-            t = x.get("T")
-            if isinstance(t, list) and len(t) == 6 and t[0] in scale and t[1] in _ITEMSIZE:
-                k = scale[t[0]]
-                return {**x, "T": [t[0], "float32", "float32", t[3] * k, t[4], [s * k for s in t[5]]]}
-            return {key: widen(v) for key, v in x.items()}
-        if isinstance(x, list):
-            return [widen(v) for v in x]
-        return x
-
-    return json.dumps(widen(doc), separators=(",", ":"))
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def replay_cost_s(program_text: str, n_instructions: int | None, elements: int) -> float:

@@ -31,6 +31,7 @@ from nkieval.sim.program.codec import (
     MAX_DEPTH,
     MAX_EVENTS,
     MAX_FILL_BYTES,
+    MAX_TABLE_ENTRIES,
     NUMPY_OP_NAMES,
     PY_TYPES,
     Program,
@@ -69,7 +70,17 @@ class Recorder:
         self.args: list[Any] = []
         self.kwargs: dict[str, Any] = {}
         self.ret: Any = None
-        self.loc_lists: dict[tuple[Any, ...], list[Any]] = {}
+        # The document's tables (see codec): each distinct kernel line, view layout and view once, named by index.
+        self.locs: list[Any] = []
+        self.loc_index: dict[tuple[Any, ...], int | None] = {}
+        self.layouts: list[Any] = []
+        self.layout_index: dict[tuple[Any, ...], int] = {}
+        self.views: list[Any] = []
+        self.view_refs: dict[_ViewKey, dict[str, int]] = {}  # (by identity: see encode_tensor)
+        self.calls: list[Any] = []
+        self.call_index: dict[tuple[Any, ...], int] = {}
+        self.allocs: list[Any] = []
+        self.alloc_index: dict[tuple[Any, ...], int] = {}
 
     # -- events ------------------------------------------------------------------------------
     def emit(self, event: list[Any]) -> None:
@@ -98,8 +109,14 @@ class Recorder:
         addr = None
         if a.fixed_address:
             addr = [int(a.partition_offset), int(a.address)]
-        self.emit(["a", a.id, list(shape), d.name, buffer.name, name or "", addr, self._fill(fill), instruction,
-                   self._loc_list(context.user_location())])
+        loc = context.user_location()
+        key = (tuple(shape), d.name, buffer.name, name or "", instruction, loc)
+        site = self.alloc_index.get(key)
+        if site is None:
+            site = self.alloc_index[key] = len(self.allocs)
+            self._check_table(site)
+            self.allocs.append([list(shape), d.name, buffer.name, name or "", instruction, self._loc_ref(loc)])
+        self.emit(["a", a.id, site, addr, self._fill(fill)])
 
     def free(self, alloc_id: int) -> None:
         if alloc_id in self.known:
@@ -122,10 +139,15 @@ class Recorder:
         # (what encode(list(args)) and encode(kwargs) give, without their dispatch: a call's keywords are strings,
         # and most operands are tensors)
         enc, enc_t = self.encode, self.encode_tensor
-        loc = self.loc_lists.get(ctx.loc) or self._loc_list(ctx.loc)
-        ev: list[Any] = ["i", name, [enc(a, 1) for a in args] if args else [],
-                         {"d": [[k, enc_t(v, 1) if type(v) is NkiTensor else enc(v, 1)] for k, v in kwargs.items()]},
-                         None, loc, self._loops(ctx) if ctx._loops_tuple else []]
+        key = (name, ctx.loc, tuple(kwargs))
+        site = self.call_index.get(key)
+        if site is None:
+            site = self.call_index[key] = len(self.calls)
+            self._check_table(site)
+            self.calls.append([name, list(kwargs), self._loc_ref(ctx.loc)])
+        ev: list[Any] = ["i", site, [enc(a, 1) for a in args] if args else [],
+                         [enc_t(v, 1) if type(v) is NkiTensor else enc(v, 1) for v in kwargs.values()],
+                         None, self._loops(ctx) if ctx._loops_tuple else []]
         self.depth += 1
         try:
             result = call()
@@ -136,19 +158,32 @@ class Recorder:
         self.emit(ev)
         return result
 
-    def _loc_list(self, loc: tuple[Any, ...]) -> list[Any]:
-        """``list(loc)``, one list per kernel line (a loop's instructions repeat their lines; the document is written
-        by value, and nothing changes an event once it is recorded)."""
-        hit = self.loc_lists.get(loc)
-        if hit is None:
-            hit = self.loc_lists[loc] = list(loc)
-        return hit
+    def _loc_ref(self, loc: tuple[Any, ...]) -> int | None:
+        """The kernel line's index in the table of lines (``None`` for no line): a loop's events repeat their
+        lines."""
+        if loc in self.loc_index:
+            return self.loc_index[loc]
+        ref = None
+        if loc:
+            ref = len(self.locs)
+            self._check_table(ref)
+            self.locs.append(list(loc))
+        self.loc_index[loc] = ref
+        return ref
 
     def scalar_op(self, method: str, operand: Any, other: Any, result: Any) -> None:
-        self.emit(["s", self._obj(result), method, self.encode(operand), self.encode(other), _loc()])
+        self.emit(["s", self._obj(result), method, self.encode(operand), self.encode(other),
+                   self._loc_ref(context.user_location())])
 
     def note(self, hook: str) -> None:
-        self.emit(["n", hook, _loc()])
+        self.emit(["n", hook, self._loc_ref(context.user_location())])
+
+    @staticmethod
+    def _check_table(n: int) -> None:
+        if n >= MAX_TABLE_ENTRIES:
+            raise NkiValidationError(f"the kernel names more than {MAX_TABLE_ENTRIES} distinct views, "
+                                     "layouts, instruction or allocation sites, or kernel lines",
+                                     rule="instruction-budget")
 
     @staticmethod
     def _loops(ctx: Any) -> list[Any]:
@@ -159,7 +194,7 @@ class Recorder:
     def loop(self, ctx: Any, kind: str, params: list[Any], induction: Any) -> Iterator[list[Any]]:
         """A loop event around the body's one traced iteration (a device-loop frame in the loop context); the
         body's events go into it. A ``while_loop`` body sets the event's next condition (``ev[5]``)."""
-        ev = ["L", kind, self.encode(params), self._obj(induction), [], None, _loc()]
+        ev = ["L", kind, self.encode(params), self._obj(induction), [], None, self._loc_ref(context.user_location())]
         self.emit(ev)
         self.stack.append(ev[4])
         if len(self.stack) > MAX_DEPTH:
@@ -284,17 +319,47 @@ class Recorder:
                                      "kernel program (a tensor made outside the kernel, or by another program)",
                                      rule="kernel")
         data = t.data
-        # Loops make the same views again and again: the encoding is kept with the allocation's other facts
-        # about this view geometry (the operand cache of NkiTensor.access), one per storage dtype.
+        # Loops make the same views again and again: the view's key is kept with the allocation's other facts
+        # about this view geometry (the operand cache of NkiTensor.access), one per storage dtype, and each
+        # program's recorder finds its table entry by that key's identity (no tuple to hash per operand).
         cache = t._acc
         if cache is None:
             cache = t._acc = t._view_cache()
         key = ("program", data.dtype)
-        enc = cache.get(key)
-        if enc is None:
-            enc = cache[key] = {"T": [a.id, t.dtype.name, _dtype_name(data.dtype), t._byte_offset(),
-                                      list(data.shape), list(data.strides)]}
-        return enc
+        vk = cache.get(key)
+        if vk is None:
+            vk = cache[key] = _ViewKey(a.id, (t.dtype.name, _dtype_name(data.dtype), data.shape, data.strides),
+                                       t._byte_offset())
+        ref = self.view_refs.get(vk)
+        if ref is None:
+            ref = self._intern_view(vk)
+        return ref
+
+    def _intern_view(self, vk: _ViewKey) -> dict[str, int]:
+        """The view's entry in the table of views (and its layout's in the table of layouts), made on first use;
+        its operand ``{"T": index}`` is one object shared by every event that names the view (the document is
+        written by value, and nothing changes an event once it is recorded)."""
+        lay = self.layout_index.get(vk.layout)
+        if lay is None:
+            lay = self.layout_index[vk.layout] = len(self.layouts)
+            self._check_table(lay)
+            dname, sname, shape, strides = vk.layout
+            self.layouts.append([dname, sname, list(shape), list(strides)])
+        n = len(self.views)
+        self._check_table(n)
+        self.views.append([vk.aid, lay, vk.offset])
+        ref = self.view_refs[vk] = {"T": n}
+        return ref
+
+
+class _ViewKey:
+    """A view of an allocation as the recorders know it: hashed by identity (one per allocation, geometry and
+    storage dtype, kept in the allocation's view cache), its layout a tuple the recorder interns."""
+
+    __slots__ = ("aid", "layout", "offset")
+
+    def __init__(self, aid: int, layout: tuple[Any, ...], offset: int) -> None:
+        self.aid, self.layout, self.offset = aid, layout, offset
 
 
 _DTYPE_NAMES: dict[np.dtype, str] = {}
@@ -317,10 +382,6 @@ def _unsupported(x: Any) -> NkiValidationError:
     return NkiValidationError(f"a {type(x).__module__}.{type(x).__name__} cannot be passed to an NKI instruction "
                               "(only tensors, registers, scalars, numbers, dtypes, operators, enums and their "
                               "tuples/lists)", rule="trace-argument", location=context.location_str())
-
-
-def _loc() -> list[Any]:
-    return list(context.user_location())
 
 
 # -- running a kernel to record it ----------------------------------------------------------------
@@ -385,7 +446,8 @@ def record_program(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
                             recorder_factory=make_recorder)
     finally:
         context.RECORDING[0] -= 1
-    bodies = [ProgramBody(r.args, r.kwargs, r.root, r.ret) for _, r in sorted(recorders.items())]
+    bodies = [ProgramBody(r.args, r.kwargs, r.root, r.ret, r.locs, r.layouts, r.views, r.calls, r.allocs)
+              for _, r in sorted(recorders.items())]
     code = fn.__code__
     names = list(code.co_varnames[:code.co_argcount])
     prog = Program(kernel=traced.__qualname__, target=result.target.name, lnc=lnc, grid=list(grid),

@@ -177,32 +177,47 @@ def _compile_object(v: Any, depth: int) -> Getter:
     return get
 
 
-class _Geometry:
-    """A view's ``[dtype, storage dtype, byte offset, shape, byte strides]``, checked once: names looked up, and
-    the byte range it spans, which each run checks against its allocation's storage."""
+class _Layout:
+    """A layouts table entry, ``[dtype, storage dtype, shape, byte strides]``, checked once: names looked up, and
+    the bytes it spans before and after its first element."""
 
-    __slots__ = ("d", "hi", "off", "sd", "shape", "strides")
+    __slots__ = ("below", "d", "empty", "sd", "shape", "span", "strides")
 
-    def __init__(self, dname: str, sname: str, off: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
-        self.off, self.shape, self.strides = off, shape, strides
+    def __init__(self, entry: Any) -> None:
+        dname, sname, shape, strides = _list(entry, 4)
+        shape, strides = _ints(shape), _ints(strides)
+        if type(dname) is not str or type(sname) is not str:
+            raise ProgramError("a view's dtype is not a name", rule="program-format")
         self.d = _lookup(NKI_DTYPES, dname, "dtype")
         self.sd = np.dtype(_lookup(STORAGE_DTYPES, sname, "storage dtype"))
         if len(shape) != len(strides) or len(shape) > MAX_RANK or any(n < 0 for n in shape):
             raise ProgramError(f"bad view geometry {list(shape)} / {list(strides)}", rule="program-bounds")
-        isz = self.sd.itemsize
+        self.shape, self.strides = shape, strides
         pairs = [(n, s) for n, s in zip(shape, strides) if n]
-        lo = off + sum(min(0, (n - 1) * s) for n, s in pairs)
-        self.hi = off + sum(max(0, (n - 1) * s) for n, s in pairs) + isz
-        if off % isz or lo < 0:
+        self.below = sum(min(0, (n - 1) * s) for n, s in pairs)
+        self.span = sum(max(0, (n - 1) * s) for n, s in pairs) + self.sd.itemsize
+        self.empty = not math.prod(shape)
+
+
+class _Geometry:
+    """A view's layout at a byte offset, checked once: the byte range it spans, which each run checks against its
+    allocation's storage."""
+
+    __slots__ = ("d", "hi", "off", "sd", "shape", "strides")
+
+    def __init__(self, lay: _Layout, off: int) -> None:
+        self.off, self.shape, self.strides, self.d, self.sd = off, lay.shape, lay.strides, lay.d, lay.sd
+        lo = off + lay.below
+        self.hi = off + lay.span
+        if off % self.sd.itemsize or lo < 0:
             raise ProgramError(f"view [{lo}, {self.hi}) starts outside its allocation", rule="program-bounds")
-        if not math.prod(shape):
+        if lay.empty:
             self.hi = off  # (an empty view reads nothing)
 
 
 class _View:
-    """``{"T": [id, dtype, storage dtype, byte offset, shape, byte strides]}``: its geometry checked once (shared by
-    every allocation viewed the same way); each run checks it against the allocation's storage before NumPy
-    makes it."""
+    """A views table entry, ``[allocation id, layout, byte offset]``: its geometry checked once (shared by every
+    allocation viewed the same way); each run checks it against the allocation's storage before NumPy makes it."""
 
     __slots__ = ("aid", "g")
 
@@ -239,24 +254,14 @@ class _View:
 
 
 def _compile_view(v: Any, depth: int) -> Getter:
-    if type(v) is not list or len(v) != 6:
-        _list(v, 6)  # (raises)
-    aid, dname, sname, off, shape, strides = v
-    if type(shape) is not list or type(strides) is not list:
-        shape, strides = _list(shape), _list(strides)  # (raises)
-    shape, strides = tuple(shape), tuple(strides)
-    exact = type(aid) is int and type(off) is int  # (exact ints: JSON's true is not 1)
-    for n in shape:  # (plain loops: a view's few numbers are checked fastest one by one)
-        if type(n) is not int:
-            exact = False
-    for n in strides:
-        if type(n) is not int:
-            exact = False
-    if not exact:
-        _int(aid), _int(off), _ints(list(shape)), _ints(list(strides))  # (raises)
-    if type(dname) is not str or type(sname) is not str:
-        raise ProgramError("a view's dtype is not a name", rule="program-format")
-    return _view(aid, _geometry(dname, sname, off, shape, strides))
+    """``{"T": k}``: the program body's view ``k`` (its table entry compiled once, before any event)."""
+    views = getattr(_COMPILING, "views", None)
+    if type(v) is not int:
+        _int(v)  # (raises: JSON's true is not 1)
+    if views is None or not 0 <= v < len(views):
+        raise ProgramError(f"view #{v} is not in the program's table of {len(views or ())} views",
+                           rule="program-format")
+    return views[v]
 
 
 def _ints(x: Any) -> tuple[int, ...]:
@@ -268,23 +273,40 @@ def _ints(x: Any) -> tuple[int, ...]:
     return t
 
 
-@functools.lru_cache(maxsize=1 << 12)
-def _geometry(dname: str, sname: str, off: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> _Geometry:
-    """One check and one object per distinct view geometry (loops view each fresh tile the same way)."""
-    return _Geometry(dname, sname, off, shape, strides)
+def _compile_tables(body: Any) -> None:
+    """A body's tables, every entry checked once (whether or not an event names it), for its events' indices:
+    kernel lines as frames, layouts, and views (one object per entry, one geometry per layout and offset)."""
+    _COMPILING.frames = [_frame(e) for e in _list(body.locs)]
+    layouts = [_Layout(e) for e in _list(body.layouts)]
+    geometries: dict[tuple[int, int], _Geometry] = {}
+    views = []
+    for e in _list(body.views):
+        if type(e) is not list or len(e) != 3:
+            _list(e, 3)  # (raises)
+        aid, lay, off = e
+        if type(aid) is not int or type(lay) is not int or type(off) is not int:
+            _int(aid), _int(lay), _int(off)  # (raises)
+        if not 0 <= lay < len(layouts):
+            raise ProgramError(f"layout #{lay} is not in the program's table of {len(layouts)} layouts",
+                               rule="program-format")
+        g = geometries.get((lay, off))
+        if g is None:
+            g = geometries[lay, off] = _Geometry(layouts[lay], off)
+        views.append(_View(aid, g))
+    _COMPILING.views = views
+    _COMPILING.calls = [_Call(e) for e in _list(body.calls)]
+    _COMPILING.allocs = [_AllocSite(e) for e in _list(body.allocs)]
 
 
-def _view(aid: int, g: _Geometry) -> _View:
-    """The views of a program repeat (every iteration of a loop names the same ones): one object per distinct
-    view in the program being compiled (a view holds no run's memory)."""
-    views = getattr(_COMPILING, "views", None)
-    if views is None:  # (a value compiled outside a program)
-        return _View(aid, g)
-    key = (aid, g)
-    v = views.get(key)
-    if v is None:
-        v = views[key] = _View(aid, g)
-    return v
+def _entry(table: str, ref: Any) -> Any:
+    """The compiled entry ``ref`` of the body's table ``table`` (an index in range)."""
+    entries = getattr(_COMPILING, table)
+    if type(ref) is not int:
+        _int(ref)  # (raises)
+    if not 0 <= ref < len(entries):
+        raise ProgramError(f"{table} entry #{ref} is not in the program's table of {len(entries)}",
+                           rule="program-format")
+    return entries[ref]
 
 
 def _compile_remade_view(v: Any, depth: int) -> Getter:
@@ -316,7 +338,21 @@ _KINDS: dict[str, Callable[[Any, int], Getter]] = {
 }
 
 
+def _loc_frame(ref: Any) -> ForcedFrame | None:
+    """An event's kernel line: ``None``, or an index into its body's table of lines."""
+    if ref is None:
+        return None
+    frames = _COMPILING.frames
+    if type(ref) is not int:
+        _int(ref)  # (raises)
+    if not 0 <= ref < len(frames):
+        raise ProgramError(f"kernel line #{ref} is not in the program's table of {len(frames)} lines",
+                           rule="program-format")
+    return frames[ref]
+
+
 def _frame(loc: Any) -> ForcedFrame | None:
+    """A locs table entry, ``[file, line, function]`` (or empty: no line)."""
     if not loc:
         return None
     file, line, fn = _list(loc, 3)
@@ -343,19 +379,51 @@ def compile_events(events: list[Any]) -> list[Step]:
     return steps
 
 
+class _Call:
+    """A calls table entry, ``[instruction, keyword names, loc]``: the instruction looked up, its keywords checked,
+    once for every event that calls it there."""
+
+    __slots__ = ("fn", "frame", "name", "names", "unique")
+
+    def __init__(self, entry: Any) -> None:
+        name, names, loc = _list(entry, 3)
+        self.fn = _lookup(INSTRUCTIONS, name, "instruction").fn
+        self.name = name
+        if any(type(k) is not str for k in _list(names)):
+            raise ProgramError(f"bad arguments of {name}", rule="program-format")
+        self.names = tuple(names)
+        self.unique = len(set(names)) == len(names)
+        self.frame = _loc_frame(loc)
+
+
 def _compile_instruction(ev: list[Any]) -> Step:
-    _, name, args, kwargs, ret, loc, loops = _list(ev, 7)
-    fn = _lookup(INSTRUCTIONS, name, "instruction").fn
-    frame = _frame(loc)
+    _, call, args, values, ret, loops = _list(ev, 6)
+    c = _entry("calls", call)
     # (`[]`, the common case of both, needs no compiling: no loop around the instruction, no positional operand)
     loop_frames = _compile_loops(loops) if loops != [] else ()
     a = compile_value(args) if args != [] else _NO_ARGS
-    kw = _compile_kwargs(kwargs, name)
+    kw = _compile_kwargs(values, c)
     if not isinstance(args, list):
-        raise ProgramError(f"bad arguments of {name}", rule="program-format")
+        raise ProgramError(f"bad arguments of {c.name}", rule="program-format")
     if args or ret is not None or type(loop_frames) is not tuple:
-        return _Instruction(fn, frame, loop_frames, a, kw, ret)
-    return _KeywordInstruction(fn, frame, loop_frames, kw)
+        return _Instruction(c.fn, c.frame, loop_frames, a, kw, _binding(ret))
+    return _KeywordInstruction(c.fn, c.frame, loop_frames, kw)
+
+
+def _binding(enc: Any, depth: int = 0) -> Any:
+    """What an instruction returned, as ``_State.bind`` reads it: its views (``{"T": k}``) as the allocation id of
+    their table entry (checked here, once)."""
+    if depth > MAX_DEPTH:
+        raise ProgramError("value nested too deeply", rule="program-format")
+    if type(enc) is dict and len(enc) == 1:
+        (k, v), = enc.items()
+        if k == "T":
+            return {"T": _compile_view(v, depth).aid}  # type: ignore[attr-defined]
+        if k == "tu" and type(v) is list:
+            return {"tu": [_binding(e, depth + 1) for e in v]}
+    elif type(enc) is list:
+        return [_binding(e, depth + 1) for e in enc]
+    return enc
 
 
 def _no_args(st: _State) -> list[Any]:
@@ -398,28 +466,38 @@ class _KeywordInstruction:
         self.fn(**self.kw(st))
 
 
-def _compile_kwargs(kwargs: Any, name: str) -> Getter:
-    """Keyword arguments: ``{"d": [[name, value], ...]}`` with names that are strings."""
-    if not isinstance(kwargs, dict) or len(kwargs) != 1 or "d" not in kwargs:
-        raise ProgramError(f"bad arguments of {name}", rule="program-format")
-    getters: dict[str, Getter] = {}  # (a name given twice: its first place, its last value, as a dict display)
-    for e in _list(kwargs["d"]):
-        if type(e) is not list or len(e) != 2 or type(e[0]) is not str:
-            if not isinstance(_list(e, 2)[0], str):
-                raise ProgramError(f"bad arguments of {name}", rule="program-format")
-        v = e[1]
-        if type(v) is dict and len(v) == 1 and "T" in v:  # (most operands are views: compile_value's first case)
-            getters[e[0]] = _compile_view(v["T"], 1)
-        else:
-            getters[e[0]] = compile_value(v, 1)
+def _compile_kwargs(values: Any, call: _Call) -> Getter:
+    """Keyword arguments: ``values``, one per keyword name of the call's entry, in its order."""
+    if type(values) is not list or len(values) != len(call.names):
+        raise ProgramError(f"bad arguments of {call.name}", rule="program-format")
     template: dict[str, Any] = {}
     dynamic = []
-    for k, g in getters.items():
-        if type(g) is _Const:
-            template[k] = g.value
-        else:
-            template[k] = None  # (its place, so the keywords keep their recorded order)
-            dynamic.append((k, g))
+    if not call.unique:  # (a name given twice: its first place, its last value, as a dict display)
+        getters = {k: compile_value(v, 1) for k, v in zip(call.names, values)}
+    else:
+        getters = None
+        views = _COMPILING.views
+        n = len(views)
+        for k, v in zip(call.names, values):
+            if type(v) is dict and len(v) == 1 and "T" in v:  # (most operands are views: compile_value's first case)
+                template[k] = None  # (its place, so the keywords keep their recorded order)
+                i = v["T"]
+                # (an index in range taken inline; anything else goes to _compile_view, which refuses it)
+                dynamic.append((k, views[i] if type(i) is int and 0 <= i < n else _compile_view(i, 1)))
+                continue
+            g = compile_value(v, 1)
+            if type(g) is _Const:
+                template[k] = g.value
+            else:
+                template[k] = None
+                dynamic.append((k, g))
+    if getters is not None:
+        for k, g in getters.items():
+            if type(g) is _Const:
+                template[k] = g.value
+            else:
+                template[k] = None
+                dynamic.append((k, g))
     return _Keywords(template, tuple(dynamic))
 
 
@@ -451,19 +529,32 @@ def _compile_loops(loops: Any) -> Any:
     return tuple(frames) if None not in frames else frames
 
 
+class _AllocSite:
+    """An allocs table entry, ``[shape, dtype, buffer, name, instruction, loc]``: checked once for every allocation
+    made there."""
+
+    __slots__ = ("buf", "d", "frame", "instr", "name", "shape")
+
+    def __init__(self, entry: Any) -> None:
+        shape, dname, bname, name, instr, loc = _list(entry, 6)
+        shape = tuple(_list(shape))
+        for n in shape:  # (exact ints, one by one: see _compile_view)
+            if type(n) is not int:
+                _int(n)  # (raises)
+        if len(shape) > MAX_RANK or math.prod(shape) > MAX_ALLOC_ELEMENTS:
+            raise ProgramError(f"allocation {list(shape)} is too large", rule="program-bounds")
+        self.shape = shape
+        self.d = _lookup(NKI_DTYPES, dname, "dtype")
+        self.buf = _lookup(BUFFERS, bname, "buffer")
+        self.name, self.instr, self.frame = str(name), str(instr), _loc_frame(loc)
+
+
 def _compile_allocation(ev: list[Any]) -> Step:
-    _, aid, shape, dname, bname, name, addr, fill, instr, loc = _list(ev, 10)
-    shape = tuple(_list(shape))
-    for n in shape:  # (exact ints, one by one: see _compile_view)
-        if type(n) is not int:
-            _int(n)  # (raises)
-    if len(shape) > MAX_RANK or math.prod(shape) > MAX_ALLOC_ELEMENTS:
-        raise ProgramError(f"allocation {list(shape)} is too large", rule="program-bounds")
-    d = _lookup(NKI_DTYPES, dname, "dtype")
-    buf = _lookup(BUFFERS, bname, "buffer")
+    _, aid, site, addr, fill = _list(ev, 5)
+    s = _entry("allocs", site)
     address = None if addr is None else tuple(_int(x) for x in _list(addr, 2))
-    return _Allocation(_int(aid), shape, d, buf, str(name), address, compile_value(fill), str(instr), _frame(loc),
-                       fill is not None and not buf.on_chip)
+    return _Allocation(_int(aid), s.shape, s.d, s.buf, s.name, address, compile_value(fill), s.instr, s.frame,
+                       fill is not None and not s.buf.on_chip)
 
 
 class _Allocation:
@@ -515,7 +606,7 @@ def _compile_scalar(ev: list[Any]) -> Step:
     if method not in SCALAR_METHODS:
         raise ProgramError(f"{method!r} is not a scalar operator", rule="program-format")
     rid = _int(rid)
-    frame = _frame(loc)
+    frame = _loc_frame(loc)
     x_of, other_of = compile_value(operand), compile_value(other)
     unary = method in ("__neg__", "__pos__")
 
@@ -538,7 +629,7 @@ def _compile_loop(ev: list[Any]) -> Step:
     if kind not in LOOP_KINDS:
         raise ProgramError(f"unknown loop kind {kind!r}", rule="program-format")
     steps = compile_events(_list(body))
-    frame = _frame(loc)
+    frame = _loc_frame(loc)
     params_of = compile_value(params)
     next_of = compile_value(nxt)
     ind = _int(ind)
@@ -575,7 +666,7 @@ def _compile_note(ev: list[Any]) -> Step:
     _device_decision()
     _, hook, loc = _list(ev, 3)
     fn = _lookup(NOTE_HOOKS, hook, "note hook")
-    frame = _frame(loc)
+    frame = _loc_frame(loc)
 
     def step(st: _State) -> None:
         force_location(frame)
@@ -624,7 +715,7 @@ class _State:
             if k == "R":
                 self.objs[_int(v)] = value
             elif k == "T" and isinstance(value, NkiTensor):
-                aid = _int(_list(v, 6)[0])
+                aid = v  # (its view's allocation id: see _binding)
                 if aid not in self.allocs:
                     self.allocs[aid] = value.alloc
             elif k == "tu" and isinstance(value, tuple | list):
@@ -677,16 +768,16 @@ class _Compiled:
     def __init__(self, program: Program) -> None:
         self.bodies = []
         _COMPILING.dynamic = False
-        _COMPILING.views = {}
         try:
             for body in program.programs:
                 args = [None if a is None else _int(a) for a in body.args]
                 if not isinstance(body.kwargs, dict):
                     raise ProgramError("bad keyword argument ids", rule="program-format")
                 kwargs = {str(k): None if a is None else _int(a) for k, a in body.kwargs.items()}
+                _compile_tables(body)
                 self.bodies.append((args, kwargs, compile_events(_list(body.events)), compile_value(body.ret)))
         finally:
-            _COMPILING.views = None
+            _COMPILING.views = _COMPILING.frames = _COMPILING.calls = _COMPILING.allocs = None
         self.static = not _COMPILING.dynamic
 
 

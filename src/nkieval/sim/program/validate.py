@@ -2,8 +2,8 @@
 
 The replay checks every value as it decodes it (names against the simulator's registries, views against
 their allocation's bounds); this pass checks what must hold of the whole document first: its shape (one body
-per program of its launch), its size (events, nesting) and that every event is one of the known kinds with
-its number of fields, so a malformed program is refused at once, naming the rule and the place.
+per program of its launch), its size (events, nesting, table lengths) and that every event is one of the known
+kinds with its number of fields (each table entry is checked when the program is compiled, once), so a malformed program is refused at once, naming the rule and the place.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from nkieval.hardware import get_target
-from nkieval.sim.program.codec import MAX_DEPTH, MAX_EVENTS, Program, ProgramError
+from nkieval.sim.program.codec import MAX_DEPTH, MAX_EVENTS, MAX_TABLE_ENTRIES, TABLES, Program, ProgramError
 
 #: Fields of each event kind (see :mod:`nkieval.sim.program.codec`).
-EVENT_FIELDS = {"a": 10, "i": 7, "f": 2, "s": 6, "L": 7, "n": 3}
+EVENT_FIELDS = {"a": 5, "i": 6, "f": 2, "s": 6, "L": 7, "n": 3}
 
 
 def validate(program: Program, max_events: int = MAX_EVENTS) -> None:
@@ -40,6 +40,13 @@ def validate(program: Program, max_events: int = MAX_EVENTS) -> None:
     for k, body in enumerate(program.programs):
         if len(body.args) > len(program.arg_names) or any(a is not None and not _is_int(a) for a in body.args):
             raise ProgramError("bad argument ids", rule="program-format", where=f"program {k}")
+        for name in TABLES:
+            table = getattr(body, name)
+            if not isinstance(table, list):
+                raise ProgramError(f"the {name} table is not a list", rule="program-format", where=f"program {k}")
+            if len(table) > MAX_TABLE_ENTRIES:
+                raise ProgramError(f"{len(table)} entries in the {name} table, more than {MAX_TABLE_ENTRIES}",
+                                   rule="program-size", where=f"program {k}")
         count += _walk(body.events, 0, max_events - count, f"program {k}")
 
 
