@@ -352,7 +352,8 @@ def search_mode(mode: str) -> Iterator[None]:
 @contextmanager
 def cost_mode(mode: str) -> Iterator[None]:
     """In mode "before-cost", the numerics' z statistic as it was before its 99th percentile was read off kept
-    values and their keys' histogram (``_Stream._fold_z_bins``): every z value binned by the table lookup."""
+    values (``_Stream._fold_z_bins``; now counted against the bin thresholds, then their keys' histogram): every z
+    value binned by the table lookup."""
     if mode != "before-cost":
         yield
         return
