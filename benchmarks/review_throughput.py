@@ -729,6 +729,9 @@ def main() -> None:
         _same_reports(res, "before-cost", "full")
     print("\nmode full:", end="")
     _per_round(rows)
+    if args.compare_brief:
+        print("\nmode brief:", end="")
+        _per_round(res["brief"][0])
     if args.save_reports is not None:
         args.save_reports.mkdir(parents=True, exist_ok=True)
         for key, rep in reports.items():
