@@ -354,7 +354,8 @@ def search_mode(mode: str) -> Iterator[None]:
 @contextmanager
 def cost_mode(mode: str) -> Iterator[None]:
     """In mode "before-cost", the numerics' z statistic as it was before its 99th percentile was read off kept
-    values and their keys' histogram (``_Stream._fold_z_bins``): every z value binned by the table lookup."""
+    values (``_Stream._fold_z_bins``; now counted against the bin thresholds, then their keys' histogram): every z
+    value binned by the table lookup."""
     if mode != "before-cost":
         yield
         return
@@ -731,6 +732,9 @@ def main() -> None:
         _same_reports(res, "before-cost", "full")
     print("\nmode full:", end="")
     _per_round(rows)
+    if args.compare_brief:
+        print("\nmode brief:", end="")
+        _per_round(res["brief"][0])
     if args.save_reports is not None:
         args.save_reports.mkdir(parents=True, exist_ok=True)
         for key, rep in reports.items():

@@ -1,4 +1,5 @@
-"""The z statistic's quantile from kept values and their keys' histogram (``_Stream._fold_z_bins``) is the
+"""The z statistic's quantile from kept values counted against the bin thresholds (``_Stream._fold_z_bins``,
+``_kept_quantile_bin``) is the
 quantile of the histogram of every value binned by the log10 definition (``_z_bins_log10``): on values at, and
 within ulps of, every bin threshold, at the keys' ends, zeros and infinities, over many blocks, a small first
 block and more values than a stream keeps."""
@@ -81,13 +82,56 @@ def test_a_stream_past_what_it_keeps_or_starting_small_bins_everything_as_before
     _check([np.abs(rng.standard_normal(8192)), np.abs(rng.standard_normal(7))], kept=True)
 
 
-def test_a_negative_value_falls_back_to_binning() -> None:
-    z = np.abs(np.random.default_rng(3).standard_normal(5000))
-    z[7] = -0.0  # (z is |s|: never negative; the keys would not order it)
+def test_negative_values_are_counted_in_the_lowest_bin_and_a_nan_falls_back_to_binning() -> None:
+    rng = np.random.default_rng(3)
+    z = np.abs(rng.standard_normal(5000))
+    z[7], z[9], z[11] = -0.0, -5.0, -np.inf  # (z is |s|: never negative; the definition bins them 0)
     s = _folded([z])
-    assert s.z_quantile(0.0) == _by_definition([z], 0.0) and not s.z_kept and s.z_binned
+    for q in (0.0, 0.0002, 0.0004, 0.0006, 0.0008, *QS):
+        assert s.z_quantile(q) == _by_definition([z], q), q
+    assert s.z_kept and not s.z_binned  # (counted, not binned)
+    z = np.abs(rng.standard_normal(5000))
+    z[3] = np.nan  # (the log10 definition has no bin for NaN; the lookup bins it with infinity)
+    s = _folded([z])
+    assert not s.z_kept and s.z_binned
+    z[3] = np.inf
     for q in QS:
         assert s.z_quantile(q) == _by_definition([z], q)
+
+
+def test_the_quantile_is_counted_without_binning_on_typical_values() -> None:
+    # what the counting is for: on z values as a kernel's errors give them, the sample's guess holds and no value
+    # is binned (a guess that misses falls back to binning, exactly but at the old cost)
+    rng = np.random.default_rng(4)
+    for scale in (0.3, 1.0, 3.0, 30.0):
+        blocks = [np.abs(rng.standard_normal(1 << 18)) * scale, np.abs(rng.standard_normal(37856)) * scale]
+        s = _folded(blocks)
+        for q in (0.5, 0.9, 0.99, 0.999, 1.0):
+            assert s.z_quantile(q) == _by_definition(blocks, q)
+        assert s.z_kept and not s.z_binned, scale
+
+
+@pytest.mark.parametrize("first", [1e-2, 0.3, 3.0, 1e2])
+def test_a_guess_too_low_or_too_high_is_caught_by_its_counts(monkeypatch, first: float) -> None:
+    # every sampled value (every 384th of 3 x 8192, with 64 asked for) is ``first``: the guess is one bin up to
+    # two decades (40 bins) below or above the quantile, inside the range searched by counting
+    monkeypatch.setattr(stream, "_Z_SAMPLE", 64)
+    rng = np.random.default_rng(6)
+    blocks = [np.abs(rng.standard_normal(8192)) for _ in range(3)]
+    for z in blocks:
+        z[::384] = first
+    for q in (0.5, 0.9):
+        s = _folded(blocks)
+        assert s.z_quantile(q) == _by_definition(blocks, q), q
+
+
+def test_a_wrong_guess_falls_back_to_the_binned_answer(monkeypatch) -> None:
+    # a sample of one value guesses one place for every quantile: most are wrong, each answer is still exact
+    monkeypatch.setattr(stream, "_Z_SAMPLE", 1)
+    rng = np.random.default_rng(5)
+    blocks = [np.abs(rng.standard_cauchy(8192)) * 10.0 ** rng.uniform(-3, 5) for _ in range(3)]
+    for q in QS:
+        assert _folded(blocks).z_quantile(q) == _by_definition(blocks, q), q
 
 
 @settings(max_examples=60, deadline=None)

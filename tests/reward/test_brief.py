@@ -91,6 +91,8 @@ CANDIDATES = [
     ("layernorm", BUILTIN_ROOT / "layernorm" / "flawed" / "one_pass_variance.py"),
     ("vector_add", ADV / "host_compute" / "data_selfcopy_vector_add.py"),
     ("layernorm", None),  # the epsilon port (made in the test's directory)
+    # within Correctness's tolerance, failing numerics: the brief review's lean numerics check gives up on it
+    ("rmsnorm", BUILTIN_ROOT / "rmsnorm" / "flawed" / "bf16_sum_of_squares.py"),
 ]
 
 
@@ -145,3 +147,23 @@ def test_a_brief_review_says_what_it_left_out() -> None:
     mig = next(c for c in r.criteria if c.id == "migration")
     assert any(brief.LEFT_OUT in f.observed for f in mig.feedback)
     assert r.timings.get("differential_s", 0.0) == 0.0  # (the check did not run)
+
+
+def test_a_brief_review_judges_passing_outputs_lean_with_the_full_outcome() -> None:
+    # the numerics of a passing output in a brief review: only what the gates read (PreparedCheck.check(lean=True));
+    # status, margin and deciding gate, which the scoring reads, and the outcome are the full review's
+    from nkieval.numerics.gates import LEAN_NOTE
+    from nkieval.review import review
+
+    task = load_task("row_softmax")
+    short = review(task, task.directory / "solution_nki.py", seed=SEED, brief=True)
+    full = review(task, task.directory / "solution_nki.py", seed=SEED)
+    assert short.verdict == full.verdict == "pass"
+    assert (short.score, [(c.id, c.level) for c in short.criteria]) == \
+        (full.score, [(c.id, c.level) for c in full.criteria])
+    judged = [(s.numerics, f.numerics) for s, f in zip(short.cases, full.cases, strict=True) if f.numerics]
+    assert judged and all(f["status"] == "pass" for _, f in judged)
+    for s, f in judged:
+        assert LEAN_NOTE in s["notes"] and LEAN_NOTE not in f["notes"]
+        assert [s[k] for k in ("status", "margin", "deciding_gate", "gates")] == \
+            [f[k] for k in ("status", "margin", "deciding_gate", "gates")]

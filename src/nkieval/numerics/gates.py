@@ -23,6 +23,7 @@ G7    an all-zeros output would fail (data discriminate)     INCONCLUSIVE
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections import OrderedDict
@@ -281,7 +282,7 @@ class PreparedCheck:
     # ------------------------------------------------------------------ judging
 
     def check(self, actual: np.ndarray, *, reference: np.ndarray | None = None, worst_k: int = 10,
-              diagnose: bool = True) -> Verdict:
+              diagnose: bool = True, lean: bool = False) -> Verdict:
         """Judge one output (see :func:`check`, whose arguments these are).
 
         A verdict is a function of the output's bytes: the verdicts of the last few distinct
@@ -289,15 +290,34 @@ class PreparedCheck:
         seen again gets its verdict back without being judged again. Candidates that compute the
         same thing produce the same bits — every correctly rounded result of an exactly rounded
         op, every kernel with the same accumulation order — so an RL loop meets them often.
-        Hashing costs about 0.6 ms per MB on a miss."""
-        key = None if reference is not None else self._output_key(actual, ("check", worst_k, diagnose))
-        if key is not None:
+        Hashing costs about 0.6 ms per MB on a miss.
+
+        ``lean`` (a reward that reads the outcome only: the brief review): a passing output's verdict with only
+        what the gates read gathered (:func:`_lean_pass`); any other output gets the full verdict, as does one
+        whose full verdict is kept."""
+        lean = lean and reference is None
+        if reference is not None:
+            key = None
+        else:
+            key = self._output_key(actual, ("check", worst_k, diagnose))
             with self._lock:
                 hit = self._memo.get(key)
                 if hit is not None:
                     self._memo.move_to_end(key)
                     return hit
+        lean_key = None if key is None or not lean else ("lean", *key)
+        if lean_key is not None:
+            with self._lock:
+                hit = self._memo.get(lean_key)
+                if hit is not None:
+                    self._memo.move_to_end(lean_key)
+                    return hit
+            lean_verdict = self._check(actual, worst_k=worst_k, diagnose=diagnose, lean=True)
+            if lean_verdict is not None and lean_verdict.status == "pass":
+                self._remember(lean_key, lean_verdict)
+                return lean_verdict
         verdict = self._check(actual, reference=reference, worst_k=worst_k, diagnose=diagnose)
+        assert verdict is not None  # (only a lean check gives up)
         if key is not None:
             self._remember(key, verdict)
         return verdict
@@ -323,7 +343,7 @@ class PreparedCheck:
                 self._memo.popitem(last=False)
 
     def _check(self, actual: np.ndarray, *, reference: np.ndarray | None = None, worst_k: int = 10,
-               diagnose: bool = True) -> Verdict:
+               diagnose: bool = True, lean: bool = False) -> Verdict | None:
         spec, recipe, prep, shape = self.spec, self.recipe, self.prep, self.shape
         input_family, statistical = self.input_family, self.statistical
         notes = list(self._notes)
@@ -362,9 +382,13 @@ class PreparedCheck:
                 raise ValueError(f"reference has {reference.size} elements, the output has {actual.size}")
             ref_flat = reference.reshape(-1)
 
-        def run_stream(phase: int) -> _Stream:
+        # a lean stream whose output cannot pass stops at the block that shows it (None): the output is judged
+        # in full; not under the generic path's provisional magnitudes (phase 0), which may fail what passes
+        give_up = lean and not self.refinable
+
+        def run_stream(phase: int) -> _Stream | None:
             stream = _Stream(recipe=recipe, statistical=statistical, out_shape=shape, worst_k=worst_k,
-                             has_ref=reference is not None)
+                             has_ref=reference is not None, lean=lean)
             for blk in self._blocks(phase):
                 e1 = blk.e0 + blk.y.size
                 raw = actual_flat[blk.e0:e1]
@@ -372,6 +396,8 @@ class PreparedCheck:
                 ref = None if ref_flat is None else ref_flat[blk.e0:e1].astype(np.float64)
                 with np.errstate(all="ignore"):
                     stream.update(blk, got, ref, out, raw if same_storage else None)
+                if (give_up or phase == 1) and lean and not stream.may_pass():
+                    return None
             return stream
 
         stream = run_stream(0)
@@ -387,8 +413,12 @@ class PreparedCheck:
                              "remaining draws were skipped; the margin is an upper bound of the full estimate's")
             else:
                 stream = run_stream(1)
+        if stream is None:
+            return None
 
         verdict = _decide(stream, spec, recipe, prep, shape, input_family, statistical, notes)
+        if lean:
+            return _lean_pass(verdict, statistical) if verdict.status == "pass" else verdict
         if diagnose and verdict.status == "fail":
             verdict = self._diagnosed(verdict, actual)
         return verdict
@@ -445,6 +475,37 @@ class PreparedCheck:
             if (blk.witness & np.isfinite(got)).any():
                 return True
         return False
+
+
+#: the note a lean verdict carries (:func:`_lean_pass`)
+LEAN_NOTE = ("brief review: only what the gates read was gathered (the error maxima, ULP histogram, relative L2 "
+             "error, correctly rounded rate, z moments, output grid and worst elements were not)")
+
+
+#: the metrics a lean stream does not gather: None in a lean verdict
+_NOT_GATHERED = ("max_abs_err", "max_abs_err_index", "max_abs_err_allowed", "max_rel_err", "max_rel_err_index",
+                 "max_ulp", "ulp_histogram", "rel_l2", "z_rms", "bias_t", "cr_rate", "output_grid")
+
+
+def _lean_pass(v: Verdict, statistical: bool) -> Verdict:
+    """A verdict of a lean stream (``_Stream.lean``), its not-gathered metrics None and said so.
+
+    Why a lean stream's passing verdict has the full one's status, margin, deciding gate and gates (all that
+    ``review.scoring`` reads of a passing case besides its findings, which a pass has none of): those come
+    from the special-value counts, the exact elements, both bounds' largest ratios and exceedances, the z
+    statistic's maximum, count over the limit and 99th percentile, the contract and the all-zeros test, which a
+    lean stream folds exactly as a full one (the same code; it skips only :meth:`_Stream._fold_plain`, the
+    grid, the worst elements and the z moments, which only the metrics, the worst list and the bias note
+    read). A pass also has no mismatch (each mismatch fails G1, GE, G2 or, counted only when statistical,
+    G3), so its mismatch count and places are the full ones too. A lean verdict that is not a pass is never
+    returned (:meth:`PreparedCheck.check` judges that output in full)."""
+    m = dataclasses.replace(v.metrics, **dict.fromkeys(_NOT_GATHERED))
+    notes = (*(n for n in v.notes if not n.startswith("errors are biased")), LEAN_NOTE)
+    text = explain(status=v.status, deciding=v.gate(v.deciding_gate), op=v.op, recipe=v.recipe, shape=v.shape,
+                   input_family=v.input_family, metrics=m, worst=[], findings=[], notes=list(notes),
+                   statistical=statistical)
+    return Verdict(v.status, v.margin, v.deciding_gate, v.gates, (), v.recipe, v.op, v.shape, v.input_family, m,
+                   v.findings, notes, text)
 
 
 def _rebuild(v: Verdict, *, findings: tuple[Finding, ...], statistical: bool) -> Verdict:

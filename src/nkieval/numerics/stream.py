@@ -59,9 +59,13 @@ _Z_KEYS = 1 << 16
 #: z values a stream keeps unbinned for :meth:`_Stream.z_quantile` (8 bytes each, for the length of one check);
 #: past this many it bins them all and every later value as it comes (the table lookup, as before)
 _Z_KEEP_MAX = 1 << 21
-#: a stream whose first block has fewer z values bins them at once: their lookup costs less than a histogram of
-#: 65,536 keys
+#: a stream whose first block has fewer z values bins them at once (a few thousand lookups cost about what the
+#: quantile's sample and counts would)
 _Z_KEY_MIN = 1 << 12
+#: about this many kept z values are sampled to guess where the quantile lies (:meth:`_Stream._kept_quantile_bin`)
+_Z_SAMPLE = 1 << 12
+#: the widest guess (in bins) that :meth:`_Stream._kept_quantile_bin` searches by counting; a wider one bins every value
+_Z_GUESS_BINS = 64
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class _ZTable:
 
     low: np.ndarray
     step: np.ndarray
+    #: :func:`_z_thresholds` (the smallest value of each bin 1..221), which the table was checked against
+    edges: np.ndarray
 
 
 def _z_thresholds() -> np.ndarray:
@@ -112,7 +118,7 @@ def _z_table() -> _ZTable | None:
     inside[~(inside <= np.where(np.isnan(last[positive]), np.inf, last[positive]))] = np.nan
     step = np.full(keys.size, np.nan)
     step[positive] = inside
-    table = _ZTable(low, step)
+    table = _ZTable(low, step, edges)
     near = (edges.view(np.int64)[:, None] + np.arange(-64, 65, dtype=np.int64)[None, :]).reshape(-1)
     probe = np.concatenate([near.view(np.float64), first[positive], last[positive]])
     probe = probe[np.isfinite(probe) | np.isposinf(probe)]
@@ -310,6 +316,9 @@ class _Stream:
     out_shape: tuple[int, ...]
     worst_k: int
     has_ref: bool
+    #: gather only what the gates read (:meth:`PreparedCheck.check`'s ``lean``): no error maxima, ULP histogram,
+    #: sums of squares, correctly rounded count, output grid, worst elements or z moments
+    lean: bool = False
     n: int = 0
     n_compared: int = 0
     n_exact: int = 0
@@ -344,10 +353,11 @@ class _Stream:
     z_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(_Z_EDGES), dtype=np.int64))
     #: whether any z value went into ``z_hist`` (then every later one does too)
     z_binned: bool = False
-    #: the z values kept unbinned (each block's own array), their number and their keys' histogram
+    #: the z values kept unbinned (each block's own array) and their number
     z_kept: list[np.ndarray] = field(default_factory=list)
     z_kept_n: int = 0
-    z_keys: np.ndarray | None = None
+    #: the largest kept value (the guess of a quantile on the last sampled rank)
+    z_kept_top: float = -math.inf
     z_max: float = 0.0
     z_over: int = 0
     z_sum2: float = 0.0
@@ -456,7 +466,7 @@ class _Stream:
                 over_prb = r_prb > 1
                 self.exceed_prb += int(np.count_nonzero(over_prb)) - n_exact_bad
         tau_gate = bb.tau_prb if self.statistical else bb.tau_det
-        if nblk and (all_cmp or cmp_.any()):
+        if nblk and not self.lean and (all_cmp or cmp_.any()):
             self._fold_plain(blk, got, out, raw, e, ci, ex, tau_gate)
         if bb.sigma is not None and nblk:
             self._fold_z(blk, diff, ne, all_ne)
@@ -473,7 +483,7 @@ class _Stream:
         if blk.exp_special or (ex_any and (blk.exact_nz_any if all_cmp else bool((blk.exact_nz & cmp_).any()))):
             self.zeros_fail = True
         # output-grid fingerprint (silent downcast of the output)
-        if out.kind == "float" and out.p > 8 and self.grid_total < _GRID_SAMPLE:
+        if out.kind == "float" and out.p > 8 and self.grid_total < _GRID_SAMPLE and not self.lean:
             self._fold_grid(blk, got if raw is None else raw, out, None if all_cmp else cmp_)
         # mismatches (for counts and location patterns)
         parts = [m for m in (over_det, over_prb if self.statistical else None, unexplained, exact_bad)
@@ -488,9 +498,18 @@ class _Stream:
             self.mismatch_n += n_mism
             if sum(len(a) for a in self.mismatch_idx) < _MISMATCH_CAP:
                 self.mismatch_idx.append(np.flatnonzero(mism)[:_MISMATCH_CAP] + blk.e0)
+        if self.lean:
+            return
         r_gate = r_prb if self.statistical else r_det
         score = r_gate if unexplained is None else np.where(unexplained, np.inf, r_gate)
         self._fold_worst(blk, got, e, score, tau_gate, ex, fin, ne)
+
+    def may_pass(self) -> bool:
+        """False where the blocks folded so far already fail or make inconclusive the output (G1, GE, G2, G3 on
+        random inputs, GC), or, on random inputs, have a z value over the G5 limit (which a pass may have: there
+        False is a cautious answer); a lean stream's caller then judges the output in full."""
+        return not (self.nan_produced or self.nan_swallowed or self.inf_mismatch or self.exact_bad
+                    or self.exceed_det or self.n_contract or (self.statistical and (self.exceed_prb or self.z_over)))
 
     def _fold_specials(self, blk: _Block, got: np.ndarray, out: Format) -> tuple[np.ndarray | None, np.ndarray]:
         """NaN/inf on either side: count them, explain the mismatched ones by the special-value table.
@@ -635,7 +654,9 @@ class _Stream:
         if not z_top <= Z_P99_LIMIT:  # (none over the limit where the largest is within it; NaN: counted)
             self.z_over += int(np.count_nonzero(z > Z_P99_LIMIT))
         self.z_n += int(z.size)
-        self._fold_z_bins(z)  # (z is not needed after this)
+        self._fold_z_bins(z, z_top)  # (z is not needed after this)
+        if self.lean:
+            return
         self.s_sum += float(s.sum())
         if self.has_ref:
             self.s_hist += np.bincount(np.searchsorted(_S_EDGES, s), minlength=len(_S_EDGES) + 1)
@@ -644,18 +665,24 @@ class _Stream:
         self.z_sum2 += s2
         self.s_sum2 += s2
 
-    def _fold_z_bins(self, z: np.ndarray) -> None:
-        """Fold a block's z values (float64; the caller's no longer) into what :meth:`z_quantile` reads.
+    def _fold_z_bins(self, z: np.ndarray, top: float | None = None) -> None:
+        """Fold a block's z values (float64; the caller's no longer; ``top``: their maximum, if known) into what
+        :meth:`z_quantile` reads.
 
         The only statistic read off the z histogram is one quantile, so binning every value is not needed: the
-        stream counts each value's 16-bit key (:data:`_Z_KEY_SHIFT`, the bins' lookup key: one shift and one
-        ``bincount``, about a quarter of the lookup's CPU) and keeps the values themselves, and
-        :meth:`z_quantile` bins only where the quantile lands. A stream binned as before (``z_hist``, the table
-        lookup) is one whose first block is small, whose values pass :data:`_Z_KEEP_MAX`, or where the table
-        does not hold (:func:`_z_table`): then every value is binned, the kept ones first."""
+        stream keeps the values themselves, and :meth:`z_quantile` counts them against the one or two bin
+        thresholds around the quantile (:meth:`_kept_quantile_bin`). A stream binned as before (``z_hist``, the
+        table lookup) is one whose first block is small, whose values pass :data:`_Z_KEEP_MAX`, that meets a NaN,
+        or where the table does not hold (:func:`_z_table`): then every value is binned, the kept ones first."""
         keyed = (not self.z_binned and (self.z_kept_n > 0 or z.size >= _Z_KEY_MIN)
                  and self.z_kept_n + z.size <= _Z_KEEP_MAX and z.dtype == np.float64 and z.flags.c_contiguous
                  and _z_table() is not None)
+        if keyed and z.size:
+            if top is None:
+                top = float(z.max())
+            keyed = not math.isnan(top)  # (a NaN's place among the thresholds' counts is not its bin's)
+            if keyed:
+                self.z_kept_top = max(self.z_kept_top, top)
         if not keyed:
             self._bin_kept()
             if z.size:
@@ -663,11 +690,6 @@ class _Stream:
             # z's memory holds the bins
             self.z_hist += np.bincount(_z_bins(z, overwrite=True), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
             return
-        counts = np.bincount(np.right_shift(z.view(np.uint64), _Z_KEY_SHIFT).view(np.int64), minlength=_Z_KEYS)
-        if self.z_keys is None:
-            self.z_keys = counts
-        else:
-            self.z_keys += counts
         self.z_kept.append(z)
         self.z_kept_n += int(z.size)
 
@@ -676,32 +698,62 @@ class _Stream:
         for z in self.z_kept:
             self.z_hist += np.bincount(_z_bins(z, overwrite=True), minlength=len(_Z_EDGES))[: len(_Z_EDGES)]
             self.z_binned = True
-        self.z_kept, self.z_kept_n, self.z_keys = [], 0, None
+        self.z_kept, self.z_kept_n, self.z_kept_top = [], 0, -math.inf
+
+    def _below(self, t: float) -> int:
+        """How many kept values are below ``t``."""
+        return sum(int(np.count_nonzero(z < t)) for z in self.z_kept)
 
     def _kept_quantile_bin(self, x: float) -> int | None:
-        """The bin ``z_quantile`` reads, the smallest ``i`` whose binned count up to ``i`` is at least ``x``,
-        from the kept values' key histogram; None where the keys do not order the values (a negative z).
+        """The bin ``z_quantile`` reads, the smallest ``i`` whose binned count up to ``i`` is at least ``x``, from
+        the kept values by counting them against a few bin thresholds; None where a guess of where it lies was
+        wrong (the caller bins every value, as before).
 
-        Why this is the binned answer: the bin of a value is a non-decreasing function of it (the lookup is the
-        log10 definition's step function, :func:`_z_table`) and the keys order non-negative floats as their
-        values (NaN keys above infinity's, binned as it is). Let ``k`` be the first key whose count up to it
-        reaches ``x``, and ``b`` the bin of its smallest value. Every value binned below ``b`` has a key below
-        ``k``, so fewer than ``x`` values are binned below ``b``; every value of a key up to ``k`` is binned at
-        most ``b``, or ``b + 1`` where the key holds a bin threshold ``t`` (at most one, :func:`_z_table`). With
-        no threshold the answer is ``b``; with one, the values binned up to ``b`` are exactly those below ``t``,
-        so it is ``b`` when at least ``x`` values are below ``t``, else ``b + 1``."""
-        keys = self.z_keys
+        Why counting is the binned answer: the bin of a value is a non-decreasing step function of it (the
+        lookup is the log10 definition's, :func:`_z_table`), whose steps are the thresholds ``t[j]``
+        (:func:`_z_thresholds`: the smallest value of bin ``j + 1``), so the values binned up to ``j`` are exactly
+        those below ``t[j]`` (negative values and zeros are below every threshold and binned 0; NaN, which a
+        keyed stream never holds, would be below none). With ``m = ceil(x)`` (a count reaches ``x`` when it
+        reaches ``m``) the answer is the first ``j`` with ``#(z < t[j]) >= m`` (``m <= 0``: bin 0; no threshold
+        past bin 220: bin 221 holds the rest). A sample's quantile only guesses the range of bins to count at
+        (its low end's count must be under ``m``, its high end's at least ``m``); every answer is counted.
+        The bins in the guess are searched by bisection: at the 99th percentile of typical errors the guess spans
+        one to three bins, so two to four counting passes replace a 65,536-key histogram of every block."""
         table = _z_table()
-        if keys is None or table is None or keys[0x8000:].any():
+        n = self.z_kept_n
+        if table is None or n == 0:
             return None
-        cum = np.cumsum(keys)
-        k = int(np.searchsorted(cum, x))
-        b = int(table.low[k])
-        t = table.step[k]
-        if np.isnan(t):
-            return b
-        below = sum(int(np.count_nonzero(z < t)) for z in self.z_kept)
-        return b if below >= x else b + 1
+        m = math.ceil(x)
+        if m <= 0:
+            return 0
+        if m > n:
+            return None
+        t = table.edges
+        top = t.size  # the last bin (221): every value at or above the last threshold
+        step = max(1, n // _Z_SAMPLE)
+        smp = np.concatenate([z[::step] for z in self.z_kept])
+        r = min(smp.size - 1, max(0, int(m / n * smp.size) - 1))
+        d = 2 + int(3 * math.sqrt(smp.size * (m / n) * (1 - m / n)))
+        r_lo, r_hi = max(0, r - d), min(smp.size - 1, r + d)
+        guess = np.partition(smp, [r_lo, r_hi])[[r_lo, r_hi]]
+        if r_hi == smp.size - 1:
+            guess[1] = self.z_kept_top  # (the sample's largest may be below the largest)
+        lo, hi = (int(b) for b in _z_bins(guess.astype(np.float64)))
+        if r_lo == 0:
+            lo = 0  # (the sample's smallest may be above the smallest)
+        if hi - lo > _Z_GUESS_BINS:
+            return None
+        if lo > 0 and self._below(t[lo - 1]) >= m:  # (bins below lo already hold m values: the guess was high)
+            return None
+        if hi < top and self._below(t[hi]) < m:  # (bins up to hi hold fewer: the guess was low)
+            return None
+        while lo < hi:  # the first bin in [lo, hi] whose count up to it reaches m (the counts grow with the bin)
+            j = (lo + hi) // 2
+            if self._below(t[j]) >= m:
+                hi = j
+            else:
+                lo = j + 1
+        return lo
 
     def _fold_reference(self, blk: _Block, ref: np.ndarray, e: np.ndarray, fin: np.ndarray | None) -> None:
         """The reference implementation in the same recipe, against the oracle."""

@@ -144,10 +144,11 @@ def numerics_judge(prepared: Any, actual: np.ndarray, *, diagnose: bool = True
     return numerics_dict(v), None
 
 
-def numerics_check(prepared: Any, actual: np.ndarray) -> tuple[Any | None, str | None]:
-    """The verdict object for one output without naming likely causes (see :func:`numerics_diagnose`)."""
+def numerics_check(prepared: Any, actual: np.ndarray, lean: bool = False) -> tuple[Any | None, str | None]:
+    """The verdict object for one output without naming likely causes (see :func:`numerics_diagnose`);
+    ``lean``: a pass's report-only statistics left out (the brief review; ``PreparedCheck.check``)."""
     try:
-        return prepared.check(actual, worst_k=3, diagnose=False), None
+        return prepared.check(actual, worst_k=3, diagnose=False, lean=lean), None
     except Exception as e:  # a numerics bug is the judge's failure: fail closed
         raise JudgeError("numerics", f"nkieval.numerics raised {type(e).__name__}: {e}") from e
 

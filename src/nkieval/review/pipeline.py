@@ -60,7 +60,7 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
         with timed(timings, "inputs_s"):
             loaded = load(req)
         with timed(timings, "setup_s"):
-            kit = prepare_judge(loaded)
+            kit = prepare_judge(loaded, brief)
         with timed(timings, "sandbox_s"):
             out = execute_and_judge(kit, timings)
         with timed(timings, "judge_after_sandbox_s"):

@@ -43,6 +43,10 @@ class JudgeKit:
     numerics_reason: str | None
     #: float64 oracles of the outputs after the first (reference.py's ``oracle_<output name>``)
     output_oracles: Mapping[str, Callable[..., Any]] | None = None
+    #: a brief review (``review(..., brief=True)``): passing outputs get lean numerics verdicts
+    #: (``PreparedCheck.check(lean=True)``: the same status, margin, deciding gate and gates, the report-only
+    #: statistics not gathered)
+    brief: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,12 +67,13 @@ class JudgedCase:
         return self.verdict is not None and self.verdict.status == "fail"
 
 
-def prepare_judge(loaded: Loaded) -> JudgeKit:
-    """The task's reference code (cached per content) and the numerics' availability (timed as ``setup_s``)."""
+def prepare_judge(loaded: Loaded, brief: bool = False) -> JudgeKit:
+    """The task's reference code (cached per content) and the numerics' availability (timed as ``setup_s``).
+    ``brief``: :attr:`JudgeKit.brief`."""
     ref_fn, oracle, variants = task_code(loaded.task, loaded.fingerprint)
     num_ok, num_reason = adapters.numerics_available()
     return JudgeKit(loaded, ref_fn, oracle, variants, num_ok, num_reason,
-                    output_oracles_of(loaded.task, oracle))
+                    output_oracles_of(loaded.task, oracle), brief)
 
 
 def needs_prefetch(kit: JudgeKit, i: int) -> bool:
@@ -137,7 +142,7 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
         with timed(timings, "numerics_s"):
             pc, reason = _prepared(kit, i, ref)
             if pc is not None:
-                verdict, reason = adapters.numerics_check(pc, run.outputs[0])
+                verdict, reason = adapters.numerics_check(pc, run.outputs[0], lean=_lean(kit, cr.mismatch))
                 if verdict is not None:
                     # the report's form, here in the worker (a diagnosis replaces it)
                     cr.numerics = adapters.numerics_dict(verdict)
@@ -145,6 +150,14 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
     with timed(timings, "reference_and_compare_s"):
         _grew(kit, i)
     return JudgedCase(cr, verdict, run.outputs[0] if verdict is not None else None, reason, others)
+
+
+def _lean(kit: JudgeKit, mismatch: dict[str, Any] | None) -> bool:
+    """Whether an output gets a lean numerics verdict: in a brief review, where Correctness found it within
+    tolerance. A lean check pays off only for an output that passes (any other is judged in full after the
+    lean stream gives up, wasting the blocks it streamed), and an output Correctness rejects rarely does;
+    either way the verdict's outcome is the full one's (``PreparedCheck.check``)."""
+    return kit.brief and mismatch is None
 
 
 def _allowance_floors(kit: JudgeKit, i: int, ref: list[np.ndarray]) -> tuple[float | None, ...] | None:
@@ -181,7 +194,7 @@ def _judge_other_outputs(kit: JudgeKit, i: int, run: CaseRun, cr: CaseResult
         pc, _ = _other_prepared(kit, i, j, fn, run.outputs[j].size)
         if pc is None:
             continue
-        v, _ = adapters.numerics_check(pc, run.outputs[j])
+        v, _ = adapters.numerics_check(pc, run.outputs[j], lean=_lean(kit, rec.get("mismatch")))
         if v is not None:
             rec["numerics"] = _brief(adapters.numerics_dict(v))
             if v.status == "fail":
