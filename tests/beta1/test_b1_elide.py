@@ -285,3 +285,17 @@ def test_a_masked_load_assigned_to_a_tile_is_one_dma_into_the_mask():
     assert [r.opcode for r in tr.records] == ["dma_copy"] * 6
     assert tr.records[4].operands[0].partitions == 44  # the ragged tile's load writes its 44 rows of buf
     _consistent(tr)
+
+
+def test_a_moved_destination_is_dataclasses_replace():
+    """elide's direct construction of the moved operand equals ``dataclasses.replace`` field for field (a new field
+    of OperandAccess, or another order, fails here)."""
+    import dataclasses
+
+    from nkieval.frontends.beta1.elide import _moved
+    from nkieval.sim.trace import OperandAccess
+
+    values = {f.name: f"v{k}" if f.type in ("str", str) else (k,) * 2 for k, f in enumerate(dataclasses.fields(OperandAccess))}
+    dst = OperandAccess(**values)
+    out = OperandAccess(**{k: (f"o{v}" if isinstance(v, str) else v) for k, v in values.items()})
+    assert _moved(dst, out) == dataclasses.replace(dst, role=out.role, mode=out.mode, name=out.name)

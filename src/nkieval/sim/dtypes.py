@@ -278,8 +278,34 @@ def _round_float(src: np.ndarray, dt: DType, fp8_overflow: str) -> np.ndarray:
             # formats without inf (e4m3fn, e8m0): ±inf saturates to ±max like a finite overflow
             m = finfo_max(dt)
             f = np.where(np.isinf(f), np.sign(f) * m, f)
+    if dt is bfloat16 and f.dtype == _F32 and f.ndim:
+        return f32_to_bf16(f)
     with IGNORE_OVER_INVALID():
         return f.astype(dt.storage)
+
+
+_F32 = np.dtype(np.float32)
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def f32_to_bf16(f: np.ndarray) -> np.ndarray:
+    """``f.astype(bfloat16)`` (round to nearest even) for fp32 ``f``, bit for bit, in about half the time: ml_dtypes
+    converts element by element through a scalar routine, this rounds the bit patterns with five whole-array integer
+    operations. A finite or infinite value's pattern ``u`` rounds to ``(u + 0x7fff + (u >> 16 & 1)) >> 16`` (ties to
+    the even upper half; a carry out of the mantissa steps the exponent, so the largest values round to inf, as
+    ml_dtypes does); a NaN becomes the quiet NaN ``0x7fc0`` with its sign (ml_dtypes drops the payload). Checked
+    against ``astype`` on all 2**32 fp32 patterns (docs/compat-public.md, eleventh pass)."""
+    u = f.view(np.uint32)
+    t = u >> 16
+    t &= 1
+    t += u  # (no wrap below 2**32: the largest non-NaN pattern is -inf's, 0xff800000)
+    t += 0x7FFF
+    t >>= 16
+    out = t.astype(np.uint16)
+    if f.size and np.isnan(f.max()):  # (max propagates NaN: one pass finds whether there is any)
+        nan = np.isnan(f)
+        out[nan] = (u[nan] >> 16).astype(np.uint16) & 0x8000 | 0x7FC0
+    return out.view(_BF16)
 
 
 def _within(f: np.ndarray, m: float) -> bool:

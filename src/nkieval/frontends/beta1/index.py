@@ -67,22 +67,110 @@ class DynIndex:
         raise NkiValidationError("dynamic control-flow depending on tensor value is not supported", rule="indexing")
 
 
-class IndexExpr:
-    """An index expression over ``nl.arange`` / ``nl.mgrid`` grids (concrete int64 values)."""
+#: An affine index grid without its values: ``(shape, base, coefs)``, the value at index ``j`` being
+#: ``base + Σ_k coefs[k]·j[k]`` (Python ints; ``coefs[k]`` is 0 wherever ``shape[k]`` is 1).
+Affine = tuple[tuple[int, ...], int, tuple[int, ...]]
 
-    __slots__ = ("values",)
+#: Affine forms whose values could reach this magnitude are not kept (the values are made at once, as before): below
+#: it, no sum or difference of two of them wraps in int64, so computing from the forms gives NumPy's values exactly.
+_AFFINE_LIMIT = 1 << 61
+
+
+def _bounded(aff: Affine) -> Affine | None:
+    shape, base, coefs = aff
+    reach = abs(base) + sum(abs(c) * (n - 1) for c, n in zip(coefs, shape))
+    return aff if reach < _AFFINE_LIMIT else None
+
+
+def _affine_int(x: Any) -> int | None:
+    """``x`` as an affine constant (a Python or NumPy integer, not a bool, within the kept range), else None."""
+    if isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_):
+        v = int(x)
+        if -_AFFINE_LIMIT < v < _AFFINE_LIMIT:
+            return v
+    return None
+
+
+def _affine_sum(a: Affine, b: Affine, sign: int) -> Affine | None:
+    """``a + sign·b`` with NumPy's broadcasting of the two shapes; None where they do not broadcast (the values
+    are then made, and NumPy raises its own error)."""
+    sa, sb = a[0], b[0]
+    n = max(len(sa), len(sb))
+    sa, sb = (1,) * (n - len(sa)) + sa, (1,) * (n - len(sb)) + sb
+    ca, cb = (0,) * (n - len(a[2])) + a[2], (0,) * (n - len(b[2])) + b[2]
+    shape = []
+    coefs = []
+    for x, y, cx, cy in zip(sa, sb, ca, cb):
+        if x != y and x != 1 and y != 1:
+            return None
+        m = y if x == 1 else x
+        shape.append(m)
+        coefs.append(0 if m == 1 else cx + sign * cy)
+    return _bounded((tuple(shape), a[1] + sign * b[1], tuple(coefs)))
+
+
+def _affine_values(aff: Affine) -> np.ndarray:
+    """The int64 values of an affine grid (a new C-contiguous array, as NumPy's arithmetic would make)."""
+    shape, base, coefs = aff
+    expect: Any = np.int64(base)
+    for k, (n, c) in enumerate(zip(shape, coefs)):
+        if c:
+            sh = [1] * len(shape)
+            sh[k] = n
+            expect = expect + (np.arange(n, dtype=np.int64) * c).reshape(sh)
+    out = np.empty(shape, dtype=np.int64)
+    out[...] = expect
+    return out
+
+
+def _grid_affine(values: np.ndarray) -> Affine | None:
+    """The affine form of an int64 grid known to be affine (``nl.arange``, an integer ``nl.mgrid``): read from its
+    first element and its neighbours along each axis."""
+    if values.size == 0:
+        return None
+    shape = tuple(int(n) for n in values.shape)
+    base = int(values[(0,) * len(shape)])
+    coefs = []
+    for k, n in enumerate(shape):
+        if n > 1:
+            idx = [0] * len(shape)
+            idx[k] = 1
+            coefs.append(int(values[tuple(idx)]) - base)
+        else:
+            coefs.append(0)
+    return _bounded((shape, base, tuple(coefs)))
+
+
+class IndexExpr:
+    """An index expression over ``nl.arange`` / ``nl.mgrid`` grids (concrete int64 values).
+
+    An expression built from grids by adding, subtracting and scaling by integers keeps its affine form
+    (``aff``) and makes its values only when something reads them: ``affine_select``'s predicate
+    (``q0 + i_q >= k0 + i_k``, every tile pair of an attention kernel) needs only the form, and making the
+    [128, 128] int64 grids and their comparison was a few per cent of such a kernel. The values, when made,
+    are those NumPy's arithmetic on the grids gives (no sum wraps: :data:`_AFFINE_LIMIT`)."""
+
+    __slots__ = ("_values", "aff")
     __array_priority__ = 2000  # our operators win over numpy scalars'
 
-    def __init__(self, values: np.ndarray) -> None:
-        self.values = np.asarray(values, dtype=np.int64)
+    def __init__(self, values: np.ndarray | None, aff: Affine | None = None) -> None:
+        self._values = None if values is None else np.asarray(values, dtype=np.int64)
+        self.aff = aff
+
+    @property
+    def values(self) -> np.ndarray:
+        v = self._values
+        if v is None:
+            v = self._values = _affine_values(self.aff)  # type: ignore[arg-type]
+        return v
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.values.shape
+        return self.aff[0] if self._values is None else self._values.shape  # type: ignore[index]
 
     @property
     def ndim(self) -> int:
-        return self.values.ndim
+        return len(self.shape)
 
     def __repr__(self) -> str:
         v = self.values
@@ -96,7 +184,7 @@ class IndexExpr:
             if not (k is None or k is Ellipsis or isinstance(k, slice | int | np.integer)):
                 raise NkiValidationError(f"an index grid can only be reshaped with ':' and None, got {k!r}",
                                          rule="indexing")
-        return IndexExpr(self.values[key])
+        return IndexExpr(self.values[key], _placed_affine(self.aff, keys))
 
     def __len__(self) -> int:
         return len(self.values)
@@ -114,6 +202,11 @@ class IndexExpr:
             return DynIndex(other, self.values)  # runtime offset + static grid (tensor_copy_dynamic_*)
         if isinstance(other, DynIndex) and fn is operator.add:
             return DynIndex(other.tile, other.values + self.values)
+        aff = self.aff
+        if aff is not None and fn in _AFFINE_OPS:
+            lazy = _affine_bin(aff, other, fn, reverse)
+            if lazy is not None:
+                return IndexExpr(None, lazy)
         a, b = self.values, _arr(other)
         return IndexExpr(fn(b, a) if reverse else fn(a, b))
 
@@ -142,6 +235,9 @@ class IndexExpr:
         return self._bin(o, operator.mod)
 
     def __neg__(self) -> IndexExpr:
+        if self.aff is not None:
+            shape, base, coefs = self.aff
+            return IndexExpr(None, (shape, -base, tuple(-c for c in coefs)))
         return IndexExpr(-self.values)
 
     def __pos__(self) -> IndexExpr:
@@ -149,8 +245,12 @@ class IndexExpr:
 
     # comparisons build mask predicates
     def _cmp(self, other: Any, fn: Callable[[Any, Any], Any]) -> Predicate:
-        o = _arr(other)
-        p = Predicate(fn(self.values, o), diff=self.values - o, cmp=_CMP_NAMES[fn])
+        diff = None if self.aff is None else _affine_bin(self.aff, other, operator.sub, False)
+        if diff is not None:  # values and difference made when read (Predicate.values, .diff)
+            p = Predicate(None, cmp=_CMP_NAMES[fn], aff=diff)
+        else:
+            o = _arr(other)
+            p = Predicate(fn(self.values, o), diff=self.values - o, cmp=_CMP_NAMES[fn])
         return _joined(p, sys._getframe(2)) if _PENDING.items else p
 
     def __lt__(self, o: Any) -> Predicate:  # type: ignore[override]
@@ -176,23 +276,89 @@ class IndexExpr:
 
 _CMP_NAMES = {operator.lt: "less", operator.le: "less_equal", operator.gt: "greater",
               operator.ge: "greater_equal", operator.eq: "equal", operator.ne: "not_equal"}
+_CMP_FNS = {name: fn for fn, name in _CMP_NAMES.items()}
+_AFFINE_OPS = (operator.add, operator.sub, operator.mul)
+
+
+def _affine_bin(aff: Affine, other: Any, fn: Callable[[Any, Any], Any], reverse: bool) -> Affine | None:
+    """The affine form of ``fn(expr, other)`` (``fn(other, expr)`` when ``reverse``) for an expression of form
+    ``aff``: ``other`` an integer, or (not for ``mul``) another expression with an affine form; else None (the
+    values are made, as before, and NumPy's rules apply)."""
+    if isinstance(other, IndexExpr):
+        b = other.aff
+        if b is None or fn is operator.mul:
+            return None
+        x, y = (b, aff) if reverse else (aff, b)
+        return _affine_sum(x, y, -1 if fn is operator.sub else 1)
+    k = _affine_int(other)
+    if k is None:
+        return None
+    shape, base, coefs = aff
+    if fn is operator.mul:
+        return _bounded((shape, base * k, tuple(0 if n == 1 else c * k for c, n in zip(coefs, shape))))
+    if fn is operator.add:
+        return _bounded((shape, base + k, coefs))
+    if reverse:  # k - expr
+        return _bounded((shape, k - base, tuple(-c for c in coefs)))
+    return _bounded((shape, base - k, coefs))
+
+
+def _placed_affine(aff: Affine | None, keys: tuple[Any, ...]) -> Affine | None:
+    """The affine form of ``expr[keys]`` when the keys only place the grid (``None`` and whole-axis ``:``, one per
+    axis: ``nl.arange(n)[:, None]``); None for anything else (the values are indexed as before)."""
+    if aff is None:
+        return None
+    shape, base, coefs = aff
+    out_shape: list[int] = []
+    out_coefs: list[int] = []
+    axis = 0
+    for k in keys:
+        if k is None:
+            out_shape.append(1)
+            out_coefs.append(0)
+        elif type(k) is slice and k.start is None and k.stop is None and k.step is None and axis < len(shape):
+            out_shape.append(shape[axis])
+            out_coefs.append(coefs[axis])
+            axis += 1
+        else:
+            return None
+    if axis != len(shape):
+        return None
+    return tuple(out_shape), base, tuple(out_coefs)
 
 
 class Predicate:
     """A mask: comparisons of index expressions joined with ``&``, ``|`` and ``~``."""
 
-    __slots__ = ("cmp", "diff", "values")
+    __slots__ = ("_diff", "_values", "aff", "cmp")
     __array_priority__ = 2000
 
-    def __init__(self, values: np.ndarray, diff: np.ndarray | None = None, cmp: str | None = None) -> None:
-        self.values = np.asarray(values, dtype=bool)
-        # a single comparison keeps its affine form: ``diff cmp 0`` (what nisa.affine_select needs)
-        self.diff = diff
+    def __init__(self, values: np.ndarray | None, diff: np.ndarray | None = None, cmp: str | None = None,
+                 aff: Affine | None = None) -> None:
+        self._values = None if values is None else np.asarray(values, dtype=bool)
+        # a single comparison keeps its affine form: ``diff cmp 0`` (what nisa.affine_select needs); ``aff``: the
+        # difference's affine form, its values (and the comparison's) made only when read
+        self._diff = diff
         self.cmp = cmp
+        self.aff = aff
+
+    @property
+    def diff(self) -> np.ndarray | None:
+        d = self._diff
+        if d is None and self.aff is not None:
+            d = self._diff = _affine_values(self.aff)
+        return d
+
+    @property
+    def values(self) -> np.ndarray:
+        v = self._values
+        if v is None:  # (a - b cmp 0 is a cmp b: the difference does not wrap, _AFFINE_LIMIT)
+            v = self._values = np.asarray(_CMP_FNS[self.cmp](self.diff, 0), dtype=bool)
+        return v
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.values.shape
+        return self.aff[0] if self._values is None else self._values.shape  # type: ignore[index]
 
     def __repr__(self) -> str:
         return f"Predicate(shape={list(self.shape)}, true={int(self.values.sum())})"
@@ -300,7 +466,8 @@ def arange(*args: Any) -> IndexExpr:
     start, stop = (0, ints[0]) if len(ints) == 1 else ints
     if stop <= start:
         raise NkiValidationError(f"nl.arange({start}, {stop}) is empty", instruction="arange", rule="argument")
-    return IndexExpr(np.arange(start, stop, dtype=np.int64))
+    values = np.arange(start, stop, dtype=np.int64)
+    return IndexExpr(values, _grid_affine(values))
 
 
 class MGridResult(tuple):
@@ -324,9 +491,11 @@ class _MGrid:
                 raise NkiValidationError(f"nl.mgrid takes integer slices such as 0:128, got {k!r}",
                                          instruction="mgrid", rule="argument")
         grids = _mgrid(keys)
+        # (integer bounds: each grid is affine; a float bound's grid is truncated to int64, so no form is kept)
+        affine = all(type(v) is int or v is None for k in keys for v in (k.start, k.stop, k.step))
         if len(keys) == 1:
-            return MGridResult((IndexExpr(grids),))
-        return MGridResult(IndexExpr(g) for g in grids)
+            return MGridResult((IndexExpr(grids, _grid_affine(grids) if affine else None),))
+        return MGridResult(IndexExpr(g, _grid_affine(g) if affine else None) for g in grids)
 
     def __repr__(self) -> str:
         return "nl.mgrid"
