@@ -101,11 +101,10 @@ from typing import Any
 import nkieval.numerics.stream as numerics_stream
 import nkieval.perf.params as perf_params
 from nkieval.review import review
-from nkieval.review.cache import CASE_CACHE, CaseData
+from nkieval.review.cache import CASE_CACHE, TRACES, CaseData
 from nkieval.review.stages import clear_caches, differential, kept_runs, mutation_causes
 from nkieval.review.stages import evidence as stage_evidence
 from nkieval.review.stages.kept_runs import KeptRun, KeptRuns
-from nkieval.review.tracing import TRACES
 from nkieval.reward.workers import WORKER_GC_THRESHOLDS, settle_collector
 from nkieval.tasks import builtin_tasks, port_tasks
 

@@ -50,7 +50,7 @@ def workload(tasks: list[str], seed: int) -> list[Any]:
         t = load_task(tid)
         files = [f for f in (t.solution_file, t.baseline_file) if f] + [t.directory / fl.file for fl in t.flawed]
         # (a line naming the round makes every round's candidates new sources, as an RL step's fresh samples are:
-        # the programs a worker's reviews keep per source, ``review.tracing.TRACES``, would otherwise spare the
+        # the programs a worker's reviews keep per source, ``review.cache.TRACES``, would otherwise spare the
         # single worker every trace after the warm-up and two workers, which take jobs from one queue, about
         # half of theirs, and the figure would measure that hit rate instead of the workers)
         items += [ScoreItem(tid, f"```python\n{f.read_text()}\n# round {seed}\n```", seed) for f in files]

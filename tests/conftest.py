@@ -56,9 +56,9 @@ def _fast_cpu_clock(monkeypatch: pytest.MonkeyPatch, factor: float = 5.0, step_s
 
 @pytest.fixture(autouse=True)
 def _fresh_trace_cache() -> None:
-    """Each test starts without the programs earlier tests' reviews recorded (``review.tracing.TRACES``): a test
+    """Each test starts without the programs earlier tests' reviews recorded (``review.cache.TRACES``): a test
     that reviews a source an earlier test reviewed meets its tracer, as a fresh process would."""
-    from nkieval.review.tracing import TRACES
+    from nkieval.review.cache import TRACES
 
     TRACES.clear()
 

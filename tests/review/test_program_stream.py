@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from nkieval.review import tracing
+from nkieval.review.cache import TRACES, TraceCache
 from nkieval.review.sandbox import CaseJob, SandboxLimits
 
 
@@ -223,7 +224,7 @@ def test_a_clean_tracer_runs_programs_are_kept_for_a_later_review_of_the_same_so
     calls: list[int] = []
     first = _stream(monkeypatch, _cases(8, 16), _kept_script(calls))
     again = _stream(monkeypatch, _cases(8, 16, 16), _kept_script(calls))  # (the same shapes, more cases)
-    assert calls == [2] and tracing.TRACES.stats()["hits"] == 2
+    assert calls == [2] and TRACES.stats()["hits"] == 2
     assert [again.get(k) for k in again.order] == [first.get(k) for k in first.order]
     _stream(monkeypatch, _cases(8, 32), _kept_script(calls))  # a new shape: only it is traced
     assert calls == [2, 1]
@@ -253,7 +254,7 @@ def test_a_run_whose_answer_decides_the_review_keeps_none_of_its_programs(monkey
     calls: list[int] = []
     _stream(monkeypatch, _cases(8, 16), _kept_script(calls, answer_status=status))
     _stream(monkeypatch, _cases(8, 16), _kept_script(calls))
-    assert calls == [2, 2] and tracing.TRACES.stats()["programs"] == 2  # (only the clean second run's)
+    assert calls == [2, 2] and TRACES.stats()["programs"] == 2  # (only the clean second run's)
 
 
 def test_programs_of_a_run_retraced_after_a_death_are_not_kept(monkeypatch):
@@ -267,11 +268,11 @@ def test_programs_of_a_run_retraced_after_a_death_are_not_kept(monkeypatch):
         return {k: {"status": "ok", "program": b"P"} for k in keys}, None
 
     _stream(monkeypatch, _cases(8, 16, 32), dies_once)
-    assert tracing.TRACES.stats()["programs"] == 0
+    assert TRACES.stats()["programs"] == 0
 
 
 def test_the_kept_programs_stay_within_their_bytes():
-    cache = tracing.TraceCache(max_bytes=100)
+    cache = TraceCache(max_bytes=100)
     for i in range(10):
         cache.put(bytes([i]), bytes(20))
     assert cache.stats()["bytes"] <= 100 and cache.get(bytes([9])) is not None and cache.get(bytes([0])) is None

@@ -264,7 +264,7 @@ def test_a_reach_for_the_harness_after_the_streamed_shapes_still_decides_the_rev
 
 def test_a_later_review_of_the_same_source_replays_its_kept_programs_without_a_tracer_run(monkeypatch):
     """The tracer sees no seed and no value, so the programs of a source are the same on the next seed (an RL
-    loop's next step): that review replays them (``tracing.TRACES``) and decides as the first did."""
+    loop's next step): that review replays them (``review.cache.TRACES``) and decides as the first did."""
     from nkieval.tasks import load_task
 
     runs: list[int] = []

@@ -227,3 +227,41 @@ def max_bytes_from_env(var: str, default_mb: float) -> int:
 
 #: The process-wide cache the pipeline uses (``review(..., cache=True)``).
 CASE_CACHE = CaseCache(max_bytes_from_env("NKIEVAL_REVIEW_CACHE_MB", DEFAULT_MAX_MB))
+
+
+class TraceCache(SizedLRU[bytes]):
+    """Programs recorded by earlier reviews in this process (:class:`nkieval.review.tracing.ProgramStream` keys
+    and fills it), by everything their recording depended on: what the tracer was sent (the candidate's source,
+    kernel name, target, instruction budget, the shape's input shapes, dtypes and parameters) and the sandbox it
+    ran in (time and memory limits, the paths hidden from it, whether it was isolated). A compiler's cache, as
+    Neuron keeps compiled kernels: the tracer sees no input value and no seed, so a review of the same source on
+    a later seed (an RL loop's next step) replays the programs already recorded instead of tracing again. Only
+    the programs of a tracer run that ended with a clean answer are kept (no reach for the harness, no malformed
+    part: a run with one decides its review, and its programs are never reused). A kernel whose Python gives a
+    different program each time it runs (a clock, a random draw) keeps its first one, as a compiled kernel
+    would. In memory only; least recently used dropped first."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__()
+        self.max_bytes = int(max_bytes)
+
+    def put(self, key: Hashable, program: bytes) -> None:
+        if len(program) > self.max_bytes // 4:
+            return  # (one program never crowds out the rest)
+        with self._lock:
+            self._d[key] = (program, len(program))
+            self._d.move_to_end(key)
+            total = sum(n for _, n in self._d.values())
+            while total > self.max_bytes:
+                _, (_, n) = self._d.popitem(last=False)
+                total -= n
+                self.evictions += 1
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"programs": len(self._d), "bytes": sum(n for _, n in self._d.values()), "hits": self.hits,
+                    "misses": self.misses, "evictions": self.evictions}
+
+
+#: The process's recorded programs (cleared by :func:`nkieval.review.stages.clear_caches`).
+TRACES = TraceCache(max_bytes_from_env("NKIEVAL_TRACE_CACHE_MB", 256))

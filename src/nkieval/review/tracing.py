@@ -22,7 +22,6 @@ import hashlib
 import json
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -165,60 +164,6 @@ def run_tracer(request: dict[str, Any], limits: SandboxLimits, n_shapes: int, hi
     return {k: with_program(v, blobs) for k, v in shapes.items()}, None
 
 
-class TraceCache:
-    """Programs recorded by earlier reviews in this process, by everything their recording depended on: what
-    the tracer was sent (the candidate's source, kernel name, target, instruction budget, the shape's input
-    shapes, dtypes and parameters), the sandbox it ran in (time and memory limits, the paths hidden from it,
-    whether it was isolated) and this install. A compiler's cache, as Neuron's keeps compiled kernels: the tracer
-    sees no input value and no seed, so a review of the same source on a later seed (an RL loop's next step)
-    replays the programs already recorded instead of tracing again. Only the programs of a tracer run that ended
-    with a clean answer are kept (no reach for the harness, no malformed part: a run with one decides its review,
-    and its programs are never reused). A kernel whose Python gives a different program each time it runs (a
-    clock, a random draw) keeps its first one, as a compiled kernel would. Bounded in bytes, least recently used
-    dropped first; thread-safe; in memory only."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._kept: OrderedDict[bytes, bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
-
-    def get(self, key: bytes) -> bytes | None:
-        with self._lock:
-            program = self._kept.get(key)
-            if program is None:
-                self.misses += 1
-                return None
-            self._kept.move_to_end(key)
-            self.hits += 1
-            return program
-
-    def put(self, key: bytes, program: bytes) -> None:
-        if len(program) > self.max_bytes // 4:
-            return  # (one program never crowds out the rest)
-        with self._lock:
-            old = self._kept.pop(key, None)
-            self._bytes += len(program) - (len(old) if old is not None else 0)
-            self._kept[key] = program
-            while self._bytes > self.max_bytes:
-                self._bytes -= len(self._kept.popitem(last=False)[1])
-
-    def clear(self) -> None:
-        with self._lock:
-            self._kept.clear()
-            self._bytes = 0
-            self.hits = self.misses = 0
-
-    def stats(self) -> dict[str, int]:
-        with self._lock:
-            return {"programs": len(self._kept), "bytes": self._bytes, "hits": self.hits, "misses": self.misses}
-
-
-#: the process's recorded programs (cleared by :func:`nkieval.review.stages.clear_caches`)
-TRACES = TraceCache(256 << 20)
-
-
 def shape_key(c: CaseJob) -> str:
     """What a trace depends on: the inputs' names, shapes and dtypes, and the parameters."""
     return json.dumps([[n, list(a.shape), a.dtype.name] for n, a in c.inputs.items()] + [c.params],
@@ -241,7 +186,7 @@ def trace_order(keys: Sequence[str], cases: Sequence[CaseJob]) -> list[str]:
 
 
 def _cache_base(base: dict[str, Any], limits: SandboxLimits, hide: Sequence[str]) -> bytes:
-    """What every shape's :data:`TRACES` key shares: a digest of the tracer request's fixed part, the sandbox's
+    """What every shape's ``review.cache.TRACES`` key shares: a digest of the tracer request's fixed part, the sandbox's
     limits and hidden paths and the isolation in force (the install is the process's own: the cache lives in
     memory only)."""
     doc = [base, [limits.timeout_s, limits.startup_s, limits.memory_mb], sorted(hide), UNSAFE_NO_SANDBOX[0]]
@@ -330,6 +275,8 @@ class ProgramStream:
         return hashlib.blake2b(key.encode(), digest_size=20, key=self._cache_base).digest()
 
     def _trace(self) -> None:
+        from nkieval.review.cache import TRACES
+
         for k in self.order:
             if k not in self._memo:
                 program = TRACES.get(self._cache_key(k))
@@ -377,7 +324,7 @@ class ProgramStream:
                 return
 
     def _keep(self, answer: dict[str, Any]) -> None:
-        """The programs of a tracer run that answered, into :data:`TRACES`, if the whole run is clean: its answer
+        """The programs of a tracer run that answered, into ``review.cache.TRACES``, if the whole run is clean: its answer
         names no reach for the harness and no malformed part, and every shape asked for is in (so none of them
         depended on a run that died)."""
         if self._retraced or any(not isinstance(r, dict) or r.get("status") in _DECIDES_ALL
@@ -387,6 +334,8 @@ class ProgramStream:
             done = {k: self._done.get(k) for k in self.order}
         if any(r is None or r.get("status") in _DECIDES_ALL for r in done.values()):
             return
+        from nkieval.review.cache import TRACES
+
         for k, r in done.items():
             if r is not None and r.get("status") == "ok" and isinstance(r.get("program"), bytes):
                 TRACES.put(self._cache_key(k), r["program"])

@@ -129,16 +129,23 @@ def _grid_affine(values: np.ndarray) -> Affine | None:
     if values.size == 0:
         return None
     shape = tuple(int(n) for n in values.shape)
-    base = int(values[(0,) * len(shape)])
-    coefs = []
+    base, coefs = _corner_steps(values, shape)
+    return _bounded((shape, base, tuple(coefs)))
+
+
+def _corner_steps(v: np.ndarray, shape: tuple[int, ...]) -> tuple[int, list[int]]:
+    """``v``'s first element and its step along each axis, read from that element's neighbours (0 along an axis
+    of one): the form ``v`` has if it is affine."""
+    base = int(v[(0,) * len(shape)])
+    coefs: list[int] = []
     for k, n in enumerate(shape):
         if n > 1:
             idx = [0] * len(shape)
             idx[k] = 1
-            coefs.append(int(values[tuple(idx)]) - base)
+            coefs.append(int(v[tuple(idx)]) - base)
         else:
             coefs.append(0)
-    return _bounded((shape, base, tuple(coefs)))
+    return base, coefs
 
 
 class IndexExpr:
@@ -542,15 +549,7 @@ def affine_form(values: np.ndarray, shape: tuple[int, ...]) -> tuple[int, list[i
     v = np.broadcast_to(values, shape)
     if v.size == 0:
         return 0, [0] * len(shape)
-    base = int(v[(0,) * len(shape)])
-    coefs: list[int] = []
-    for k, n in enumerate(shape):
-        if n > 1:
-            idx = [0] * len(shape)
-            idx[k] = 1
-            coefs.append(int(v[tuple(idx)]) - base)
-        else:
-            coefs.append(0)
+    base, coefs = _corner_steps(v, shape)
     # base + Σ c_k·j_k built from one small ramp per axis: a single full-size sum, not one per axis
     expect: Any = np.int64(base)
     for k, (n, c) in enumerate(zip(shape, coefs)):

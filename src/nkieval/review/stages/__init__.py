@@ -28,10 +28,9 @@ def clear_caches() -> None:
     the task's reference code, the reference kernels' evidence, the static findings and constants of candidate
     sources seen, the programs recorded by the tracer, the cause search's CUDA runs and what it derives from a CUDA
     source (its mutations, literals and near-exact rewrite)."""
-    from nkieval.review.cache import CASE_CACHE
+    from nkieval.review.cache import CASE_CACHE, TRACES
     from nkieval.review.stages import differential, evidence, judge, mutation_causes
     from nkieval.review.stages.kept_runs import KEPT_RUNS
-    from nkieval.review.tracing import TRACES
 
     CASE_CACHE.clear()
     KEPT_RUNS.clear()

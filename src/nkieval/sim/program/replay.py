@@ -340,15 +340,7 @@ _KINDS: dict[str, Callable[[Any, int], Getter]] = {
 
 def _loc_frame(ref: Any) -> ForcedFrame | None:
     """An event's kernel line: ``None``, or an index into its body's table of lines."""
-    if ref is None:
-        return None
-    frames = _COMPILING.frames
-    if type(ref) is not int:
-        _int(ref)  # (raises)
-    if not 0 <= ref < len(frames):
-        raise ProgramError(f"kernel line #{ref} is not in the program's table of {len(frames)} lines",
-                           rule="program-format")
-    return frames[ref]
+    return None if ref is None else _entry("frames", ref)
 
 
 def _frame(loc: Any) -> ForcedFrame | None:
