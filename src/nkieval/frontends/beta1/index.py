@@ -112,15 +112,21 @@ def _affine_sum(a: Affine, b: Affine, sign: int) -> Affine | None:
 def _affine_values(aff: Affine) -> np.ndarray:
     """The int64 values of an affine grid (a new C-contiguous array, as NumPy's arithmetic would make)."""
     shape, base, coefs = aff
+    out = np.empty(shape, dtype=np.int64)
+    out[...] = _affine_ramps(shape, base, coefs)
+    return out
+
+
+def _affine_ramps(shape: tuple[int, ...], base: int, coefs: Any) -> Any:
+    """``base + Σ c_k·j_k`` built from one small ramp per axis, broadcastable to ``shape``: a single full-size sum
+    where it is materialised, not one per axis."""
     expect: Any = np.int64(base)
     for k, (n, c) in enumerate(zip(shape, coefs)):
         if c:
             sh = [1] * len(shape)
             sh[k] = n
             expect = expect + (np.arange(n, dtype=np.int64) * c).reshape(sh)
-    out = np.empty(shape, dtype=np.int64)
-    out[...] = expect
-    return out
+    return expect
 
 
 def _grid_affine(values: np.ndarray) -> Affine | None:
@@ -550,14 +556,7 @@ def affine_form(values: np.ndarray, shape: tuple[int, ...]) -> tuple[int, list[i
     if v.size == 0:
         return 0, [0] * len(shape)
     base, coefs = _corner_steps(v, shape)
-    # base + Σ c_k·j_k built from one small ramp per axis: a single full-size sum, not one per axis
-    expect: Any = np.int64(base)
-    for k, (n, c) in enumerate(zip(shape, coefs)):
-        if c:
-            sh = [1] * len(shape)
-            sh[k] = n
-            expect = expect + (np.arange(n, dtype=np.int64) * c).reshape(sh)
-    if not np.array_equal(np.broadcast_to(expect, shape), v):
+    if not np.array_equal(np.broadcast_to(_affine_ramps(shape, base, coefs), shape), v):
         return None
     return base, coefs
 
