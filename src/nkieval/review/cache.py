@@ -178,6 +178,21 @@ class SizedLRU(Generic[V]):
         with self._lock:
             self._clear_locked()
 
+    def _insert(self, key: Hashable, value: V, size: int, max_bytes: int) -> None:
+        """(Re)insert ``key`` with ``size``, then evict the least recently used beyond ``max_bytes`` (an entry
+        alone above the bound is not kept)."""
+        with self._lock:
+            self._d[key] = (value, size)
+            self._d.move_to_end(key)
+            total = sum(s for _, s in self._d.values())
+            while total > max_bytes and len(self._d) > 1:
+                _, (_, s) = self._d.popitem(last=False)
+                total -= s
+                self.evictions += 1
+            if total > max_bytes:
+                self._d.pop(key, None)
+                self.evictions += 1
+
     def _clear_locked(self) -> None:
         self._d.clear()
         self.hits = self.misses = self.evictions = 0
@@ -197,18 +212,7 @@ class CaseCache(SizedLRU[CaseData]):
         """(Re)insert ``key`` with its current size, then evict the least recently used beyond the bound."""
         if self.max_bytes <= 0:
             return
-        size = data.nbytes()
-        with self._lock:
-            self._d[key] = (data, size)
-            self._d.move_to_end(key)
-            total = sum(s for _, s in self._d.values())
-            while total > self.max_bytes and len(self._d) > 1:
-                _, (_, s) = self._d.popitem(last=False)
-                total -= s
-                self.evictions += 1
-            if total > self.max_bytes:  # a single entry above the bound is not kept
-                self._d.pop(key, None)
-                self.evictions += 1
+        self._insert(key, data, data.nbytes(), self.max_bytes)
 
     def stats(self) -> dict[str, int]:
         with self._lock:
@@ -248,14 +252,7 @@ class TraceCache(SizedLRU[bytes]):
     def put(self, key: Hashable, program: bytes) -> None:
         if len(program) > self.max_bytes // 4:
             return  # (one program never crowds out the rest)
-        with self._lock:
-            self._d[key] = (program, len(program))
-            self._d.move_to_end(key)
-            total = sum(n for _, n in self._d.values())
-            while total > self.max_bytes:
-                _, (_, n) = self._d.popitem(last=False)
-                total -= n
-                self.evictions += 1
+        self._insert(key, program, len(program), self.max_bytes)
 
     def stats(self) -> dict[str, int]:
         with self._lock:
