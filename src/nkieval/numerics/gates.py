@@ -300,18 +300,14 @@ class PreparedCheck:
             key = None
         else:
             key = self._output_key(actual, ("check", worst_k, diagnose))
-            with self._lock:
-                hit = self._memo.get(key)
-                if hit is not None:
-                    self._memo.move_to_end(key)
-                    return hit
+            hit = self._recall(key)
+            if hit is not None:
+                return hit
         lean_key = None if key is None or not lean else ("lean", *key)
         if lean_key is not None:
-            with self._lock:
-                hit = self._memo.get(lean_key)
-                if hit is not None:
-                    self._memo.move_to_end(lean_key)
-                    return hit
+            hit = self._recall(lean_key)
+            if hit is not None:
+                return hit
             lean_verdict = self._check(actual, worst_k=worst_k, diagnose=diagnose, lean=True)
             if lean_verdict is not None and lean_verdict.status == "pass":
                 self._remember(lean_key, lean_verdict)
@@ -334,6 +330,16 @@ class PreparedCheck:
         a = np.ascontiguousarray(a)
         raw = a.reshape(-1).view(np.uint8)  # (ml_dtypes arrays export no buffer of their own type)
         return (*what, a.dtype.name, a.dtype.str, a.shape, hashlib.sha256(raw.data).digest())
+
+    def _recall(self, key: tuple[Any, ...] | None) -> Any:
+        """The kept value of ``key`` (now the most recently used), or None."""
+        if key is None:
+            return None
+        with self._lock:
+            hit = self._memo.get(key)
+            if hit is not None:
+                self._memo.move_to_end(key)
+            return hit
 
     def _remember(self, key: tuple[Any, ...], value: Any) -> None:
         with self._lock:
