@@ -164,6 +164,98 @@ def test_a_shape_without_the_evidence_case_is_replayed_whole_in_the_worker(ready
         assert run.trace is None
 
 
+class _TwoShapes:
+    """The tracer's side, already done: a small shape (no evidence case) and the evidence shape, in that order."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self.keys, self.order, self._texts = ["small", "evidence"], ["small", "evidence"], texts
+
+    def get(self, key: str) -> dict:
+        return {"status": "ok", "program": self._texts[key].encode()}
+
+    def all_traced(self) -> bool:
+        return True
+
+
+def _two_shapes() -> tuple[list[CaseJob], dict[str, str]]:
+    rng = np.random.default_rng(11)
+    small = CaseJob("small", {"a": rng.standard_normal((128, 16)).astype("float32"),
+                              "b": rng.standard_normal((128, 16)).astype("float32")}, {}, 1, want_trace=False)
+    big = CaseJob("evidence", {"a": rng.standard_normal((128, 48)).astype("float32"),
+                               "b": rng.standard_normal((128, 48)).astype("float32")}, {}, 1, want_trace=True)
+    return [small, big], {"small": _text(small.inputs["a"]), "evidence": _text(big.inputs["a"])}
+
+
+def _answer_once_the_judge_replays(ready_worker, monkeypatch) -> threading.Event:
+    """The worker answers its first job only once the judge has started its own replay (of the evidence shape);
+    the event: that replay started."""
+    judge_replaying = threading.Event()
+    real_exchange = ready_worker._exchange
+
+    def exchange(job):
+        assert judge_replaying.wait(60), "the judge never replayed the evidence shape"
+        return real_exchange(job)
+
+    monkeypatch.setattr(ready_worker, "_exchange", exchange)
+    return judge_replaying
+
+
+def test_a_run_the_worker_answers_is_passed_on_while_the_judge_replays_the_evidence_shape(ready_worker,
+                                                                                           monkeypatch):
+    """The judge's judging starts on the worker's run as it comes in, not once the judge's own replay is done
+    (the worker's thread passes it on)."""
+    cases, texts = _two_shapes()
+    judge_replaying = _answer_once_the_judge_replays(ready_worker, monkeypatch)
+    passed_on = threading.Event()
+    during: list[bool] = []
+    real_replay = executor.replay_case
+
+    def evidence_replay(*args, **kwargs):
+        judge_replaying.set()
+        during.append(passed_on.wait(20))  # (the small shape's run, passed on before this replay ends)
+        return real_replay(*args, **kwargs)
+
+    runs: dict[int, object] = {}
+
+    def finish(k, run):
+        runs[k] = run
+        if k == 0:
+            passed_on.set()
+
+    monkeypatch.setattr(executor, "replay_case", evidence_replay)
+    executor.replay_as_traced(_TwoShapes(texts), cases, "trn2", SandboxLimits(), finish, {"trace_s": 0.0})
+    assert during == [True] and ready_worker.counts["answered"] == 1
+    for k, case in enumerate(cases):
+        _same(runs[k], real_replay(Program.from_json(texts[case.label]), case, "trn2", SandboxLimits()))
+    assert runs[1].trace is not None and runs[0].trace is None
+
+
+def test_a_fault_passing_a_workers_run_on_is_raised_in_the_judges_thread(ready_worker, monkeypatch):
+    """What the judge's side raises while the worker's thread passes a run on is not lost there: the replay of
+    the review's cases raises it (the review fails closed)."""
+    cases, texts = _two_shapes()
+    judge_replaying = _answer_once_the_judge_replays(ready_worker, monkeypatch)
+    real_replay = executor.replay_case
+    threads: list[str] = []
+
+    def evidence_replay(*args, **kwargs):
+        judge_replaying.set()
+        deadline = time.monotonic() + 20  # (until the worker's run was passed on, in the worker's thread)
+        while not threads and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return real_replay(*args, **kwargs)
+
+    def finish(k, run):
+        if k == 0:
+            threads.append(threading.current_thread().name)
+            raise RuntimeError("the judge's own fault")
+
+    monkeypatch.setattr(executor, "replay_case", evidence_replay)
+    with pytest.raises(RuntimeError, match="the judge's own fault"):
+        executor.replay_as_traced(_TwoShapes(texts), cases, "trn2", SandboxLimits(), finish, {"trace_s": 0.0})
+    assert threads and threads[0] != threading.main_thread().name
+
+
 def test_a_whole_shapes_program_that_does_not_parse_fails_each_case_as_bad_program(ready_worker):
     """The worker's parse failure is a worker fault; the judge parses the program itself and refuses it."""
     cases = _cases(2)

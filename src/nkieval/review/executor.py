@@ -104,6 +104,7 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
     from nkieval.sim.program import is_static
 
     group = replay_worker.Group()
+    finish = _one_at_a_time(finish)  # (the worker's thread passes its runs on too)
     in_worker = _InWorker(cases, target, limits, finish, group)
     hung: str | None = None
     for key in stream.order:
@@ -152,14 +153,20 @@ class _InWorker:
     """The shapes a review replays whole in the replay worker, each case's run passed on as it comes in.
 
     Each shape's first case is sent ``traced``, the others ``auto`` (see :mod:`nkieval.review.replay_worker`).
-    Once the judge has nothing else to replay it takes back the jobs not yet sent, from the last one (the worker
-    works from the first), and replays those itself; a job the worker fails is replayed here too."""
+    A run the worker answers is passed on at once, in the order sent, from the worker's own thread (a done
+    callback), so the judge starts on it while this thread still replays the evidence shape; a job the worker
+    failed is left to this thread, which replays it (the worker's thread never replays). Once the judge has
+    nothing else to replay it takes back the jobs not yet sent, from the last one (the worker works from the
+    first), and replays those itself."""
 
     def __init__(self, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,
                  finish: Callable[[int, CaseRun], None], group: replay_worker.Group) -> None:
         self.cases, self.target, self.limits, self.finish, self.group = cases, target, limits, finish, group
-        #: (case index, job, the shape's program) in the order sent; done ones removed
+        #: (case index, job, the shape's program) in the order sent; passed-on ones removed (under ``_lock``)
         self.pending: list[tuple[int, Job, _Shape]] = []
+        self._lock = threading.Lock()
+        #: what passing a run on raised in the worker's thread (raised again in this one, by ``finish_all``)
+        self._error: BaseException | None = None
 
     def send(self, program: bytes, order: list[int]) -> bool:
         """Whether the shape's cases (``order``: the first one traced) all went to the worker."""
@@ -176,28 +183,57 @@ class _InWorker:
                     j.take_back()
                 return False
             sent.append((k, job, shape))
-        self.pending.extend(sent)
+        with self._lock:
+            self.pending.extend(sent)
+        for _, job, _ in sent:
+            job.future.add_done_callback(self._answered)
         return True
+
+    def _answered(self, _: object) -> None:
+        """A job's future is done (in the worker's thread): pass on what is ready."""
+        try:
+            self._pass_on(replay_here=False)
+        except BaseException as e:  # (the judge's own fault; never lost in the worker's thread)
+            self._error = self._error or e
 
     def collect_ready(self) -> str | None:
         """The runs the worker has finished, passed on in the order sent; the label of a case that ran out of
         time, if one did."""
-        while self.pending and self.pending[0][1].future.done():
-            self._collect(*self.pending.pop(0))
+        self._pass_on(replay_here=True)
         return self.group.hung
+
+    def _pass_on(self, replay_here: bool) -> None:
+        """The answered runs at the head of the order sent. A failed job stops the worker's thread there; this
+        thread (``replay_here``) replays it, outside the lock, so the worker's thread is never held up."""
+        while True:
+            with self._lock:
+                if not self.pending or not self.pending[0][1].future.done():
+                    return
+                item = self.pending[0]
+                failed = item[1].future.exception() is not None
+                if failed and not replay_here:
+                    return
+                self.pending.pop(0)
+                if not failed:
+                    self._collect(*item)
+                    continue
+            self._here(*item)
 
     def finish_all(self, hung: str | None) -> None:
         """Every pending case: the unsent ones taken back and replayed here (or skipped after a hang), the last
         first; then the worker's, in order."""
         if hung is not None and self.group.hung is None:
             self.group.hung = hung
-        for item in reversed(self.pending):
+        with self._lock:
+            items, self.pending = self.pending, []
+        for item in reversed(items):
             if item[1].take_back():
                 self._here(*item)
-        for item in self.pending:
+        for item in items:
             if not item[1].take_back():
                 self._collect(*item)
-        self.pending = []
+        if self._error is not None:
+            raise self._error
 
     def _collect(self, k: int, job: Job, shape: _Shape) -> None:
         try:
@@ -237,6 +273,16 @@ class _Shape:
     def __init__(self, program: bytes) -> None:
         self.program = program
         self.like: CaseRun | None = None
+
+
+def _one_at_a_time(finish: Callable[[int, CaseRun], None]) -> Callable[[int, CaseRun], None]:
+    """``finish``, called by one thread at a time."""
+    lock = threading.Lock()
+
+    def serialized(k: int, run: CaseRun) -> None:
+        with lock:
+            finish(k, run)
+    return serialized
 
 
 def _replay_shape(prog: Any, order: list[int], cases: Sequence[CaseJob], jobs: dict[str, Job], target: str,
