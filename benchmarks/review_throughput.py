@@ -40,7 +40,10 @@ suite's candidates for the tasks) in both modes, and checks that every outcome i
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/review_throughput.py [--tasks a,b] [--repeat 2]
         [--hostile] [--compare-brief] [--compare-kept] [--compare-untrusted] [--compare-replay-worker]
-        [--compare-judge] [--compare-search] [--compare-cost] [--no-gc-settle]
+        [--compare-judge] [--compare-search] [--compare-cost] [--no-gc-settle] [--alternate]
+
+With several modes each candidate is reviewed in every mode, one mode after the other; ``--alternate`` runs every
+other candidate's modes in the reverse order, so that no mode is always the one that meets a candidate first.
 
 ``--tasks`` also takes the CUDA port acceptance set's tasks by name (``rmsnorm_warp``, ``layernorm_block``, ...).
 With ``--compare-kept`` every candidate is also reviewed by a judge that keeps the cause search's CUDA runs as
@@ -460,7 +463,7 @@ def _replay_worker(on: bool) -> Iterator[None]:
 
 
 def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True,
-         exclude: tuple[str, ...] = (), reports: dict[str, dict[str, Any]] | None = None
+         exclude: tuple[str, ...] = (), reports: dict[str, dict[str, Any]] | None = None, alternate: bool = False
          ) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
     CPU, verdict, wall, (verdict, score, levels), round, digest of the report without timings, CPU of the parts that
@@ -474,11 +477,13 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
     # own, so no mode pays for, or profits from, another's search
     stores = STORES
     stores.update({m: store_for_mode(m) for m in modes})
+    n = 0  # (candidates reviewed: with ``alternate``, an odd one's modes run in the reverse order)
     for t in tasks:
         first = dict.fromkeys(modes, True)
         for round_ in range(repeat):
             for role, f in candidates(t, hostile, exclude):
-                for mode in modes:
+                n += 1
+                for mode in (modes[::-1] if alternate and n % 2 == 0 else modes):
                     rows, walls, stages = out[mode]
                     kind = "cold" if first[mode] else "warm"
                     if first[mode]:
@@ -656,6 +661,9 @@ def main() -> None:
                     help="write each full review's report (timings left out) as JSON into this folder")
     ap.add_argument("--check-reports", type=Path, default=None,
                     help="compare each full review's report (timings left out) with the one saved in this folder")
+    ap.add_argument("--alternate", action="store_true",
+                    help="run every other candidate's modes in the reverse order, so that no mode is always the one "
+                         "reviewed first (the mode reviewed second meets the candidate in a warmer machine)")
     ap.add_argument("--no-port-ablations", action="store_true",
                     help="every mode without the envelope's port-side ablations (issue 27: the candidate's recorded "
                          "program replayed with a rounding source removed, which only trace-then-execute has): the "
@@ -693,7 +701,7 @@ def main() -> None:
              *(("before-cost",) if args.compare_cost else ()))
     reports: dict[str, dict[str, Any]] = {}
     res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))),
-               reports=reports)
+               reports=reports, alternate=args.alternate)
     rows, walls, _ = res["full"]
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
