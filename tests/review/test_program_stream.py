@@ -3,8 +3,6 @@ parts and answer, with the tracer replaced by a scripted one (the real one is ex
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -155,12 +153,9 @@ def test_a_whole_run_failure_that_is_the_candidates_deed_decides_every_open_shap
     assert {s.get(k)["status"] for k in s.order} == {status}
 
 
-@pytest.mark.parametrize("evidence", [None, 0, 5])
-def test_the_evidence_shape_is_traced_first_then_the_others_smallest_first(monkeypatch, evidence):
+def test_shapes_are_traced_smallest_first_ties_in_case_order(monkeypatch):
     cases = [*_cases(64, 8, 64, 16), CaseJob("c4", {"a": np.zeros((4, 4), np.float32)}, {"p": 1}, 1),
              CaseJob("c5", {"a": np.zeros((2, 8), np.float32)}, {}, 1)]
-    cases = [CaseJob(c.label, c.inputs, c.params, c.n_outputs, want_trace=i == evidence)
-             for i, c in enumerate(cases)]
     keys = [tracing.shape_key(c) for c in cases]
 
     def script(asked, on_part):
@@ -168,50 +163,9 @@ def test_the_evidence_shape_is_traced_first_then_the_others_smallest_first(monke
 
     s = _stream(monkeypatch, cases, script)
     # elements: c4 and c5 16 each (a tie, kept in case order), c1 32, c3 64, c0 and c2 256 (one shape)
-    smallest_first = [keys[4], keys[5], keys[1], keys[3], keys[0]]
-    if evidence is None:
-        assert s.order == smallest_first
-    else:
-        assert s.order == [keys[evidence]] + [k for k in smallest_first if k != keys[evidence]]
+    assert s.order == [keys[4], keys[5], keys[1], keys[3], keys[0]]
     assert s.calls == [s.order]  # the tracer is asked for them in that order
     assert all(s.get(k)["program"] == f"P{k}".encode() for k in keys)
-
-
-def test_a_watcher_hears_of_each_shape_once_before_get_gives_it(monkeypatch):
-    """Shapes already in when it starts watching are told at once (in the caller's thread), the others as the
-    tracer streams them (in the tracing thread), each before :meth:`get` can return it; a watcher that raises
-    loses nothing."""
-    cases = _cases(8, 16, 32)
-    go_on = threading.Event()
-    heard: list[tuple[str, str, bool]] = []
-
-    def script(keys, on_part):
-        on_part(tracing.pack_message({"key": keys[0], "status": "ok", "program": 0}, [b"P0"]))
-        assert go_on.wait(20)
-        on_part(tracing.pack_message({"key": keys[1], "status": "exception", "message": "m"}))
-        return {keys[0]: {"status": "sent"}, keys[1]: {"status": "sent"},
-                keys[2]: {"status": "ok", "program": b"P2"}}, None
-
-    calls: list[list[str]] = []
-    monkeypatch.setattr(tracing, "run_tracer", lambda request, *a, **kw: (
-        calls.append([x["key"] for x in request["shapes"]]) or script(calls[-1], kw["on_part"])))
-    s = tracing.ProgramStream("watched", "k", cases, "trn2", SandboxLimits(), memo={})
-    k0, k1, k2 = s.order
-    s.get(k0)  # (in before the watch)
-
-    def watcher(key, res):
-        heard.append((key, res["status"], s.ready(key), threading.current_thread().name))
-        if key == k1:
-            raise RuntimeError("the watcher's own fault")
-
-    s.watch(watcher)
-    go_on.set()
-    assert s.get(k1)["status"] == "exception" and s.get(k2) == {"status": "ok", "program": b"P2"}
-    s.join()
-    main = threading.current_thread().name
-    assert [(k, st, ready) for k, st, ready, _ in heard] == [(k0, "ok", True), (k1, "exception", False),
-                                                            (k2, "ok", False)]
-    assert heard[0][3] == main and heard[1][3] == heard[2][3] == "nkieval-trace"
 
 
 def test_a_part_whose_program_is_not_a_blob_it_carries_is_ignored(monkeypatch):

@@ -66,10 +66,6 @@ class _Stream:
     def get(self, key: str) -> dict:
         return {"status": "ok", "program": self._text.encode()}
 
-    def watch(self, fn) -> None:  # (every shape is in: told at once, as ProgramStream.watch does)
-        for key in self.order:
-            fn(key, self.get(key))
-
     def all_traced(self) -> bool:
         return True
 
@@ -177,10 +173,6 @@ class _TwoShapes:
     def get(self, key: str) -> dict:
         return {"status": "ok", "program": self._texts[key].encode()}
 
-    def watch(self, fn) -> None:
-        for key in self.order:
-            fn(key, self.get(key))
-
     def all_traced(self) -> bool:
         return True
 
@@ -232,47 +224,6 @@ def test_a_run_the_worker_answers_is_passed_on_while_the_judge_replays_the_evide
 
     monkeypatch.setattr(executor, "replay_case", evidence_replay)
     executor.replay_as_traced(_TwoShapes(texts), cases, "trn2", SandboxLimits(), finish, {"trace_s": 0.0})
-    assert during == [True] and ready_worker.counts["answered"] == 1
-    for k, case in enumerate(cases):
-        _same(runs[k], real_replay(Program.from_json(texts[case.label]), case, "trn2", SandboxLimits()))
-    assert runs[1].trace is not None and runs[0].trace is None
-
-
-def test_a_shape_traced_while_the_judge_replays_the_evidence_shape_goes_to_the_worker_then(ready_worker,
-                                                                                         monkeypatch):
-    """The tracer records the evidence shape first; the shapes it records next are sent to the worker as their
-    programs come in (from the tracing thread), not once the judge's own replay of the evidence shape is over."""
-    from nkieval.review import cache, tracing
-
-    cases, texts = _two_shapes()
-    judge_replaying = threading.Event()
-    asked: list[list[str]] = []
-
-    def tracer(request, limits, n_shapes, hide=(), on_part=None):
-        keys = [x["key"] for x in request["shapes"]]
-        asked.append(keys)
-        on_part(tracing.pack_message({"key": keys[0], "status": "ok", "program": 0}, [texts["evidence"].encode()]))
-        assert judge_replaying.wait(60), "the judge never replayed the evidence shape"
-        return {keys[0]: {"status": "sent"}, keys[1]: {"status": "ok", "program": texts["small"].encode()}}, None
-
-    monkeypatch.setattr(tracing, "run_tracer", tracer)
-    monkeypatch.setattr(cache, "TRACES", cache.TraceCache(max_bytes=1 << 20))
-    real_replay = executor.replay_case
-    during: list[bool] = []
-
-    def evidence_replay(*args, **kwargs):
-        judge_replaying.set()
-        deadline = time.monotonic() + 20  # (until the worker has answered the small shape, or it never will)
-        while ready_worker.counts["answered"] < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        during.append(ready_worker.counts["answered"] == 1)
-        return real_replay(*args, **kwargs)
-
-    monkeypatch.setattr(executor, "replay_case", evidence_replay)
-    stream = tracing.ProgramStream("src", "k", cases, "trn2", SandboxLimits(), memo={})
-    runs: dict[int, object] = {}
-    executor.replay_as_traced(stream, cases, "trn2", SandboxLimits(), runs.__setitem__, {"trace_s": 0.0})
-    assert asked == [[tracing.shape_key(cases[1]), tracing.shape_key(cases[0])]]  # (the evidence shape first)
     assert during == [True] and ready_worker.counts["answered"] == 1
     for k, case in enumerate(cases):
         _same(runs[k], real_replay(Program.from_json(texts[case.label]), case, "trn2", SandboxLimits()))
@@ -387,9 +338,6 @@ def test_the_judge_skips_every_case_after_a_hang_in_the_worker(ready_worker):
                 while ready_worker.counts["answered"] < 1 and time.monotonic() < deadline:
                     time.sleep(0.01)
             return {"status": "ok", "program": texts[key].encode()}
-
-        def watch(self, fn) -> None:  # (not told: the judge's loop finds each shape through get)
-            pass
 
         def all_traced(self) -> bool:
             return True

@@ -86,9 +86,7 @@ def test_crash_and_hang_in_a_later_case_are_that_case_s():
             "    nisa.dma_copy(dst=out.reshape((1, a.shape[0])), src=t)\n    return out\n")
     crash = "import os\n" + HEAD + "@nki.jit\ndef vector_add(a, b):\n    if a.shape[0] == 7:\n        os._exit(1)\n" + body
     hang = HEAD + "@nki.jit\ndef vector_add(a, b):\n    while a.shape[0] == 7:\n        pass\n" + body
-    # (no evidence case, whose shape would be traced first: tracing.trace_order)
-    cases = [CaseJob(f"c{n}", {"a": np.ones(n, np.float32), "b": np.ones(n, np.float32)}, {}, 1, want_trace=False)
-             for n in (9, 7, 5)]
+    cases = [CaseJob(f"c{n}", {"a": np.ones(n, np.float32), "b": np.ones(n, np.float32)}, {}, 1) for n in (9, 7, 5)]
     runs = run_candidate(crash, "vector_add", cases, target="trn2")
     assert [r.status for r in runs] == ["ok", "crash", "ok"]
     assert "while running this case" in runs[1].error["message"]

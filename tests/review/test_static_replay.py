@@ -81,9 +81,6 @@ class _Stream:
     def get(self, key: str) -> dict:
         return {"status": "ok", "program": self._text.encode()}
 
-    def watch(self, fn) -> None:  # (the one shape is in: told at once, as ProgramStream.watch does)
-        fn("k", self.get("k"))
-
     def all_traced(self) -> bool:
         return True
 

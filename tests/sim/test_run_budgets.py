@@ -160,9 +160,8 @@ def test_a_case_whose_replay_outlasts_its_time_limit_is_a_timeout_and_the_shapes
     from nkieval.review.sandbox import run_candidate
 
     # the tracer has the start-up allowance to record; the replay has the case's 0.1 s (20,000 copies take seconds)
-    # (the evidence case's shape is traced and replayed first, by the judge: 256, then 512, whose recording takes
-    # far longer than the 256 replay's 0.1 s, so the hang is known before 512 could go to the replay worker)
-    cases = [CaseJob(f"c{n}", {"a": np.ones((128, n), np.float32)}, {}, 1, want_trace=n == 256) for n in (512, 256)]
+    # (shapes run smallest first: 256, then 512)
+    cases = [CaseJob(f"c{n}", {"a": np.ones((128, n), np.float32)}, {}, 1) for n in (512, 256)]
     runs = run_candidate(LONG, "long_copy", cases, target="trn2",
                          limits=SandboxLimits(timeout_s=0.1, startup_s=60))
     assert [r.status for r in runs] == ["not-run", "timeout"]

@@ -98,58 +98,30 @@ def replay_as_traced(stream: ProgramStream, cases: Sequence[CaseJob], target: st
     hangs on the next).
 
     Where the replay worker (:mod:`nkieval.review.replay_worker`) runs, a shape without the evidence case goes
-    to it whole (``_InWorker``), the moment its program is in: the stream tells the tracing thread's watcher
-    (``ProgramStream.watch``), so a shape recorded while this thread replays the evidence shape (which the
-    tracer records first, ``tracing.trace_order``) is not held up until that replay ends. The judge neither
-    parses nor replays such a shape, and its interpreter is left to judging and to the evidence shape. The
-    evidence shape is the judge's: its traced case here, and, for a static program, its later cases without a
-    trace, in the worker once the tracer is done (``_offload``)."""
+    to it whole (``_InWorker``): the judge neither parses nor replays it, and its interpreter is left to judging
+    and to the evidence shape. The evidence shape is the judge's: its traced case here, and, for a static
+    program, its later cases without a trace, in the worker once the tracer is done (``_offload``)."""
     from nkieval.sim.program import is_static
 
     group = replay_worker.Group()
     finish = _one_at_a_time(finish)  # (the worker's thread passes its runs on too)
     in_worker = _InWorker(cases, target, limits, finish, group)
-    cases_of = {key: _traced_first([k for k, kk in enumerate(stream.keys) if kk == key], cases)
-                for key in stream.order}
-    owner: dict[str, str] = {}  # shape key -> who replays it ("worker" or "judge"), decided once, under the lock
-    lock = threading.Lock()
-
-    def to_worker(key: str, res: dict[str, Any]) -> None:
-        """A shape without the evidence case, to the worker as soon as its program is in (in the tracing
-        thread, while this one may still be replaying the evidence shape)."""
-        order = cases_of.get(key)
-        if not order or cases[order[0]].want_trace or res.get("status") != "ok" \
-                or not isinstance(res.get("program"), bytes):
-            return
-        with lock:
-            if key not in owner and group.hung is None and in_worker.send(res["program"], order):
-                owner[key] = "worker"
-
-    def judges(key: str) -> bool:
-        """Whether this thread handles the shape (the worker has not taken it: now it never will)."""
-        with lock:
-            return owner.setdefault(key, "judge") == "judge"
-
-    stream.watch(to_worker)
     hung: str | None = None
     for key in stream.order:
-        ks = cases_of[key]
+        ks = [k for k, kk in enumerate(stream.keys) if kk == key]
         hung = hung or in_worker.collect_ready()
         if hung is not None:
-            if judges(key):
-                for k in ks:
-                    finish(k, skipped(cases[k].label, hung))
+            for k in ks:
+                finish(k, skipped(cases[k].label, hung))
             continue
         t_wait = time.perf_counter()
         res = stream.get(key)
         st["trace_s"] += time.perf_counter() - t_wait
-        if not judges(key):
-            continue
         if res.get("status") != "ok" or not isinstance(res.get("program"), bytes):
             for k in ks:
                 finish(k, traced_failure(cases[k].label, res))
             continue
-        order = ks
+        order = _traced_first(ks, cases)
         if not cases[order[0]].want_trace and in_worker.send(res["program"], order):
             continue
         # Once the tracer has recorded every shape its core is free: if the replay worker is idle, the shape's

@@ -171,23 +171,18 @@ def shape_key(c: CaseJob) -> str:
 
 
 def trace_order(keys: Sequence[str], cases: Sequence[CaseJob]) -> list[str]:
-    """The distinct shapes: the evidence case's first (the case whose trace the review keeps), then the others
-    smallest first (elements over every input; ties in case order).
+    """The distinct shapes, smallest first (elements over every input; ties in case order).
 
-    Tracing and replaying form a pipeline: the tracer records one shape while the shapes already recorded are
-    replayed, the evidence shape by the judge itself (its traced replay is the one replay that must run in the
-    judge's process) and every other shape by the replay worker (``executor.replay_as_traced``), each sent to it
-    the moment its program is in. The evidence shape is usually the largest, so traced last it would put its
-    recording and then its traced replay, the review's two longest steps, one after the other at the end of the
-    review; traced first, its replay runs while the tracer records the rest. The others go smallest first, so
-    the worker starts as early as it can and the longest replay left at the end is its smallest possible."""
+    Tracing and replaying form a two-stage pipeline: the tracer records shape k+1 while the executor replays
+    shape k on each of its cases, and a recording costs less than the replays of its shape (it computes no
+    values, and a shape has one or more cases). For such a pipeline the order that finishes first is the one
+    of increasing first-stage time (Johnson's rule): the judge's wait for its first program is then the
+    smallest shape's trace, not the public shape's, and each later program is recorded while the judge
+    replays the one before. A shape's elements stand in for its recording time."""
     size: dict[str, int] = {}
-    first: list[str] = []
     for k, c in zip(keys, cases):
         size.setdefault(k, sum(int(a.size) for a in c.inputs.values()))
-        if c.want_trace and not first:
-            first.append(k)
-    return first + sorted((k for k in size if k not in first), key=size.__getitem__)  # (stable: ties keep case order)
+    return sorted(size, key=size.__getitem__)  # (a stable sort over first appearance: ties keep case order)
 
 
 def _cache_base(base: dict[str, Any], limits: SandboxLimits, hide: Sequence[str]) -> bytes:
@@ -227,8 +222,6 @@ class ProgramStream:
         self._memo = memo if memo is not None else {}
         self._done: dict[str, dict[str, Any]] = {}
         self._cv = threading.Condition()
-        self._watcher: Callable[[str, dict[str, Any]], None] | None = None
-        self._watched: set[str] = set()  # (shapes handed to the watcher: each once)
         #: the tracer's own wall time (it overlaps the executor)
         self.trace_s = 0.0
         self._run_started = 0.0
@@ -242,24 +235,6 @@ class ProgramStream:
             while key not in self._done:
                 self._cv.wait()
             return self._done[key]
-
-    def watch(self, fn: Callable[[str, dict[str, Any]], None]) -> None:
-        """Have ``fn(key, outcome)`` called once for each shape's outcome, before :meth:`get` can return it: now, in
-        this thread, for the shapes already in, and in the tracing thread for the others, as they come. ``fn`` must
-        not wait on this stream; what it raises is ignored (the shape is then only there for :meth:`get`)."""
-        with self._cv:
-            self._watcher = fn
-            now = [(k, r) for k, r in self._done.items() if k not in self._watched]
-            self._watched.update(k for k, _ in now)
-        for k, r in now:
-            self._tell(fn, k, r)
-
-    @staticmethod
-    def _tell(fn: Callable[[str, dict[str, Any]], None], key: str, res: dict[str, Any]) -> None:
-        try:
-            fn(key, res)
-        except Exception:  # (the watcher's own fault: the caller still finds the shape through get)
-            pass
 
     def ready(self, key: str) -> bool:
         """Whether :meth:`get` would answer for ``key`` without waiting."""
@@ -281,15 +256,7 @@ class ProgramStream:
         elif res.get("status") == "sent":  # only a tampered tracer says so of a part it never sent
             res = {"status": "bad-program", "message": "the tracer's answer names a program it never sent"}
         with self._cv:
-            if key in self._done:  # (the first answer for a shape wins)
-                return
-            fn = self._watcher if key not in self._watched else None
-            if fn is not None:
-                self._watched.add(key)
-        if fn is not None:
-            self._tell(fn, key, res)
-        with self._cv:
-            if key not in self._done:
+            if key not in self._done:  # (the first answer for a shape wins)
                 self._done[key] = res
                 self._cv.notify_all()
 
