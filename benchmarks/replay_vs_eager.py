@@ -2,8 +2,9 @@
 
 For each built-in candidate asked for (``task/label``, labels as ``nkieval.tasks.loader.candidate_files`` names
 them: ``solution``, ``baseline``, ``flawed:<name>``), on the task's largest shape: CPU time of the eager run
-(``run_kernel``), of recording the program (the tracer's work, without its sandbox), of parsing and compiling
-the program document, and of a replay of the compiled program; best of ``--repeat`` runs, as ratios to eager
+(``run_kernel``), of recording the program with every instruction run and as the review's tracer records it
+(``defer=True``: the checks the replay makes left to it; the tracer's work, without its sandbox), of parsing and
+compiling the program document, and of a replay of the compiled program; best of ``--repeat`` runs, as ratios to eager
 measured in the same run (machines here are noisy; CPU time is steadier than wall time under load). The
 collector runs with the thresholds the review's tracer and executor processes use
 (``nkieval.review.child.GC_THRESHOLDS``).
@@ -67,15 +68,19 @@ def measure(task_id: str, label: str, repeat: int) -> dict[str, float]:
     def record() -> None:
         record_program(fn, arg_specs, params, target="trn2", lnc=lnc).program.to_json()
 
+    def record_deferred() -> None:
+        record_program(fn, arg_specs, params, target="trn2", lnc=lnc, defer=True).program.to_json()
+
     def parse_compile() -> None:
         compile_program(Program.from_json(text))
 
     def replay() -> None:
         replay_program(compiled, [a.copy() for a in args], dict(params), target="trn2")
 
-    for f in (eager, record, parse_compile, replay):  # first calls pay for imports and caches
+    parts = (eager, record, record_deferred, parse_compile, replay)
+    for f in parts:  # first calls pay for imports and caches
         f()
-    return {f.__name__: _best(f, repeat) for f in (eager, record, parse_compile, replay)}
+    return {f.__name__: _best(f, repeat) for f in parts}
 
 
 def main() -> None:
@@ -86,12 +91,14 @@ def main() -> None:
     frontends.install(force=True)
     warnings.simplefilter("ignore")
     gc.set_threshold(*GC_THRESHOLDS)  # the collector's settings of the tracer and the executor
-    print(f"{'candidate':<36} {'eager ms':>9} {'record':>7} {'parse+compile':>14} {'replay':>7}   (ratios to eager)")
+    print(f"{'candidate':<36} {'eager ms':>9} {'record':>7} {'deferred':>9} {'parse+compile':>14} {'replay':>7}"
+          "   (ratios to eager)")
     for c in args.candidates:
         task_id, label = c.split("/", 1)
         m = measure(task_id, label, args.repeat)
         e = m["eager"]
-        print(f"{c:<36} {e * 1000:9.1f} {m['record'] / e:7.2f} {m['parse_compile'] / e:14.2f} {m['replay'] / e:7.2f}")
+        print(f"{c:<36} {e * 1000:9.1f} {m['record'] / e:7.2f} {m['record_deferred'] / e:9.2f} "
+              f"{m['parse_compile'] / e:14.2f} {m['replay'] / e:7.2f}")
 
 
 if __name__ == "__main__":

@@ -57,6 +57,10 @@ candidate). ``--no-port-ablations`` leaves them out of every mode: the like-for-
 With ``--compare-replay-worker`` every candidate is also reviewed by a judge that replays every case itself (mode
 ``no-replay-worker``: no second replay process, ``nkieval.review.replay_worker``); the run ends with the
 throughput ratio of the full review to it, and with ``--compare-untrusted`` too, of it to the untrusted pipeline.
+With ``--compare-defer`` every candidate is also reviewed with a tracer that runs every instruction it records
+(mode ``no-defer``: the checks the judge's replay makes anyway are not left to it,
+``nkieval.review.tracing.DEFER_CHECKS``); the run ends with the throughput ratio of the full review to it, with
+``--compare-untrusted`` too of it to the untrusted pipeline, and checks that every report is the same in both.
 
 With ``--compare-judge`` every candidate is also reviewed by the judge as it was before its candidate-dependent
 work was trimmed (mode ``before-judge``: static analysis run again for a source already analysed, the port's
@@ -103,7 +107,7 @@ from typing import Any
 
 import nkieval.numerics.stream as numerics_stream
 import nkieval.perf.params as perf_params
-from nkieval.review import review
+from nkieval.review import review, tracing
 from nkieval.review.cache import CASE_CACHE, TRACES, CaseData
 from nkieval.review.stages import clear_caches, differential, kept_runs, mutation_causes
 from nkieval.review.stages import evidence as stage_evidence
@@ -170,7 +174,7 @@ def _stages(kind: str, st: dict[str, float], n: int) -> None:
 #: reward call without feedback runs) and the pipeline before trace-then-execute
 MODES: dict[str, dict[str, bool]] = {"full": {}, "brief": {"brief": True}, "untrusted": {"trusted": False},
                                      "before": {}, "before-kept": {}, "unkept": {}, "before-judge": {},
-                                     "no-replay-worker": {}, "before-search": {}, "before-cost": {}}
+                                     "no-replay-worker": {}, "before-search": {}, "before-cost": {}, "no-defer": {}}
 #: mode "before" is the full review as the judge ran it before CUDA runs that timed out were kept as such
 #: (``CaseData.timed_out_within``): each review paid for the same timeout again. Mode "before-kept" is the full
 #: review as the judge ran it before the cause search's runs were kept by ``review/stages/kept_runs.py``: a
@@ -449,6 +453,18 @@ def _kept_timeouts(on: bool) -> Iterator[None]:
 
 
 @contextmanager
+def _deferred_checks(on: bool) -> Iterator[None]:
+    """With ``on`` False, the tracer runs every instruction it records (mode "no-defer": the tracer before it left
+    the checks the judge's replay makes anyway to the replay, ``nkieval.review.tracing.DEFER_CHECKS``)."""
+    saved = tracing.DEFER_CHECKS[0]
+    tracing.DEFER_CHECKS[0] = on
+    try:
+        yield
+    finally:
+        tracing.DEFER_CHECKS[0] = saved
+
+
+@contextmanager
 def _replay_worker(on: bool) -> Iterator[None]:
     """With ``on`` False, the judge replays every case itself (mode "no-replay-worker")."""
     saved = os.environ.get("NKIEVAL_REPLAY_WORKER")
@@ -497,7 +513,8 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                     k0 = CLOCKS.snapshot() if CLOCKS is not None else {}
                     c0, w0 = time.process_time(), time.perf_counter()
                     with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), judge_mode(mode), \
-                            _replay_worker(mode != "no-replay-worker"), search_mode(mode), cost_mode(mode):
+                            _replay_worker(mode != "no-replay-worker"), search_mode(mode), cost_mode(mode), \
+                            _deferred_checks(mode != "no-defer"):
                         r = review(t, f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     parts = {k: v - k0[k] for k, v in CLOCKS.snapshot().items()} if CLOCKS is not None else {}
@@ -646,6 +663,10 @@ def main() -> None:
     ap.add_argument("--compare-replay-worker", action="store_true",
                     help="also run the full review with the judge replaying every case itself (no replay worker, "
                          "NKIEVAL_REPLAY_WORKER=0) in the same run and print the throughput ratio")
+    ap.add_argument("--compare-defer", action="store_true",
+                    help="also run the full review with the tracer running every instruction it records (mode "
+                         "no-defer: no checks deferred to the judge's replay) in the same run, print the throughput "
+                         "ratio and check that every review's report is the same in both")
     ap.add_argument("--compare-judge", action="store_true",
                     help="also run the judge as it was before its candidate-dependent work was trimmed (mode "
                          "before-judge) and compare wall / simulation, harness CPU and every report")
@@ -697,6 +718,7 @@ def main() -> None:
              *(("before-kept", "unkept") if args.compare_kept else ()),
              *(("untrusted",) if args.compare_untrusted else ()), *(("before-judge",) if args.compare_judge else ()),
              *(("no-replay-worker",) if args.compare_replay_worker else ()),
+             *(("no-defer",) if args.compare_defer else ()),
              *(("before-search",) if args.compare_search else ()),
              *(("before-cost",) if args.compare_cost else ()))
     reports: dict[str, dict[str, Any]] = {}
@@ -751,6 +773,11 @@ def main() -> None:
         _check_reports(args.check_reports, reports)
     if args.compare_untrusted:
         _throughput_ratio(res, "untrusted", "trace-then-execute / before")
+    if args.compare_defer:
+        _throughput_ratio(res, "no-defer", "checks deferred to the replay / run in the tracer")
+        _same_reports(res, "no-defer", "full")
+        if args.compare_untrusted:
+            _throughput_ratio(res, "untrusted", "checks run in the tracer / before", new="no-defer")
     if args.compare_replay_worker:
         _throughput_ratio(res, "no-replay-worker", "with the replay worker / without")
         if args.compare_untrusted:

@@ -70,7 +70,8 @@ def test_the_tracer_gets_shapes_and_parameters_only(monkeypatch):
     review("vector_add", PATCH_NUMPY, seed=4)
     assert seen
     for req in seen:
-        assert set(req) == {"source", "kernel", "target", "max_instructions", "shapes"}
+        assert set(req) == {"source", "kernel", "target", "max_instructions", "defer", "shapes"}
+        assert type(req["defer"]) is bool  # (how to record: leave the replay's checks to it, or not)
         for s in req["shapes"]:
             assert set(s) == {"key", "args", "params"}
             for a in s["args"]:

@@ -34,10 +34,10 @@ from typing import Any, Literal
 import numpy as np
 
 from nkieval.review import npzio
-from nkieval.review.executor import replay_as_traced
+from nkieval.review.executor import replay_as_traced, traced_failure
 from nkieval.review.isolation.starvation import longest_wait, longest_wait_since, run_queue_delays, starved
 from nkieval.review.runs import STATUSES, CaseJob, CaseRun, SandboxLimits, skipped
-from nkieval.review.tracing import ProgramStream
+from nkieval.review.tracing import RETRACE_STATUSES, ProgramStream
 
 __all__ = ["STATUSES", "CaseJob", "CaseRun", "SandboxLimits", "run_candidate", "shutdown"]
 
@@ -499,10 +499,13 @@ def _trace_then_execute(source: str, kernel: str, cases: Sequence[CaseJob], targ
     if on_start is not None:  # the caller's own work overlaps the trace (started first: it is the critical path)
         on_start()
     results: dict[int, CaseRun] = {}
+    held: list[int] = []  # (failed replays of deferred programs, passed on once settled)
 
     def finish(k: int, run: CaseRun) -> None:
         results[k] = run
-        if on_case is not None:
+        if stream.deferred and run.status in RETRACE_STATUSES:
+            held.append(k)
+        elif on_case is not None:
             on_case(run)
 
     try:
@@ -510,7 +513,29 @@ def _trace_then_execute(source: str, kernel: str, cases: Sequence[CaseJob], targ
     finally:
         stream.join()
         st["trace_total_s"] += stream.trace_s
+    _settle_deferred(stream, cases, results, held)
+    if on_case is not None:
+        for k in sorted(held):
+            on_case(results[k])
     return [results[k] for k in range(len(cases))]
+
+
+def _settle_deferred(stream: ProgramStream, cases: Sequence[CaseJob], results: dict[int, CaseRun],
+                     held: list[int]) -> None:
+    """The held cases' outcomes: each failed replay of a program whose checks the tracer deferred, where tracing
+    its shape again without deferring (``ProgramStream.retrace``) fails, becomes that trace's failure record, as
+    the review gives it without deferred checks (the shape's trace failed, so none of its cases ran); where that
+    trace succeeds, the replay's failure stands (the same program)."""
+    t0 = time.perf_counter()
+    for k in held:
+        key = stream.keys[k]
+        if stream.get(key).get("status") != "ok":
+            continue  # (the shape's trace failed: its record is already the one a trace without deferring gives)
+        res = stream.retrace(key)
+        if res.get("status") != "ok":
+            results[k] = traced_failure(cases[k].label, res)
+    if held:
+        stream.trace_s += time.perf_counter() - t0
 
 
 def _write_job(job: Path, source: str, kernel: str, cases: Sequence[CaseJob], target: str, limits: SandboxLimits,

@@ -9,8 +9,9 @@ It runs in the review's sandbox: :func:`handle` is called by the sandbox pool wi
 worker process per request. An audit hook (:mod:`nkieval.review.tamper`) reports a candidate that reaches for
 the interpreter, the harness, files or processes while it is imported or traced (status ``sandbox-violation``).
 
-Request (JSON): ``{"source", "kernel", "target", "max_instructions", "shapes": [{"key", "args": [{"shape",
-"dtype"}], "params"}]}``. Answer (JSON): ``{"setup_s", "shapes": {key: {"status":
+Request (JSON): ``{"source", "kernel", "target", "max_instructions", "defer", "shapes": [{"key", "args":
+[{"shape", "dtype"}], "params"}]}`` (``defer``: leave the checks the judge's replay makes to it,
+``record_program(defer=True)``; a shape whose deferred recording fails is recorded again without). Answer (JSON): ``{"setup_s", "shapes": {key: {"status":
 "ok", "program": k, "trace_s"} | {"status", "error_type", "message", "frames", "rule", "location"}}}``, where
 ``k`` indexes the program documents that follow the JSON header as bytes (:func:`nkieval.review.tracing.pack_message`).
 Each shape but the last is streamed ahead of the answer as a part as soon as it is traced (``{"key", "status":
@@ -29,6 +30,7 @@ from typing import Any
 from nkieval.review.child import _error, _kernel_entry
 from nkieval.review.tamper import TamperWatch
 from nkieval.review.tracing import STREAMED_STATUSES, pack_message
+from nkieval.sim.program.record import DEFERRED
 
 
 def handle(request: bytes) -> bytes:
@@ -58,9 +60,9 @@ def handle(request: bytes) -> bytes:
         import warnings
 
         from nkieval import frontends
-        from nkieval.sim.errors import NkiValidationError
-        from nkieval.sim.options import SimOptions
-        from nkieval.sim.program import ArgSpec, record_program
+        from nkieval.sim.errors import NkiValidationError  # noqa: F401  (imported before the candidate is:
+        from nkieval.sim.options import SimOptions  # noqa: F401  a failure here is the harness's, and _record
+        from nkieval.sim.program import ArgSpec, record_program  # noqa: F401  finds them loaded)
 
         frontends.install(force=True)
         # warnings of the trace are about placeholder values: the judge's run reports the real ones
@@ -76,27 +78,15 @@ def handle(request: bytes) -> bytes:
         return fail_all("import-error", e)
     answer["setup_s"] = time.perf_counter() - t0
     last = req["shapes"][-1]["key"] if req["shapes"] else None
+    defer = req.get("defer") is True
     for s in req["shapes"]:
         t1 = time.perf_counter()
-        try:
-            args = [ArgSpec(tuple(a["shape"]), a["dtype"]) for a in s["args"]]
-            # no trace kept: the program is the answer, and the judge's replay makes the trace it uses (and
-            # judges capacity on it); recording is about a fifth cheaper without one
-            opts = SimOptions.from_env(max_instructions=int(req["max_instructions"]), record_trace=False,
-                                       **entry.options)
-            rec = record_program(entry.fn, args, dict(s["params"]), target=req["target"], options=opts,
-                                 lnc=entry.lnc, grid=entry.grid)
-            program: bytes | None = rec.program.to_json().encode()
-            res: dict[str, Any] = {"status": "ok"}
-        except NkiValidationError as e:
-            res = _error("instruction-limit" if e.rule == "instruction-budget" else "rule-violation", e, candidate)
-            program = None
-        except MemoryError as e:
-            res = _error("memory-limit", e, candidate)
-            program = None
-        except BaseException as e:  # SystemExit, KeyboardInterrupt and anything else the candidate raises
-            res = _error("exception", e, candidate)
-            program = None
+        deferred = DEFERRED[0]
+        res, program = _record(entry, s, req, candidate, defer)
+        if program is None and DEFERRED[0] != deferred:
+            # (a call was deferred before the failure: recorded again with every instruction run, for the failure
+            # a trace without deferring gives)
+            res, program = _record(entry, s, req, candidate, False)
         res["trace_s"] = time.perf_counter() - t1
         if s["key"] != last and res["status"] in STREAMED_STATUSES and not watch.events \
                 and _stream(s["key"], res, program):
@@ -106,6 +96,31 @@ def handle(request: bytes) -> bytes:
             programs.append(program)
         answer["shapes"][s["key"]] = res
     return _answer(answer, programs, watch)
+
+
+def _record(entry: Any, shape: dict[str, Any], req: dict[str, Any], candidate: str, defer: bool
+            ) -> tuple[dict[str, Any], bytes | None]:
+    """One shape recorded: ``({"status": "ok"}, the program)``, or the failure record and None. ``defer``: the
+    checks the judge's replay makes again are left to it (``record_program(defer=True)``)."""
+    from nkieval.sim.errors import NkiValidationError
+    from nkieval.sim.options import SimOptions
+    from nkieval.sim.program import ArgSpec, record_program
+
+    try:
+        args = [ArgSpec(tuple(a["shape"]), a["dtype"]) for a in shape["args"]]
+        # no trace kept: the program is the answer, and the judge's replay makes the trace it uses (and
+        # judges capacity on it); recording is about a fifth cheaper without one
+        opts = SimOptions.from_env(max_instructions=int(req["max_instructions"]), record_trace=False,
+                                   **entry.options)
+        rec = record_program(entry.fn, args, dict(shape["params"]), target=req["target"], options=opts,
+                             lnc=entry.lnc, grid=entry.grid, defer=defer)
+        return {"status": "ok"}, rec.program.to_json().encode()
+    except NkiValidationError as e:
+        return _error("instruction-limit" if e.rule == "instruction-budget" else "rule-violation", e, candidate), None
+    except MemoryError as e:
+        return _error("memory-limit", e, candidate), None
+    except BaseException as e:  # SystemExit, KeyboardInterrupt and anything else the candidate raises
+        return _error("exception", e, candidate), None
 
 
 def _stream(key: str, res: dict[str, Any], program: bytes | None) -> bool:

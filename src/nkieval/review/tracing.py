@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 
 #: ``--unsafe-no-sandbox``: trace candidates without OS isolation (trusted code only; reports say so).
 UNSAFE_NO_SANDBOX = [False]
+#: Whether the tracer leaves to the judge's replay the checks the replay makes anyway (``record_program(defer=True)``;
+#: the benchmark's ``--compare-defer`` turns it off to compare). A case whose replay of such a program fails with one
+#: of :data:`RETRACE_STATUSES` is settled by tracing its shape again with every instruction run (``retrace``).
+DEFER_CHECKS = [True]
+#: the replay failures a check the tracer deferred may be behind (see ``nkieval.review.sandbox``)
+RETRACE_STATUSES = frozenset({"rule-violation", "exception", "instruction-limit", "memory-limit"})
 _POOLS: dict[tuple[int, bool], Any] = {}
 _POOL_LOCK = threading.Lock()
 
@@ -215,7 +221,10 @@ class ProgramStream:
         self.order = trace_order(self.keys, cases)
         self._shapes = {k: _shape_request(c, k) for k, c in zip(self.keys, cases)}
         self._base = {"source": source, "kernel": kernel, "target": target,
-                      "max_instructions": limits.max_instructions}
+                      "max_instructions": limits.max_instructions, "defer": DEFER_CHECKS[0]}
+        #: whether the programs were recorded with the replay's checks deferred (``DEFER_CHECKS``)
+        self.deferred = DEFER_CHECKS[0]
+        self._retraced_full: dict[str, dict[str, Any]] = {}
         self._limits, self._hide = limits, tuple(hide)
         self._cache_base = _cache_base(self._base, limits, self._hide)
         self._retraced = False  # (a tracer run died and the rest were traced again: nothing is kept)
@@ -243,6 +252,20 @@ class ProgramStream:
 
     def join(self) -> None:
         self._thread.join()
+
+    def retrace(self, key: str) -> dict[str, Any]:
+        """Shape ``key``'s outcome from a tracer run that runs every instruction (no deferred checks), as
+        :meth:`get` gives it: what settles a case whose replay of a deferred program failed (once per shape). The
+        run's failure record is the one a trace without deferring gives (with the candidate's frames); a program
+        means that the recording raised nothing the deferred one did not (the same program: the failure is the
+        replay's own)."""
+        if key not in self._retraced_full:
+            answer, failure = run_tracer({**self._base, "defer": False, "shapes": [self._shapes[key]]},
+                                         self._limits, n_shapes=1, hide=self._hide)
+            res = answer.get(key) if failure is None else failure
+            self._retraced_full[key] = self._checked(res) if isinstance(res, dict) else {
+                "status": "bad-program", "message": "the tracer gave no answer for this shape"}
+        return self._retraced_full[key]
 
     def all_traced(self) -> bool:
         """Whether every shape's outcome is in: the tracer records nothing more (its core is free)."""

@@ -397,9 +397,14 @@ def _is_runtime(x: Any) -> bool:
     return _is_runtime_index(x)
 
 
+_UNSET: Any = object()
+
 #: How many views have been given a recipe in this process (by ``_note_recipe``, the one place that sets one): while
 #: none has, no view has one, and the recorder's hooks need not read the unset slot (an AttributeError each time).
 RECIPES = [0]
+#: How many views have been placed by a runtime index in this process (the two places that set ``_dyn``): while none
+#: has, no view has one, and hot paths need not read the unset slot.
+DYN_VIEWS = [0]
 
 
 def _note_recipe(base: NkiTensor, out: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -408,7 +413,8 @@ def _note_recipe(base: NkiTensor, out: Any, method: str, args: tuple[Any, ...], 
     if out is base or not isinstance(out, NkiTensor):
         return
     if (out._ap_base is None and (not RECIPES[0] or getattr(base, "_recipe", None) is None)
-            and getattr(out, "_dyn", None) is None and not _is_runtime(args) and not (kwargs and _is_runtime(kwargs))):
+            and (not DYN_VIEWS[0] or getattr(out, "_dyn", None) is None) and not _is_runtime(args)
+            and not (kwargs and _is_runtime(kwargs))):
         return
     if kernel_recorder() is not None:
         RECIPES[0] += 1
@@ -524,11 +530,19 @@ class NkiTensor:
 
     # -- indexing ---------------------------------------------------------------
     def __getitem__(self, key: Any) -> NkiTensor:
+        sig = key_signature(key)
+        if sig is not None:
+            # (ints, int slices and int nl.ds, what kernels write in loops: the memoised view, a fresh tensor placed
+            # by no runtime value, which a recording notes only when its base has a recipe)
+            out = self._index(key, sig)
+            if RECIPES[0] and RECORDING[0]:
+                _note_recipe(self, out, "__getitem__", (key,), {})
+            return out
         if isinstance(key, DynSlice | tuple) and any(
                 isinstance(k, DynSlice) and k.runtime is not None for k in (key if isinstance(key, tuple) else (key,))):
             out = self._runtime_window(key)
         else:
-            out = self._index(key)
+            out = self._index(key, None)
         if RECORDING[0]:
             _note_recipe(self, out, "__getitem__", (key,), {})
         return out
@@ -572,14 +586,17 @@ class NkiTensor:
         fixed = list(keys)
         fixed[d] = slice(i, i + k.size * k.step, k.step)
         out = self._index(tuple(fixed))
+        DYN_VIEWS[0] += 1
         out._dyn = d
         out._dyn_ds = True
         return out
 
-    def _index(self, key: Any) -> NkiTensor:
+    def _index(self, key: Any, sig: Any = _UNSET) -> NkiTensor:
         # Fast path: keys made of plain ints, int slices and nl.ds with int fields (what kernels
-        # write in loops) have their normalisation memoised per (shape, on-chip, key).
-        sig = key_signature(key)
+        # write in loops) have their normalisation memoised per (shape, on-chip, key). ``sig``: the key's
+        # key_signature, where the caller has it.
+        if sig is _UNSET:
+            sig = key_signature(key)
         if sig is not None:
             subs = self._subs
             if subs is None:
@@ -1220,6 +1237,7 @@ def dynamic_select(t: NkiTensor, dim: int, index: Any) -> NkiTensor:
     if t.is_on_chip and nd == 2:  # on-chip tensors stay 2-D
         key[d] = slice(i, i + 1)
     out = t._new(t.data[tuple(key)])
+    DYN_VIEWS[0] += 1
     out._dyn = d
     return out
 

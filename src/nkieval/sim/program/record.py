@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+import sys
 from base64 import b64encode
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from nkieval.sim.program.codec import (
     Program,
     ProgramBody,
 )
-from nkieval.sim.tensor import RECIPES, DynSlice, NkiTensor
+from nkieval.sim.tensor import DYN_VIEWS, RECIPES, DynSlice, NkiTensor
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,9 @@ class ArgSpec:
 class Recorder:
     """The events of one program (LNC core or SPMD instance) as the kernel issues them."""
 
-    def __init__(self, program_id: int, max_events: int = MAX_EVENTS) -> None:
+    def __init__(self, program_id: int, max_events: int = MAX_EVENTS, defer: bool = False) -> None:
         self.program_id = program_id
+        self.defer = defer  # leave what may be left to the judge's replay (see defers)
         self.root: list[Any] = []
         self.stack: list[list[Any]] = [self.root]
         self.depth = 0  # instruction calls in progress (only the outermost is recorded)
@@ -157,6 +159,25 @@ class Recorder:
             ev[4] = self.encode_result(result)
         self.emit(ev)
         return result
+
+    def defers(self, dst: Any, caller: Any) -> bool:
+        """Whether an instruction of ``nkieval.sim.isa.core.DEFERRABLE`` writing ``dst`` is recorded without running
+        it: in a recording with ``defer``, when ``dst`` is a tensor of the current API and no frame from ``caller``
+        (the kernel line that made the call, ``context.user_frame``) up to the recording could catch what the
+        instruction raises. (The simulator's own frames below ``caller``, its ``nl`` functions that issue
+        instructions, catch nothing they raise: ``tests/sim/test_record_deferred.py`` keeps it so.)
+
+        A record-only run computes no values, so all such an instruction does that the kernel's Python could see is
+        raise: its checks. Every check runs again when the judge replays the program (the judge validates every
+        instruction; the program is the candidate's word), so a program recorded without them is the same program,
+        at a third to a half less recording work for instruction-bound kernels; a kernel that breaks a rule is
+        refused by the replay at the same instruction instead (the review then traces that shape again without
+        deferring, for the failure record the trace gives: ``nkieval.review.tracing``). Where a ``try`` (or a
+        ``with``) around the call could catch the error, the kernel's Python could branch on it: such calls run."""
+        if self.defer and type(dst) is NkiTensor and not _could_catch(caller):
+            DEFERRED[0] += 1
+            return True
+        return False
 
     def _loc_ref(self, loc: tuple[Any, ...]) -> int | None:
         """The kernel line's index in the table of lines (``None`` for no line): a loop's events repeat their
@@ -310,7 +331,7 @@ class Recorder:
             method, base, args, kwargs = recipe
             return {"V": [method, self.encode(base, depth + 1), self.encode(list(args), depth + 1),
                           self.encode(kwargs, depth + 1)]}
-        if t._ap_base is not None or getattr(t, "_dyn", None) is not None:
+        if t._ap_base is not None or (DYN_VIEWS[0] and getattr(t, "_dyn", None) is not None):
             raise NkiValidationError(f"a runtime-indexed view of `{t.alloc.name or 'tensor'}` whose making was "
                                      "not recorded", rule="trace-time-value", location=context.location_str())
         a = t.alloc
@@ -350,6 +371,73 @@ class Recorder:
         self.views.append([vk.aid, lay, vk.offset])
         ref = self.view_refs[vk] = {"T": n}
         return ref
+
+
+#: How many instruction calls recordings in this process have deferred (``Recorder.defers``): a recording that
+#: failed without deferring one failed as it would have without ``defer``.
+DEFERRED = [0]
+
+
+def _could_catch(frame: Any) -> bool:
+    """Whether a frame from ``frame`` (the kernel line of an instruction call) up to the recording's :class:`_Traced`
+    call is inside an exception handler's range (a ``try``, ``with`` or other block that could catch what the call
+    raises); True when the recording's frame is not found (a call from outside a recording's kernel)."""
+    if type(frame) is not _FRAME_TYPE:
+        return True
+    while frame is not None:
+        # (the recording's frame is told by its module's globals first: reading ``f_code`` is an audit event, and the
+        # sandboxed tracer's audit hook runs for each one)
+        if frame.f_globals is _RECORD_GLOBALS:
+            return frame.f_code is not _TRACED_CODE  # (no other frame of this module is above a kernel's call)
+        # (the code read again for each call: a frame kept to save the read would keep the locals of a call that
+        # has returned, and with them tiles the kernel dropped, which would then stay allocated)
+        code = frame.f_code
+        ranges = _HANDLER_RANGES.get(code)
+        if ranges is None:
+            if len(_HANDLER_RANGES) >= 4096:  # (candidates loaded afresh in a long-lived process add new code)
+                _HANDLER_RANGES.clear()
+            ranges = _HANDLER_RANGES[code] = handler_ranges(code)
+        if ranges:
+            at = frame.f_lasti
+            for lo, hi in ranges:
+                if lo <= at < hi:
+                    return True
+        frame = frame.f_back
+    return True
+
+
+_HANDLER_RANGES: dict[Any, tuple[tuple[int, int], ...]] = {}
+_FRAME_TYPE = type(sys._getframe())
+_RECORD_GLOBALS = globals()
+
+
+def handler_ranges(code: Any) -> tuple[tuple[int, int], ...]:
+    """The byte-offset ranges ``[start, end)`` of ``code``'s instructions that an exception handler covers, read
+    from its exception table (``co_exceptiontable``, CPython 3.11+: entries of variable-length integers, 6 bits a
+    byte, bit 6 set on each byte but an integer's last, bit 7 on an entry's first; start, length and handler in
+    code units of 2 bytes, then depth and lasti)."""
+    table = code.co_exceptiontable
+    out: list[tuple[int, int]] = []
+    i, n = 0, len(table)
+
+    def varint() -> int:
+        nonlocal i
+        b = table[i]
+        i += 1
+        v = b & 63
+        while b & 64:
+            b = table[i]
+            i += 1
+            v = (v << 6) | (b & 63)
+        return v
+
+    while i < n:
+        start = varint() * 2
+        end = start + varint() * 2
+        varint()  # (the handler's offset)
+        varint()  # (stack depth and lasti)
+        out.append((start, end))
+    return tuple(out)
 
 
 class _ViewKey:
@@ -405,6 +493,10 @@ class _Traced:
         return out
 
 
+#: where a recording's kernel is called: the frame ``Recorder.defers`` looks up to
+_TRACED_CODE = _Traced.__call__.__code__
+
+
 @dataclass
 class Recording:
     """What :func:`record_program` produced: the program, and the kernel's raw return value of program 0
@@ -417,13 +509,20 @@ class Recording:
 
 def record_program(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any] | None = None, *,
                    target: Any = None, options: Any = None, lnc: int = 1, grid: tuple[int, ...] = (),
-                   max_events: int = MAX_EVENTS, compute_values: bool = False) -> Recording:
+                   max_events: int = MAX_EVENTS, compute_values: bool = False, defer: bool = False) -> Recording:
     """Trace ``fn`` into a :class:`Program`. ``args`` are :class:`ArgSpec` (shape and dtype only; the kernel
     sees zeros) or plain Python values (scalars, tuples), passed as they are.
 
     The run is record-only (``SimOptions.compute_values`` False) unless ``compute_values``: no instruction
     computes or stores element values, which nothing recorded depends on (the kernel's Python cannot read them),
-    so the program and the trace are those of a computing run at a fraction of its time and memory."""
+    so the program and the trace are those of a computing run at a fraction of its time and memory.
+
+    ``defer``: the instructions the judge's replay would check again are recorded without running them, where the
+    kernel's Python could not have caught what they raise (:meth:`Recorder.defers`): the same program, recorded
+    faster, where the kernel breaks no rule; where it does, the program goes on past the instruction that would
+    have raised, and the replay raises there. For the judge's tracer (``nkieval.review.tracer``)."""
+    if defer and compute_values:
+        raise ValueError("a recording that computes values runs every instruction (defer=False)")
     from dataclasses import replace
 
     from nkieval.sim.options import SimOptions
@@ -437,7 +536,7 @@ def record_program(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     recorders: dict[int, Recorder] = {}
 
     def make_recorder(pid: int) -> Recorder:
-        recorders[pid] = Recorder(pid, max_events)
+        recorders[pid] = Recorder(pid, max_events, defer)
         return recorders[pid]
 
     context.RECORDING[0] += 1
