@@ -24,27 +24,7 @@ import nki.language as nl
 W = 512
 '''
 
-BREAKS_A_RULE = HEADER + '''
-
-def add(dst, a, b):
-    nisa.tensor_tensor(dst=dst, data1=a, data2=b, op=nl.add)
-
-
-@nki.jit
-def vector_add(a, b):
-    n = a.shape[0]
-    out = nl.ndarray((n,), dtype=a.dtype, buffer=nl.shared_hbm)
-    for lo in range(0, n, W):
-        w = min(W, n - lo)
-        ta = nl.ndarray((1, w), dtype=a.dtype, buffer=nl.sbuf)
-        tb = nl.ndarray((1, w + 1), dtype=b.dtype, buffer=nl.sbuf)   # one column too wide
-        nisa.dma_copy(dst=ta, src=a[lo:lo + w].reshape((1, w)))
-        add(ta, ta, tb)
-        nisa.dma_copy(dst=out[lo:lo + w].reshape((1, w)), src=ta)
-    return out
-'''
-
-CATCHES_A_REFUSAL = HEADER + '''
+LOOP = '''
 
 @nki.jit
 def vector_add(a, b):
@@ -54,16 +34,24 @@ def vector_add(a, b):
         w = min(W, n - lo)
         ta = nl.ndarray((1, w), dtype=a.dtype, buffer=nl.sbuf)
         tb = nl.ndarray((1, w), dtype=b.dtype, buffer=nl.sbuf)
-        wide = nl.ndarray((1, w + 1), dtype=b.dtype, buffer=nl.sbuf)
+        wide = nl.ndarray((1, w + 1), dtype=b.dtype, buffer=nl.sbuf)   # one column too wide
         nisa.dma_copy(dst=ta, src=a[lo:lo + w].reshape((1, w)))
         nisa.dma_copy(dst=tb, src=b[lo:lo + w].reshape((1, w)))
-        try:
-            nisa.tensor_tensor(dst=ta, data1=ta, data2=wide, op=nl.add)   # refused: the shapes differ
-        except Exception:
-            nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
+BODY
         nisa.dma_copy(dst=out[lo:lo + w].reshape((1, w)), src=ta)
     return out
 '''
+
+BREAKS_A_RULE = HEADER + '''
+
+def add(dst, a, b):
+    nisa.tensor_tensor(dst=dst, data1=a, data2=b, op=nl.add)
+''' + LOOP.replace("BODY", "        add(ta, ta, wide)")
+
+CATCHES_A_REFUSAL = HEADER + LOOP.replace("BODY", '''        try:
+            nisa.tensor_tensor(dst=ta, data1=ta, data2=wide, op=nl.add)   # refused: the shapes differ
+        except Exception:
+            nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)''')
 
 
 def report_outcome(r: object) -> dict:

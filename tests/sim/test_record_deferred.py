@@ -42,43 +42,42 @@ def _refused_add(dst, a, bad):
     nisa.tensor_tensor(dst=dst, data1=a, data2=bad, op=nl.add)  # refused: bad is one column wider
 
 
-def breaks_a_rule(a):
+def _kernel(a, middle):
+    """Copy ``a`` to a [1, n] tile, call ``middle(t, bad)`` (``bad`` one column wider than ``t``), copy it out."""
     n = a.shape[0]
     out = nl.ndarray((n,), dtype=a.dtype, buffer=nl.shared_hbm)
     t = nl.ndarray((1, n), dtype=a.dtype, buffer=nl.sbuf)
     bad = nl.ndarray((1, n + 1), dtype=a.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=a.reshape((1, n)))
-    _refused_add(t, t, bad)
+    middle(t, bad)
     nisa.dma_copy(dst=out.reshape((1, n)), src=t)
     return out
 
 
-def catches_a_refusal(a):
-    n = a.shape[0]
-    out = nl.ndarray((n,), dtype=a.dtype, buffer=nl.shared_hbm)
-    t = nl.ndarray((1, n), dtype=a.dtype, buffer=nl.sbuf)
-    bad = nl.ndarray((1, n + 1), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a.reshape((1, n)))
+def breaks_a_rule(a):
+    return _kernel(a, lambda t, bad: _refused_add(t, t, bad))
+
+
+def _catch_here(t, bad):
     try:
         nisa.tensor_tensor(dst=t, data1=t, data2=bad, op=nl.add)
     except NkiValidationError:
         nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.multiply)  # the branch hardware's compiler would take
-    nisa.dma_copy(dst=out.reshape((1, n)), src=t)
-    return out
 
 
-def catches_in_a_caller(a):
-    n = a.shape[0]
-    out = nl.ndarray((n,), dtype=a.dtype, buffer=nl.shared_hbm)
-    t = nl.ndarray((1, n), dtype=a.dtype, buffer=nl.sbuf)
-    bad = nl.ndarray((1, n + 1), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a.reshape((1, n)))
+def _catch_one_call_up(t, bad):
     try:
         _refused_add(t, t, bad)  # the refusal is raised one call down, caught here
     except NkiValidationError:
         nisa.memset(dst=t, value=1.0)
-    nisa.dma_copy(dst=out.reshape((1, n)), src=t)
-    return out
+
+
+def catches_a_refusal(a):
+    return _kernel(a, _catch_here)
+
+
+def catches_in_a_caller(a):
+    return _kernel(a, _catch_one_call_up)
 
 
 def _record(fn, defer, n=W):
@@ -107,15 +106,11 @@ def test_an_instruction_a_try_could_catch_runs_so_the_kernel_records_its_branch(
 
 
 def _cases():
-    out = []
-    for task in builtin_tasks():
-        files = candidate_files(task)
-        for role in ("solution", "baseline"):
-            if role in files:
-                out.append(pytest.param(task, files[role], id=f"{task.id}-{role}"))
-        for fl in task.flawed[:2]:
-            out.append(pytest.param(task, task.directory / fl.file, id=f"{task.id}-{fl.file}"))
-    return out
+    """Every task's expert and baseline and its first two flawed kernels."""
+    kernels = [(task, path, name) for task in builtin_tasks()
+               for name, path in [*((r, candidate_files(task).get(r)) for r in ("solution", "baseline")),
+                                  *((fl.file, task.directory / fl.file) for fl in task.flawed[:2])] if path]
+    return [pytest.param(task, path, id=f"{task.id}-{name}") for task, path, name in kernels]
 
 
 @pytest.mark.parametrize(("task", "path"), _cases())
