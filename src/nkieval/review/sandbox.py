@@ -503,7 +503,8 @@ def _trace_then_execute(source: str, kernel: str, cases: Sequence[CaseJob], targ
 
     def finish(k: int, run: CaseRun) -> None:
         results[k] = run
-        if stream.deferred and run.status in RETRACE_STATUSES:
+        # (a shape whose trace failed ran no case: its record is already the one a trace without deferring gives)
+        if stream.deferred and run.status in RETRACE_STATUSES and stream.get(stream.keys[k]).get("status") == "ok":
             held.append(k)
         elif on_case is not None:
             on_case(run)
@@ -528,10 +529,7 @@ def _settle_deferred(stream: ProgramStream, cases: Sequence[CaseJob], results: d
     trace succeeds, the replay's failure stands (the same program)."""
     t0 = time.perf_counter()
     for k in held:
-        key = stream.keys[k]
-        if stream.get(key).get("status") != "ok":
-            continue  # (the shape's trace failed: its record is already the one a trace without deferring gives)
-        res = stream.retrace(key)
+        res = stream.retrace(stream.keys[k])
         if res.get("status") != "ok":
             results[k] = traced_failure(cases[k].label, res)
     if held:

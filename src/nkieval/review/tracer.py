@@ -30,7 +30,6 @@ from typing import Any
 from nkieval.review.child import _error, _kernel_entry
 from nkieval.review.tamper import TamperWatch
 from nkieval.review.tracing import STREAMED_STATUSES, pack_message
-from nkieval.sim.program.record import DEFERRED
 
 
 def handle(request: bytes) -> bytes:
@@ -59,10 +58,9 @@ def handle(request: bytes) -> bytes:
     try:
         import warnings
 
+        # (what _record imports, loaded before the candidate is: a failure here is the harness's)
         from nkieval import frontends
-        from nkieval.sim.errors import NkiValidationError  # noqa: F401  (imported before the candidate is:
-        from nkieval.sim.options import SimOptions  # noqa: F401  a failure here is the harness's, and _record
-        from nkieval.sim.program import ArgSpec, record_program  # noqa: F401  finds them loaded)
+        from nkieval.sim.program import record as program_record
 
         frontends.install(force=True)
         # warnings of the trace are about placeholder values: the judge's run reports the real ones
@@ -81,9 +79,9 @@ def handle(request: bytes) -> bytes:
     defer = req.get("defer") is True
     for s in req["shapes"]:
         t1 = time.perf_counter()
-        deferred = DEFERRED[0]
+        deferred = program_record.DEFERRED[0]
         res, program = _record(entry, s, req, candidate, defer)
-        if program is None and DEFERRED[0] != deferred:
+        if program is None and program_record.DEFERRED[0] != deferred:
             # (a call was deferred before the failure: recorded again with every instruction run, for the failure
             # a trace without deferring gives)
             res, program = _record(entry, s, req, candidate, False)

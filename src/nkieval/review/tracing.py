@@ -220,10 +220,10 @@ class ProgramStream:
         self.keys = [shape_key(c) for c in cases]
         self.order = trace_order(self.keys, cases)
         self._shapes = {k: _shape_request(c, k) for k, c in zip(self.keys, cases)}
-        self._base = {"source": source, "kernel": kernel, "target": target,
-                      "max_instructions": limits.max_instructions, "defer": DEFER_CHECKS[0]}
         #: whether the programs were recorded with the replay's checks deferred (``DEFER_CHECKS``)
         self.deferred = DEFER_CHECKS[0]
+        self._base = {"source": source, "kernel": kernel, "target": target,
+                      "max_instructions": limits.max_instructions, "defer": self.deferred}
         self._retraced_full: dict[str, dict[str, Any]] = {}
         self._limits, self._hide = limits, tuple(hide)
         self._cache_base = _cache_base(self._base, limits, self._hide)
