@@ -122,3 +122,111 @@ def test_inputs_are_packed_only_for_a_run_in_a_child():
         assert d.packed is not None and j.packed is d.packed
         assert d.packed_inputs(lambda inputs: pytest.fail("packed twice")) == (d.packed, d.sealed)
     CASE_CACHE.clear()
+
+
+class _Prepared:
+    """Stands for a prepared numerics check: only its size matters to the cache."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def nbytes(self) -> int:
+        return self.n
+
+
+def _case_with_prepared(n: int):
+    d = new_case_data({"a": np.zeros(250, np.float32)}, b"x" * 1000)
+    d.prepared, d.prepared_done = _Prepared(n), True
+    d.derived["cuda"] = ([np.ones(10, np.float32)], None)
+    return d
+
+
+def test_over_its_bound_the_cache_drops_prepared_checks_before_cases():
+    e = [_case_with_prepared(10_000) for _ in range(6)]
+    full = e[0].nbytes()
+    cache = CaseCache(max_bytes=3 * full - 1)  # just under three cases with their checks
+    for i in range(3):
+        cache.put(i, e[i])
+    s = cache.stats()
+    assert (s["entries"], s["evictions"], s["prepared_shed"]) == (3, 0, 1)
+    assert [d.prepared_done for d in e[:3]] == [False, True, True]  # the least recently used case's check
+    assert e[0].prepared is None and e[0].derived["cuda"][0][0].size == 10  # the rest of it stays
+    assert s["bytes"] == sum(d.nbytes() for d in e[:3]) <= cache.max_bytes
+    cache.put(3, e[3])  # every other check goes before any case does
+    s = cache.stats()
+    assert (s["entries"], s["evictions"], s["prepared_shed"]) == (4, 0, 2)
+    assert [d.prepared_done for d in e[:4]] == [False, False, True, True]
+    with cache.pinned([2, None]):  # a review's cases lose nothing while it runs
+        cache.put(4, e[4])
+    assert [d.prepared_done for d in e[:5]] == [False, False, True, False, True]
+    with e[2].lock:  # a case another thread holds (it may be building its check) is passed over
+        cache.put(5, e[5])
+    assert e[2].prepared_done and not e[4].prepared_done
+    # where dropping every other check is not enough, whole cases go, least recently used first
+    cache.put(6, _case_with_prepared(2 * full))
+    assert cache.get(0) is None and cache.get(6) is not None
+    assert all(not d.prepared_done for k, (d, _) in cache._d.items() if k != 6)
+    assert cache.stats()["bytes"] <= cache.max_bytes
+    # a pinned case over the bound is kept until its review ends, then trimmed like any other
+    big = _case_with_prepared(4 * full)
+    with cache.pinned([7]):
+        cache.put(7, big)
+        assert cache.get(7) is big and big.prepared_done
+    assert cache.get(7) is big and not big.prepared_done and cache.stats()["bytes"] <= cache.max_bytes
+
+
+def test_a_review_whose_prepared_checks_were_dropped_reports_the_same_without_running_cuda_again(monkeypatch):
+    """A bound that holds the task's cases but not all their prepared checks: the checks are rebuilt, the CUDA
+    kernel's outputs and the reference are not, and the reports are those of an unbounded cache (also where a
+    case's check was dropped between its verdict and its diagnosis)."""
+    import nkieval.cuda as cuda
+
+    task = load_task("rmsnorm")
+    flawed = BUILTIN_ROOT / "rmsnorm" / "flawed" / "bf16_sum_of_squares.py"  # its failing cases are diagnosed
+    CASE_CACHE.clear()
+    want = [_report(review(task, f, seed=5)) for f in (task.solution_file, flawed)]
+    kept = [d for d, _ in CASE_CACHE._d.values()]
+    rest = sum(d.nbytes() - d.prepared_nbytes() for d in kept)
+    assert max(d.prepared_nbytes() for d in kept) > 0
+    monkeypatch.setattr(CASE_CACHE, "max_bytes", rest + max(d.prepared_nbytes() for d in kept))
+    calls: list[int] = []
+    real = cuda.run_task_cuda
+    monkeypatch.setattr(cuda, "run_task_cuda", lambda *a, **k: calls.append(1) or real(*a, **k))
+    CASE_CACHE.clear()
+    got = [_report(review(task, task.solution_file, seed=5))]
+    n_cold = len(calls)
+    got.append(_report(review(task, flawed, seed=5)))
+    s = CASE_CACHE.stats()
+    assert s["prepared_shed"] > 0 and s["evictions"] == 0
+    assert len(calls) == n_cold, "a case's CUDA outputs went with its prepared check"
+    assert got == want
+
+
+def test_a_diagnosis_uses_the_check_that_gave_the_verdict_even_if_the_cache_dropped_it(monkeypatch):
+    """The cache may drop a case's prepared check between its verdict and its diagnosis (another case of the
+    review made room): the diagnosis uses the check the verdict came from, and the report is the same."""
+    from nkieval.review.stages import judge
+
+    task = load_task("rmsnorm")
+    flawed = BUILTIN_ROOT / "rmsnorm" / "flawed" / "bf16_sum_of_squares.py"
+    CASE_CACHE.clear()
+    want = _report(review(task, flawed, seed=5))
+    assert '"findings"' in want  # (its failing cases are diagnosed)
+    real = judge.judge_case
+
+    def judged_then_dropped(kit, i, run, timings):
+        out = real(kit, i, run, timings)
+        kit.loaded.data[i].shed_prepared()
+        return out
+
+    monkeypatch.setattr(judge, "judge_case", judged_then_dropped)
+    CASE_CACHE.clear()
+    assert _report(review(task, flawed, seed=5)) == want
+
+
+def test_the_default_bound_is_a_quarter_of_memory_per_core_within_limits():
+    from nkieval.review.cache import MAX_DEFAULT_MB, MIN_DEFAULT_MB, default_cache_mb
+
+    assert default_cache_mb(24 << 30, 2) == 3072
+    assert default_cache_mb(16 << 30, 8) == MIN_DEFAULT_MB  # (512 MiB a core: the floor)
+    assert default_cache_mb(2 << 40, 64) == MAX_DEFAULT_MB

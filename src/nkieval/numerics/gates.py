@@ -41,7 +41,7 @@ from .oracle import OpSpec, OracleBlock, Prepared, _normalise_inputs, _resolve_o
 from .recipe import PrecisionRecipe
 from .special_values import SPECIAL_VALUE_TABLE, SpecialValueRule
 from .stochastic import check_stochastic_rounding, k_scaling_slope
-from .stream import RATIO_MAX_LIMIT, RATIO_RMS_LIMIT, Z_P99_LIMIT, _Block, _make_block, _Stream
+from .stream import RATIO_MAX_LIMIT, RATIO_RMS_LIMIT, Z_P99_LIMIT, _Block, _make_block, _Stream, compact_block
 from .ulp_hist import _bhattacharyya, _ulp_hist_dict
 from .verdict import Finding, GateResult, Metrics, Verdict, explain
 
@@ -160,9 +160,9 @@ class PreparedCheck:
     same computation against them, with exactly the gates and results of :func:`check`.
     A review harness uses it to judge many candidate kernels on the same inputs.
 
-    ``keep_blocks=True`` keeps every block in memory (:meth:`nbytes` says how much, about
-    100 bytes per output element); ``False`` streams blocks as :func:`check` does
-    (bounded memory, the oracle is evaluated again on each call). The generic path's
+    ``keep_blocks=True`` keeps every block in memory, compacted by :func:`~.stream.compact_block`
+    (:meth:`nbytes` says how much: about 50 bytes per output element); ``False`` streams blocks as
+    :func:`check` does (bounded memory, the oracle is evaluated again on each call). The generic path's
     provisional blocks are always kept (its oracle is held whole anyway). Thread-safe:
     blocks are built under a lock; :meth:`check` never changes what is kept except by
     building it.
@@ -250,7 +250,7 @@ class PreparedCheck:
                 self.prep.refine()
             if self.keep_blocks or (phase == 0 and self.refinable):
                 if self._kept[phase] is None:
-                    self._kept[phase] = list(self._generate(phase))
+                    self._kept[phase] = [compact_block(b) for b in self._generate(phase)]
                 return self._kept[phase]  # type: ignore[return-value]
         return self._generate(phase)
 

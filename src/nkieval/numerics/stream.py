@@ -8,7 +8,7 @@ import functools
 import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -237,6 +237,10 @@ class _Block:
     #: G7 witness (generic path, provisional magnitudes): compared, non-exact elements whose
     #: |y| exceeds the bound under the inflated witness magnitude; None elsewhere
     witness: np.ndarray | None = None
+    #: a kept block's (:func:`compact_block`): per element, the index in ``term_names`` of the error term a
+    #: worst-element record names as dominant (``bb.terms`` is then empty); None: read ``bb.terms``
+    dominant: np.ndarray | None = None
+    term_names: tuple[str, ...] = ()
 
     def nbytes(self) -> int:
         seen: set[int] = set()
@@ -246,7 +250,8 @@ class _Block:
             nonlocal total
             if isinstance(a, np.ndarray) and id(a) not in seen:
                 seen.add(id(a))
-                total += a.nbytes
+                if a.size < 2 or 0 not in a.strides:  # (a broadcast value holds one element)
+                    total += a.nbytes
 
         for v in vars(self).values():
             add(v)
@@ -304,6 +309,66 @@ def _make_block(e0: int, ob: OracleBlock, bb: BoundsBlock, recipe: PrecisionReci
             sg_all=sg_all, sig_sum2=float(np.sum(sg_all * sg_all)) if sg_all is not None else 0.0,
             sig_max=float(sg_all.max()) if sg_all is not None and n else 0.0, zeros_ratio=zeros_ratio,
             grid_y=grid_y, grid_y_n={c: int(np.count_nonzero(v)) for c, v in grid_y.items()}, witness=witness)
+
+
+_TINY = np.finfo(np.float64).tiny
+
+
+def _constant_mask(value: bool, n: int) -> np.ndarray:
+    """A read-only mask of ``n`` equal values that holds one element."""
+    return np.broadcast_to(np.bool_(value), (n,))
+
+
+def _dominant_index(terms: dict[str, Any], n: int) -> np.ndarray:
+    """Per element, the index of the term ``max(vals, key=vals.get)`` picks over ``vals = {name: float(term at
+    the element)}``: the first of the largest, a later term replacing the one so far only where strictly greater
+    (so a NaN is never picked over an earlier term, and a first-place NaN stays), as the worst-element record
+    reads it."""
+    vals = [np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in terms.values()]
+    idx = np.zeros(n, dtype=np.uint8)
+    best = vals[0].copy()
+    for i, v in enumerate(vals[1:], start=1):
+        upd = v > best
+        idx[upd] = i
+        np.copyto(best, v, where=upd)
+    return idx
+
+
+def compact_block(blk: _Block) -> _Block:
+    """The block as a prepared check keeps it for every later output: the same values in about half the memory,
+    which is what lets a reward worker's case cache hold the prepared checks of twice as many cases.
+
+    * the error terms (8 bytes per element each) become the index of the dominant one (one byte), which is all
+      a worst-element record reads of them;
+    * masks that are constant (no special value expected, every element valid, every sigma finite) hold one
+      element;
+    * ``sg_all``, ``max(sigma, tiny)``, is ``sigma`` itself where no sigma is below ``tiny``;
+    * the rounded oracle ``y_out`` is kept in float32 where every value survives the round trip bit for bit
+      (outputs of fp32 or a narrower format; every comparison with it promotes it back exactly), and the ULP
+      keys in int32 where they fit (read only to be subtracted from int64 keys)."""
+    n = blk.y.size
+    bb, changes = blk.bb, {}
+    if bb.terms and len(bb.terms) < 256:
+        changes["term_names"] = tuple(bb.terms)
+        changes["dominant"] = _dominant_index(bb.terms, n) if len(bb.terms) > 1 else np.zeros(1, np.uint8)
+        bb = changes["bb"] = replace(bb, terms={})
+    if not blk.exp_special:
+        changes["exp_nan"] = changes["exp_inf"] = changes["exp_sp"] = _constant_mask(False, n)
+    if blk.all_valid:
+        changes["valid"] = _constant_mask(True, n)
+    if blk.sig_fin_all:
+        changes["sig_fin"] = _constant_mask(True, n)
+        if blk.sg_all is not None and bb.sigma is not None and (not n or float(bb.sigma.min()) >= _TINY):
+            changes["sg_all"] = bb.sigma
+    if blk.y_out.dtype == np.float64:
+        y32 = blk.y_out.astype(np.float32)
+        if np.array_equal(y32.astype(np.float64).view(np.int64), blk.y_out.view(np.int64)):
+            changes["y_out"] = y32
+    if blk.ulp_y.dtype == np.int64 and n:
+        lo, hi = int(blk.ulp_y.min()), int(blk.ulp_y.max())
+        if -(1 << 31) <= lo and hi < (1 << 31):
+            changes["ulp_y"] = blk.ulp_y.astype(np.int32)
+    return replace(blk, **changes) if changes else blk
 
 
 # --------------------------------------------------------------------------- streaming stats
@@ -564,7 +629,7 @@ class _Stream:
         if not n_exact_bad:
             return None
         self.exact_bad += n_exact_bad
-        d = np.abs(ulp_key(got[exact_bad], out) - ulp_key(blk.y_out[exact_bad], out))
+        d = np.abs(ulp_key(got[exact_bad], out) - ulp_key(blk.y_out[exact_bad].astype(np.float64), out))
         self.exact_bad_maxulp = max(self.exact_bad_maxulp, int(d.max()))
         return exact_bad
 
@@ -798,7 +863,9 @@ class _Stream:
 
         def rec(j: int) -> dict[str, Any]:
             dom = ""
-            if terms:
+            if blk.dominant is not None:
+                dom = blk.term_names[int(blk.dominant[j if blk.dominant.size > 1 else 0])]
+            elif terms:
                 vals = {k: float(np.asarray(v)[j]) if np.ndim(v) else float(v) for k, v in terms.items()}
                 dom = max(vals, key=vals.get)  # type: ignore[arg-type]
             exj = ex is not None and bool(ex[j])

@@ -20,7 +20,8 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -28,8 +29,10 @@ import numpy as np
 
 from nkieval.tasks import Task
 
-#: Default bound on the cache's memory (MiB); ``NKIEVAL_REVIEW_CACHE_MB`` overrides it (0 disables).
-DEFAULT_MAX_MB = 1024
+#: The case cache's bound (MiB) where ``NKIEVAL_REVIEW_CACHE_MB`` does not set it (0 disables): a quarter of the
+#: machine's memory shared by one review process per core (``score_many``'s and the service's pools), within
+#: these limits (:func:`default_cache_mb`)
+MIN_DEFAULT_MB, MAX_DEFAULT_MB = 1024, 8192
 #: Outputs larger than this (elements) keep no prepared blocks (the oracle is streamed each time).
 MAX_KEPT_ELEMENTS = 1 << 23
 
@@ -137,10 +140,32 @@ class CaseData:
         n = (0 if self.packed is None else len(self.packed)) + sum(a.nbytes for a in self.inputs.values())
         n += sum(r.nbytes for r in self.reference or [])
         n += sum(a.nbytes for arrays, _ in self.derived.values() for a in arrays)
+        return n + self.prepared_nbytes()
+
+    def prepared_nbytes(self) -> int:
+        """Bytes held by the prepared numerics checks (their kept blocks: about 50 bytes per output element)."""
+        n = 0
         for p in [self.prepared, *(x for x, _ in self.extra_prepared.values())]:
             if p is not None and hasattr(p, "nbytes"):
                 n += int(p.nbytes())
         return n
+
+    def shed_prepared(self) -> bool:
+        """Drop the prepared numerics checks, which the next review of the case builds again (the same checks:
+        they are a function of the inputs); the inputs, reference outputs and derived results stay. False when
+        there is nothing to drop, or another thread holds the case (it may be building them). Never waits: the
+        cache calls it under its own lock (a check's size is not asked either: that waits for a check building
+        its blocks)."""
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            if self.prepared is None and all(x is None for x, _ in self.extra_prepared.values()):
+                return False
+            self.prepared, self.prepared_reason, self.prepared_done = None, None, False
+            self.extra_prepared = {}
+            return True
+        finally:
+            self.lock.release()
 
 
 def new_case_data(inputs: dict[str, np.ndarray], packed: bytes | None = None, sealed: Any = None) -> CaseData:
@@ -179,19 +204,23 @@ class SizedLRU(Generic[V]):
             self._clear_locked()
 
     def _insert(self, key: Hashable, value: V, size: int, max_bytes: int) -> None:
-        """(Re)insert ``key`` with ``size``, then evict the least recently used beyond ``max_bytes`` (an entry
-        alone above the bound is not kept)."""
+        """(Re)insert ``key`` with ``size``, then trim to ``max_bytes`` (:meth:`_trim_locked`)."""
         with self._lock:
             self._d[key] = (value, size)
             self._d.move_to_end(key)
-            total = sum(s for _, s in self._d.values())
-            while total > max_bytes and len(self._d) > 1:
-                _, (_, s) = self._d.popitem(last=False)
-                total -= s
-                self.evictions += 1
-            if total > max_bytes:
-                self._d.pop(key, None)
-                self.evictions += 1
+            self._trim_locked(max_bytes, key)
+
+    def _trim_locked(self, max_bytes: int, newest: Hashable) -> None:
+        """Evict the least recently used beyond ``max_bytes``; ``newest``, alone above the bound, is not kept (the
+        cache's lock held)."""
+        total = sum(s for _, s in self._d.values())
+        while total > max_bytes and len(self._d) > 1:
+            _, (_, s) = self._d.popitem(last=False)
+            total -= s
+            self.evictions += 1
+        if total > max_bytes:
+            self._d.pop(newest, None)
+            self.evictions += 1
 
     def _clear_locked(self) -> None:
         self._d.clear()
@@ -199,25 +228,83 @@ class SizedLRU(Generic[V]):
 
 
 class CaseCache(SizedLRU[CaseData]):
-    """Bounded LRU of :class:`CaseData` by key; sizes are re-read when an entry is touched."""
+    """Bounded LRU of :class:`CaseData` by key; sizes are re-read when an entry is touched.
+
+    A review pins its cases while it runs (:meth:`pinned`): a pinned case loses nothing. Over its bound, the cache
+    first drops the prepared numerics checks of the cases not pinned, least recently used first, and evicts whole
+    cases, least recently used first, only when that is not enough; cases pinned beyond the bound are trimmed when
+    their review ends. A prepared check is most of a case's bytes (about 50 per output element, against a few for
+    its inputs, reference outputs and the CUDA kernel's outputs together) and is rebuilt in about the time of one
+    judged case, while the rest costs most to make again (the CUDA kernel's runs on the case, the reference): a
+    reward worker that meets more tasks than its bound holds pays again for their prepared checks only, as long
+    as the rest fits."""
 
     def __init__(self, max_bytes: int) -> None:
         super().__init__()
         self.max_bytes = int(max_bytes)
+        self.shed = 0
+        self._pins: dict[Hashable, int] = {}
 
     def put(self, key: Hashable, data: CaseData) -> None:
         self.update(key, data)
 
     def update(self, key: Hashable, data: CaseData) -> None:
-        """(Re)insert ``key`` with its current size, then evict the least recently used beyond the bound."""
+        """(Re)insert ``key`` with its current size, then trim to the bound."""
         if self.max_bytes <= 0:
             return
         self._insert(key, data, data.nbytes(), self.max_bytes)
 
+    @contextmanager
+    def pinned(self, keys: Iterable[Hashable | None]) -> Iterator[None]:
+        """Nothing of the cases ``keys`` (None: a case not cached) is dropped inside the block; on leaving it, the
+        cache is trimmed to its bound again."""
+        ks = [k for k in keys if k is not None]
+        with self._lock:
+            for k in ks:
+                self._pins[k] = self._pins.get(k, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                for k in ks:
+                    n = self._pins.pop(k) - 1
+                    if n:
+                        self._pins[k] = n
+                self._trim_locked(self.max_bytes, None)
+
+    def _trim_locked(self, max_bytes: int, newest: Hashable) -> None:
+        total = sum(s for _, s in self._d.values())
+        if total <= max_bytes:
+            return
+        kept = self._pins.keys() | {newest}
+        for k, (data, size) in list(self._d.items()):  # the checks first, least recently used first
+            if total <= max_bytes:
+                return
+            if k not in kept and data.shed_prepared():
+                now = data.nbytes()
+                self._d[k] = (data, now)  # (its place in the order is kept)
+                total -= size - now
+                self.shed += 1
+        for k, (_, size) in list(self._d.items()):  # then whole cases
+            if total <= max_bytes:
+                return
+            if k not in kept:
+                del self._d[k]
+                total -= size
+                self.evictions += 1
+        if newest is not None and newest not in self._pins and total > max_bytes:  # alone over the bound
+            del self._d[newest]
+            self.evictions += 1
+
+    def _clear_locked(self) -> None:
+        super()._clear_locked()
+        self.shed = 0
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {"entries": len(self._d), "bytes": sum(s for _, s in self._d.values()), "hits": self.hits,
-                    "misses": self.misses, "evictions": self.evictions, "max_bytes": self.max_bytes}
+                    "misses": self.misses, "evictions": self.evictions, "prepared_shed": self.shed,
+                    "max_bytes": self.max_bytes}
 
 
 def max_bytes_from_env(var: str, default_mb: float) -> int:
@@ -229,8 +316,21 @@ def max_bytes_from_env(var: str, default_mb: float) -> int:
     return int(mb * (1 << 20))
 
 
+def default_cache_mb(memory_bytes: int | None = None, cpus: int | None = None) -> float:
+    """The case cache's default bound: a quarter of the machine's memory over its cores, at least
+    :data:`MIN_DEFAULT_MB` and at most :data:`MAX_DEFAULT_MB` (1 GiB where the memory cannot be read). A reward
+    worker's cache should hold the cases of the tasks it meets per RL step (benchmarks/review_cache_cycle.py)."""
+    if memory_bytes is None:
+        try:
+            memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return MIN_DEFAULT_MB
+    share = memory_bytes / (4 * max(1, cpus or os.cpu_count() or 1)) / (1 << 20)
+    return float(min(MAX_DEFAULT_MB, max(MIN_DEFAULT_MB, share)))
+
+
 #: The process-wide cache the pipeline uses (``review(..., cache=True)``).
-CASE_CACHE = CaseCache(max_bytes_from_env("NKIEVAL_REVIEW_CACHE_MB", DEFAULT_MAX_MB))
+CASE_CACHE = CaseCache(max_bytes_from_env("NKIEVAL_REVIEW_CACHE_MB", default_cache_mb()))
 
 
 class TraceCache(SizedLRU[bytes]):

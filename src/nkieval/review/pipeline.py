@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from nkieval.review.cache import CASE_CACHE
 from nkieval.review.model import Review
 from nkieval.review.rubric import DEFAULT_RUBRIC, Rubric
 from nkieval.review.sandbox import Isolation, SandboxLimits
@@ -59,20 +60,21 @@ def review(task: Task | str | Path, candidate: str | Path, *, target: str | None
     with timed(timings, "total_s"):
         with timed(timings, "inputs_s"):
             loaded = load(req)
-        with timed(timings, "setup_s"):
-            kit = prepare_judge(loaded, brief)
-        with timed(timings, "sandbox_s"):
-            out = execute_and_judge(kit, timings)
-        with timed(timings, "judge_after_sandbox_s"):
-            judgement = collect(kit, out.judged, out.diagnosis)
-        static = out.analysis.get()  # (a static analysis that raised raises here)
-        if brief:
-            scored, _left_out = brief_score(loaded, out.runs, judgement.cases,
-                                            lambda d: score(loaded, judgement, out.evidence, static, d), timings)
-        else:
-            with timed(timings, "differential_s"):
-                diff = differential(loaded, out.runs, judgement.cases) if loaded.task.cuda_file is not None \
-                    else (None, None)
-            with timed(timings, "scoring_s"):
-                scored = score(loaded, judgement, out.evidence, static, diff)
+        with CASE_CACHE.pinned(loaded.keys):  # (the cases in use lose nothing to the cache's bound meanwhile)
+            with timed(timings, "setup_s"):
+                kit = prepare_judge(loaded, brief)
+            with timed(timings, "sandbox_s"):
+                out = execute_and_judge(kit, timings)
+            with timed(timings, "judge_after_sandbox_s"):
+                judgement = collect(kit, out.judged, out.diagnosis)
+            static = out.analysis.get()  # (a static analysis that raised raises here)
+            if brief:
+                scored, _left_out = brief_score(loaded, out.runs, judgement.cases,
+                                                lambda d: score(loaded, judgement, out.evidence, static, d), timings)
+            else:
+                with timed(timings, "differential_s"):
+                    diff = differential(loaded, out.runs, judgement.cases) if loaded.task.cuda_file is not None \
+                        else (None, None)
+                with timed(timings, "scoring_s"):
+                    scored = score(loaded, judgement, out.evidence, static, diff)
     return report(loaded, judgement, out.evidence, scored, timings.as_dict())

@@ -61,6 +61,9 @@ class JudgedCase:
     #: outputs after the first that fail their own oracle: (output index, prepared check, verdict, output),
     #: diagnosed by :func:`collect` for the first failing cases
     others: tuple[tuple[int, Any, Any, np.ndarray], ...] = ()
+    #: the prepared check that gave ``verdict``, which its diagnosis uses (the case cache may have dropped it
+    #: meanwhile: :class:`~nkieval.review.cache.CaseCache`)
+    prepared: Any = None
 
     @property
     def failing(self) -> bool:
@@ -136,7 +139,7 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
         except Exception as e:  # outputs the sandbox read back are checked arrays: a raise is the judge's
             raise JudgeError("compare", f"comparing the outputs raised {type(e).__name__}: {e}") from e
         cr.correct = cr.mismatch is None
-    verdict, reason = None, None
+    verdict, reason, pc = None, None, None
     others: tuple[tuple[int, Any, Any, np.ndarray], ...] = ()
     if kit.numerics_ok and (cr.mismatch is None or cr.mismatch["kind"] in ("mismatch", "unwritten", "nonfinite")):
         with timed(timings, "numerics_s"):
@@ -149,7 +152,7 @@ def judge_case(kit: JudgeKit, i: int, run: CaseRun, timings: Timings) -> JudgedC
             others = _judge_other_outputs(kit, i, run, cr)
     with timed(timings, "reference_and_compare_s"):
         _grew(kit, i)
-    return JudgedCase(cr, verdict, run.outputs[0] if verdict is not None else None, reason, others)
+    return JudgedCase(cr, verdict, run.outputs[0] if verdict is not None else None, reason, others, pc)
 
 
 def _lean(kit: JudgeKit, mismatch: dict[str, Any] | None) -> bool:
@@ -238,8 +241,7 @@ def diagnose_case(kit: JudgeKit, i: int, judged: JudgedCase, hint: str | None, t
     """Likely causes of case ``i``'s numerics failure, in report form: (record, None), or (None, why) when the
     diagnosis gave no verdict (the case then has no numerics; see :meth:`DiagnosisPlan.finished`)."""
     with timed(timings, "diagnosis_s"):
-        pc, _ = kit.loaded.data[i].get_prepared(lambda: (None, None))
-        dv, why = adapters.numerics_diagnose(pc, judged.actual, judged.verdict, hint)
+        dv, why = adapters.numerics_diagnose(judged.prepared, judged.actual, judged.verdict, hint)
         return (None, why) if dv is None else (adapters.numerics_dict(dv), None)
 
 
