@@ -17,13 +17,14 @@ import contextlib
 import gc
 import multiprocessing as mp
 import os
-import queue
 import signal
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
+
+from nkieval.reward.affinity import AffinityQueue
 
 #: Seconds a stopping worker gets to shut its sandbox down before it is killed.
 STOP_GRACE_S = 2.0
@@ -160,10 +161,9 @@ class WorkerPool:
             raise ValueError(f"workers must be at least 1, got {n}")
         self.workers = n
         self.timeout_s = timeout_s
-        self._jobs: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]], float | None,
-                                      Callable[[], None] | None] | None] = queue.Queue()
+        self._jobs = AffinityQueue(n)  # (each worker is handed the tasks whose cases it holds)
         self._ctx = mp.get_context("spawn")
-        self._threads = [threading.Thread(target=self._serve, daemon=True, name=f"nkieval-slot-{i}")
+        self._threads = [threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"nkieval-slot-{i}")
                          for i in range(n)]
         self._closed = False
         self.busy = 0
@@ -177,7 +177,7 @@ class WorkerPool:
         if self._closed:
             raise RuntimeError("the worker pool is closed")
         fut: Future[dict[str, Any]] = Future()
-        self._jobs.put((job, fut, timeout_s if timeout_s is not None else self.timeout_s, on_start))
+        self._jobs.put((job, fut, timeout_s if timeout_s is not None else self.timeout_s, on_start), job_key(job))
         return fut
 
     def close(self) -> None:
@@ -195,11 +195,11 @@ class WorkerPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _serve(self) -> None:
+    def _serve(self, worker: int) -> None:
         slot = _Slot(self._ctx)
         try:
             while True:
-                item = self._jobs.get()
+                item = self._jobs.get(worker)
                 if item is None:
                     return
                 job, fut, limit, on_start = item
@@ -234,6 +234,12 @@ class WorkerPool:
             why = f"the review worker died ({type(e).__name__}) after {time.monotonic() - t0:.1f} s"
         slot.stop()
         return _harness(job, why)
+
+
+def job_key(job: dict[str, Any]) -> tuple[str, int] | None:
+    """What a worker's case cache holds for a job: its task and seed (None: a fresh secret seed, never cached)."""
+    seed = job.get("seed")
+    return (str(job.get("task")), seed) if isinstance(seed, int) else None
 
 
 def _harness(job: dict[str, Any], why: str) -> dict[str, Any]:
