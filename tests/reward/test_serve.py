@@ -98,6 +98,10 @@ def test_metrics_are_prometheus_text(api):
     assert int(lines['nkieval_results_total{status="scored"}']) >= 3
     assert int(lines["nkieval_requests_deduplicated_total"]) >= 1
     assert float(lines["nkieval_review_seconds_count"]) >= 3
+    # the worker's case cache: the reviews above share a task and seed, so later ones found its cases
+    assert int(lines['nkieval_case_cache_lookups_total{outcome="hit"}']) >= 1
+    assert int(lines["nkieval_case_cache_entries"]) >= 1 and int(lines["nkieval_case_cache_bytes"]) > 0
+    assert {"nkieval_case_cache_evictions_total", "nkieval_case_cache_checks_dropped_total"} <= lines.keys()
 
 
 # ------------------------------------------------------------------------------------ crash test

@@ -108,12 +108,23 @@ def _serve_jobs(conn: Any) -> None:
             ans = {"status": "harness-error", "reward": None, "task": str(job.get("task")),
                    "error": f"worker: {type(e).__name__}: {e}"}
         try:
-            conn.send(ans)
+            conn.send({**ans, CACHE_STATS: _case_cache_stats()})
         except (BrokenPipeError, OSError):
             return
         if not settled and ans.get("status") != "harness-error":
             settle_collector()  # (after the answer went out: its collection costs no request any time)
             settled = True
+
+
+#: the answer's field that carries the worker's case cache counters to the pool (taken off before it goes on)
+CACHE_STATS = "_worker_case_cache"
+
+
+def _case_cache_stats() -> dict[str, int]:
+    """This worker's case cache counters (:meth:`nkieval.review.cache.CaseCache.stats`)."""
+    from nkieval.review.cache import CASE_CACHE
+
+    return CASE_CACHE.stats()
 
 
 class _Slot:
@@ -167,6 +178,8 @@ class WorkerPool:
                          for i in range(n)]
         self._closed = False
         self.busy = 0
+        #: each worker's case cache counters, as its last answer gave them (a restarted worker starts at 0)
+        self.cache_stats: dict[int, dict[str, int]] = {}
         self._lock = threading.Lock()
         for th in self._threads:
             th.start()
@@ -211,7 +224,7 @@ class WorkerPool:
                     if on_start is not None:
                         with contextlib.suppress(Exception):
                             on_start()
-                    fut.set_result(self._run(slot, job, limit))
+                    fut.set_result(self._run(slot, job, limit, worker))
                 except BaseException as e:  # never leave a future unresolved
                     fut.set_result(_harness(job, f"pool: {type(e).__name__}: {e}"))
                 finally:
@@ -220,7 +233,14 @@ class WorkerPool:
         finally:
             slot.stop()
 
-    def _run(self, slot: _Slot, job: dict[str, Any], limit: float | None) -> dict[str, Any]:
+    def cache_totals(self) -> dict[str, int]:
+        """The workers' case cache counters summed (entries, bytes, hits, misses, evictions, prepared_shed)."""
+        with self._lock:
+            stats = list(self.cache_stats.values())
+        keys = ("entries", "bytes", "hits", "misses", "evictions", "prepared_shed")
+        return {k: sum(int(s.get(k, 0)) for s in stats) for k in keys}
+
+    def _run(self, slot: _Slot, job: dict[str, Any], limit: float | None, worker: int = 0) -> dict[str, Any]:
         if slot.proc is None or not slot.proc.is_alive():
             slot.stop()
             slot.start()
@@ -228,7 +248,12 @@ class WorkerPool:
         try:
             slot.conn.send(job)
             if slot.conn.poll(limit):
-                return dict(slot.conn.recv())
+                ans = dict(slot.conn.recv())
+                stats = ans.pop(CACHE_STATS, None)
+                if isinstance(stats, dict):
+                    with self._lock:
+                        self.cache_stats[worker] = stats
+                return ans
             why = f"the review ran past the request's time limit of {limit:g} s; its worker was stopped"
         except (EOFError, OSError, BrokenPipeError) as e:
             why = f"the review worker died ({type(e).__name__}) after {time.monotonic() - t0:.1f} s"

@@ -304,4 +304,26 @@ class RewardService:
         if h["running"] is not None:
             lines += ["# HELP nkieval_running Reviews running now.", "# TYPE nkieval_running gauge",
                       f"nkieval_running {h['running']}"]
+        if self._pool is not None:
+            lines += _case_cache_lines(self._pool.cache_totals())
         return "\n".join(lines) + "\n"
+
+
+def _case_cache_lines(c: dict[str, int]) -> list[str]:
+    """The review workers' case caches, summed over the workers (what a warm review saves: docs/reward.md, "Many
+    tasks per worker")."""
+    return [
+        "# HELP nkieval_case_cache_bytes Bytes held by the workers' case caches.",
+        "# TYPE nkieval_case_cache_bytes gauge", f"nkieval_case_cache_bytes {c['bytes']}",
+        "# HELP nkieval_case_cache_entries Cases held by the workers' case caches.",
+        "# TYPE nkieval_case_cache_entries gauge", f"nkieval_case_cache_entries {c['entries']}",
+        "# HELP nkieval_case_cache_lookups_total Case lookups in the workers' case caches, by outcome.",
+        "# TYPE nkieval_case_cache_lookups_total counter",
+        f'nkieval_case_cache_lookups_total{{outcome="hit"}} {c["hits"]}',
+        f'nkieval_case_cache_lookups_total{{outcome="miss"}} {c["misses"]}',
+        "# HELP nkieval_case_cache_evictions_total Cases evicted whole from the workers' case caches.",
+        "# TYPE nkieval_case_cache_evictions_total counter", f"nkieval_case_cache_evictions_total {c['evictions']}",
+        "# HELP nkieval_case_cache_checks_dropped_total Prepared numerics checks dropped to stay within the bound.",
+        "# TYPE nkieval_case_cache_checks_dropped_total counter",
+        f"nkieval_case_cache_checks_dropped_total {c['prepared_shed']}",
+    ]
