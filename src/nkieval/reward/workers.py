@@ -121,10 +121,14 @@ CACHE_STATS = "_worker_case_cache"
 
 
 def _case_cache_stats() -> dict[str, int]:
-    """This worker's case cache counters (:meth:`nkieval.review.cache.CaseCache.stats`)."""
-    from nkieval.review.cache import CASE_CACHE
+    """This worker's case cache counters (:meth:`nkieval.review.cache.CaseCache.stats`); empty if they cannot be
+    read (metrics never cost an answer)."""
+    try:
+        from nkieval.review.cache import CASE_CACHE
 
-    return CASE_CACHE.stats()
+        return CASE_CACHE.stats()
+    except Exception:
+        return {}
 
 
 class _Slot:
