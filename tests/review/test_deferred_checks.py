@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from review_testlib import report_outcome
 
 from nkieval.review import review, tracing
 from nkieval.review.cache import TRACES
@@ -52,16 +53,6 @@ CATCHES_A_REFUSAL = HEADER + LOOP.replace("BODY", '''        try:
             nisa.tensor_tensor(dst=ta, data1=ta, data2=wide, op=nl.add)   # refused: the shapes differ
         except Exception:
             nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)''')
-
-
-def report_outcome(r: object) -> dict:
-    """The review's JSON report without what measures time (as the throughput benchmark compares them)."""
-    d = r.to_dict()  # type: ignore[attr-defined]
-    d.pop("timings", None)
-    for c in d.get("cases", []):
-        for k in [k for k in c if k.endswith("_s")]:
-            del c[k]
-    return d
 
 
 def _both(source: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, object]:

@@ -3,12 +3,11 @@ depends on, bounded, a timeout never kept as a success, and a warm review's repo
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from review_testlib import report_text
 
 from nkieval.cuda import CudaError, ExecutorTimeout
 from nkieval.review.stages.kept_runs import ENTRY_OVERHEAD, KeptRun, KeptRuns, inputs_digest, run_key
@@ -156,14 +155,6 @@ def test_the_key_tells_apart_everything_a_run_depends_on() -> None:
 
 
 # ------------------------------------------------------------------------------ a warm judge, end to end
-def _report(r) -> str:
-    d = r.to_dict()
-    d.pop("timings", None)
-    for c in d["cases"]:
-        c.pop("sim_s", None)
-    return json.dumps(d, sort_keys=True, default=str)
-
-
 def _count_cuda_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     import nkieval.cuda as cuda
 
@@ -191,14 +182,14 @@ def test_a_warm_cause_search_runs_no_cuda_kernel_and_reports_what_a_cold_one_doe
     cand = task.directory / "flawed" / "bf16_square_sum.py"
     clear_caches()
     cold = review(task, cand, seed=1, compare_references=False)
-    assert "re-running the CUDA kernel with" in _report(cold), "the port's cause search should state a cause"
+    assert "re-running the CUDA kernel with" in report_text(cold), "the port's cause search should state a cause"
     review(task, task.directory / "flawed" / "sum_not_mean.py", seed=1, compare_references=False)
     with monkeypatch.context() as m:
         calls = _count_cuda_runs(m)
         warm = review(task, cand, seed=1, compare_references=False)
         assert calls == [], f"a warm review ran {len(calls)} CUDA kernels"
     plain = review(task, cand, seed=1, compare_references=False, cache=False)
-    assert _report(cold) == _report(warm) == _report(plain)
+    assert report_text(cold) == report_text(warm) == report_text(plain)
 
 
 def test_the_constant_hypotheses_runs_are_kept_too(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -214,7 +205,7 @@ def test_the_constant_hypotheses_runs_are_kept_too(monkeypatch: pytest.MonkeyPat
     port = src.replace("operand0=eps)", "operand0=1e-6)")
     clear_caches()
     first = review(task, port, seed=7, compare_references=False)
-    assert "re-running the CUDA kernel with 1e-6 reproduces" in _report(first)
+    assert "re-running the CUDA kernel with 1e-6 reproduces" in report_text(first)
     with monkeypatch.context() as m:
         calls = _count_cuda_runs(m)
         second = review(task, port + "\n# another sample\n", seed=7, compare_references=False)

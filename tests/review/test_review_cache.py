@@ -1,25 +1,16 @@
 """The cross-review case cache: same reports with and without it, keyed by content, bounded."""
 
-import json
 import shutil
 
 import numpy as np
 import pytest
+from review_testlib import report_text
 
 from nkieval.review import review
 from nkieval.review.cache import CASE_CACHE, CaseCache, new_case_data, task_fingerprint
 from nkieval.tasks import BUILTIN_ROOT, load_task
 
 TASK = "vector_add"
-
-
-def _report(r) -> str:
-    """The report without wall-clock measurements (review timings, per-case simulation time)."""
-    d = r.to_dict()
-    d.pop("timings", None)
-    for c in d["cases"]:
-        c.pop("sim_s", None)
-    return json.dumps(d, sort_keys=True, default=str)
 
 
 def test_cached_review_equals_uncached_and_hits():
@@ -32,10 +23,10 @@ def test_cached_review_equals_uncached_and_hits():
     warm = review(task, cand, seed=11)
     assert CASE_CACHE.stats()["hits"] == after_cold["hits"] + len(warm.cases)
     plain = review(task, cand, seed=11, cache=False)
-    assert _report(cold) == _report(warm) == _report(plain)
+    assert report_text(cold) == report_text(warm) == report_text(plain)
     other = review(task, task.solution_file, seed=11)  # another candidate reuses the same cases
     assert CASE_CACHE.stats()["hits"] == after_cold["hits"] + 2 * len(warm.cases)
-    assert _report(other) == _report(review(task, task.solution_file, seed=11, cache=False))
+    assert report_text(other) == report_text(review(task, task.solution_file, seed=11, cache=False))
 
 
 def test_fresh_secret_seed_is_not_cached():
@@ -94,10 +85,10 @@ def test_the_cuda_kernels_outputs_are_computed_once_per_case_and_seed(monkeypatc
     assert n_cold >= 2, "the review runs the CUDA kernel on its cases and on edge inputs"
     other = review(task, task.baseline_file, seed=5)
     assert len(calls) == n_cold, "a warm review ran the CUDA kernel again"
-    assert "differential check against the CUDA source not assessed" not in _report(other)
-    assert _report(other) == _report(review(task, task.baseline_file, seed=5, cache=False))
+    assert "differential check against the CUDA source not assessed" not in report_text(other)
+    assert report_text(other) == report_text(review(task, task.baseline_file, seed=5, cache=False))
     assert len(calls) > n_cold, "without the cache the kernel runs again"
-    assert _report(cold) == _report(review(task, task.solution_file, seed=5))
+    assert report_text(cold) == report_text(review(task, task.solution_file, seed=5))
 
 
 def test_inputs_are_packed_only_for_a_run_in_a_child():
@@ -184,7 +175,7 @@ def test_a_review_whose_prepared_checks_were_dropped_reports_the_same_without_ru
     task = load_task("rmsnorm")
     flawed = BUILTIN_ROOT / "rmsnorm" / "flawed" / "bf16_sum_of_squares.py"  # its failing cases are diagnosed
     CASE_CACHE.clear()
-    want = [_report(review(task, f, seed=5)) for f in (task.solution_file, flawed)]
+    want = [report_text(review(task, f, seed=5)) for f in (task.solution_file, flawed)]
     kept = [d for d, _ in CASE_CACHE._d.values()]
     rest = sum(d.nbytes() - d.prepared_nbytes() for d in kept)
     assert max(d.prepared_nbytes() for d in kept) > 0
@@ -193,9 +184,9 @@ def test_a_review_whose_prepared_checks_were_dropped_reports_the_same_without_ru
     real = cuda.run_task_cuda
     monkeypatch.setattr(cuda, "run_task_cuda", lambda *a, **k: calls.append(1) or real(*a, **k))
     CASE_CACHE.clear()
-    got = [_report(review(task, task.solution_file, seed=5))]
+    got = [report_text(review(task, task.solution_file, seed=5))]
     n_cold = len(calls)
-    got.append(_report(review(task, flawed, seed=5)))
+    got.append(report_text(review(task, flawed, seed=5)))
     s = CASE_CACHE.stats()
     assert s["prepared_shed"] > 0 and s["evictions"] == 0
     assert len(calls) == n_cold, "a case's CUDA outputs went with its prepared check"
@@ -210,7 +201,7 @@ def test_a_diagnosis_uses_the_check_that_gave_the_verdict_even_if_the_cache_drop
     task = load_task("rmsnorm")
     flawed = BUILTIN_ROOT / "rmsnorm" / "flawed" / "bf16_sum_of_squares.py"
     CASE_CACHE.clear()
-    want = _report(review(task, flawed, seed=5))
+    want = report_text(review(task, flawed, seed=5))
     assert '"findings"' in want  # (its failing cases are diagnosed)
     real = judge.judge_case
 
@@ -221,7 +212,7 @@ def test_a_diagnosis_uses_the_check_that_gave_the_verdict_even_if_the_cache_drop
 
     monkeypatch.setattr(judge, "judge_case", judged_then_dropped)
     CASE_CACHE.clear()
-    assert _report(review(task, flawed, seed=5)) == want
+    assert report_text(review(task, flawed, seed=5)) == want
 
 
 def test_the_default_bound_is_a_quarter_of_memory_per_core_within_limits():

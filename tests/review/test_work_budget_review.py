@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from review_testlib import report_text
 
 import nkieval.cuda as cuda
 from nkieval.review.stages import differential, mutation_causes
@@ -22,14 +23,6 @@ from nkieval.review.stages import differential, mutation_causes
 #: mutants (the search's hypotheses tried depend on it)
 TASK, CANDIDATE, SEED = "rmsnorm_warp", "bf16_square_sum.py", 1
 CASES_BUDGET_S, SEARCH_BUDGET_S = 0.005, 0.05
-
-
-def _report(r: Any) -> str:
-    d = r.to_dict()
-    d.pop("timings", None)
-    for c in d["cases"]:
-        c.pop("sim_s", None)
-    return json.dumps(d, sort_keys=True, default=str)
 
 
 def _review(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], str]:
@@ -51,7 +44,7 @@ def _review(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], str]:
     clear_caches()
     r = review(task, task.directory / "flawed" / CANDIDATE, seed=SEED, compare_references=False)
     assert got and got[-1][0] is not None, got
-    return got[-1][0], _report(r)
+    return got[-1][0], report_text(r)
 
 
 def _budgets(monkeypatch: pytest.MonkeyPatch, cases_s: float, search_s: float) -> None:
