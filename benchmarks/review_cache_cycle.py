@@ -53,6 +53,7 @@ def child(args: argparse.Namespace) -> None:
     from nkieval.review.pipeline import review
     from nkieval.tasks.audit.clock import tree_cpu_s
     from nkieval.tasks.loader import builtin_tasks, candidate_files
+    from review_throughput import report_outcome  # (the throughput benchmark's: the report less its timings)
 
     by_id = {t.id: t for t in builtin_tasks()}
     jobs = [(by_id[t], label, path) for t in args.tasks.split(",") for label, path in candidate_files(by_id[t]).items()
@@ -75,11 +76,8 @@ def child(args: argparse.Namespace) -> None:
                 keep(f"{task.id}/{label}/{r if args.fresh_seed else 0}",
                      [res.status, res.reward, res.verdict, res.score, res.levels])
         for task, label, path in ([] if args.workers else jobs):
-            rep = review(task, path, seed=seed, brief=args.brief).to_dict()
-            rep.pop("timings", None)
-            for c in rep.get("cases", []):
-                c.pop("sim_s", None)
-            keep(f"{task.id}/{label}/{r if args.fresh_seed else 0}", rep)
+            keep(f"{task.id}/{label}/{r if args.fresh_seed else 0}",
+                 report_outcome(review(task, path, seed=seed, brief=args.brief)))
         s = CASE_CACHE.stats()
         print(json.dumps({"round": r, "cpu": tree_cpu_s() - c0, "wall": time.perf_counter() - w0, "n": len(jobs),
                           "evictions": s["evictions"], "shed": s.get("prepared_shed", 0)}), flush=True)
