@@ -74,16 +74,14 @@ class AffinityQueue:
                 warm.move_to_end(w.key)
                 while len(warm) > WARM_KEYS:
                     warm.popitem(last=False)
-            self._tidy(w.key)
+            self._tidy(w)
             return w.item
 
-    def _head(self) -> _Waiting:
-        while self._order[0].taken:
-            self._order.popleft()
-        return self._order[0]
+    # Kept after every hand-out (``_tidy``): the queue's first job and each key's first job are waiting ones (a
+    # key's jobs are handed out oldest first, by every rule of ``_choose``).
 
     def _choose(self, worker: int) -> _Waiting:
-        head = self._head()
+        head = self._order[0]
         if head.key is None or head.passed >= self.patience:
             return head
         chosen = self._own(worker) or self._unclaimed(worker) or head
@@ -94,8 +92,6 @@ class AffinityQueue:
     def _own(self, worker: int) -> _Waiting | None:
         for key in reversed(self._warm[worker]):
             q = self._by_key.get(key)
-            while q and q[0].taken:
-                q.popleft()
             if q:
                 return q[0]
         return None
@@ -116,12 +112,11 @@ class AffinityQueue:
                 break
         return None
 
-    def _tidy(self, key: Hashable | None) -> None:
-        if key is not None:
-            q = self._by_key.get(key)
-            while q and q[0].taken:
-                q.popleft()
-            if q is not None and not q:
-                del self._by_key[key]
+    def _tidy(self, taken: _Waiting) -> None:
+        if taken.key is not None:
+            q = self._by_key[taken.key]
+            q.popleft()  # (``taken``: the oldest of its key)
+            if not q:
+                del self._by_key[taken.key]
         while self._order and self._order[0].taken:
             self._order.popleft()
