@@ -21,11 +21,15 @@ the items grouped by task, as an RL trainer's batch repeats each prompt's sample
 the workers included), which is where the pool's hand-out of jobs to workers shows (``nkieval.reward.affinity``);
 ``--fresh-seed`` gives every round its own seed (an RL step that draws new inputs: every task's cases start cold
 in every round, and what counts is how many workers meet each task). The batch mode compares each item's status,
-reward, verdict, score and levels across modes.
+reward, verdict, score and levels across modes. ``--samples K`` makes each candidate K items of its own (its source
+with a distinct trailing comment, so none is merged), as an RL step's K samples of one prompt; ``--executor ray``
+scores the batches on a local Ray instance of ``N`` CPUs (``score_many(..., executor="ray")``; the CPU of the
+process tree then includes Ray's own processes).
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/review_cache_cycle.py \\
         [--tasks layernorm,rmsnorm,row_softmax,gemm_bf16] [--candidates solution] [--rounds 4] \\
-        [--cache-mb MB] [--baseline-src OLD/src] [--brief] [--repeat 1] [--workers N [--fresh-seed]]
+        [--cache-mb MB] [--baseline-src OLD/src] [--brief] [--repeat 1]
+        [--workers N [--fresh-seed] [--samples K] [--executor local|ray]]
 """
 
 from __future__ import annotations
@@ -65,28 +69,37 @@ def child(args: argparse.Namespace) -> None:
         if hashes.setdefault(name, h) != h:
             hashes[name] = "varies between rounds"
 
+    if args.executor == "ray":  # (started before the first round is timed, as a trainer's cluster is up before it)
+        import ray
+
+        ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
     for r in range(args.rounds):
         c0, w0 = tree_cpu_s(), time.perf_counter()
         seed = args.seed + r if args.fresh_seed else args.seed
         if args.workers:
             from nkieval.reward import ScoreItem, score_many
 
-            items = [ScoreItem(task.id, path.read_text(), seed, extract=False) for task, _, path in jobs]
-            for (task, label, _), res in zip(jobs, score_many(items, workers=args.workers, feedback=not args.brief)):
+            samples = [(task, f"{label}/{k}", path.read_text() + f"\n# sample {k}\n")
+                       for task, label, path in jobs for k in range(args.samples)]
+            items = [ScoreItem(task.id, src, seed, extract=False) for task, _, src in samples]
+            for (task, label, _), res in zip(samples, score_many(items, workers=args.workers, executor=args.executor,
+                                                                 feedback=not args.brief)):
                 keep(f"{task.id}/{label}/{r if args.fresh_seed else 0}",
                      [res.status, res.reward, res.verdict, res.score, res.levels])
         for task, label, path in ([] if args.workers else jobs):
             keep(f"{task.id}/{label}/{r if args.fresh_seed else 0}",
                  report_outcome(review(task, path, seed=seed, brief=args.brief)))
         s = CASE_CACHE.stats()
-        print(json.dumps({"round": r, "cpu": tree_cpu_s() - c0, "wall": time.perf_counter() - w0, "n": len(jobs),
+        n = len(jobs) * (args.samples if args.workers else 1)
+        print(json.dumps({"round": r, "cpu": tree_cpu_s() - c0, "wall": time.perf_counter() - w0, "n": n,
                           "evictions": s["evictions"], "shed": s.get("prepared_shed", 0)}), flush=True)
     print(json.dumps({"hashes": hashes, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}))
 
 
 def run_mode(args: argparse.Namespace, src: Path, cache_mb: float | None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", "--tasks", args.tasks, "--candidates", args.candidates,
-           "--rounds", str(args.rounds), "--seed", str(args.seed), "--workers", str(args.workers)]
+           "--rounds", str(args.rounds), "--seed", str(args.seed), "--workers", str(args.workers),
+           "--samples", str(args.samples), "--executor", args.executor]
     cmd += [f"--{k.replace('_', '-')}" for k in ("brief", "fresh_seed") if getattr(args, k)]
     env = dict(os.environ, PYTHONPATH=str(src))
     if cache_mb is not None:  # (the review workers read it too)
@@ -113,6 +126,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0, help="score each round as one score_many batch on this "
                     "many review processes (0: reviews in the process, one after the other)")
     ap.add_argument("--fresh-seed", action="store_true", help="a seed of its own for every round")
+    ap.add_argument("--samples", type=int, default=1, help="with --workers: items per candidate (an RL step's "
+                    "samples of one prompt)")
+    ap.add_argument("--executor", choices=("local", "ray"), default="local", help="with --workers: score_many's")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -128,7 +144,7 @@ def main() -> None:
             runs[name].append(run_mode(args, src, mb))
     print(f"tasks {args.tasks}; candidates {args.candidates}; {args.rounds} rounds; "
           f"{'brief' if args.brief else 'full'} reviews; cache bound {args.cache_mb or 'default'} MB; "
-          f"{f'score_many on {args.workers} workers' if args.workers else 'reviews in one process'}; "
+          f"{f'score_many on {args.workers} {args.executor} workers, {args.samples} sample(s) per candidate' if args.workers else 'reviews in one process'}; "
           f"{'a fresh seed per round' if args.fresh_seed else 'one seed'}")
     print(f"{'mode':<10} {'warm CPU s/review':>18} {'wall s/review':>14} {'evictions':>10} {'checks dropped':>15} "
           f"{'peak RSS MB':>12}")

@@ -26,8 +26,9 @@ is bound to core i. A review keeps more than one core busy at times (the sandbox
 and its executor overlap), so unpinned, one worker alone already takes about 1.5 cores of an idle 2-core
 machine and the 1 -> 2 figure there measures the machine's spare core, not the workers. Pinned, "n workers on
 n cores" is the figure: the scaling of the workers themselves, what a cluster node with a core per worker gets.
-With Ray the worker processes are Ray's (as many as the instance has CPUs): for the n-worker rounds they are
-bound to n cores, worker j to core j mod n (Ray's own services, its raylet and object store, stay unbound).
+With Ray the workers are the review actors (``nkieval.reward.ray_executor``; n of them for the n-worker rounds,
+each warmed by its own round first): actor i's process tree is bound to core i (Ray's own services, its raylet
+and object store, stay unbound).
 """
 
 from __future__ import annotations
@@ -88,19 +89,6 @@ def _local_workers(kids: dict[int, list[int]]) -> list[int]:
     return workers
 
 
-def ray_workers(n_cpus: int) -> list[int]:
-    """The processes of the local Ray instance that run tasks: each of ``4 * n_cpus`` tasks that hold a CPU for
-    0.2 s reports its process (Ray keeps a worker process per CPU and runs one task at a time in each)."""
-    import ray
-
-    @ray.remote(num_cpus=1)
-    def pid() -> int:
-        time.sleep(0.2)
-        return os.getpid()
-
-    return sorted(set(ray.get([pid.remote() for _ in range(4 * n_cpus)])))
-
-
 def _bind(tree: list[int], core: int) -> None:
     for pid in tree:
         try:
@@ -112,9 +100,8 @@ def _bind(tree: list[int], core: int) -> None:
 
 def pin_workers(n: int, workers: list[int] | None = None) -> list[list[int]]:
     """Bind the process tree of each review worker, every thread, to one of ``n`` cores (worker i to core i mod
-    n); returns the pids bound per worker. ``workers``: Ray's task processes (:func:`ray_workers`, as many as
-    the instance has CPUs: with n = 1 all of them share core 0, and since a Ray worker runs one review at a
-    time, n concurrent reviews are in n processes on n cores); by default this process's ``n`` local workers."""
+    n); returns the pids bound per worker. ``workers``: the review actors' processes (``ActorSlot.pid``); by
+    default this process's ``n`` local workers."""
     kids = _children()
     local = workers is None
     workers = _local_workers(kids) if workers is None else workers
@@ -205,12 +192,14 @@ def main() -> None:
             import ray
 
             ray.init(num_cpus=max(ns), include_dashboard=False, log_to_driver=False, configure_logging=False)
-            run_ray(workload(tasks, seed), max(ns))  # warm (starts the workers)
-            seed += 1
             for n in ns:
+                run_ray(workload(tasks, seed), n)  # warm (starts this count's review actors)
+                seed += 1
                 if args.pin:
-                    trees = pin_workers(n, ray_workers(max(ns)))
-                    print(f"ray    workers {n}: pinned, Ray's {len(trees)} worker processes' trees to {n} core(s) "
+                    from nkieval.reward.ray_executor import ray_pool
+
+                    trees = pin_workers(n, [s.pid for s in ray_pool(n).slots if s is not None and s.pid])
+                    print(f"ray    workers {n}: pinned, actor i's process tree to core i "
                           f"({', '.join(str(len(t)) for t in trees)} processes)")
                 ts, cs = [], []
                 for _ in range(args.rounds):
@@ -223,6 +212,9 @@ def main() -> None:
                     cs.append(cpu / len(items))
                 times[n] = statistics.median(ts)
                 cpus[n] = statistics.median(cs)
+            from nkieval.reward.batch import close_pools
+
+            close_pools()
             ray.shutdown()
         per_round = len(workload(tasks, 0))
         for n in ns:

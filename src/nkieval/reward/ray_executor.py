@@ -1,19 +1,32 @@
-"""Reviews as Ray tasks: ``score_many(..., executor="ray")`` and ``nkieval serve --ray-address``.
+"""Reviews on Ray: ``score_many(..., executor="ray")`` and ``nkieval serve --ray-address``.
 
-Each job runs :func:`nkieval.reward.workers.run_job` in a Ray worker process (one CPU each). Ray keeps its
-worker processes between tasks, so a worker's sandbox zygote, tracer pool and case cache stay warm for the
-next job of the same task. Ray is an optional extra (``pip install 'nkieval[ray]'``); every node needs
+The workers are Ray actors (one CPU each), fed by the same pool and queue as local review processes
+(:class:`nkieval.reward.workers.WorkerPool`, :mod:`nkieval.reward.affinity`): a free actor takes the oldest job
+of a task it ran recently, else one of a task no other actor holds, else the oldest job. An actor keeps its warm
+state (sandbox zygote, tracer pool, case cache) for as long as the pool lives, so the samples of one task are
+reviewed where that task's cases already are. Ray tasks could not do this: Ray hands a task to any idle worker
+process, so an RL step's n samples of a prompt each started cold in up to n processes, and every process's case
+cache had to hold every task.
+
+A job past its time limit, or whose actor died, is a ``harness-error`` (retry it), and its actor is replaced by a
+fresh one. An actor takes a job only once it is running: with more workers than the cluster has CPUs, the
+actors that wait for a CPU take none. Ray is an optional extra (``pip install 'nkieval[ray]'``); every node needs
 nkieval installed (docs/reward.md, "Ray on a cluster").
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from nkieval.reward.workers import SlotFailed, WorkerPool
+
 _INIT_LOCK = threading.Lock()
-_REMOTE: list[Any] = []
+_ACTOR: list[Any] = []
+#: seconds between checks, while a worker waits for its actor to start, that its pool has not been closed
+_READY_POLL_S = 1.0
 
 
 def ensure_ray(address: str | None = None) -> Any:
@@ -31,57 +44,135 @@ def ensure_ray(address: str | None = None) -> Any:
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False,
                      configure_logging=False, ignore_reinit_error=True)
-        if not _REMOTE:
-            from nkieval.reward.workers import run_job
-
-            _REMOTE.append(ray.remote(num_cpus=1, max_retries=0)(run_job))
+        if not _ACTOR:
+            _ACTOR.append(ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(ReviewActor))
     return ray
 
 
-def submit(job: dict[str, Any], address: str | None = None) -> Any:
-    """Start one job as a Ray task; its ObjectRef."""
-    ensure_ray(address)
-    return _REMOTE[0].remote(job)
+def cluster_cpus(address: str | None = None) -> int:
+    """The CPUs of the Ray cluster at ``address`` (at least 1)."""
+    return max(1, int(ensure_ray(address).cluster_resources().get("CPU", 1)))
+
+
+class ReviewActor:
+    """A Ray actor that reviews jobs one at a time, keeping its warm state between them (its class, made remote
+    by :func:`ensure_ray`)."""
+
+    def __init__(self) -> None:
+        self._answered = self._settled = False
+
+    def ping(self) -> int:
+        """The actor's process id (it is running)."""
+        import os
+
+        return os.getpid()
+
+    def run(self, job: dict[str, Any]) -> dict[str, Any]:
+        from nkieval.reward.workers import answer_job, settle_collector
+
+        if self._answered and not self._settled:
+            # (as a review process does after its first answered job; an actor's method cannot run after its
+            # answer has gone, so the collection comes before the second job)
+            settle_collector()
+            self._settled = True
+        ans = answer_job(job)
+        self._answered = self._answered or ans.get("status") != "harness-error"
+        return ans
+
+
+class ActorSlot:
+    """One worker of a :class:`~nkieval.reward.workers.WorkerPool` as a Ray actor (made on first use, and again
+    after it was stopped or died)."""
+
+    def __init__(self, address: str | None = None) -> None:
+        self.address = address
+        self.actor: Any = None
+        self._ready = False
+        #: the running actor's process id, on its node (None before it is ready)
+        self.pid: int | None = None
+
+    def wait_ready(self, closed: Callable[[], bool]) -> bool:
+        ray = ensure_ray(self.address)
+        while not self._ready:
+            if self.actor is None:
+                self.actor = _ACTOR[0].remote()
+            ping = self.actor.ping.remote()
+            while True:
+                if closed():
+                    return False
+                done, _ = ray.wait([ping], timeout=_READY_POLL_S)
+                if done:
+                    break
+            try:
+                self.pid = int(ray.get(ping))
+                self._ready = True
+            except Exception:  # (the actor died starting: a fresh one)
+                self.stop()
+        return not closed()
+
+    def call(self, job: dict[str, Any], limit: float | None) -> dict[str, Any]:
+        ray = ensure_ray(self.address)
+        if self.actor is None:
+            self.actor = _ACTOR[0].remote()
+        ref = self.actor.run.remote(job)
+        try:
+            done, _ = ray.wait([ref], timeout=limit)
+            if done:
+                return dict(ray.get(ref))
+            why = f"the review ran past the request's time limit of {limit:g} s; its Ray actor was stopped"
+        except Exception as e:  # the actor died, or Ray failed: retryable
+            why = f"ray: {type(e).__name__}: {str(e)[:300]}"
+        self.stop()
+        raise SlotFailed(why)
+
+    def stop(self) -> None:
+        actor, self.actor, self._ready, self.pid = self.actor, None, False, None
+        if actor is not None:
+            import ray
+
+            if ray.is_initialized():  # (else the actor went with the instance; never start one to kill it)
+                with contextlib.suppress(Exception):
+                    ray.kill(actor, no_restart=True)
+
+
+_POOL: dict[str, Any] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def ray_pool(workers: int | None = None, address: str | None = None) -> WorkerPool:
+    """The process's pool of ``workers`` review actors on the cluster at ``address`` (default: one per CPU of the
+    cluster), started on first use and kept for the next call; asked for with another size or address, the old
+    pool is closed first (its actors hold the cluster's CPUs). :func:`close_pool` (and the process's exit) closes
+    it."""
+    n = workers or cluster_cpus(address)
+    with _POOL_LOCK:
+        pool = _POOL.get("pool")
+        if pool is not None and (pool.workers, _POOL.get("address")) == (n, address):
+            return pool
+        if pool is not None:
+            pool.close()
+        else:
+            import atexit
+
+            atexit.register(close_pool)
+        pool = _POOL["pool"] = WorkerPool(n, slot=lambda: ActorSlot(address))
+        _POOL["address"] = address
+        return pool
+
+
+def close_pool() -> None:
+    """Stop the process's review actors (they start again on the next use), giving their CPUs back."""
+    with _POOL_LOCK:
+        pool = _POOL.pop("pool", None)
+        _POOL.pop("address", None)
+    if pool is not None:
+        pool.close()
 
 
 def run_jobs(jobs: Sequence[dict[str, Any]], *, workers: int | None = None, timeout_s: float | None = None,
              address: str | None = None) -> list[dict[str, Any]]:
-    """Run every job on Ray with at most ``workers`` in flight (None: the cluster's CPUs); answers in order.
-
-    A task that fails (its worker died) or runs past ``timeout_s`` is a ``harness-error`` answer."""
-    import time
-
-    ray = ensure_ray(address)
-    limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    out: list[dict[str, Any] | None] = [None] * len(jobs)
-    pending: dict[Any, tuple[int, float]] = {}
-    nxt = 0
-    while nxt < len(jobs) or pending:
-        while nxt < len(jobs) and len(pending) < limit:
-            pending[_REMOTE[0].remote(jobs[nxt])] = (nxt, time.monotonic())
-            nxt += 1
-        step = 1.0
-        if timeout_s is not None:
-            first = min(t0 for _, t0 in pending.values())
-            step = max(0.0, min(step, first + timeout_s - time.monotonic()))
-        ready, _ = ray.wait(list(pending), num_returns=1, timeout=step)
-        for ref in ready:
-            i, _t0 = pending.pop(ref)
-            try:
-                out[i] = dict(ray.get(ref))
-            except Exception as e:  # the task's worker died or Ray failed: retryable
-                out[i] = _harness(jobs[i], f"ray: {type(e).__name__}: {str(e)[:300]}")
-        if timeout_s is not None:
-            now = time.monotonic()
-            for ref, (i, t0) in list(pending.items()):
-                if now - t0 > timeout_s:
-                    ray.cancel(ref, force=True)
-                    pending.pop(ref)
-                    out[i] = _harness(jobs[i], f"the review ran past the time limit of {timeout_s:g} s; "
-                                               "its Ray task was cancelled")
-    return [x if x is not None else _harness(j, "no answer") for x, j in zip(out, jobs)]
-
-
-def _harness(job: dict[str, Any], why: str) -> dict[str, Any]:
-    return {"status": "harness-error", "reward": None, "task": str(job.get("task")), "error": why,
-            "seed": job.get("seed"), "target": job.get("target")}
+    """Run every job on the process's review actors (:func:`ray_pool`); answers in order. A job that runs past
+    ``timeout_s`` or whose actor died is a ``harness-error`` answer."""
+    pool = ray_pool(workers, address)
+    futs = [pool.submit(j, timeout_s=timeout_s) for j in jobs]
+    return [f.result() for f in futs]

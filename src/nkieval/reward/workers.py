@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
 from nkieval.reward.affinity import AffinityQueue
 
@@ -31,7 +31,7 @@ STOP_GRACE_S = 2.0
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Score one job in this process: the worker's body (and the Ray task's)."""
+    """Score one job in this process: the body of a review process's and a Ray review actor's job."""
     from nkieval.review.verdict import UsageError
     from nkieval.reward.core import score
     from nkieval.tasks import TaskError
@@ -102,18 +102,25 @@ def _serve_jobs(conn: Any) -> None:
             job = conn.recv()
         except (EOFError, OSError):
             return
+        ans = answer_job(job)
         try:
-            ans = run_job(job)
-        except BaseException as e:  # the harness broke: retryable
-            ans = {"status": "harness-error", "reward": None, "task": str(job.get("task")),
-                   "error": f"worker: {type(e).__name__}: {e}"}
-        try:
-            conn.send({**ans, CACHE_STATS: _case_cache_stats()})
+            conn.send(ans)
         except (BrokenPipeError, OSError):
             return
         if not settled and ans.get("status") != "harness-error":
             settle_collector()  # (after the answer went out: its collection costs no request any time)
             settled = True
+
+
+def answer_job(job: dict[str, Any]) -> dict[str, Any]:
+    """A worker's answer to ``job`` (a review process's, a Ray actor's): :func:`run_job`'s, a ``harness-error`` for
+    anything that breaks the harness, and the worker's case cache counters (``CACHE_STATS``, for the pool)."""
+    try:
+        ans = run_job(job)
+    except BaseException as e:  # the harness broke: retryable
+        ans = {"status": "harness-error", "reward": None, "task": str(job.get("task")),
+               "error": f"worker: {type(e).__name__}: {e}"}
+    return {**ans, CACHE_STATS: _case_cache_stats()}
 
 
 #: the answer's field that carries the worker's case cache counters to the pool (taken off before it goes on)
@@ -131,11 +138,50 @@ def _case_cache_stats() -> dict[str, int]:
         return {}
 
 
-class _Slot:
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
+class SlotFailed(Exception):
+    """The worker running a job was stopped (past the job's time limit) or died: the job is a ``harness-error``."""
+
+
+class Slot(Protocol):
+    """Where one of a pool's workers runs its jobs: a review process here, or a Ray actor
+    (:class:`nkieval.reward.ray_executor.ActorSlot`). The pool calls it from the worker's own thread only."""
+
+    def wait_ready(self, closed: Callable[[], bool]) -> bool:
+        """Block until the worker can take a job (False: ``closed()`` became true first)."""
+
+    def call(self, job: dict[str, Any], limit: float | None) -> dict[str, Any]:
+        """The worker's answer (:func:`answer_job`); raises :class:`SlotFailed` if it ran past ``limit`` seconds
+        or died, after stopping it (the next call starts a fresh one)."""
+
+    def stop(self) -> None:
+        """Stop the worker and everything it started."""
+
+
+class ProcessSlot:
+    """A spawned review process in its own process group (its sandbox zygote goes with it when it is stopped)."""
+
+    def __init__(self, ctx: Any | None = None) -> None:
+        self.ctx = ctx if ctx is not None else mp.get_context("spawn")
         self.proc: Any = None
         self.conn: Any = None
+
+    def wait_ready(self, closed: Callable[[], bool]) -> bool:
+        return True  # (the process is started by the job that needs it)
+
+    def call(self, job: dict[str, Any], limit: float | None) -> dict[str, Any]:
+        if self.proc is None or not self.proc.is_alive():
+            self.stop()
+            self.start()
+        t0 = time.monotonic()
+        try:
+            self.conn.send(job)
+            if self.conn.poll(limit):
+                return dict(self.conn.recv())
+            why = f"the review ran past the request's time limit of {limit:g} s; its worker was stopped"
+        except (EOFError, OSError, BrokenPipeError) as e:
+            why = f"the review worker died ({type(e).__name__}) after {time.monotonic() - t0:.1f} s"
+        self.stop()
+        raise SlotFailed(why)
 
     def start(self) -> None:
         parent, child = self.ctx.Pipe()
@@ -167,21 +213,27 @@ class _Slot:
 
 
 class WorkerPool:
-    """``workers`` review processes; :meth:`submit` a job, get a :class:`~concurrent.futures.Future` of its
-    answer. ``timeout_s`` (per job, None: none) bounds a job's wall time from the moment a worker takes it."""
+    """``workers`` review workers; :meth:`submit` a job, get a :class:`~concurrent.futures.Future` of its
+    answer. ``timeout_s`` (per job, None: none) bounds a job's wall time from the moment a worker takes it.
+    ``slot``: makes each worker's :class:`Slot` (default: a review process, :class:`ProcessSlot`; Ray actors:
+    :func:`nkieval.reward.ray_executor.ray_pool`). Every kind is fed by the same queue (:mod:`.affinity`)."""
 
-    def __init__(self, workers: int | None = None, *, timeout_s: float | None = None) -> None:
+    def __init__(self, workers: int | None = None, *, timeout_s: float | None = None,
+                 slot: Callable[[], Slot] | None = None) -> None:
         n = workers or os.cpu_count() or 1
         if n < 1:
             raise ValueError(f"workers must be at least 1, got {n}")
         self.workers = n
         self.timeout_s = timeout_s
         self._jobs = AffinityQueue(n)  # (each worker is handed the tasks whose cases it holds)
-        self._ctx = mp.get_context("spawn")
+        ctx = mp.get_context("spawn")
+        self._make_slot: Callable[[], Slot] = slot if slot is not None else (lambda: ProcessSlot(ctx))
         self._threads = [threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"nkieval-slot-{i}")
                          for i in range(n)]
         self._closed = False
         self.busy = 0
+        #: each worker's slot, once its thread has made it (for inspection: the pool's threads alone use them)
+        self.slots: list[Slot | None] = [None] * n
         #: each worker's case cache counters, as its last answer gave them (a restarted worker starts at 0)
         self.cache_stats: dict[int, dict[str, int]] = {}
         self._lock = threading.Lock()
@@ -213,9 +265,11 @@ class WorkerPool:
         self.close()
 
     def _serve(self, worker: int) -> None:
-        slot = _Slot(self._ctx)
+        slot = self.slots[worker] = self._make_slot()
         try:
             while True:
+                if not slot.wait_ready(lambda: self._closed):  # (a worker takes a job only once it can run it)
+                    return
                 item = self._jobs.get(worker)
                 if item is None:
                     return
@@ -244,25 +298,16 @@ class WorkerPool:
         keys = ("entries", "bytes", "hits", "misses", "evictions", "prepared_shed")
         return {k: sum(int(s.get(k, 0)) for s in stats) for k in keys}
 
-    def _run(self, slot: _Slot, job: dict[str, Any], limit: float | None, worker: int = 0) -> dict[str, Any]:
-        if slot.proc is None or not slot.proc.is_alive():
-            slot.stop()
-            slot.start()
-        t0 = time.monotonic()
+    def _run(self, slot: Slot, job: dict[str, Any], limit: float | None, worker: int = 0) -> dict[str, Any]:
         try:
-            slot.conn.send(job)
-            if slot.conn.poll(limit):
-                ans = dict(slot.conn.recv())
-                stats = ans.pop(CACHE_STATS, None)
-                if isinstance(stats, dict):
-                    with self._lock:
-                        self.cache_stats[worker] = stats
-                return ans
-            why = f"the review ran past the request's time limit of {limit:g} s; its worker was stopped"
-        except (EOFError, OSError, BrokenPipeError) as e:
-            why = f"the review worker died ({type(e).__name__}) after {time.monotonic() - t0:.1f} s"
-        slot.stop()
-        return _harness(job, why)
+            ans = slot.call(job, limit)
+        except SlotFailed as e:
+            return _harness(job, str(e))
+        stats = ans.pop(CACHE_STATS, None)
+        if isinstance(stats, dict):
+            with self._lock:
+                self.cache_stats[worker] = stats
+        return ans
 
 
 def job_key(job: dict[str, Any]) -> tuple[str, int] | None:

@@ -18,7 +18,7 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 @click.option("--db", type=click.Path(dir_okay=False), default=str(DEFAULT_DB), show_default=True,
               help="SQLite file of requests and results (kept across restarts)")
 @click.option("--workers", type=click.IntRange(1, 1024), default=None,
-              help="reviews at once (default: the CPU count)")
+              help="reviews at once (default: the CPU count; with --ray-address, the cluster's CPUs)")
 @click.option("--max-queue", type=click.IntRange(1, 1_000_000), default=None,
               help="requests accepted and not finished before 429 (default: 8 x workers)")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=900.0, show_default=True,
@@ -48,6 +48,7 @@ def serve(host: str, port: int, db: str, workers: int | None, max_queue: int | N
         click.echo(f"warning: serving on {host} without --token: anyone who can reach it can submit code", err=True)
     service = RewardService(db, workers=workers, max_queue=max_queue, timeout_s=timeout_s, ray_address=ray_address,
                             case_timeout_s=case_timeout_s, task_roots=task_roots)
-    click.echo(f"nkieval serve: http://{host}:{port} ({service.workers} worker(s), queue {service.max_queue}, "
-               f"db {db})", err=True)
+    sizes = (f"{service.workers} worker(s), queue {service.max_queue}" if ray_address is None or workers else
+             "a Ray actor per CPU of the cluster")
+    click.echo(f"nkieval serve: http://{host}:{port} ({sizes}, db {db})", err=True)
     uvicorn.run(create_app(service, token=token), host=host, port=port, log_level="warning", access_log=False)

@@ -1,5 +1,5 @@
 """The reward service without HTTP: admission (a bounded queue), the durable store, the review backend
-(a :class:`~nkieval.reward.workers.WorkerPool` with one process per core, or a Ray cluster) and the metrics.
+(a :class:`~nkieval.reward.workers.WorkerPool` with one process per core, or one Ray actor per CPU of a cluster) and the metrics.
 
 A request is a :class:`~nkieval.reward.batch.ScoreItem`-like dict. Its id is the client's ``request_id`` or,
 without one, the SHA-256 of the request itself, so the same request sent twice is one request (retry freely).
@@ -83,6 +83,7 @@ class RewardService:
                  timeout_s: float = 900.0, ray_address: str | None = None,
                  case_timeout_s: float | None = None, task_roots: Sequence[str | Path] = ()) -> None:
         self.workers = workers or os.cpu_count() or 1
+        self._sizes_given = (workers is not None, max_queue is not None)
         self.max_queue = max_queue if max_queue is not None else 8 * self.workers
         self.timeout_s = float(timeout_s)
         self.ray_address = ray_address
@@ -100,14 +101,19 @@ class RewardService:
     # ---------------------------------------------------------------- life cycle
     def start(self) -> None:
         """Start the backend and run again every request a previous process accepted and did not finish."""
+        from nkieval.reward.workers import WorkerPool
+
         if self.ray_address is None:
-            from nkieval.reward.workers import WorkerPool
-
             self._pool = WorkerPool(self.workers)
-        else:
-            from nkieval.reward.ray_executor import ensure_ray
+        else:  # (review actors on the cluster, fed as the local pool is; its own, closed with the service)
+            from nkieval.reward.ray_executor import ActorSlot, cluster_cpus
 
-            ensure_ray(self.ray_address)
+            address = self.ray_address
+            if not self._sizes_given[0]:
+                self.workers = cluster_cpus(address)
+                if not self._sizes_given[1]:
+                    self.max_queue = 8 * self.workers
+            self._pool = WorkerPool(self.workers, slot=lambda: ActorSlot(address))
         for row in self.store.unfinished():
             self.metrics.recovered += 1
             if "known" in row.job:  # answered without a review; the crash came before its result was stored
@@ -219,31 +225,7 @@ class RewardService:
         fut.add_done_callback(lambda f, rid=rid, t0=t0: self._done(rid, f, t0))
 
     def _run(self, rid: str, job: dict[str, Any], limit: float) -> Future[dict[str, Any]]:
-        if self._pool is not None:
-            return self._pool.submit(job, timeout_s=limit, on_start=lambda: self.store.running(rid))
-        from nkieval.reward.ray_executor import submit
-
-        ref = submit(job, self.ray_address)
-        self.store.running(rid)
-        out: Future[dict[str, Any]] = Future()
-
-        def wait() -> None:
-            import ray
-
-            try:
-                ready, _ = ray.wait([ref], timeout=limit)
-                if not ready:
-                    ray.cancel(ref, force=True)
-                    out.set_result({"status": "harness-error", "reward": None, "task": job.get("task"),
-                                    "error": f"the review ran past the request's time limit of {limit:g} s"})
-                else:
-                    out.set_result(dict(ray.get(ref)))
-            except Exception as e:
-                out.set_result({"status": "harness-error", "reward": None, "task": job.get("task"),
-                                "error": f"ray: {type(e).__name__}: {str(e)[:300]}"})
-
-        threading.Thread(target=wait, daemon=True).start()
-        return out
+        return self._pool.submit(job, timeout_s=limit, on_start=lambda: self.store.running(rid))
 
     def _done(self, rid: str, fut: Future[dict[str, Any]], t0: float) -> None:
         try:
@@ -268,7 +250,7 @@ class RewardService:
         with self._lock:
             depth = len(self._pending)
         busy = self._pool.busy if self._pool is not None else None
-        return {"status": "ok", "backend": "ray" if self._pool is None else "local", "workers": self.workers,
+        return {"status": "ok", "backend": "local" if self.ray_address is None else "ray", "workers": self.workers,
                 "queue_depth": depth, "max_queue": self.max_queue, "running": busy,
                 "uptime_s": round(time.time() - self.started, 1)}
 
@@ -298,7 +280,7 @@ class RewardService:
             f"nkieval_queue_depth {h['queue_depth']}",
             "# HELP nkieval_queue_capacity The queue's bound (429 beyond it).", "# TYPE nkieval_queue_capacity gauge",
             f"nkieval_queue_capacity {self.max_queue}",
-            "# HELP nkieval_workers Review processes (or Ray tasks) at once.", "# TYPE nkieval_workers gauge",
+            "# HELP nkieval_workers Review processes (or Ray actors) at once.", "# TYPE nkieval_workers gauge",
             f"nkieval_workers {self.workers}",
         ]
         if h["running"] is not None:
