@@ -102,3 +102,33 @@ def test_service_backend_on_ray(local_ray, tmp_path, responses, scored):
         assert all(isinstance(s, ActorSlot) for s in svc._pool.slots)
     finally:
         svc.close()
+
+
+class _DiesStarting:
+    def __init__(self):
+        raise RuntimeError("this node cannot import what the review needs")
+
+    def ping(self):
+        return 0
+
+    def run(self, job):
+        return {}
+
+
+def test_actors_that_cannot_start_fail_their_jobs_instead_of_never_answering(local_ray):
+    from nkieval.reward import ray_executor
+    from nkieval.reward.batch import close_pools
+    from nkieval.reward.workers import WorkerPool
+
+    close_pools()
+    ray_executor.ensure_ray()
+    real = ray_executor._ACTOR[0]
+    ray_executor._ACTOR[0] = local_ray.remote(num_cpus=1, max_restarts=0)(_DiesStarting)
+    pool = WorkerPool(1, slot=lambda: ray_executor.ActorSlot())
+    try:
+        ans = pool.submit({"task": "vector_add", "source": "", "seed": SEED}).result(timeout=180)
+    finally:
+        pool.close()
+        ray_executor._ACTOR[0] = real
+    assert ans["status"] == "harness-error" and ans["reward"] is None
+    assert ans["error"].startswith("ray: ActorDiedError")  # (Ray's reason: the actor's creation failed)

@@ -10,7 +10,7 @@ cache had to hold every task.
 
 A job past its time limit, or whose actor died, is a ``harness-error`` (retry it), and its actor is replaced by a
 fresh one. An actor takes a job only once it is running: with more workers than the cluster has CPUs, the
-actors that wait for a CPU take none. Ray is an optional extra (``pip install 'nkieval[ray]'``); every node needs
+actors that wait for a CPU take none (but after actors that die starting, a job is taken and fails with the reason). Ray is an optional extra (``pip install 'nkieval[ray]'``); every node needs
 nkieval installed (docs/reward.md, "Ray on a cluster").
 """
 
@@ -27,6 +27,8 @@ _INIT_LOCK = threading.Lock()
 _ACTOR: list[Any] = []
 #: seconds between checks, while a worker waits for its actor to start, that its pool has not been closed
 _READY_POLL_S = 1.0
+#: actors that die starting, in a row, before a worker takes a job anyway (to fail it with the reason)
+_START_TRIES = 3
 
 
 def ensure_ray(address: str | None = None) -> Any:
@@ -93,21 +95,27 @@ class ActorSlot:
 
     def wait_ready(self, closed: Callable[[], bool]) -> bool:
         ray = ensure_ray(self.address)
+        failed = 0
         while not self._ready:
-            if self.actor is None:
-                self.actor = _ACTOR[0].remote()
-            ping = self.actor.ping.remote()
-            while True:
-                if closed():
-                    return False
-                done, _ = ray.wait([ping], timeout=_READY_POLL_S)
-                if done:
-                    break
+            if failed >= _START_TRIES:
+                # (actors that die starting, e.g. a node without nkieval: the next job is taken and fails with
+                # Ray's reason, a harness error, rather than no job ever being answered)
+                return not closed()
             try:
+                if self.actor is None:
+                    self.actor = _ACTOR[0].remote()
+                ping = self.actor.ping.remote()
+                while True:
+                    if closed():
+                        return False
+                    done, _ = ray.wait([ping], timeout=_READY_POLL_S)
+                    if done:
+                        break
                 self.pid = int(ray.get(ping))
                 self._ready = True
-            except Exception:  # (the actor died starting: a fresh one)
+            except Exception:  # (the actor died starting, or Ray failed: a fresh one)
                 self.stop()
+                failed += 1
         return not closed()
 
     def call(self, job: dict[str, Any], limit: float | None) -> dict[str, Any]:
