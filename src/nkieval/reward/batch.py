@@ -117,7 +117,8 @@ def score_many(items: Iterable[ItemLike], *, workers: int | None = None, executo
     """Score every item; results in the items' order (see the module docstring).
 
     ``workers``: review processes (``local``; default: the CPU count, 1 reviews in this process) or review actors
-    (``ray``; default: the cluster's CPUs; kept for the next call, see :func:`nkieval.reward.ray_executor.ray_pool`). ``seed``/``target``: for items that give none.
+    (``ray``; default: the cluster's CPUs; kept for the next call: :func:`nkieval.reward.ray_executor.ray_pool`).
+    ``seed``/``target``: for items that give none.
     ``timeout_s``: per review (``local`` with workers > 1: the worker is stopped and the item is a
     ``harness-error``; Ray: the actor is stopped, same result). ``ray_address``: ``ray.init``'s address
     (None: a running cluster this process is connected to, or a local one). ``feedback=False``: brief reviews
@@ -162,16 +163,14 @@ def shared_pool(workers: int) -> Any:
 
 def close_pools() -> None:
     """Stop the shared worker pools and the process's Ray actors (they start again on the next ``score_many``)."""
-    import sys
+    from nkieval.reward.ray_executor import close_pool  # (Ray itself is imported only by a pool that uses it)
 
     with _POOLS_LOCK:
         pools = list(_POOLS.values())
         _POOLS.clear()
     for p in pools:
         p.close()
-    ray_executor = sys.modules.get("nkieval.reward.ray_executor")  # (never imported: no actors to stop)
-    if ray_executor is not None:
-        ray_executor.close_pool()
+    close_pool()
 
 
 def run_local(jobs: Sequence[dict[str, Any]], *, workers: int | None = None,

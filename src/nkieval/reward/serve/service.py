@@ -1,5 +1,6 @@
-"""The reward service without HTTP: admission (a bounded queue), the durable store, the review backend
-(a :class:`~nkieval.reward.workers.WorkerPool` with one process per core, or one Ray actor per CPU of a cluster) and the metrics.
+"""The reward service without HTTP: admission (a bounded queue), the durable store, the review backend (a
+:class:`~nkieval.reward.workers.WorkerPool` of one review process per core, or of one Ray actor per CPU of a
+cluster) and the metrics.
 
 A request is a :class:`~nkieval.reward.batch.ScoreItem`-like dict. Its id is the client's ``request_id`` or,
 without one, the SHA-256 of the request itself, so the same request sent twice is one request (retry freely).
