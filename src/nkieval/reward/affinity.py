@@ -1,10 +1,11 @@
-"""The worker pool's queue: each review process is handed the candidates of the tasks whose cases it already holds.
+"""The worker pool's queue: each review worker (a review process, or a Ray actor: :mod:`nkieval.reward.workers`) is
+handed the candidates of the tasks whose cases it already holds.
 
 A review's candidate-independent work (the case's inputs, the task's reference outputs, the CUDA kernel's outputs,
 the prepared numerics checks) is cached per process, keyed by task and seed (:mod:`nkieval.review.cache`): a warm
 review of a task costs a fraction of a cold one. A first-in, first-out queue deals an RL step's candidates, which
-come grouped by prompt, to whichever process is free, so every process meets every task and the n samples of one
-task start cold in up to n processes at once. This queue gives a free process, in order:
+come grouped by prompt, to whichever worker is free, so every worker meets every task and the n samples of one
+task start cold in up to n processes at once. This queue gives a free worker, in order:
 
 1. the oldest job of a task and seed it ran recently (its own warm keys, the most recent first);
 2. else the oldest job, among the first :data:`WINDOW` waiting, whose key no other process ran recently (the
