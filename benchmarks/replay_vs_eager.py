@@ -3,8 +3,10 @@
 For each built-in candidate asked for (``task/label``, labels as ``nkieval.tasks.loader.candidate_files`` names
 them: ``solution``, ``baseline``, ``flawed:<name>``), on the task's largest shape: CPU time of the eager run
 (``run_kernel``), of recording the program with every instruction run and as the review's tracer records it
-(``defer=True``: the checks the replay makes left to it; the tracer's work, without its sandbox), of parsing and
-compiling the program document, and of a replay of the compiled program; best of ``--repeat`` runs, as ratios to eager
+(``defer=True`` and no trace kept: the checks the replay makes left to it; the tracer's work, without its sandbox),
+of parsing and compiling the program document, of a replay of the compiled program, and of an untraced replay (what
+the judge's later cases of a static program cost: ``nkieval.review.executor.replay_options``); best of ``--repeat``
+runs, as ratios to eager
 measured in the same run (machines here are noisy; CPU time is steadier than wall time under load). The
 collector runs with the thresholds the review's tracer and executor processes use
 (``nkieval.review.child.GC_THRESHOLDS``).
@@ -21,10 +23,12 @@ import importlib.util
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from nkieval import frontends
 from nkieval.review.child import GC_THRESHOLDS
+from nkieval.sim.options import SimOptions
 from nkieval.sim.program import ArgSpec, Program, compile_program, record_program, replay_program
 from nkieval.sim.runner import run_kernel
 from nkieval.tasks.inputs import generate_inputs
@@ -58,6 +62,7 @@ def measure(task_id: str, label: str, repeat: int) -> dict[str, float]:
     args = [inputs[t.name] for t in task.inputs]
     params = dict(task.params)
     arg_specs = [ArgSpec(a.shape, a.dtype.name) for a in args]
+    untraced = replace(SimOptions.from_env(), record_trace=False, capacity_check="off")
     text = record_program(fn, arg_specs, params, target="trn2", lnc=lnc).program.to_json()
     compiled = Program.from_json(text)
     compile_program(compiled)
@@ -68,8 +73,9 @@ def measure(task_id: str, label: str, repeat: int) -> dict[str, float]:
     def record() -> None:
         record_program(fn, arg_specs, params, target="trn2", lnc=lnc).program.to_json()
 
-    def record_deferred() -> None:
-        record_program(fn, arg_specs, params, target="trn2", lnc=lnc, defer=True).program.to_json()
+    def record_deferred() -> None:  # (as the review's tracer records: no trace kept)
+        record_program(fn, arg_specs, params, target="trn2", lnc=lnc, defer=True,
+                       options=SimOptions.from_env(record_trace=False)).program.to_json()
 
     def parse_compile() -> None:
         compile_program(Program.from_json(text))
@@ -77,7 +83,10 @@ def measure(task_id: str, label: str, repeat: int) -> dict[str, float]:
     def replay() -> None:
         replay_program(compiled, [a.copy() for a in args], dict(params), target="trn2")
 
-    parts = (eager, record, record_deferred, parse_compile, replay)
+    def replay_untraced() -> None:
+        replay_program(compiled, [a.copy() for a in args], dict(params), target="trn2", options=untraced)
+
+    parts = (eager, record, record_deferred, parse_compile, replay, replay_untraced)
     for f in parts:  # first calls pay for imports and caches
         f()
     return {f.__name__: _best(f, repeat) for f in parts}
@@ -92,13 +101,13 @@ def main() -> None:
     warnings.simplefilter("ignore")
     gc.set_threshold(*GC_THRESHOLDS)  # the collector's settings of the tracer and the executor
     print(f"{'candidate':<36} {'eager ms':>9} {'record':>7} {'deferred':>9} {'parse+compile':>14} {'replay':>7}"
-          "   (ratios to eager)")
+          f" {'untraced':>9}   (ratios to eager)")
     for c in args.candidates:
         task_id, label = c.split("/", 1)
         m = measure(task_id, label, args.repeat)
         e = m["eager"]
         print(f"{c:<36} {e * 1000:9.1f} {m['record'] / e:7.2f} {m['record_deferred'] / e:9.2f} "
-              f"{m['parse_compile'] / e:14.2f} {m['replay'] / e:7.2f}")
+              f"{m['parse_compile'] / e:14.2f} {m['replay'] / e:7.2f} {m['replay_untraced'] / e:9.2f}")
 
 
 if __name__ == "__main__":

@@ -186,3 +186,71 @@ def test_fp32_copy_is_read_only_and_dropped_on_write():
     assert not views[2].flags.writeable
     np.testing.assert_array_equal(views[2], a[:, 0, :].astype(np.float32))
     np.testing.assert_array_equal(after, np.zeros((128, 32), np.float32))
+
+
+def _mixed_kernel(a, b):
+    """DMA, Vector, Scalar and GpSimd instructions on tiles and HBM, with a reduce result."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    r = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    nisa.dma_copy(dst=y, src=b)
+    nisa.tensor_tensor(dst=x, data1=x, data2=y, op=nl.add)
+    nisa.tensor_scalar(dst=y, data=x, op0=nl.multiply, operand0=2.0)
+    nisa.activation(dst=x, op=nl.exp, data=y, reduce_op=nl.add, reduce_res=r)
+    nisa.tensor_copy(dst=y, src=x)
+    nisa.memset(dst=x, value=0.0)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+def test_an_untraced_run_makes_no_operand_records(monkeypatch):
+    """``record`` makes the operands' trace records only for a kept trace (``record_trace``); a traced run makes one
+    per operand of every record, with the roles and modes the instruction names."""
+    from nkieval.sim.options import SimOptions
+    from nkieval.sim.tensor import NkiTensor
+
+    calls = []
+    real = NkiTensor.access
+
+    def counted(self, role, mode):
+        calls.append((role, mode))
+        return real(self, role, mode)
+
+    monkeypatch.setattr(NkiTensor, "access", counted)
+    a, b = rand((128, 64)), rand((128, 64))
+    untraced = run_kernel(_mixed_kernel, [a, b], options=SimOptions.from_env(record_trace=False))
+    assert calls == []
+    traced = run_kernel(_mixed_kernel, [a, b], options=SimOptions.from_env())
+    np.testing.assert_array_equal(untraced.outputs, traced.outputs)
+    ops = [(o.role, o.mode) for rec in traced.trace.records for o in rec.operands]
+    assert calls == ops
+    assert [rec.opcode for rec in traced.trace.records] == [
+        "dma_copy", "dma_copy", "tensor_tensor", "tensor_scalar", "activation", "tensor_copy", "memset", "dma_copy"]
+    assert ops[:4] == [("dst", "w"), ("src", "r"), ("dst", "w"), ("src", "r")]
+    assert ("reduce_res", "w") in ops
+
+
+def test_enum_arguments_remembered_are_still_checked():
+    """``core.enum_value`` remembers accepted ints and members by type: a bool, a float or an unknown value equal
+    to an accepted one is still refused, and an object with its own ``value`` is read each time."""
+    from nkieval.sim.isa.enums import oob_mode
+
+    assert core.enum_value(oob_mode.skip, oob_mode, "oob_mode") == int(oob_mode.skip)
+    assert core.enum_value(int(oob_mode.skip), oob_mode, "oob_mode") == int(oob_mode.skip)
+    assert core.enum_value(np.int32(int(oob_mode.skip)), oob_mode, "oob_mode") == int(oob_mode.skip)
+    one = next(int(m) for m in oob_mode if int(m) == 1)
+    core.enum_value(one, oob_mode, "oob_mode")
+    for bad in (True, 1.0, 99, "skip", [1]):
+        with pytest.raises(NkiValidationError, match="oob_mode must be one of"):
+            core.enum_value(bad, oob_mode, "oob_mode")
+
+    class Changing:
+        value = int(oob_mode.skip)
+
+    c = Changing()
+    assert core.enum_value(c, oob_mode, "oob_mode") == int(oob_mode.skip)
+    c.value = 99
+    with pytest.raises(NkiValidationError):
+        core.enum_value(c, oob_mode, "oob_mode")

@@ -124,7 +124,7 @@ def sendrecv(ctx: Any, src: Any, dst: Any, send_to_rank: Any, recv_from_rank: An
     dst.data[...] = got
     mark_written(dst, matmul=False)
     record(ctx, "sendrecv", "gpsimd" if eng == DmaEngine.gpsimd_dma else "dma",
-           [dst.access("dst", "w"), src.access("src", "r")], send_to=to, recv_from=frm, pipe_id=pipe,
+           [(dst, "dst", "w"), (src, "src", "r")], send_to=to, recv_from=frm, pipe_id=pipe,
            dma_engine=eng.name)
 
 
@@ -146,7 +146,7 @@ def core_barrier(ctx: Any, data: Any, cores: Any, engine: Any = None, name: str 
                                  rule="argument")
     eng = resolve_engine(engine, "gpsimd", ("gpsimd", "vector", "scalar", "tensor", "sync"), "core_barrier")
     if cs == (0,):
-        record(ctx, "core_barrier", eng, [data.access("data", "r")], cores=list(cs))
+        record(ctx, "core_barrier", eng, [(data, "data", "r")], cores=list(cs))
         return
     _require_lnc2(ctx, "core_barrier")
     launch = ctx.launch
@@ -162,4 +162,4 @@ def core_barrier(ctx: Any, data: Any, cores: Any, engine: Any = None, name: str 
             return True if launch.barrier_gen != gen else _NOTHING
 
     _wait_for_peer(ctx, passed, "waited at core_barrier for its peer")
-    record(ctx, "core_barrier", eng, [data.access("data", "r")], cores=list(cs))
+    record(ctx, "core_barrier", eng, [(data, "data", "r")], cores=list(cs))

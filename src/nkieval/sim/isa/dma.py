@@ -135,7 +135,7 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
         if isinstance(ind, OutOfBoundsView):  # a run-time scalar_offset put the view outside the tensor
             if oob != OobMode.skip:
                 raise NkiValidationError(f"{role}: {ind.message}", operand=role, rule="out-of-bounds")
-            record(ctx, "dma_copy", "dma", [src.access("src", "r")] if role == "dst" else [], skipped_oob=role)
+            record(ctx, "dma_copy", "dma", [(src, "src", "r")] if role == "dst" else [], skipped_oob=role)
             return
     if src_ind is not None and dst_ind is not None:
         raise NkiValidationError("src and dst cannot both be indirect", rule="argument")
@@ -162,7 +162,7 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
             fast = dt.cast(fast.astype(np.float32), dst.dtype, fp8_overflow=ctx.options.fp8_overflow,
                            precise=ctx.options.precise_fp)
         write_exact(dst, fast.reshape(dst.shape))
-        accesses = [dst.access("dst", "w"), src_ind.index.access("vector_offset", "r"), src.access("src", "r")]
+        accesses = [(dst, "dst", "w"), (src_ind.index, "vector_offset", "r"), (src, "src", "r")]
     elif src_ind is not None:
         offs, ok = _gather(ctx, src, oob, "src", idx)
         if offs.size != dst.size:
@@ -177,7 +177,7 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
         new = dst.data.copy().reshape(offs.shape)
         new[okb] = gathered[okb]
         write_exact(dst, new.reshape(dst.shape))
-        accesses = [dst.access("dst", "w"), src_ind.index.access("vector_offset", "r"), src.access("src", "r")]
+        accesses = [(dst, "dst", "w"), (src_ind.index, "vector_offset", "r"), (src, "src", "r")]
     elif dst_ind is not None:
         offs, ok = _gather(ctx, dst, oob, "dst")
         vals = _dma_values(ctx, src).reshape(offs.shape)
@@ -188,13 +188,13 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
         okb = np.broadcast_to(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs.shape)
         flat[offs[okb]] = conv[okb]
         note_write(dst.alloc)
-        accesses = [dst.access("dst", "w"), dst_ind.index.access("vector_offset", "r"), src.access("src", "r")]
+        accesses = [(dst, "dst", "w"), (dst_ind.index, "vector_offset", "r"), (src, "src", "r")]
     else:
         if not cast:
             write_exact(dst, read_exact(src).reshape(dst.shape))
         else:
             write(ctx, dst, _dma_values(ctx, src).reshape(dst.shape))
-        accesses = [dst.access("dst", "w"), src.access("src", "r")]
+        accesses = [(dst, "dst", "w"), (src, "src", "r")]
     record(ctx, "dma_copy", "dma", accesses, **attrs)
 
 
@@ -229,4 +229,4 @@ def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int 
     if dst.dtype != src.dtype:
         raise NkiValidationError(f"dma_transpose cannot cast ({src.dtype} -> {dst.dtype})", operand="dst", rule="dtype")
     write_exact(dst, np.transpose(read_exact(src), perm))
-    record(ctx, "dma_transpose", "dma", [dst.access("dst", "w"), src.access("src", "r")], axes=list(perm))
+    record(ctx, "dma_transpose", "dma", [(dst, "dst", "w"), (src, "src", "r")], axes=list(perm))

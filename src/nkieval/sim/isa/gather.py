@@ -96,8 +96,8 @@ def local_gather(ctx: Any, dst: Any, src_buffer: Any, index: Any, num_elem_per_i
                                      operand="index", rule="out-of-bounds")
         out[c * g:(c + 1) * g] = sf[c * g:(c + 1) * g][:, pos]
     _store_exact(dst, out)
-    record(ctx, "local_gather", "gpsimd", [dst.access("dst", "w"), src.access("src_buffer", "r"),
-                                           index.access("index", "r")], num_elem_per_idx=ne, num_valid_indices=nv)
+    record(ctx, "local_gather", "gpsimd", [(dst, "dst", "w"), (src, "src_buffer", "r"),
+                                           (index, "index", "r")], num_elem_per_idx=ne, num_valid_indices=nv)
 
 
 @instruction("nc_n_gather", "gpsimd")
@@ -119,8 +119,8 @@ def nc_n_gather(ctx: Any, dst: Any, data: Any, indices: Any, name: str | None = 
         raise NkiValidationError(f"index {int(idx.max())} is outside [0, {df.shape[1]}) (data elements per "
                                  "partition)", operand="indices", rule="out-of-bounds")
     _store_exact(dst, np.take_along_axis(df, idx, axis=1))
-    record(ctx, "nc_n_gather", "gpsimd", [dst.access("dst", "w"), data.access("data", "r"),
-                                          indices.access("indices", "r")])
+    record(ctx, "nc_n_gather", "gpsimd", [(dst, "dst", "w"), (data, "data", "r"),
+                                          (indices, "indices", "r")])
 
 
 def _check_shuffle_start(ctx: Any, t: NkiTensor, role: str, active: int) -> None:
@@ -168,7 +168,7 @@ def nc_stream_shuffle(ctx: Any, dst: Any, src: Any, shuffle_mask: Any, name: str
                                      f"partitions (use 0..{q - 1} or 255)", operand="shuffle_mask", rule="argument")
         out[i] = sv[j]
     _store_exact(dst, out)
-    record(ctx, "nc_stream_shuffle", "vector", [dst.access("dst", "w"), src.access("src", "r")])
+    record(ctx, "nc_stream_shuffle", "vector", [(dst, "dst", "w"), (src, "src", "r")])
 
 
 def _check_find8(ctx: Any, data: NkiTensor, vals: NkiTensor) -> None:
@@ -214,7 +214,7 @@ def nc_match_replace8(ctx: Any, dst: Any, data: Any, vals: Any, imm: float, dst_
         out[rows, first[rows]] = np.float32(imm)
         idx[rows, i] = first[rows]
     write(ctx, dst, out.reshape(dst.shape))
-    accesses = [dst.access("dst", "w"), data.access("data", "r"), vals.access("vals", "r")]
+    accesses = [(dst, "dst", "w"), (data, "data", "r"), (vals, "vals", "r")]
     if dst_idx is not None:
         check_dtype(dst_idx, "dst_idx", (dt.uint32, dt.uint16))
         if free_size(dst_idx) != 8:
@@ -222,7 +222,7 @@ def nc_match_replace8(ctx: Any, dst: Any, data: Any, vals: Any, imm: float, dst_
                                      rule="shape-mismatch")
         ones = np.iinfo(dst_idx.dtype.storage).max
         _store_exact(dst_idx, np.where(idx < 0, ones, idx).astype(dst_idx.dtype.storage))
-        accesses.append(dst_idx.access("dst_idx", "w"))
+        accesses.append((dst_idx, "dst_idx", "w"))
     record(ctx, "nc_match_replace8", "vector", accesses)
 
 
@@ -254,7 +254,7 @@ def sequence_bounds(ctx: Any, dst: Any, segment_ids: Any, name: str | None = Non
     start = np.where(s == 0, n, start)
     end = np.where(s == 0, -1, end)
     write(ctx, dst, np.stack([start, end]).astype(np.float64).reshape(dst.shape))
-    record(ctx, "sequence_bounds", "gpsimd", [dst.access("dst", "w"), seg.access("segment_ids", "r")])
+    record(ctx, "sequence_bounds", "gpsimd", [(dst, "dst", "w"), (seg, "segment_ids", "r")])
 
 
 @instruction("nonzero_with_count", "gpsimd", min_generation=3)
@@ -282,7 +282,7 @@ def nonzero_with_count(ctx: Any, dst: Any, src: Any, index_offset: int = 0, padd
         row[t] = nz.size
         out[p] = row
     write(ctx, dst, out.reshape(dst.shape))
-    record(ctx, "nonzero_with_count", "gpsimd", [dst.access("dst", "w"), src.access("src", "r")])
+    record(ctx, "nonzero_with_count", "gpsimd", [(dst, "dst", "w"), (src, "src", "r")])
 
 
 @instruction("topk", "gpsimd")
@@ -328,5 +328,5 @@ def topk(ctx: Any, val_dst: Any, idx_dst: Any, src: Any, n: int, name: str | Non
         idxs[grp * g:(grp + 1) * g] = order.astype(np.uint32)
     write(ctx, val_dst, vals.reshape(val_dst.shape))
     _store_exact(idx_dst, idxs)
-    record(ctx, "topk", "gpsimd", [val_dst.access("val_dst", "w"), idx_dst.access("idx_dst", "w"),
-                                   src.access("src", "r")], n=n, k=k)
+    record(ctx, "topk", "gpsimd", [(val_dst, "val_dst", "w"), (idx_dst, "idx_dst", "w"),
+                                   (src, "src", "r")], n=n, k=k)

@@ -68,7 +68,7 @@ def iota(ctx: Any, dst: Any, pattern: Any, offset: int = 0, channel_multiplier: 
     check_engine_operands(ctx, [("dst", dst)], allow_psum=False, engine="gpsimd")
     vals = _pattern_for(dst, pattern, offset, channel_multiplier)
     write(ctx, dst, vals.astype(np.float64).reshape(dst.shape))
-    record(ctx, "iota", "gpsimd", [dst.access("dst", "w")], offset=int(offset),
+    record(ctx, "iota", "gpsimd", [(dst, "dst", "w")], offset=int(offset),
            channel_multiplier=int(channel_multiplier))
 
 
@@ -125,7 +125,7 @@ def affine_select(ctx: Any, dst: Any, pattern: Any, channel_multiplier: int, on_
     f = scalar_or_vector(ctx, on_false_value, "on_false_value", p)
     res = np.where(pred, read(on_true_tile).reshape(p, -1), f)
     write(ctx, dst, res.reshape(dst.shape))
-    record(ctx, "affine_select", "gpsimd", [dst.access("dst", "w"), on_true_tile.access("on_true_tile", "r")],
+    record(ctx, "affine_select", "gpsimd", [(dst, "dst", "w"), (on_true_tile, "on_true_tile", "r")],
            cmp_op=o.name, offset=int(offset), channel_multiplier=int(channel_multiplier))
 
 
@@ -176,4 +176,4 @@ def tensor_partition_reduce(ctx: Any, dst: Any, op: Any, data: Any, name: str | 
             else:
                 v = x.sum(axis=0, dtype=np.float32) / np.float32(x.shape[0])
         write(ctx, dst, np.asarray(v, dtype=np.float32).reshape(dst.shape))
-    record(ctx, "tensor_partition_reduce", "gpsimd", [dst.access("dst", "w"), data.access("data", "r")], op=nm)
+    record(ctx, "tensor_partition_reduce", "gpsimd", [(dst, "dst", "w"), (data, "data", "r")], op=nm)

@@ -133,8 +133,8 @@ def quantize_mx(ctx: Any, dst: Any, src: Any, dst_scale: Any, name: str | None =
         write(ctx, dst_scale, cur.reshape(dst_scale.shape))
     else:
         write(ctx, dst_scale, cur.view(ml_dtypes.float8_e8m0fnu).reshape(dst_scale.shape))
-    record(ctx, "quantize_mx", "vector", [dst.access("dst", "w"), dst_scale.access("dst_scale", "w"),
-                                          src.access("src", "r")])
+    record(ctx, "quantize_mx", "vector", [(dst, "dst", "w"), (dst_scale, "dst_scale", "w"),
+                                          (src, "src", "r")])
 
 
 def _check_mx_tiling(ctx: Any, tile_position: Any, tile_size: Any, k: int) -> None:
@@ -217,7 +217,7 @@ def nc_matmul_mx(ctx: Any, dst: Any, stationary: Any, moving: Any, stationary_sc
             res = np.where(add, read(dst).astype(np.float32) + res, res)
     write(ctx, dst, res, matmul=True)
     record(ctx, "nc_matmul_mx", "tensor",
-           [dst.access("dst", "rw" if add.any() else "w"), st.access("stationary", "r"), mv.access("moving", "r"),
-            sst.access("stationary_scale", "r"), smv.access("moving_scale", "r")],
+           [(dst, "dst", "rw" if add.any() else "w"), (st, "stationary", "r"), (mv, "moving", "r"),
+            (sst, "stationary_scale", "r"), (smv, "moving_scale", "r")],
            K=int(k * 4), M=int(m), N=int(n), accumulated=bool(add.any()),
            tile_position=list(tile_position or ()), tile_size=list(tile_size or ()))

@@ -109,7 +109,7 @@ def rng(ctx: Any, dst: Any, engine: Any = None, name: str | None = None) -> None
     width = dst.dtype.itemsize * 8
     raw = (bits & _U32((1 << width) - 1)).astype(np.dtype(f"uint{width}")).view(dst.data.dtype)
     write(ctx, dst, raw.reshape(dst.shape))
-    record(ctx, "rng", eng, [dst.access("dst", "w")])
+    record(ctx, "rng", eng, [(dst, "dst", "w")])
 
 
 @instruction("rand2", "vector", min_generation=4)
@@ -127,10 +127,10 @@ def rand2(ctx: Any, dst: Any, min: Any, max: Any, name: str | None = None) -> No
                                  f"max={np.asarray(hi).max()})", operand="min", rule="argument")
     u = uniform01(ctx, "vector", p, free_size(dst))
     write(ctx, dst, lo + u * (hi - lo))
-    accesses = [dst.access("dst", "w")]
+    accesses = [(dst, "dst", "w")]
     for role, x in (("min", min), ("max", max)):
         if hasattr(x, "access"):
-            accesses.append(x.access(role, "r"))
+            accesses.append((x, role, "r"))
     record(ctx, "rand2", "vector", accesses)
 
 
@@ -162,9 +162,9 @@ def dropout(ctx: Any, dst: Any, data: Any, prob: Any, name: str | None = None) -
     if data.dtype == dst.dtype and not data.dtype.is_float:
         vals = np.where(u < pr, 0, data.data.reshape(p, -1)).astype(data.data.dtype)
     write(ctx, dst, vals.reshape(dst.shape))
-    accesses = [dst.access("dst", "w"), data.access("data", "r")]
+    accesses = [(dst, "dst", "w"), (data, "data", "r")]
     if hasattr(prob, "access"):
-        accesses.append(prob.access("prob", "r"))
+        accesses.append((prob, "prob", "r"))
     record(ctx, "dropout", "vector", accesses)
 
 
@@ -186,7 +186,7 @@ def set_rng_seed(ctx: Any, src_seeds: Any, name: str | None = None) -> None:
     check_dtype(src, "src_seeds", (dt.int32, dt.uint32, dt.float32), " (the seed is a 32-bit value)")
     words = ctx.target.prng_state_words_vector
     _state(ctx, "vector")[...] = seeded_state(_seed_value(src), words // 6)
-    record(ctx, "set_rng_seed", "vector", [src.access("src_seeds", "r")])
+    record(ctx, "set_rng_seed", "vector", [(src, "src_seeds", "r")])
 
 
 def _state_engine(ctx: Any, engine: Any, what: str) -> str:
@@ -216,7 +216,7 @@ def rand_set_state(ctx: Any, src_seeds: Any, engine: Any = None, name: str | Non
     words = _check_state_tensor(ctx, src, "src_seeds", eng)
     p = src.shape[0]
     _state(ctx, eng)[:p] = np.asarray(src.data).reshape(p, words // 6, 6).astype(_U32)
-    record(ctx, "rand_set_state", eng, [src.access("src_seeds", "r")])
+    record(ctx, "rand_set_state", eng, [(src, "src_seeds", "r")])
 
 
 @instruction("rand_get_state", "gpsimd", min_generation=3)
@@ -229,4 +229,4 @@ def rand_get_state(ctx: Any, dst: Any, engine: Any = None, name: str | None = No
     _check_state_tensor(ctx, dst, "dst", eng)
     p = dst.shape[0]
     write(ctx, dst, _state(ctx, eng)[:p].reshape(dst.shape).copy())
-    record(ctx, "rand_get_state", eng, [dst.access("dst", "w")])
+    record(ctx, "rand_get_state", eng, [(dst, "dst", "w")])

@@ -106,7 +106,7 @@ def _load_into(ctx: Any, d: VirtualRegister, src: Any, role: str) -> None:
         d.value = int(f) if f.is_integer() else f
     else:
         d.value = _wrap32(int(raw.astype(np.int64)[0]))
-    record(ctx, "register_load", "sync", [t.access(role, "r")])
+    record(ctx, "register_load", "sync", [(t, role, "r")])
 
 
 @instruction("register_store", "sync")
@@ -117,4 +117,4 @@ def register_store(ctx: Any, dst: Any, src: Any) -> None:
     _one_element(ctx, t, "dst")
     r.get("src")
     write(ctx, t, np.full(t.shape, r._value, dtype=np.float64))
-    record(ctx, "register_store", "sync", [t.access("dst", "w")])
+    record(ctx, "register_store", "sync", [(t, "dst", "w")])

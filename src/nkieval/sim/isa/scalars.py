@@ -43,7 +43,7 @@ def scalar_load(ctx: Any, src: Any) -> NkiScalar:
     t = tensor_arg(src, "src")
     _one_int_tile(t, "src")
     v = int(np.asarray(read_bits(t)).reshape(-1)[0])
-    record(ctx, "scalar_load", "sync", [t.access("src", "r")])
+    record(ctx, "scalar_load", "sync", [(t, "src", "r")])
     return NkiScalar(v, t.dtype)
 
 
@@ -60,7 +60,7 @@ def scalar_store(ctx: Any, dst: Any, value: Any) -> None:
         raise NkiValidationError(f"value is an {value.dtype} scalar but dst is {t.dtype}; store at the scalar's own "
                                  "width", operand="dst", rule="dtype")
     write_bits(t, np.full(t.shape, v, dtype=np.int64))  # exact at either width
-    record(ctx, "scalar_store", "sync", [t.access("dst", "w")])
+    record(ctx, "scalar_store", "sync", [(t, "dst", "w")])
 
 
 __all__ = ["NkiScalar", "scalar_load", "scalar_store"]

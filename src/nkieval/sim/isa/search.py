@@ -57,7 +57,7 @@ def max8(ctx: Any, dst: Any, src: Any, name: str | None = None) -> None:
     x = read(src).reshape(p, n)
     top = -np.sort(-x, axis=1, kind="stable")[:, :8]
     write(ctx, dst, top.reshape(dst.shape))
-    record(ctx, "max8", "vector", [dst.access("dst", "w"), src.access("src", "r")])
+    record(ctx, "max8", "vector", [(dst, "dst", "w"), (src, "src", "r")])
 
 
 @instruction("nc_find_index8", "vector")
@@ -85,5 +85,5 @@ def nc_find_index8(ctx: Any, dst: Any, data: Any, vals: Any, name: str | None = 
                 out[row, k] = hits[nth]
                 used[float(v[row, k])] = nth + 1
     write_bits(dst, out.reshape(dst.shape))
-    record(ctx, "nc_find_index8", "vector", [dst.access("dst", "w"), data.access("data", "r"),
-                                             vals.access("vals", "r")])
+    record(ctx, "nc_find_index8", "vector", [(dst, "dst", "w"), (data, "data", "r"),
+                                             (vals, "vals", "r")])

@@ -61,7 +61,7 @@ def bn_stats(ctx: Any, dst: Any, data: Any, name: str | None = None) -> None:
         even = _half_stats(x[:, 0::2])
         odd = _half_stats(x[:, 1::2])
     write(ctx, dst, np.stack([*even, *odd], axis=1).reshape(dst.shape))
-    record(ctx, "bn_stats", "vector", [dst.access("dst", "w"), data.access("data", "r")])
+    record(ctx, "bn_stats", "vector", [(dst, "dst", "w"), (data, "data", "r")])
 
 
 @instruction("bn_aggr", "vector")
@@ -87,4 +87,4 @@ def bn_aggr(ctx: Any, dst: Any, data: Any, name: str | None = None) -> None:
         dev = np.where(live, cnt * np.square(mean - mu[:, None]), np.float32(0)).sum(axis=1, dtype=np.float32)
         var = ((np.where(live, m2, np.float32(0)).sum(axis=1, dtype=np.float32) + dev) / total).astype(np.float32)
     write(ctx, dst, np.stack([mu, var], axis=1).reshape(dst.shape))
-    record(ctx, "bn_aggr", "vector", [dst.access("dst", "w"), data.access("data", "r")])
+    record(ctx, "bn_aggr", "vector", [(dst, "dst", "w"), (data, "data", "r")])

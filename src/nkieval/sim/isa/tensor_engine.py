@@ -184,8 +184,8 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
                 res = cur + res if add_mask is None else np.where(add_mask, cur.astype(np.float32) + res, res)
         write(ctx, dst, res, matmul=True)
     record(ctx, "nc_matmul", "tensor",
-           [dst.access("dst", "rw" if accumulated else "w"), stationary.access("stationary", "r"),
-            moving.access("moving", "r")],
+           [(dst, "dst", "rw" if accumulated else "w"), (stationary, "stationary", "r"),
+            (moving, "moving", "r")],
            K=int(st.shape[0]), M=int(M), N=int(N), accumulate=None if accumulate is None else bool(accumulate),
            accumulated=accumulated, perf_mode="double_row" if pm else "none", is_transpose=bool(is_transpose),
            tile_position=list(tile_position or ()), tile_size=list(tile_size or ()),
@@ -263,7 +263,7 @@ def nc_transpose(ctx: Any, dst: Any, data: Any, engine: Any = None, name: str | 
         with IGNORE_INVALID():
             vals = np.where(np.isfinite(vals.astype(np.float32)), vals, np.float32(np.nan)).astype(vals.dtype)
     write(ctx, dst, vals, matmul=(eng == "tensor" and not staged))
-    record(ctx, "nc_transpose", eng, [dst.access("dst", "w"), data.access("data", "r")])
+    record(ctx, "nc_transpose", eng, [(dst, "dst", "w"), (data, "data", "r")])
 
 
 def _engine_unset(engine: Any) -> bool:

@@ -78,7 +78,7 @@ def tensor_copy(ctx: Any, dst: Any, src: Any, engine: Any = None, name: str | No
         write_exact(dst, read_exact(src))
     else:
         write(ctx, dst, read(src).reshape(dst.shape))
-    record(ctx, "tensor_copy", eng, [dst.access("dst", "w"), src.access("src", "r")])
+    record(ctx, "tensor_copy", eng, [(dst, "dst", "w"), (src, "src", "r")])
 
 
 @instruction("tensor_tensor", "vector")
@@ -131,8 +131,8 @@ def tensor_tensor(ctx: Any, dst: Any, data1: Any, data2: Any, op: Any, engine: A
         a = read(data1).reshape(dst.shape)
         b = read(data2).reshape(dst.shape)
         write(ctx, dst, op.binary(a, b))
-    record(ctx, "tensor_tensor", eng, [dst.access("dst", "w"), data1.access("data1", "r"),
-                                       data2.access("data2", "r")], op=op.name)
+    record(ctx, "tensor_tensor", eng, [(dst, "dst", "w"), (data1, "data1", "r"),
+                                       (data2, "data2", "r")], op=op.name)
 
 
 def _int_operand(x: Any, role: str, p: int) -> np.ndarray | int:
@@ -185,10 +185,10 @@ def tensor_scalar(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any, revers
     pairs = [("dst", dst), ("data", data)]
     check_elementwise_operands(ctx, pairs, allow_psum=eng != "gpsimd", engine=eng)
     p = data.shape[0]
-    accesses = [dst.access("dst", "w"), data.access("data", "r")]
+    accesses = [(dst, "dst", "w"), (data, "data", "r")]
     for role, operand in (("operand0", operand0), ("operand1", operand1)):
         if hasattr(operand, "access"):
-            accesses.append(operand.access(role, "r"))
+            accesses.append((operand, role, "r"))
 
     if bitvec:
         _check_int_operands(o0, pairs)
@@ -236,7 +236,7 @@ def memset(ctx: Any, dst: Any, value: Any, engine: Any = None, name: str | None 
     if dst.dtype.name.endswith("_x4") and value != 0:
         raise NkiValidationError("packed x4 dtypes can only be memset to 0", operand="value", rule="dtype")
     write(ctx, dst, np.full((1,) * dst.ndim, value, dtype=np.float64 if dst.dtype.is_int else np.float32))
-    record(ctx, "memset", eng, [dst.access("dst", "w")], value=float(value))
+    record(ctx, "memset", eng, [(dst, "dst", "w")], value=float(value))
 
 
 def _trailing_axes(axis: Any, nd: int) -> tuple[int, ...]:
@@ -294,7 +294,7 @@ def tensor_reduce(ctx: Any, dst: Any, op: Any, data: Any, axis: Any, negate: boo
             if negate:
                 vals = -np.asarray(vals, dtype=np.float32)
         write(ctx, dst, np.asarray(vals).reshape(dst.shape))
-    record(ctx, "tensor_reduce", "vector", [dst.access("dst", "w"), data.access("data", "r")], op=o.name,
+    record(ctx, "tensor_reduce", "vector", [(dst, "dst", "w"), (data, "data", "r")], op=o.name,
            axis=list(axes), negate=bool(negate))
 
 
@@ -307,4 +307,4 @@ def reciprocal(ctx: Any, dst: Any, data: Any, name: str | None = None) -> None:
     check_elementwise_operands(ctx, pairs)
     with np.errstate(divide="ignore", invalid="ignore"):
         write(ctx, dst, (np.float32(1.0) / read(data)).reshape(dst.shape))
-    record(ctx, "reciprocal", "vector", [dst.access("dst", "w"), data.access("data", "r")])
+    record(ctx, "reciprocal", "vector", [(dst, "dst", "w"), (data, "data", "r")])

@@ -88,7 +88,7 @@ def write_reduce_res(ctx: Any, reduce_res: Any, acc: np.ndarray, p: int, accesse
         raise NkiValidationError(f"reduce_res must be [{p}, 1], got {list(rr.shape)}", operand="reduce_res",
                                  rule="shape-mismatch")
     write(ctx, rr, (-acc[:p] if negate else acc[:p]).reshape(rr.shape))
-    accesses.append(rr.access("reduce_res", "w"))
+    accesses.append((rr, "reduce_res", "w"))
 
 
 def _load_init(ctx: Any, init: Any, p: int) -> np.ndarray:
@@ -114,7 +114,7 @@ def exponential(ctx: Any, dst: Any, src: Any, max_value: Any = 0.0, reduce_res: 
         raise NkiValidationError("reduce_init must be unset (0.0) unless reduce_cmd is load_reduce",
                                  operand="reduce_init", rule="argument")
     p = src.shape[0]
-    accesses = [dst.access("dst", "w"), src.access("src", "r")]
+    accesses = [(dst, "dst", "w"), (src, "src", "r")]
     m = scalar_or_vector(ctx, max_value, "max_value", p)
     with IGNORE_ALL():
         y = np.exp(read(src).reshape(p, -1).astype(np.float32) - m).astype(np.float32)
@@ -151,7 +151,7 @@ def tensor_scalar_reduce(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any,
         raise NkiValidationError("reduce_init must be given exactly when reduce_cmd is load_reduce",
                                  operand="reduce_init", rule="argument")
     p = data.shape[0]
-    accesses = [dst.access("dst", "w"), data.access("data", "r")]
+    accesses = [(dst, "dst", "w"), (data, "data", "r")]
     with IGNORE_ALL():
         y = np.asarray(apply_scalar_op(ctx, o0, read(data).reshape(p, -1).astype(np.float32), operand0, "operand0",
                                        p), dtype=np.float32)
@@ -206,7 +206,7 @@ def tensor_scalar_cumulative(ctx: Any, dst: Any, src: Any, op0: Any, op1: Any, i
             out = _RED_UFUNC[o1.name].accumulate(seeded, axis=1, dtype=np.float32)[:, 1:]
     acc[:p] = out[:, -1]
     write(ctx, dst, out.reshape(dst.shape))
-    accesses = [dst.access("dst", "w"), src.access("src", "r")]
+    accesses = [(dst, "dst", "w"), (src, "src", "r")]
     record(ctx, "tensor_scalar_cumulative", "vector", accesses, op0=o0.name, op1=o1.name, reduce_cmd=int(cmd))
 
 
@@ -239,12 +239,12 @@ def range_select(ctx: Any, dst: Any, on_true_tile: Any, comp_op0: Any, comp_op1:
     if not (0 <= int(range_start) and int(range_start) + f <= 1 << 24):
         raise NkiValidationError(f"range_start + free index must stay within [0, 2^24] for the fp32 comparison, "
                                  f"got up to {int(range_start) + f}", operand="range_start", rule="argument")
-    accesses = [dst.access("dst", "w"), src.access("on_true_tile", "r")]
+    accesses = [(dst, "dst", "w"), (src, "on_true_tile", "r")]
     bounds = []
     for role, b in (("bound0", bound0), ("bound1", bound1)):
         if isinstance(b, NkiTensor):
             check_dtype(b, role, (dt.float32,))
-            accesses.append(b.access(role, "r"))
+            accesses.append((b, role, "r"))
         bounds.append(scalar_or_vector(ctx, b, role, p))
     idx = (np.float32(range_start) + np.arange(f, dtype=np.float32))[None, :]
     mask = (c0.binary(idx, bounds[0]) != 0) & (c1.binary(idx, bounds[1]) != 0)
