@@ -7,7 +7,8 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 
-from nkieval.sim.context import ForcedFrame, frame_location, location_str
+from nkieval.sim import context
+from nkieval.sim.context import ForcedFrame, frame_code_location, frame_location, location_str
 from nkieval.sim.runner import run_kernel
 
 
@@ -74,3 +75,38 @@ def test_location_str_names_the_calling_line():
         return location_str(1)
 
     assert site() == f"{__file__.rsplit('/', 1)[-1]}:{site.__code__.co_firstlineno + 1}"
+
+
+def _line_readers(n):
+    """``n`` functions, each returning what ``frame_code_location`` and the frame itself say of two of its lines."""
+    made = []
+    for i in range(n):
+        ns = {"sys": sys, "frame_code_location": frame_code_location}
+        pad = "\n" * i  # (each function's lines at their own numbers)
+        exec(compile(f"{pad}def reader_{i}():\n    f = sys._getframe()\n    a = frame_code_location(f), "
+                     f"(f.f_code.co_filename, f.f_lineno, f.f_code.co_name), f.f_code\n"
+                     f"    b = frame_code_location(f), (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)\n"
+                     f"    return a, b\n", f"reader_{i}.py", "exec"), ns)
+        made.append(ns[f"reader_{i}"])
+    return made
+
+
+def test_the_memo_keeps_each_code_s_lines_apart_when_many_codes_take_turns():
+    """More functions than the memo's identity slots (``_RECENT``), called in turn, and with the id-keyed table
+    cleared in between: each read is the frame's own file, line and function, and the code returned is the
+    frame's."""
+    readers = _line_readers(context._RECENT_MAX * 2 + 1)
+    for round_ in range(3):
+        if round_ == 2:
+            context._LINES.clear()
+        for r in readers:
+            ((code_a, loc_a), want_a, code), ((code_b, loc_b), want_b) = r()
+            assert loc_a == want_a and loc_b == want_b and loc_b[1] == loc_a[1] + 1
+            assert code_a is code and code_b is code
+    assert len(context._RECENT) == context._RECENT_MAX
+
+
+def test_a_forced_frame_gives_its_own_code():
+    forced = ForcedFrame("kern.py", 5, "kern")
+    code, loc = frame_code_location(forced)
+    assert loc == ("kern.py", 5, "kern") and code.co_filename == "kern.py" and code.co_name == "kern"

@@ -119,30 +119,52 @@ def user_location() -> tuple[str | None, int | None, str | None]:
 
 
 def frame_location(f: Any) -> tuple[str, int, str]:
-    """``(file, line, function)`` of a kernel frame (or of a :class:`ForcedFrame`).
+    """``(file, line, function)`` of a kernel frame (or of a :class:`ForcedFrame`)."""
+    return frame_code_location(f)[1]
+
+
+def frame_code_location(f: Any) -> tuple[Any, tuple[str, int, str]]:
+    """A kernel frame's code object and its ``(file, line, function)`` (:func:`frame_location`): the code is read
+    once here (each read of ``f_code`` is an audit event in the sandboxed tracer), for a caller that needs it too.
 
     A frame's line is remembered per (code, last instruction): CPython 3.11 works ``f_lineno`` out by scanning
     the code's line table from its start on every read, several microseconds deep in a long kernel function,
-    and the kernel line is read for every instruction and every allocation. The entry holds the code object,
-    so its id cannot be reused while it is remembered."""
-    code = f.f_code  # (once: each read is an audit event in the sandboxed tracer)
+    and the kernel line is read for every instruction and every allocation. The few code objects met last are
+    found by identity (``_RECENT``), the others by their id (``_LINES``; ``id()`` is an audit event too); each
+    entry holds its code object, so its id cannot be reused while it is remembered."""
+    code = f.f_code
     if type(f) is not _FRAME_TYPE:  # a ForcedFrame: its line is an attribute
-        return code.co_filename, f.f_lineno, code.co_name
-    key = (id(code), f.f_lasti)
-    hit = _LINES.get(key)
-    if hit is not None and hit[0] is code:
-        return hit[1]
-    loc = (code.co_filename, f.f_lineno, code.co_name)
-    if len(_LINES) >= _LINES_MAX:
-        _LINES.clear()
-    _LINES[key] = (code, loc)
-    return loc
+        return code, (code.co_filename, f.f_lineno, code.co_name)
+    lasti = f.f_lasti
+    for entry in _RECENT:
+        if entry[0] is code:
+            lines = entry[1]
+            break
+    else:
+        entry = _LINES.get(id(code))
+        if entry is None or entry[0] is not code:
+            if len(_LINES) >= _CODES_MAX:
+                _LINES.clear()
+            entry = _LINES[id(code)] = (code, {})
+        _RECENT.insert(0, entry)
+        del _RECENT[_RECENT_MAX:]
+        lines = entry[1]
+    loc = lines.get(lasti)
+    if loc is None:
+        if len(lines) >= _LINES_MAX:
+            lines.clear()
+        loc = lines[lasti] = (code.co_filename, f.f_lineno, code.co_name)
+    return code, loc
 
 
 _FRAME_TYPE = type(sys._getframe())
-# (id of a code object, last instruction) -> (the code object, its (file, line, function)): frame_location
-_LINES: dict[tuple[int, int], tuple[Any, tuple[str, int, str]]] = {}
+# id of a code object -> (the code object, {last instruction: its (file, line, function)}): frame_code_location
+_LINES: dict[int, tuple[Any, dict[int, tuple[str, int, str]]]] = {}
+_CODES_MAX = 1 << 12
 _LINES_MAX = 1 << 15
+# the entries of ``_LINES`` met last, most recent first
+_RECENT: list[tuple[Any, dict[int, tuple[str, int, str]]]] = []
+_RECENT_MAX = 4
 
 
 def location_str(depth: int = 2) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.sim import dtypes as dt
-from nkieval.sim.context import SimContext, current, dry_run, frame_location, user_frame
+from nkieval.sim.context import SimContext, current, dry_run, frame_code_location, user_frame
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.fpstate import IGNORE_ALL
 from nkieval.sim.indirect import indirect_call
@@ -82,7 +82,10 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             ctx = current()
             f = user_frame(2)
-            ctx.loc = frame_location(f) if f is not None else (None, None, None)
+            if f is not None:
+                code, ctx.loc = frame_code_location(f)  # (the code: what the deferral check reads of ``f`` too)
+            else:
+                code, ctx.loc = None, (None, None, None)
             ctx.instruction_name = name
             if ctx.target.generation < min_generation:
                 raise NkiValidationError(
@@ -96,7 +99,7 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
                         raise _refuse_int64(name, role)
                 rec = ctx.recorder
                 if rec is not None and not rec.depth:  # recording a program: keep the call, then make it
-                    if deferrable and rec.defers(args[0] if args else kwargs.get("dst"), f):
+                    if deferrable and rec.defers(args[0] if args else kwargs.get("dst"), f, code):
                         # (its checks and effects are left to the judge's replay: see Recorder.defers)
                         count_instruction(ctx, name)
                         return rec.instruction(ctx, name, _deferred, args, kwargs)

@@ -62,6 +62,7 @@ class Recorder:
         self.root: list[Any] = []
         self.stack: list[list[Any]] = [self.root]
         self.depth = 0  # instruction calls in progress (only the outermost is recorded)
+        self.frame: Any = None  # the recording's call of the kernel (``_Traced.__call__``) while it runs
         self.known: set[int] = set()  # allocation ids the program has named
         self.obj_ids: dict[int, int] = {}  # id(register or scalar) -> its program id
         self.pinned: list[Any] = []  # keeps those objects alive, so id() stays unique
@@ -160,7 +161,7 @@ class Recorder:
         self.emit(ev)
         return result
 
-    def defers(self, dst: Any, caller: Any) -> bool:
+    def defers(self, dst: Any, caller: Any, code: Any = None) -> bool:
         """Whether an instruction of ``nkieval.sim.isa.core.DEFERRABLE`` writing ``dst`` is recorded without running
         it: in a recording with ``defer``, when ``dst`` is a tensor of the current API and no frame from ``caller``
         (the kernel line that made the call, ``context.user_frame``) up to the recording could catch what the
@@ -174,7 +175,7 @@ class Recorder:
         refused by the replay at the same instruction instead (the review then traces that shape again without
         deferring, for the failure record the trace gives: ``nkieval.review.tracing``). Where a ``try`` (or a
         ``with``) around the call could catch the error, the kernel's Python could branch on it: such calls run."""
-        if self.defer and type(dst) is NkiTensor and not _could_catch(caller):
+        if self.defer and type(dst) is NkiTensor and not _could_catch(caller, self.frame, code):
             DEFERRED[0] += 1
             return True
         return False
@@ -378,35 +379,44 @@ class Recorder:
 DEFERRED = [0]
 
 
-def _could_catch(frame: Any) -> bool:
-    """Whether a frame from ``frame`` (the kernel line of an instruction call) up to the recording's :class:`_Traced`
-    call is inside an exception handler's range (a ``try``, ``with`` or other block that could catch what the call
-    raises); True when the recording's frame is not found (a call from outside a recording's kernel)."""
+def _could_catch(frame: Any, stop: Any, code: Any = None) -> bool:
+    """Whether a frame from ``frame`` (the kernel line of an instruction call) up to ``stop``, the recording's
+    :class:`_Traced` call, is inside an exception handler's range (a ``try``, ``with`` or other block that could
+    catch what the call raises); True when the recording's frame is not found (a call from outside a recording's
+    kernel). ``code``: ``frame``'s code object, where the caller has read it already."""
     if type(frame) is not _FRAME_TYPE:
         return True
     while frame is not None:
-        # (the recording's frame is told by its module's globals first: reading ``f_code`` is an audit event, and the
-        # sandboxed tracer's audit hook runs for each one)
+        # (the recording's frame is told by its module's globals, then by identity: reading ``f_code`` is an audit
+        # event, and the sandboxed tracer's audit hook runs for each one)
         if frame.f_globals is _RECORD_GLOBALS:
-            return frame.f_code is not _TRACED_CODE  # (no other frame of this module is above a kernel's call)
+            return frame is not stop  # (no other frame of this module is above a kernel's call)
         # (the code read again for each call: a frame kept to save the read would keep the locals of a call that
         # has returned, and with them tiles the kernel dropped, which would then stay allocated)
-        code = frame.f_code
-        ranges = _HANDLER_RANGES.get(code)
-        if ranges is None:
-            if len(_HANDLER_RANGES) >= 4096:  # (candidates loaded afresh in a long-lived process add new code)
-                _HANDLER_RANGES.clear()
-            ranges = _HANDLER_RANGES[code] = handler_ranges(code)
+        if code is None:
+            code = frame.f_code
+        last = _LAST_RANGES[0]
+        if last[0] is code:  # (a code object's hash is computed afresh for each lookup: 0.5 µs for a long kernel)
+            ranges = last[1]
+        else:
+            ranges = _HANDLER_RANGES.get(code)
+            if ranges is None:
+                if len(_HANDLER_RANGES) >= 4096:  # (candidates loaded afresh in a long-lived process add new code)
+                    _HANDLER_RANGES.clear()
+                ranges = _HANDLER_RANGES[code] = handler_ranges(code)
+            _LAST_RANGES[0] = (code, ranges)
         if ranges:
             at = frame.f_lasti
             for lo, hi in ranges:
                 if lo <= at < hi:
                     return True
         frame = frame.f_back
+        code = None
     return True
 
 
 _HANDLER_RANGES: dict[Any, tuple[tuple[int, int], ...]] = {}
+_LAST_RANGES: list[tuple[Any, tuple[tuple[int, int], ...]]] = [(None, ())]  # the code met last, its ranges
 _FRAME_TYPE = type(sys._getframe())
 _RECORD_GLOBALS = globals()
 
@@ -487,14 +497,14 @@ class _Traced:
         ctx = context.current()
         rec: Recorder = ctx.recorder
         rec.bind_args(args, kwargs)
-        out = self.fn(*args, **kwargs)
+        rec.frame = sys._getframe()  # (where Recorder.defers stops looking for handlers; dropped on return)
+        try:
+            out = self.fn(*args, **kwargs)
+        finally:
+            rec.frame = None
         self.raw[ctx.program_id] = out
         rec.ret = rec.encode_result(out)
         return out
-
-
-#: where a recording's kernel is called: the frame ``Recorder.defers`` looks up to
-_TRACED_CODE = _Traced.__call__.__code__
 
 
 @dataclass
