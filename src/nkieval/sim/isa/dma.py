@@ -162,7 +162,7 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
             fast = dt.cast(fast.astype(np.float32), dst.dtype, fp8_overflow=ctx.options.fp8_overflow,
                            precise=ctx.options.precise_fp)
         write_exact(dst, fast.reshape(dst.shape))
-        accesses = [(dst, "dst", "w"), (src_ind.index, "vector_offset", "r"), (src, "src", "r")]
+        operands = [(dst, "dst", "w"), (src_ind.index, "vector_offset", "r"), (src, "src", "r")]
     elif src_ind is not None:
         offs, ok = _gather(ctx, src, oob, "src", idx)
         if offs.size != dst.size:
@@ -177,7 +177,7 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
         new = dst.data.copy().reshape(offs.shape)
         new[okb] = gathered[okb]
         write_exact(dst, new.reshape(dst.shape))
-        accesses = [(dst, "dst", "w"), (src_ind.index, "vector_offset", "r"), (src, "src", "r")]
+        operands = [(dst, "dst", "w"), (src_ind.index, "vector_offset", "r"), (src, "src", "r")]
     elif dst_ind is not None:
         offs, ok = _gather(ctx, dst, oob, "dst")
         vals = _dma_values(ctx, src).reshape(offs.shape)
@@ -188,14 +188,14 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
         okb = np.broadcast_to(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs.shape)
         flat[offs[okb]] = conv[okb]
         note_write(dst.alloc)
-        accesses = [(dst, "dst", "w"), (dst_ind.index, "vector_offset", "r"), (src, "src", "r")]
+        operands = [(dst, "dst", "w"), (dst_ind.index, "vector_offset", "r"), (src, "src", "r")]
     else:
         if not cast:
             write_exact(dst, read_exact(src).reshape(dst.shape))
         else:
             write(ctx, dst, _dma_values(ctx, src).reshape(dst.shape))
-        accesses = [(dst, "dst", "w"), (src, "src", "r")]
-    record(ctx, "dma_copy", "dma", accesses, **attrs)
+        operands = [(dst, "dst", "w"), (src, "src", "r")]
+    record(ctx, "dma_copy", "dma", operands, **attrs)
 
 
 @instruction("dma_transpose", "dma", min_generation=3)

@@ -77,25 +77,25 @@ def dma_compute(ctx: Any, dst: Any, srcs: Any, reduce_op: Any, scales: Any = Non
         if isinstance(t._ap_base, OutOfBoundsView):
             raise NkiValidationError(f"{role}: {t._ap_base.message}", operand=role, rule="out-of-bounds")
     indirect = [i for i, s in enumerate(srcs) if s._ap_base is not None]
-    accesses = [(dst, "dst", "w")]
+    operands = [(dst, "dst", "w")]
     if dst._ap_base is not None or indirect:
-        _dma_rmw(ctx, dst, srcs, indirect, oob, bool(unique_indices), accesses)
+        _dma_rmw(ctx, dst, srcs, indirect, oob, bool(unique_indices), operands)
     else:
         for i, s in enumerate(srcs):
             if s.size != dst.size:
                 raise NkiValidationError(f"srcs[{i}]{list(s.shape)} has {s.size} elements, dst{list(dst.shape)} has "
                                          f"{dst.size}", operand=f"srcs[{i}]", rule="shape-mismatch")
-            accesses.append((s, f"srcs[{i}]", "r"))
+            operands.append((s, f"srcs[{i}]", "r"))
         with IGNORE_ALL():
             total = np.zeros(dst.size, dtype=np.float32)
             for s in srcs:
                 total = total + np.asarray(s.data, dtype=np.float32).reshape(-1)
         write(ctx, dst, total.reshape(dst.shape))
-    record(ctx, "dma_compute", "dma", accesses, nsrcs=len(srcs), indirect=bool(indirect or dst._ap_base is not None))
+    record(ctx, "dma_compute", "dma", operands, nsrcs=len(srcs), indirect=bool(indirect or dst._ap_base is not None))
 
 
 def _dma_rmw(ctx: Any, dst: NkiTensor, srcs: list[NkiTensor], indirect: list[int], oob: int, unique: bool,
-             accesses: list[Any]) -> None:
+             operands: list[Any]) -> None:
     if len(srcs) != 2:
         raise NkiValidationError("indirect read-modify-write needs exactly 2 sources", operand="srcs",
                                  rule="argument")
@@ -119,7 +119,7 @@ def _dma_rmw(ctx: Any, dst: NkiTensor, srcs: list[NkiTensor], indirect: list[int
         new = dt.cast(cur + vals, dst.dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp)
         flat[offs[okb]] = new[okb]
         note_write(dst.alloc)
-        accesses += [(dst._ap_base.index, "vector_offset", "r"), (other, "src", "r")]
+        operands += [(dst._ap_base.index, "vector_offset", "r"), (other, "src", "r")]
         return
     # gather RMW: dst(SB) = dst(SB) + src(HBM)[idx]
     if dst.buffer.kind != "sbuf" or other.alloc is not dst.alloc or ind_src.buffer.kind != "hbm":
@@ -132,4 +132,4 @@ def _dma_rmw(ctx: Any, dst: NkiTensor, srcs: list[NkiTensor], indirect: list[int
                                  rule="shape-mismatch")
     g = np.where(okb, ind_src._ap_base.flat[np.where(okb, offs, 0)].astype(np.float32), np.float32(0))
     write(ctx, dst, (read(dst).reshape(offs.shape).astype(np.float32) + g).reshape(dst.shape))
-    accesses += [(ind_src._ap_base.index, "vector_offset", "r"), (ind_src, "src", "r")]
+    operands += [(ind_src._ap_base.index, "vector_offset", "r"), (ind_src, "src", "r")]

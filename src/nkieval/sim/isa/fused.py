@@ -58,10 +58,10 @@ def scalar_tensor_tensor(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any,
     t = o0.binary(s, x) if reverse0 else o0.binary(x, s)
     y = read(operand1).reshape(p, -1)
     write(ctx, dst, (o1.binary(y, t) if reverse1 else o1.binary(t, y)).reshape(dst.shape))
-    accesses = [(dst, "dst", "w"), (data, "data", "r"), (operand1, "operand1", "r")]
+    operands = [(dst, "dst", "w"), (data, "data", "r"), (operand1, "operand1", "r")]
     if hasattr(operand0, "access"):
-        accesses.append((operand0, "operand0", "r"))
-    record(ctx, "scalar_tensor_tensor", "vector", accesses, op0=o0.name, op1=o1.name)
+        operands.append((operand0, "operand0", "r"))
+    record(ctx, "scalar_tensor_tensor", "vector", operands, op0=o0.name, op1=o1.name)
 
 
 @instruction("tensor_tensor_scan", "vector")
@@ -88,8 +88,8 @@ def tensor_tensor_scan(ctx: Any, dst: Any, data0: Any, data1: Any, initial: Any,
         carry = np.asarray(f1(b[:, i], t) if reverse1 else f1(t, b[:, i]), dtype=np.float32)
         out[:, i] = carry
     write(ctx, dst, out.reshape(dst.shape))
-    accesses = [(dst, "dst", "w"), (data0, "data0", "r"), (data1, "data1", "r")]
+    operands = [(dst, "dst", "w"), (data0, "data0", "r"), (data1, "data1", "r")]
     if hasattr(initial, "access"):
-        accesses.append((initial, "initial", "r"))
-    record(ctx, "tensor_tensor_scan", "vector", accesses, op0=o0.name, op1=o1.name)
+        operands.append((initial, "initial", "r"))
+    record(ctx, "tensor_tensor_scan", "vector", operands, op0=o0.name, op1=o1.name)
 

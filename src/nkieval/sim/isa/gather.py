@@ -214,7 +214,7 @@ def nc_match_replace8(ctx: Any, dst: Any, data: Any, vals: Any, imm: float, dst_
         out[rows, first[rows]] = np.float32(imm)
         idx[rows, i] = first[rows]
     write(ctx, dst, out.reshape(dst.shape))
-    accesses = [(dst, "dst", "w"), (data, "data", "r"), (vals, "vals", "r")]
+    operands = [(dst, "dst", "w"), (data, "data", "r"), (vals, "vals", "r")]
     if dst_idx is not None:
         check_dtype(dst_idx, "dst_idx", (dt.uint32, dt.uint16))
         if free_size(dst_idx) != 8:
@@ -222,8 +222,8 @@ def nc_match_replace8(ctx: Any, dst: Any, data: Any, vals: Any, imm: float, dst_
                                      rule="shape-mismatch")
         ones = np.iinfo(dst_idx.dtype.storage).max
         _store_exact(dst_idx, np.where(idx < 0, ones, idx).astype(dst_idx.dtype.storage))
-        accesses.append((dst_idx, "dst_idx", "w"))
-    record(ctx, "nc_match_replace8", "vector", accesses)
+        operands.append((dst_idx, "dst_idx", "w"))
+    record(ctx, "nc_match_replace8", "vector", operands)
 
 
 @instruction("sequence_bounds", "gpsimd")

@@ -127,11 +127,11 @@ def rand2(ctx: Any, dst: Any, min: Any, max: Any, name: str | None = None) -> No
                                  f"max={np.asarray(hi).max()})", operand="min", rule="argument")
     u = uniform01(ctx, "vector", p, free_size(dst))
     write(ctx, dst, lo + u * (hi - lo))
-    accesses = [(dst, "dst", "w")]
+    operands = [(dst, "dst", "w")]
     for role, x in (("min", min), ("max", max)):
         if hasattr(x, "access"):
-            accesses.append((x, role, "r"))
-    record(ctx, "rand2", "vector", accesses)
+            operands.append((x, role, "r"))
+    record(ctx, "rand2", "vector", operands)
 
 
 @instruction("dropout", "vector")
@@ -162,10 +162,10 @@ def dropout(ctx: Any, dst: Any, data: Any, prob: Any, name: str | None = None) -
     if data.dtype == dst.dtype and not data.dtype.is_float:
         vals = np.where(u < pr, 0, data.data.reshape(p, -1)).astype(data.data.dtype)
     write(ctx, dst, vals.reshape(dst.shape))
-    accesses = [(dst, "dst", "w"), (data, "data", "r")]
+    operands = [(dst, "dst", "w"), (data, "data", "r")]
     if hasattr(prob, "access"):
-        accesses.append((prob, "prob", "r"))
-    record(ctx, "dropout", "vector", accesses)
+        operands.append((prob, "prob", "r"))
+    record(ctx, "dropout", "vector", operands)
 
 
 def _seed_value(t: Any) -> int:

@@ -55,12 +55,12 @@ def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scal
     pairs = [("dst", dst), ("data", data)]
     check_elementwise_operands(ctx, pairs, engine="scalar")
     p = data.shape[0]
-    accesses = [(dst, "dst", "w"), (data, "data", "r")]
+    operands = [(dst, "dst", "w"), (data, "data", "r")]
     if hasattr(scale, "dtype") and scale.dtype != dt.float32:
         raise NkiValidationError(f"scale must be float32, got {scale.dtype}", operand="scale", rule="dtype")
     s = scalar_or_vector(ctx, scale, "scale", p)
     if hasattr(scale, "access"):
-        accesses.append((scale, "scale", "r"))
+        operands.append((scale, "scale", "r"))
     x = read(data).reshape(p, -1).astype(np.float32) * s
     if bias is not None:
         if not hasattr(bias, "access") and not ctx.target.has("scalar_bias_scalar"):
@@ -73,7 +73,7 @@ def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scal
                                      rule="generation")
         b = scalar_or_vector(ctx, bias, "bias", p)
         if hasattr(bias, "access"):
-            accesses.append((bias, "bias", "r"))
+            operands.append((bias, "bias", "r"))
         x = x + b
     check_range(ctx, o, x, name)
     y = o.unary(x)
@@ -88,8 +88,8 @@ def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scal
     if reduce_res is not None:
         rr = check_reduce_res(reduce_res, p)
         write(ctx, rr, ctx.scalar_acc[:p].reshape(rr.shape))
-        accesses.append((rr, "reduce_res", "w"))
-    record(ctx, name, "scalar", accesses, op=o.name, reduce_cmd=int(cmd), has_bias=bias is not None,
+        operands.append((rr, "reduce_res", "w"))
+    record(ctx, name, "scalar", operands, op=o.name, reduce_cmd=int(cmd), has_bias=bias is not None,
            reduce=reduce_res is not None)
 
 

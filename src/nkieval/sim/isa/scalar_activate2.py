@@ -84,7 +84,7 @@ def activate2(ctx: Any, dst: Any, op: Any, data: Any, imm0: Any, imm1: Any, op0:
         raise NkiValidationError("reduce_cmd reduce/reset_reduce needs a reduce_op", operand="reduce_op",
                                  rule="argument")
     p = data.shape[0]
-    accesses = [(dst, "dst", "w"), (data, "data", "r")]
+    operands = [(dst, "dst", "w"), (data, "data", "r")]
     x = read(data).reshape(p, -1).astype(np.float32)
     with IGNORE_ALL():
         for o, imm, rev, role in ((o0, imm0, reverse0, "imm0"), (o1, imm1, reverse1, "imm1")):
@@ -92,7 +92,7 @@ def activate2(ctx: Any, dst: Any, op: Any, data: Any, imm0: Any, imm1: Any, op0:
                 continue
             s = scalar_or_vector(ctx, imm, role, p)
             if hasattr(imm, "access"):
-                accesses.append((imm, role, "r"))
+                operands.append((imm, role, "r"))
             x = o.binary(s, x) if rev else o.binary(x, s)
         x = np.asarray(x, dtype=np.float32)
         if fn.name == "prelu":
@@ -109,5 +109,5 @@ def activate2(ctx: Any, dst: Any, op: Any, data: Any, imm0: Any, imm1: Any, op0:
         with IGNORE_ALL():
             acc[:p] = _reduce(rname, acc[:p], y)
     if reduce_res is not None:
-        write_reduce_res(ctx, reduce_res, acc, p, accesses)
-    record(ctx, "activate2", "scalar", accesses, op=fn.name, op0=o0.name, op1=o1.name, reduce_cmd=int(cmd))
+        write_reduce_res(ctx, reduce_res, acc, p, operands)
+    record(ctx, "activate2", "scalar", operands, op=fn.name, op0=o0.name, op1=o1.name, reduce_cmd=int(cmd))

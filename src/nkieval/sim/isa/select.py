@@ -65,14 +65,14 @@ def tensor_copy_predicated(ctx: Any, dst: Any, src: Any, predicate: Any, reverse
     check_same_free(pairs)
     check_free_limit(ctx, predicate, "predicate")
     mask = _mask(predicate, dst.shape, reverse_pred)
-    accesses = [(dst, "dst", "rw"), (predicate, "predicate", "r")]
+    operands = [(dst, "dst", "rw"), (predicate, "predicate", "r")]
     if is_tensor:
         check_not_both_psum(("src", src), ("predicate", predicate))
         if src.dtype != dst.dtype:
             raise NkiValidationError(f"src dtype {src.dtype} must equal dst dtype {dst.dtype}", operand="src",
                                      rule="dtype")
         vals = read_exact(src).reshape(dst.shape)
-        accesses.append((src, "src", "r"))
+        operands.append((src, "src", "r"))
     elif isinstance(src, bool | int | float | np.number):
         is_float = isinstance(src, float | np.floating)
         if is_float != dst.dtype.is_float:
@@ -86,7 +86,7 @@ def tensor_copy_predicated(ctx: Any, dst: Any, src: Any, predicate: Any, reverse
                                  rule="argument")
     dst.data[mask] = vals[mask]
     mark_written(dst, matmul=False)
-    record(ctx, "tensor_copy_predicated", "vector", accesses, reverse_pred=bool(reverse_pred),
+    record(ctx, "tensor_copy_predicated", "vector", operands, reverse_pred=bool(reverse_pred),
            scalar_src=not is_tensor)
 
 
@@ -124,15 +124,15 @@ def select_reduce(ctx: Any, dst: Any, predicate: Any, on_true: Any, on_false: An
     res = np.where(mask, read(on_true).reshape(p, -1), f).astype(np.float32)
     write(ctx, dst, res.reshape(dst.shape))
     accumulate(ctx.vector_acc, p, cmd, res, "maximum")
-    accesses = [(dst, "dst", "w"), (predicate, "predicate", "r"), (on_true, "on_true", "r")]
+    operands = [(dst, "dst", "w"), (predicate, "predicate", "r"), (on_true, "on_true", "r")]
     if hasattr(on_false, "access"):
-        accesses.append((on_false, "on_false", "r"))
+        operands.append((on_false, "on_false", "r"))
     if rr is not None:
         if cmd == ReduceCmd.idle:
             ctx.warn("reduce_res with reduce_cmd=idle reads the Vector accumulator registers without reducing this "
                      "instruction's output; use reduce_cmd=reset_reduce", rule="argument",
                      instruction="select_reduce")
         write(ctx, rr, ctx.vector_acc[:p].reshape(rr.shape))
-        accesses.append((rr, "reduce_res", "w"))
-    record(ctx, "select_reduce", "vector", accesses, reduce_cmd=cmd, reverse_pred=bool(reverse_pred),
+        operands.append((rr, "reduce_res", "w"))
+    record(ctx, "select_reduce", "vector", operands, reduce_cmd=cmd, reverse_pred=bool(reverse_pred),
            reduce=rr is not None)

@@ -185,10 +185,10 @@ def tensor_scalar(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any, revers
     pairs = [("dst", dst), ("data", data)]
     check_elementwise_operands(ctx, pairs, allow_psum=eng != "gpsimd", engine=eng)
     p = data.shape[0]
-    accesses = [(dst, "dst", "w"), (data, "data", "r")]
+    operands = [(dst, "dst", "w"), (data, "data", "r")]
     for role, operand in (("operand0", operand0), ("operand1", operand1)):
         if hasattr(operand, "access"):
-            accesses.append((operand, role, "r"))
+            operands.append((operand, role, "r"))
 
     if bitvec:
         _check_int_operands(o0, pairs)
@@ -219,7 +219,7 @@ def tensor_scalar(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any, revers
             s = scalar_or_vector(ctx, operand, role, p)
             v = o.binary(s, v) if rev else o.binary(v, s)
         write(ctx, dst, v)
-    record(ctx, "tensor_scalar", eng, accesses, op0=o0.name, op1=o1.name if o1 else None)
+    record(ctx, "tensor_scalar", eng, operands, op0=o0.name, op1=o1.name if o1 else None)
 
 
 @instruction("memset", "vector")

@@ -80,7 +80,7 @@ def apply_scalar_op(ctx: Any, o: Op, x: np.ndarray, operand: Any, role: str, p: 
     return o.binary(s, x) if reverse else o.binary(x, s)
 
 
-def write_reduce_res(ctx: Any, reduce_res: Any, acc: np.ndarray, p: int, accesses: list[Any],
+def write_reduce_res(ctx: Any, reduce_res: Any, acc: np.ndarray, p: int, operands: list[Any],
                      negate: bool = False) -> None:
     rr = tensor_arg(reduce_res, "reduce_res")
     check_buffer(rr, "reduce_res", ("sbuf", "psum"))
@@ -88,7 +88,7 @@ def write_reduce_res(ctx: Any, reduce_res: Any, acc: np.ndarray, p: int, accesse
         raise NkiValidationError(f"reduce_res must be [{p}, 1], got {list(rr.shape)}", operand="reduce_res",
                                  rule="shape-mismatch")
     write(ctx, rr, (-acc[:p] if negate else acc[:p]).reshape(rr.shape))
-    accesses.append((rr, "reduce_res", "w"))
+    operands.append((rr, "reduce_res", "w"))
 
 
 def _load_init(ctx: Any, init: Any, p: int) -> np.ndarray:
@@ -114,7 +114,7 @@ def exponential(ctx: Any, dst: Any, src: Any, max_value: Any = 0.0, reduce_res: 
         raise NkiValidationError("reduce_init must be unset (0.0) unless reduce_cmd is load_reduce",
                                  operand="reduce_init", rule="argument")
     p = src.shape[0]
-    accesses = [(dst, "dst", "w"), (src, "src", "r")]
+    operands = [(dst, "dst", "w"), (src, "src", "r")]
     m = scalar_or_vector(ctx, max_value, "max_value", p)
     with IGNORE_ALL():
         y = np.exp(read(src).reshape(p, -1).astype(np.float32) - m).astype(np.float32)
@@ -127,8 +127,8 @@ def exponential(ctx: Any, dst: Any, src: Any, max_value: Any = 0.0, reduce_res: 
     if cmd != ReduceCmd.idle:
         acc[:p] += y.sum(axis=1, dtype=np.float32)
     if reduce_res is not None:
-        write_reduce_res(ctx, reduce_res, acc, p, accesses)
-    record(ctx, "exponential", "vector", accesses, reduce_cmd=int(cmd))
+        write_reduce_res(ctx, reduce_res, acc, p, operands)
+    record(ctx, "exponential", "vector", operands, reduce_cmd=int(cmd))
 
 
 @instruction("tensor_scalar_reduce", "vector")
@@ -151,7 +151,7 @@ def tensor_scalar_reduce(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any,
         raise NkiValidationError("reduce_init must be given exactly when reduce_cmd is load_reduce",
                                  operand="reduce_init", rule="argument")
     p = data.shape[0]
-    accesses = [(dst, "dst", "w"), (data, "data", "r")]
+    operands = [(dst, "dst", "w"), (data, "data", "r")]
     with IGNORE_ALL():
         y = np.asarray(apply_scalar_op(ctx, o0, read(data).reshape(p, -1).astype(np.float32), operand0, "operand0",
                                        p), dtype=np.float32)
@@ -164,8 +164,8 @@ def tensor_scalar_reduce(ctx: Any, dst: Any, data: Any, op0: Any, operand0: Any,
     with IGNORE_ALL():
         acc[:p] = _RED_UFUNC[ro.name](acc[:p], _RED_UFUNC[ro.name].reduce(y, axis=1))
     if reduce_res is not None:
-        write_reduce_res(ctx, reduce_res, acc, p, accesses, negate=bool(reduce_res_negate))
-    record(ctx, "tensor_scalar_reduce", "vector", accesses, op0=o0.name, reduce_op=ro.name, reduce_cmd=int(cmd))
+        write_reduce_res(ctx, reduce_res, acc, p, operands, negate=bool(reduce_res_negate))
+    record(ctx, "tensor_scalar_reduce", "vector", operands, op0=o0.name, reduce_op=ro.name, reduce_cmd=int(cmd))
 
 
 @instruction("tensor_scalar_cumulative", "vector")
@@ -206,8 +206,8 @@ def tensor_scalar_cumulative(ctx: Any, dst: Any, src: Any, op0: Any, op1: Any, i
             out = _RED_UFUNC[o1.name].accumulate(seeded, axis=1, dtype=np.float32)[:, 1:]
     acc[:p] = out[:, -1]
     write(ctx, dst, out.reshape(dst.shape))
-    accesses = [(dst, "dst", "w"), (src, "src", "r")]
-    record(ctx, "tensor_scalar_cumulative", "vector", accesses, op0=o0.name, op1=o1.name, reduce_cmd=int(cmd))
+    operands = [(dst, "dst", "w"), (src, "src", "r")]
+    record(ctx, "tensor_scalar_cumulative", "vector", operands, op0=o0.name, op1=o1.name, reduce_cmd=int(cmd))
 
 
 @instruction("range_select", "vector", min_generation=3)
@@ -239,12 +239,12 @@ def range_select(ctx: Any, dst: Any, on_true_tile: Any, comp_op0: Any, comp_op1:
     if not (0 <= int(range_start) and int(range_start) + f <= 1 << 24):
         raise NkiValidationError(f"range_start + free index must stay within [0, 2^24] for the fp32 comparison, "
                                  f"got up to {int(range_start) + f}", operand="range_start", rule="argument")
-    accesses = [(dst, "dst", "w"), (src, "on_true_tile", "r")]
+    operands = [(dst, "dst", "w"), (src, "on_true_tile", "r")]
     bounds = []
     for role, b in (("bound0", bound0), ("bound1", bound1)):
         if isinstance(b, NkiTensor):
             check_dtype(b, role, (dt.float32,))
-            accesses.append((b, role, "r"))
+            operands.append((b, role, "r"))
         bounds.append(scalar_or_vector(ctx, b, role, p))
     idx = (np.float32(range_start) + np.arange(f, dtype=np.float32))[None, :]
     mask = (c0.binary(idx, bounds[0]) != 0) & (c1.binary(idx, bounds[1]) != 0)
@@ -260,8 +260,8 @@ def range_select(ctx: Any, dst: Any, on_true_tile: Any, comp_op0: Any, comp_op1:
     if cmd in (ReduceCmd.reduce, ReduceCmd.reset_reduce, ReduceCmd.load_reduce):
         acc[:p] = np.maximum(acc[:p], y.max(axis=1))
     if reduce_res is not None:
-        write_reduce_res(ctx, reduce_res, acc, p, accesses)
-    record(ctx, "range_select", "vector", accesses, comp_op0=c0.name, comp_op1=c1.name, reduce_op=ro.name,
+        write_reduce_res(ctx, reduce_res, acc, p, operands)
+    record(ctx, "range_select", "vector", operands, comp_op0=c0.name, comp_op1=c1.name, reduce_op=ro.name,
            reduce_cmd=int(cmd))
 
 
