@@ -102,9 +102,7 @@ class ActorSlot:
                 # Ray's reason, a harness error, rather than no job ever being answered)
                 return not closed()
             try:
-                if self.actor is None:
-                    self.actor = _ACTOR[0].remote()
-                ping = self.actor.ping.remote()
+                ping = self._actor().ping.remote()
                 while True:
                     if closed():
                         return False
@@ -120,9 +118,7 @@ class ActorSlot:
 
     def call(self, job: dict[str, Any], limit: float | None) -> dict[str, Any]:
         ray = ensure_ray(self.address)
-        if self.actor is None:
-            self.actor = _ACTOR[0].remote()
-        ref = self.actor.run.remote(job)
+        ref = self._actor().run.remote(job)
         try:
             done, _ = ray.wait([ref], timeout=limit)
             if done:
@@ -132,6 +128,12 @@ class ActorSlot:
             why = f"ray: {type(e).__name__}: {str(e)[:300]}"
         self.stop()
         raise SlotFailed(why)
+
+    def _actor(self) -> Any:
+        """The slot's actor, made if it has none (``ensure_ray`` has run)."""
+        if self.actor is None:
+            self.actor = _ACTOR[0].remote()
+        return self.actor
 
     def stop(self) -> None:
         actor, self.actor, self._ready, self.pid = self.actor, None, False, None
