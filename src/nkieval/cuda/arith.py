@@ -29,8 +29,11 @@ _FLT_RANK = {FP8_E4M3: 1, FP8_E5M2: 1, BF16: 2, F16: 2, F32: 3, F64: 4}
 FLT_MIN = np.float32(1.1754943508222875e-38)
 
 
+_NUMPY_VALUES = (np.ndarray, np.generic)  # (a tuple: isinstance of a union is slower, and this runs per operand)
+
+
 def dtype(v: Any) -> np.dtype:
-    return v.dtype if isinstance(v, np.ndarray | np.generic) else np.asarray(v).dtype
+    return v.dtype if isinstance(v, _NUMPY_VALUES) else np.asarray(v).dtype
 
 
 def is_float(dt: np.dtype) -> bool:
@@ -119,7 +122,12 @@ def c_mod(a: Any, b: Any, dt: np.dtype) -> Any:
 def fma32(x: Any, y: Any, z: Any) -> Any:
     """fp32 fused multiply-add: the exact product (exact in fp64), one rounding of the sum (via fp64: a
     double rounding that differs from a single one in a vanishingly rare set of inputs)."""
-    r = np.float64(1) * np.asarray(x, F64) * np.asarray(y, F64) + np.asarray(z, F64)
+    r = np.asarray(x, F64) * np.asarray(y, F64)
+    zv = np.asarray(z, F64)
+    if isinstance(r, np.ndarray) and r.shape == np.broadcast_shapes(r.shape, zv.shape):
+        r += zv  # (in place: the product is a fresh array)
+    else:
+        r = r + zv
     out = np.asarray(r).astype(F32)
     return out if out.ndim else out[()]
 

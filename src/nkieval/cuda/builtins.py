@@ -51,7 +51,9 @@ def syncthreads(it: Interpreter, name: str, args: list[Any], line: int) -> Calla
     def sync(fr: Frame, m: Mask) -> Any:
         L = fr.L
         for buf in L.shared_bufs:  # a new barrier phase: no element is written in it yet
-            buf.writer.fill(-1)  # type: ignore[union-attr]
+            if buf.dirty:
+                buf.writer.fill(-1)  # type: ignore[union-attr]
+                buf.dirty = False
         if m is not None:
             # the barrier must be reached by every live thread of a block or by none of them
             per_block = m.reshape(L.nb, L.nt)

@@ -218,34 +218,61 @@ def where(m: Mask, new: Any, old: Any, line: int | None = None) -> Any:
 
 
 def _check(buf: Buffer, off: Any, m: Mask, write: bool, line: int) -> Any:
+    """Fault an access of ``buf`` at ``off`` by the lanes of ``m`` out of its bounds (a growable buffer grows).
+    None when no lane accesses it; else the active lanes' offsets (an array when ``off`` is one)."""
     size = buf.data.size
     if isinstance(off, np.ndarray):
         act = off if m is None else off[m]
         if act.size == 0:
             return None
+        # (one pass where every offset is in bounds: seen unsigned, a negative offset is past any size)
+        if int((act.view(f"u{act.itemsize}") if act.dtype.kind == "i" else act).max()) < size:
+            return act
         lo, hi = int(act.min()), int(act.max())
     else:
         if is_empty(m):
             return None
+        act = off
         lo = hi = int(off)
     if lo < 0 or hi >= size:
         if buf.growable and lo >= 0:
             buf.grow(hi + 1)
-            return off
+            return act
         kind = "write to" if write else "read of"
         raise KernelFault(f"out-of-bounds {kind} {buf.name}[{lo if lo < 0 else hi}] (it holds {size} elements)",
                           line)
-    return off
+    return act
 
 
 def gather(buf: Buffer, off: Any, m: Mask, line: int) -> Any:
-    if _check(buf, off, m, False, line) is None:
-        return buf.data.dtype.type(0)
-    if isinstance(off, np.ndarray) and m is not None:
-        off = np.where(m, off, off[m][0] if m.any() else 0)
-    if buf.writer is not None and buf.race is None and isinstance(off, np.ndarray):
+    if not isinstance(off, np.ndarray):
+        if _check(buf, off, m, False, line) is None:
+            return buf.data.dtype.type(0)
+        return buf.data[off]
+    if m is not None:  # (inactive lanes read the first active lane's element, so every offset is in bounds)
+        first = int(m.argmax())
+        if not m[first]:
+            return buf.data.dtype.type(0)
+        off = np.where(m, off, off[first])
+    _check(buf, off, None, False, line)
+    if buf.dirty and buf.race is None:
         _race_check(buf, off, m, line)
-    return buf.data[off]
+    return np.take(buf.data, off, mode="wrap")  # (in bounds, checked: "wrap" only skips take's own check)
+
+
+def lane_numbers(n: int) -> np.ndarray:
+    """``arange(n)`` as int64, read-only and kept per ``n`` (a shared-memory access numbers its lanes each time)."""
+    a = _LANE_NUMBERS.get(n)
+    if a is None:
+        a = np.arange(n, dtype=np.int64)
+        a.flags.writeable = False
+        if len(_LANE_NUMBERS) >= 64:
+            _LANE_NUMBERS.clear()
+        _LANE_NUMBERS[n] = a
+    return a
+
+
+_LANE_NUMBERS: dict[int, np.ndarray] = {}
 
 
 def _race_check(buf: Buffer, off: np.ndarray, m: Mask, line: int) -> None:
@@ -253,8 +280,7 @@ def _race_check(buf: Buffer, off: np.ndarray, m: Mask, line: int) -> None:
     threads of a block run in no fixed order, so the read may see the old or the new value. Only the first
     race of a buffer is kept (the executor's lock-step order gives one of the possible results)."""
     w = buf.writer[off]  # type: ignore[index]
-    lanes = np.arange(off.size)
-    bad = (w >= 0) & (w != lanes)
+    bad = (w >= 0) & (w != lane_numbers(off.size))
     if m is not None:
         bad &= m
     if bad.any():
@@ -263,7 +289,8 @@ def _race_check(buf: Buffer, off: np.ndarray, m: Mask, line: int) -> None:
 
 
 def scatter(buf: Buffer, off: Any, val: Any, m: Mask, line: int) -> None:
-    if _check(buf, off, m, True, line) is None:
+    act = _check(buf, off, m, True, line)
+    if act is None:
         return
     dt = buf.data.dtype
     val = cast(val, dt) if dtype(val) != dt else val
@@ -277,7 +304,7 @@ def scatter(buf: Buffer, off: Any, val: Any, m: Mask, line: int) -> None:
         _mark_written(buf, off, m)
         return
     if isinstance(off, np.ndarray):
-        buf.data[off[m]] = val[m] if isinstance(val, np.ndarray) else val
+        buf.data[act] = val[m] if isinstance(val, np.ndarray) else val
     else:
         buf.data[off] = val[m][-1] if isinstance(val, np.ndarray) else val
     _mark_written(buf, off, m)
@@ -286,11 +313,12 @@ def scatter(buf: Buffer, off: Any, val: Any, m: Mask, line: int) -> None:
 def _mark_written(buf: Buffer, off: Any, m: Mask) -> None:
     if buf.writer is None or not isinstance(off, np.ndarray):
         return
-    lanes = np.arange(off.size)
+    lanes = lane_numbers(off.size)
     if m is None:
         buf.writer[off] = lanes
     else:
         buf.writer[off[m]] = lanes[m]
+    buf.dirty = True
 
 
 def load(p: Ptr, m: Mask, line: int) -> Any:
@@ -1279,13 +1307,13 @@ class Interpreter:
                     p = b.ptr
                     if len(b.dims) > 1:
                         stride = prod(b.dims[1:]) * units(p.elem)
-                        return ArrLV(ArrRef(Ptr(p.buf, p.off + i * stride, p.elem), b.dims[1:]))
-                    return MemLV(Ptr(p.buf, p.off + i * units(p.elem), p.elem), line)
+                        return ArrLV(ArrRef(Ptr(p.buf, offset(p.off, i, stride), p.elem), b.dims[1:]))
+                    return MemLV(Ptr(p.buf, offset(p.off, i, units(p.elem)), p.elem), line)
                 if isinstance(b, Ptr):
                     if isinstance(b.elem, ArrT):
                         stride = units(b.elem)
-                        return ArrLV(ArrRef(Ptr(b.buf, b.off + i * stride, b.elem.elem), b.elem.dims))
-                    return MemLV(Ptr(b.buf, b.off + i * units(b.elem), b.elem), line)
+                        return ArrLV(ArrRef(Ptr(b.buf, offset(b.off, i, stride), b.elem.elem), b.elem.dims))
+                    return MemLV(Ptr(b.buf, offset(b.off, i, units(b.elem)), b.elem), line)
                 raise CudaError("subscript of a value that is neither an array nor a pointer", line)
             return sub
         if k == "field_expression":
@@ -1672,11 +1700,16 @@ def _truth(v: Any) -> Any:
     return np.bool_(bool(v))
 
 
+def offset(base: Any, i: Any, step: int) -> Any:
+    """``base + i * step`` (element offsets; a unit step, the common one, makes no product array)."""
+    return base + i if step == 1 else base + i * step
+
+
 def _as_index(i: Any, line: int) -> Any:
     if isinstance(i, np.ndarray):
         if i.dtype.kind not in "iub":
             raise CudaError("array subscript is not an integer", line)
-        return i.astype(np.int64)
+        return i.astype(np.int64, copy=False)  # (every caller makes a new offset of it: no copy needed)
     if isinstance(i, StructVal):
         raise CudaError("array subscript is not an integer", line)
     return int(i)
@@ -1809,7 +1842,7 @@ def _ptr_op(op: str, a: Any, b: Any, line: int) -> Any:
     if isinstance(a, Ptr) and op in ("+", "-"):
         i = _as_index(b, line)
         step = units(a.elem)
-        off = a.off + i * step if op == "+" else a.off - i * step
+        off = offset(a.off, i, step) if op == "+" else a.off - i * step
         return Ptr(a.buf, off, a.elem)
     if isinstance(a, Ptr) and op in ("==", "!="):
         isnull = a.buf is None

@@ -132,6 +132,7 @@ class _Resume:
         fr, m, constants, warnings, ticks = copy.deepcopy(self.state.held, memo)
         for b, (data, writer, race) in zip(ours, self.state.buffers):
             b.data, b.writer, b.race = data.copy(), None if writer is None else writer.copy(), race
+            b.dirty = b.writer is not None and bool((b.writer >= 0).any())
         it.globals, it._ticks = constants, ticks
         it.warnings[:] = warnings
         # (the work count a fresh run has here: the host statements this run re-ran before the launch are in it,

@@ -250,7 +250,7 @@ def sizeof(t: CType) -> int:
 class Buffer:
     """A flat region of memory: a kernel argument, a workspace, a ``__shared__`` or local array."""
 
-    __slots__ = ("data", "growable", "name", "race", "space", "writer")
+    __slots__ = ("data", "dirty", "growable", "name", "race", "space", "writer")
 
     def __init__(self, data: np.ndarray, name: str, space: str = "global", growable: bool = False) -> None:
         self.data = data
@@ -260,6 +260,9 @@ class Buffer:
         #: ``__shared__`` memory: the lane that wrote each element since the last barrier (-1: none), and the
         #: first read-after-write race seen, (line, reading lane, writing lane, element)
         self.writer: np.ndarray | None = np.full(data.size, -1, np.int64) if space == "shared" else None
+        #: whether ``writer`` holds any lane (an element written since the last barrier): a read of a buffer with
+        #: none cannot race, so it skips the check
+        self.dirty = False
         self.race: tuple[int, int, int, int] | None = None
 
     def grow(self, n: int) -> None:
