@@ -1701,15 +1701,22 @@ def _truth(v: Any) -> Any:
 
 
 def offset(base: Any, i: Any, step: int) -> Any:
-    """``base + i * step`` (element offsets; a unit step, the common one, makes no product array)."""
-    return base + i if step == 1 else base + i * step
+    """``base + i * step`` (element offsets). A unit step, the common one, makes no product array, and a pointer
+    at the start of its buffer (a kernel argument) no sum array: the result is then ``i`` itself, which no one
+    changes (the executor's values are never written in place)."""
+    d = i if step == 1 else i * step
+    if isinstance(d, np.ndarray) and not isinstance(base, np.ndarray) and base == 0:
+        return d
+    return base + d
 
 
 def _as_index(i: Any, line: int) -> Any:
     if isinstance(i, np.ndarray):
         if i.dtype.kind not in "iub":
             raise CudaError("array subscript is not an integer", line)
-        return i.astype(np.int64, copy=False)  # (every caller makes a new offset of it: no copy needed)
+        if i.dtype == np.uint64:  # (the same bits: C's conversion to a signed offset; no copy)
+            return i.view(np.int64)
+        return i.astype(np.int64, copy=False)  # (no copy where it is one already: values are never written in place)
     if isinstance(i, StructVal):
         raise CudaError("array subscript is not an integer", line)
     return int(i)
