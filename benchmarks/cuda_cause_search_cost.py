@@ -25,6 +25,10 @@ kept them before (``/before``: mutants' runs but not their timeouts, never the c
 figures are the CPU of the mutation search and of the constant hypotheses before it.
 
 CPU time, not wall time: the figure does not depend on the machine's load.
+
+``--baseline-src BASE/src`` reviews each port (cold) with another tree's ``nkieval`` too (e.g. ``git archive`` of main),
+``--repeat N`` times each, the two trees alternating (A B B A ...) so that both see the same load: the median CPU of
+each, their ratio, and whether both stated the same causes.
 """
 
 from __future__ import annotations
@@ -118,6 +122,41 @@ def _alternate(search: Any, calls: list[tuple[Any, dict[str, Any]]], rounds: int
     return {"resume_s": cpu["resume"] / rounds, "fresh_s": cpu["fresh"] / rounds, "same": len(seen) == 1}
 
 
+def _use_tree(src: str) -> None:
+    """Pool initializer: this process imports ``nkieval`` from ``src`` (before anything imports it)."""
+    import sys
+
+    sys.path.insert(0, src)
+
+
+def _cold(port: str, seed: int, src: str | None) -> dict[str, Any]:
+    """One cold review of ``port`` in a fresh process importing ``nkieval`` from ``src`` (None: this tree)."""
+    import multiprocessing
+
+    kw: dict[str, Any] = {"mp_context": multiprocessing.get_context("spawn")}
+    if src is not None:
+        kw.update(initializer=_use_tree, initargs=(src,))
+    with ProcessPoolExecutor(1, **kw) as pool:
+        return pool.submit(_one, (port, seed, "", "full", 0)).result()
+
+
+def _against_baseline(ports: list[str], seed: int, base: str, repeat: int) -> None:
+    import statistics
+
+    for port in ports:
+        cpu: dict[str, list[float]] = {"this": [], "base": []}
+        causes: set[str] = set()
+        for r in range(repeat):
+            for tree in (("this", "base") if r % 2 == 0 else ("base", "this")):
+                out = _cold(port, seed, base if tree == "base" else None)
+                cpu[tree].append(out["cpu_s"])
+                causes.add(repr(out["cause"]))
+        a, b = statistics.median(cpu["this"]), statistics.median(cpu["base"])
+        print(f"{port:36s} cause search CPU (median of {repeat}): this tree {a:6.2f} s, baseline {b:6.2f} s, "
+              f"baseline / this {b / max(a, 1e-9):5.2f}x; causes {'the same' if len(causes) == 1 else 'DIFFERENT'}"
+              f" ({next(iter(causes))[:70]})", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ports", default=DEFAULT)
@@ -127,7 +166,12 @@ def main() -> None:
     ap.add_argument("--compare-resume", action="store_true", help="also review each port (cold) with every mutant "
                     "run fresh, none resumed from the unmutated kernel's state")
     ap.add_argument("--ab", type=int, default=0, help="rounds of the cold review's search replayed resumed and fresh")
+    ap.add_argument("--baseline-src", default=None, help="another tree's src: each port reviewed cold with it too")
+    ap.add_argument("--repeat", type=int, default=3, help="with --baseline-src: reviews per port and tree")
     a = ap.parse_args()
+    if a.baseline_src:
+        _against_baseline([p for p in a.ports.split(",") if p], a.seed, a.baseline_src, a.repeat)
+        return
     judges = JUDGES if a.warm else JUDGES[:1]
     if a.compare_resume:
         judges = (*judges, ("cold/fresh", "", "fresh"))

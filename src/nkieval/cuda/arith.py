@@ -124,7 +124,7 @@ def fma32(x: Any, y: Any, z: Any) -> Any:
     double rounding that differs from a single one in a vanishingly rare set of inputs)."""
     r = np.asarray(x, F64) * np.asarray(y, F64)
     zv = np.asarray(z, F64)
-    if isinstance(r, np.ndarray) and r.shape == np.broadcast_shapes(r.shape, zv.shape):
+    if isinstance(r, np.ndarray) and (zv.ndim == 0 or zv.shape == r.shape):
         r += zv  # (in place: the product is a fresh array)
     else:
         r = r + zv

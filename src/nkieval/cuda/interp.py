@@ -226,7 +226,7 @@ def _check(buf: Buffer, off: Any, m: Mask, write: bool, line: int) -> Any:
         if act.size == 0:
             return None
         # (one pass where every offset is in bounds: seen unsigned, a negative offset is past any size)
-        if int((act.view(f"u{act.itemsize}") if act.dtype.kind == "i" else act).max()) < size:
+        if int((act.view(_UNSIGNED[act.itemsize]) if act.dtype.kind == "i" else act).max()) < size:
             return act
         lo, hi = int(act.min()), int(act.max())
     else:
@@ -242,6 +242,9 @@ def _check(buf: Buffer, off: Any, m: Mask, write: bool, line: int) -> Any:
         raise KernelFault(f"out-of-bounds {kind} {buf.name}[{lo if lo < 0 else hi}] (it holds {size} elements)",
                           line)
     return act
+
+
+_UNSIGNED = {n: np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
 
 
 def gather(buf: Buffer, off: Any, m: Mask, line: int) -> Any:
