@@ -11,6 +11,7 @@ block, local arrays one per thread.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
@@ -222,11 +223,16 @@ def _check(buf: Buffer, off: Any, m: Mask, write: bool, line: int) -> Any:
     None when no lane accesses it; else the active lanes' offsets (an array when ``off`` is one)."""
     size = buf.data.size
     if isinstance(off, np.ndarray):
+        kept = _KEPT.get(id(off)) if m is None else None
+        if kept is not None and kept.out is off and 0 < kept.in_bounds <= size:
+            return off  # (offsets kept by a subscript, found in bounds of a buffer no larger: IndexSite)
         act = off if m is None else off[m]
         if act.size == 0:
             return None
         # (one pass where every offset is in bounds: seen unsigned, a negative offset is past any size)
         if int((act.view(_UNSIGNED[act.itemsize]) if act.dtype.kind == "i" else act).max()) < size:
+            if kept is not None and kept.out is off and not 0 < kept.in_bounds <= size:
+                kept.in_bounds = size
             return act
         lo, hi = int(act.min()), int(act.max())
     else:
@@ -260,7 +266,7 @@ def gather(buf: Buffer, off: Any, m: Mask, line: int) -> Any:
     _check(buf, off, None, False, line)
     if buf.dirty and buf.race is None:
         _race_check(buf, off, m, line)
-    return np.take(buf.data, off, mode="wrap")  # (in bounds, checked: "wrap" only skips take's own check)
+    return buf.data.take(off, mode="wrap")  # (in bounds, checked: "wrap" only skips take's own check)
 
 
 def lane_numbers(n: int) -> np.ndarray:
@@ -1299,24 +1305,27 @@ class Interpreter:
                     raise Unsupported("multi-argument subscript", line)
                 idxn = idxn.named_children[0]
             idx = self.expr(idxn)
+            site = IndexSite()  # (one per compiled subscript: see IndexSite)
 
             def sub(fr: Frame, m: Mask) -> LV:
                 b = base(fr, m)
                 i = idx(fr, m)
                 if isinstance(i, Ptr | ArrRef):
                     b, i = i, b
-                i = _as_index(i, line)
+                if isinstance(i, StructVal):
+                    raise CudaError("array subscript is not an integer", line)
                 if isinstance(b, ArrRef):
                     p = b.ptr
                     if len(b.dims) > 1:
                         stride = prod(b.dims[1:]) * units(p.elem)
-                        return ArrLV(ArrRef(Ptr(p.buf, offset(p.off, i, stride), p.elem), b.dims[1:]))
-                    return MemLV(Ptr(p.buf, offset(p.off, i, units(p.elem)), p.elem), line)
+                        return ArrLV(ArrRef(Ptr(p.buf, site.offset(p.off, i, stride, line), p.elem), b.dims[1:]))
+                    return MemLV(Ptr(p.buf, site.offset(p.off, i, units(p.elem), line), p.elem), line)
                 if isinstance(b, Ptr):
                     if isinstance(b.elem, ArrT):
                         stride = units(b.elem)
-                        return ArrLV(ArrRef(Ptr(b.buf, offset(b.off, i, stride), b.elem.elem), b.elem.dims))
-                    return MemLV(Ptr(b.buf, offset(b.off, i, units(b.elem)), b.elem), line)
+                        return ArrLV(ArrRef(Ptr(b.buf, site.offset(b.off, i, stride, line), b.elem.elem),
+                                            b.elem.dims))
+                    return MemLV(Ptr(b.buf, site.offset(b.off, i, units(b.elem), line), b.elem), line)
                 raise CudaError("subscript of a value that is neither an array nor a pointer", line)
             return sub
         if k == "field_expression":
@@ -1711,6 +1720,126 @@ def offset(base: Any, i: Any, step: int) -> Any:
     if isinstance(d, np.ndarray) and not isinstance(base, np.ndarray) and base == 0:
         return d
     return base + d
+
+
+class IndexSite:
+    """One subscript in the kernel's text, finding the element offsets it made before when it meets the same
+    operands again: a loop over ``k`` reads ``As[threadIdx.y][k]`` with the same ``threadIdx.y`` array (the same
+    object) every time and the same ``k`` once per tile, so each of its offset arrays (a pass over the group's
+    lanes, and the bounds check of the access after it: ``_check``) is made once. An array operand is known by
+    identity, which is safe because the executor never writes a value in place, and the table holds it, so its
+    id is not reused while kept; a number by its value and type. An offset is kept only when its array operands
+    were met before (by this subscript at its last call, or kept by another: ``p[i][j]``'s second subscript sees
+    the first's), so an index computed afresh at every call keeps nothing, and a subscript that meets only such
+    stops looking after a few calls in a row. The kept offsets are the process's (:data:`_KEPT_BY_KEY`),
+    dropped when a run starts and when it ends, within :data:`KEPT_MAX_BYTES`."""
+
+    __slots__ = ("fresh", "gen", "keys", "last", "no")
+
+    def __init__(self) -> None:
+        self.no = next(_SITE_NUMBERS)
+        self.fresh = 0  # misses in a row with a new array operand (-1: the site stopped looking)
+        self.last = (0, 0)  # the ids of the last call's array operands (0: a number; ids only, nothing held)
+        self.keys: list[tuple[Any, ...]] = []  # its entries in the table (of generation ``gen``)
+        self.gen = -1
+
+    def offset(self, base: Any, raw: Any, step: int, line: int) -> Any:
+        """``base + raw * step``, ``raw`` the subscript's value (``_as_index`` of it)."""
+        ab, ai = type(base) is np.ndarray, type(raw) is np.ndarray
+        if not (ab or ai) or self.fresh < 0:
+            return offset(base, _as_index(raw, line), step)
+        key = (self.no, id(base) if ab else base, type(base), id(raw) if ai else raw, type(raw), step)
+        kept = _KEPT_BY_KEY.get(key)
+        if kept is not None and (kept.base is base or not ab) and (kept.raw is raw or not ai):
+            self.fresh = 0
+            return kept.out
+        out = offset(base, _as_index(raw, line), step)
+        ids = (key[1] if ab else 0, key[3] if ai else 0)
+        last = self.last
+        self.last = ids
+        if (ab and ids[0] != last[0] and not _is_kept(base)) or (ai and ids[1] != last[1] and not _is_kept(raw)):
+            # (an operand not met before: kept only once it comes again, so that an index computed afresh at
+            # every call has nothing kept, and a site that meets only such stops looking)
+            self.fresh += 1
+            if self.fresh >= _FRESH_MAX:
+                self.fresh = -1
+                self._release()
+            return out
+        self.fresh = 0
+        if type(out) is np.ndarray:
+            if self.gen != _KEPT_GEN[0]:
+                self.gen, self.keys = _KEPT_GEN[0], []
+            if len(self.keys) < _SITE_MAX and _keep(key, _KeptOffset(base, raw, out)):
+                self.keys.append(key)
+        return out
+
+    def _release(self) -> None:
+        """Drop this site's entries from the table (a site that stopped looking never reads them)."""
+        if self.gen == _KEPT_GEN[0]:
+            for key in self.keys:
+                kept = _KEPT_BY_KEY.pop(key, None)
+                if kept is not None and _KEPT.pop(id(kept.out), None) is kept:
+                    _KEPT_BYTES[0] -= kept.nbytes()
+        self.keys = []
+
+
+class _KeptOffset:
+    """An element-offset array made by an :class:`IndexSite`, with what it was made of and the size of the smallest
+    buffer it was found in bounds of (every offset below it; -1: not checked yet)."""
+
+    __slots__ = ("base", "in_bounds", "out", "raw")
+
+    def __init__(self, base: Any, raw: Any, out: np.ndarray) -> None:
+        self.base, self.raw, self.out, self.in_bounds = base, raw, out, -1
+
+    def nbytes(self) -> int:
+        """The bytes of the arrays it holds (an operand that is the result itself counted once)."""
+        return sum(a.nbytes for a in (self.base, self.raw) if type(a) is np.ndarray and a is not self.out) \
+            + self.out.nbytes
+
+
+#: calls in a row with a new array operand after which a subscript stops looking for kept offsets
+_FRESH_MAX = 8
+#: offset arrays one subscript keeps at most
+_SITE_MAX = 64
+#: bytes of arrays kept at most, all together (offsets and their operands). Larger tables made the search of a
+#: kernel over 2^17 lanes slower in a fresh process (0.79x at 64 MiB): arrays held across a run's loops are
+#: memory a later one cannot reuse, and the pages it maps instead are zeroed by the kernel first
+KEPT_MAX_BYTES = 8 << 20
+#: bytes of one entry at most (larger ones, a group of more than about 2^16 lanes, are never kept)
+KEPT_ENTRY_MAX_BYTES = 1 << 20
+_SITE_NUMBERS = itertools.count(1)
+_KEPT_GEN = [0]
+_KEPT_BYTES = [0]
+#: the kept offsets by site and operands, and by the offset array's id (for the bounds check, ``_check``)
+_KEPT_BY_KEY: dict[tuple[Any, ...], _KeptOffset] = {}
+_KEPT: dict[int, _KeptOffset] = {}
+
+
+def _is_kept(a: np.ndarray) -> bool:
+    """Whether ``a`` is a kept offset array (another subscript's, which that one gives again when it meets the
+    same operands: ``p[i][j]``'s second subscript sees the first's)."""
+    kept = _KEPT.get(id(a))
+    return kept is not None and kept.out is a
+
+
+def _keep(key: tuple[Any, ...], kept: _KeptOffset) -> bool:
+    """Keep ``kept`` under ``key``; whether it was kept (not when the table is full)."""
+    n = kept.nbytes()
+    if n > KEPT_ENTRY_MAX_BYTES or _KEPT_BYTES[0] + n > KEPT_MAX_BYTES:
+        return False
+    _KEPT_BYTES[0] += n
+    _KEPT_BY_KEY[key] = kept
+    _KEPT[id(kept.out)] = kept
+    return True
+
+
+def clear_kept() -> None:
+    """Drop every kept offset array (a run starting drops the last run's: their operands are gone)."""
+    _KEPT_GEN[0] += 1
+    _KEPT_BY_KEY.clear()
+    _KEPT.clear()
+    _KEPT_BYTES[0] = 0
 
 
 def _as_index(i: Any, line: int) -> Any:
