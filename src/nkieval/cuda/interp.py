@@ -1778,8 +1778,10 @@ class IndexSite:
         if self.gen == _KEPT_GEN[0]:
             for key in self.keys:
                 kept = _KEPT_BY_KEY.pop(key, None)
-                if kept is not None and _KEPT.pop(id(kept.out), None) is kept:
+                if kept is not None:
                     _KEPT_BYTES[0] -= kept.nbytes()
+                    if _KEPT.get(id(kept.out)) is kept:  # (another site's entry may name the same array)
+                        del _KEPT[id(kept.out)]
         self.keys = []
 
 
