@@ -223,15 +223,15 @@ def _check(buf: Buffer, off: Any, m: Mask, write: bool, line: int) -> Any:
     None when no lane accesses it; else the active lanes' offsets (an array when ``off`` is one)."""
     size = buf.data.size
     if isinstance(off, np.ndarray):
-        kept = _KEPT.get(id(off)) if m is None else None
-        if kept is not None and kept.out is off and 0 < kept.in_bounds <= size:
+        kept = _kept_of(off) if m is None else None
+        if kept is not None and 0 < kept.in_bounds <= size:
             return off  # (offsets kept by a subscript, found in bounds of a buffer no larger: IndexSite)
         act = off if m is None else off[m]
         if act.size == 0:
             return None
         # (one pass where every offset is in bounds: seen unsigned, a negative offset is past any size)
         if int((act.view(_UNSIGNED[act.itemsize]) if act.dtype.kind == "i" else act).max()) < size:
-            if kept is not None and kept.out is off and not 0 < kept.in_bounds <= size:
+            if kept is not None:  # (unchecked, or checked against a larger buffer only: see above)
                 kept.in_bounds = size
             return act
         lo, hi = int(act.min()), int(act.max())
@@ -1732,16 +1732,15 @@ class IndexSite:
     were met before (by this subscript at its last call, or kept by another: ``p[i][j]``'s second subscript sees
     the first's), so an index computed afresh at every call keeps nothing, and a subscript that meets only such
     stops looking after a few calls in a row. The kept offsets are the process's (:data:`_KEPT_BY_KEY`),
-    dropped when a run starts and when it ends, within :data:`KEPT_MAX_BYTES`."""
+    dropped when a run ends (``runner.run_host``), within :data:`KEPT_MAX_BYTES`."""
 
-    __slots__ = ("fresh", "gen", "keys", "last", "no")
+    __slots__ = ("fresh", "keys", "last", "no")
 
     def __init__(self) -> None:
         self.no = next(_SITE_NUMBERS)
         self.fresh = 0  # misses in a row with a new array operand (-1: the site stopped looking)
         self.last = (0, 0)  # the ids of the last call's array operands (0: a number; ids only, nothing held)
-        self.keys: list[tuple[Any, ...]] = []  # its entries in the table (of generation ``gen``)
-        self.gen = -1
+        self.keys: list[tuple[Any, ...]] = []  # its entries in the table
 
     def offset(self, base: Any, raw: Any, step: int, line: int) -> Any:
         """``base + raw * step``, ``raw`` the subscript's value (``_as_index`` of it)."""
@@ -1757,7 +1756,8 @@ class IndexSite:
         ids = (key[1] if ab else 0, key[3] if ai else 0)
         last = self.last
         self.last = ids
-        if (ab and ids[0] != last[0] and not _is_kept(base)) or (ai and ids[1] != last[1] and not _is_kept(raw)):
+        if (ab and ids[0] != last[0] and _kept_of(base) is None) or \
+                (ai and ids[1] != last[1] and _kept_of(raw) is None):
             # (an operand not met before: kept only once it comes again, so that an index computed afresh at
             # every call has nothing kept, and a site that meets only such stops looking)
             self.fresh += 1
@@ -1766,22 +1766,18 @@ class IndexSite:
                 self._release()
             return out
         self.fresh = 0
-        if type(out) is np.ndarray:
-            if self.gen != _KEPT_GEN[0]:
-                self.gen, self.keys = _KEPT_GEN[0], []
-            if len(self.keys) < _SITE_MAX and _keep(key, _KeptOffset(base, raw, out)):
-                self.keys.append(key)
+        if type(out) is np.ndarray and len(self.keys) < _SITE_MAX and _keep(key, _KeptOffset(base, raw, out)):
+            self.keys.append(key)
         return out
 
     def _release(self) -> None:
         """Drop this site's entries from the table (a site that stopped looking never reads them)."""
-        if self.gen == _KEPT_GEN[0]:
-            for key in self.keys:
-                kept = _KEPT_BY_KEY.pop(key, None)
-                if kept is not None:
-                    _KEPT_BYTES[0] -= kept.nbytes()
-                    if _KEPT.get(id(kept.out)) is kept:  # (another site's entry may name the same array)
-                        del _KEPT[id(kept.out)]
+        for key in self.keys:
+            kept = _KEPT_BY_KEY.pop(key, None)  # (None: dropped already, by another thread's run ending)
+            if kept is not None:
+                _KEPT_BYTES[0] -= kept.nbytes()
+                if _KEPT.get(id(kept.out)) is kept:  # (another site's entry may name the same array)
+                    del _KEPT[id(kept.out)]
         self.keys = []
 
 
@@ -1804,25 +1800,23 @@ class _KeptOffset:
 _FRESH_MAX = 8
 #: offset arrays one subscript keeps at most
 _SITE_MAX = 64
-#: bytes of arrays kept at most, all together (offsets and their operands). Larger tables made the search of a
-#: kernel over 2^17 lanes slower in a fresh process (0.79x at 64 MiB): arrays held across a run's loops are
-#: memory a later one cannot reuse, and the pages it maps instead are zeroed by the kernel first
+#: bytes of arrays kept at most, all together (offsets and their operands). Larger tables made the cause search of a
+#: kernel over 2^17 lanes slower in a fresh process (0.79x with 64 MiB and no cap per entry; docs/cuda.md)
 KEPT_MAX_BYTES = 8 << 20
 #: bytes of one entry at most (larger ones, a group of more than about 2^16 lanes, are never kept)
 KEPT_ENTRY_MAX_BYTES = 1 << 20
 _SITE_NUMBERS = itertools.count(1)
-_KEPT_GEN = [0]
 _KEPT_BYTES = [0]
 #: the kept offsets by site and operands, and by the offset array's id (for the bounds check, ``_check``)
 _KEPT_BY_KEY: dict[tuple[Any, ...], _KeptOffset] = {}
 _KEPT: dict[int, _KeptOffset] = {}
 
 
-def _is_kept(a: np.ndarray) -> bool:
-    """Whether ``a`` is a kept offset array (another subscript's, which that one gives again when it meets the
-    same operands: ``p[i][j]``'s second subscript sees the first's)."""
+def _kept_of(a: np.ndarray) -> _KeptOffset | None:
+    """The entry of ``a`` if it is a kept offset array (which its subscript gives again when it meets the same
+    operands, and whose bounds check ``_check`` reads), else None."""
     kept = _KEPT.get(id(a))
-    return kept is not None and kept.out is a
+    return kept if kept is not None and kept.out is a else None
 
 
 def _keep(key: tuple[Any, ...], kept: _KeptOffset) -> bool:
@@ -1837,8 +1831,7 @@ def _keep(key: tuple[Any, ...], kept: _KeptOffset) -> bool:
 
 
 def clear_kept() -> None:
-    """Drop every kept offset array (a run starting drops the last run's: their operands are gone)."""
-    _KEPT_GEN[0] += 1
+    """Drop every kept offset array (at a run's end: no later run meets their operands)."""
     _KEPT_BY_KEY.clear()
     _KEPT.clear()
     _KEPT_BYTES[0] = 0

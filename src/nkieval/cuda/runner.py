@@ -138,13 +138,12 @@ def run_host(source: str, entry: str, args: Mapping[str, Any], *, options: Build
             call_args.append(t.dtype.type(v) if isinstance(t, Scalar) else v)
     it.host_buffers = list(bufs.values())
     it.capture, it.resume = capture, resume
-    clear_kept()  # (offsets another run kept: this one never meets their operands)
     try:
         with np.errstate(all="ignore"):
             ret = it.call_host(entry, call_args)
     finally:  # (a run that faults or times out is charged what it ran)
         add_work(it.work)
-        clear_kept()
+        clear_kept()  # (the offsets its subscripts kept: no later run meets their operands)
     return CudaRun({k: b.data for k, b in bufs.items()}, it.launches, prog.options, ret, it.warnings, it.work)
 
 
