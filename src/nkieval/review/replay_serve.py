@@ -10,7 +10,7 @@ import sys
 from collections import OrderedDict
 from typing import IO, Any
 
-from nkieval.review import executor, npzio
+from nkieval.review import executor, malloc, npzio
 from nkieval.review.child import GC_THRESHOLDS
 from nkieval.review.replay_worker import WorkerFailed, read_frame, write_frame
 from nkieval.review.runs import CaseJob, SandboxLimits
@@ -27,6 +27,8 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
     import gc
 
     executor.PROGRAMS.size = _KEPT_PROGRAMS
+    malloc.tune_this_process()  # (as the judge's replays and the sandbox's children run: without it every tile
+    # the replays allocate and free faults its pages in again)
     gc.set_threshold(*GC_THRESHOLDS)
     gc.freeze()  # (the imports: no collection walks them again)
     write_frame(out, [json.dumps({"ready": True}).encode(), b"", b""])

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nkieval.review import npzio
+from nkieval.review import malloc, npzio
 from nkieval.review.executor import replay_as_traced, traced_failure
 from nkieval.review.isolation.starvation import longest_wait, longest_wait_since, run_queue_delays, starved
 from nkieval.review.runs import STATUSES, CaseJob, CaseRun, SandboxLimits, skipped
@@ -124,7 +124,7 @@ class _Zygote:
     def __init__(self) -> None:
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
-        env.update(_malloc_env())
+        env.update(malloc.child_env())
         # can a forked child read the harness's sealed inputs (through /proc)? the zygote tries
         probe = seal_input(_PROBE)
         argv = [sys.executable, "-I", "-m", "nkieval.review.zygote"] + ([probe.path] if probe is not None else [])
@@ -225,13 +225,6 @@ class _Zygote:
                     pass
 
 
-def _malloc_env() -> dict[str, str]:
-    """glibc malloc settings for the sandboxed children (the same reasoning as the harness's,
-    see ``stages.load._tune_malloc``: the simulator's large temporaries are reused instead of
-    faulted in again); ``NKIEVAL_REVIEW_MALLOPT=0`` leaves the defaults."""
-    if os.environ.get("NKIEVAL_REVIEW_MALLOPT", "1") == "0":
-        return {}
-    return {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 
 _ZYGOTE: _Zygote | None = None

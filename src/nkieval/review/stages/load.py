@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.review import npzio
+from nkieval.review import malloc, npzio
 from nkieval.review.cache import CASE_CACHE, CaseData, new_case_data, task_fingerprint
 from nkieval.review.integrity import IntegrityIssue, scan
 from nkieval.review.rubric import Rubric, load_rubric
@@ -88,7 +88,7 @@ class Loaded:
 
 def load(req: ReviewRequest) -> Loaded:
     """Stage 1: everything the review needs before anything runs (timed as ``inputs_s``)."""
-    _tune_malloc()
+    malloc.tune_this_process()  # (the judge's own temporaries: see nkieval.review.malloc)
     task = req.task if isinstance(req.task, Task) else load_task(req.task)
     rub = rubric_of(req.rubric)
     target = check_target(task, req.target)
@@ -194,36 +194,3 @@ def rubric_of(rubric: Rubric | str) -> Rubric:
 def sandbox_limits(task: Task) -> SandboxLimits:
     return SandboxLimits(timeout_s=task.limits.timeout_s, memory_mb=task.limits.memory_mb,
                          max_instructions=task.limits.max_instructions)
-
-
-_MALLOC_TUNED: list[bool] = []
-
-
-def _tune_malloc() -> None:
-    """Keep freed heap memory in the harness process instead of handing it back to the kernel.
-
-    Judging an output allocates a dozen block-sized float64 temporaries (2 MiB each at the
-    default block) and frees them; glibc's default trims or unmaps that memory right away, so
-    the next block touches fresh pages again: about 5 000 page faults per 300 000-element
-    output, half of its judging time on the development machine. Raising the mmap threshold
-    to 32 MiB (glibc's own dynamic maximum) and the trim threshold to 256 MiB keeps up to that
-    much freed memory for reuse. Process-wide, glibc only, done once at the first review;
-    ``NKIEVAL_REVIEW_MALLOPT=0`` leaves the allocator alone."""
-    if _MALLOC_TUNED:
-        return
-    _MALLOC_TUNED.append(True)
-    if os.environ.get("NKIEVAL_REVIEW_MALLOPT", "1") == "0":
-        return
-    import platform
-
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return
-    try:
-        import ctypes
-
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-        m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
-        mallopt(m_mmap_threshold, 32 << 20)
-        mallopt(m_trim_threshold, 256 << 20)
-    except (OSError, AttributeError):
-        pass
