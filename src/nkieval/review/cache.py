@@ -362,3 +362,70 @@ class TraceCache(SizedLRU[bytes]):
 
 #: The process's recorded programs (cleared by :func:`nkieval.review.stages.clear_caches`).
 TRACES = TraceCache(max_bytes_from_env("NKIEVAL_TRACE_CACHE_MB", 256))
+
+
+class TaskMemo:
+    """Tasks loaded by earlier reviews in this process, by directory: ``load_task`` parses ``task.toml``, runs
+    ``reference.py``'s signature check and parses every NKI file the task ships (about 7 ms for a built-in task,
+    a tenth of a short warm review), the same work for every review of the task. A task is kept with the stat of
+    every file under its directory (path, size, modification and change times, inode), taken before it is loaded,
+    and served again only while every one of them is unchanged and no file came or went; a task that does not
+    load is never kept (its error is raised each time). ``Task`` is frozen, so one object serves every review."""
+
+    #: files under a task directory beyond which it is not kept (its stat would cost what a load does)
+    MAX_FILES = 256
+
+    def __init__(self, max_tasks: int = 64) -> None:
+        self.max_tasks = max_tasks
+        self._d: OrderedDict[str, tuple[tuple[Any, ...], Task]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def load(self, path: str | os.PathLike[str]) -> Task:
+        """``nkieval.tasks.load_task(path)``, or the task it gave for the same files."""
+        from nkieval.tasks.loader import load_task, resolve_task_dir
+
+        directory = str(resolve_task_dir(path))
+        stamp = _files_stamp(directory, self.MAX_FILES)
+        with self._lock:
+            kept = self._d.get(directory)
+            if stamp is not None and kept is not None and kept[0] == stamp:
+                self._d.move_to_end(directory)
+                self.hits += 1
+                return kept[1]
+            self.misses += 1
+        task = load_task(directory)
+        if stamp is not None:
+            with self._lock:
+                self._d[directory] = (stamp, task)
+                self._d.move_to_end(directory)
+                while len(self._d) > self.max_tasks:
+                    self._d.popitem(last=False)
+        return task
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+            self.hits = self.misses = 0
+
+
+def _files_stamp(directory: str, max_files: int) -> tuple[Any, ...] | None:
+    """(relative path, size, mtime, ctime, inode) of every file under ``directory``, sorted; None past
+    ``max_files`` or when the tree cannot be read. Compiled-bytecode caches are left out (Python writes them)."""
+    out: list[tuple[Any, ...]] = []
+    try:
+        for root, dirs, files in os.walk(directory):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                p = os.path.join(root, name)
+                st = os.stat(p)
+                out.append((os.path.relpath(p, directory), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                if len(out) > max_files:
+                    return None
+    except OSError:
+        return None
+    return tuple(sorted(out))
+
+
+#: The process's loaded tasks (cleared by :func:`nkieval.review.stages.clear_caches`).
+TASKS = TaskMemo()

@@ -7,36 +7,27 @@ only in the sandboxed tracer; the judge replays its programs): nothing here judg
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from nkieval.review.cache import TASKS
 from nkieval.reward.extract import extract_kernel
 from nkieval.reward.result import SHAPINGS, RewardResult, brief_feedback, redacted_feedback, shape_reward
-from nkieval.tasks import Task, TaskError, load_task
-
-_TASKS: dict[str, Task] = {}
-_TASKS_LOCK = threading.Lock()
+from nkieval.tasks import Task, TaskError
 
 
 def resolve_task(task: Task | str | Path) -> Task:
-    """A :class:`Task` from a task object, a built-in id or a task directory (loaded once per process).
+    """A :class:`Task` from a task object, a built-in id or a task directory (loaded once per process while its
+    files are unchanged: ``nkieval.review.cache.TASKS``, which the reviews use too).
 
     Raises:
         TaskError: the task does not exist or is malformed.
     """
     if isinstance(task, Task):
         return task
-    key = str(task)
-    with _TASKS_LOCK:
-        hit = _TASKS.get(key)
-    if hit is None:
-        hit = load_task(task)
-        with _TASKS_LOCK:
-            _TASKS[key] = hit
-    return hit
+    return TASKS.load(task)
 
 
 def score(task: Task | str | Path, response_or_source: str | Path, *, seed: int | None = None,

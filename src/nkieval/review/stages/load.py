@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 
 from nkieval.review import malloc, npzio
-from nkieval.review.cache import CASE_CACHE, CaseData, new_case_data, task_fingerprint
+from nkieval.review.cache import CASE_CACHE, TASKS, CaseData, new_case_data, task_fingerprint
 from nkieval.review.integrity import IntegrityIssue, scan
 from nkieval.review.rubric import Rubric, load_rubric
 from nkieval.review.sandbox import CaseJob, Isolation, SandboxLimits, seal_input
 from nkieval.review.verdict import check_target
-from nkieval.tasks import Task, load_task
+from nkieval.tasks import Task
 from nkieval.tasks.inputs import derive_seed, generate_inputs
 
 #: What :func:`load_source` returns (followed by the file's bytes in hex) for a file that is not UTF-8 text.
@@ -89,7 +89,7 @@ class Loaded:
 def load(req: ReviewRequest) -> Loaded:
     """Stage 1: everything the review needs before anything runs (timed as ``inputs_s``)."""
     malloc.tune_this_process()  # (the judge's own temporaries: see nkieval.review.malloc)
-    task = req.task if isinstance(req.task, Task) else load_task(req.task)
+    task = req.task if isinstance(req.task, Task) else TASKS.load(req.task)
     rub = rubric_of(req.rubric)
     target = check_target(task, req.target)
     source, name = load_source(req.candidate)
