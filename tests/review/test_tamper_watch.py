@@ -1,7 +1,9 @@
 """The tracer's audit hook (``nkieval.review.tamper``): what it catches and what it leaves to the harness.
 
 Audit hooks cannot be removed, so each scenario runs in a fresh interpreter: it writes a candidate file, installs a
-:class:`TamperWatch` for it, then imports and calls the candidate, and prints the events the watch recorded."""
+:class:`TamperWatch` for it, then imports and calls the candidate, and prints the events the watch recorded. Each
+runs twice: with the table of the harness's modules walked at ``install``, and as in the sandbox's worker, with it
+taken ahead (``snapshot_harness_modules``, the zygote's) and modules loaded after the snapshot added at ``install``."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ import pytest
 
 DRIVER = textwrap.dedent('''
     import importlib.util, json, sys
-    from nkieval.review.tamper import TamperWatch, TamperError
-    import nkieval.sim.context as context
+    from nkieval.review.tamper import TamperWatch, TamperError, snapshot_harness_modules
+    if sys.argv[2] == "snapshot":
+        snapshot_harness_modules()
+    import nkieval.sim.context as context  # (a module loaded after the snapshot, as the handler's imports are)
 
     cand_path = sys.argv[1]
     watch = TamperWatch(cand_path)
@@ -37,12 +41,22 @@ DRIVER = textwrap.dedent('''
 ''')
 
 
+@pytest.fixture(autouse=True, params=["walk", "snapshot"])
+def table(request, monkeypatch):
+    """How the watch's table of harness modules is made (see the module's docstring)."""
+    monkeypatch.setattr(sys.modules[__name__], "TABLE", request.param)
+
+
+TABLE = "walk"
+
+
 def _run(tmp_path: Path, candidate: str) -> dict:
     cand = tmp_path / "candidate.py"
     cand.write_text(textwrap.dedent(candidate))
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
-    out = subprocess.run([sys.executable, str(driver), str(cand)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, str(driver), str(cand), TABLE], capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -123,3 +137,32 @@ def test_other_reaches_from_the_candidate_s_line_are_caught(tmp_path: Path, body
             {body}
     ''')
     assert got["outcome"] == "stopped" and got["events"] == [event]
+
+
+def test_the_zygotes_snapshot_plus_what_came_after_is_the_whole_walk(monkeypatch) -> None:
+    """``harness_globals`` from a snapshot equals a walk of every module loaded now: with modules loaded after the
+    snapshot, with none, and (falling back to the walk) with one removed after it."""
+    import types
+
+    from nkieval.review import tamper
+
+    monkeypatch.setattr(tamper, "_SNAPSHOT", [None])
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # (a copy this test may change)
+
+    def walk() -> dict:
+        return {id(m.__dict__): m.__dict__ for m in sys.modules.values() if isinstance(m, types.ModuleType)}
+
+    assert tamper.harness_globals() == walk()  # (no snapshot taken)
+    tamper.snapshot_harness_modules()
+    assert tamper.harness_globals() == walk()
+    for name in ("nkieval_test_after_a", "nkieval_test_after_b"):
+        sys.modules[name] = types.ModuleType(name)
+    sys.modules["nkieval_test_not_a_module"] = object()  # type: ignore[assignment]
+    got = tamper.harness_globals()
+    assert got == walk() and id(sys.modules["nkieval_test_after_b"].__dict__) in got
+    monkeypatch.setattr(tamper, "_SNAPSHOT", [None])
+    tamper.snapshot_harness_modules()
+    del sys.modules[next(iter(sys.modules))]  # (the order no longer extends the snapshot's)
+    sys.modules["nkieval_test_after_c"] = types.ModuleType("nkieval_test_after_c")
+    got = tamper.harness_globals()
+    assert got == walk() and id(sys.modules["nkieval_test_after_c"].__dict__) in got

@@ -75,10 +75,7 @@ class TamperWatch:
         those). So the simulator's frames (it looks up the
         kernel line, an audited ``sys._getframe``, for every instruction) are told apart by their globals alone,
         without reading their code (itself an audited attribute)."""
-        for module in list(sys.modules.values()):
-            if isinstance(module, types.ModuleType):
-                g = module.__dict__
-                self._trusted[id(g)] = g
+        self._trusted = harness_globals()
         context = sys.modules.get("nkieval.sim.context")
         self._hot = context.__dict__ if context is not None else None
         sys.addaudithook(self._make_hook())
@@ -146,6 +143,52 @@ class TamperWatch:
                 return None
             f = f.f_back
         return None
+
+
+class _Snapshot:
+    """The harness's module globals as the sandbox's zygote had them before it forked the tracer's worker."""
+
+    def __init__(self) -> None:
+        self.table = _walk(sys.modules.values())
+        self.count = len(sys.modules)
+        self.last = next(reversed(sys.modules), None)
+
+
+_SNAPSHOT: list[_Snapshot | None] = [None]
+
+
+def snapshot_harness_modules() -> None:
+    """Take the table of the loaded modules' globals now, in the sandbox's zygote (``tracer.warm_up``), so that a
+    worker forked from it does not walk every module again for each trace: reading a module's ``__dict__`` writes
+    its reference count, so the walk copied a page for about each of the 600 modules (a large part of the
+    worker's page faults, counted in every request's start-up)."""
+    _SNAPSHOT[0] = _Snapshot()
+
+
+def harness_globals() -> dict[int, dict[str, Any]]:
+    """id -> globals of every module loaded now: the zygote's snapshot (its own table, which this process may
+    extend: a forked worker's copy) plus what was loaded after it, found at the end of ``sys.modules``'s insertion
+    order; a full walk where the modules do not extend the snapshot's in order (one was removed, or none taken)."""
+    snap = _SNAPSHOT[0]
+    if snap is not None and snap.last is not None and snap.last in sys.modules:
+        added: list[Any] = []
+        for name, module in reversed(sys.modules.items()):
+            if name == snap.last:
+                break
+            added.append(module)
+        if snap.count + len(added) == len(sys.modules):
+            snap.table.update(_walk(added))
+            return snap.table
+    return _walk(list(sys.modules.values()))
+
+
+def _walk(modules: Any) -> dict[int, dict[str, Any]]:
+    out: dict[int, dict[str, Any]] = {}
+    for module in modules:
+        if isinstance(module, types.ModuleType):
+            g = module.__dict__
+            out[id(g)] = g
+    return out
 
 
 #: the kinds of audit events: not watched; watched when the candidate's own line raised it; watched whenever the
