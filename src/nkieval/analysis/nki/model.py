@@ -47,13 +47,13 @@ def walk(node: ast.AST) -> list[ast.AST]:
         nodes = [node]
         i = 0
         while i < len(nodes):  # breadth first, as ast.walk yields them
-            nodes.extend(_children(nodes[i]))
+            nodes.extend(children(nodes[i]))
             i += 1
         node._nkieval_walk = nodes  # type: ignore[attr-defined]
     return nodes
 
 
-def _children(node: ast.AST) -> list[ast.AST]:
+def children(node: ast.AST) -> list[ast.AST]:
     """``ast.iter_child_nodes(node)`` as a list, computed once per node (every walk above it reads it)."""
     ch: list[ast.AST] | None = getattr(node, "_nkieval_children", None)
     if ch is None:

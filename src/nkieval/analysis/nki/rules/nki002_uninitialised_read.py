@@ -33,7 +33,7 @@ import ast
 from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
-from nkieval.analysis.nki.model import PURE_BUILTINS, Access, Alloc, FunctionModel, SourceModel
+from nkieval.analysis.nki.model import PURE_BUILTINS, Access, Alloc, FunctionModel, SourceModel, walk
 from nkieval.analysis.rule import make_rule
 
 
@@ -46,21 +46,21 @@ def _handed_on(f: FunctionModel) -> set[int]:
         root = (c.qn or "").split(".")[0]
         if root and root not in ("nl", "nisa", "np", "numpy", "math") and c.qn not in PURE_BUILTINS:
             for a in [*c.node.args, *(k.value for k in c.node.keywords)]:
-                out |= {id(n) for n in ast.walk(a)}
-    for node in ast.walk(f.node):
+                out |= {id(n) for n in walk(a)}
+    for node in walk(f.node):
         if isinstance(node, ast.For) and isinstance(node.iter, ast.Tuple | ast.List):
-            out |= {id(n) for n in ast.walk(node.iter)}
+            out |= {id(n) for n in walk(node.iter)}
     return out
 
 
 def _conditional(f: FunctionModel) -> set[int]:
     """Nodes that run only under a condition (an ``if`` body or a conditional expression's branch)."""
     out: set[int] = set()
-    for node in ast.walk(f.node):
+    for node in walk(f.node):
         if isinstance(node, ast.If | ast.IfExp):
             for part in (node.body, node.orelse):
                 for b in part if isinstance(part, list) else [part]:
-                    out |= {id(n) for n in ast.walk(b)}
+                    out |= {id(n) for n in walk(b)}
     return out
 
 

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 
 from nkieval.analysis.finding import Finding
 from nkieval.analysis.nki.helpers import MATMULS
-from nkieval.analysis.nki.model import FunctionModel, Loop, SourceModel, base_name, names_in, walk
+from nkieval.analysis.nki.model import FunctionModel, Loop, SourceModel, base_name, children, names_in, walk
 from nkieval.analysis.rule import make_rule
 
 
@@ -93,7 +93,7 @@ def check(model: SourceModel) -> Iterator[Finding]:
                 continue
             outside = {a.name for a in f.allocs if loop not in a.call.loops and a.buffer in ("sbuf", "psum")}
             allowed = _matmul_dsts(f, loop)
-            parents = {c: p for p in walk(loop.node) for c in ast.iter_child_nodes(p)}
+            parents = {c: p for p in walk(loop.node) for c in children(p)}
             reported: set[str] = set()
             for acc in f.accesses:
                 if loop not in acc.loops or acc.name not in outside or acc.name in allowed or acc.kind != "write":

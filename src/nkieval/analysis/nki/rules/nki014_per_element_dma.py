@@ -44,14 +44,14 @@ from nkieval.analysis.nki.helpers import (
     loop_label,
     subscript_indices,
 )
-from nkieval.analysis.nki.model import FunctionModel, Loop, SourceModel, base_name, names_in
+from nkieval.analysis.nki.model import FunctionModel, Loop, SourceModel, base_name, names_in, walk
 from nkieval.analysis.rule import make_rule
 
 
 def _ranks(f: FunctionModel) -> dict[str, int]:
     """Tensors whose rank the kernel states by unpacking their shape (``b, h, d = q.shape``)."""
     out: dict[str, int] = {}
-    for node in ast.walk(f.node):
+    for node in walk(f.node):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) \
                 and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
                 and isinstance(node.value.value, ast.Name):
