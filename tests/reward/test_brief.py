@@ -96,25 +96,36 @@ CANDIDATES = [
 ]
 
 
-def test_a_brief_review_does_not_explain_agreeing_outputs_differences(monkeypatch: pytest.MonkeyPatch) -> None:
-    # what an agreeing output's difference comes from is report text (and its port-side replays are the
-    # candidate's own CPU): the brief review runs the check without it, the full review with it
+def test_a_brief_review_neither_states_the_envelope_nor_explains_agreeing_outputs(monkeypatch: pytest.MonkeyPatch
+                                                                                     ) -> None:
+    # the envelope (near-exact CUDA runs, magnitude bands) and what an agreeing output's difference comes from are
+    # report text (the ablations' port-side replays are the candidate's own CPU): the brief review runs the check
+    # without them, the full review with them, and both give the same outcome
     from nkieval.review import review
     from nkieval.review.stages import differential
 
     calls: list[str] = []
-    real = differential._explain_differences
 
-    def spy(*a: Any, **k: Any) -> None:
-        calls.append("explain")
-        real(*a, **k)
+    def spy(name: str) -> Any:
+        real = getattr(differential, name)
 
-    monkeypatch.setattr(differential, "_explain_differences", spy)
+        def called(*a: Any, **k: Any) -> Any:
+            calls.append(name)
+            return real(*a, **k)
+        return called
+
+    for name in ("_explain_differences", "_exact_outputs", "_envelope"):
+        monkeypatch.setattr(differential, name, spy(name))
     task = load_task(BUILTIN_ROOT / "rmsnorm")
     brief_review = review(task, task.directory / "solution_nki.py", seed=SEED, brief=True)
     assert (brief_review.verdict, calls) == ("pass", [])
     full = review(task, task.directory / "solution_nki.py", seed=SEED)
-    assert full.verdict == "pass" and calls == ["explain"]
+    assert full.verdict == "pass" and set(calls) == {"_explain_differences", "_exact_outputs", "_envelope"}
+    assert (brief_review.score, [(c.id, c.level) for c in brief_review.criteria]) == \
+        (full.score, [(c.id, c.level) for c in full.criteria])
+    envelope_lines = [f for c in full.criteria for f in c.feedback if "expected envelope" in f.observed]
+    assert envelope_lines and not [f for c in brief_review.criteria for f in c.feedback
+                                   if "expected envelope" in f.observed]
 
 
 @pytest.mark.slow

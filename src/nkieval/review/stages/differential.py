@@ -92,8 +92,9 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     search; else the record has no causes yet (``cause_search`` is :data:`CAUSES_PENDING`, every disagreeing
     output unexplained) and ``search()`` runs it and returns the complete record, the one :func:`differential`
     returns. A caller that knows no cause can change what it needs may leave it pending (the brief review).
-    ``explain`` False leaves out what an agreeing output's difference comes from (:func:`_explain_differences`:
-    report text only, and its port-side replays are the candidate's own work), as the brief review does."""
+    ``explain`` False leaves out the envelope (its near-exact CUDA runs and bands) and what an agreeing output's
+    difference comes from (:func:`_explain_differences`: report text only, and its port-side replays are the
+    candidate's own work), as the brief review does."""
     task = loaded.task
     if task.cuda_file is None:
         return None, "the task has no CUDA source", None
@@ -111,7 +112,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
     budget, spent = work_units(EXECUTOR_BUDGET_S), 0
     options = None
-    exact_src = _exact_source(cuda_src, tuple(_shared_chains(loaded, cuda_src, runs)))
+    exact_src = _exact_source(cuda_src, tuple(_shared_chains(loaded, cuda_src, runs))) if explain else None
     exact_cases = 0
     ran: list[int] = []
     races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
@@ -141,9 +142,10 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
         return None, "no case both ran and fits the executor's budget", None
     # the envelope, after the verdicts: the exact-arithmetic runs take the executor time the verdicts left
     # (the smallest case's always runs); the envelope and the observed difference are folded over the cases
-    # that have it, or over every case against the reference when none does
+    # that have it, or over every case against the reference when none does. Report text only (an info line of
+    # Migration fidelity, which no level reads): left out with the rest of the explaining (``explain``)
     folds = []
-    for n, (i, (_label, dims, inputs, gpu, port)) in enumerate(zip(ran, runs_gpu)):
+    for n, (i, (_label, dims, inputs, gpu, port)) in enumerate(zip(ran, runs_gpu) if explain else ()):
         left = budget - spent if n else budget  # (the smallest case's pivot always runs)
         pivot = _exact_outputs(loaded.data[i], task, inputs, dims, exact_src, left)
         if pivot is not None:
