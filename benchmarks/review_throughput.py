@@ -44,6 +44,10 @@ suite's candidates for the tasks) in both modes, and checks that every outcome i
 
 With several modes each candidate is reviewed in every mode, one mode after the other; ``--alternate`` runs every
 other candidate's modes in the reverse order, so that no mode is always the one that meets a candidate first.
+``--runs K`` (with ``--compare-untrusted``) runs the whole comparison K times in the one invocation and adds the
+ratio of each candidate's median wall time over the runs: the reviews that take seconds (a cause search, a cold
+CUDA run) move by up to half a second between the two pipelines' turns, the same work in both, which moves one
+run's ratio by several per cent.
 
 ``--tasks`` also takes the CUDA port acceptance set's tasks by name (``rmsnorm_warp``, ``layernorm_block``, ...).
 With ``--compare-kept`` every candidate is also reviewed by a judge that keeps the cause search's CUDA runs as
@@ -98,6 +102,7 @@ import argparse
 import hashlib
 import json
 import os
+import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -692,6 +697,11 @@ def main() -> None:
     ap.add_argument("--executor-budget", type=float, default=None,
                     help="seconds of CUDA executor time per review for the differential check (default: the "
                          "judge's); a tighter budget makes CUDA runs time out as on a loaded machine")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="with --compare-untrusted: run the whole comparison this many times in this invocation (each "
+                         "from cleared caches, as the first) and also print the ratio of the per-candidate medians "
+                         "over the runs, which a single long review's noise (a cause search or a cold CUDA run "
+                         "moving by half a second between the two pipelines' turns) moves less than one run's")
     ap.add_argument("--no-gc-settle", action="store_true",
                     help="leave the garbage collector as the process had it (no gc.freeze of the warmed-up state, "
                          "CPython's thresholds): the judge before reward workers settled it")
@@ -773,6 +783,14 @@ def main() -> None:
         _check_reports(args.check_reports, reports)
     if args.compare_untrusted:
         _throughput_ratio(res, "untrusted", "trace-then-execute / before")
+        if args.runs > 1:
+            runs = [res]
+            for k in range(1, args.runs):
+                print(f"\nrun {k + 1} of {args.runs}")
+                runs.append(_run(tasks, args.repeat, modes, args.hostile,
+                                 exclude=tuple(filter(None, args.exclude.split(","))), alternate=args.alternate))
+                _throughput_ratio(runs[-1], "untrusted", f"trace-then-execute / before (run {k + 1})")
+            _median_ratio(runs, "untrusted", "trace-then-execute / before")
     if args.compare_defer:
         _throughput_ratio(res, "no-defer", "checks deferred to the replay / run in the tracer")
         _same_reports(res, "no-defer", "full")
@@ -798,6 +816,27 @@ def _throughput_ratio(res: dict[str, Any], old: str, what: str, new: str = "full
                   f"(reviews per minute; {new_w:.1f} s vs {old_w:.1f} s)")
     same = sum(1 for a, b in zip(rows, old_rows) if a[7] == b[7])
     print(f"verdicts equal in modes {new} and {old}: {same} of {len(rows)}")
+
+
+def _median_ratio(runs: list[dict[str, Any]], old: str, what: str, new: str = "full") -> None:
+    """The throughput ratio of mode ``new`` over ``old`` from each candidate's median wall time over the runs (cold,
+    warm, all): every run reviews the same candidates in the same order, so a review is matched with its own
+    repetitions; one run's outlier (a long review slowed in one pipeline's turn) no longer decides the figure."""
+    def medians(mode: str) -> dict[tuple[Any, ...], float]:
+        walls: dict[tuple[Any, ...], list[float]] = {}
+        for res in runs:
+            for r in res[mode][0]:
+                walls.setdefault((r[0], r[1], r[2], r[3], r[10]), []).append(r[8])
+        return {k: statistics.median(v) for k, v in walls.items()}
+
+    a, b = medians(new), medians(old)
+    print(f"\nover {len(runs)} runs, each candidate's median wall time:")
+    for kind in ("cold", "warm", "all"):
+        keys = [k for k in a if k in b and kind in ("all", k[0])]
+        new_w, old_w = sum(a[k] for k in keys), sum(b[k] for k in keys)
+        if new_w and old_w:
+            print(f"throughput ratio {kind} (medians): {what} = {old_w / new_w:.2f}x "
+                  f"({len(keys)} reviews; {new_w:.1f} s vs {old_w:.1f} s)")
 
 
 if __name__ == "__main__":
