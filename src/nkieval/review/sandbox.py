@@ -225,8 +225,6 @@ class _Zygote:
                     pass
 
 
-
-
 _ZYGOTE: _Zygote | None = None
 _ZYGOTE_LOCK = threading.Lock()
 

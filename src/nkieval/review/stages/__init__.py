@@ -25,9 +25,9 @@ from __future__ import annotations
 
 def clear_caches() -> None:
     """Forget what reviews keep per process for the next review (benchmarks' cold start): the loaded tasks, the
-    case cache, the task's reference code, the reference kernels' evidence, the static findings and constants of candidate
-    sources seen, the programs recorded by the tracer, the cause search's CUDA runs and what it derives from a CUDA
-    source (its mutations, literals and near-exact rewrite)."""
+    case cache, the task's reference code, the reference kernels' evidence, the static findings and constants of
+    candidate sources seen, the programs recorded by the tracer, the cause search's CUDA runs and what it derives
+    from a CUDA source (its mutations, literals and near-exact rewrite)."""
     from nkieval.review.cache import CASE_CACHE, TASKS, TRACES
     from nkieval.review.stages import differential, evidence, judge, mutation_causes
     from nkieval.review.stages.kept_runs import KEPT_RUNS

@@ -21,8 +21,9 @@ What the brief review leaves out of the report is said in it: the migration crit
 the check, or the cause search, was not run. Where the check runs, it runs without the envelope (the expected
 GPU-vs-Trainium difference: its near-exact CUDA runs and magnitude bands) and without saying what an agreeing
 output's difference from the GPU comes from (the envelope's ablations): report text that no outcome reads (an
-info line of the migration criterion), and the ablations' port-side replays are each candidate's own CPU. ``tests/reward/test_brief.py`` checks on flawed and hostile
-candidates that verdict, score and levels equal the full review's.
+info line of the migration criterion), and the ablations' port-side replays are each candidate's own CPU.
+``tests/reward/test_brief.py`` checks on flawed and hostile candidates that verdict, score and levels equal the
+full review's.
 """
 
 from __future__ import annotations
