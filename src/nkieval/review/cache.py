@@ -364,22 +364,21 @@ class TraceCache(SizedLRU[bytes]):
 TRACES = TraceCache(max_bytes_from_env("NKIEVAL_TRACE_CACHE_MB", 256))
 
 
-class TaskMemo:
-    """Tasks loaded by earlier reviews in this process, by directory: ``load_task`` parses ``task.toml``, runs
-    ``reference.py``'s signature check and parses every NKI file the task ships (about 7 ms for a built-in task,
-    a tenth of a short warm review), the same work for every review of the task. A task is kept with the stat of
-    every file under its directory (path, size, modification and change times, inode), taken before it is loaded,
-    and served again only while every one of them is unchanged and no file came or went; a task that does not
-    load is never kept (its error is raised each time). ``Task`` is frozen, so one object serves every review."""
+class TaskMemo(SizedLRU[Task]):
+    """Tasks loaded by earlier reviews in this process: ``load_task`` parses ``task.toml``, runs ``reference.py``'s
+    signature check and parses every NKI file the task ships (about 7 ms for a built-in task, a tenth of a short
+    warm review), the same work for every review of the task. A task is kept by its directory and the stat of
+    every file under it (path, size, modification and change times, inode), taken before it is loaded, so it is
+    served again only while every one of them is unchanged and no file came or went (a changed task is loaded
+    under a new key; the old entry ages out); a task that does not load is never kept (its error is raised each
+    time). ``Task`` is frozen, so one object serves every review. At most ``max_tasks`` entries."""
 
     #: files under a task directory beyond which it is not kept (its stat would cost what a load does)
     MAX_FILES = 256
 
     def __init__(self, max_tasks: int = 64) -> None:
+        super().__init__()
         self.max_tasks = max_tasks
-        self._d: OrderedDict[str, tuple[tuple[Any, ...], Task]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
 
     def load(self, path: str | os.PathLike[str]) -> Task:
         """``nkieval.tasks.load_task(path)``, or the task it gave for the same files."""
@@ -387,26 +386,14 @@ class TaskMemo:
 
         directory = str(resolve_task_dir(path))
         stamp = _files_stamp(directory, self.MAX_FILES)
-        with self._lock:
-            kept = self._d.get(directory)
-            if stamp is not None and kept is not None and kept[0] == stamp:
-                self._d.move_to_end(directory)
-                self.hits += 1
-                return kept[1]
-            self.misses += 1
-        task = load_task(directory)
-        if stamp is not None:
-            with self._lock:
-                self._d[directory] = (stamp, task)
-                self._d.move_to_end(directory)
-                while len(self._d) > self.max_tasks:
-                    self._d.popitem(last=False)
+        if stamp is None:
+            return load_task(directory)
+        key = (directory, stamp)
+        task = self.get(key)
+        if task is None:
+            task = load_task(directory)
+            self._insert(key, task, 1, self.max_tasks)
         return task
-
-    def clear(self) -> None:
-        with self._lock:
-            self._d.clear()
-            self.hits = self.misses = 0
 
 
 def _files_stamp(directory: str, max_files: int) -> tuple[Any, ...] | None:

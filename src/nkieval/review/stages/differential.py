@@ -112,7 +112,6 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
     budget, spent = work_units(EXECUTOR_BUDGET_S), 0
     options = None
-    exact_src = _exact_source(cuda_src, tuple(_shared_chains(loaded, cuda_src, runs))) if explain else None
     exact_cases = 0
     ran: list[int] = []
     races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
@@ -144,18 +143,20 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     # (the smallest case's always runs); the envelope and the observed difference are folded over the cases
     # that have it, or over every case against the reference when none does. Report text only (an info line of
     # Migration fidelity, which no level reads): left out with the rest of the explaining (``explain``)
-    folds = []
-    for n, (i, (_label, dims, inputs, gpu, port)) in enumerate(zip(ran, runs_gpu) if explain else ()):
-        left = budget - spent if n else budget  # (the smallest case's pivot always runs)
-        pivot = _exact_outputs(loaded.data[i], task, inputs, dims, exact_src, left)
-        if pivot is not None:
-            spent += pivot[1]
-            exact_cases += 1
-        folds.append((gpu, port, [x for x in (loaded.data[i].reference, None if pivot is None else pivot[0])
-                                  if x is not None], pivot is not None))
-    for gpu, port, pivots, exact in folds:
-        if pivots and (exact or not exact_cases):
-            _envelope(gpu, port, pivots, per_out, task)
+    if explain:
+        exact_src = _exact_source(cuda_src, tuple(_shared_chains(loaded, cuda_src, runs)))
+        folds = []
+        for n, (i, (_label, dims, inputs, gpu, port)) in enumerate(zip(ran, runs_gpu)):
+            left = budget - spent if n else budget  # (the smallest case's pivot always runs)
+            pivot = _exact_outputs(loaded.data[i], task, inputs, dims, exact_src, left)
+            if pivot is not None:
+                spent += pivot[1]
+                exact_cases += 1
+            folds.append((gpu, port, [x for x in (loaded.data[i].reference, None if pivot is None else pivot[0])
+                                      if x is not None], pivot is not None))
+        for gpu, port, pivots, exact in folds:
+            if pivots and (exact or not exact_cases):
+                _envelope(gpu, port, pivots, per_out, task)
     edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1], _epsilon_dims(task, [r[1] for r in runs_gpu]))
     for label, _d, _i, gpu, port in edge:
         _compare(task, label, gpu, port, None, per_out)
