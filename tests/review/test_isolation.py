@@ -315,6 +315,36 @@ def test_tmp_is_fresh_per_request(pool: SandboxPool) -> None:
     assert os.path.basename(first["mkstemp"]) not in second["before"]
 
 
+def test_the_standby_worker_prepares_once_already_sandboxed(pool: SandboxPool) -> None:
+    # the handler module's prepare() ran before the request, in this request's own worker, after the worker lost
+    # its privileges and got its seccomp filter (so the handler's preparation is as confined as the handler)
+    for _ in range(2):
+        prepared = ok_payload(run(pool, probe="prepared"))["prepared"]
+        assert len(prepared) == 1 and prepared[0]["pid"] == 1
+        assert int(prepared[0]["CapEff"], 16) == 0 and int(prepared[0]["CapBnd"], 16) == 0
+        assert prepared[0]["NoNewPrivs"] == "1" and prepared[0]["Seccomp"] == "2"
+
+
+def test_a_request_hides_its_paths_from_its_worker_only(pool: SandboxPool) -> None:
+    task = Path(nkieval.__file__).parent / "tasks" / "builtin" / "vector_add"
+    seen = ok_payload(run(pool, probe="read", path=str(task / "task.toml")))
+    assert seen["ok"] is True and "vector_add" in seen["data"]
+    res = pool.run(json.dumps({"probe": "read", "path": str(task / "task.toml")}).encode(), timeout_s=10.0,
+                   hide=[str(task)])
+    assert ok_payload(res)["ok"] is False
+    assert ok_payload(run(pool, probe="read", path=str(task / "task.toml")))["ok"] is True  # the next worker's view
+
+
+def test_a_whole_result_is_answered_without_waiting_for_the_worker_to_exit(pool: SandboxPool) -> None:
+    # the final record is the answer: what the worker does after it (here: sleeps past the time limit) neither
+    # delays nor changes it, and the worker does not outlive it
+    t0 = time.monotonic()
+    res = run(pool, timeout_s=8.0, probe="answer_then_linger", s=30)
+    assert time.monotonic() - t0 < 4.0
+    assert ok_payload(res) == {"ok": True, "early": True}
+    assert ok_payload(run(pool, probe="echo")) == {"probe": "echo"}
+
+
 def test_exceptions_and_exits_are_crashes(pool: SandboxPool) -> None:
     res = run(pool, probe="raise")
     assert res.status == "crash" and "probe raised" in res.detail

@@ -123,6 +123,16 @@ def _import(module: str) -> dict[str, Any]:
         return _err(e)
 
 
+#: what :func:`prepare` saw, in this worker (None: it did not run here)
+PREPARED: list[dict[str, Any]] = []
+
+
+def prepare() -> None:
+    """The standby worker's request-independent step (``_setup.Handler.prepare``): notes its process state, so
+    that a request can check it ran, once, in this worker, already sandboxed."""
+    PREPARED.append({"pid": os.getpid(), **_status()})
+
+
 def handle(request: bytes) -> bytes:
     req = json.loads(request)
     name = req["probe"]
@@ -217,6 +227,18 @@ def handle(request: bytes) -> bytes:
             while True:
                 pass
         out = {"ok": True, "sent": all(sent)}
+    elif name == "prepared":
+        out = {"ok": True, "prepared": PREPARED}
+    elif name == "answer_then_linger":  # the final record written by hand, then no exit
+        from nkieval.review.isolation import _worker
+
+        fd = _worker._PART_FD[0]
+        assert fd is not None
+        _worker.write_frame(fd, _worker._OK + json.dumps({"ok": True, "early": True}).encode())
+        import time
+
+        time.sleep(float(req["s"]))
+        out = {"ok": True, "early": False}
     elif name == "raise":
         raise RuntimeError("probe raised")
     else:

@@ -3,11 +3,13 @@ read-only root, non-dumpable. Also used, step by step and recording failures, by
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import stat
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from nkieval.review.isolation import _linux
@@ -44,7 +46,19 @@ class Steps:
 
 # ---------------------------------------------------------------- zygote set-up
 
-def _preload(handler: str) -> Callable[[bytes], bytes]:
+@dataclass(frozen=True)
+class Handler:
+    """A pool's handler as the zygote loaded it: ``run`` (``module:function``, called with each request's bytes in a
+    fresh worker) and the module's optional ``prepare()``, which each standby worker calls once it is sandboxed and
+    before its request arrives: request-independent work that would otherwise be done while the judge waits (the
+    first writes to the zygote's pages that a request makes, each a page copied into the fresh fork). ``prepare``
+    is harness code and runs before any of the request's; an exception from it fails the worker's set-up."""
+
+    run: Callable[[bytes], bytes]
+    prepare: Callable[[], None] | None = None
+
+
+def _preload(handler: str) -> Handler:
     import numpy  # noqa: F401
     import pyseccomp  # noqa: F401  (loads libseccomp now, while the whole file system is reachable)
 
@@ -67,11 +81,19 @@ def _preload(handler: str) -> Callable[[bytes], bytes]:
     warm_up = getattr(mod, "warm_up", None)  # the handler's module may pay its first-call costs here, once
     if callable(warm_up):
         warm_up()
-    return fn  # type: ignore[no-any-return]
+    prepare = getattr(mod, "prepare", None)
+    return Handler(fn, prepare if callable(prepare) else None)
 
 
 def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+@functools.cache
+def needed_paths() -> tuple[str, ...]:
+    """:func:`_needed_paths` of the installed package, computed once per process (the zygote computes it after its
+    isolation and before it forks, so every supervisor and worker reads it from memory)."""
+    return tuple(_needed_paths(""))
 
 
 def _needed_paths(handler: str) -> list[str]:

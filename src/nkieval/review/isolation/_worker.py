@@ -10,11 +10,11 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 from nkieval.review.isolation import _linux
 from nkieval.review.isolation._frames import FrameError, read_frame, write_frame
+from nkieval.review.isolation._setup import Handler
 from nkieval.review.isolation.starvation import longest_wait, starved
 
 OUTPUT_FILE = ".nkieval-output"  # the worker's stdout+stderr, in its private /tmp
@@ -42,11 +42,11 @@ FILTER: bytes | None = None  # the seccomp BPF program, compiled once by the zyg
 def _private_tmp(tmp_mb: int) -> None:
     """Fresh tmpfs over /tmp and /dev/shm. What the interpreter still needs from there (the package of an
     install made in a temporary checkout, say) is cloned first and put back, read-only as it was."""
-    from nkieval.review.isolation._setup import _needed_paths, _under
+    from nkieval.review.isolation._setup import _under, needed_paths
 
     opts = f"size={tmp_mb}m,mode=1777"
     tops = ["/tmp"] + (["/dev/shm"] if os.path.isdir("/dev/shm") else [])
-    keep = [p for p in _needed_paths("") if any(_under(p, t) and p != t for t in tops)]
+    keep = [p for p in needed_paths() if any(_under(p, t) and p != t for t in tops)]
     keep = [p for p in keep if not any(p != q and _under(p, q) for q in keep)]
     fds = {p: _linux.clone_tree(p) for p in keep}
     for t in tops:
@@ -80,11 +80,11 @@ def _request_hides(paths: Any) -> list[str]:
     """The directories a request asks its worker to cover (the task under review: its reference and expert
     solution), minus any the interpreter needs (a directory holding the installed package cannot be covered
     without breaking the worker's imports)."""
-    from nkieval.review.isolation._setup import _needed_paths, _under
+    from nkieval.review.isolation._setup import _under, needed_paths
 
     if not isinstance(paths, list) or len(paths) > MAX_REQUEST_HIDES or not all(isinstance(p, str) for p in paths):
         raise ValueError("the request's hide list is not a short list of paths")
-    needed = _needed_paths("")
+    needed = needed_paths()
     out = []
     for p in paths:
         real = os.path.realpath(p)
@@ -153,10 +153,12 @@ def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
             pass
 
 
-def _run_worker(fn: Callable[[bytes], bytes], req_fd: int, resp_fd: int, setup_fd: int, out_fd: int,
-            cfg: dict[str, Any], workdir: str) -> None:
-    """Never returns. Forked ahead of its request (a standby): does the request-independent
-    set-up, then blocks on ``req_fd``. A set-up failure is reported on ``setup_fd``, which is
+def _run_worker(handler: Handler, req_fd: int, resp_fd: int, setup_fd: int, out_fd: int,
+                cfg: dict[str, Any], workdir: str) -> None:
+    """Never returns. Forked ahead of its request (a standby): does every request-independent step of its
+    set-up (fresh /proc, descriptors, capabilities dropped, no_new_privs, seccomp, the handler's ``prepare``),
+    then blocks on ``req_fd``; the request's own steps (its rlimits; its hidden paths, mounted by the
+    supervisor) are all that is left once it arrives. A set-up failure is reported on ``setup_fd``, which is
     closed before the handler runs, so handler (candidate) code cannot claim a harness failure."""
     sandbox = cfg["mode"] != "none"
     policy = cfg["policy"]
@@ -179,12 +181,6 @@ def _run_worker(fn: Callable[[bytes], bytes], req_fd: int, resp_fd: int, setup_f
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: EFBIG, not a kill
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
-        meta = json.loads(read_frame(req_fd, _META_CAP))
-        request = read_frame(req_fd, policy["max_request_bytes"])
-        os.close(req_fd)
-        if sandbox:
-            _hide(_request_hides(meta.get("hide", [])))
-        _set_rlimits(policy, float(meta["timeout_s"]), sandbox)
         if sandbox:
             _linux.drop_all_capabilities()
         _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
@@ -195,6 +191,12 @@ def _run_worker(fn: Callable[[bytes], bytes], req_fd: int, resp_fd: int, setup_f
                 raise RuntimeError("no seccomp filter was built")
             _seccomp.load(FILTER)
         sys.addaudithook(_audit_hook)
+        if handler.prepare is not None:
+            handler.prepare()
+        meta = json.loads(read_frame(req_fd, _META_CAP))
+        request = read_frame(req_fd, policy["max_request_bytes"])
+        os.close(req_fd)
+        _set_rlimits(policy, float(meta["timeout_s"]), sandbox)
         os.close(setup_fd)
     except BaseException:
         try:
@@ -204,7 +206,7 @@ def _run_worker(fn: Callable[[bytes], bytes], req_fd: int, resp_fd: int, setup_f
         os._exit(70)
     try:
         _PART_FD[0] = resp_fd
-        result = fn(request)
+        result = handler.run(request)
         if not isinstance(result, bytes | bytearray | memoryview):
             raise TypeError(f"the handler returned {type(result).__name__}, not bytes")
         _flush()
@@ -320,7 +322,23 @@ class _PartRelay:
         return "output-limit" if self.forwarded + len(buf) > self.cap else ""
 
 
-def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, out_fd: int) -> None:
+def _final_record(buf: bytearray) -> bool:
+    """Whether ``buf`` (the worker's response after its forwarded parts) holds the whole final record: the
+    request is answered; what the worker does after it (its exit) changes nothing."""
+    return len(buf) >= 9 and buf[8:9] != _PART and len(buf) >= 8 + int.from_bytes(buf[:8], "big")
+
+
+def _hide_requested(meta: dict[str, Any]) -> str:
+    """Cover the directories the request hides ("" or what failed). The supervisor mounts them, in the mount
+    namespace its worker shares, so that the worker has dropped its capabilities before the request arrives."""
+    try:
+        _hide(_request_hides(meta.get("hide", [])))
+    except Exception as e:
+        return f"hiding the request's paths failed: {type(e).__name__}: {e}"
+    return ""
+
+
+def _supervise(handler: Handler, cfg: dict[str, Any], in_fd: int, out_fd: int) -> None:
     """Prepare a fresh worker, wait for one request on ``in_fd``, run it, and write the (meta,
     payload) frames to ``out_fd``."""
     import select
@@ -345,7 +363,7 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
     if pid == 0:
         for fd in (r, sr, qw, in_fd, out_fd):
             os.close(fd)
-        _run_worker(fn, qr, w, sw, output, cfg, workdir)
+        _run_worker(handler, qr, w, sw, output, cfg, workdir)
     for fd in (w, sw, qr):
         os.close(fd)
     try:
@@ -361,9 +379,11 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
     # (optional) how long the worker may go without a part: [before the first, between two]; the last
     # stretch ends with the final record
     part_timeouts = meta_req.get("part_timeout_s")
+    hide_error = _hide_requested(meta_req) if sandbox else ""
     try:
-        write_frame(qw, meta_bytes)
-        write_frame(qw, request)
+        if not hide_error:  # (else the worker reads no request: it ends, and the request fails on hide_error)
+            write_frame(qw, meta_bytes)
+            write_frame(qw, request)
     except OSError:
         pass  # the worker died in its set-up: reported on its set-up pipe
     os.close(qw)
@@ -391,8 +411,16 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
             break
         if part_timeouts and relay.parts > n_parts:
             deadline = min(end, time.monotonic() + float(part_timeouts[1]))
+        if _final_record(buf):
+            break
+    # Answered: the result goes out now, and the worker is stopped, not waited for (its exit tears its address
+    # space down, about 3 ms, before its pipe would read as closed). Otherwise the worker closed its pipe without
+    # a whole result, and still has to exit before the deadline.
+    answered = not status and _final_record(buf)
     wstatus: int | None = None
-    if not status:  # the worker closed its pipe: it still has to exit before the deadline
+    if answered:
+        os.kill(pid, signal.SIGKILL)  # (nothing of the worker runs on while the judge goes on)
+    elif not status:
         wstatus, timed_out = _wait(pid, end)
         if timed_out:
             status = "timeout"
@@ -403,7 +431,7 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
     if status:
         os.kill(pid, signal.SIGKILL)  # pid 1 of its namespace: everything in it goes too
         _, wstatus = os.waitpid(pid, 0)
-    assert wstatus is not None
+    assert wstatus is not None or answered
     wall = time.monotonic() - t0
     os.close(r)
     os.set_blocking(sr, False)
@@ -412,8 +440,8 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
     except OSError:
         setup_error = b""
     os.close(sr)
-    exit_code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
-    sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None
+    exit_code = os.WEXITSTATUS(wstatus) if wstatus is not None and os.WIFEXITED(wstatus) else None
+    sig = os.WTERMSIG(wstatus) if wstatus is not None and os.WIFSIGNALED(wstatus) else None
     tail_n = policy["stderr_tail_bytes"]
     tail = _tail(output, tail_n)
     os.close(output)
@@ -424,9 +452,9 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
             kind, body = bytes(buf[8:9]), bytes(buf[9:])
     payload: bytes | None = None
     detail = ""
-    if setup_error:
+    if setup_error or hide_error:
         status = "harness-error"
-        detail = "worker set-up failed: " + setup_error.decode(errors="replace")
+        detail = "worker set-up failed: " + (hide_error or setup_error.decode(errors="replace"))
     elif status == "timeout":
         detail = f"wall-clock limit of {timeout_s:g} s"
         if part_timeouts and deadline < end:
@@ -452,7 +480,7 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
     elif kind == _MEMORY:
         status = "memory-limit"
         detail = f"address-space limit of {policy['memory_mb']} MiB"
-    elif kind == _OK and exit_code == 0:
+    elif kind == _OK and (answered or exit_code == 0):
         status, payload = "ok", body
     elif kind == _ERROR:
         status = "crash"
@@ -466,6 +494,8 @@ def _supervise(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, ou
             "stderr_tail": tail[-tail_n:], "wall_s": wall}
     write_frame(out_fd, json.dumps(meta).encode())
     write_frame(out_fd, payload or b"")
+    if answered:
+        os.waitpid(pid, 0)
     if not sandbox:
         import shutil
 

@@ -23,16 +23,15 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 from nkieval.review.isolation import _linux, _worker
 from nkieval.review.isolation._frames import FrameError, read_frame, write_frame
-from nkieval.review.isolation._setup import SetupError, Steps, _preload, enter_sandbox
+from nkieval.review.isolation._setup import Handler, SetupError, Steps, _preload, enter_sandbox, needed_paths
 from nkieval.review.isolation._worker import _META_CAP, _set_rlimits, _supervise, _worker_mounts
 
 
-def _standby(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int,
+def _standby(handler: Handler, cfg: dict[str, Any], in_fd: int,
              out_fd: int) -> tuple[int, int, int]:
     """Fork the supervisor (and, through it, the worker) for the next request ahead of time:
     (pid, request write fd, result read fd)."""
@@ -49,7 +48,7 @@ def _standby(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int,
             os.close(null)
             os.close(out_fd)
             _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-            _supervise(fn, cfg, qr, rw)
+            _supervise(handler, cfg, qr, rw)
         except BaseException:
             traceback.print_exc()
             code = 70
@@ -59,9 +58,10 @@ def _standby(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int,
     return pid, qw, rr
 
 
-def _serve(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, out_fd: int) -> None:
+def _serve(handler: Handler, cfg: dict[str, Any], in_fd: int, out_fd: int) -> None:
     policy = cfg["policy"]
-    standby = _standby(fn, cfg, in_fd, out_fd)
+    needed_paths()  # (once, here: every supervisor and worker forked from now on reads it from memory)
+    standby = _standby(handler, cfg, in_fd, out_fd)
     while True:
         pid, qw, rr = standby
         try:
@@ -92,7 +92,7 @@ def _serve(fn: Callable[[bytes], bytes], cfg: dict[str, Any], in_fd: int, out_fd
         write_frame(out_fd, res_meta)  # answer first: the supervisor's namespaces tear down meanwhile
         write_frame(out_fd, res_payload)
         os.waitpid(pid, 0)
-        standby = _standby(fn, cfg, in_fd, out_fd)
+        standby = _standby(handler, cfg, in_fd, out_fd)
 
 
 def _probe(cfg: dict[str, Any], out_fd: int) -> None:
@@ -153,7 +153,7 @@ def main() -> int:
         _probe(cfg, out_fd)
         return 0
     try:
-        fn = _preload(cfg["handler"])
+        handler = _preload(cfg["handler"])
         if cfg["mode"] == "sandbox":
             steps = Steps(strict=True)
             extra = enter_sandbox(cfg["handler"], cfg["hide"], steps)
@@ -176,7 +176,7 @@ def main() -> int:
     write_frame(out_fd, json.dumps({"ready": True, "isolation": isolation, "pid": os.getpid()}).encode())
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a dead standby is an EPIPE to handle, not a kill
     try:
-        _serve(fn, cfg, in_fd, out_fd)
+        _serve(handler, cfg, in_fd, out_fd)
     except OSError as e:
         if e.errno != errno.EPIPE:  # EPIPE: the judge went away
             raise
