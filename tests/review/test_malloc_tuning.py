@@ -77,3 +77,48 @@ def test_the_replay_worker_reuses_freed_memory(monkeypatch):
     default, _ = _faults_per_replay(monkeypatch, "0")
     assert default > pages / 2, f"control: the default allocator faulted {default:.0f} pages per replay of {pages}"
     assert tuned < pages / 10, f"{tuned:.0f} page faults per replay of {pages} pages of tiles"
+
+
+_ZEROS_IN_A_FORK = """
+import os, resource
+import numpy as np
+for _ in range(2):  # blocks made, touched and freed, as the zygote's warm-up leaves them
+    a = np.zeros(16 << 20, np.uint8)
+    a[::4096] = 1
+    del a
+r, w = os.pipe()
+if os.fork() == 0:  # a worker, forked from that process: a recording's zeroed storage, never touched
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    b = np.zeros(16 << 20, np.uint8)
+    os.write(w, str(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before).encode())
+    os._exit(0)
+os.close(w)
+print(os.read(r, 100).decode())
+os.wait()
+"""
+
+
+@pytest.mark.parametrize("tuned", [True, False])
+def test_the_tracers_zeroed_storage_stays_untouched(tuned):
+    # with the tracer's setting, zeroed storage is mapped: untouched zero pages. glibc's default (its threshold
+    # risen to the blocks freed before the fork) takes it from the heap and clears it, copying each page of it
+    # from the process the worker was forked from
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    if tuned:
+        env.update(malloc.tracer_env())
+    out = subprocess.run([sys.executable, "-c", _ZEROS_IN_A_FORK], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    faults = int(out.stdout)
+    if tuned:
+        assert faults < 100, f"{faults} page faults for untouched zeros"
+    else:  # the control: the measure sees the difference (16 MiB is 4,096 pages)
+        assert faults > 2048, faults
+
+
+def test_the_tracer_pool_runs_with_the_tracers_setting():
+    from nkieval.review import tracing
+
+    assert set(malloc.tracer_env().items()) <= set(tracing.tracer_pool(2048).policy.env)

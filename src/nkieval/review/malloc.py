@@ -9,6 +9,14 @@ dynamic maximum) and the trim threshold to 256 MiB keeps up to that much freed m
 The judge and the replay worker set it on themselves (:func:`tune_this_process`); the sandbox's children get it
 through their environment (:func:`child_env`). ``NKIEVAL_REVIEW_MALLOPT=0`` leaves the allocator alone
 everywhere.
+
+The tracer is the opposite case (:func:`tracer_env`). A recording computes no values, yet gives every tensor it
+makes zeroed storage (views, reshapes and bitcasts work on it as on real data): 12-50 MB per request on the
+built-in experts, nearly none of it ever touched. glibc's dynamic mmap threshold rises to the size of the
+largest mapped block freed, after which such blocks come from the heap, where ``calloc`` must clear them and
+every page cleared is a page fault; mapped, they stay untouched zero pages. A fixed low threshold keeps them
+mapped: the tracer worker's page faults per request 4,570 → 1,850 on gemm_bf16's expert, 1,790 → 1,470 on
+vector_add's.
 """
 
 from __future__ import annotations
@@ -46,6 +54,17 @@ def tune_this_process() -> None:
         mallopt(m_trim_threshold, TRIM_THRESHOLD)
     except (OSError, AttributeError):
         pass
+
+
+#: the tracer's mmap threshold: blocks from this size on are mapped, and their untouched pages cost nothing
+TRACER_MMAP_THRESHOLD = 64 << 10
+
+
+def tracer_env() -> dict[str, str]:
+    """The tracer's allocator setting, as environment variables for its sandbox's zygote (see the module's doc)."""
+    if not enabled():
+        return {}
+    return {"MALLOC_MMAP_THRESHOLD_": str(TRACER_MMAP_THRESHOLD)}
 
 
 def child_env() -> dict[str, str]:

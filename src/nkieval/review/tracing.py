@@ -105,6 +105,7 @@ def with_program(res: Any, blobs: Sequence[bytes]) -> Any:
 
 def tracer_pool(memory_mb: int) -> Any:
     """The sandbox pool that runs tracers (one per memory limit; started on first use)."""
+    from nkieval.review import malloc
     from nkieval.review.isolation import SandboxPolicy, SandboxPool
 
     key = (int(memory_mb), UNSAFE_NO_SANDBOX[0])
@@ -113,6 +114,7 @@ def tracer_pool(memory_mb: int) -> Any:
         if pool is None:
             pool = _POOLS[key] = SandboxPool("nkieval.review.tracer:handle",
                                              policy=SandboxPolicy(memory_mb=int(memory_mb),
+                                                                 env=tuple(malloc.tracer_env().items()),
                                                                  max_response_bytes=MAX_ANSWER_BYTES,
                                                                  hide_in_worker=(_builtin_tasks_dir(),)),
                                              unsafe_no_sandbox=UNSAFE_NO_SANDBOX[0])
