@@ -8,6 +8,9 @@ Public API::
     send_part(data: bytes) -> bool                   # in a handler: stream a part to the judge ahead of the result
         .close()  /  with SandboxPool(...) as pool: ...
 
+The handler's module may also define ``prepare()``: each worker calls it once, sandboxed, before its request
+arrives (request-independent work taken off the caller's wait; ``_setup.Handler``).
+
 See docs/security.md for the threat model and every layer.
 """
 
