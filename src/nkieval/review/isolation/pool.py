@@ -73,6 +73,9 @@ class SandboxPolicy:
 
 @dataclass
 class SandboxResult:
+    """One request's outcome. ``exit_code``/``signal``: how the worker ended, where that decided the status; None
+    once the worker answered (it is then stopped, not waited for) or where it was killed at a limit."""
+
     status: Status
     payload: bytes | None
     exit_code: int | None
