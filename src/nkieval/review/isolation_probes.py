@@ -123,7 +123,7 @@ def _import(module: str) -> dict[str, Any]:
         return _err(e)
 
 
-#: what :func:`prepare` saw, in this worker (None: it did not run here)
+#: what :func:`prepare` saw, in this worker (empty: it did not run here)
 PREPARED: list[dict[str, Any]] = []
 
 

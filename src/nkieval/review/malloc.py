@@ -13,10 +13,10 @@ everywhere.
 The tracer is the opposite case (:func:`tracer_env`). A recording computes no values, yet gives every tensor it
 makes zeroed storage (views, reshapes and bitcasts work on it as on real data): 12-50 MB per request on the
 built-in experts, nearly none of it ever touched. glibc's dynamic mmap threshold rises to the size of the
-largest mapped block freed, after which such blocks come from the heap, where ``calloc`` must clear them and
-every page cleared is a page fault; mapped, they stay untouched zero pages. A fixed low threshold keeps them
-mapped: the tracer worker's page faults per request 4,570 → 1,850 on gemm_bf16's expert, 1,790 → 1,470 on
-vector_add's.
+largest mapped block freed, after which such blocks come from the heap, where ``calloc`` must clear them, and
+in a freshly forked worker every page it clears is first copied from the zygote; mapped, they stay untouched
+zero pages. A fixed low threshold keeps them mapped: the tracer worker's page faults per request 4,572 → 1,720
+on gemm_bf16's expert.
 """
 
 from __future__ import annotations

@@ -162,10 +162,10 @@ def warm_kernel(a: Any) -> Any:
 
 def prepare() -> None:
     """Run in each standby worker, sandboxed, before its request arrives (the handler module's ``prepare``, see
-    ``nkieval.review.isolation``): :func:`warm_kernel` recorded and encoded as :func:`_record` records a shape. A worker is a fresh
-    fork of the zygote, and the first recording in it writes to pages of the zygote's heap (reference counts,
-    caches), each write a page copied into the fork: done here, that is off the judge's wait for its first
-    program (about 3 ms of a small kernel's 9 ms). Harness code only; never fails."""
+    ``nkieval.review.isolation``): :func:`warm_kernel` recorded and encoded as :func:`_record` records a shape.
+    A worker is a fresh fork of the zygote, and the first recording in it writes to pages of the zygote's heap
+    (reference counts, caches), each write a page copied into the fork: done here, that is off the judge's wait
+    for its first program (about 3 ms of a small kernel's 9 ms). Harness code only; never fails."""
     try:
         from nkieval.sim.options import SimOptions
         from nkieval.sim.program import ArgSpec, record_program

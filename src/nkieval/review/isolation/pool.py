@@ -73,8 +73,8 @@ class SandboxPolicy:
 
 @dataclass
 class SandboxResult:
-    """One request's outcome. ``exit_code``/``signal``: how the worker ended, where that decided the status; None
-    once the worker answered (it is then stopped, not waited for) or where it was killed at a limit."""
+    """One request's outcome. ``exit_code``/``signal``: how the worker ended; both None once it answered (it is
+    then stopped, not waited for)."""
 
     status: Status
     payload: bytes | None
