@@ -47,7 +47,9 @@ other candidate's modes in the reverse order, so that no mode is always the one 
 ``--runs K`` (with ``--compare-untrusted``) runs the whole comparison K times in the one invocation and adds the
 ratio of each candidate's median wall time over the runs: the reviews that take seconds (a cause search, a cold
 CUDA run) move by up to half a second between the two pipelines' turns, the same work in both, which moves one
-run's ratio by several per cent.
+run's ratio by several per cent. With ``--alternate`` every other run reverses every candidate's order, so that over
+an even number of runs each candidate meets each mode first equally often (one run alone would give a candidate the
+same order in every run: a position effect on a long review would count against the same mode each time).
 
 ``--tasks`` also takes the CUDA port acceptance set's tasks by name (``rmsnorm_warp``, ``layernorm_block``, ...).
 With ``--compare-kept`` every candidate is also reviewed by a judge that keeps the cause search's CUDA runs as
@@ -484,14 +486,16 @@ def _replay_worker(on: bool) -> Iterator[None]:
 
 
 def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True,
-         exclude: tuple[str, ...] = (), reports: dict[str, dict[str, Any]] | None = None, alternate: bool = False
-         ) -> dict[str, tuple[list[tuple], dict, dict]]:
+         exclude: tuple[str, ...] = (), reports: dict[str, dict[str, Any]] | None = None, alternate: bool = False,
+         flip: bool = False) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
     CPU, verdict, wall, (verdict, score, levels), round, digest of the report without timings, CPU of the parts that
     :class:`ThreadClocks` times); per mode
     also the
     wall time per kind and the stage sums per kind and per warm role. ``reports``: each mode "full" review's report
-    without timings, by "task/file/round", filled in."""
+    without timings, by "task/file/round", filled in. ``flip`` (with ``alternate``): every candidate's modes in the
+    order the run without it gives the other candidates (a later run of ``--runs``, so that each candidate meets
+    each mode first in every other run)."""
     out: dict[str, tuple[list[tuple], dict, dict]] = {
         m: ([], {"cold": 0.0, "warm": 0.0}, {}) for m in modes}
     # the judge's cause search keeps CUDA runs across reviews (candidate-independent work): each mode keeps its
@@ -504,7 +508,7 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
         for round_ in range(repeat):
             for role, f in candidates(t, hostile, exclude):
                 n += 1
-                for mode in (modes[::-1] if alternate and n % 2 == 0 else modes):
+                for mode in (modes[::-1] if alternate and n % 2 == int(flip) else modes):
                     rows, walls, stages = out[mode]
                     kind = "cold" if first[mode] else "warm"
                     if first[mode]:
@@ -788,7 +792,8 @@ def main() -> None:
             for k in range(1, args.runs):
                 print(f"\nrun {k + 1} of {args.runs}")
                 runs.append(_run(tasks, args.repeat, modes, args.hostile,
-                                 exclude=tuple(filter(None, args.exclude.split(","))), alternate=args.alternate))
+                                 exclude=tuple(filter(None, args.exclude.split(","))), alternate=args.alternate,
+                                 flip=k % 2 == 1))
                 _throughput_ratio(runs[-1], "untrusted", f"trace-then-execute / before (run {k + 1})")
             _median_ratio(runs, "untrusted", "trace-then-execute / before")
     if args.compare_defer:
