@@ -91,27 +91,44 @@ def test_the_cuda_kernels_outputs_are_computed_once_per_case_and_seed(monkeypatc
     assert report_text(cold) == report_text(review(task, task.solution_file, seed=5))
 
 
-def test_inputs_are_packed_only_for_a_run_in_a_child():
-    """The judge's replays read the arrays; only a candidate run in a child (``trusted=False``) reads the packed
-    array-file bytes, which are then made once and kept with the case."""
+def test_a_kept_cases_inputs_are_packed_once_for_every_later_run(monkeypatch):
+    """A kept case's inputs are packed into array-file bytes once, when a review first loads it, and every later
+    review's jobs carry those bytes: a candidate run in a child (``trusted=False``) reads them, and so does the
+    replay worker, whose jobs send them as their arrays (before, a trusted review's worker jobs packed the same
+    inputs again for every candidate). A review whose cases are not kept (no seed) packs nothing up front: the
+    judge's own replays read the arrays."""
+    from nkieval.review import npzio, replay_worker
     from nkieval.review.pipeline import DEFAULT_RUBRIC
+    from nkieval.review.runs import SandboxLimits
     from nkieval.review.stages.load import ReviewRequest, load
 
     task = load_task(TASK)
     cand = BUILTIN_ROOT / TASK / "solution_nki.py"
     CASE_CACHE.clear()
 
-    def loaded(trusted: bool):
-        return load(ReviewRequest(task, cand, None, 5, DEFAULT_RUBRIC, None, "all", "forkserver", None, None,
-                                  True, True, trusted))
+    def loaded(trusted: bool, seed: int | None = 5):
+        return load(ReviewRequest(task, cand, None, seed, DEFAULT_RUBRIC, None, "all", "forkserver", None, None,
+                                  True, None, trusted))
 
     replayed = loaded(True)
-    assert all(d.packed is None for d in replayed.data) and all(j.packed is None for j in replayed.jobs)
+    for d, j in zip(replayed.data, replayed.jobs):
+        assert d.packed is not None and j.packed is d.packed
+        assert bytes(d.packed) == npzio.dumps(d.inputs)
     child = loaded(False)
     assert [d is e for d, e in zip(replayed.data, child.data)] == [True] * len(child.data)  # (the same cache entries)
     for d, j in zip(child.data, child.jobs):
-        assert d.packed is not None and j.packed is d.packed
+        assert j.packed is d.packed
         assert d.packed_inputs(lambda inputs: pytest.fail("packed twice")) == (d.packed, d.sealed)
+    unkept = loaded(True, seed=None)
+    assert all(j.packed is None for j in unkept.jobs)
+
+    # the replay worker's job sends the kept bytes as they are (no worker process is started: only the frame is read)
+    w = replay_worker.ReplayWorker()
+    monkeypatch.setattr(w, "_ensure_thread", lambda: None)
+    monkeypatch.setattr(npzio, "dumps", lambda *a, **k: pytest.fail("a kept case's inputs packed again"))
+    job = w.submit(b"{}", replayed.jobs[0], "trn2", SandboxLimits())
+    assert job is not None and job.frame[2] is replayed.jobs[0].packed
+    assert job.take_back()
     CASE_CACHE.clear()
 
 
