@@ -335,6 +335,18 @@ def test_a_request_hides_its_paths_from_its_worker_only(pool: SandboxPool) -> No
     assert ok_payload(run(pool, probe="read", path=str(task / "task.toml")))["ok"] is True  # the next worker's view
 
 
+def test_a_request_whose_paths_cannot_be_hidden_is_a_harness_error(pool: SandboxPool) -> None:
+    # the worker is given nothing to run when the supervisor could not cover what the request hides: the request
+    # fails closed, as the harness's fault (retry), never as the candidate's, and the pool goes on
+    from nkieval.review.isolation._worker import MAX_REQUEST_HIDES
+
+    too_many = [f"/nonexistent-{i}" for i in range(MAX_REQUEST_HIDES + 1)]
+    res = pool.run(json.dumps({"probe": "echo"}).encode(), timeout_s=10.0, hide=too_many)
+    assert res.status == "harness-error" and res.payload is None
+    assert res.detail.startswith("worker set-up failed: hiding the request's paths failed")
+    assert ok_payload(run(pool, probe="echo")) == {"probe": "echo"}
+
+
 def test_a_whole_result_is_answered_without_waiting_for_the_worker_to_exit(pool: SandboxPool) -> None:
     # the final record is the answer: what the worker does after it (here: sleeps past the time limit) neither
     # delays nor changes it, and the worker does not outlive it

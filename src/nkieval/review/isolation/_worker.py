@@ -341,8 +341,6 @@ def _hide_requested(meta: dict[str, Any]) -> str:
 def _supervise(handler: Handler, cfg: dict[str, Any], in_fd: int, out_fd: int) -> None:
     """Prepare a fresh worker, wait for one request on ``in_fd``, run it, and write the (meta,
     payload) frames to ``out_fd``."""
-    import select
-
     sandbox = cfg["mode"] != "none"
     policy = cfg["policy"]
     if sandbox:
@@ -380,14 +378,60 @@ def _supervise(handler: Handler, cfg: dict[str, Any], in_fd: int, out_fd: int) -
     # stretch ends with the final record
     part_timeouts = meta_req.get("part_timeout_s")
     hide_error = _hide_requested(meta_req) if sandbox else ""
+    _pass_request(qw, meta_bytes, request, hide_error)
+    relayed = _relay(r, out_fd, policy["max_response_bytes"] + 1 + 8, t0, timeout_s, part_timeouts)
+    status, wstatus, delay = _stop_worker(pid, relayed, t0 + timeout_s, proc_dev)
+    wall = time.monotonic() - t0
+    os.close(r)
+    setup_failed = _setup_error(sr)
+    failed = hide_error or setup_failed  # (the request's own failure first)
+    ended = _Ended(status, wstatus, delay, wall, "worker set-up failed: " + failed if failed else "",
+                   _tail(output, policy["stderr_tail_bytes"]))
+    os.close(output)
+    status, detail, payload = _outcome(ended, relayed, timeout_s, part_timeouts, policy)
+    meta = {"status": status, "exit_code": ended.exit_code, "signal": ended.signal, "detail": detail[-4000:],
+            "stderr_tail": ended.tail[-policy["stderr_tail_bytes"]:], "wall_s": wall}
+    write_frame(out_fd, json.dumps(meta).encode())
+    write_frame(out_fd, payload or b"")
+    if relayed.answered:
+        os.waitpid(pid, 0)
+    if not sandbox:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _pass_request(qw: int, meta_bytes: bytes, request: bytes, hide_error: str) -> None:
+    """Hand the request to the standby worker, which blocks on ``qw``'s other end, and close it. With
+    ``hide_error`` the worker is given nothing: it reads no request and ends, and the request fails on that."""
     try:
-        if not hide_error:  # (else the worker reads no request: it ends, and the request fails on hide_error)
+        if not hide_error:
             write_frame(qw, meta_bytes)
             write_frame(qw, request)
     except OSError:
         pass  # the worker died in its set-up: reported on its set-up pipe
     os.close(qw)
-    cap = policy["max_response_bytes"] + 1 + 8
+
+
+class _Relayed:
+    """What the worker's response pipe gave: its bytes after the parts already forwarded (``buf``), the status
+    that ended the wait early ("" when it did not: "timeout", "output-limit"), how many parts went out, whether
+    the deadline that passed was a part's (not the request's own), and whether the final record is whole
+    (``answered``: the request's result is in, whatever the worker does next)."""
+
+    __slots__ = ("answered", "buf", "part_deadline", "parts", "status")
+
+    def __init__(self, buf: bytearray, status: str, parts: int, part_deadline: bool) -> None:
+        self.buf, self.status, self.parts, self.part_deadline = buf, status, parts, part_deadline
+        self.answered = not status and _final_record(buf)
+
+
+def _relay(r: int, out_fd: int, cap: int, t0: float, timeout_s: float, part_timeouts: Any) -> _Relayed:
+    """Read the worker's response until its final record is whole, the pipe closes, or a deadline passes
+    (the request's, or with ``part_timeouts`` the next part's), forwarding each complete part to ``out_fd`` as
+    it arrives; at most ``cap`` bytes in all."""
+    import select
+
     buf = bytearray()
     status = ""
     deadline = end = t0 + timeout_s
@@ -413,12 +457,19 @@ def _supervise(handler: Handler, cfg: dict[str, Any], in_fd: int, out_fd: int) -
             deadline = min(end, time.monotonic() + float(part_timeouts[1]))
         if _final_record(buf):
             break
-    # Answered: the result goes out now, and the worker is stopped, not waited for (its exit tears its address
-    # space down, about 3 ms, before its pipe would read as closed). Otherwise the worker closed its pipe without
-    # a whole result, and still has to exit before the deadline.
-    answered = not status and _final_record(buf)
+    return _Relayed(buf, status, relay.parts, deadline < end)
+
+
+def _stop_worker(pid: int, relayed: _Relayed, end: float, proc_dev: int | None
+                 ) -> tuple[str, int | None, float | None]:
+    """(status, the worker's wait status, the longest it waited for a core when it timed out). Answered: the
+    result goes out now, and the worker is stopped, not waited for (its exit tears its address space down,
+    about 3 ms, before its pipe would read as closed); its wait status is then None (it is reaped after the
+    answer went out). Otherwise the worker closed its pipe without a whole result, and still has to exit before
+    the deadline ``end``."""
+    status = relayed.status
     wstatus: int | None = None
-    if answered:
+    if relayed.answered:
         os.kill(pid, signal.SIGKILL)  # (nothing of the worker runs on while the judge goes on)
     elif not status:
         wstatus, timed_out = _wait(pid, end)
@@ -431,72 +482,90 @@ def _supervise(handler: Handler, cfg: dict[str, Any], in_fd: int, out_fd: int) -
     if status:
         os.kill(pid, signal.SIGKILL)  # pid 1 of its namespace: everything in it goes too
         _, wstatus = os.waitpid(pid, 0)
-    assert wstatus is not None or answered
-    wall = time.monotonic() - t0
-    os.close(r)
+    assert wstatus is not None or relayed.answered
+    return status, wstatus, delay
+
+
+def _setup_error(sr: int) -> str:
+    """What the worker reported on its set-up pipe ("" when its set-up went through), the pipe then closed."""
     os.set_blocking(sr, False)
     try:
         setup_error = os.read(sr, 8000)
     except OSError:
         setup_error = b""
     os.close(sr)
-    exit_code = os.WEXITSTATUS(wstatus) if wstatus is not None and os.WIFEXITED(wstatus) else None
-    sig = os.WTERMSIG(wstatus) if wstatus is not None and os.WIFSIGNALED(wstatus) else None
-    tail_n = policy["stderr_tail_bytes"]
-    tail = _tail(output, tail_n)
-    os.close(output)
+    return setup_error.decode(errors="replace")
+
+
+class _Ended:
+    """How the worker's request ended, as the supervisor saw it: the status so far, the wait status, the longest
+    wait for a core (a timeout only), the wall time, the harness's set-up failure ("" when none) and the tail of
+    the worker's output."""
+
+    __slots__ = ("delay", "setup_error", "status", "tail", "wall", "wstatus")
+
+    def __init__(self, status: str, wstatus: int | None, delay: float | None, wall: float, setup_error: str,
+                 tail: str) -> None:
+        self.status, self.wstatus, self.delay, self.wall = status, wstatus, delay, wall
+        self.setup_error, self.tail = setup_error, tail
+
+    @property
+    def exit_code(self) -> int | None:
+        w = self.wstatus
+        return os.WEXITSTATUS(w) if w is not None and os.WIFEXITED(w) else None
+
+    @property
+    def signal(self) -> int | None:
+        w = self.wstatus
+        return os.WTERMSIG(w) if w is not None and os.WIFSIGNALED(w) else None
+
+
+def _outcome(ended: _Ended, relayed: _Relayed, timeout_s: float, part_timeouts: Any, policy: dict[str, Any]
+             ) -> tuple[str, str, bytes | None]:
+    """(status, detail, payload) of the request: the harness's failures first, then the limits, then the worker's
+    final record (the payload only with status "ok")."""
+    buf, status, sig = relayed.buf, ended.status, ended.signal
     kind, body = b"", b""
     if len(buf) >= 8:
         size = int.from_bytes(buf[:8], "big")
         if len(buf) == 8 + size and size >= 1:
             kind, body = bytes(buf[8:9]), bytes(buf[9:])
-    payload: bytes | None = None
-    detail = ""
-    if setup_error or hide_error:
-        status = "harness-error"
-        detail = "worker set-up failed: " + (hide_error or setup_error.decode(errors="replace"))
-    elif status == "timeout":
-        detail = f"wall-clock limit of {timeout_s:g} s"
-        if part_timeouts and deadline < end:
-            detail = (f"no part within {float(part_timeouts[0 if relay.parts == 0 else 1]):g} s"
-                      f" (after {relay.parts} parts)")
-        if starved(delay, wall):
-            status = "harness-error"
-            detail = (f"stopped at its {detail}, but the machine kept the worker waiting for a core {delay:.1f} s of "
-                      f"its {wall:.1f} s (an overloaded machine, not the candidate: retry)")
-        elif delay is not None:
-            detail += f" (of its {wall:.1f} s, {delay:.1f} s waiting for a core)"
-    elif status == "output-limit":
-        detail = f"response larger than {policy['max_response_bytes']} bytes"
-    elif sig == signal.SIGSYS:
-        status = "violation"
-        attempted = [ln for ln in tail.splitlines() if ln.startswith("[nkieval-sandbox] attempted: ")]
+    if ended.setup_error:
+        return "harness-error", ended.setup_error, None
+    if status == "timeout":
+        return _timeout(ended, relayed, timeout_s, part_timeouts)
+    if status == "output-limit":
+        return status, f"response larger than {policy['max_response_bytes']} bytes", None
+    if sig == signal.SIGSYS:
+        attempted = [ln for ln in ended.tail.splitlines() if ln.startswith("[nkieval-sandbox] attempted: ")]
         detail = "blocked system call (seccomp)"
         if attempted:
             detail += "; last audited operation: " + attempted[-1].split(": ", 1)[1]
-    elif sig in (signal.SIGXCPU, signal.SIGKILL) and kind == b"":
-        status = "timeout"
-        detail = "CPU-time limit"
-    elif kind == _MEMORY:
-        status = "memory-limit"
-        detail = f"address-space limit of {policy['memory_mb']} MiB"
-    elif kind == _OK and (answered or exit_code == 0):
-        status, payload = "ok", body
-    elif kind == _ERROR:
-        status = "crash"
+        return "violation", detail, None
+    if sig in (signal.SIGXCPU, signal.SIGKILL) and kind == b"":
+        return "timeout", "CPU-time limit", None
+    if kind == _MEMORY:
+        return "memory-limit", f"address-space limit of {policy['memory_mb']} MiB", None
+    if kind == _OK and (relayed.answered or ended.exit_code == 0):
+        return "ok", "", body
+    if kind == _ERROR:
         detail = body.decode(errors="replace")
-        if "MemoryError" in detail:
-            status = "memory-limit"
-    else:
-        status = "crash"
-        detail = f"worker ended (exit code {exit_code}, signal {sig}) without a response"
-    meta = {"status": status, "exit_code": exit_code, "signal": sig, "detail": detail[-4000:],
-            "stderr_tail": tail[-tail_n:], "wall_s": wall}
-    write_frame(out_fd, json.dumps(meta).encode())
-    write_frame(out_fd, payload or b"")
-    if answered:
-        os.waitpid(pid, 0)
-    if not sandbox:
-        import shutil
+        return ("memory-limit" if "MemoryError" in detail else "crash"), detail, None
+    return "crash", f"worker ended (exit code {ended.exit_code}, signal {sig}) without a response", None
 
-        shutil.rmtree(workdir, ignore_errors=True)
+
+def _timeout(ended: _Ended, relayed: _Relayed, timeout_s: float, part_timeouts: Any) -> tuple[str, str, None]:
+    """A request stopped at a deadline: the candidate's ("timeout"), unless the machine kept the worker waiting
+    for a core most of the time (a starved worker: "harness-error", retry)."""
+    detail = f"wall-clock limit of {timeout_s:g} s"
+    if part_timeouts and relayed.part_deadline:
+        detail = (f"no part within {float(part_timeouts[0 if relayed.parts == 0 else 1]):g} s"
+                  f" (after {relayed.parts} parts)")
+    delay, wall = ended.delay, ended.wall
+    if starved(delay, wall):
+        return "harness-error", (f"stopped at its {detail}, but the machine kept the worker waiting for a core "
+                                 f"{delay:.1f} s of its {wall:.1f} s (an overloaded machine, not the candidate: "
+                                 "retry)"), None
+    if delay is not None:
+        detail += f" (of its {wall:.1f} s, {delay:.1f} s waiting for a core)"
+    return "timeout", detail, None
