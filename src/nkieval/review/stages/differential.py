@@ -99,7 +99,7 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     if task.cuda_file is None:
         return None, "the task has no CUDA source", None
     try:
-        from nkieval.cuda import CudaError, ExecutorTimeout, run_task_cuda, work_units
+        from nkieval.cuda import CudaError
     except ImportError as e:  # pragma: no cover - part of the package
         return None, f"the CUDA executor is unavailable: {e}", None
     cuda_src = task.cuda_file.read_text()
@@ -108,55 +108,16 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
                                               "tol_ratio": 0.0, "max_abs_diff": 0.0, "envelope": None,
                                               "envelope_all": None, "envelope_bands": [], "envelope_scope": None,
                                               "observed": 0.0} for o in outputs}
-    runs_gpu: list[tuple[str, dict[str, int], dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
-    order = sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims))
-    budget, spent = work_units(EXECUTOR_BUDGET_S), 0
-    options = None
-    exact_cases = 0
-    ran: list[int] = []
-    races: list[str] = []  # (a finding about the CUDA source itself: its output depends on thread order)
-    for i in order:
-        c, run = loaded.cases[i], runs[i]
-        if run.status != "ok" or _elements(task, c.dims) > MAX_ELEMENTS or spent > budget:
-            continue
-        inputs = loaded.data[i].inputs
-        limit = max(work_units(MIN_RUN_S), budget - spent)
-        try:
-            gpu, (options, took, warnings) = _gpu_outputs(
-                loaded.data[i], cuda_src, "case",
-                lambda inp=inputs, dims=c.dims, limit=limit: run_task_cuda(  # type: ignore[misc]
-                    task, inp, dims, work_limit=limit), limit)
-        except ExecutorTimeout:
-            break
-        except CudaError as e:
-            return None, f"the CUDA source could not be run: {e}", None
-        if took > limit:
-            break  # a run that finished past the work left (between two checks): as a timeout would
-        spent += took  # (a kept run counts its work as the first review's run did, so every review runs alike)
-        races.extend(w for w in warnings if w.startswith("shared-memory race") and w not in races)
-        _compare(task, c.label, gpu, run.outputs, None, per_out, getattr(run, "unwritten", None))
-        runs_gpu.append((c.label, c.dims, inputs, gpu, run.outputs))
-        ran.append(i)
+    try:
+        gpu_runs = _case_runs(loaded, runs, cuda_src, per_out)
+    except CudaError as e:
+        return None, f"the CUDA source could not be run: {e}", None
+    runs_gpu, ran, options, races = gpu_runs.runs, gpu_runs.ran, gpu_runs.options, gpu_runs.races
     if not runs_gpu:
         return None, "no case both ran and fits the executor's budget", None
-    # the envelope, after the verdicts: the exact-arithmetic runs take the executor time the verdicts left
-    # (the smallest case's always runs); the envelope and the observed difference are folded over the cases
-    # that have it, or over every case against the reference when none does. Report text only (an info line of
-    # Migration fidelity, which no level reads): left out with the rest of the explaining (``explain``)
-    if explain:
-        exact_src = _exact_source(cuda_src, tuple(_shared_chains(loaded, cuda_src, runs)))
-        folds = []
-        for n, (i, (_label, dims, inputs, gpu, port)) in enumerate(zip(ran, runs_gpu)):
-            left = budget - spent if n else budget  # (the smallest case's pivot always runs)
-            pivot = _exact_outputs(loaded.data[i], task, inputs, dims, exact_src, left)
-            if pivot is not None:
-                spent += pivot[1]
-                exact_cases += 1
-            folds.append((gpu, port, [x for x in (loaded.data[i].reference, None if pivot is None else pivot[0])
-                                      if x is not None], pivot is not None))
-        for gpu, port, pivots, exact in folds:
-            if pivots and (exact or not exact_cases):
-                _envelope(gpu, port, pivots, per_out, task)
+    # (report text only: an info line of Migration fidelity, which no level reads; left out with the rest of the
+    # explaining)
+    exact_cases = _fold_envelope(loaded, runs, cuda_src, gpu_runs, per_out) if explain else 0
     edge = _edge_runs(loaded, cuda_src, runs_gpu[0][1], _epsilon_dims(task, [r[1] for r in runs_gpu]))
     for label, _d, _i, gpu, port in edge:
         _compare(task, label, gpu, port, None, per_out)
@@ -200,6 +161,77 @@ def differential_before_causes(loaded: Loaded, runs: list[CaseRun], judged: list
     if disagreeing or numerics_failed:
         return with_causes([], CAUSES_PENDING), None, search
     return with_causes([], "done"), None, None
+
+
+class _CaseRuns:
+    """The CUDA kernel's runs on the review's cases (:func:`_case_runs`): per case run, smallest first, ``(label,
+    dims, inputs, GPU outputs, port outputs)``, the indices of those cases, the build options of the last run,
+    the executor's shared-memory race warnings (a finding about the CUDA source itself: its output depends on
+    thread order), and the executor work spent of the review's budget."""
+
+    __slots__ = ("budget", "options", "races", "ran", "runs", "spent")
+
+    def __init__(self, budget: int) -> None:
+        self.runs: list[tuple[str, dict[str, int], dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]] = []
+        self.ran: list[int] = []
+        self.options: Any = None
+        self.races: list[str] = []
+        self.budget, self.spent = budget, 0
+
+
+def _case_runs(loaded: Loaded, runs: list[CaseRun], cuda_src: str, per_out: dict[str, dict[str, Any]]) -> _CaseRuns:
+    """The CUDA kernel on each case the port ran, smallest first, within the review's executor budget (a case over
+    :data:`MAX_ELEMENTS` is not run; the first run past the work left ends them), each compared with the port's
+    outputs into ``per_out`` as it comes. A source the executor cannot run raises ``CudaError``."""
+    from nkieval.cuda import ExecutorTimeout, run_task_cuda, work_units
+
+    task = loaded.task
+    out = _CaseRuns(work_units(EXECUTOR_BUDGET_S))
+    for i in sorted(range(len(loaded.cases)), key=lambda i: _elements(task, loaded.cases[i].dims)):
+        c, run = loaded.cases[i], runs[i]
+        if run.status != "ok" or _elements(task, c.dims) > MAX_ELEMENTS or out.spent > out.budget:
+            continue
+        inputs = loaded.data[i].inputs
+        limit = max(work_units(MIN_RUN_S), out.budget - out.spent)
+        try:
+            gpu, (out.options, took, warnings) = _gpu_outputs(
+                loaded.data[i], cuda_src, "case",
+                lambda inp=inputs, dims=c.dims, limit=limit: run_task_cuda(  # type: ignore[misc]
+                    task, inp, dims, work_limit=limit), limit)
+        except ExecutorTimeout:
+            break
+        if took > limit:
+            break  # a run that finished past the work left (between two checks): as a timeout would
+        out.spent += took  # (a kept run counts its work as the first review's run did, so every review runs alike)
+        out.races.extend(w for w in warnings if w.startswith("shared-memory race") and w not in out.races)
+        _compare(task, c.label, gpu, run.outputs, None, per_out, getattr(run, "unwritten", None))
+        out.runs.append((c.label, c.dims, inputs, gpu, run.outputs))
+        out.ran.append(i)
+    return out
+
+
+def _fold_envelope(loaded: Loaded, runs: list[CaseRun], cuda_src: str, gpu_runs: _CaseRuns,
+                   per_out: dict[str, dict[str, Any]]) -> int:
+    """The expected GPU-vs-Trainium difference per output, into ``per_out``, after the verdicts: the exact-arithmetic
+    runs take the executor work the verdicts left (the smallest case's always runs); the envelope and the observed
+    difference are folded over the cases that have one, or over every case against the reference when none does.
+    Returns how many cases had an exact run."""
+    task = loaded.task
+    exact_src = _exact_source(cuda_src, tuple(_shared_chains(loaded, cuda_src, runs)))
+    spent, exact_cases = gpu_runs.spent, 0
+    folds = []
+    for n, (i, (_label, dims, inputs, gpu, port)) in enumerate(zip(gpu_runs.ran, gpu_runs.runs)):
+        left = gpu_runs.budget - spent if n else gpu_runs.budget  # (the smallest case's pivot always runs)
+        pivot = _exact_outputs(loaded.data[i], task, inputs, dims, exact_src, left)
+        if pivot is not None:
+            spent += pivot[1]
+            exact_cases += 1
+        folds.append((gpu, port, [x for x in (loaded.data[i].reference, None if pivot is None else pivot[0])
+                                  if x is not None], pivot is not None))
+    for gpu, port, pivots, exact in folds:
+        if pivots and (exact or not exact_cases):
+            _envelope(gpu, port, pivots, per_out, task)
+    return exact_cases
 
 
 def _port_trace(runs: list[CaseRun]) -> Any:
