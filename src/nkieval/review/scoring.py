@@ -814,54 +814,16 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
     # as an info line without penalty; one the runs cannot test (math functions, atomics, tile
     # sizes) counts on its own.
     static = ev.migration or []
-    by_rule: dict[str, list[dict[str, Any]]] = {}
-    for f in static:
-        by_rule.setdefault(str(f.get("rule")), []).append(f)
-
-    def cite(rule: str) -> dict[str, Any]:
-        f = (by_rule.get(rule) or [None])[0]
-        return {"static_rule": rule, "static_line": f.get("line"), "static_message": f.get("message")} if f else {}
-
+    cite = _static_citer(static)
     if bounds_broken:
-        c = hidden_fail[0]
         level -= 2
-        st = cite("MIG002")
-        fb.append(Feedback("migration", "error",
-                           f"{_shape(c)} fails ({(c.mismatch or {}).get('kind', c.status)}): the port drops a case the "
-                           "CUDA kernel's bounds guard handles"
-                           + (f"; static check {st['static_rule']} (candidate line {st['static_line']}) agrees" if st
-                              else ""),
-                           "every CUDA bounds guard (i < n) has a matching tail treatment in NKI",
-                           "add the tail tile (min()-clamped slice) for the guarded dimension", {**_case_ev(c), **st},
-                           cause="the port drops the CUDA bounds guard", confidence="matched-pattern",
-                           key=_group_key(c, task, _tail_seen(ev.cases, task)), brief="the port drops a case the CUDA bounds guard handles"
-                           + (f" (static check {st['static_rule']} line {st['static_line']} agrees)" if st else "")))
+        fb.append(_bounds_feedback(ev, hidden_fail[0], cite("MIG002")))
     if num_only:
         level -= 1
-        st = cite("MIG003") or cite("MIG004")
-        fb.append(Feedback("migration", "error", f"numerical standard: {numerics.summary}"
-                           + (f"; static check {st['static_rule']} line {st['static_line']}: {st['static_message']}"
-                              if st else ""),
-                           "the port keeps the CUDA kernel's precision (fp32 accumulation where CUDA accumulates in float)",
-                           "match the CUDA accumulator and math functions", {**numerics.evidence, **st},
-                           key=numerics.feedback[0].key if numerics.feedback else "",
-                           brief="the port does not keep the CUDA kernel's precision"
-                           + (f" (static check {st['static_rule']} line {st['static_line']})" if st else "")))
+        fb.append(_precision_feedback(numerics, cite("MIG003") or cite("MIG004")))
     if literal and hw and sol:
         level -= 2
-        st = cite("MIG001")
-        fb.append(Feedback("migration", "error",
-                           f"literal port: {hw.partition_utilisation * _partitions(ev.target):.0f}/{_partitions(ev.target)} partitions "
-                           "per instruction and "
-                           f"{hw.instructions} instructions ({hw.instructions / max(1, sol.instructions):.0f}x the expert)"
-                           + (f"; static check {st['static_rule']} line {st['static_line']} agrees" if st else ""),
-                           "the CUDA grid/block decomposition re-derived as 128-partition tiles, not transliterated",
-                           "map CUDA threads to lanes of a [128, F] tile and blocks to tiles; drop the per-block loop",
-                           {"metric": "partition_utilisation", "value": hw.partition_utilisation,
-                            "instructions": hw.instructions, "reference_instructions": sol.instructions, **st},
-                           cause="a literal thread-by-thread port", confidence="matched-pattern",
-                           key="layout:partitions", brief="a literal port of the CUDA threads"
-                           + (f" (static check {st['static_rule']} line {st['static_line']} agrees)" if st else "")))
+        fb.append(_literal_feedback(ev, hw, sol, cite("MIG001")))
     confirmed = {"MIG002": bounds_broken, "MIG003": num_failed, "MIG004": num_failed, "MIG001": literal}
     all_correct = all(c.correct for c in ev.cases)
     # Run-time evidence able to contradict a finding: every (hidden, ragged) case correct for bounds;
@@ -869,6 +831,84 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
     contradicted = {"MIG002": all_correct, "MIG003": not num_failed and any(c.numerics for c in ev.cases),
                     "MIG004": not num_failed and any(c.numerics for c in ev.cases),
                     "MIG001": bool(hw and not literal)}
+    level = _unconfirmed_static_feedback(static, confirmed, contradicted, fb, level)
+    level = _fusion_feedback(ev, fb, level)
+    level = _differential_feedback(ev, fb, level)
+    level = max(0, min(level, start))
+    defects = [f for f in fb if f.severity != "info"]
+    note = "" if ev.migration is not None else \
+        f" (static CUDA cross-check not assessed: {ev.migration_reason}; capped at {start})"
+    return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level,
+                           ("contract kept and idiomatic" if not defects else f"{len(defects)} fidelity defect(s)")
+                           + (f"; static cross-check: {len(static)} finding(s)" if ev.migration is not None else "")
+                           + note, fb)
+
+
+def _static_citer(static: list[dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
+    """``cite(rule)``: the evidence fields naming the static check's first finding of ``rule`` (its rule, line and
+    message), or {} when the static check made none."""
+    by_rule: dict[str, list[dict[str, Any]]] = {}
+    for f in static:
+        by_rule.setdefault(str(f.get("rule")), []).append(f)
+
+    def cite(rule: str) -> dict[str, Any]:
+        f = (by_rule.get(rule) or [None])[0]
+        return {"static_rule": rule, "static_line": f.get("line"), "static_message": f.get("message")} if f else {}
+    return cite
+
+
+def _bounds_feedback(ev: Evidence, c: Any, st: dict[str, Any]) -> Feedback:
+    """A hidden ragged shape fails while the public ones pass: the port dropped a CUDA bounds guard (``st``: the
+    static check's MIG002 finding, cited when it made one)."""
+    task = ev.task
+    return Feedback("migration", "error",
+                    f"{_shape(c)} fails ({(c.mismatch or {}).get('kind', c.status)}): the port drops a case the "
+                    "CUDA kernel's bounds guard handles"
+                    + (f"; static check {st['static_rule']} (candidate line {st['static_line']}) agrees" if st
+                       else ""),
+                    "every CUDA bounds guard (i < n) has a matching tail treatment in NKI",
+                    "add the tail tile (min()-clamped slice) for the guarded dimension", {**_case_ev(c), **st},
+                    cause="the port drops the CUDA bounds guard", confidence="matched-pattern",
+                    key=_group_key(c, task, _tail_seen(ev.cases, task)), brief="the port drops a case the CUDA bounds guard handles"
+                    + (f" (static check {st['static_rule']} line {st['static_line']} agrees)" if st else ""))
+
+
+def _precision_feedback(numerics: CriterionResult, st: dict[str, Any]) -> Feedback:
+    """Correct cases that fail the numerical standard: the port does not keep the CUDA kernel's precision (``st``:
+    the static check's MIG003 or MIG004 finding, cited when it made one)."""
+    return Feedback("migration", "error", f"numerical standard: {numerics.summary}"
+                    + (f"; static check {st['static_rule']} line {st['static_line']}: {st['static_message']}"
+                       if st else ""),
+                    "the port keeps the CUDA kernel's precision (fp32 accumulation where CUDA accumulates in float)",
+                    "match the CUDA accumulator and math functions", {**numerics.evidence, **st},
+                    key=numerics.feedback[0].key if numerics.feedback else "",
+                    brief="the port does not keep the CUDA kernel's precision"
+                    + (f" (static check {st['static_rule']} line {st['static_line']})" if st else ""))
+
+
+def _literal_feedback(ev: Evidence, hw: Any, sol: Any, st: dict[str, Any]) -> Feedback:
+    """A trace of few partitions per instruction, or many times the expert's instructions: a literal
+    thread-by-thread port (``st``: the static check's MIG001 finding, cited when it made one)."""
+    parts = _partitions(ev.target)
+    return Feedback("migration", "error",
+                    f"literal port: {hw.partition_utilisation * parts:.0f}/{parts} partitions "
+                    "per instruction and "
+                    f"{hw.instructions} instructions ({hw.instructions / max(1, sol.instructions):.0f}x the expert)"
+                    + (f"; static check {st['static_rule']} line {st['static_line']} agrees" if st else ""),
+                    "the CUDA grid/block decomposition re-derived as 128-partition tiles, not transliterated",
+                    "map CUDA threads to lanes of a [128, F] tile and blocks to tiles; drop the per-block loop",
+                    {"metric": "partition_utilisation", "value": hw.partition_utilisation,
+                     "instructions": hw.instructions, "reference_instructions": sol.instructions, **st},
+                    cause="a literal thread-by-thread port", confidence="matched-pattern",
+                    key="layout:partitions", brief="a literal port of the CUDA threads"
+                    + (f" (static check {st['static_rule']} line {st['static_line']} agrees)" if st else ""))
+
+
+def _unconfirmed_static_feedback(static: list[dict[str, Any]], confirmed: dict[str, bool],
+                                 contradicted: dict[str, bool], fb: list[Feedback], level: int) -> int:
+    """The static findings the runs did not confirm, into ``fb``; the level after them. One the runs contradict is
+    kept in one info line for all of them, without penalty; one they cannot test counts on its own (an error -1,
+    at most two; a warning caps the level at 3)."""
     untestable_errs = untestable_warns = 0
     refuted: list[tuple[str, dict[str, Any]]] = []
     for f in static:
@@ -896,16 +936,7 @@ def score_migration(ev: Evidence, crit: Criterion, correctness: CriterionResult,
                            + ("it" if len(refuted) == 1 else "them") + " (kept for the record)",
                            {**refuted[0][1], "contradicted_by": "run-time evidence",
                             "rules": [x["rule"] for _, x in refuted]}, key="migration:contradicted"))
-    level = _fusion_feedback(ev, fb, level)
-    level = _differential_feedback(ev, fb, level)
-    level = max(0, min(level, start))
-    defects = [f for f in fb if f.severity != "info"]
-    note = "" if ev.migration is not None else \
-        f" (static CUDA cross-check not assessed: {ev.migration_reason}; capped at {start})"
-    return CriterionResult(crit.id, crit.title, crit.weight, _verdict(level), level,
-                           ("contract kept and idiomatic" if not defects else f"{len(defects)} fidelity defect(s)")
-                           + (f"; static cross-check: {len(static)} finding(s)" if ev.migration is not None else "")
-                           + note, fb)
+    return level
 
 
 def _sig3(x: Any) -> str:
