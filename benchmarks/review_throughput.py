@@ -494,8 +494,8 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
     also the
     wall time per kind and the stage sums per kind and per warm role. ``reports``: each mode "full" review's report
     without timings, by "task/file/round", filled in. ``flip`` (with ``alternate``): every candidate's modes in the
-    order the run without it gives the other candidates (a later run of ``--runs``, so that each candidate meets
-    each mode first in every other run)."""
+    reverse of the order a run without it gives them (every other run of ``--runs``, so that each candidate meets
+    each mode first in alternate runs)."""
     out: dict[str, tuple[list[tuple], dict, dict]] = {
         m: ([], {"cold": 0.0, "warm": 0.0}, {}) for m in modes}
     # the judge's cause search keeps CUDA runs across reviews (candidate-independent work): each mode keeps its

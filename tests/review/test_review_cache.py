@@ -95,8 +95,8 @@ def test_a_kept_cases_inputs_are_packed_once_for_every_later_run(monkeypatch):
     """A kept case's inputs are packed into array-file bytes once, when a review first loads it, and every later
     review's jobs carry those bytes: a candidate run in a child (``trusted=False``) reads them, and so does the
     replay worker, whose jobs send them as their arrays (before, a trusted review's worker jobs packed the same
-    inputs again for every candidate). A review whose cases are not kept (no seed) packs nothing up front: the
-    judge's own replays read the arrays."""
+    inputs again for every candidate). A review whose cases are not kept (no seed), or that has no replay worker,
+    packs nothing up front: the judge's own replays read the arrays."""
     from nkieval.review import npzio, replay_worker
     from nkieval.review.pipeline import DEFAULT_RUBRIC
     from nkieval.review.runs import SandboxLimits
@@ -105,6 +105,7 @@ def test_a_kept_cases_inputs_are_packed_once_for_every_later_run(monkeypatch):
     task = load_task(TASK)
     cand = BUILTIN_ROOT / TASK / "solution_nki.py"
     CASE_CACHE.clear()
+    monkeypatch.setenv("NKIEVAL_REPLAY_WORKER", "1")
 
     def loaded(trusted: bool, seed: int | None = 5):
         return load(ReviewRequest(task, cand, None, seed, DEFAULT_RUBRIC, None, "all", "forkserver", None, None,
@@ -121,6 +122,9 @@ def test_a_kept_cases_inputs_are_packed_once_for_every_later_run(monkeypatch):
         assert d.packed_inputs(lambda inputs: pytest.fail("packed twice")) == (d.packed, d.sealed)
     unkept = loaded(True, seed=None)
     assert all(j.packed is None for j in unkept.jobs)
+    CASE_CACHE.clear()
+    monkeypatch.setenv("NKIEVAL_REPLAY_WORKER", "0")  # (no worker: nothing sends the bytes, so none are made)
+    assert all(j.packed is None for j in loaded(True).jobs)
 
     # the replay worker's job sends the kept bytes as they are (no worker process is started: only the frame is read)
     w = replay_worker.ReplayWorker()

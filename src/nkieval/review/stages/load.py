@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.review import malloc, npzio
+from nkieval.review import malloc, npzio, replay_worker
 from nkieval.review.cache import CASE_CACHE, TASKS, CaseData, new_case_data, task_fingerprint
 from nkieval.review.integrity import IntegrityIssue, scan
 from nkieval.review.rubric import Rubric, load_rubric
@@ -103,7 +103,8 @@ def load(req: ReviewRequest) -> Loaded:
     data_keys = [_case_data(task, c, fingerprint) for c in cases]
     # (a candidate run in a child reads its inputs as array-file bytes; the judge's replays read the arrays, and the
     # replay worker's jobs carry the bytes: packed once per kept case, not per job, where the case is kept)
-    packs = [d.packed_inputs(_pack) if not req.trusted or use_cache else (None, None) for d, _ in data_keys]
+    packed = not req.trusted or (use_cache and replay_worker.enabled())
+    packs = [d.packed_inputs(_pack) if packed else (None, None) for d, _ in data_keys]
     jobs = [CaseJob(c.label, d.inputs, dict(task.params), len(task.outputs), c.want_trace, packed=p, sealed=s)
             for c, (d, _), (p, s) in zip(cases, data_keys, packs)]
     return Loaded(req, task, rub, target, source, name, base_seed, cases, integrity, use_cache, fingerprint,
