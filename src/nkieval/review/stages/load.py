@@ -103,8 +103,8 @@ def load(req: ReviewRequest) -> Loaded:
     data_keys = [_case_data(task, c, fingerprint) for c in cases]
     # (a candidate run in a child reads its inputs as array-file bytes; the judge's replays read the arrays, and the
     # replay worker's jobs carry the bytes: packed once per kept case, not per job, where the case is kept)
-    packed = not req.trusted or (use_cache and replay_worker.enabled())
-    packs = [d.packed_inputs(_pack) if packed else (None, None) for d, _ in data_keys]
+    pack_up_front = not req.trusted or (use_cache and replay_worker.enabled())
+    packs = [d.packed_inputs(_pack) if pack_up_front else (None, None) for d, _ in data_keys]
     jobs = [CaseJob(c.label, d.inputs, dict(task.params), len(task.outputs), c.want_trace, packed=p, sealed=s)
             for c, (d, _), (p, s) in zip(cases, data_keys, packs)]
     return Loaded(req, task, rub, target, source, name, base_seed, cases, integrity, use_cache, fingerprint,
