@@ -154,10 +154,22 @@ def test_nkiobject_config_and_kept_jit_modes():
     np.testing.assert_allclose(out, 2 * x)
 
 
-@pytest.mark.parametrize("mode", ["simulation", "baremetal", "jax"])
-def test_beta1_jit_modes_still_errors(mode):
-    with pytest.raises(NkiValidationError, match=r"mode='\w+': removed in NKI 0\.3"):
-        nki.jit(mode=mode)
+@pytest.mark.parametrize("mode", ["torchxla", "jax", "simulation", "baremetal"])
+def test_jit_mode_is_ignored_as_since_nki_0_3(mode):
+    # NKI's migration guide (0.2 to 0.3): "The mode parameter is deprecated and ignored"; kernels written for
+    # NKI 0.2 still say @nki.jit(mode="torchxla"), as a decorator and called on a function
+    @nki.jit(mode=mode)
+    def twice(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(twice(x), 2 * x)
+    np.testing.assert_array_equal(nki.simulate(nki.jit(twice.fn, mode=mode, platform_target="trn2"))(x), 2 * x)
 
 
 @nki.jit(platform_target="trn1")

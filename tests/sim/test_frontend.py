@@ -86,8 +86,17 @@ def test_output_must_be_shared_hbm():
         nl.store(out, nl.load(a))
         return out
 
-    with pytest.raises(NkiValidationError, match="shared_hbm"):
+    # (an nl.hbm output compiled under NKI 0.2: the error says since when it is one)
+    with pytest.raises(NkiValidationError, match=r"buffer=nl.shared_hbm \(since NKI 0\.3: NKI 0\.2 compiled"):
         nki.simulate(bad)(np.ones((2, 2), np.float32))
+
+    def on_chip(a):
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        return t
+
+    with pytest.raises(NkiValidationError, match=r"buffer=nl.shared_hbm \[rule kernel\]"):
+        nki.simulate(on_chip)(np.ones((2, 2), np.float32))
 
 
 def test_lnc2_program_ids_and_counts():
@@ -109,9 +118,17 @@ def test_lnc_degree_rules():
         nki.simulate(who_am_i[2], target="trn1")(np.zeros((2, 3), np.int32))
 
 
-def test_removed_jit_kwargs_are_errors():
-    with pytest.raises(NkiValidationError, match=r"mode='simulation': removed in NKI 0\.3"):
-        nki.jit(mode="simulation")
+def test_a_one_dimensional_launch_grid_is_the_lnc_degree():
+    # ``kernel[(2,)]``: the SPMD launch grid NKI 0.5 and earlier took for LNC 2 (kernels written for it still pass
+    # one in a tuple); a grid of one dimension is the degree, a wider one stays a Beta-1 feature
+    ids = np.zeros((2, 3), np.int32)
+    who_am_i[(2,)](ids)
+    np.testing.assert_array_equal(ids, [[0, 2, 1], [1, 2, 1]])
+    assert who_am_i[(1,)].lnc == 1
+    with pytest.raises(NkiValidationError, match="LNC degree must be 1 or 2, got 4"):
+        add_kernel[(4,)]
+    with pytest.raises(NkiValidationError, match="only one number"):
+        add_kernel[(2, 1)]
 
 
 @pytest.mark.parametrize("env,expected", [("trn1", "trn1"), ("inf2", "trn1"), ("gen2", "trn1"), ("trn2", "trn2"),

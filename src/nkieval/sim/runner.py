@@ -78,8 +78,10 @@ def _output(value: Any, instruction: str = "kernel", dry: bool = False) -> Any:
         return None
     if isinstance(value, NkiTensor):
         if value.alloc.buffer.kind != "hbm" or not value.alloc.buffer.shared:
+            since = " (since NKI 0.3: NKI 0.2 compiled nl.hbm outputs; NKI's migration guide, 0.2 to 0.3)" \
+                if value.alloc.buffer.kind == "hbm" else ""
             raise NkiValidationError(
-                f"kernel returned {value!r}: outputs must be HBM tensors allocated with buffer=nl.shared_hbm",
+                f"kernel returned {value!r}: outputs must be HBM tensors allocated with buffer=nl.shared_hbm{since}",
                 instruction=instruction, rule="kernel")
         return np.zeros(value.data.shape, value.data.dtype) if dry else np.array(value.data, copy=True)
     if isinstance(value, tuple | list):

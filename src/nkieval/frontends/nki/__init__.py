@@ -22,9 +22,6 @@ __version__ = "0.6.0"  # the NKI API version whose semantics this front end foll
 
 _LAST = _threading.local()
 
-#: ``mode=`` values the current compiler still accepts (the NKI Library uses ``@nki.jit(mode="trace")`` on
-#: sub-kernels and ``mode="auto"`` on entry points); other modes are the Beta-1 launch modes.
-_KEPT_JIT_MODES = ("auto", "trace")
 
 
 def last_result() -> RunResult | None:
@@ -46,9 +43,14 @@ class Kernel:
 
     def __getitem__(self, lnc: Any) -> Kernel:
         if isinstance(lnc, tuple):
-            raise NkiValidationError(
-                f"kernel[{', '.join(map(str, lnc))}]: the current NKI API takes one LNC degree (1 or 2); "
-                "N-D SPMD grids are a Beta-1 (neuronxcc.nki) feature", instruction="launch", rule="kernel")
+            # (a one-dimensional launch grid is the LNC degree: ``kernel[(2,)]``, the form NKI 0.5 and earlier took
+            # for LNC 2 and still accept when the grid matches the degree)
+            if len(lnc) != 1:
+                raise NkiValidationError(
+                    f"kernel[{', '.join(map(str, lnc))}]: the current NKI API takes one LNC degree (1 or 2) in the "
+                    "launch brackets (NKI's LNC guide: \"the bracket syntax must contain only one number\"); N-D "
+                    "SPMD grids are a Beta-1 (neuronxcc.nki) feature", instruction="launch", rule="kernel")
+            lnc = lnc[0]
         n = int(lnc)
         if n not in (1, 2):
             raise NkiValidationError(f"LNC degree must be 1 or 2, got {n}", instruction="launch", rule="kernel")
@@ -62,14 +64,11 @@ class Kernel:
 
 
 def jit(fn: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
-    """Mark a kernel. The Beta-1 launch ``mode=`` values were removed in NKI 0.3 and are errors; ``mode="auto"``
-    and ``mode="trace"`` (still written by the NKI Library) mean a plain ``@nki.jit``. ``platform_target=``
-    (still written by the current NKI samples) selects the target the kernel is simulated for."""
-    mode = kwargs.get("mode")
-    if mode is not None and mode not in _KEPT_JIT_MODES:
-        raise NkiValidationError(
-            f"nki.jit got mode={mode!r}: removed in NKI 0.3 (the current API auto-detects the framework; use "
-            "nki.simulate(kernel) to simulate, or neuronxcc.nki for Beta-1 modes)", instruction="jit", rule="kernel")
+    """Mark a kernel. ``mode=`` is deprecated and ignored since NKI 0.3 (the framework is told from the arguments;
+    NKI's migration guide, 0.2 to 0.3), so any value means a plain ``@nki.jit``: the NKI Library writes
+    ``mode="trace"`` and ``mode="auto"``, kernels written for NKI 0.2 ``mode="torchxla"``. ``platform_target=``
+    (still written by the current NKI samples) selects the target the kernel is simulated for. Other keyword
+    options are accepted and ignored."""
     if fn is None:
         return lambda f: Kernel(f, **kwargs)
     return Kernel(fn, **kwargs)

@@ -7,9 +7,10 @@ In files that import `nki` (NKI 0.2+), flags constructs that only exist in Beta 
 `nisa.*` calls (`t = nisa.tensor_copy(x)`), and NumPy ufuncs passed as `op=`.
 
 ## Why is this bad
-These were removed in the 0.2/0.3 API: the current compiler rejects them. The simulator may
-still accept some, so a kernel can pass simulated tests and fail to compile. The review marks it
-as a version mismatch, not as wrong code.
+These were removed in the 0.2/0.3 API: the current compiler rejects them (`mode=` it ignores, so a
+Beta-1 launch mode silently stops meaning what it did). The simulator may still accept some, so a
+kernel can pass simulated tests and fail to compile. The review marks it as a version mismatch,
+not as wrong code.
 
 ## Example
 ```python
@@ -86,11 +87,12 @@ def check(model: SourceModel) -> Iterator[Finding]:
         for dec in f.node.decorator_list:
             if isinstance(dec, ast.Call) and model.qualname(dec.func) == "nki.jit":
                 for kw in dec.keywords:
-                    # mode="auto"/"trace" and platform_target= are still accepted (the NKI Library and the
-                    # current samples use them); the Beta-1 launch modes are not.
+                    # (mode= is ignored since NKI 0.3: the framework is told from the arguments. The NKI Library
+                    # still writes mode="auto"/"trace", which meant a plain @nki.jit anyway: not flagged.)
                     if kw.arg == "mode" and not (isinstance(kw.value, ast.Constant)
                                                  and kw.value.value in ("auto", "trace")):
-                        yield RULE.finding(f"`@nki.jit({kw.arg}=...)` was removed in NKI 0.3", dec.lineno,
+                        yield RULE.finding(f"`@nki.jit({kw.arg}=...)` is deprecated and ignored since NKI 0.3 (a "
+                                           "Beta-1 launch mode no longer selects how the kernel runs)", dec.lineno,
                                            dec.col_offset + 1,
                                            "use plain @nki.jit; pick the target with NEURON_PLATFORM_TARGET_OVERRIDE")
 
