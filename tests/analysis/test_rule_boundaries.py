@@ -67,3 +67,19 @@ def test_matmul_fp32_inputs_must_pair_with_fp32(stationary, moving, ok):
     else:
         with pytest.raises(NkiValidationError, match="fp32/tf32 matmul inputs must pair"):
             run(arr(stationary), arr(moving))
+
+
+@pytest.mark.parametrize(("cond", "fires"), [
+    ("bias is not None", False), ("bias is None", False), ("bias is not None and x.shape[0] > 1", False),
+    ("bias", True), ("bias is not None and t[0, 0] > 0", True), ("t[0, 0] is not None", False),
+])
+def test_nki005_an_optional_tensor_argument_tested_against_none_is_decided_when_traced(cond, fires):
+    """Whether an optional tensor argument was given (`if bias is not None:`) is known when the kernel is traced;
+    a test of tile contents is not (NKI's language guide: tracing runs the kernel's Python once per shape)."""
+    src = HEAD + ("def k(x, bias=None):\n    out = nl.ndarray((128, 4), dtype=x.dtype, buffer=nl.shared_hbm)\n"
+                  "    t = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)\n"
+                  "    nisa.dma_copy(dst=t, src=x)\n"
+                  f"    if {cond}:\n        nisa.dma_copy(dst=t, src=bias)\n"
+                  "    nisa.dma_copy(dst=out, src=t)\n    return out\n")
+    found = [f for f in analyze_nki(src, "k.py", target="trn2") if f.rule == "NKI005"]
+    assert bool(found) is fires, found

@@ -3,7 +3,8 @@
 ## What it does
 Flags Python control flow whose condition reads the *contents* of a tensor or tile (a subscript
 of one, a comparison with one, or the result of an `nl.*` computation), and conversions of tile
-contents to Python numbers. Conditions on shapes (`x.shape[0] > 128`) are fine.
+contents to Python numbers. Conditions on shapes (`x.shape[0] > 128`) and on whether an optional
+tensor argument was given (`if bias is not None:`) are fine.
 
 ## Why is this bad
 A kernel is traced once per input shape: Python runs at trace time, when tile contents do not
@@ -45,6 +46,8 @@ _STATIC_NL = {"nl.tile_size", "nl.program_id", "nl.num_programs", "nl.program_nd
 def _tensor_refs(model: SourceModel, e: ast.AST, tensors: set[str]) -> str | None:
     if isinstance(e, ast.Attribute) and e.attr in META_ATTRS:
         return None
+    if isinstance(e, ast.Compare) and all(isinstance(op, ast.Is | ast.IsNot) for op in e.ops):
+        return None  # (`sink is not None`: whether an optional argument was given, known when the kernel is traced)
     if isinstance(e, ast.Call):
         qn = model.qualname(e.func) or ""
         if qn in ("len", "isinstance") or any(qn.startswith(s) for s in _STATIC_NL):
