@@ -14,6 +14,9 @@ Given local checkouts of the public repositories (it never downloads anything), 
   what its harness imports but neither the repository nor a package index has: see docs/compat-public.md):
   ``library`` — ``pytest test/integration --test-mode simulation -m fast`` on the node ids listed in
   ``--library-cases FILE`` (one per line; all fast cases take hours in simulation);
+* ``--nxdi PATH`` (aws-neuron/neuronx-distributed-inference) and/or ``--moe PATH`` (aws-neuron/nki-moe), whose
+  kernels are tested on Trainium only: ``nxdi`` — each kernel called as its model calls it and compared with a
+  NumPy reference (``benchmarks/public_nxdi.py``; ``--library`` alone lends it the NKI Library's ``nkilib``);
 
 and prints, per suite, how many cases pass, and for each case that does not, who is to blame:
 
@@ -27,7 +30,8 @@ and prints, per suite, how many cases pass, and for each case that does not, who
 Pass rate = passed / (cases that ran − out of scope). Skipped cases are not counted.
 
 Run: ``.venv/bin/python benchmarks/public_compat.py --sdk SDK --samples SAMPLES --samples-ci SAMPLES_CI
-[--library LIB --library-env ENV --library-cases CASES] [--timeout 1800] [--json out.json]``.
+[--library LIB --library-env ENV --library-cases CASES] [--nxdi NXDI --moe MOE] [--timeout 1800]
+[--json out.json]``.
 """
 
 from __future__ import annotations
@@ -229,6 +233,20 @@ def run_compat_suite(name: str, root: Path, dirs: list[Path], timeout: float, ge
 
 
 # -- report --------------------------------------------------------------------------------------------
+# -- kernels with no simulator test of their own: benchmarks/public_nxdi.py's cases --------------------------
+def run_nxdi_suite(nxdi: Path | None, moe: Path | None, library: Path | None, timeout: float) -> Suite:
+    sys.path.insert(0, str(Path(__file__).parent))
+    import public_nxdi
+
+    t0 = time.perf_counter()
+    suite = Suite("nxdi", "benchmarks/public_nxdi.py (each kernel called as its model calls it, against NumPy)")
+    for r in public_nxdi.run_cases(list(public_nxdi.CASES), nxdi, moe, library, timeout):
+        blame = None if r["outcome"] != "failed" else r.get("blame", "nkieval")
+        suite.cases.append(Case(r["case"], r["outcome"], blame, r.get("why")))
+    suite.seconds = time.perf_counter() - t0
+    return suite
+
+
 def table(suites: list[Suite]) -> str:
     lines = ["| suite | passed | in scope | pass rate | nkieval's fault | kept (documented rule) | out of scope | "
              "skipped | seconds |", "|---|---|---|---|---|---|---|---|---|"]
@@ -257,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--library", type=Path, help="checkout of aws-neuron/nki-library")
     ap.add_argument("--library-env", type=Path, help="directory of stand-ins the library harness imports")
     ap.add_argument("--library-cases", type=Path, help="file of library test node ids to run, one per line")
+    ap.add_argument("--nxdi", type=Path, help="checkout of aws-neuron/neuronx-distributed-inference (its NKI kernels)")
+    ap.add_argument("--moe", type=Path, help="checkout of aws-neuron/nki-moe (its NKI kernels)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per suite (per file for compat suites)")
     ap.add_argument("--json", type=Path, help="write every case with its blame here")
     args = ap.parse_args(argv)
@@ -273,14 +293,16 @@ def main(argv: list[str] | None = None) -> int:
         env = {"PYTHONPATH": os.pathsep.join([str(args.samples_ci / "src"), os.environ.get("PYTHONPATH", "")])}
         suites.append(run_pytest_per_file("samples-ci", args.samples_ci, "test/unit", ["--nki-sim", "--simulation-only"],
                                           args.timeout, env))
-    if args.library:
+    if args.library and (args.library_env or args.library_cases or not (args.nxdi or args.moe)):
         if not (args.library_env and args.library_cases):
-            ap.error("--library needs --library-env and --library-cases")
+            ap.error("--library needs --library-env and --library-cases (or --nxdi / --moe, for its nkilib alone)")
         cases = [ln.strip() for ln in args.library_cases.read_text().splitlines() if ln.strip()]
         env = {"PYTHONPATH": os.pathsep.join([str(args.library_env), str(args.library / "src"),
                                               os.environ.get("PYTHONPATH", "")])}
         suites.append(run_pytest("library", args.library, ["--nki-sim", *cases, "--test-mode", "simulation"],
                                  args.timeout, env))
+    if args.nxdi or args.moe:
+        suites.append(run_nxdi_suite(args.nxdi, args.moe, args.library, args.timeout))
     if not suites:
         ap.error("give at least one checkout")
     print(table(suites))
