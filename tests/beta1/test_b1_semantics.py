@@ -336,6 +336,20 @@ def test_rand_trace_subkernel_and_private_hbm_return():
     assert r.shape == (8, 16) and (r >= 0).all() and (r < 1).all() and len(np.unique(r)) > 100
 
 
+def test_a_grid_launchs_private_hbm_output_is_refused_without_the_current_apis_version_note():
+    # (each program of an SPMD grid has its own private HBM: which program's would the output be? The current
+    # API's error adds "since NKI 0.3", a version difference that is not Beta 1's)
+    def kern(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.hbm)
+        nl.store(out, nl.load(a))
+        return out
+
+    x = np.ones((4, 4), np.float32)
+    np.testing.assert_array_equal(run(kern, x), x)
+    with pytest.raises(NkiValidationError, match=r"buffer=nl.shared_hbm \[rule kernel\]"):
+        run(kern, x, grid=(2,))
+
+
 def test_bool_predicate_and_bf16_affine_views():
     def kern(x, y):
         out = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.shared_hbm)

@@ -72,22 +72,23 @@ def _wrap_args(args: Sequence[Any], names: Sequence[str], int64_ok: bool = True
     return wrapped, links
 
 
-def _output(value: Any, instruction: str = "kernel", dry: bool = False) -> Any:
-    """The kernel's return value as host arrays (copies); a record-only run's are zeros (``dry``)."""
+def _output(value: Any, instruction: str = "kernel", dry: bool = False, current_api: bool = True) -> Any:
+    """The kernel's return value as host arrays (copies); a record-only run's are zeros (``dry``). ``current_api``:
+    a launch of the current API (no Beta-1 SPMD grid), whose private-HBM output error names the version."""
     if value is None:
         return None
     if isinstance(value, NkiTensor):
         if value.alloc.buffer.kind != "hbm" or not value.alloc.buffer.shared:
             since = " (since NKI 0.3: NKI 0.2 compiled nl.hbm outputs; NKI's migration guide, 0.2 to 0.3)" \
-                if value.alloc.buffer.kind == "hbm" else ""
+                if current_api and value.alloc.buffer.kind == "hbm" else ""
             raise NkiValidationError(
                 f"kernel returned {value!r}: outputs must be HBM tensors allocated with buffer=nl.shared_hbm{since}",
                 instruction=instruction, rule="kernel")
         return np.zeros(value.data.shape, value.data.dtype) if dry else np.array(value.data, copy=True)
     if isinstance(value, tuple | list):
-        return type(value)(_output(v, instruction, dry) for v in value)
+        return type(value)(_output(v, instruction, dry, current_api) for v in value)
     if isinstance(value, dict):
-        return {k: _output(v, instruction, dry) for k, v in value.items()}
+        return {k: _output(v, instruction, dry, current_api) for k, v in value.items()}
     return value
 
 
@@ -187,7 +188,7 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
     if opts.record_trace:
         check_capacity(trace, {"sbuf": tgt.sbuf_bytes_per_partition, "psum": tgt.psum_bytes_per_partition},
                        opts.capacity_check, emit=opts.emit_warnings)
-    outputs = _output(results[0], dry=not opts.compute_values)
+    outputs = _output(results[0], dry=not opts.compute_values, current_api=not grid)
     for t, arr, torch_obj in links:
         if t.alloc.written and opts.compute_values:  # (a record-only run has no values to give back)
             _write_back(t, arr, torch_obj)

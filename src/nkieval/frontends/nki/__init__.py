@@ -23,7 +23,6 @@ __version__ = "0.6.0"  # the NKI API version whose semantics this front end foll
 _LAST = _threading.local()
 
 
-
 def last_result() -> RunResult | None:
     """The RunResult (outputs, trace, target) of the most recent launch on this thread."""
     return getattr(_LAST, "result", None)
