@@ -20,7 +20,7 @@ from nkieval.sim.tensor import NkiTensor
 #: partitions that share one list of offsets, per engine (documented: 16 for V/S/G, 32 for the PE array)
 TI_GROUP = {"vector": 16, "scalar": 16, "gpsimd": 16, "tensor": 32}
 #: instructions that resolve ``.ap(vector_offset=)`` / ``vector_select`` views themselves
-DMA_INDIRECT = frozenset({"dma_copy", "dma_compute"})
+DMA_INDIRECT = frozenset({"dma_copy", "dma_compute", "dma_transpose"})
 
 
 def _ti_positions(ctx: Any, ti: TensorIndirection, group: int, role: str) -> tuple[np.ndarray, ...]:
@@ -119,8 +119,9 @@ def indirect_call(ctx: Any, name: str, engine: str, fn: Any, args: tuple[Any, ..
             if isinstance(ind, IndirectAccess):
                 if name not in DMA_INDIRECT:
                     raise NkiValidationError(
-                        f"{role} is a DMA indirect view (.ap(vector_offset=...) / vector_select); only dma_copy and "
-                        "dma_compute resolve it (compute instructions take .indirect() views on trn3)",
+                        f"{role} is a DMA indirect view (.ap(vector_offset=...) / vector_select); only dma_copy, "
+                        "dma_compute and dma_transpose resolve it (compute instructions take .indirect() views on "
+                        "trn3)",
                         operand=role, rule="indexing")
                 continue
             if engine == "dma" or name in DMA_INDIRECT:

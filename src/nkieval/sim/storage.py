@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nkieval.sim.context import dry_run, maybe_current
+from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.placed import claim_for_read
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ def settle(t: NkiTensor, reading: bool = True) -> None:
 
 
 def _check_initialized(t: NkiTensor) -> None:
+    if t._ap_base is not None:  # (an indirect view's own array is a placeholder: its rows are chosen at run time)
+        _refuse_indirect_read(t)
     a = t.alloc
     if a.slot is not None:
         settle(t)
@@ -48,6 +51,15 @@ def _check_initialized(t: NkiTensor) -> None:
         ctx.warn(f"reads {a.buffer.kind.upper()} tensor '{nm}'{list(a.shape)} before anything wrote it (garbage on "
                  "hardware; NaN / 4 sentinels in the simulator)", rule="uninitialized",
                  instruction=getattr(ctx, "instruction_name", None))
+
+
+def _refuse_indirect_read(t: NkiTensor) -> None:
+    ctx = maybe_current()
+    name = getattr(ctx, "instruction_name", None) if ctx is not None else None
+    raise NkiValidationError(
+        f"reads an indirect view of `{t.alloc.name or 'tensor'}` (.ap(vector_offset=...), "
+        "vector_select or a run-time scalar_offset), whose rows are chosen when the DMA runs: only DMA instructions "
+        "(dma_copy, dma_compute, dma_transpose) resolve one", instruction=name, rule="indexing")
 
 
 def read_bits(t: NkiTensor) -> np.ndarray:

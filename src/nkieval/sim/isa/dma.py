@@ -1,4 +1,4 @@
-"""DMA instructions: dma_copy (incl. indirect gather/scatter), dma_transpose."""
+"""DMA instructions: dma_copy (incl. indirect gather/scatter), dma_transpose (incl. gather-transpose)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 
 from nkieval.sim import dtypes as dt
 from nkieval.sim.errors import NkiIndexError, NkiValidationError
-from nkieval.sim.indirect_views import OutOfBoundsView
+from nkieval.sim.indirect_views import IndirectAccess, OutOfBoundsView
 from nkieval.sim.isa.core import (
     check_buffer,
     check_partitions,
@@ -29,6 +29,9 @@ from nkieval.sim.isa.enums import oob_mode as OobMode
 from nkieval.sim.tensor import NkiTensor
 
 _DMA_BUFFERS = ("hbm", "sbuf")
+#: rows a Software DGE gather-transpose moves at a time: its source and index rows come in multiples of it
+#: (nki.isa.dma_transpose, "DMA Indirect Transpose Constraints")
+_DGE_ROWS = 16
 
 
 def _dma_values(ctx: Any, t: NkiTensor) -> np.ndarray:
@@ -202,15 +205,43 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
 def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int | None = None,
                   dge_mode: Any = DgeMode.unknown, oob_mode: Any = OobMode.error, name: str | None = None) -> None:
     """Transpose while copying (dst in SBUF; dst shape must equal the transposed src; with ``dge_mode=hwdge``
-    2-byte dtypes only: the documented hardware-DGE restriction, which the default ``unknown`` mode does not have)."""
+    2-byte dtypes only: the documented hardware-DGE restriction, which the default ``unknown`` mode does not have).
+    An ``.ap(vector_offset=...)`` source is gathered first: a gather-transpose (:func:`_gather_for_transpose`)."""
     dst = tensor_arg(dst, "dst")
     src = tensor_arg(src, "src")
+    mode = enum_value(dge_mode, DgeMode, "dge_mode")
+    perm = _transpose_perm(ctx, dst, src, axes, mode)
+    if dst._ap_base is not None:
+        raise NkiValidationError("dma_transpose: dst cannot be indirect (only src is, a gather-transpose)",
+                                 operand="dst", rule="argument")
+    ind = src._ap_base
+    if isinstance(ind, OutOfBoundsView):  # a run-time scalar_offset put the view outside the tensor
+        if enum_value(oob_mode, OobMode, "oob_mode") != OobMode.skip:
+            raise NkiValidationError(f"src: {ind.message}", operand="src", rule="out-of-bounds")
+        record(ctx, "dma_transpose", "dma", [], axes=list(perm), skipped_oob="src")
+        return
+    if ind is None:
+        write_exact(dst, np.transpose(read_exact(src), perm))
+        record(ctx, "dma_transpose", "dma", [(dst, "dst", "w"), (src, "src", "r")], axes=list(perm))
+        return
+    if not isinstance(ind, IndirectAccess):
+        raise NkiValidationError("dma_transpose: src must be an HBM tensor or an .ap(vector_offset=...) gather of one",
+                                 operand="src", rule="argument")
+    gathered = _gather_for_transpose(ctx, src, ind, dst, perm, enum_value(oob_mode, OobMode, "oob_mode"), mode)
+    write_exact(dst, np.transpose(gathered, perm))
+    record(ctx, "dma_transpose", "dma", [(dst, "dst", "w"), (ind.index, "vector_offset", "r"), (src, "src", "r")],
+           axes=list(perm), indirect=True)
+
+
+def _transpose_perm(ctx: Any, dst: NkiTensor, src: NkiTensor, axes: Any, mode: int) -> tuple[int, ...]:
+    """A DMA transpose's operands checked (buffers, partitions, the hardware DGE's dtype, rank, permutation, shapes,
+    dtypes): its permutation."""
     check_buffer(dst, "dst", ("sbuf",))
     check_buffer(src, "src", _DMA_BUFFERS)
     check_partitions(ctx, dst, "dst")
     if src.is_on_chip:
         check_partitions(ctx, src, "src")
-    if enum_value(dge_mode, DgeMode, "dge_mode") == DgeMode.hwdge and src.dtype.itemsize != 2:
+    if mode == DgeMode.hwdge and src.dtype.itemsize != 2:
         raise NkiValidationError(f"dma_transpose with dge_mode=hwdge supports 2-byte dtypes, got {src.dtype}",
                                  operand="src", rule="dtype")
     nd = src.ndim
@@ -228,5 +259,50 @@ def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int 
                                  operand="dst", rule="shape-mismatch")
     if dst.dtype != src.dtype:
         raise NkiValidationError(f"dma_transpose cannot cast ({src.dtype} -> {dst.dtype})", operand="dst", rule="dtype")
-    write_exact(dst, np.transpose(read_exact(src), perm))
-    record(ctx, "dma_transpose", "dma", [(dst, "dst", "w"), (src, "src", "r")], axes=list(perm))
+    return perm
+
+
+def _gather_for_transpose(ctx: Any, src: NkiTensor, ind: IndirectAccess, dst: NkiTensor, perm: tuple[int, ...],
+                          oob: int, mode: int) -> np.ndarray:
+    """An indirect transpose's source values in ``src``'s shape: NKI's ``dma_gather_transpose``,
+    ``gathered = src[indices.T.flatten()[:src.shape[0]], ...]`` (the index tile read column by column), its
+    documented constraints checked; rows whose index is out of bounds keep ``dst``'s values under
+    ``oob_mode.skip``."""
+    _check_indirect_transpose(ctx, src, ind.index, mode)
+    idx = read_bits(ind.index).T.reshape(-1)[: src.shape[0]]
+    rows = _gathered_rows(ind, idx)
+    if rows is not None:
+        return rows.reshape(src.shape)
+    offs, ok = _gather(ctx, src, oob, "src", idx)
+    okb = np.broadcast_to(ok.reshape((-1,) + (1,) * (offs.ndim - 1)), offs.shape)
+    cur = np.transpose(dst.data, np.argsort(perm)).reshape(offs.shape).copy()  # (dst in src's layout, as stored)
+    cur[okb] = ind.flat[offs[okb]]
+    return cur.reshape(src.shape)
+
+
+def _check_indirect_transpose(ctx: Any, src: NkiTensor, index: NkiTensor, mode: int) -> None:
+    """The documented constraints of an indirect DMA transpose (nki.isa.dma_transpose, "DMA Indirect Transpose
+    Constraints"): a Software DGE gather of 2-byte rows from HBM (a row's length, the destination's partitions, is
+    checked with the destination), a first dimension in multiples of 16 rows, and a uint32 index tile [16..P (a
+    multiple of 16), N] in SBUF, P rows when N > 1, covering every row (dma_transpose itself is trn2 or later)."""
+    def bad(what: str, rule: str = "argument", operand: str = "src") -> NkiValidationError:
+        return NkiValidationError(f"indirect dma_transpose: {what}", operand=operand, rule=rule)
+
+    if mode not in (DgeMode.unknown, DgeMode.swdge):
+        raise bad("dge_mode must be unknown or swdge (a Software DGE gather-transpose)", operand="dge_mode")
+    if src.alloc.buffer.kind != "hbm":
+        raise bad("src must be in HBM", "buffer")
+    if src.dtype.itemsize != 2:
+        raise bad(f"src dtype must be 2 bytes, got {src.dtype}", "dtype")
+    if src.shape[0] % _DGE_ROWS:
+        raise bad(f"src shape {list(src.shape)}: the first dimension must be a multiple of {_DGE_ROWS}",
+                  "shape-mismatch")
+    if src.ndim == 4 and 1 not in (src.shape[1], src.shape[2]):
+        raise bad(f"a 4-D src needs its dimension 1 or 2 to be 1, got {list(src.shape)}", "shape-mismatch")
+    check_buffer(index, "vector_offset", ("sbuf",), "DMA index vectors live in SBUF")
+    n_p, n_c = index.shape[0], (index.shape[1] if index.ndim > 1 else 1)
+    if index.ndim != 2 or index.dtype.name != "uint32" or n_p < _DGE_ROWS or n_p % _DGE_ROWS \
+            or (n_c > 1 and n_p != ctx.target.partitions) or n_p * n_c < src.shape[0]:
+        raise bad(f"the indices must be a 2-D uint32 tile of {_DGE_ROWS}, {2 * _DGE_ROWS}, ... rows (all "
+                  f"{ctx.target.partitions} when it has several columns) with at least {src.shape[0]} entries, got "
+                  f"{index.dtype}{list(index.shape)}", "shape-mismatch", "vector_offset")
