@@ -483,3 +483,31 @@ def test_lnc2_reports_the_failing_cores_error_not_its_peers_wait():
     with pytest.raises(NkiValidationError) as e:
         nki.simulate(_peer_fails_before_sendrecv[2])(np.zeros((2, 2), np.float32))
     assert e.value.rule == "out-of-bounds", str(e.value)
+
+
+@nki.jit
+def _last_tile_view_made_but_unused(x, n_used):
+    # the pattern of a kernel whose last loop step builds its operand's view before a condition skips the step
+    out = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    acc = nl.ndarray((4, 2), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    for i in range(3):
+        view = t.ap([[8, 4], [4, 2]], offset=3 * i)  # (i == 2 reaches column 10 of 8: outside the tile)
+        if i < n_used:
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=view, op=nl.add)
+    res = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=res, value=0.0)
+    nisa.tensor_copy(dst=res[:, 0:2], src=acc)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_a_view_past_its_tensor_is_an_error_where_used_not_where_made():
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    got = nki.simulate(_last_tile_view_made_but_unused)(x, 2)
+    np.testing.assert_array_equal(got[:, 0:2], x[:, [0, 4]] + x[:, [3, 7]])
+    with pytest.raises(NkiValidationError, match=r"outside storage of 32 elements \(the \.ap\(\) view made at") as e:
+        nki.simulate(_last_tile_view_made_but_unused)(x, 3)
+    assert e.value.rule == "out-of-bounds"

@@ -61,11 +61,13 @@ class IndirectAccess:
 
 @dataclass
 class OutOfBoundsView:
-    """An ``.ap(scalar_offset=...)`` view whose run-time start puts it outside the storage. The DMA that
-    uses it checks at run time: ``oob_mode.skip`` drops the transfer, ``error`` (the default) raises.
-    Any other use raises ``out-of-bounds``."""
+    """An ``.ap()`` view that reaches outside its tensor's storage. Making one is legal, using one is not: with a
+    run-time start (``scalar_offset``) the DMA that uses it checks at run time (``oob_mode.skip`` drops the
+    transfer, ``error``, the default, raises); a static pattern (``static``) raises ``out-of-bounds`` wherever it
+    is used, as any other use of either does."""
 
     message: str
+    static: bool = False
 
 
 @dataclass

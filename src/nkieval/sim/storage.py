@@ -38,7 +38,7 @@ def settle(t: NkiTensor, reading: bool = True) -> None:
 
 def _check_initialized(t: NkiTensor) -> None:
     if t._ap_base is not None:  # (an indirect view's own array is a placeholder: its rows are chosen at run time)
-        _refuse_indirect_read(t)
+        refuse_indirect_read(t)
     a = t.alloc
     if a.slot is not None:
         settle(t)
@@ -53,13 +53,19 @@ def _check_initialized(t: NkiTensor) -> None:
                  instruction=getattr(ctx, "instruction_name", None))
 
 
-def _refuse_indirect_read(t: NkiTensor) -> None:
+def refuse_indirect_read(t: NkiTensor) -> None:
+    """A read of an indirect view's values by what does not resolve it (its own array is a placeholder): refused,
+    with the out-of-bounds error where the view is one (an access pattern that leaves its tensor)."""
+    from nkieval.sim.indirect_views import OutOfBoundsView
+
     ctx = maybe_current()
     name = getattr(ctx, "instruction_name", None) if ctx is not None else None
+    if isinstance(t._ap_base, OutOfBoundsView):
+        raise NkiValidationError(t._ap_base.message, instruction=name, rule="out-of-bounds")
     raise NkiValidationError(
-        f"reads an indirect view of `{t.alloc.name or 'tensor'}` (.ap(vector_offset=...), "
-        "vector_select or a run-time scalar_offset), whose rows are chosen when the DMA runs: only DMA instructions "
-        "(dma_copy, dma_compute, dma_transpose) resolve one", instruction=name, rule="indexing")
+        f"reads an indirect view of `{t.alloc.name or 'tensor'}` (.ap(vector_offset=...), vector_select or "
+        ".indirect()), whose rows are chosen when the instruction runs: only DMA instructions (dma_copy, "
+        "dma_compute, dma_transpose) resolve one", instruction=name, rule="indexing")
 
 
 def read_bits(t: NkiTensor) -> np.ndarray:

@@ -22,7 +22,7 @@ from nkieval.sim.errors import NkiIndexError, NkiValidationError
 from nkieval.sim.indirect_views import IndirectAccess, OutOfBoundsView, TensorIndirection
 from nkieval.sim.memory import PSUM, SBUF, SHARED_HBM, Allocation, Buffer, track_lifetime
 from nkieval.sim.placed import PlacedSlot, slot_for
-from nkieval.sim.storage import read_bits
+from nkieval.sim.storage import read_bits, refuse_indirect_read
 from nkieval.sim.trace import OperandAccess
 
 
@@ -369,6 +369,8 @@ def _recorded_view(method: Any) -> Any:
 
     @functools.wraps(method)
     def wrapper(self: NkiTensor, *args: Any, **kwargs: Any) -> Any:
+        if self._ap_base is not None:
+            _refuse_view_of_indirect(self, name)
         out = method(self, *args, **kwargs)
         if RECORDING[0]:
             _note_recipe(self, out, name, args, kwargs)
@@ -419,6 +421,15 @@ def _note_recipe(base: NkiTensor, out: Any, method: str, args: tuple[Any, ...], 
     if kernel_recorder() is not None:
         RECIPES[0] += 1
         out._recipe = (method, base, args, kwargs)
+
+
+def _refuse_view_of_indirect(t: NkiTensor, how: str) -> None:
+    """A view of an indirect view would lose what makes it one (its rows are chosen when the instruction runs) and
+    read the placeholder the indirect view holds instead: refused."""
+    raise NkiValidationError(
+        f"`{how}` of an indirect view of `{t.alloc.name or 'tensor'}` (.ap(vector_offset=...), vector_select, "
+        ".indirect() or a run-time scalar_offset): an indirect view is used as it is made; put the selection in its "
+        "access pattern (or index the base tensor before making it)", instruction=how, rule="indexing")
 
 
 def _refuse_host_read(t: NkiTensor, how: str) -> None:
@@ -516,6 +527,8 @@ class NkiTensor:
         # Only used by host-side code (tests, device_print); engines read .data directly.
         if RECORDING[0]:
             _refuse_host_read(self, "np.asarray()")
+        if self._ap_base is not None:
+            refuse_indirect_read(self)
         if self.alloc.unfilled is not None:
             fill_deferred(self.alloc)
         arr = self.data.astype(np.float32) if self.dtype.is_float else self.data
@@ -524,12 +537,16 @@ class NkiTensor:
     def numpy(self) -> np.ndarray:
         if RECORDING[0]:
             _refuse_host_read(self, ".numpy()")
+        if self._ap_base is not None:
+            refuse_indirect_read(self)
         if self.alloc.unfilled is not None:
             fill_deferred(self.alloc)
         return np.array(self.data, copy=True)
 
     # -- indexing ---------------------------------------------------------------
     def __getitem__(self, key: Any) -> NkiTensor:
+        if self._ap_base is not None:
+            _refuse_view_of_indirect(self, "__getitem__")
         sig = key_signature(key)
         if sig is not None:
             # (ints, int slices and int nl.ds, what kernels write in loops: the memoised view, a fresh tensor placed
@@ -1119,14 +1136,18 @@ def make_ap(t: NkiTensor, pattern: Any, offset: int = 0, scalar_offset: Any = No
     if lo < 0 or hi >= n:
         msg = (f"access pattern {[list(p) for p in pat]} with offset {off} reaches elements [{lo}, {hi}] outside "
                f"storage of {n} elements")
-        if scalar_offset is not None and not a.buffer.on_chip:
-            # a run-time start: DMA checks it when it runs (oob_mode), so the view itself is legal
-            out = NkiTensor(np.zeros(tuple(c for _, c in pat), dtype=flat.dtype), a, d)
-            out._ap_base = OutOfBoundsView(msg + " (run-time scalar_offset)")
-            out._off = 0
-            _mark_indirect()
-            return out
-        raise NkiValidationError(msg, instruction="ap", operand=a.name or None, rule="out-of-bounds")
+        # The view itself is legal: what uses it is not. A run-time start is checked by the DMA when it runs
+        # (oob_mode); a static one by whatever instruction uses the view (kernels make views that a condition
+        # then leaves unused, e.g. the last, incomplete tile of a loop).
+        runtime = scalar_offset is not None and not a.buffer.on_chip
+        out = NkiTensor(np.zeros(tuple(c for _, c in pat), dtype=flat.dtype), a, d)
+        where = location_str()
+        out._ap_base = OutOfBoundsView(msg + (" (run-time scalar_offset)" if runtime else
+                                              f" (the .ap() view made at {where})" if where else " (an .ap() view)"),
+                                       static=not runtime)
+        out._off = 0
+        _mark_indirect()
+        return out
     isz = flat.dtype.itemsize
     shape, strides = tuple(c for _, c in pat), tuple(s * isz for s, _ in pat)
     try:  # (the ndarray constructor over the contiguous storage: 1 µs, where as_strided takes 4-5 µs per view)

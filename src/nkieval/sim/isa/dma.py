@@ -135,8 +135,8 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
                                      operand="engine", rule="argument")
     src_ind, dst_ind = src._ap_base, dst._ap_base
     for role, ind in (("src", src_ind), ("dst", dst_ind)):
-        if isinstance(ind, OutOfBoundsView):  # a run-time scalar_offset put the view outside the tensor
-            if oob != OobMode.skip:
+        if isinstance(ind, OutOfBoundsView):  # a run-time scalar_offset (or a static pattern) leaves the tensor
+            if oob != OobMode.skip or ind.static:
                 raise NkiValidationError(f"{role}: {ind.message}", operand=role, rule="out-of-bounds")
             record(ctx, "dma_copy", "dma", [(src, "src", "r")] if role == "dst" else [], skipped_oob=role)
             return
@@ -211,12 +211,14 @@ def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int 
     src = tensor_arg(src, "src")
     mode = enum_value(dge_mode, DgeMode, "dge_mode")
     perm = _transpose_perm(ctx, dst, src, axes, mode)
+    if isinstance(dst._ap_base, OutOfBoundsView):
+        raise NkiValidationError(f"dst: {dst._ap_base.message}", operand="dst", rule="out-of-bounds")
     if dst._ap_base is not None:
         raise NkiValidationError("dma_transpose: dst cannot be indirect (only src is, a gather-transpose)",
                                  operand="dst", rule="argument")
     ind = src._ap_base
-    if isinstance(ind, OutOfBoundsView):  # a run-time scalar_offset put the view outside the tensor
-        if enum_value(oob_mode, OobMode, "oob_mode") != OobMode.skip:
+    if isinstance(ind, OutOfBoundsView):  # a run-time scalar_offset (or a static pattern) leaves the tensor
+        if enum_value(oob_mode, OobMode, "oob_mode") != OobMode.skip or ind.static:
             raise NkiValidationError(f"src: {ind.message}", operand="src", rule="out-of-bounds")
         record(ctx, "dma_transpose", "dma", [], axes=list(perm), skipped_oob="src")
         return
