@@ -73,3 +73,17 @@ def test_the_deltanet_reference_is_the_recurrence_it_states():
     out, state = public_nxdi._deltanet(q, k, v, np.array([-0.3]), np.array([0.7]))
     np.testing.assert_allclose(state, np.outer(k[0], 0.7 * v[0]))
     np.testing.assert_allclose(out[0], (k[0] @ q[0]) * 0.7 * v[0])
+
+
+def test_public_compat_tells_a_failure_apart_by_what_it_says():
+    import public_compat
+
+    kept = public_compat.blame_of("library", "m.py::c", None,
+                                  "NkiValidationError: memset: value 0.0 is a float but dst dtype is uint32")
+    assert kept[0] == "kept" and "migration guide" in kept[1]
+    assert public_compat.blame_of("library", "m.py::c", None, "AttributeError: 'PerRankLazyInputGenerator' object "
+                                  "has no attribute 'items'")[0] == "out of scope"
+    # (the same text in another suite, or another failure, stays nkieval's)
+    assert public_compat.blame_of("samples-ci", "m.py::c", None, "memset: value 0.0 is a float but dst dtype is "
+                                  "uint32")[0] == "nkieval"
+    assert public_compat.blame_of("library", "m.py::c", None, "AssertionError: outputs differ")[0] == "nkieval"
