@@ -41,13 +41,15 @@ RULES: dict[str, Rule] = {
         Rule("generation", "feature not available on the selected NeuronCore generation",
              "Instructions and modes are gated by generation (trn1=v2, trn2=v3, trn3=v4)."),
         Rule("out-of-bounds", "access outside a tensor or its storage",
-             "Indices and access patterns must stay inside the tensor."),
+             "Indices and access patterns must stay inside the tensor (an .ap() view past it is an error where an "
+             "instruction uses it, not where it is made)."),
         Rule("sbuf-capacity", "tiles live at once (first to last access) exceed the per-partition SBUF size",
              "SBUF is 192/224/256 KiB per partition on v2/v3/v4; the compiler would have to spill or fail."),
         Rule("psum-capacity", "tiles live at once (first to last access) exceed the 16 KiB (8 banks) per partition",
              "PSUM has 8 banks of 2 KiB per partition."),
         Rule("indexing", "illegal indexing or view",
-             "On-chip tensors keep the partition dim first and stay at least 2-D; views must be expressible as access patterns."),
+             "On-chip tensors keep the partition dim first and stay at least 2-D; views must be expressible as access "
+             "patterns; an indirect view (.ap(vector_offset=...), vector_select) is resolved by a DMA as it is made."),
         Rule("argument", "illegal argument value",
              "The instruction's documented argument domain."),
         Rule("instruction-limit", "free size or count outside the instruction's documented range",
