@@ -204,6 +204,21 @@ def test_torch_tensors_in_and_out():
     out = nki.simulate(add_kernel)(a, a)
     assert isinstance(out, torch.Tensor)
     assert torch.equal(out, 2 * a)
+    # (tensors given by keyword: the NKI Library's top-k calls its kernel so)
+    out = nki.simulate(add_kernel)(a=a, b=a)
+    assert isinstance(out, torch.Tensor) and torch.equal(out, 2 * a)
+
+
+def test_the_outputs_kind_follows_keyword_arguments_too(monkeypatch):
+    # (without torch installed: what the outputs are converted like must include the keyword arguments)
+    import nkieval.frontends.nki as front
+
+    seen = []
+    monkeypatch.setattr(front, "_like_inputs", lambda outputs, inputs: seen.append(inputs) or outputs)
+    a = np.ones((2, 3), np.float32)
+    b = np.full((2, 3), 2, np.float32)
+    nki.simulate(add_kernel)(a, b=b)
+    assert len(seen) == 1 and any(x is b for x in seen[0]) and any(x is a for x in seen[0])
 
 
 # -- the import shim -----------------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def simulate(kernel: Any, *, target: str | int | None = None, options: SimOption
     def run(*args: Any, **kwargs: Any) -> Any:
         result = run_kernel(fn, args, kwargs, target=tgt, options=options, lnc=lnc)
         _LAST.result = result
-        return _like_inputs(result.outputs, args)
+        return _like_inputs(result.outputs, (*args, *kwargs.values()))
 
     return run
 
