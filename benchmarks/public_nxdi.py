@@ -309,6 +309,29 @@ def case_nxdi_cache_kernels(root: Path, lib: Path | None) -> list[float]:
     return errs
 
 
+def case_nxdi_topk(root: Path, lib: Path | None) -> list[float]:
+    """The NKI Library's rotational top-k at the shapes NxDI's own top-k test uses (Llama 3 and 4 vocabularies, up
+    to 256 of them, sorted and not; one program for a single row, else two), against NumPy's sort."""
+    if lib is None:
+        raise _Skip("needs --library (nkilib)")
+    sys.path.insert(0, str(lib / "src/nkilib_src"))
+    from nkilib.core.topk import topk
+
+    rng, errs = np.random.default_rng(13), []
+    for b, s, v, k, is_sorted in ((1, 1, 2004, 8, True), (1, 3, 3157, 256, True), (4, 1, 2004, 256, True),
+                                  (1, 5, 2004, 256, False), (4, None, 3168, 256, True)):
+        logits = rng.standard_normal((b, s, v) if s else (b, v)).astype(np.float32)
+        values, idx = topk[1 if b * (s or 1) == 1 else 2](logits, k=k, sorted_flag=is_sorted)
+        want_idx = np.argsort(-logits, axis=-1, kind="stable")[..., :k]
+        want = np.take_along_axis(logits, want_idx, -1).astype(np.float64)
+        got, got_idx = np.asarray(values, np.float64), np.asarray(idx).astype(np.int64)
+        if not is_sorted:  # (the same k values, in any order)
+            got, want = np.sort(got, -1), np.sort(want, -1)
+            got_idx, want_idx = np.sort(got_idx, -1), np.sort(want_idx, -1)
+        errs += [_rel_err(got, want), 0.0 if np.array_equal(got_idx, want_idx) else 1.0]
+    return errs
+
+
 def case_moe_rmsnorm(root: Path, lib: Path | None) -> list[float]:
     import ml_dtypes
 
@@ -338,7 +361,8 @@ CASES: dict[str, tuple[str, Callable[[Path, Path | None], list[float]]]] = {
     "deltanet-autocp": ("nxdi", case_deltanet_autocp), "qwen-qk-norm-rope": ("nxdi", case_qwen_qk_norm_rope),
     "glm-mla-decode": ("nxdi", case_glm_mla_decode), "ltx2-cross-attention": ("nxdi", case_ltx2_cross_attention),
     "ltx2-attention-cte-bias": ("nxdi", case_ltx2_attention_cte_bias),
-    "nxdi-cache-kernels": ("nxdi", case_nxdi_cache_kernels), "moe-rmsnorm": ("moe", case_moe_rmsnorm),
+    "nxdi-cache-kernels": ("nxdi", case_nxdi_cache_kernels), "nxdi-topk": ("nxdi", case_nxdi_topk),
+    "moe-rmsnorm": ("moe", case_moe_rmsnorm),
 }
 #: the largest error a case may have, relative to the reference's largest magnitude (bf16 outputs are scaled
 #: by 1/64 in the cases above, so an error of one bf16 rounding counts like an fp32 result's 2e-3)
