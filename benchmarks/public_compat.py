@@ -252,7 +252,6 @@ def run_compat_suite(name: str, root: Path, dirs: list[Path], timeout: float, ge
     return suite
 
 
-# -- report --------------------------------------------------------------------------------------------
 # -- kernels with no simulator test of their own: benchmarks/public_nxdi.py's cases --------------------------
 def run_nxdi_suite(nxdi: Path | None, moe: Path | None, library: Path | None, timeout: float) -> Suite:
     sys.path.insert(0, str(Path(__file__).parent))
@@ -267,6 +266,7 @@ def run_nxdi_suite(nxdi: Path | None, moe: Path | None, library: Path | None, ti
     return suite
 
 
+# -- report --------------------------------------------------------------------------------------------
 def table(suites: list[Suite]) -> str:
     lines = ["| suite | passed | in scope | pass rate | nkieval's fault | kept (documented rule) | out of scope | "
              "skipped | seconds |", "|---|---|---|---|---|---|---|---|---|"]

@@ -101,6 +101,13 @@ def _gather(ctx: Any, src: NkiTensor, oob: int, role: str, idx: np.ndarray | Non
     return offs, row_ok
 
 
+def _check_skippable(ind: OutOfBoundsView, oob: int, role: str) -> None:
+    """A DMA operand that leaves its tensor: skipped (the caller records the skip) only where a run-time
+    ``scalar_offset`` put it there under ``oob_mode.skip``; a static pattern, or ``oob_mode.error``, raises."""
+    if oob != OobMode.skip or ind.static:
+        raise NkiValidationError(f"{role}: {ind.message}", operand=role, rule="out-of-bounds")
+
+
 @instruction("dma_copy", "dma")
 def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode: Any = OobMode.error,
              dge_mode: Any = DgeMode.unknown, engine: Any = None, name: str | None = None) -> None:
@@ -135,9 +142,8 @@ def dma_copy(ctx: Any, dst: Any, src: Any, priority: int | None = None, oob_mode
                                      operand="engine", rule="argument")
     src_ind, dst_ind = src._ap_base, dst._ap_base
     for role, ind in (("src", src_ind), ("dst", dst_ind)):
-        if isinstance(ind, OutOfBoundsView):  # a run-time scalar_offset (or a static pattern) leaves the tensor
-            if oob != OobMode.skip or ind.static:
-                raise NkiValidationError(f"{role}: {ind.message}", operand=role, rule="out-of-bounds")
+        if isinstance(ind, OutOfBoundsView):
+            _check_skippable(ind, oob, role)
             record(ctx, "dma_copy", "dma", [(src, "src", "r")] if role == "dst" else [], skipped_oob=role)
             return
     if src_ind is not None and dst_ind is not None:
@@ -210,16 +216,16 @@ def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int 
     dst = tensor_arg(dst, "dst")
     src = tensor_arg(src, "src")
     mode = enum_value(dge_mode, DgeMode, "dge_mode")
+    oob = enum_value(oob_mode, OobMode, "oob_mode")
     perm = _transpose_perm(ctx, dst, src, axes, mode)
-    if isinstance(dst._ap_base, OutOfBoundsView):
-        raise NkiValidationError(f"dst: {dst._ap_base.message}", operand="dst", rule="out-of-bounds")
+    if isinstance(dst._ap_base, OutOfBoundsView):  # (dst is in SBUF: a static pattern, never skipped)
+        _check_skippable(dst._ap_base, oob, "dst")
     if dst._ap_base is not None:
         raise NkiValidationError("dma_transpose: dst cannot be indirect (only src is, a gather-transpose)",
                                  operand="dst", rule="argument")
     ind = src._ap_base
-    if isinstance(ind, OutOfBoundsView):  # a run-time scalar_offset (or a static pattern) leaves the tensor
-        if enum_value(oob_mode, OobMode, "oob_mode") != OobMode.skip or ind.static:
-            raise NkiValidationError(f"src: {ind.message}", operand="src", rule="out-of-bounds")
+    if isinstance(ind, OutOfBoundsView):
+        _check_skippable(ind, oob, "src")
         record(ctx, "dma_transpose", "dma", [], axes=list(perm), skipped_oob="src")
         return
     if ind is None:
@@ -229,7 +235,7 @@ def dma_transpose(ctx: Any, dst: Any, src: Any, axes: Any = None, priority: int 
     if not isinstance(ind, IndirectAccess):
         raise NkiValidationError("dma_transpose: src must be an HBM tensor or an .ap(vector_offset=...) gather of one",
                                  operand="src", rule="argument")
-    gathered = _gather_for_transpose(ctx, src, ind, dst, perm, enum_value(oob_mode, OobMode, "oob_mode"), mode)
+    gathered = _gather_for_transpose(ctx, src, ind, dst, perm, oob, mode)
     write_exact(dst, np.transpose(gathered, perm))
     record(ctx, "dma_transpose", "dma", [(dst, "dst", "w"), (ind.index, "vector_offset", "r"), (src, "src", "r")],
            axes=list(perm), indirect=True)
