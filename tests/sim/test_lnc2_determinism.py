@@ -125,12 +125,13 @@ def _turn_order(log):
     return kernel
 
 
-def test_programs_take_turns_handing_over_only_where_one_waits(frequent_switches):
+def test_programs_take_turns_at_each_shared_memory_access_and_wait(frequent_switches):
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     for _ in range(RUNS):
         log = []
         np.testing.assert_array_equal(run_kernel(_turn_order(log), (x,), lnc=2, target="trn2").outputs, x)
-        # program 0 runs to the barrier and waits; program 1 arrives, passes it and ends; then program 0 goes on
+        # program 0 hands over at its first DMA (program 1 starts), they alternate DMA by DMA; program 0 reaches
+        # the barrier first and waits; program 1 arrives, passes it and ends; then program 0 goes on
         assert log == [(0, "start"), (1, "start"), (1, "after barrier"), (0, "after barrier")]
 
 

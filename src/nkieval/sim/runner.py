@@ -18,6 +18,7 @@ from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.gc_pacing import paced
 from nkieval.sim.memory import KERNEL_ARG_HBM
 from nkieval.sim.options import SimOptions
+from nkieval.sim.races import RaceMarks
 from nkieval.sim.tensor import NkiTensor, wrap_hbm
 from nkieval.sim.trace import Trace
 from nkieval.sim.turns import Turns
@@ -170,6 +171,8 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
             c.recorder = recorder_factory(c.program_id)
     if (lnc == 2 and not grid) or (concurrent and len(points) > 1):
         launch.turns = Turns(len(points))  # one program at a time, in a fixed order (nkieval.sim.turns)
+        if not grid and opts.compute_values:  # (a record-only run stores no values: nothing to race)
+            launch.races = RaceMarks()  # (an LNC-2 pair: stores to shared memory that race, nkieval.sim.races)
         threads = [threading.Thread(target=run_program, args=(i, c), name=f"nki-lnc{i}") for i, c in enumerate(contexts)]
         for th in threads:
             th.start()

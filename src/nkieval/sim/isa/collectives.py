@@ -123,6 +123,8 @@ def sendrecv(ctx: Any, src: Any, dst: Any, send_to_rank: Any, recv_from_rank: An
                                  f"{dst.dtype}", operand="dst", rule="shape-mismatch")
     dst.data[...] = got
     mark_written(dst, matmul=False)
+    if ctx.launch.races is not None:
+        ctx.launch.races.synchronised()  # (the peer's stores before its send are ordered before this core's next)
     record(ctx, "sendrecv", "gpsimd" if eng == DmaEngine.gpsimd_dma else "dma",
            [(dst, "dst", "w"), (src, "src", "r")], send_to=to, recv_from=frm, pipe_id=pipe,
            dma_engine=eng.name)
@@ -156,6 +158,8 @@ def core_barrier(ctx: Any, data: Any, cores: Any, engine: Any = None, name: str 
         if launch.barrier_count == 2:
             launch.barrier_count = 0
             launch.barrier_gen += 1
+            if launch.races is not None:
+                launch.races.synchronised()
 
     def passed() -> Any:
         with launch.cond:

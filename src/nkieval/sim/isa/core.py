@@ -77,6 +77,7 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
         params = tuple(inspect.signature(fn).parameters)[1:]
         int64_ok = name in INT64_INSTRUCTIONS
         deferrable = name in DEFERRABLE and params[:1] == ("dst",)
+        shared_access = engine in SHARED_MEMORY_ENGINES
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -92,6 +93,10 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
                     f"not available on {_GEN_NAMES[ctx.target.generation]}; needs "
                     f"{_GEN_NAMES[min_generation]} or later", instruction=name, rule="generation",
                     location=_loc(ctx))
+            if shared_access:
+                turns = ctx.launch.turns
+                if turns is not None:  # (an LNC-2 pair: the peer goes up to its next access first, nkieval.sim.turns)
+                    turns.step(ctx.program_id)
             try:
                 if dt.int64_seen() and not int64_ok:
                     role = _int64_operand(params, args, kwargs)
@@ -122,6 +127,11 @@ def instruction(name: str, engine: str, *, min_generation: int = 2) -> Callable[
         return wrapper
 
     return deco
+
+
+#: The engines whose instructions reach memory the programs of an LNC-2 pair share (DMA queues, the sync
+#: engine's scalar and register loads and stores): the programs take turns at each (``nkieval.sim.turns``).
+SHARED_MEMORY_ENGINES = frozenset({"dma", "sync"})
 
 
 #: Instructions a recording may leave to the judge's replay (``Recorder.defers``): each writes only its ``dst``
@@ -497,6 +507,10 @@ def mark_written(t: NkiTensor, *, matmul: bool) -> None:
     a.written = True
     if a.f32 is not None:
         drop_f32(a)
+    if a.buffer.shared:
+        ctx = current()
+        if ctx.launch.races is not None:  # (an LNC-2 launch: which program stored here last, nkieval.sim.races)
+            ctx.launch.races.mark(ctx, t)
     mm = a.mm_written
     if mm is not None:
         data = t.data
@@ -533,11 +547,12 @@ def write(ctx: SimContext, t: NkiTensor, values: Any, *, matmul: bool = False) -
             v = v.reshape((1,) * t.data.ndim)
         else:
             v = np.broadcast_to(v, t.shape)
-    if v.dtype == t.data.dtype and not t.dtype.tf32:
-        t.data[...] = v
-    else:
-        t.data[...] = dt.cast(v, t.dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp,
-                              float_to_int=ctx.options.float_to_int)
+    if v.dtype != t.data.dtype or t.dtype.tf32:
+        v = dt.cast(v, t.dtype, fp8_overflow=ctx.options.fp8_overflow, precise=ctx.options.precise_fp,
+                    float_to_int=ctx.options.float_to_int)
+    if t.alloc.buffer.shared:
+        _check_race(ctx, t, v)
+    t.data[...] = v
     mark_written(t, matmul=matmul)
 
 
@@ -549,8 +564,20 @@ def write_exact(t: NkiTensor, values: np.ndarray) -> None:
         mark_written(t, matmul=False)
         return
     v = np.asarray(values)
-    t.data[...] = v.reshape(t.shape) if v.shape != t.shape and v.size == t.size else v
+    if v.shape != t.shape and v.size == t.size:
+        v = v.reshape(t.shape)
+    if t.alloc.buffer.shared:
+        _check_race(current(), t, v)
+    t.data[...] = v
     mark_written(t, matmul=False)
+
+
+def _check_race(ctx: SimContext, t: NkiTensor, stored: np.ndarray) -> None:
+    """A store of ``stored`` (storage dtype) into shared memory: in an LNC-2 launch, reported if it races a
+    store of the other program (nkieval.sim.races)."""
+    races = ctx.launch.races
+    if races is not None:
+        races.check_store(ctx, t, stored)
 
 
 def scalar_or_vector(ctx: SimContext, x: Any, role: str, p: int) -> np.ndarray | float:

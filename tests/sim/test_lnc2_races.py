@@ -1,0 +1,111 @@
+"""The two programs of an LNC-2 pair take turns at every shared-memory access, as cores running at the same time
+would order them, and a store that races the other program's store is reported (nkieval.sim.turns,
+nkieval.sim.races; issue 31).
+
+Found on public code: a test kernel whose two programs both clear the whole shared output and then store their
+own rows, with no barrier between. Run one program to its end before the other, program 1's clearing wiped
+program 0's rows; on hardware both clearings land first (the cores run side by side), and only timing says so."""
+
+from pathlib import Path
+
+import neuronxcc.nki as b1nki  # noqa: F401  (the shim: both front ends importable)
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+from nkieval.sim.program import ArgSpec, record_program, replay_program
+from nkieval.sim.runner import run_kernel
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*[(]a race;")
+
+
+def _clear_then_store(barrier: bool, same_values: bool = False):
+    def kernel(x):
+        rows, cols = x.shape
+        pid = nl.program_id(0)
+        out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+        zeros = nl.ndarray((128, cols), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.memset(zeros, 0)
+        for i in range(rows // 128):  # each program clears the whole output
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=zeros)
+        if barrier:
+            nisa.core_barrier(out, (0, 1))
+        half = rows // 2
+        for r in range(pid * half, (pid + 1) * half, 128):
+            t = nl.ndarray((128, cols), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[r:r + 128, :])
+            if same_values:  # stores zeros over the other program's zeros: the same values, no race
+                nisa.memset(t, 0)
+            nisa.dma_copy(dst=out[r:r + 128, :], src=t)
+        return out
+
+    return kernel
+
+
+def _line_of(text: str) -> int:
+    return next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if text in line)
+
+
+def _races(result):
+    return [w for w in result.trace.warnings if w["rule"] == "race"]
+
+
+X = np.random.default_rng(3).standard_normal((512, 64)).astype(np.float32)
+
+
+def test_both_programs_clearing_before_storing_keeps_both_halves_and_reports_the_race():
+    r = run_kernel(_clear_then_store(barrier=False), (X,), lnc=2, target="trn2")
+    np.testing.assert_array_equal(r.outputs, X)  # (run one program after the other: program 0's half was zeros)
+    races = _races(r)
+    assert len(races) == 1, r.trace.warnings
+    assert "program 0 stores to 8192 element(s)" in races[0]["message"]
+    assert "program 1 stored other values" in races[0]["message"]
+    assert "core_barrier" in races[0]["message"]
+    # the first row store (128 x 64), not the clearing (the same values: zeros on zeros)
+    assert races[0]["location"].endswith(f":{_line_of('nisa.dma_copy(dst=out[r:r + 128, :], src=t)')}")
+
+
+def test_a_barrier_between_the_clearing_and_the_stores_is_no_race():
+    r = run_kernel(_clear_then_store(barrier=True), (X,), lnc=2, target="trn2")
+    np.testing.assert_array_equal(r.outputs, X)
+    assert _races(r) == []
+
+
+def test_the_same_values_stored_by_both_programs_are_no_race():
+    r = run_kernel(_clear_then_store(barrier=False, same_values=True), (X,), lnc=2, target="trn2")
+    np.testing.assert_array_equal(r.outputs, np.zeros_like(X))
+    assert _races(r) == []
+
+
+def test_a_replayed_program_takes_the_same_turns_and_reports_the_same_race():
+    kernel = _clear_then_store(barrier=False)
+    rec = record_program(kernel, [ArgSpec(X.shape, "float32")], {}, target="trn2", lnc=2)
+    replay = replay_program(rec.program, [X.copy()], {}, target="trn2")
+    np.testing.assert_array_equal(replay.outputs, X)
+    assert [w["message"] for w in _races(replay)] == \
+        [w["message"] for w in _races(run_kernel(kernel, (X,), lnc=2, target="trn2"))]
+
+
+def _exchange(x):
+    """Each program stores a row of the shared scratch, waits for the other at a barrier and reads the other's row:
+    stores to different elements and a read after the barrier, race-free."""
+    pid = nl.program_id(0)
+    scratch = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[pid:pid + 1, :])
+    nisa.dma_copy(dst=scratch[pid:pid + 1, :], src=t)
+    nisa.core_barrier(scratch, (0, 1))
+    u = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=u, src=scratch[1 - pid:2 - pid, :])
+    nisa.dma_copy(dst=out[pid:pid + 1, :], src=u)
+    return out
+
+
+@pytest.mark.parametrize("target", ["trn2", "trn3"])
+def test_race_free_exchange_through_shared_memory(target):
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    r = run_kernel(_exchange, (x,), lnc=2, target=target)
+    np.testing.assert_array_equal(r.outputs, x[::-1])
+    assert _races(r) == []
