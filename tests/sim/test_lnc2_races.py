@@ -87,16 +87,18 @@ def test_a_replayed_program_takes_the_same_turns_and_reports_the_same_race():
         [w["message"] for w in _races(run_kernel(kernel, (X,), lnc=2, target="trn2"))]
 
 
-def _exchange(x):
+def _exchange(x, barrier=True):
     """Each program stores a row of the shared scratch, waits for the other at a barrier and reads the other's row:
-    stores to different elements and a read after the barrier, race-free."""
+    stores to different elements and a read after the barrier, race-free (without the barrier the read races the
+    other program's store)."""
     pid = nl.program_id(0)
     scratch = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x[pid:pid + 1, :])
     nisa.dma_copy(dst=scratch[pid:pid + 1, :], src=t)
-    nisa.core_barrier(scratch, (0, 1))
+    if barrier:
+        nisa.core_barrier(scratch, (0, 1))
     u = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=u, src=scratch[1 - pid:2 - pid, :])
     nisa.dma_copy(dst=out[pid:pid + 1, :], src=u)
@@ -109,3 +111,14 @@ def test_race_free_exchange_through_shared_memory(target):
     r = run_kernel(_exchange, (x,), lnc=2, target=target)
     np.testing.assert_array_equal(r.outputs, x[::-1])
     assert _races(r) == []
+
+
+def test_reading_what_the_other_program_stored_without_a_barrier_is_a_race():
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    r = run_kernel(_exchange, (x,), {"barrier": False}, lnc=2, target="trn2")
+    np.testing.assert_array_equal(r.outputs, x[::-1])  # (this order: both stores before either read)
+    races = _races(r)
+    assert len(races) == 1, r.trace.warnings
+    assert races[0]["message"].startswith("program 0 reads 8 element(s) of the shared tensor made at ")
+    assert "program 1 stored to" in races[0]["message"] and "may come before the store" in races[0]["message"]
+    assert races[0]["location"].endswith(f":{_line_of('src=scratch[1 - pid:2 - pid, :])')}")

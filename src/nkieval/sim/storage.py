@@ -42,6 +42,10 @@ def _check_initialized(t: NkiTensor) -> None:
     a = t.alloc
     if a.slot is not None:
         settle(t)
+    if a.buffer.shared:
+        ctx = maybe_current()
+        if ctx is not None and ctx.launch.races is not None:  # (an LNC-2 pair: nkieval.sim.races)
+            ctx.launch.races.check_read(ctx, t)
     if a.written or a.is_kernel_arg or a in _WARNED_UNINIT:
         return
     _WARNED_UNINIT.add(a)
