@@ -59,7 +59,7 @@ def test_both_programs_clearing_before_storing_keeps_both_halves_and_reports_the
     np.testing.assert_array_equal(r.outputs, X)  # (run one program after the other: program 0's half was zeros)
     races = _races(r)
     assert len(races) == 1, r.trace.warnings
-    assert "program 0 stores to 8192 element(s)" in races[0]["message"]
+    assert races[0]["message"].startswith("dma_copy: program 0 stores to 8192 element(s)")
     assert "program 1 stored other values" in races[0]["message"]
     assert "core_barrier" in races[0]["message"]
     # the first row store (128 x 64), not the clearing (the same values: zeros on zeros)
@@ -119,6 +119,6 @@ def test_reading_what_the_other_program_stored_without_a_barrier_is_a_race():
     np.testing.assert_array_equal(r.outputs, x[::-1])  # (this order: both stores before either read)
     races = _races(r)
     assert len(races) == 1, r.trace.warnings
-    assert races[0]["message"].startswith("program 0 reads 8 element(s) of the shared tensor made at ")
+    assert races[0]["message"].startswith("dma_copy: program 0 reads 8 element(s) of the shared tensor made at ")
     assert "program 1 stored to" in races[0]["message"] and "may come before the store" in races[0]["message"]
     assert races[0]["location"].endswith(f":{_line_of('src=scratch[1 - pid:2 - pid, :])')}")

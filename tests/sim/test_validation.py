@@ -270,7 +270,8 @@ TESTED_ELSEWHERE = {"loop-dependency": "Beta-1 front end (affine_range write con
                     "time-budget": "SimOptions.time_limit_s: tests/sim/test_run_budgets.py",
                     "memory-budget": "SimOptions.max_bytes: tests/sim/test_run_budgets.py",
                     "trace-time-value": "recording a kernel as a program: tests/sim/test_program.py",
-                    "trace-argument": "recording a kernel as a program: tests/sim/test_program.py"}
+                    "trace-argument": "recording a kernel as a program: tests/sim/test_program.py",
+                    "race": "LNC-2 launches (two programs): tests/sim/test_lnc2_races.py"}
 
 
 def test_every_rule_has_a_case():

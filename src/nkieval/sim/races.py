@@ -59,7 +59,8 @@ class RaceMarks:
                  f"program {peer} stored other values to, with no core_barrier or sendrecv between the two: the "
                  "two cores run at the same time, so which store lands last depends on their timing on hardware "
                  "(a race; here program " f"{ctx.program_id}'s lands last). Synchronise with nisa.core_barrier, "
-                 "or have one program store each element", rule="race")
+                 "or have one program store each element", rule="race",
+                 instruction=getattr(ctx, "instruction_name", None))
 
     def check_read(self, ctx: Any, t: Any) -> None:
         """``ctx``'s program is about to read ``t``: report a race if the other program stored to any of its
@@ -78,7 +79,7 @@ class RaceMarks:
                  f"{peer} stored to, with no core_barrier or sendrecv between the two: the two cores run at the same "
                  "time, so on hardware the read may come before the store and see the old values (a race; here "
                  "the store came first). Synchronise with nisa.core_barrier between the store and the read",
-                 rule="race")
+                 rule="race", instruction=getattr(ctx, "instruction_name", None))
 
     def mark(self, ctx: Any, t: Any) -> None:
         """``ctx``'s program stored into ``t``."""
