@@ -122,3 +122,43 @@ def test_reading_what_the_other_program_stored_without_a_barrier_is_a_race():
     assert races[0]["message"].startswith("dma_copy: program 0 reads 8 element(s) of the shared tensor made at ")
     assert "program 1 stored to" in races[0]["message"] and "may come before the store" in races[0]["message"]
     assert races[0]["location"].endswith(f":{_line_of('src=scratch[1 - pid:2 - pid, :])')}")
+
+
+def _iterated_exchange(x, second_barrier=False):
+    """Each program stores its row (scaled by the step) to the shared scratch, waits at a barrier, and reads the
+    other's row, twice. Without a second barrier the next step's store may land before the other program has read
+    the previous step's row (a store after a read, not ordered)."""
+    pid = nl.program_id(0)
+    scratch = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray((2, 2, x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    for step in range(2):
+        t = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[pid:pid + 1, :])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=float(step + 1))
+        nisa.dma_copy(dst=scratch[pid:pid + 1, :], src=t)  # this step's row
+        nisa.core_barrier(scratch, (0, 1))
+        u = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=u, src=scratch[1 - pid:2 - pid, :])
+        nisa.dma_copy(dst=out[step, pid:pid + 1, :], src=u)
+        if second_barrier:
+            nisa.core_barrier(scratch, (0, 1))
+    return out
+
+
+def test_a_store_over_what_the_other_program_read_without_a_barrier_is_a_race():
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    r = run_kernel(_iterated_exchange, (x,), lnc=2, target="trn2")
+    np.testing.assert_array_equal(r.outputs, np.stack([x[::-1], 2 * x[::-1]]))  # (this order: each read first)
+    races = _races(r)
+    assert len(races) == 1, r.trace.warnings
+    # (program 1's second store comes after program 0's read of its first: the programs alternate at each DMA)
+    assert races[0]["message"].startswith("dma_copy: program 1 stores to 8 element(s) of the shared tensor made at ")
+    assert "that program 0 read" in races[0]["message"] and "may land before that read" in races[0]["message"]
+    assert races[0]["location"].endswith(f":{_line_of('src=t)  # this step')}")
+
+
+def test_a_second_barrier_orders_the_read_before_the_next_store():
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    r = run_kernel(_iterated_exchange, (x,), {"second_barrier": True}, lnc=2, target="trn2")
+    np.testing.assert_array_equal(r.outputs, np.stack([x[::-1], 2 * x[::-1]]))
+    assert _races(r) == []
