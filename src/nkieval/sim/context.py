@@ -203,7 +203,7 @@ class Launch:
     # the same sequence of steps whatever the thread timing); None when they run one after another (no LNC-2
     # pair and no concurrent grid: sendrecv, core_barrier and all_reduce have no peer to wait for)
     turns: Turns | None = None
-    # an LNC-2 pair's stores to shared memory since it last synchronised (nkieval.sim.races.RaceMarks); None
+    # an LNC-2 pair's accesses to shared memory since it last synchronised (nkieval.sim.races.RaceMarks); None
     # otherwise
     races: Any = None
     mailboxes: dict[Any, Any] = field(default_factory=dict)

@@ -87,8 +87,9 @@ RULES: dict[str, Rule] = {
              "Beta-1 affine_range iterations may run in any order; only associative PSUM accumulation is allowed."),
         Rule("race", "the two programs of an LNC-2 pair touch the same shared elements with no synchronisation between",
              "The two cores run at the same time and nothing orders their DMAs but core_barrier or sendrecv: a "
-             "store over the other program's stores (with other values), or a read of them, has an outcome that "
-             "depends on timing. The simulator runs the programs access by access, one order the hardware can give."),
+             "store over the other program's stores or reads (with other values), or a read of its stores, has an "
+             "outcome that depends on timing. The simulator runs the programs access by access, one order the "
+             "hardware can give."),
     )
 }
 
@@ -135,7 +136,8 @@ EXAMPLES: dict[str, str] = {
 REPORTED_AS: dict[str, str] = {
     "simulator-only": 'warning; an error with `SimOptions(simulator_only="error")`, silent with "allow"',
     "psum-accumulate": "warning (the kernel runs; hardware behaviour is undefined)",
-    "race": "warning, once per shared tensor for stores and once for reads (the run goes on in its one order)",
+    "race": "warning, once per shared tensor and kind (a store over stores, a read of stores, a store over reads); "
+            "the run goes on in its one order",
     "uninitialized": "warning, once per allocation (reads see NaN / 4 sentinels; a tile read after another tile "
                      "placed at its address wrote there sees that tile's values, as on hardware)",
     "sbuf-capacity": 'error; a warning with `SimOptions(capacity_check="warn")`, skipped with "off"',

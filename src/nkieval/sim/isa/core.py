@@ -574,7 +574,7 @@ def write_exact(t: NkiTensor, values: np.ndarray) -> None:
 
 def _check_race(ctx: SimContext, t: NkiTensor, stored: np.ndarray) -> None:
     """A store of ``stored`` (storage dtype) into shared memory: in an LNC-2 launch, reported if it races a
-    store of the other program (nkieval.sim.races)."""
+    store or a read of the other program (nkieval.sim.races)."""
     races = ctx.launch.races
     if races is not None:
         races.check_store(ctx, t, stored)
