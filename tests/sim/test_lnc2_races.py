@@ -1,6 +1,6 @@
 """The two programs of an LNC-2 pair take turns at every shared-memory access, as cores running at the same time
-would order them, and a store that races the other program's store is reported (nkieval.sim.turns,
-nkieval.sim.races; issue 31).
+would order them, and an access that races the other program's is reported: a store over its stores or reads, a
+read of its stores (nkieval.sim.turns, nkieval.sim.races; issue 31).
 
 Found on public code: a test kernel whose two programs both clear the whole shared output and then store their
 own rows, with no barrier between. Run one program to its end before the other, program 1's clearing wiped
@@ -8,7 +8,6 @@ program 0's rows; on hardware both clearings land first (the cores run side by s
 
 from pathlib import Path
 
-import neuronxcc.nki as b1nki  # noqa: F401  (the shim: both front ends importable)
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
