@@ -50,11 +50,9 @@ class RaceMarks:
         key = id(t.alloc)
         stored = self._stores.get(key)
         if stored is not None and ("store", key) not in self._reported:
-            region = flag_view(t, stored[1])
-            hit = (region != 0) & (region != me + 1)
+            hit, peer = _stored_by_peer(t, stored[1], me)
             if hit.any() and _changes(t, values, hit):
                 self._reported.add(("store", key))
-                peer = int(region[hit].flat[0]) - 1
                 ctx.warn(f"program {me} stores to {int(hit.sum())} element(s) of {_describe(t.alloc)} that program "
                          f"{peer} stored other values to, with no core_barrier or sendrecv between the two: the two "
                          "cores run at the same time, so which store lands last depends on their timing on hardware "
@@ -79,11 +77,9 @@ class RaceMarks:
         key = id(a)
         stored = self._stores.get(key)
         if stored is not None and ("read", key) not in self._reported:
-            region = flag_view(t, stored[1])
-            hit = (region != 0) & (region != me + 1)
+            hit, peer = _stored_by_peer(t, stored[1], me)
             if hit.any():
                 self._reported.add(("read", key))
-                peer = int(region[hit].flat[0]) - 1
                 ctx.warn(f"program {me} reads {int(hit.sum())} element(s) of {_describe(a)} that program {peer} "
                          "stored to, with no core_barrier or sendrecv between the two: the two cores run at the same "
                          "time, so on hardware the read may come before the store and see the old values (a race; "
@@ -108,6 +104,13 @@ class RaceMarks:
         """The pair synchronised: every access so far is ordered before every later one."""
         for marks in (*self._stores.values(), *self._reads.values()):
             marks[1].fill(0)
+
+
+def _stored_by_peer(t: Any, marks: np.ndarray, me: int) -> tuple[np.ndarray, int]:
+    """Which elements of ``t`` program ``me``'s peer stored to last (by the store marks ``marks``), and that peer."""
+    region = flag_view(t, marks)
+    hit = (region != 0) & (region != me + 1)
+    return hit, 1 - me
 
 
 def _changes(t: Any, values: np.ndarray, where: np.ndarray) -> bool:

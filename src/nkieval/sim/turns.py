@@ -63,12 +63,8 @@ class Turns:
     def step(self, program: int) -> None:
         """``program`` is about to reach shared memory: the next program still running goes first, up to its own
         next access (or wait, or end); then ``program`` goes on. A step is progress (a waiting peer may now get
-        further). Returns at once when no other program runs."""
-        with self._cond:
-            self._idle = 0
-            self._hand_over(program)
-            if self._holder != program:
-                self._cond.wait_for(lambda: self._holder == program)
+        further). Returns at once when no other program runs: a wait that got further, met once the turn is back."""
+        self.wait(program, progressed=True)
 
     def stuck(self) -> bool:
         """Whether every program still running has checked its wait, unmet, since any of them last got further (a
