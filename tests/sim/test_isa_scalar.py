@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from isa_testlib import rand, sbuf, simulate
 
+from nkieval.sim.errors import NkiValidationError
+
 X = rand((128, 48), 1)
 COL = rand((128, 1), 2)
 
@@ -44,6 +46,32 @@ def test_activation_scale_and_vector_bias(target):
         nisa.activation(dst=d, op=nl.exp, data=x, bias=b, scale=0.5)
         return d
     np.testing.assert_allclose(simulate(body, X, COL, target=target), np.exp(X * 0.5 + COL), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"])
+def test_activation_bias_in_a_float_format(dtype):
+    def body(x, b):
+        bias = sbuf(b.shape, nl.bfloat16 if dtype == "bfloat16" else nl.float16)
+        nisa.tensor_copy(dst=bias, src=b)
+        d = sbuf(x.shape)
+        nisa.activation(dst=d, op=nl.exp, data=x, bias=bias)
+        return d
+    want = np.exp(X + COL.astype(np.float16 if dtype != "bfloat16" else np.float32))
+    np.testing.assert_allclose(simulate(body, X, COL), want, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [nl.int8, nl.int32, nl.uint8])
+def test_activation_bias_of_an_integer_type_is_refused(dtype):
+    """NKI's activation-bias-invalid-type: the bias vector is float32, float16 or bfloat16."""
+    def body(x, b):
+        bias = sbuf(b.shape, dtype)
+        nisa.memset(dst=bias, value=1)
+        d = sbuf(x.shape)
+        nisa.activation(dst=d, op=nl.exp, data=x, bias=bias)
+        return d
+    with pytest.raises(NkiValidationError, match="bias must be float32, float16 or bfloat16") as ei:
+        simulate(body, X, COL)
+    assert ei.value.rule == "dtype"
 
 
 def test_activation_vector_scale_and_scalar_bias_on_trn2():

@@ -47,6 +47,10 @@ def check_range(ctx: Any, o: Op, x: np.ndarray, instruction_name: str) -> None:
                  f"{o.name}; hardware output there is invalid", rule="argument", instruction=instruction_name)
 
 
+#: the dtypes an activation's bias vector may have
+_BIAS_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
+
+
 def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, reduce_op: Any,
               reduce_res: Any, cmd: int) -> None:
     dst = tensor_arg(dst, "dst")
@@ -66,8 +70,10 @@ def _activate(ctx: Any, name: str, dst: Any, op: Any, data: Any, bias: Any, scal
         if not hasattr(bias, "access") and not ctx.target.has("scalar_bias_scalar"):
             raise NkiValidationError("bias must be a [P, 1] vector on trn1 (scalar bias needs trn2+)", operand="bias",
                                      rule="generation")
-        if hasattr(bias, "dtype") and getattr(bias.dtype, "tf32", False):
-            raise NkiValidationError("bias cannot be tfloat32", operand="bias", rule="dtype")
+        if hasattr(bias, "dtype") and (bias.dtype not in _BIAS_DTYPES or getattr(bias.dtype, "tf32", False)):
+            # (NKI's error activation-bias-invalid-type; tfloat32 shares float32's storage, hence its own test)
+            raise NkiValidationError(f"bias must be float32, float16 or bfloat16, got {bias.dtype}", operand="bias",
+                                     rule="dtype")
         if o.name == "reciprocal" and not ctx.target.has("reciprocal_bias"):
             raise NkiValidationError("activation(op=reciprocal) cannot take a bias on trn1", operand="bias",
                                      rule="generation")
