@@ -83,7 +83,7 @@ def layernorm(x, gamma, beta):
         var = mv[i_p, 1 + nl.arange(1)[None, :]]
         rstd = nl.rsqrt(var + 1e-5, mask=ok)
         xc = nisa.tensor_scalar(t, np.subtract, mean, op1=np.multiply, operand1=rstd, mask=ok)
-        y = xc * g + bt
+        y = nl.add(nl.multiply(xc, g), bt)  # (nl calls broadcast g's one partition; operators do not)
         nl.store(out[rows, i_d], value=y, mask=ok)
     return out
 

@@ -101,16 +101,23 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address
     return t
 
 
+def check_on_chip_rank(shp: tuple[int, ...], buf: Buffer, name: str, instruction: str) -> None:
+    """An SBUF or PSUM tensor has a partition dimension and at least one free dimension (Beta 1 said
+    "Insufficient rank!" for a 1-D one)."""
+    if buf.on_chip and len(shp) < 2:
+        raise NkiValidationError(
+            f"{buf.kind.upper()} tensor {name or ''}{list(shp)} must have at least 2 dimensions "
+            f"(partition dimension first), e.g. {[*(shp or (1,)), 1]}", instruction=instruction,
+            operand=name or None, rule="indexing")
+
+
 def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
               instruction: str, fill: Any, defer_fill: bool = False) -> NkiTensor:
     if shp and min(shp) <= 0:
         raise NkiValidationError(f"shape {list(shp)} has a non-positive dimension", instruction=instruction,
                                  operand=name or None, rule="argument")
     if buf.on_chip:
-        if len(shp) < 2:
-            raise NkiValidationError(
-                f"{buf.kind.upper()} tensor {name or ''}{list(shp)} must have at least 2 dimensions "
-                "(partition dimension first)", instruction=instruction, operand=name or None, rule="indexing")
+        check_on_chip_rank(shp, buf, name, instruction)
         pmax = ctx.target.partitions
         if shp[0] > pmax:
             raise NkiValidationError(

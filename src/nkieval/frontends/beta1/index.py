@@ -154,6 +154,10 @@ def _corner_steps(v: np.ndarray, shape: tuple[int, ...]) -> tuple[int, list[int]
     return base, coefs
 
 
+#: what Beta 1 said for a grid indexed with one key, or looped over (its simulator's message)
+_ONE_D_SUBSCRIPT = 'Beta 1: "Only support multi-dimensional subscript to arange!"'
+
+
 class IndexExpr:
     """An index expression over ``nl.arange`` / ``nl.mgrid`` grids (concrete int64 values).
 
@@ -191,16 +195,29 @@ class IndexExpr:
         return f"IndexExpr(shape={list(v.shape)}, range=[{lo}, {hi}])"
 
     def __getitem__(self, key: Any) -> IndexExpr:
-        """``nl.arange(n)[:, None]`` places the grid on an axis; only ``:``/``None`` (and ints) are allowed."""
-        keys = key if isinstance(key, tuple) else (key,)
+        """``nl.arange(n)[:, None]`` places the grid on an axis: a tuple of ``:``/``None`` (and ints). A single
+        key (``nl.arange(n)[i]``, which ``for i in nl.arange(n)`` also asks for) is refused, as Beta 1 refused it."""
+        if not isinstance(key, tuple):
+            raise NkiValidationError(f"an index grid takes only a multi-dimensional subscript such as [:, None] or "
+                                     f"[None, :], got [{key!r}] ({_ONE_D_SUBSCRIPT})", rule="indexing")
+        keys = key
         for k in keys:
             if not (k is None or k is Ellipsis or isinstance(k, slice | int | np.integer)):
                 raise NkiValidationError(f"an index grid can only be reshaped with ':' and None, got {k!r}",
                                          rule="indexing")
         return IndexExpr(self.values[key], _placed_affine(self.aff, keys))
 
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise NkiValidationError("an index grid (nl.arange, nl.mgrid) does not support item assignment: make a tile "
+                                 "of its values with nisa.iota(grid, dtype=...) first (Beta 1: cannot-assign-to-index)",
+                                 rule="indexing")
+
     def __len__(self) -> int:
         return len(self.values)
+
+    def __iter__(self) -> Any:
+        raise NkiValidationError(f"an index grid (nl.arange, nl.mgrid) is not a loop range: loop over "
+                                 f"nl.affine_range(n) or nl.sequential_range(n) ({_ONE_D_SUBSCRIPT})", rule="indexing")
 
     def __bool__(self) -> bool:
         raise NkiValidationError("Control-flow depending on nl.arange or nl.mgrid is not supported", rule="indexing")

@@ -46,7 +46,14 @@ from nkieval.sim.context import current, maybe_current
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.memory import PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, Buffer
 from nkieval.sim.ops import BINARY, OPS, UNARY, Op
-from nkieval.sim.tensor import NkiTensor, allocate, as_buffer, cover_deferred_fill, ds  # noqa: F401 - ds is nl.ds
+from nkieval.sim.tensor import (  # noqa: F401 - ds is nl.ds
+    NkiTensor,
+    allocate,
+    as_buffer,
+    check_on_chip_rank,
+    cover_deferred_fill,
+    ds,
+)
 
 
 class B1Op(Op):
@@ -113,9 +120,11 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
     return _ndarray(shape, dtype, buffer, name)
 
 
-def _ndarray(shape: Any, dtype: Any, buffer: Any, name: str, defer_fill: bool = False) -> B1Tensor:
-    """``nl.ndarray``; ``defer_fill``: for a caller that writes the whole tensor next (nkieval.sim.tensor's
-    ``cover_deferred_fill``), its on-chip storage's sentinels are not written first."""
+def _ndarray(shape: Any, dtype: Any, buffer: Any, name: str, defer_fill: bool = False,
+             api: str = "ndarray") -> B1Tensor:
+    """``nl.ndarray`` (or the ``api`` that makes one, named in its errors); ``defer_fill``: for a caller that writes
+    the whole tensor next (nkieval.sim.tensor's ``cover_deferred_fill``), its on-chip storage's sentinels are not
+    written first."""
     plain, pdim = split_par_dim(shape)
     buf, allocator = _buffer(buffer)
     if allocator is not None and hasattr(allocator, "check"):
@@ -124,8 +133,8 @@ def _ndarray(shape: Any, dtype: Any, buffer: Any, name: str, defer_fill: bool = 
         if buf is not SHARED_HBM and current().launch.num_programs == 1:
             buf = SHARED_HBM  # one program: private HBM is shared HBM (and Beta 1 let kernels return it)
         return wrap(allocate(plain, dtype, buf, name, instruction="ndarray"))
-    if len(plain) < 2 and pdim == 0:
-        plain = (1, *plain) if plain else (1, 1)
+    if pdim == 0:
+        check_on_chip_rank(plain, buf, name, api)
     ops.check_partitions((plain[pdim],), "ndarray")
     if allocator is not None and getattr(allocator, "direct", False):
         return _placed(plain, pdim, dtype, buf, allocator, name)
@@ -182,7 +191,7 @@ def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str, api: str
     if not buf.on_chip:
         raise NkiValidationError("Creating HBM tensor with init value is not supported.", instruction=api,
                                  rule="argument")
-    t = _ndarray(shape, dtype, buffer, name, defer_fill=True)
+    t = _ndarray(shape, dtype, buffer, name, defer_fill=True, api=api)
     # the memsets below write every block, so every element of the storage (placed blocks are never deferred)
     cover_deferred_fill(t)
     tiles = [t] if t.pdim == 0 else [t[idx] for idx in np.ndindex(*t.shape[:t.pdim])]

@@ -64,6 +64,7 @@ class _Entry:
         names = list(self.fn.__code__.co_varnames[: self.fn.__code__.co_argcount])
         params = {**dict(zip(names, a)), **k}
         check_parameters(self.fn, params, result)
+        check_outputs_written(result)
         return _deliver(result)
 
 
@@ -114,6 +115,24 @@ def check_parameters(fn: Callable[..., Any], params: dict[str, Any], result: Any
                 f"Cannot update immutable parameter '{name}': kernel parameters are immutable unless annotated "
                 f"nt.mutable_tensor (def kernel({name}: nt.mutable_tensor, ...)), or write a copy",
                 instruction="kernel", operand=name, rule="kernel")
+
+
+def check_outputs_written(result: Any) -> None:
+    """Every HBM tensor the kernel made and returns was written by some instruction: Beta 1 refused one that was
+    not (its error ``tensor-output-not-written-to``; a loop that never runs, ``nl.affine_range(M // N)`` with
+    ``N > M``, is the usual cause). Checked for a launch of one program only (in a grid, another program may
+    write what this one returns)."""
+    ctx = maybe_current()
+    if ctx is None or ctx.launch.num_programs != 1:
+        return
+    for t in _returned(result):
+        if isinstance(t, NkiTensor) and t.alloc.buffer.kind == "hbm" and not t.alloc.is_kernel_arg \
+                and not t.alloc.written:
+            name = t.alloc.name or "output"
+            raise NkiValidationError(
+                f"output '{name}'{list(t.shape)} is returned but no instruction wrote it (Beta 1: "
+                "tensor-output-not-written-to): a loop that never runs, such as nl.affine_range(M // N) with N > M, "
+                "is the usual cause", instruction="kernel", operand=name, rule="kernel")
 
 
 class LatencyResult:

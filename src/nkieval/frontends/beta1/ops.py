@@ -521,6 +521,7 @@ def iop(name: str, target: Any, other: Any) -> Any:
     o = other.view() if isinstance(other, Access) else other
     if isinstance(o, NkiTensor):
         flush(o)
+    no_partition_broadcast(name, d, o)
     binary_into(d, name, d, tile(o, "y", name), name)
     state.note_write(d, accumulate=True)
     return target
@@ -546,8 +547,27 @@ def broadcast_to(x: Any, shape: Any) -> B1Tensor:
     return wrap(lc("broadcast_to")(src, tuple(int(s) for s in shape)))
 
 
+def operator_binary(name: str, a: Any, b: Any) -> B1Tensor:
+    """``a + b``, ``a * b``... (and NumPy's ufuncs) on tiles: :func:`binary` without partition-dimension
+    broadcasting, which NKI Beta 1 supported only through ``nki.language`` calls (``nl.add``...)."""
+    no_partition_broadcast(name, a, b)
+    return binary(name, a, b)
+
+
+def no_partition_broadcast(name: str, a: Any, b: Any) -> None:
+    """Refuse an operator whose two tile operands differ in partitions, one of them having one: NKI Beta 1's
+    known issues, "Partition dimension broadcasting is not supported on operator overloads (i.e, +, -, *, /, <<,
+    >>, etc), use nki.language APIs instead (i.e, nl.add, nl.multiply, ...)"."""
+    sa, sb = shape_of(a), shape_of(b)
+    if sa and sb and sa[0] != sb[0] and 1 in (sa[0], sb[0]):
+        raise NkiValidationError(
+            f"'{name}' as a Python operator broadcasts the partition dimension ({list(sa)} with {list(sb)}): NKI "
+            f"Beta 1 broadcasts partitions only in nki.language calls; write nl.{name}(a, b)", instruction=name,
+            rule="partition-mismatch")
+
+
 OPERATORS.update({
-    "binary": lambda name, a, b: binary(name, a, b),
+    "binary": operator_binary,
     "unary": lambda name, a: unary(name, a),
     "assign": assign,
     "iop": iop,

@@ -45,6 +45,28 @@ def _oob(name: str, dim: int, lo: int, hi: int, size: int) -> NkiValidationError
         f"of {size}", operand=name, rule="out-of-bounds")
 
 
+def _refuse_one_index(t: Any, key: Any) -> None:
+    """A 2-D tile indexed with one basic key (``buf[0:N]`` of an [N, 1] buffer): NKI Beta 1's known issues say
+    such buffers must be indexed with both indices (``buf[0:N, 0]``); a 1-D access does not work there."""
+    if isinstance(key, int | np.integer | slice | DynSlice):
+        k = _key_text(key)
+        name = t.alloc.name
+        raise NkiValidationError(
+            f"{t.alloc.buffer.kind.upper()} tile{f' {name!r}' if name else ''}{list(t.shape)} indexed with one index [{k}]: "
+            f"index a 2-D tile with both, e.g. [{k}, 0] or [{k}, :] (NKI Beta 1 known issues: a 1-D access of an "
+            f"[N, 1] or [1, M] buffer does not work)", operand=name or None, rule="indexing")
+
+
+def _key_text(k: Any) -> str:
+    """A basic key as the kernel wrote it: ``0:128``, ``3``, ``nl.ds(0, 128)``."""
+    if isinstance(k, slice):
+        text = ":".join("" if v is None else str(v) for v in (k.start, k.stop))
+        return text if k.step is None else f"{text}:{k.step}"
+    if isinstance(k, DynSlice):
+        return f"nl.ds({k.start}, {k.size})"
+    return str(int(k))
+
+
 class TileOps:
     """Python operators and numpy ufuncs on tiles (``a + b``, ``np.exp(a)``)."""
 
@@ -141,6 +163,8 @@ class B1Tensor(TileOps, NkiTensor):
     def __getitem__(self, key: Any) -> Any:
         if self.pending is not None:
             OPERATORS["flush"](self)
+        if not isinstance(key, tuple) and self.pdim == 0 and self.data.ndim == 2 and self.alloc.buffer.on_chip:
+            _refuse_one_index(self, key)
         if self.blocks is None:
             # Fast paths: a key of plain ints, int slices and int nl.ds (what loops write). For a tile, whether
             # it is a basic view (not too many indices, no slice past the end) is memoised per (key, shape); for
