@@ -7,6 +7,9 @@ import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
+import pytest
+
+from nkieval.sim.errors import NkiValidationError
 
 RNG = np.random.default_rng(11)
 
@@ -51,10 +54,6 @@ def test_loop_reduce_with_max():
 
 
 def test_beta1_tile_truthiness_is_still_data_dependent_control_flow():
-    import pytest
-
-    from nkieval.sim.errors import NkiValidationError
-
     def kern(x):
         t = nl.load(x)
         if t > 0:
@@ -81,3 +80,81 @@ def test_masked_max_over_non_trailing_axes():
     x = RNG.standard_normal((128, 4, 2, 3, 2), dtype=np.float32)
     got = nki.jit(_masked_pool, mode="simulation")(x)
     np.testing.assert_array_equal(got[:96], x.max(axis=(2, 4))[:96])
+
+
+@pytest.mark.parametrize("axis,keepdims", [((1, 3), False), ((1, 3), True), ([3, 1], False), ((-3, -1), False),
+                                           ((2,), False), ((2, 3), False)])
+def test_isa_tensor_reduce_over_any_free_axes(axis, keepdims):
+    """nisa.tensor_reduce reduces free axes that are not the trailing ones, as Beta 1's nl reductions do: the max of
+    a pooling window, [P, 2, W, 2] over (1, 3) (a course's fused conv2d-maxpool kernel on the 2025 toolchain)."""
+    def kern(x):
+        t = nl.load(x)
+        r = nisa.tensor_reduce(nl.max, t, axis=axis, keepdims=keepdims)
+        out = nl.ndarray(r.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, r)
+        return out
+
+    x = RNG.standard_normal((128, 2, 6, 2), dtype=np.float32)
+    ax = tuple(sorted(a % 4 for a in axis))
+    want = x.max(axis=ax, keepdims=keepdims)
+    got = nki.jit(kern, mode="simulation")(x)
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert got.shape == (want.shape if keepdims or want.ndim >= 2 else (*want.shape, 1))
+
+
+def test_isa_tensor_reduce_still_refuses_the_partition_axis():
+    def kern(x):
+        t = nl.load(x)
+        r = nisa.tensor_reduce(nl.add, t, axis=(0, 2))
+        out = nl.ndarray(r.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, r)
+        return out
+
+    with pytest.raises(NkiValidationError, match="partition dimension"):
+        nki.jit(kern, mode="simulation")(RNG.standard_normal((128, 2, 6), dtype=np.float32))
+
+
+@pytest.mark.parametrize("bias_shape", [(128, 1), (128, 1, 1)])
+def test_isa_tensor_tensor_broadcasts_a_per_partition_operand_over_every_free_dim(bias_shape):
+    """nisa.tensor_tensor of a [P, H, W] tile and a [P, 1] bias: the bias's one element per partition goes to every
+    free element (Beta 1's docs point to tensor_scalar as the faster form of that broadcast; course kernels add a
+    conv bias this way)."""
+    def kern(x, b):
+        t, bb = nl.load(x), nl.load(b)
+        r = nisa.tensor_tensor(t, bb, op=nl.add)
+        out = nl.ndarray(r.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, r)
+        return out
+
+    x = RNG.standard_normal((128, 5, 7), dtype=np.float32)
+    b = RNG.standard_normal(bias_shape, dtype=np.float32)
+    got = nki.jit(kern, mode="simulation")(x, b)
+    np.testing.assert_array_equal(got, x + b.reshape(128, 1, 1))
+
+
+def test_isa_tensor_tensor_refuses_free_dims_that_do_not_broadcast():
+    def kern(x, y):
+        r = nisa.tensor_tensor(nl.load(x), nl.load(y), op=nl.add)
+        out = nl.ndarray(r.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, r)
+        return out
+
+    with pytest.raises(NkiValidationError, match="do not broadcast"):
+        nki.jit(kern, mode="simulation")(np.ones((128, 5, 7), np.float32), np.ones((128, 3), np.float32))
+
+
+def test_masked_load_of_a_slice_past_the_end_with_trailing_dims_not_indexed():
+    """x[b, :, 8:12] of a [2, 128, 10, 16] x (the last dim not indexed) runs two rows past the end; the mask keeps
+    the rows inside, as a course's row-chunked conv2d loads its last chunk."""
+    def kern(x):
+        out = nl.ndarray((128, 4, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+        rows = 8 + nl.arange(4)[None, :, None]
+        t = nl.zeros((128, 4, 16), dtype=x.dtype, buffer=nl.sbuf)
+        t[:, :, :] = nl.load(x[1, :, 8:12], mask=(rows < 10))
+        nl.store(out, t)
+        return out
+
+    x = RNG.standard_normal((2, 128, 10, 16), dtype=np.float32)
+    want = np.zeros((128, 4, 16), np.float32)
+    want[:, :2] = x[1, :, 8:10]
+    np.testing.assert_array_equal(nki.jit(kern, mode="simulation")(x), want)

@@ -201,9 +201,9 @@ def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: A
     # operands of the same size but another shape pair elements per partition in order; of different sizes, a
     # [P, 1] (size-1 free dims) operand is broadcast along the free dims, as Beta 1 did
     broadcast = math.prod(a.shape) != math.prod(b.shape)
-    if broadcast:
+    if broadcast:  # (free dims broadcast among themselves: a [P, 1] operand against [P, H, W] is [P, 1, 1])
         try:
-            full = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+            full = (a.shape[0], *np.broadcast_shapes(tuple(a.shape[1:]), tuple(b.shape[1:])))
         except ValueError:
             raise NkiValidationError(f"tensor_tensor: data1{list(a.shape)} and data2{list(b.shape)} do not "
                                      "broadcast", instruction="tensor_tensor", rule="shape-mismatch") from None
@@ -272,6 +272,11 @@ def tensor_reduce(op: Any, data: Any, axis: Any, *, mask: Any = None, dtype: Any
         if len(shape) < 2:
             shape = (*shape, 1)
     out = new_tile(shape, dtype if dtype is not None else dv.dtype, SBUF, "tensor_reduce")
+    if axes and 0 not in axes and sorted(axes) != list(range(nd - len(axes), nd)):
+        # Beta 1 reduced any free axes, as its nl reductions did (a max pool reduces [P, 2, W, 2] over (1, 3)):
+        # the reduced axes are permuted last, a free-dimension access pattern, and the instruction reduces those
+        keep = [d for d in range(nd) if d not in axes]
+        dv, axes = wrap(dv.permute([*keep, *sorted(axes)])), tuple(range(len(keep), nd))
     instr("tensor_reduce")(out, _op(op), dv, axes, negate=negate, keepdims=keepdims)
     return out
 

@@ -133,8 +133,12 @@ def _ndarray(shape: Any, dtype: Any, buffer: Any, name: str, defer_fill: bool = 
         if buf is not SHARED_HBM and current().launch.num_programs == 1:
             buf = SHARED_HBM  # one program: private HBM is shared HBM (and Beta 1 let kernels return it)
         return wrap(allocate(plain, dtype, buf, name, instruction="ndarray"))
-    if pdim == 0:
-        check_on_chip_rank(plain, buf, name, api)
+    if pdim == 0 and len(plain) < 2:
+        if api != "ndarray":  # (nl.zeros((n,)) writes the 1-D tile: Beta 1's "Insufficient rank!")
+            check_on_chip_rank(plain, buf, name, api)
+        # a 1-D tile only declared (course kernels declare nl.ndarray((nl.par_dim(128),)) and rebind the name
+        # at once): its one dimension is the partition dimension, with one element per partition
+        plain = (*plain, 1) if plain else (1, 1)
     ops.check_partitions((plain[pdim],), "ndarray")
     if allocator is not None and getattr(allocator, "direct", False):
         return _placed(plain, pdim, dtype, buf, allocator, name)

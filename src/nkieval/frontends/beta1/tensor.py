@@ -327,6 +327,7 @@ def _past_end_as_grids(keys: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[A
     accessed). None when every slice is inside the tensor, or fewer than two are slices (the grid needs an axis
     per slice)."""
     sl = [k.to_slice() if isinstance(k, DynSlice) else k for k in keys]
+    sl += [slice(None)] * (len(shape) - len(sl))  # (trailing dims not indexed are whole: ``x[b, :, 8:12]`` of 4-D x)
     if sum(isinstance(k, slice) for k in sl) < 2:
         return None
     past = False
