@@ -14,6 +14,8 @@ Given local checkouts of the public repositories (it never downloads anything), 
   what its harness imports but neither the repository nor a package index has: see docs/compat-public.md):
   ``library`` — ``pytest test/integration --test-mode simulation -m fast`` on the node ids listed in
   ``--library-cases FILE`` (one per line; all fast cases take hours in simulation);
+* ``--course DIR`` (a directory of checkouts of students' repositories of Stanford CS149's Trainium assignment):
+  ``course`` — each checkout's own grading harness in simulation (``benchmarks/public_course.py``);
 * ``--nxdi PATH`` (aws-neuron/neuronx-distributed-inference) and/or ``--moe PATH`` (aws-neuron/nki-moe), whose
   kernels are tested on Trainium only: ``nxdi`` — each kernel called as its model calls it and compared with a
   NumPy reference (``benchmarks/public_nxdi.py``; ``--library`` alone lends it the NKI Library's ``nkilib``);
@@ -266,6 +268,30 @@ def run_nxdi_suite(nxdi: Path | None, moe: Path | None, library: Path | None, ti
     return suite
 
 
+# -- students' kernels graded by their course's harness: benchmarks/public_course.py -----------------------
+def run_course_suite(root: Path, timeout: float) -> Suite:
+    sys.path.insert(0, str(Path(__file__).parent))
+    import public_course
+
+    t0 = time.perf_counter()
+    suite = Suite("course", "(cd CHECKOUT/part2 && nkieval run test_harness.py --simulate --test_maxpool), every "
+                            "checkout of the course's assignment under the directory")
+    for repo in public_course.checkouts(root):
+        out, _status = public_course.run_checkout(repo, timeout)
+        parsed = public_course.parse(out)
+        for what, outcome, error in parsed:
+            case = Case(f"{repo.name}::{what}", outcome)
+            if outcome == "failed":
+                case.blame, case.why = public_course.blame(case.id, error)
+            suite.cases.append(case)
+        if not parsed:  # (the harness stopped before its first correctness case, or runs none)
+            c = Case(f"{repo.name}::(no correctness case)", "failed")
+            c.blame, c.why = public_course.blame(c.id, out.strip().splitlines()[-1] if out.strip() else "no output")
+            suite.cases.append(c)
+    suite.seconds = time.perf_counter() - t0
+    return suite
+
+
 # -- report --------------------------------------------------------------------------------------------
 def table(suites: list[Suite]) -> str:
     lines = ["| suite | passed | in scope | pass rate | nkieval's fault | kept (documented rule) | out of scope | "
@@ -297,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--library-cases", type=Path, help="file of library test node ids to run, one per line")
     ap.add_argument("--nxdi", type=Path, help="checkout of aws-neuron/neuronx-distributed-inference (its NKI kernels)")
     ap.add_argument("--moe", type=Path, help="checkout of aws-neuron/nki-moe (its NKI kernels)")
+    ap.add_argument("--course", type=Path, help="directory of checkouts of a course's NKI assignment "
+                                                  "(benchmarks/public_course.py)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per suite (per file for compat suites)")
     ap.add_argument("--json", type=Path, help="write every case with its blame here")
     args = ap.parse_args(argv)
@@ -323,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                                  args.timeout, env))
     if args.nxdi or args.moe:
         suites.append(run_nxdi_suite(args.nxdi, args.moe, args.library, args.timeout))
+    if args.course:
+        suites.append(run_course_suite(args.course, min(args.timeout, 900.0)))
     if not suites:
         ap.error("give at least one checkout")
     print(table(suites))
