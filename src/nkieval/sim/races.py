@@ -52,22 +52,22 @@ class RaceMarks:
         if stored is not None and ("store", key) not in self._reported:
             hit, peer = _stored_by_peer(t, stored[1], me)
             if hit.any() and _changes(t, values, hit):
-                self._reported.add(("store", key))
-                ctx.warn(f"program {me} stores to {int(hit.sum())} element(s) of {_describe(t.alloc)} that program "
-                         f"{peer} stored other values to, with no core_barrier or sendrecv between the two: the two "
-                         "cores run at the same time, so which store lands last depends on their timing on hardware "
-                         f"(a race; here program {me}'s lands last). Synchronise with nisa.core_barrier, or have one "
-                         "program store each element", rule="race", instruction=getattr(ctx, "instruction_name", None))
+                self._report(ctx, "store", key,
+                             f"program {me} stores to {int(hit.sum())} element(s) of {_describe(t.alloc)} that program "
+                             f"{peer} stored other values to, with no core_barrier or sendrecv between the two: the two "
+                             "cores run at the same time, so which store lands last depends on their timing on "
+                             f"hardware (a race; here program {me}'s lands last). Synchronise with nisa.core_barrier, "
+                             "or have one program store each element")
         read = self._reads.get(key)
         if read is not None and ("after-read", key) not in self._reported:
             hit = (flag_view(t, read[1]) & ~np.uint8(1 << me)) != 0
             if hit.any() and _changes(t, values, hit):
-                self._reported.add(("after-read", key))
-                ctx.warn(f"program {me} stores to {int(hit.sum())} element(s) of {_describe(t.alloc)} that program "
-                         f"{1 - me} read, with no core_barrier or sendrecv between the two: the two cores run at the "
-                         "same time, so on hardware the store may land before that read, which would see the new "
-                         "values (a race; here the read came first). Synchronise with nisa.core_barrier between the "
-                         "read and the store", rule="race", instruction=getattr(ctx, "instruction_name", None))
+                self._report(ctx, "after-read", key,
+                             f"program {me} stores to {int(hit.sum())} element(s) of {_describe(t.alloc)} that program "
+                             f"{1 - me} read, with no core_barrier or sendrecv between the two: the two cores run at "
+                             "the same time, so on hardware the store may land before that read, which would see the "
+                             "new values (a race; here the read came first). Synchronise with nisa.core_barrier "
+                             "between the read and the store")
 
     def check_read(self, ctx: Any, t: Any) -> None:
         """``ctx``'s program is about to read ``t``: report a race if the other program stored to any of its
@@ -79,18 +79,23 @@ class RaceMarks:
         if stored is not None and ("read", key) not in self._reported:
             hit, peer = _stored_by_peer(t, stored[1], me)
             if hit.any():
-                self._reported.add(("read", key))
-                ctx.warn(f"program {me} reads {int(hit.sum())} element(s) of {_describe(a)} that program {peer} "
-                         "stored to, with no core_barrier or sendrecv between the two: the two cores run at the same "
-                         "time, so on hardware the read may come before the store and see the old values (a race; "
-                         "here the store came first). Synchronise with nisa.core_barrier between the store and the "
-                         "read", rule="race", instruction=getattr(ctx, "instruction_name", None))
+                self._report(ctx, "read", key,
+                             f"program {me} reads {int(hit.sum())} element(s) of {_describe(a)} that program {peer} "
+                             "stored to, with no core_barrier or sendrecv between the two: the two cores run at the "
+                             "same time, so on hardware the read may come before the store and see the old values (a "
+                             "race; here the store came first). Synchronise with nisa.core_barrier between the store "
+                             "and the read")
         if not a.is_kernel_arg:
             read = self._reads.get(key)
             if read is None:
                 read = self._reads[key] = (a, np.zeros(a.storage.shape, np.uint8))
             region = flag_view(t, read[1])
             region |= np.uint8(1 << me)
+
+    def _report(self, ctx: Any, kind: str, key: int, message: str) -> None:
+        """Warn of a race of ``kind`` on the allocation ``key`` (each kind once per allocation)."""
+        self._reported.add((kind, key))
+        ctx.warn(message, rule="race", instruction=getattr(ctx, "instruction_name", None))
 
     def mark(self, ctx: Any, t: Any) -> None:
         """``ctx``'s program stored into ``t``."""

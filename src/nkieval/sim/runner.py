@@ -172,7 +172,7 @@ def run_kernel(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: dict[st
     if (lnc == 2 and not grid) or (concurrent and len(points) > 1):
         launch.turns = Turns(len(points))  # one program at a time, in a fixed order (nkieval.sim.turns)
         if not grid and opts.compute_values:  # (a record-only run stores no values: nothing to race)
-            launch.races = RaceMarks()  # (an LNC-2 pair: stores to shared memory that race, nkieval.sim.races)
+            launch.races = RaceMarks()  # (an LNC-2 pair: accesses to shared memory that race, nkieval.sim.races)
         threads = [threading.Thread(target=run_program, args=(i, c), name=f"nki-lnc{i}") for i, c in enumerate(contexts)]
         for th in threads:
             th.start()
