@@ -3,6 +3,8 @@
 Our own minimal reproductions (no public code is copied here).
 """
 
+import warnings
+
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
@@ -158,3 +160,63 @@ def test_masked_load_of_a_slice_past_the_end_with_trailing_dims_not_indexed():
     want = np.zeros((128, 4, 16), np.float32)
     want[:, :2] = x[1, :, 8:10]
     np.testing.assert_array_equal(nki.jit(kern, mode="simulation")(x), want)
+
+
+def _block_reduce(x, op):
+    """Per outer block i, the reduction over k of x[i, k] into entry i of a fresh (never written) SBUF block
+    tensor, as the compiler's own Beta-1 output reduces: no initialisation before the loop."""
+    nb, nk, p, f = x.shape
+    out = nl.ndarray((nb, p, f), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray((nb, nl.par_dim(p), f), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(nb):
+        for k in nl.affine_range(nk):
+            acc[i, nl.arange(p)[:, None], nl.arange(f)[None, :]] = nl.loop_reduce(
+                nl.load(x[i, k]), op=op, loop_indices=[k], dtype=nl.float32)
+        nl.store(out[i], acc[i])
+    return out
+
+
+@pytest.mark.parametrize(("op", "ref"), [(np.max, np.max), (np.add, np.sum)])
+def test_loop_reduce_into_a_never_written_destination_starts_the_reduction(op, ref):
+    """Into elements nothing wrote, the reduction starts with the first value (not garbage, not zero: the data
+    are all negative, so max(0, ...) or NaN would both show); each block entry starts on its own, also after the
+    tensor's other entries were written."""
+    x = -1.0 - RNG.random((3, 4, 128, 32), dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no read before a write is reported either)
+        got = nki.jit(lambda t: _block_reduce(t, op), mode="simulation")(x)
+    np.testing.assert_allclose(got, ref(x, axis=1), rtol=1e-6)
+
+
+def _zeros_then_max(x):
+    out = nl.ndarray((128, 32), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((nl.par_dim(128), 32), dtype=nl.float32, buffer=nl.sbuf)
+    for k in nl.affine_range(x.shape[0]):
+        acc[...] = nl.loop_reduce(nl.load(x[k]), op=np.max, loop_indices=[k])
+    nl.store(out, acc)
+    return out
+
+
+def test_loop_reduce_into_a_written_destination_reduces_into_its_values():
+    """The documented form: a destination written first (``nl.zeros``) is the right-hand input from the start."""
+    x = -1.0 - RNG.random((3, 128, 32), dtype=np.float32)
+    got = nki.jit(_zeros_then_max, mode="simulation")(x)
+    np.testing.assert_array_equal(got, np.zeros((128, 32), np.float32))
+
+
+def test_loop_reduce_start_is_recorded_without_values():
+    """The start is decided by which elements instructions wrote, not by values: a program recorded over shapes
+    alone replays to the eager result, instruction for instruction."""
+    from nkieval.sim.program import ArgSpec, Program, record_program, replay_program
+    from nkieval.sim.runner import run_kernel
+
+    def kern(x):
+        return _block_reduce(x, np.max)
+
+    x = -1.0 - RNG.random((2, 3, 128, 16), dtype=np.float32)
+    eager = run_kernel(kern, [x.copy()], {}, target="trn2")
+    rec = record_program(kern, [ArgSpec(x.shape, "float32")], {}, target="trn2")
+    replay = replay_program(Program.from_json(rec.program.to_json()), [x.copy()], {}, target="trn2")
+    np.testing.assert_array_equal(replay.outputs, eager.outputs)
+    np.testing.assert_allclose(replay.outputs, x.max(axis=1), rtol=1e-6)
+    assert [r.opcode for r in eager.trace.records] == [r.opcode for r in replay.trace.records]

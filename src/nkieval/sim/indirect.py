@@ -77,6 +77,8 @@ def _scatter_back(ti: TensorIndirection, pos: tuple[np.ndarray, ...], dense: Nki
     drop_f32(a)  # the storage changed under any cached fp32 copy
     if dense.alloc.written:
         a.written = True
+        if a.elem_written is not None:
+            flag_view(base, a.elem_written)[pos] = True
     if a.mm_written is not None:
         flag_view(base, a.mm_written)[pos] = dense.alloc.mm_written
         flag_view(base, a.other_written)[pos] = dense.alloc.other_written

@@ -88,6 +88,9 @@ class Allocation:
     # were last written by a non-matmul instruction (memset/copy) — accumulation onto those is UB.
     mm_written: np.ndarray | None = None
     other_written: np.ndarray | None = None
+    # Which elements some instruction has written, per element; kept only for a tile that asked for it while
+    # nothing had written it yet (track_element_writes: a Beta-1 loop_reduce destination), None for every other.
+    elem_written: np.ndarray | None = field(default=None, init=False, repr=False)
     # Trace-operand caches of this allocation's views, keyed by view geometry (see NkiTensor.access).
     views: dict = field(default_factory=dict, init=False, repr=False)
     # SBUF only: fp32 conversions of views read by the engines, by view geometry (isa.core.read_f32),
@@ -113,6 +116,14 @@ class Allocation:
         if allocator is not None:
             self._allocator = None
             allocator.release(self.id)
+
+    def track_element_writes(self) -> np.ndarray | None:
+        """Start (if nothing has written this tile yet) or continue keeping which of its elements are written;
+        None where that is no longer knowable: a tile written before it was asked for, or one sharing its
+        storage with others placed at its address."""
+        if self.elem_written is None and not self.written and self.slot is None:
+            self.elem_written = np.zeros(self.shape, dtype=bool)
+        return self.elem_written
 
     # (a finaliser, not a weak reference with a callback per tile: nothing to make or register per allocation)
     __del__ = release

@@ -745,7 +745,8 @@ def _wait_for_group(launch: Any, key: Any, members: list[tuple[int, ...]], me: t
 
 def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
     """Reduce ``x`` over the iterations of the loops in ``loop_indices`` into the destination, which is also the
-    right-hand input of ``op`` (``dst = op(dst, x)`` each iteration; ``dst`` keeps its own dtype).
+    right-hand input of ``op`` (``dst = op(dst, x)`` each iteration; ``dst`` keeps its own dtype; a destination
+    nothing has written starts as ``x``: ``ops.loop_reduce_into``).
 
     ``dst[...] = nl.loop_reduce(...)`` names the destination; in the documented ``b = nl.loop_reduce(a, ...)``
     form the destination is the tile ``b`` holds before the assignment (read from the caller's frame), updated
@@ -756,9 +757,7 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: 
     xt = ops.tile(x, "x", "loop_reduce")
     dst = _assignment_target(sys._getframe(1))
     if isinstance(dst, NkiTensor) and dst.is_on_chip:
-        full = tuple(dst.shape)
-        for box in boxes_for(mask, full, "loop_reduce"):
-            ops.iop(name, sub(wrap(dst), box), restrict(xt, box, full))
+        ops.loop_reduce_into(dst, name, xt, mask)
         return dst
     return ops.LoopReduce(xt, name, mask)
 

@@ -423,16 +423,36 @@ class LoopReduce:
     mask: Any = None
 
 
+def loop_reduce_into(dst: Any, op: str, x: Any, mask: Any = None) -> None:
+    """One iteration of ``nl.loop_reduce``: ``dst = op(dst, x)`` (``mask``: only its box)."""
+    d = dst.view() if isinstance(dst, Access) else dst
+    if mask is None:
+        _reduce_step(d, op, x)
+        return
+    full = tuple(d.shape)
+    for box in boxes_for(mask, full, "loop_reduce"):  # masked: only the box is reduced into
+        _reduce_step(sub(wrap(d), box), op, restrict(x, box, full))
+
+
+def _reduce_step(d: NkiTensor, op: str, x: Any) -> None:
+    """``d = op(d, x)``, except into a destination no instruction has written: there the reduction starts,
+    ``d = x``. The compiler's own Beta-1 output reduces into a fresh ``nl.ndarray`` this way (its NKIBench
+    kernels, NumPy-checked on Trainium, do it for add and max), which on hardware holds garbage; a destination
+    that was written (the docs' ``nl.zeros``) is reduced into as documented. Decided from which elements
+    instructions wrote, never from values: a recorded program is the same whatever the data."""
+    flags = d.alloc.track_element_writes()
+    if flags is not None and not flag_view(d, flags).any():
+        copy_into(d, tile(x.view() if isinstance(x, Access) else x, "x", "loop_reduce"), "loop_reduce")
+        state.note_write(d, accumulate=True)
+        return
+    iop(op, d, x)
+
+
 def assign(dst: Any, value: Any) -> None:
     """``t[key] = value``."""
     d = dst.view() if isinstance(dst, Access) else dst
     if isinstance(value, LoopReduce):
-        if value.mask is None:
-            iop(value.op, dst, value.x)
-            return
-        full = tuple(d.shape)
-        for box in boxes_for(value.mask, full, "loop_reduce"):  # masked: only the box is reduced into
-            iop(value.op, sub(wrap(d), box), restrict(value.x, box, full))
+        loop_reduce_into(d, value.op, value.x, value.mask)
         return
     if isinstance(value, B1Tensor) and value.pending is not None and d.buffer.kind == "psum":
         value.pending.run(d, accumulate=False)

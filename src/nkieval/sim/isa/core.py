@@ -511,6 +511,8 @@ def mark_written(t: NkiTensor, *, matmul: bool) -> None:
         ctx = current()
         if ctx.launch.races is not None:  # (an LNC-2 launch: which program stored here last, nkieval.sim.races)
             ctx.launch.races.mark(ctx, t)
+    if a.elem_written is not None:
+        flag_view(t, a.elem_written)[...] = True
     mm = a.mm_written
     if mm is not None:
         data = t.data
@@ -529,6 +531,8 @@ def note_write(alloc: Any) -> None:
     if alloc.slot is not None:
         claim_for_write(alloc, None)
     alloc.written = True
+    if alloc.elem_written is not None:  # (which elements a scatter stored to is not kept: all count as written)
+        alloc.elem_written.fill(True)
     drop_f32(alloc)
 
 
