@@ -1,5 +1,6 @@
 """Beta-1 semantics: index grids, masks, block dims, accumulation, launch modes and documented errors."""
 
+import types
 import warnings
 
 import neuronxcc.nki as nki
@@ -171,6 +172,70 @@ def test_affine_range_write_conflict_is_detected():
         return out
 
     run(seq, np.zeros((4, 8), np.float32))
+
+
+def _write_blocks(x, clash_at=None, interleave=False):
+    """Each of 3 iterations writes 100 single-row blocks of an SBUF block tensor: its own rows, or (interleave)
+    every third row starting at its number; with ``clash_at``, iteration 2's write number ``clash_at`` goes to
+    row 6 instead, which iteration 0 wrote."""
+    out = nl.ndarray((300, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((300, nl.par_dim(4), 8), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(3):
+        for j in range(100):
+            row = 3 * j + i if interleave else 100 * i + j
+            if clash_at is not None and i == 2 and j == clash_at:
+                row = 6
+            t[row] = nl.load(x[0:4, :])
+    for r in range(300):
+        nl.store(out[r:r + 1, :], t[r, 0:1, :])
+    return out
+
+
+def test_affine_range_write_conflict_after_many_disjoint_writes_names_both_iterations():
+    """Past the first 64 writes the detector keeps each iteration's bounding box; a clash hidden behind 300
+    disjoint writes is still found, with the iteration that wrote the element first."""
+    x = np.ones((4, 8), np.float32)
+    run(_write_blocks, x)
+    with pytest.raises(NkiValidationError, match=r"iterations 0 and 2 of an nl\.affine_range"):
+        run(lambda t: _write_blocks(t, clash_at=50), x)
+
+
+def test_affine_range_interleaved_iterations_writing_apart_are_not_a_conflict():
+    """Iterations whose bounding boxes meet but whose elements do not (every third row) pass; a later clash in
+    the same pattern is still found."""
+    x = np.ones((4, 8), np.float32)
+    run(lambda t: _write_blocks(t, interleave=True), x)
+    with pytest.raises(NkiValidationError, match="iterations 0 and 2"):
+        run(lambda t: _write_blocks(t, clash_at=80, interleave=True), x)
+
+
+class _StorageView:
+    """What the write-conflict detector reads of a tile: its view's data and its storage."""
+
+    def __init__(self, storage: np.ndarray, view: np.ndarray) -> None:
+        self.data = view
+        self.alloc = types.SimpleNamespace(storage=storage)
+        self._offset = view.__array_interface__["data"][0] - storage.__array_interface__["data"][0]
+
+    def _byte_offset(self) -> int:
+        return self._offset
+
+
+def test_write_owners_keep_nothing_per_element_for_disjoint_slices():
+    """Memory: iterations writing their own slices leave no per-element array however many writes there are;
+    when one is needed it is the smallest integer type holding the loop's iteration numbers."""
+    from nkieval.frontends.beta1.state import WriteOwners, iteration_dtype
+
+    data = np.zeros((64, 4, 16), np.float32)
+    owners = WriteOwners(data.shape, iteration_dtype(64))
+    for it in range(64):
+        for k in range(4):
+            assert owners.write(_StorageView(data, data[it, k]), it) is None
+    assert owners.dense is None
+    prev = owners.write(_StorageView(data, data[3, 1:3, 5:9]), 40)
+    assert owners.dense is not None and owners.dense.dtype == np.int8
+    assert set(prev.tolist()) == {3}
+    assert iteration_dtype(200) == np.int16 and iteration_dtype(40000) == np.int32
 
 
 def test_psum_accumulation_in_affine_range_is_allowed_and_sums():

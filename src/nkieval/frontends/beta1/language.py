@@ -265,7 +265,7 @@ class affine_range(sim_nl.affine_range):
         super().__init__(*args[:3])
 
     def __iter__(self) -> Iterator[int]:
-        loop = state.enter_loop()
+        loop = state.enter_loop(builtins.max(builtins.abs(self.r.start), builtins.abs(self.r.stop)))
         try:
             for i in super().__iter__():
                 if loop is not None:

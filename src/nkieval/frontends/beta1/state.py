@@ -33,6 +33,7 @@ class AffineLoop:
 
     uid: int
     iteration: int = 0
+    dtype: type = np.int32  # of a dense record of iteration numbers (WriteOwners)
     owners: dict[int, WriteOwners] = field(default_factory=dict)  # alloc id -> last writer iteration
 
 
@@ -82,11 +83,12 @@ def state() -> ProgramState | None:
     return st
 
 
-def enter_loop() -> AffineLoop | None:
+def enter_loop(bound: int = 1 << 31) -> AffineLoop | None:
+    """A new running loop whose iteration numbers are below ``bound`` in magnitude."""
     st = state()
     if st is None:
         return None
-    loop = AffineLoop(next(_LOOP_IDS))
+    loop = AffineLoop(next(_LOOP_IDS), dtype=iteration_dtype(bound))
     st.loops.append(loop)
     st.loop_uids = None
     return loop
@@ -114,20 +116,28 @@ def note_allocation(t: NkiTensor, st: ProgramState | None = None) -> None:
 class WriteOwners:
     """Which iteration of one loop entry last wrote each element of one tensor.
 
-    Kept as the boxes the writes so far cover in the tensor's index space while no two boxes of different
-    iterations overlap (then no element can have two writers: the common case, each iteration writing its own
-    slice), and as a dense per-element array of iterations from the first write whose box overlaps another
-    iteration's, or that is no box (a reshaped view): the writes so far are replayed into it, in order. A dense
-    array per (loop entry, tensor) from the start cost a fill of the whole tensor every time a loop was
-    entered."""
+    Iterations run in order, so a write can only clash with an earlier iteration's. Kept, cheapest first:
+    the writes so far as boxes in the tensor's index space while each iteration's bounding box (of all its
+    writes) meets no earlier iteration's (the common case, each iteration writing its own slice: nothing per
+    element, whatever the number of writes); else, while few, while no box meets a box of another iteration;
+    else as a dense per-element array of iterations (the smallest integer type that holds the loop's), into
+    which the writes so far are replayed in order. A dense array per (loop entry, tensor) from the first write
+    cost a fill of the whole tensor every time a loop was entered, and a large kernel's block tensors several
+    times their own size (one array per loop level)."""
 
-    __slots__ = ("dense", "shape", "writes")
-    MAX_BOXES = 64  # past this many writes, the dense array (each write is checked against every box)
+    __slots__ = ("current", "current_box", "dense", "done_boxes", "done_union", "dtype", "shape", "writes")
+    MAX_BOXES = 64  # past this many writes whose bounding boxes met, the dense array (each is checked against all)
+    MAX_WRITES = 1 << 18  # writes remembered for the replay; past this, the dense array (bounded memory)
 
-    def __init__(self, shape: tuple[int, ...]) -> None:
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype | type = np.int32) -> None:
         self.shape = shape
+        self.dtype = dtype
         self.writes: list[tuple[tuple[tuple[int, int], ...], tuple[Any, ...], int]] | None = []
         self.dense: np.ndarray | None = None
+        self.current: int | None = None  # the iteration writing now; its bounding box so far
+        self.current_box: tuple[tuple[int, int], ...] | None = None
+        self.done_boxes: list[tuple[tuple[int, int], ...]] = []  # earlier iterations' bounding boxes
+        self.done_union: tuple[tuple[int, int], ...] | None = None  # and theirs
 
     def write(self, dst: NkiTensor, iteration: int) -> np.ndarray | None:
         """Note that ``iteration`` writes ``dst``; returns the earlier iterations' numbers at the elements a
@@ -137,19 +147,52 @@ class WriteOwners:
             if 0 in geo[1]:
                 return None
             box = _storage_box(geo, self.shape) if dst.data.dtype.itemsize == dst.alloc.storage.itemsize else None
-            if box is not None and len(self.writes) < self.MAX_BOXES and not any(
-                    it != iteration and _boxes_meet(box, other) for other, _, it in self.writes):
-                self.writes.append((box, geo, iteration))
+            if box is not None and len(self.writes) < self.MAX_WRITES and self._apart(box, iteration, geo):
                 return None
-            self.dense = np.full(self.shape, -1, dtype=np.int32)
-            for _, g, it in self.writes:
-                _dense_view(self.dense, g)[...] = it
-            self.writes = None
+            self._go_dense()
+        assert self.dense is not None
         w = flag_view(dst, self.dense)
         clash = (w >= 0) & (w != iteration)
         prev = w[clash]
         w[...] = iteration
         return prev
+
+    def _apart(self, box: tuple[tuple[int, int], ...], iteration: int, geo: tuple[Any, ...]) -> bool:
+        """Record the write if it provably meets no element an earlier iteration wrote."""
+        assert self.writes is not None
+        if iteration != self.current:
+            if self.current_box is not None:
+                self.done_boxes.append(self.current_box)
+                self.done_union = _union(self.done_union, self.current_box)
+            self.current, self.current_box = iteration, None
+        grown = _union(self.current_box, box)
+        if not (self.done_union is not None and _boxes_meet(grown, self.done_union)
+                and any(_boxes_meet(grown, b) for b in self.done_boxes)):
+            pass
+        elif len(self.writes) >= self.MAX_BOXES or any(
+                it != iteration and _boxes_meet(box, other) for other, _, it in self.writes):
+            return False
+        self.current_box = grown
+        self.writes.append((box, geo, iteration))
+        return True
+
+    def _go_dense(self) -> None:
+        assert self.writes is not None
+        self.dense = np.full(self.shape, -1, dtype=self.dtype)
+        for _, g, it in self.writes:
+            _dense_view(self.dense, g)[...] = it
+        self.writes = None
+
+
+def iteration_dtype(bound: int) -> type:
+    """The smallest signed integer type that holds iteration numbers below ``bound`` in magnitude (and -1)."""
+    return np.int8 if bound <= 127 else np.int16 if bound <= 32767 else np.int32
+
+
+def _union(a: tuple[tuple[int, int], ...] | None, b: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    if a is None:
+        return b
+    return tuple((min(alo, blo), max(ahi, bhi)) for (alo, ahi), (blo, bhi) in zip(a, b))
 
 
 def _storage_box(geo: tuple[int, tuple[int, ...], tuple[int, ...]],
@@ -218,7 +261,7 @@ def note_write(dst: NkiTensor, *, accumulate: bool = False, what: str = "write")
             continue
         owners = loop.owners.get(dst.alloc.id)
         if owners is None:
-            owners = loop.owners[dst.alloc.id] = WriteOwners(dst.alloc.storage.shape)
+            owners = loop.owners[dst.alloc.id] = WriteOwners(dst.alloc.storage.shape, loop.dtype)
         prev = owners.write(dst, loop.iteration)
         if prev is not None and prev.size:
             name = dst.alloc.name or f"t{dst.alloc.id}"
