@@ -16,6 +16,9 @@ Given local checkouts of the public repositories (it never downloads anything), 
   ``--library-cases FILE`` (one per line; all fast cases take hours in simulation);
 * ``--course DIR`` (a directory of checkouts of students' repositories of Stanford CS149's Trainium assignment):
   ``course`` — each checkout's own grading harness in simulation (``benchmarks/public_course.py``);
+* ``--nkibench PATH`` (zhang677/AccelOpt or its ``NKIBench`` directory): ``nkibench`` — each compiler-generated
+  Beta-1 kernel in simulation, checked against its NumPy reference with the benchmark's own gate
+  (``benchmarks/public_nkibench.py``, which also prints each case's peak memory);
 * ``--nxdi PATH`` (aws-neuron/neuronx-distributed-inference) and/or ``--moe PATH`` (aws-neuron/nki-moe), whose
   kernels are tested on Trainium only: ``nxdi`` — each kernel called as its model calls it and compared with a
   NumPy reference (``benchmarks/public_nxdi.py``; ``--library`` alone lends it the NKI Library's ``nkilib``);
@@ -292,6 +295,25 @@ def run_course_suite(root: Path, timeout: float) -> Suite:
     return suite
 
 
+# -- compiler-generated kernels with NumPy references: benchmarks/public_nkibench.py -------------------------
+def run_nkibench_suite(checkout: Path, timeout: float) -> Suite:
+    sys.path.insert(0, str(Path(__file__).parent))
+    import public_nkibench
+
+    t0 = time.perf_counter()
+    suite = Suite("nkibench", "nkieval run public_nkibench.py --child OP REFERENCE KERNEL 1 (nki.simulate_kernel on "
+                              "the reference's inputs, relative L2 error under the benchmark's gate), every case of "
+                              "NKIBench/summary.json")
+    for op, task, kernel in public_nkibench.cases(public_nkibench.bench_dir(checkout)):
+        r = public_nkibench.run_case(op, task, kernel, 1, timeout)
+        case = Case(op, r.outcome)
+        if r.outcome == "failed":
+            case.blame, case.why = public_nkibench.blame(op, r.error)
+        suite.cases.append(case)
+    suite.seconds = time.perf_counter() - t0
+    return suite
+
+
 # -- report --------------------------------------------------------------------------------------------
 def table(suites: list[Suite]) -> str:
     lines = ["| suite | passed | in scope | pass rate | nkieval's fault | kept (documented rule) | out of scope | "
@@ -325,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--moe", type=Path, help="checkout of aws-neuron/nki-moe (its NKI kernels)")
     ap.add_argument("--course", type=Path, help="directory of checkouts of a course's NKI assignment "
                                                   "(benchmarks/public_course.py)")
+    ap.add_argument("--nkibench", type=Path, help="checkout of zhang677/AccelOpt (its NKIBench kernels; "
+                                                    "benchmarks/public_nkibench.py)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per suite (per file for compat suites)")
     ap.add_argument("--json", type=Path, help="write every case with its blame here")
     args = ap.parse_args(argv)
@@ -353,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         suites.append(run_nxdi_suite(args.nxdi, args.moe, args.library, args.timeout))
     if args.course:
         suites.append(run_course_suite(args.course, min(args.timeout, 900.0)))
+    if args.nkibench:
+        suites.append(run_nkibench_suite(args.nkibench, args.timeout))
     if not suites:
         ap.error("give at least one checkout")
     print(table(suites))
