@@ -174,3 +174,43 @@ def test_affine_select_reads_only_the_form():
     (pred,) = seen
     assert pred._values is None and pred._diff is None and pred.aff is not None
     assert np.array_equal(out, np.where(pred.values, x, np.float32(0)))
+
+
+@st.composite
+def _placed_access(draw):
+    """An affine grid of up to 3 axes (some of size one), the access shape it broadcasts to (right-aligned, with
+    leading axes added), and a box of slices of that shape (or none)."""
+    nd = draw(st.integers(1, 3))
+    gshape = tuple(draw(st.sampled_from([1, 2, 3, 5])) for _ in range(nd))
+    lead = tuple(draw(st.sampled_from([1, 2, 4])) for _ in range(draw(st.integers(0, 2))))
+    shape = lead + tuple(n if n > 1 else draw(st.sampled_from([1, 3])) for n in gshape)
+    base = draw(st.integers(-50, 50))
+    coefs = tuple(0 if n == 1 else draw(st.integers(-40, 40)) for n in gshape)
+    box = None
+    if draw(st.booleans()):
+        box = []
+        for n in shape:
+            a = draw(st.integers(0, n - 1))
+            b = draw(st.integers(a + 1, n))
+            box.append(slice(a, b, draw(st.sampled_from([1, 1, 2]))))
+        box = tuple(box)
+    return (gshape, base, coefs), shape, box
+
+
+@settings(max_examples=300, deadline=None)
+@given(_placed_access())
+def test_an_accessed_grids_form_from_its_form_equals_the_form_read_from_its_values(case):
+    """Access.view reads an affine grid's form, its range and its box without making values: the same form and
+    range as reading them from the values broadcast to the access and cut to the box."""
+    from nkieval.frontends.beta1.index import _affine_values
+    from nkieval.frontends.beta1.tensor import _form_range, _placed_form
+
+    aff, shape, box = case
+    values = np.broadcast_to(_affine_values(aff), shape)
+    cut = values[box] if box is not None else values
+    sub = cut.shape
+    got = _placed_form(aff, shape, box, sub)
+    assert got is not None
+    base, coefs = affine_form(cut, sub)
+    assert got == (base, coefs)
+    assert _form_range(got, sub) == (int(cut.min()), int(cut.max()))

@@ -231,6 +231,8 @@ def test_write_owners_keep_nothing_per_element_for_disjoint_slices():
     for it in range(64):
         for k in range(4):
             assert owners.write(_StorageView(data, data[it, k]), it) is None
+        # (a free dim written as two, 8 * i + j: the box bounds it)
+        assert owners.write(_StorageView(data, data[it].reshape(4, 2, 8)), it) is None
     assert owners.dense is None
     prev = owners.write(_StorageView(data, data[3, 1:3, 5:9]), 40)
     assert owners.dense is not None and owners.dense.dtype == np.int8

@@ -197,9 +197,11 @@ def _union(a: tuple[tuple[int, int], ...] | None, b: tuple[tuple[int, int], ...]
 
 def _storage_box(geo: tuple[int, tuple[int, ...], tuple[int, ...]],
                  shape: tuple[int, ...]) -> tuple[tuple[int, int], ...] | None:
-    """The index ranges, per dimension of a C-ordered array of ``shape``, that a view (offset, shape, strides, in
-    elements) lies in; ``None`` unless each view dimension steps along one array dimension of its own (a basic
-    slice, not a reshape) without leaving it."""
+    """The bounding box, as index ranges per dimension of a C-ordered array of ``shape``, of a view (offset,
+    shape, strides, in elements); ``None`` where a view dimension's steps are no whole number of steps of one
+    array dimension, or carry into the next (the box would not bound the view). Several view dimensions may
+    step along one array dimension (a free dim split in two, ``128 * i + j``): the box then bounds the view, and
+    the conflict check that reads it stays sound (boxes apart means elements apart)."""
     off, vshape, vstrides = geo
     cstrides = [1] * len(shape)
     for d in range(len(shape) - 2, -1, -1):
@@ -212,18 +214,19 @@ def _storage_box(geo: tuple[int, tuple[int, ...], tuple[int, ...]],
         start.append(rem // c)
         rem %= c
     lo, hi = list(start), list(start)
-    used = set()
     for n, st in zip(vshape, vstrides):
         if n == 1:
             continue
         d = next((d for d, c in enumerate(cstrides) if c <= abs(st)), None)
-        if d is None or st % cstrides[d] or d in used:
+        if d is None or st % cstrides[d]:
             return None
-        used.add(d)
-        end = start[d] + (n - 1) * (st // cstrides[d])
-        if not 0 <= end < shape[d]:
-            return None
-        lo[d], hi[d] = min(start[d], end), max(start[d], end)
+        reach = (n - 1) * (st // cstrides[d])
+        if reach < 0:
+            lo[d] += reach
+        else:
+            hi[d] += reach
+    if any(a < 0 or b >= n for a, b, n in zip(lo, hi, shape)):
+        return None
     return tuple(zip(lo, hi))
 
 

@@ -366,8 +366,9 @@ def _is_advanced(k: Any) -> bool:
 class Access(TileOps):
     """A tensor indexed with index expressions; turned into a view by :meth:`view` (after masking).
 
-    ``items`` holds, per tensor dimension, an int, an int64 index array (an index expression),
-    or an index tile (dynamic partition index into HBM).
+    ``items`` holds, per tensor dimension, an int, an affine index expression (its form is read, never its
+    values), an int64 index array (any other index expression), or an index tile (dynamic partition index into
+    HBM).
     """
 
     __slots__ = ("dyn", "items", "scalar", "shape", "tensor")
@@ -411,8 +412,8 @@ class Access(TileOps):
                         f"indexing tensor '{name}' with 1d arange is not supported: place the grid on an axis, e.g. "
                         "nl.arange(n)[:, None] for the partition axis or nl.arange(n)[None, :] for a free axis",
                         operand=name, rule="indexing")
-                items.append(k.values)
-                arrays.append(k.values)
+                items.append(k if k.aff is not None else k.values)  # (an affine grid: its form, no values made)
+                arrays.append(k)
             elif isinstance(k, NkiTensor | Access):
                 if tensor.is_on_chip or self.dyn is not None:
                     raise Beta1Unsupported(
@@ -477,9 +478,21 @@ class Access(TileOps):
         name = t.alloc.name or "tensor"
         shape = self.shape
         sub = tuple(np.empty(shape, dtype=np.int8)[box].shape) if box is not None else shape
-        vals: list[np.ndarray | None] = []
+        vals: list[np.ndarray | tuple[int, list[int]] | None] = []
         base = self._scalar_base()
         for d, it in enumerate(self.items):
+            if isinstance(it, IndexExpr):
+                form = _placed_form(it.aff, shape, box, sub)  # type: ignore[arg-type]
+                if form is None:  # (a box of another kind, or an empty view: read the values)
+                    it = it.values
+                else:
+                    lo, hi = _form_range(form, sub)
+                    if base is not None and base[0] == d:
+                        lo, hi = lo + base[1], hi + base[1]
+                    if lo < 0 or hi >= t.shape[d]:
+                        raise _oob(name, d, lo, hi, t.shape[d])
+                    vals.append(form)
+                    continue
             if isinstance(it, np.ndarray):
                 v = np.broadcast_to(it, shape)
                 if box is not None:
@@ -495,13 +508,16 @@ class Access(TileOps):
                 i = it + (n if it < 0 else 0)
                 if not 0 <= i < n:
                     raise _oob(name, d, it, it, n)
-                vals.append(np.full(sub, i, dtype=np.int64))
+                vals.append((i, [0] * len(sub)))
             else:
                 vals.append(None)
         forms = []
         for d, v in enumerate(vals):
             if v is None:
                 forms.append((0, [0] * len(sub)))
+                continue
+            if isinstance(v, tuple):
+                forms.append(v)
                 continue
             f = affine_form(v, sub)
             if f is None:
@@ -522,6 +538,38 @@ class Access(TileOps):
         raw = start.view(f"u{start.dtype.itemsize}")
         view = np.lib.stride_tricks.as_strided(raw, shape=sub, strides=strides).view(data.dtype)
         return B1Tensor(view, t.alloc, t.dtype, 0)
+
+
+def _placed_form(aff: tuple[tuple[int, ...], int, tuple[int, ...]], shape: tuple[int, ...],
+                 box: tuple[Any, ...] | None, sub: tuple[int, ...]) -> tuple[int, list[int]] | None:
+    """The affine form ``(base, coefs per axis of sub)`` of an affine grid ``aff`` broadcast (right-aligned) to
+    an access of ``shape`` and restricted to ``box`` (of shape ``sub``): what :func:`affine_form` reads from the
+    grid's values, worked out from the form alone. None for a box that is not slices, or an empty view."""
+    ashape, base, coefs = aff
+    pad = len(shape) - len(ashape)
+    if pad < 0 or 0 in sub:
+        return None
+    c = [0] * pad + [0 if n == 1 else int(k) for n, k in zip(ashape, coefs)]
+    if box is not None:
+        for k, s in enumerate(box):
+            if not isinstance(s, slice):
+                return None
+            start, _, step = s.indices(shape[k])
+            base += c[k] * start
+            c[k] *= step
+    return int(base), [0 if n == 1 else ck for n, ck in zip(sub, c)]
+
+
+def _form_range(form: tuple[int, list[int]], sub: tuple[int, ...]) -> tuple[int, int]:
+    """The least and greatest value of an affine form over a view of shape ``sub``."""
+    base, coefs = form
+    lo = hi = base
+    for n, c in zip(sub, coefs):
+        if c < 0:
+            lo += c * (n - 1)
+        else:
+            hi += c * (n - 1)
+    return lo, hi
 
 
 def _check_partition_axis(t: B1Tensor, forms: list[tuple[int, list[int]]], shape: tuple[int, ...], name: str) -> None:
