@@ -166,11 +166,10 @@ class WriteOwners:
                 self.done_union = _union(self.done_union, self.current_box)
             self.current, self.current_box = iteration, None
         grown = _union(self.current_box, box)
-        if not (self.done_union is not None and _boxes_meet(grown, self.done_union)
-                and any(_boxes_meet(grown, b) for b in self.done_boxes)):
-            pass
-        elif len(self.writes) >= self.MAX_BOXES or any(
-                it != iteration and _boxes_meet(box, other) for other, _, it in self.writes):
+        near = (self.done_union is not None and _boxes_meet(grown, self.done_union)
+                and any(_boxes_meet(grown, b) for b in self.done_boxes))
+        if near and (len(self.writes) >= self.MAX_BOXES or any(
+                it != iteration and _boxes_meet(box, other) for other, _, it in self.writes)):
             return False
         self.current_box = grown
         self.writes.append((box, geo, iteration))
