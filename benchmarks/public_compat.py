@@ -35,8 +35,8 @@ and prints, per suite, how many cases pass, and for each case that does not, who
 Pass rate = passed / (cases that ran − out of scope). Skipped cases are not counted.
 
 Run: ``.venv/bin/python benchmarks/public_compat.py --sdk SDK --samples SAMPLES --samples-ci SAMPLES_CI
-[--library LIB --library-env ENV --library-cases CASES] [--nxdi NXDI --moe MOE] [--timeout 1800]
-[--json out.json]``.
+[--library LIB --library-env ENV --library-cases CASES] [--nxdi NXDI --moe MOE] [--course DIR] [--nkibench ACCELOPT]
+[--timeout 1800] [--json out.json]``.
 """
 
 from __future__ import annotations
