@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nkieval.frontends.beta1.index import IndexExpr, Predicate, affine_form, arange, mgrid
-from nkieval.frontends.beta1.isa import _tile_form
+from nkieval.frontends.beta1.index import IndexExpr, Predicate, affine_form, arange, fitted_form, mgrid
 
 _OPS = ["add", "radd", "sub", "rsub", "mul", "rmul", "neg", "add_expr", "sub_expr"]
 
@@ -113,7 +112,7 @@ def test_tile_form_is_affine_forms(left, right, tile):
     p = a >= b
     if p.aff is None:
         return
-    form = _tile_form(p.aff, tile)
+    form = fitted_form(p.aff, tile)
     d = p.diff
     try:
         fitted = np.broadcast_to(d.reshape(d.shape[-len(tile):]) if d.ndim > len(tile) else d, tile)

@@ -578,6 +578,27 @@ def affine_form(values: np.ndarray, shape: tuple[int, ...]) -> tuple[int, list[i
     return base, coefs
 
 
+def fitted_form(aff: Any, shape: tuple[int, ...]) -> tuple[int, list[int]] | None:
+    """What :func:`affine_form` gives for an affine form ``aff`` (an index grid's, or a predicate's difference)
+    fitted to the tile or access ``shape`` as broadcasting fits it (leading unit dimensions dropped, then
+    broadcast, right-aligned), worked out from the form alone; None where the fitting would fail or the shape is
+    empty (the values path then raises or answers as before)."""
+    dshape, base, coefs = aff
+    n = len(shape)
+    if len(dshape) > n:
+        if any(d != 1 for d in dshape[:len(dshape) - n]):
+            return None
+        dshape, coefs = dshape[len(dshape) - n:], coefs[len(coefs) - n:]
+    pad = n - len(dshape)
+    dshape, coefs = (1,) * pad + tuple(dshape), (0,) * pad + tuple(coefs)
+    out = []
+    for d, c, m in zip(dshape, coefs, shape):
+        if m <= 0 or (d != m and d != 1):
+            return None
+        out.append(c if d == m and m > 1 else 0)
+    return base, out
+
+
 def mask_array(mask: Any, shape: tuple[int, ...], where: str) -> np.ndarray | None:
     """A mask broadcast to an instruction's tile ``shape``; None means "no mask"."""
     if mask is None:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.frontends.beta1 import ops, state
-from nkieval.frontends.beta1.index import IndexExpr, Predicate, affine_form
+from nkieval.frontends.beta1.index import IndexExpr, Predicate, affine_form, fitted_form
 from nkieval.frontends.beta1.ops import (
     Beta1Unsupported,
     PendingMatmul,
@@ -406,7 +406,7 @@ def affine_select(pred: Any, on_true_tile: Any, on_false_value: Any, *, mask: An
         raise NkiValidationError("affine_select pred must be a single comparison of affine index expressions "
                                  "(e.g. iy < ix)", instruction="affine_select", operand="pred", rule="argument")
     shape = tuple(t.shape)
-    form = _tile_form(pred.aff, shape) if pred.aff is not None else None
+    form = fitted_form(pred.aff, shape) if pred.aff is not None else None
     if form is None:
         diff = np.broadcast_to(pred.diff.reshape(pred.diff.shape[-len(shape):]) if pred.diff.ndim > len(shape)
                                else pred.diff, shape)
@@ -424,27 +424,6 @@ def affine_select(pred: Any, on_true_tile: Any, on_false_value: Any, *, mask: An
         instr("affine_select")(o, pattern, coefs[0], t if box is None else wrap(t._index(box)),
                                float(on_false_value), cmp_op=OPS[pred.cmp], offset=b0)
     return ops.masked(out, boxes)
-
-
-def _tile_form(aff: Any, shape: tuple[int, ...]) -> tuple[int, list[int]] | None:
-    """What :func:`affine_form` gives for a predicate's difference of affine form ``aff`` (Predicate.aff) fitted to
-    the tile ``shape`` as :func:`affine_select` fits it (leading unit dimensions dropped, then broadcast), worked
-    out from the form alone; None where the fitting would fail or the tile is empty (the values path then raises
-    or answers as before)."""
-    dshape, base, coefs = aff
-    n = len(shape)
-    if len(dshape) > n:
-        if any(d != 1 for d in dshape[:len(dshape) - n]):
-            return None
-        dshape, coefs = dshape[len(dshape) - n:], coefs[len(coefs) - n:]
-    pad = n - len(dshape)
-    dshape, coefs = (1,) * pad + tuple(dshape), (0,) * pad + tuple(coefs)
-    out = []
-    for d, c, m in zip(dshape, coefs, shape):
-        if m <= 0 or (d != m and d != 1):
-            return None
-        out.append(c if d == m and m > 1 else 0)
-    return base, out
 
 
 def range_select(*, on_true_tile: Any, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from nkieval.frontends.beta1.errors import Beta1Unsupported
-from nkieval.frontends.beta1.index import DynIndex, IndexExpr, affine_form, broadcast_shape
+from nkieval.frontends.beta1.index import DynIndex, IndexExpr, affine_form, broadcast_shape, fitted_form
 from nkieval.sim.errors import NkiValidationError
 from nkieval.sim.tensor import DynSlice, NkiTensor, _starts, key_signature
 
@@ -542,14 +542,13 @@ class Access(TileOps):
 
 def _placed_form(aff: tuple[tuple[int, ...], int, tuple[int, ...]], shape: tuple[int, ...],
                  box: tuple[Any, ...] | None, sub: tuple[int, ...]) -> tuple[int, list[int]] | None:
-    """The affine form ``(base, coefs per axis of sub)`` of an affine grid ``aff`` broadcast (right-aligned) to
-    an access of ``shape`` and restricted to ``box`` (of shape ``sub``): what :func:`affine_form` reads from the
-    grid's values, worked out from the form alone. None for a box that is not slices, or an empty view."""
-    ashape, base, coefs = aff
-    pad = len(shape) - len(ashape)
-    if pad < 0 or 0 in sub:
+    """The affine form ``(base, coefs per axis of sub)`` of an affine grid ``aff`` broadcast to an access of
+    ``shape`` (:func:`fitted_form`) and restricted to ``box`` (of shape ``sub``): what :func:`affine_form` reads
+    from the grid's values, worked out from the form alone. None for a box that is not slices, or an empty view."""
+    form = fitted_form(aff, shape)
+    if form is None or 0 in sub:
         return None
-    c = [0] * pad + [0 if n == 1 else int(k) for n, k in zip(ashape, coefs)]
+    base, c = form
     if box is not None:
         for k, s in enumerate(box):
             if not isinstance(s, slice):
