@@ -423,9 +423,8 @@ class LoopReduce:
     mask: Any = None
 
 
-def loop_reduce_into(dst: Any, op: str, x: Any, mask: Any = None) -> None:
-    """One iteration of ``nl.loop_reduce``: ``dst = op(dst, x)`` (``mask``: only its box)."""
-    d = dst.view() if isinstance(dst, Access) else dst
+def loop_reduce_into(d: NkiTensor, op: str, x: Any, mask: Any = None) -> None:
+    """One iteration of ``nl.loop_reduce``: ``d = op(d, x)`` (``mask``: only its box)."""
     if mask is None:
         _reduce_step(d, op, x)
         return
