@@ -558,7 +558,8 @@ _MGRID_CACHED_ELEMENTS = 1 << 20  # a grid larger than this (8 MiB of int64) is 
 
 
 # -- affine analysis --------------------------------------------------------------------
-def broadcast_shape(exprs: list[np.ndarray]) -> tuple[int, ...]:
+def broadcast_shape(exprs: list[Any]) -> tuple[int, ...]:
+    """The broadcast shape of index arrays or expressions (anything with a ``shape``)."""
     try:
         return tuple(np.broadcast_shapes(*(e.shape for e in exprs)))
     except ValueError:
