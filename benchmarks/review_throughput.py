@@ -29,6 +29,14 @@ to quote for an RL loop. With ``--repeat 2`` the second round meets outputs alre
 verdicts the numerics keep (``PreparedCheck`` keeps the last few per case, keyed by the output's
 bytes), so it measures repeated candidates.
 
+With ``--new-rounds`` the later rounds review every candidate as a new one instead: its source with a comment
+line of the round's number appended (a different candidate to everything the judge keeps by source: recorded
+programs, static findings, float constants), and the numerics' memo of judged outputs emptied before each review.
+What the judge keeps for the task stays kept (the case cache; the cause search's CUDA runs of the task's kernel and
+its mutants, which depend on the task and the inputs, never on the candidate), so these rounds measure the steady
+state of a service that has already reviewed other candidates of the task: a search that is the first to try the
+task's mutants pays for their runs in the first round only (the first round's figures are still printed apart).
+
 A review with ``seed=None`` (a fresh secret seed each time) is always cold. The first review
 of the run also pays for the sandbox zygote's start; it is a warm-up, reported separately.
 
@@ -221,6 +229,9 @@ def _forget_candidate_sources() -> None:
     differential._port_literals.cache_clear()
     TRACES.clear()
 
+
+#: what the rounds after the first are called in the summaries (``--new-rounds``: new candidates)
+LATER = ["repeated rounds"]
 
 #: each mode's kept runs of the cause search in the last run
 STORES: dict[str, KeptRuns] = {}
@@ -487,7 +498,7 @@ def _replay_worker(on: bool) -> Iterator[None]:
 
 def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False, verbose: bool = True,
          exclude: tuple[str, ...] = (), reports: dict[str, dict[str, Any]] | None = None, alternate: bool = False,
-         flip: bool = False) -> dict[str, tuple[list[tuple], dict, dict]]:
+         flip: bool = False, new_rounds: bool = False) -> dict[str, tuple[list[tuple], dict, dict]]:
     """Review every candidate in every mode. Rows: (cold|warm, role, task, file, total_s, simulation_s, harness
     CPU, verdict, wall, (verdict, score, levels), round, digest of the report without timings, CPU of the parts that
     :class:`ThreadClocks` times); per mode
@@ -495,7 +506,8 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
     wall time per kind and the stage sums per kind and per warm role. ``reports``: each mode "full" review's report
     without timings, by "task/file/round", filled in. ``flip`` (with ``alternate``): every candidate's modes in the
     reverse of the order a run without it gives them (every other run of ``--runs``, so that each candidate meets
-    each mode first in alternate runs)."""
+    each mode first in alternate runs). ``new_rounds``: every round after the first reviews each candidate as a new
+    one (:func:`_as_new`)."""
     out: dict[str, tuple[list[tuple], dict, dict]] = {
         m: ([], {"cold": 0.0, "warm": 0.0}, {}) for m in modes}
     # the judge's cause search keeps CUDA runs across reviews (candidate-independent work): each mode keeps its
@@ -515,16 +527,16 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                         clear_caches()
                         stores[mode].clear()
                     first[mode] = False
-                    if len(modes) > 1:
+                    if len(modes) > 1 or (new_rounds and round_ > 0):
                         _forget_judged_outputs()
-                        if round_ == 0:
+                        if round_ == 0 or new_rounds:
                             _forget_candidate_sources()
                     k0 = CLOCKS.snapshot() if CLOCKS is not None else {}
                     c0, w0 = time.process_time(), time.perf_counter()
                     with _kept_timeouts(mode != "before"), kept_runs_mode(mode, stores[mode]), judge_mode(mode), \
                             _replay_worker(mode != "no-replay-worker"), search_mode(mode), cost_mode(mode), \
                             _deferred_checks(mode != "no-defer"):
-                        r = review(t, f, seed=1, **MODES[mode])
+                        r = review(t, _as_new(f, round_) if new_rounds else f, seed=1, **MODES[mode])
                     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                     parts = {k: v - k0[k] for k, v in CLOCKS.snapshot().items()} if CLOCKS is not None else {}
                     rep = report_outcome(r)
@@ -549,6 +561,12 @@ def _run(tasks: list, repeat: int, modes: tuple[str, ...], hostile: bool = False
                               f" s)  differential {tm.get('differential_s', 0.0):6.3f} s  tail "
                               f"{tm.get('worker_wait_s', 0.0):6.3f} s", flush=True)
     return out
+
+
+def _as_new(f: Path, round_: int) -> str | Path:
+    """The candidate of a later ``--new-rounds`` round: its source with the round's comment appended (the same
+    kernel, lines and outputs; a new source to every cache keyed by it)."""
+    return f if round_ == 0 else f.read_text() + f"\n# benchmark round {round_}: a new candidate\n"
 
 
 def _per_role(rows: list[tuple], kind: str = "warm") -> dict[str, tuple[int, float, float, float]]:
@@ -576,7 +594,7 @@ def _brief_vs_full(res: dict[str, tuple[list[tuple], dict, dict]], a: str = "ful
     the same."""
     full, brief = res[a][0], res[b][0]
     rounds = max((r[10] for r in full), default=0) + 1
-    for first, last, which in ((0, rounds, ""), *(((0, 1, ", first round"), (1, rounds, ", repeated rounds"))
+    for first, last, which in ((0, rounds, ""), *(((0, 1, ", first round"), (1, rounds, f", {LATER[0]}"))
                                                   if rounds > 1 else ())):
         pick_f = [r for r in full if first <= r[10] < last]
         pick_b = [r for r in brief if first <= r[10] < last]
@@ -605,7 +623,7 @@ def _per_round(rows: list[tuple]) -> None:
     print("\nwarm review wall time / simulation; per review: harness CPU, the replays' CPU in it (cases, evidence, "
           "port runs), the rest (the judge's own work), harness CPU / replay CPU; then the CPU per review of each "
           "part benchmarks/review_throughput.py ThreadClocks times (differential includes its port replays):")
-    for first, last, which in ((0, 1, "first round"), *(((1, rounds, "repeated rounds"),) if rounds > 1 else ())):
+    for first, last, which in ((0, 1, "first round"), *(((1, rounds, LATER[0]),) if rounds > 1 else ())):
         pick = [r for r in rows if first <= r[10] < last and r[0] == "warm"]
         by = _per_role(pick)
         for role in [r for r in ("expert", "baseline", "flawed", "hostile") if r in by]:
@@ -652,6 +670,10 @@ def main() -> None:
     ap.add_argument("--tasks", default="")
     ap.add_argument("--repeat", type=int, default=1, help="rounds over each task's candidates (all but the first "
                     "review of a task are warm)")
+    ap.add_argument("--new-rounds", action="store_true",
+                    help="with --repeat N: every later round reviews each candidate as a new one (its source with a "
+                         "comment appended, the numerics' memo of judged outputs emptied), the steady state of a "
+                         "service that has reviewed other candidates of the task")
     ap.add_argument("--hostile", action="store_true", help="also review the adversarial suite's candidates written "
                     "for the tasks (role hostile)")
     ap.add_argument("--compare-brief", action="store_true",
@@ -737,7 +759,9 @@ def main() -> None:
              *(("before-cost",) if args.compare_cost else ()))
     reports: dict[str, dict[str, Any]] = {}
     res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))),
-               reports=reports, alternate=args.alternate)
+               reports=reports, alternate=args.alternate, new_rounds=args.new_rounds)
+    if args.new_rounds:
+        LATER[0] = "new-candidate rounds"
     rows, walls, _ = res["full"]
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
@@ -793,7 +817,7 @@ def main() -> None:
                 print(f"\nrun {k + 1} of {args.runs}")
                 runs.append(_run(tasks, args.repeat, modes, args.hostile,
                                  exclude=tuple(filter(None, args.exclude.split(","))), alternate=args.alternate,
-                                 flip=k % 2 == 1))
+                                 flip=k % 2 == 1, new_rounds=args.new_rounds))
                 _throughput_ratio(runs[-1], "untrusted", f"trace-then-execute / before (run {k + 1})")
             _median_ratio(runs, "untrusted", "trace-then-execute / before")
     if args.compare_defer:
