@@ -159,6 +159,12 @@ def k_psum_accumulate_after_memset(a):
     nisa.nc_matmul(dst=acc, stationary=x, moving=x, accumulate=True)
 
 
+def k_onezero_hint(a):  # an fp32 operand of 0.5s passed as one of zeros and ones
+    ones = sbuf((128, 128))
+    nisa.memset(dst=ones, value=1.0)
+    nisa.nc_matmul(dst=psum((128, 512)), stationary=ones, moving=_load(a), is_moving_onezero=True)
+
+
 def k_kernel(a):
     return _load(a)
 
@@ -232,6 +238,10 @@ CASES = [
     ("psum-accumulate", "after_memset_v2", k_psum_accumulate_after_memset, F32, "trn1", None, "warning",
      "nc_matmul: accumulate=True onto PSUM written by a non-matmul instruction (memset/copy) is undefined on "
      "NeuronCore-v2/v3"),
+    ("onezero-hint", "fp32_halves", k_onezero_hint, np.full((128, 512), 0.5, np.float32), "trn2", None, "error",
+     "nc_matmul: is_moving_onezero=True but moving[128, 512] holds values other than 0 and 1 (0.5 at [0, 0]): the "
+     "hint lets the PE skip the fp32 passes such values need, so the result would be undefined on hardware; drop "
+     "the hint or pass an operand of zeros and ones"),
     ("kernel", "returns_sbuf", k_kernel, F32, "trn2", None, "error",
      "kernel: kernel returned NkiTensor(t"),
     ("uninitialized", "read_before_write", k_uninitialized, F32, "trn2", None, "warning",

@@ -59,6 +59,10 @@ RULES: dict[str, Rule] = {
              "0.4); Beta-1 kernels compiled them."),
         Rule("psum-accumulate", "PSUM accumulation pattern undefined on hardware",
              "Accumulating onto PSUM that no matmul wrote (never written, or written by memset/copy on v2/v3) is undefined."),
+        Rule("onezero-hint", "a one/zero hint on an fp32 matmul operand that holds other values",
+             "is_stationary_onezero / is_moving_onezero let the PE skip the fp32 passes other values need (up to "
+             "2x faster, nki.isa.nc_matmul); an operand with other values would give an undefined result, and the "
+             "performance model would credit a speed-up the kernel did not earn."),
         Rule("kernel", "kernel launch or return rule",
              "Kernel arguments and results are HBM tensors; outputs are shared_hbm; LNC degree 1 or 2."),
         Rule("uninitialized", "read of memory never written",
@@ -124,6 +128,9 @@ EXAMPLES: dict[str, str] = {
                       "device",
     "psum-accumulate": "nc_matmul: accumulate=True onto PSUM written by a non-matmul instruction (memset/copy) is "
                        "undefined on NeuronCore-v2/v3",
+    "onezero-hint": "nc_matmul: is_moving_onezero=True but moving[128, 512] holds values other than 0 and 1 "
+                    "(0.5 at [0, 0]): the hint lets the PE skip the fp32 passes such values need, so the result "
+                    "would be undefined on hardware; drop the hint or pass an operand of zeros and ones",
     "kernel": "kernel: kernel returned NkiTensor(t2[128, 64], float32, sbuf): outputs must be HBM tensors "
               "allocated with buffer=nl.shared_hbm",
     "uninitialized": "tensor_copy: reads SBUF tensor 't2'[128, 64] before anything wrote it (garbage on hardware; "

@@ -136,6 +136,9 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     if tile_size or tile_position:
         _check_tiling(ctx, tile_position, tile_size, K, M)
     _check_psum_bank(ctx, dst)
+    if not ctx.dry:  # (a record-only run has no values: the replay with them checks the hints)
+        _check_onezero_hint(is_stationary_onezero, stationary, st, "stationary")
+        _check_onezero_hint(is_moving_onezero, moving, mv, "moving")
     if ctx.dry:  # a record-only run: no values
         res = np.zeros(dst.shape, np.float32)
     elif transpose_mode and mv.shape[0] == mv.shape[1] and np.array_equal(mv, np.eye(mv.shape[0], dtype=mv.dtype)):
@@ -190,6 +193,24 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
            accumulated=accumulated, perf_mode="double_row" if pm else "none", is_transpose=bool(is_transpose),
            tile_position=list(tile_position or ()), tile_size=list(tile_size or ()),
            stationary_onezero=bool(is_stationary_onezero), moving_onezero=bool(is_moving_onezero))
+
+
+def _check_onezero_hint(hint: Any, t: Any, vals: np.ndarray, role: str) -> None:
+    """``is_<role>_onezero=True`` promises that an fp32 operand holds only zeros and ones, which lets the PE skip
+    the fp32 passes other values need (nki.isa.nc_matmul: "could lead to 2x better performance if [the] tile is in
+    float32; the field has no impact for non-float32"). The performance model credits that speed-up, so a promise
+    the values break is an error here: its result would be undefined on hardware, and its speed-up unearned."""
+    if not hint or t.dtype != dt.float32:
+        return
+    with IGNORE_ALL():
+        bad = (vals != 0) & (vals != 1)
+    if not bad.any():
+        return
+    at = tuple(int(i) for i in np.argwhere(bad)[0])
+    raise NkiValidationError(f"is_{role}_onezero=True but {role}{list(t.shape)} holds values other than 0 and 1 "
+                             f"({float(vals[at])!r} at {list(at)}): the hint lets the PE skip the fp32 passes such "
+                             "values need, so the result would be undefined on hardware; drop the hint or pass an "
+                             "operand of zeros and ones", operand=role, rule="onezero-hint")
 
 
 def _check_tiling(ctx: Any, tile_position: Any, tile_size: Any, K: int, M: int) -> None:
