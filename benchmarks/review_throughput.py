@@ -732,6 +732,8 @@ def main() -> None:
                     help="leave the garbage collector as the process had it (no gc.freeze of the warmed-up state, "
                          "CPython's thresholds): the judge before reward workers settled it")
     args = ap.parse_args()
+    if args.new_rounds:
+        LATER[0] = "new-candidate rounds"
     if args.executor_budget is not None:
         differential.EXECUTOR_BUDGET_S = args.executor_budget
     if args.no_port_ablations:
@@ -760,8 +762,6 @@ def main() -> None:
     reports: dict[str, dict[str, Any]] = {}
     res = _run(tasks, args.repeat, modes, args.hostile, exclude=tuple(filter(None, args.exclude.split(","))),
                reports=reports, alternate=args.alternate, new_rounds=args.new_rounds)
-    if args.new_rounds:
-        LATER[0] = "new-candidate rounds"
     rows, walls, _ = res["full"]
     print()
     _summary("cold", [r for r in rows if r[0] == "cold"], walls["cold"])
