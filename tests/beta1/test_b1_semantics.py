@@ -174,6 +174,41 @@ def test_affine_range_write_conflict_is_detected():
     run(seq, np.zeros((4, 8), np.float32))
 
 
+@pytest.mark.parametrize(("bounds", "first", "second"), [
+    ((-3, -1), -3, -2),  # every value negative
+    ((-1, 1), -1, 0),  # a value equal to the detector's "unwritten" mark
+    ((5, -1, -2), 5, 3),  # a descending step
+    ((0, 600, 300), 0, 300),  # values past the record's int8 range, two iterations
+])
+def test_affine_range_write_conflict_is_detected_whatever_the_range_values(bounds, first, second):
+    """The detector records which iteration wrote each element by its ordinal; the range's values (negative,
+    descending, large) change neither the finding nor the iterations the message names."""
+    def kern(x):
+        out = nl.ndarray([4, 8], dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.sbuf)
+        for _i in nl.affine_range(*bounds):
+            t[...] = nl.load(x)
+        nl.store(out, t)
+        return out
+
+    with pytest.raises(NkiValidationError, match=rf"iterations {first} and {second} of an nl\.affine_range"):
+        run(kern, np.zeros((4, 8), np.float32))
+
+
+def test_affine_range_with_negative_values_writing_apart_is_not_a_conflict():
+    def kern(x):
+        out = nl.ndarray([4, 8], dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((4, nl.par_dim(1), 8), dtype=x.dtype, buffer=nl.sbuf)
+        for i in nl.affine_range(-2, 2):
+            t[i + 2] = nl.load(x[i + 2:i + 3, :])
+        for r in range(4):
+            nl.store(out[r:r + 1, :], t[r])
+        return out
+
+    x = RNG.standard_normal((4, 8), dtype=np.float32)
+    np.testing.assert_array_equal(run(kern, x), x)
+
+
 def _write_blocks(x, clash_at=None, interleave=False):
     """Each of 3 iterations writes 100 single-row blocks of an SBUF block tensor: its own rows, or (interleave)
     every third row starting at its number; with ``clash_at``, iteration 2's write number ``clash_at`` goes to

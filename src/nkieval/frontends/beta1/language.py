@@ -265,11 +265,11 @@ class affine_range(sim_nl.affine_range):
         super().__init__(*args[:3])
 
     def __iter__(self) -> Iterator[int]:
-        loop = state.enter_loop(builtins.max(builtins.abs(self.r.start), builtins.abs(self.r.stop)))
+        loop = state.enter_loop(len(self.r), self.r.start, self.r.step)
         try:
-            for i in super().__iter__():
+            for ordinal, i in enumerate(super().__iter__()):
                 if loop is not None:
-                    loop.iteration = i
+                    loop.iteration = ordinal
                 yield i
         finally:
             state.exit_loop(loop)

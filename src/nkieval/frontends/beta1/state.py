@@ -32,8 +32,13 @@ class AffineLoop:
     """One running ``affine_range`` loop instance."""
 
     uid: int
-    iteration: int = 0
-    dtype: type = np.int32  # of a dense record of iteration numbers (WriteOwners)
+    iteration: int = 0  # the ordinal of the running iteration (0, 1, ...), whatever the range's values
+    dtype: type = np.int32  # of a dense record of iteration ordinals (WriteOwners), where -1 is "unwritten"
+    start: int = 0  # the range's first value and step: an ordinal's loop value, for messages
+    step: int = 1
+
+    def value(self, ordinal: int) -> int:
+        return self.start + ordinal * self.step
     owners: dict[int, WriteOwners] = field(default_factory=dict)  # alloc id -> last writer iteration
 
 
@@ -83,12 +88,13 @@ def state() -> ProgramState | None:
     return st
 
 
-def enter_loop(bound: int = 1 << 31) -> AffineLoop | None:
-    """A new running loop whose iteration numbers are below ``bound`` in magnitude."""
+def enter_loop(count: int = 1 << 31, start: int = 0, step: int = 1) -> AffineLoop | None:
+    """A new running loop of ``count`` iterations over ``start, start + step, ...``; its owners record ordinals
+    (a loop value may be negative, and -1 marks an element no iteration wrote)."""
     st = state()
     if st is None:
         return None
-    loop = AffineLoop(next(_LOOP_IDS), dtype=iteration_dtype(bound))
+    loop = AffineLoop(next(_LOOP_IDS), dtype=iteration_dtype(count), start=start, step=step)
     st.loops.append(loop)
     st.loop_uids = None
     return loop
@@ -184,7 +190,7 @@ class WriteOwners:
 
 
 def iteration_dtype(bound: int) -> type:
-    """The smallest signed integer type that holds iteration numbers below ``bound`` in magnitude (and -1)."""
+    """The smallest signed integer type that holds iteration ordinals below ``bound`` (and -1)."""
     return np.int8 if bound <= 127 else np.int16 if bound <= 32767 else np.int32
 
 
@@ -268,7 +274,8 @@ def note_write(dst: NkiTensor, *, accumulate: bool = False, what: str = "write")
         if prev is not None and prev.size:
             name = dst.alloc.name or f"t{dst.alloc.id}"
             raise NkiValidationError(
-                f"Unexpected output dependencies: iterations {int(prev.reshape(-1)[0])} and {loop.iteration} of an "
+                f"Unexpected output dependencies: iterations {loop.value(int(prev.reshape(-1)[0]))} and "
+                f"{loop.value(loop.iteration)} of an "
                 f"nl.affine_range loop both write tensor '{name}'{list(dst.alloc.shape)} ({what}); use "
                 "nl.sequential_range for loop-carried dependencies, or allocate the tensor inside the loop",
                 instruction=what, operand=name, rule="loop-dependency")
