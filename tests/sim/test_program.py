@@ -331,3 +331,20 @@ def test_front_end_modules_expose_no_implementation_modules():
         leaked = {k for k, v in vars(mod).items()
                   if isinstance(v, types.ModuleType) and k.isidentifier() and not k.startswith("_")}
         assert leaked <= allowed, (mod.__name__, leaked - allowed)
+
+
+def k_rank9(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_tensor_of_rank_nine_records_and_replays():
+    """Beta-1 compiler dumps declare block tensors with seven block dimensions (a partition and a free dimension
+    besides): a program's rank bound must not refuse what the eager front ends run."""
+    x = np.arange(128 * 256, dtype=np.float32).reshape(128, *[2] * 8)
+    eager, replay = _roundtrip(k_rank9, [x])
+    _same(eager, replay)
+    np.testing.assert_array_equal(replay.outputs, x)

@@ -21,6 +21,7 @@ from nkieval.sim.device_values import NkiScalar, VirtualRegister
 from nkieval.sim.errors import NkiIndexError, NkiValidationError
 from nkieval.sim.indirect_views import IndirectAccess, OutOfBoundsView, TensorIndirection
 from nkieval.sim.memory import PSUM, SBUF, SHARED_HBM, Allocation, Buffer, track_lifetime
+from nkieval.sim.pages import zero_pages
 from nkieval.sim.placed import PlacedSlot, slot_for
 from nkieval.sim.storage import read_bits, refuse_indirect_read
 from nkieval.sim.trace import OperandAccess
@@ -85,17 +86,23 @@ def _shape_tuple(shape: Any) -> tuple[int, ...]:
 
 
 def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None,
-             instruction: str = "ndarray", fill: Any = None, defer_fill: bool = False) -> NkiTensor:
+             instruction: str = "ndarray", fill: Any = None, defer_fill: bool = False,
+             zeroed_pages: bool = False) -> NkiTensor:
     """Allocate a tensor in the current program's memory; contents are sentinels unless ``fill``.
 
     ``defer_fill``: an on-chip tile's sentinels are written only when something first touches its storage
     (:func:`fill_deferred`), or never when it is first written whole (:func:`cover_deferred_fill`): for tiles a
-    front end makes that are often dropped untouched or overwritten at once. The values read are the same."""
+    front end makes that are often dropped untouched or overwritten at once. The values read are the same.
+
+    ``zeroed_pages`` (an on-chip tile without ``fill`` or ``address``): its storage (and a PSUM tile's flags) are
+    zero pages of their own (:func:`nkieval.sim.pages.zero_pages`) and no sentinel is written: for a replay that
+    writes each region's sentinels itself before the region is first touched and gives its pages back after
+    the last (:mod:`nkieval.sim.program.regions`)."""
     ctx = current()
     shp = _shape_tuple(shape)
     d = dt.to_dtype(dtype)
     buf = as_buffer(buffer)
-    t = _allocate(ctx, shp, d, buf, name, address, instruction, fill, defer_fill)
+    t = _allocate(ctx, shp, d, buf, name, address, instruction, fill, defer_fill, zeroed_pages)
     if ctx.recorder is not None:
         ctx.recorder.allocation(t, shp, d, buf, name, address, fill, instruction)
     return t
@@ -112,7 +119,7 @@ def check_on_chip_rank(shp: tuple[int, ...], buf: Buffer, name: str, instruction
 
 
 def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
-              instruction: str, fill: Any, defer_fill: bool = False) -> NkiTensor:
+              instruction: str, fill: Any, defer_fill: bool = False, zeroed_pages: bool = False) -> NkiTensor:
     if shp and min(shp) <= 0:
         raise NkiValidationError(f"shape {list(shp)} has a non-positive dimension", instruction=instruction,
                                  operand=name or None, rule="argument")
@@ -130,11 +137,11 @@ def _allocate(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: st
                 shared = _new_tensor(ctx, shp, d, buf, name, address, instruction, fill)
                 ctx.launch.shared_allocs.append(shared.alloc)
             return shared
-    return _new_tensor(ctx, shp, d, buf, name, address, instruction, fill, defer_fill)
+    return _new_tensor(ctx, shp, d, buf, name, address, instruction, fill, defer_fill, zeroed_pages)
 
 
 def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: str, address: Any,
-                instruction: str, fill: Any, defer_fill: bool = False) -> NkiTensor:
+                instruction: str, fill: Any, defer_fill: bool = False, zeroed_pages: bool = False) -> NkiTensor:
     opts = ctx.options
     sd = d.storage if opts.precise_fp else dt.storage_dtype(d, False)  # (dt.storage_dtype without its call)
     deferred = None  # the sentinel this tile's storage still owes (defer_fill)
@@ -145,6 +152,8 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
         slot, storage = _placed_storage(ctx, shp, d, sd, buf, address)
     elif fill is None and ctx.dry:  # a record-only run: memory reads as zeros (np.zeros maps pages lazily)
         storage = np.zeros(shp, dtype=sd)
+    elif fill is None and zeroed_pages and buf.on_chip:  # (the caller writes the sentinels, region by region)
+        storage = zero_pages(shp, sd)
     elif fill is None:
         storage = np.empty(shp, dtype=sd)
         if opts.fill_uninitialized:
@@ -166,7 +175,7 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
         alloc.mm_written = slot.mm_written
         alloc.other_written = slot.other_written
     elif buf.kind == "psum" and deferred is None:  # (a deferred tile gets its flags when first touched)
-        _psum_flags(alloc)
+        _psum_flags(alloc, zeroed_pages)
     if buf.on_chip:
         allocator = ctx.sbuf if buf.kind == "sbuf" else ctx.psum
         allocator.allocate(alloc, address, instruction)
@@ -181,10 +190,12 @@ def _new_tensor(ctx: Any, shp: tuple[int, ...], d: dt.DType, buf: Buffer, name: 
     return t
 
 
-def _psum_flags(alloc: Allocation) -> None:
-    """A PSUM tile's per-element state: none of it written yet, by a matmul or by another instruction."""
-    alloc.mm_written = np.zeros(alloc.shape, dtype=bool)
-    alloc.other_written = np.zeros(alloc.shape, dtype=bool)
+def _psum_flags(alloc: Allocation, zeroed_pages: bool = False) -> None:
+    """A PSUM tile's per-element state: none of it written yet, by a matmul or by another instruction
+    (``zeroed_pages``: in zero pages of their own, as the tile's storage)."""
+    zeros = zero_pages if zeroed_pages else np.zeros
+    alloc.mm_written = zeros(alloc.shape, bool)
+    alloc.other_written = zeros(alloc.shape, bool)
 
 
 def _settle_deferred(alloc: Allocation) -> None:
@@ -298,6 +309,14 @@ def _check_memory_budget(ctx: Any, nbytes: int, buf: Buffer, instruction: str) -
 
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def write_sentinels(region: np.ndarray, d: dt.DType) -> None:
+    """Write into ``region`` (of a tile allocated with ``zeroed_pages``) the sentinels allocating it would have
+    written, where the running kernel's options ask for them."""
+    ctx = maybe_current()
+    if ctx is None or ctx.options.fill_uninitialized:
+        _fill_sentinel(region, np.nan if d.is_float else 4)
 
 
 def _fill_sentinel(storage: np.ndarray, value: Any) -> None:

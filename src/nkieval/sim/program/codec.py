@@ -78,7 +78,7 @@ MAX_DEPTH = 64  # nesting of values and loops
 MAX_JSON_BYTES = 512 * 1024 * 1024
 MAX_FILL_BYTES = 64 * 1024 * 1024  # host constants (nl.shared_constant) baked into a program, all together
 MAX_ALLOC_ELEMENTS = 1 << 31
-MAX_RANK = 8
+MAX_RANK = 16  # (Beta-1 compiler dumps declare block tensors of up to 7 block dimensions: rank 9)
 #: Entries of each of a program body's tables (kernel lines, view layouts, views): more than its events could name
 #: (an instruction names a few views), and a bound the judge checks before it compiles any.
 MAX_TABLE_ENTRIES = 4 * MAX_EVENTS

@@ -24,6 +24,7 @@ from nkieval.sim.context import ForcedFrame, current, force_location
 from nkieval.sim.isa.core import INSTRUCTIONS, check_deadline
 from nkieval.sim.memory import BUFFERS
 from nkieval.sim.ops import OPS
+from nkieval.sim.pages import own_mapping
 from nkieval.sim.program.codec import (
     ENUMS,
     LOOP_KINDS,
@@ -41,8 +42,9 @@ from nkieval.sim.program.codec import (
     ProgramError,
     no_gc,
 )
+from nkieval.sim.program.regions import RegionPlan, scan_body
 from nkieval.sim.runner import RunResult, run_kernel
-from nkieval.sim.tensor import DynSlice, NkiTensor, allocate
+from nkieval.sim.tensor import DynSlice, NkiTensor, allocate, write_sentinels
 
 #: Front-end notes a program may carry (``["n", hook, loc]``), registered by the front ends that emit them.
 NOTE_HOOKS: dict[str, Callable[[Any], None]] = {}
@@ -249,7 +251,9 @@ class _View:
         t._off = g.off
         if len(st.views) >= _VIEWS_MAX:
             st.views.clear()
+            st.viewed.clear()
         st.views[self] = (a, t)
+        st.viewed.setdefault(self.aid, []).append(self)
         return t
 
 
@@ -550,19 +554,21 @@ def _compile_allocation(ev: list[Any]) -> Step:
 
 
 class _Allocation:
-    """An allocation event: ``allocate`` at its kernel line, the new allocation named by its program id."""
+    """An allocation event: ``allocate`` at its kernel line, the new allocation named by its program id
+    (``zeroed``: in zero pages, whose regions the replay fills and gives back itself: :mod:`.regions`)."""
 
-    __slots__ = ("address", "aid", "buf", "d", "fill", "frame", "instr", "name", "note", "shape")
+    __slots__ = ("address", "aid", "buf", "d", "fill", "frame", "instr", "name", "note", "shape", "zeroed")
 
     def __init__(self, aid: int, shape: tuple[int, ...], d: Any, buf: Any, name: str, address: Any, fill: Getter,
                  instr: str, frame: Any, note: bool) -> None:
         self.aid, self.shape, self.d, self.buf, self.name, self.address = aid, shape, d, buf, name, address
         self.fill, self.instr, self.frame, self.note = fill, instr, frame, note
+        self.zeroed = False
 
     def __call__(self, st: _State) -> None:
         force_location(self.frame)
         t = allocate(self.shape, self.d, self.buf, self.name, self.address, instruction=self.instr,
-                     fill=self.fill(st))
+                     fill=self.fill(st), zeroed_pages=self.zeroed)
         if self.note:
             from nkieval.sim.isa.core import note_write
 
@@ -588,6 +594,8 @@ class _Free:
         release = getattr(a, "release", None)
         if release is not None:
             release()
+        for view in st.viewed.pop(self.aid, ()):  # (a cached view would keep the storage alive)
+            st.views.pop(view, None)
 
 
 def _compile_scalar(ev: list[Any]) -> Step:
@@ -682,10 +690,39 @@ class _State:
         self.objs: dict[int, Any] = {}
         self.dynamic: list[list[Any]] = []  # the device loops' frames in force, outermost first
         self.views: dict[Any, tuple[Any, NkiTensor]] = {}  # views made (valid while their allocation is)
+        self.viewed: dict[int, list[Any]] = {}  # allocation id -> the views of it in ``views``
 
     def run(self, steps: list[Step]) -> None:
         for step in steps:
             step(self)
+
+    def run_planned(self, steps: list[Step], uses: dict[int, list[tuple[int, Any]]]) -> None:
+        """:meth:`run`, holding the allocations of ``uses`` (:func:`.regions.scan_body`) by live region: each
+        region's sentinels written before its first touching step, its pages given back after its last."""
+        allocated_at = {u[0][0]: aid for aid, u in uses.items()}
+        fills: dict[int, list[RegionPlan]] = {}
+        gives: dict[int, list[RegionPlan]] = {}
+        for i, step in enumerate(steps):
+            plans = fills.get(i)
+            if plans is not None:
+                for p in plans:
+                    p.fill(i)
+            step(self)
+            aid = allocated_at.get(i)
+            if aid is not None:
+                a = self.allocs.get(aid)
+                if a is not None and RegionPlan.usable(a):
+                    p = RegionPlan(a, uses[aid])
+                    for s in p.fills:
+                        fills.setdefault(s, []).append(p)
+                    for s in p.gives:
+                        gives.setdefault(s, []).append(p)
+                elif a is not None and own_mapping(a.storage):  # (no regions: its sentinels, as allocating writes)
+                    write_sentinels(a.storage, a.dtype)
+            plans = gives.get(i)
+            if plans is not None:
+                for p in plans:
+                    p.give_back(i)
 
     def loops(self, template: list[Any]) -> tuple[Any, ...]:
         """The trace's loop context: the recorded static loops, with the live device loops in their places."""
@@ -759,6 +796,7 @@ class _Compiled:
 
     def __init__(self, program: Program) -> None:
         self.bodies = []
+        self.uses: list[dict[int, list[tuple[int, Any]]]] = []  # per body: its allocations held by live region
         _COMPILING.dynamic = False
         try:
             for body in program.programs:
@@ -767,10 +805,23 @@ class _Compiled:
                     raise ProgramError("bad keyword argument ids", rule="program-format")
                 kwargs = {str(k): None if a is None else _int(a) for k, a in body.kwargs.items()}
                 _compile_tables(body)
-                self.bodies.append((args, kwargs, compile_events(_list(body.events)), compile_value(body.ret)))
+                steps = compile_events(_list(body.events))
+                self.bodies.append((args, kwargs, steps, compile_value(body.ret)))
+                self.uses.append(_region_uses(body, steps))
         finally:
             _COMPILING.views = _COMPILING.frames = _COMPILING.calls = _COMPILING.allocs = None
         self.static = not _COMPILING.dynamic
+
+
+def _region_uses(body: Any, steps: list[Step]) -> dict[int, list[tuple[int, Any]]]:
+    """The body's allocations a replay holds by live region (:mod:`.regions`), their allocating steps told to
+    allocate zero pages; empty (at the cost of one look at the allocation sites) for a body with none large."""
+    uses = scan_body(body.events, body.ret, _COMPILING.allocs, _COMPILING.views)
+    for u in uses.values():
+        step = steps[u[0][0]]
+        if isinstance(step, _Allocation):
+            step.zeroed = True
+    return uses
 
 
 class _Replayer:
@@ -797,7 +848,11 @@ class _Replayer:
                 st.allocs[aid] = a.alloc
         prev = force_location(None)
         try:
-            st.run(steps)
+            uses = self.compiled.uses[pid]
+            if uses:
+                st.run_planned(steps, uses)
+            else:
+                st.run(steps)
             force_location(None)
             out = ret(st)
             if pid == 0:
