@@ -36,10 +36,11 @@ class AffineLoop:
     dtype: type = np.int32  # of a dense record of iteration ordinals (WriteOwners), where -1 is "unwritten"
     start: int = 0  # the range's first value and step: an ordinal's loop value, for messages
     step: int = 1
+    owners: dict[int, WriteOwners] = field(default_factory=dict)  # alloc id -> last writer iteration
 
     def value(self, ordinal: int) -> int:
+        """The loop value of iteration ``ordinal``."""
         return self.start + ordinal * self.step
-    owners: dict[int, WriteOwners] = field(default_factory=dict)  # alloc id -> last writer iteration
 
 
 @dataclass(eq=False)
@@ -146,8 +147,8 @@ class WriteOwners:
         self.done_union: tuple[tuple[int, int], ...] | None = None  # and theirs
 
     def write(self, dst: NkiTensor, iteration: int) -> np.ndarray | None:
-        """Note that ``iteration`` writes ``dst``; returns the earlier iterations' numbers at the elements a
-        different iteration already wrote (empty when none), or ``None`` when no box overlapped."""
+        """Note that iteration ``iteration`` (an ordinal) writes ``dst``; returns the earlier iterations' ordinals at
+        the elements a different iteration already wrote (empty when none), or ``None`` when no box overlapped."""
         if self.writes is not None:
             geo = _flag_geometry(dst)
             if 0 in geo[1]:
