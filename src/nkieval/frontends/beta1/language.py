@@ -17,7 +17,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from nkieval.frontends.beta1 import elide, ops, state
+from nkieval.frontends.beta1 import elide, ops, restart, state
 from nkieval.frontends.beta1.index import (  # noqa: F401 - re-exported as nl.*
     arange,
     mgrid,
@@ -142,6 +142,7 @@ def _ndarray(shape: Any, dtype: Any, buffer: Any, name: str, defer_fill: bool = 
     ops.check_partitions((plain[pdim],), "ndarray")
     if allocator is not None and getattr(allocator, "direct", False):
         return _placed(plain, pdim, dtype, buf, allocator, name)
+    restart.check_declaration(math.prod(plain) * dt.to_dtype(dtype).itemsize)  # (too large: a replay instead)
     storage_shape = (plain[pdim], *plain[:pdim], *plain[pdim + 1:])
     t = allocate(storage_shape, dtype, buf, name, instruction="ndarray", defer_fill=defer_fill)
     state.note_allocation(t)

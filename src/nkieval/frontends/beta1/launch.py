@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from nkieval.frontends.beta1 import ops
+from nkieval.frontends.beta1 import ops, restart
 from nkieval.frontends.beta1.index import grid_dims
 from nkieval.frontends.beta1.language import NeedsConcurrentGrid
 from nkieval.frontends.beta1.tensor import wrap
@@ -257,16 +257,81 @@ class Kernel:
         args = tuple(_placeholder(a) for a in args)
         kwargs = {k: _placeholder(v) for k, v in kwargs.items()}
         options = self.options.get("sim_options") or default_sim_options()
+        result: RunResult | None = None
         try:
-            result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
-                                int64_args=False)  # Beta 1 has no 64-bit dtype
+            with restart.may_restart(restart.threshold() > 0 and restart.replayable(args, kwargs)):
+                result = self._eager(args, kwargs, target, options)
+        except restart.NeedsReplay:
+            pass  # (out of the handler first: its traceback holds the abandoned run's tensors)
+        if result is None:
+            # a declaration too large to hold whole: record the kernel and replay it, which holds its large
+            # tensors by live region (nkieval.frontends.beta1.restart); nothing was written back to the inputs
+            result = _replayed(self.fn, args, kwargs, target, options, self.grid)
+            if result is None:  # (the recording refused the kernel: eagerly after all)
+                result = self._eager(args, kwargs, target, options)
+        _LAST.result = result
+        return result
+
+    def _eager(self, args: tuple[Any, ...], kwargs: dict[str, Any], target: Any, options: SimOptions) -> RunResult:
+        try:
+            return run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
+                              int64_args=False)  # Beta 1 has no 64-bit dtype
         except NeedsConcurrentGrid:
             # nl.all_reduce across programs: run every program at once (threads), the all-reduce a rendezvous.
             # Nothing was written back to the inputs by the aborted run (write-back happens after success).
-            result = run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
-                                concurrent=True, int64_args=False)
-        _LAST.result = result
-        return result
+            return run_kernel(_Entry(self.fn), args, kwargs, target=target, options=options, grid=self.grid,
+                              concurrent=True, int64_args=False)
+
+
+def _tensors_only(ret: Any) -> bool:
+    """Whether a program's return value (as recorded) holds nothing but tensors, in tuples or lists, or None."""
+    if ret is None:
+        return True
+    if isinstance(ret, list):
+        return all(_tensors_only(e) for e in ret)
+    if isinstance(ret, dict) and len(ret) == 1:
+        (k, v), = ret.items()
+        return k == "T" or (k == "tu" and isinstance(v, list) and all(_tensors_only(e) for e in v))
+    return False
+
+
+def _replayed(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], target: Any,
+              options: SimOptions, grid: tuple[int, ...]) -> RunResult | None:
+    """``fn`` recorded from its arguments' shapes and dtypes and the program replayed on them, as a review's judge
+    runs a kernel; None where the recording (or the program's check) refuses it. The warnings of both runs are
+    given once each."""
+    from dataclasses import replace
+
+    from nkieval.sim.program import ArgSpec, compile_program, record_program, replay_program
+
+    def spec(a: Any) -> Any:
+        return ArgSpec(tuple(a.shape), a.dtype.name) if isinstance(a, np.ndarray) else a
+
+    result: RunResult | None = None
+    failure: BaseException | None = None
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            program = record_program(_Entry(fn), [spec(a) for a in args], {k: spec(v) for k, v in kwargs.items()},
+                                     target=target, options=replace(options, record_trace=False), grid=grid).program
+            compile_program(program)
+        except Exception:  # (e.g. a kernel whose Python reads tensor values: an eager run computes them)
+            return None
+        if not all(_tensors_only(body.ret) for body in program.programs):
+            return None  # (a returned on-chip tile is delivered as an array at record time: the eager run's values)
+        try:
+            result = replay_program(program, list(args), dict(kwargs), target=target, options=options)
+        except BaseException as e:  # (the kernel's own error, raised as an eager run raises it, after its warnings)
+            failure = e
+    given: set[tuple[str, Any]] = set()
+    for w in seen:  # (outside the catch: to the caller's filters, each once)
+        key = (str(w.message), w.category)
+        if key not in given:
+            given.add(key)
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if failure is not None:
+        raise failure
+    return result
 
 
 def _placeholder(a: Any) -> Any:
