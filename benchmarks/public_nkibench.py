@@ -16,8 +16,10 @@ Run: ``.venv/bin/python benchmarks/public_nkibench.py CHECKOUT [--seeds 1] [--ti
 
 ``--replay`` runs each kernel as a review's judge does instead: recorded once as a program from its inputs'
 shapes and dtypes (``nkieval.sim.program.record_program``), then that program replayed on each seed's inputs,
-which holds the kernel's large on-chip block tensors by live region (``nkieval.sim.program.regions``). The
-eager run holds every block until the kernel drops the tensor.
+which holds the kernel's large on-chip block tensors by live region (``nkieval.sim.program.regions``). An eager
+run holds every block until the kernel drops the tensor; ``nki.simulate_kernel`` itself takes the replay path for
+a kernel that declares an on-chip tensor of 256 MiB or more (``nkieval.frontends.beta1.restart``;
+``NKIEVAL_BETA1_REPLAY_FROM=0`` in the environment keeps every kernel eager).
 """
 
 from __future__ import annotations
