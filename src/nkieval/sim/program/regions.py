@@ -100,8 +100,7 @@ class RegionPlan:
         storage = alloc.storage
         self.alloc = alloc
         self.row = storage.nbytes // storage.shape[0]
-        # a PSUM tile's flags (one byte per element) are given back with it: its regions are whole flag pages too
-        self.region = PAGE * (storage.itemsize if alloc.mm_written is not None else 1)
+        self.region = _region_bytes(alloc)
         first, last = self._ranges(uses[1:])
         self.fills = _runs(first)
         self.gives = _runs(last)
@@ -112,8 +111,7 @@ class RegionPlan:
         st = alloc.storage
         if st.ndim < 2 or not st.flags.c_contiguous or alloc.slot is not None or not own_mapping(st):
             return False
-        region = PAGE * (st.itemsize if alloc.mm_written is not None else 1)
-        return (st.nbytes // st.shape[0]) % region == 0
+        return (st.nbytes // st.shape[0]) % _region_bytes(alloc) == 0
 
     def _ranges(self, uses: list[tuple[int, Any]]) -> tuple[np.ndarray, np.ndarray]:
         """Each region's first and last touching step (-1: never touched)."""
@@ -151,6 +149,12 @@ class RegionPlan:
             drop_f32(a)  # (conversions of what was read: caches, some of them now of dead regions)
 
 
+def _region_bytes(alloc: Any) -> int:
+    """A region's bytes per partition: a page; a PSUM tile's flags (one byte per element) are given back with it,
+    so its regions are whole flag pages too."""
+    return PAGE * (alloc.storage.itemsize if alloc.mm_written is not None else 1)
+
+
 def _within_partition(g: Any, row: int) -> tuple[int, int] | None:
     """The bytes ``[lo, hi)`` of a partition that a view of geometry ``g`` touches in each partition it touches
     (the whole partition where that is not bounded so), or None for an empty view."""
@@ -173,7 +177,7 @@ def _runs(steps: np.ndarray) -> dict[int, list[tuple[int, int]]]:
     """Regions by step (-1 left out), as runs ``(first, end)`` of consecutive regions of that step."""
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
     if not steps.size:
-        return out
+        return {}
     cuts = np.flatnonzero(np.diff(steps)) + 1
     starts = np.concatenate([[0], cuts])
     ends = np.concatenate([cuts, [steps.size]])
