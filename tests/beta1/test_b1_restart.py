@@ -120,3 +120,37 @@ def test_the_kernels_own_error_comes_from_the_replay_as_eagerly(low_threshold, m
     with pytest.raises(NkiValidationError) as eager:
         nki.simulate_kernel(nki.jit(k_false_hint), _x())
     assert replayed.value.rule == eager.value.rule == "onezero-hint"
+
+
+def k_zeroes_first(x):
+    """Zeroes a smaller tile (under the threshold) before the large declaration that restarts it."""
+    out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
+    first = nl.zeros((8, nl.par_dim(128), 512), dtype=x.dtype, buffer=nl.sbuf, name="abandoned_first")
+    big = nl.ndarray((BLOCKS, nl.par_dim(128), 512), dtype=x.dtype, buffer=nl.sbuf)
+    big[0] = nl.add(nl.load(x), first[0])
+    nl.store(out, big[0])
+    return out
+
+
+def test_the_abandoned_eager_runs_tensors_are_gone_before_the_recording(low_threshold, monkeypatch):
+    """The eager start's tiles are held in reference cycles: they are collected before the recording starts, not
+    held through it (the large kernels' eager starts hold a GB or more)."""
+    import gc
+
+    import nkieval.sim.program as program_pkg
+    from nkieval.sim.memory import Allocation
+
+    alive_at_record: list[int] = []
+    real = program_pkg.record_program
+
+    def watched(*a, **k):
+        alive_at_record.append(sum(1 for o in gc.get_objects()
+                                   if type(o) is Allocation and o.name == "abandoned_first"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(program_pkg, "record_program", watched)
+    x = _x()
+    out, _, _ = _run(k_zeroes_first, x)
+    assert len(low_threshold) == 1  # restarted as a replay
+    np.testing.assert_array_equal(out, x)
+    assert alive_at_record == [0]

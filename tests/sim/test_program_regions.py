@@ -88,6 +88,33 @@ def k_temporaries(x):
     return out
 
 
+PBLOCK = 512  # fp32 elements per partition of one PSUM block: one matmul's output
+PBLOCKS = 128  # 128 partitions x 128 blocks x 2 KiB = 32 MiB of PSUM declared
+
+
+def k_zeroed(x, w, skip=-1):
+    """A large PSUM tensor zeroed block by block up front (what ``nl.zeros(..., buffer=nl.psum)`` does), each block
+    then accumulated into by a matmul and added into an accumulator far later; block ``skip`` is never zeroed (its
+    accumulation is onto an uninitialised accumulator)."""
+    out = nl.ndarray((128, PBLOCK), dtype=nl.float32, buffer=nl.shared_hbm)
+    big = nl.ndarray((128, PBLOCKS * PBLOCK), dtype=nl.float32, buffer=nl.psum)
+    for b in range(PBLOCKS):
+        if b != skip:
+            nisa.memset(dst=big[:, b * PBLOCK:(b + 1) * PBLOCK], value=0.0)
+    acc = nl.ndarray((128, PBLOCK), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    xt = nl.ndarray((128, PBLOCK), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=xt, src=x)
+    wt = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=wt, src=w)
+    for b in range(PBLOCKS):
+        blk = big[:, b * PBLOCK:(b + 1) * PBLOCK]
+        nisa.nc_matmul(dst=blk, stationary=wt, moving=xt, accumulate=True)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=blk, op=nl.add)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
 def _record(fn, args, **kwargs):
     rec = record_program(fn, [ArgSpec(a.shape, a.dtype.name) for a in args], kwargs, target="trn2",
                          options=SimOptions.from_env(**OPTS))
@@ -154,6 +181,77 @@ def test_an_uninitialised_block_reads_the_sentinels_an_eager_run_reads(monkeypat
     assert rules(seen_replay) == rules(seen_eager)
 
 
+class _Parked:
+    """Counts the regions parked and resumed, and the regions holding pages (filled, not parked or handed back) at
+    their highest."""
+
+    def __init__(self, monkeypatch):
+        self.parked = self.resumed = self.live = self.peak = 0
+        fill, give, park, resume = (regions.RegionPlan.fill, regions.RegionPlan.give_back, regions.RegionPlan.park,
+                                    regions.RegionPlan.resume)
+
+        def counted(fn, sign, counter=None):
+            def wrapped(plan, step):
+                before = int(plan.parked.sum())
+                fn(plan, step)
+                moved = {"fill": sum(r1 - r0 for r0, r1 in plan.fills.get(step, ())),
+                         "give": sum(r1 - r0 for r0, r1 in plan.gives.get(step, ())),
+                         "park": int(plan.parked.sum()) - before, "resume": before - int(plan.parked.sum())}
+                n = moved[counter]
+                if counter == "park":
+                    self.parked += n
+                elif counter == "resume":
+                    self.resumed += n
+                self.live += sign * n
+                self.peak = max(self.peak, self.live)
+            return wrapped
+
+        monkeypatch.setattr(regions.RegionPlan, "fill", counted(fill, 1, "fill"))
+        monkeypatch.setattr(regions.RegionPlan, "give_back", counted(give, -1, "give"))
+        monkeypatch.setattr(regions.RegionPlan, "park", counted(park, -1, "park"))
+        monkeypatch.setattr(regions.RegionPlan, "resume", counted(resume, 1, "resume"))
+
+
+def _xw():
+    rng = np.random.default_rng(9)
+    return (rng.standard_normal((128, PBLOCK), dtype=np.float32),
+            rng.standard_normal((128, 128), dtype=np.float32))
+
+
+def _rules(seen):
+    return sorted(str(w.message) for w in seen if "[rule " in str(w.message))
+
+
+@pytest.mark.parametrize("skip", [-1, 13])
+def test_zeroed_regions_are_parked_until_used_and_read_as_eagerly(monkeypatch, skip):
+    """Each region of the zeroed PSUM tensor gives its pages back from its zeroing to its first matmul; the matmul
+    finds the flags a memset leaves (its accumulation onto memset PSUM warned about as eagerly), the outputs and
+    trace are the eager run's; the region with a never-zeroed block is not parked (its sentinels are kept)."""
+    x, w = _xw()
+    with warnings.catch_warnings(record=True) as seen_eager:
+        warnings.simplefilter("always")
+        eager = run_kernel(k_zeroed, [x.copy(), w.copy()], {"skip": skip}, target="trn2",
+                           options=SimOptions.from_env(**OPTS))
+    prog = _record(k_zeroed, [x, w], skip=skip)
+    counts = _Parked(monkeypatch)
+    with warnings.catch_warnings(record=True) as seen_replay:
+        warnings.simplefilter("always")
+        replay = replay_program(prog, [x.copy(), w.copy()], {"skip": skip}, target="trn2",
+                                options=SimOptions.from_env(**OPTS))
+    np.testing.assert_array_equal(replay.outputs.view(np.uint32), eager.outputs.view(np.uint32))
+    assert [(r.opcode, r.line) for r in replay.trace.records] == [(r.opcode, r.line) for r in eager.trace.records]
+    assert _rules(seen_replay) == _rules(seen_eager)
+    assert any("non-matmul" in m for m in _rules(seen_eager))  # (the memset flags are what the matmul reads)
+    regions_total = PBLOCKS * PBLOCK * 4 // (4 * pages.PAGE)
+    if skip < 0:
+        np.testing.assert_allclose(replay.outputs, PBLOCKS * (w.T @ x), rtol=1e-4, atol=1e-3)
+        assert counts.parked == counts.resumed == regions_total
+    else:
+        assert np.isnan(eager.outputs).all()
+        assert counts.parked == counts.resumed == regions_total - 1
+    assert counts.peak <= 2  # (the region being zeroed, or the one in use: never the declaration)
+
+
 def test_a_tensor_used_in_a_device_loop_is_held_whole():
     x = _x()
     n = np.array([[3]], dtype=np.int32)
@@ -208,6 +306,48 @@ def test_replay_memory_is_the_live_blocks_not_the_declaration():
     got = _replay_growth("k_blocks", BLOCK)
     assert got["total"] == 128 * BLOCK * sum(range(4096))
     assert got["grew_mib"] < 256, got
+
+
+_ZEROED_PROBE = textwrap.dedent("""
+    import json, os, resource, sys
+    import numpy as np
+    import nkieval.frontends
+    nkieval.frontends.install(force=True)
+    sys.path.insert(0, {here!r})
+    import test_program_regions as t
+    from nkieval.sim.options import SimOptions
+    from nkieval.sim.program import Program, replay_program
+    t.PBLOCKS = 2048  # 512 MiB of PSUM declared, and 256 MiB of its flags
+    args = [np.ones((128, t.PBLOCK), dtype=np.float32), np.ones((128, 128), dtype=np.float32)]
+    # (recorded in a child: the recording's own writes of the flags must not set this process's peak)
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.close(r)
+        with os.fdopen(w, "w") as f:
+            f.write(t._record(t.k_zeroed, args).to_json())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        prog = Program.from_json(f.read())
+    os.wait()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = replay_program(prog, args, target="trn2", options=SimOptions.from_env(record_trace=False, **t.OPTS))
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    print(json.dumps({{"grew_mib": grew / 1024, "total": float(out.outputs.sum())}}))
+""")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="resident memory as Linux counts it")
+def test_replay_memory_of_a_zeroed_tensor_is_its_regions_in_use():
+    """512 MiB of PSUM (and 256 MiB of its flags) zeroed up front, each block used far later: the replay's peak
+    grows by far less than the declaration (by all of it with nothing parked)."""
+    code = _ZEROED_PROBE.format(here=os.path.dirname(__file__))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["total"] == 128 * PBLOCK * 2048 * 128
+    assert got["grew_mib"] < 128, got
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="resident memory as Linux counts it")

@@ -698,31 +698,32 @@ class _State:
 
     def run_planned(self, steps: list[Step], uses: dict[int, list[tuple[int, Any]]]) -> None:
         """:meth:`run`, holding the allocations of ``uses`` (:func:`.regions.scan_body`) by live region: each
-        region's sentinels written before its first touching step, its pages given back after its last."""
+        region's sentinels written before its first touching step, its pages given back after its last (and a
+        zeroed region's parked across its first gap: :class:`.regions.RegionPlan`)."""
         allocated_at = {u[0][0]: aid for aid, u in uses.items()}
-        fills: dict[int, list[RegionPlan]] = {}
-        gives: dict[int, list[RegionPlan]] = {}
+        before: dict[int, list[RegionPlan]] = {}
+        after: dict[int, list[RegionPlan]] = {}
         for i, step in enumerate(steps):
-            plans = fills.get(i)
+            plans = before.get(i)
             if plans is not None:
                 for p in plans:
-                    p.fill(i)
+                    p.run_before(i)
             step(self)
             aid = allocated_at.get(i)
             if aid is not None:
                 a = self.allocs.get(aid)
                 if a is not None and RegionPlan.usable(a):
                     p = RegionPlan(a, uses[aid])
-                    for s in p.fills:
-                        fills.setdefault(s, []).append(p)
-                    for s in p.gives:
-                        gives.setdefault(s, []).append(p)
+                    for s in p.before():
+                        before.setdefault(s, []).append(p)
+                    for s in p.after():
+                        after.setdefault(s, []).append(p)
                 elif a is not None and own_mapping(a.storage):  # (no regions: its sentinels, as allocating writes)
                     write_sentinels(a.storage, a.dtype)
-            plans = gives.get(i)
+            plans = after.get(i)
             if plans is not None:
                 for p in plans:
-                    p.give_back(i)
+                    p.run_after(i)
 
     def loops(self, template: list[Any]) -> tuple[Any, ...]:
         """The trace's loop context: the recorded static loops, with the live device loops in their places."""
