@@ -220,3 +220,58 @@ def test_zeros_and_full_write_every_element_without_the_fill(pdim):
 
     got = run(kern, np.zeros((1, 1), np.float32))
     assert (got == 3.0).all()
+
+
+# -- access views and index shapes -------------------------------------------------------------
+class _Shaped:
+    def __init__(self, shape):
+        self.shape = shape
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0, 1, 1, 2, 3]), max_size=3).map(tuple), min_size=1, max_size=3))
+def test_index_shapes_broadcast_as_numpy_broadcasts_them(shapes):
+    from nkieval.frontends.beta1.index import broadcast_shape
+
+    try:
+        want = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        with pytest.raises(NkiValidationError, match="do not broadcast"):
+            broadcast_shape([_Shaped(s) for s in shapes])
+        return
+    assert broadcast_shape([_Shaped(s) for s in shapes]) == want
+
+
+def k_reversed_and_strided(x):
+    """Loads through affine grids with negative and non-unit steps, into a block of an SBUF block tensor, and
+    stores them back: out[b] = x[B-1-b] with its free axis reversed, half[b] = every other column of x[b] (stored
+    from a view of a reversed view: reversed twice)."""
+    B, P, F = x.shape
+    out = nl.ndarray((B, P, F), dtype=x.dtype, buffer=nl.shared_hbm)
+    half = nl.ndarray((B, P, F // 2), dtype=x.dtype, buffer=nl.shared_hbm)
+    ip = nl.arange(P)[:, None]
+    jf = nl.arange(F)[None, :]
+    jh = nl.arange(F // 2)[None, :]
+    for b in nl.affine_range(B):
+        t = nl.ndarray((2, nl.par_dim(P), F), dtype=x.dtype, buffer=nl.sbuf)
+        t[1, ip, jf] = nl.load(x[B - 1 - b, ip, F - 1 - jf])
+        nl.store(out[b, ip, jf], value=t[1, ip, jf])
+        t[0, ip, jh] = nl.load(x[b, ip, 2 * jh])
+        nl.store(half[b, ip, jh], value=t[0, ip, F // 2 - 1 - jh][ip, F // 2 - 1 - jh])
+    return out, half
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_affine_access_views_read_and_write_the_elements_numpy_indexing_names(dtype):
+    """The strided views made over the storage (negative steps, steps of two, a block of a block tensor; a
+    bf16 storage too) read and write the elements NumPy's indexing names."""
+    import ml_dtypes
+
+    np_dtype = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
+    x = RNG.standard_normal((3, 128, 8)).astype(np_dtype)
+    out, half = run(k_reversed_and_strided, x)
+    def raw(a):  # (bit for bit; a bf16 output comes back widened to fp32, exactly)
+        return np.ascontiguousarray(np.asarray(a).astype(np.float32)).view(np.uint32)
+
+    np.testing.assert_array_equal(raw(out), raw(x[::-1, :, ::-1]))
+    np.testing.assert_array_equal(raw(half), raw(x[:, :, ::2]))

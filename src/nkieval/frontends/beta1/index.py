@@ -559,13 +559,22 @@ _MGRID_CACHED_ELEMENTS = 1 << 20  # a grid larger than this (8 MiB of int64) is 
 
 # -- affine analysis --------------------------------------------------------------------
 def broadcast_shape(exprs: list[Any]) -> tuple[int, ...]:
-    """The broadcast shape of index arrays or expressions (anything with a ``shape``)."""
-    try:
-        return tuple(np.broadcast_shapes(*(e.shape for e in exprs)))
-    except ValueError:
-        shapes = ", ".join(str(list(e.shape)) for e in exprs)
-        raise NkiValidationError(f"index expressions of shapes {shapes} do not broadcast together",
-                                 rule="indexing") from None
+    """The broadcast shape of index arrays or expressions (anything with a ``shape``): NumPy's rule, worked out
+    here (``np.broadcast_shapes`` makes an array per shape, several microseconds for every access)."""
+    shapes = [tuple(e.shape) for e in exprs]
+    out = [1] * max(len(s) for s in shapes)
+    for s in shapes:
+        at = len(out) - len(s)
+        for i, n in enumerate(s):
+            have = out[at + i]
+            if n != have:
+                if have == 1:
+                    out[at + i] = n
+                elif n != 1:
+                    raise NkiValidationError(
+                        f"index expressions of shapes {', '.join(str(list(x)) for x in shapes)} do not broadcast "
+                        "together", rule="indexing")
+    return tuple(out)
 
 
 def affine_form(values: np.ndarray, shape: tuple[int, ...]) -> tuple[int, list[int]] | None:

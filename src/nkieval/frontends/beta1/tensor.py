@@ -531,13 +531,30 @@ class Access(TileOps):
             return _indirect_view(t, self.items[self.dyn], forms, sub, box, name, self.dyn)
         if self.scalar is not None:
             return _scalar_offset_view(t, self.scalar, forms, sub)
-        data = t.data
+        return _strided_view(t, forms, sub)
+
+
+def _strided_view(t: B1Tensor, forms: list[tuple[int, list[int]]], sub: tuple[int, ...]) -> B1Tensor:
+    """The view of ``t`` whose element ``k`` is at ``sum(forms[d][0] + forms[d][1] . k)`` along each dimension ``d``
+    (the forms checked in range), over the allocation's storage."""
+    data = t.data
+    ds = data.strides
+    offset = sum(s * b for s, (b, _) in zip(ds, forms))
+    strides = tuple([sum(s * f[1][k] for s, f in zip(ds, forms)) for k in range(len(sub))])
+    storage = t.alloc.storage
+    if storage.flags.c_contiguous and storage.dtype == data.dtype:
+        # (the storage as the buffer: NumPy checks the view's extent against it; one call instead of a slice,
+        # two dtype views and ``as_strided``'s array-interface round trip)
+        at = t._byte_offset() + offset
+        out = B1Tensor(np.ndarray(sub, data.dtype, storage, at, strides), t.alloc, t.dtype, 0)
+        out._off = at
+        return out
+    else:
         start = data[tuple(slice(b, b + 1) for b, _ in forms)] if data.ndim else data
-        strides = tuple(int(sum(data.strides[d] * forms[d][1][k] for d in range(t.ndim))) for k in range(len(sub)))
         # as_strided cannot rebuild ml_dtypes (bf16/fp8) arrays: stride over same-size raw ints instead
         raw = start.view(f"u{start.dtype.itemsize}")
         view = np.lib.stride_tricks.as_strided(raw, shape=sub, strides=strides).view(data.dtype)
-        return B1Tensor(view, t.alloc, t.dtype, 0)
+    return B1Tensor(view, t.alloc, t.dtype, 0)
 
 
 def _placed_form(aff: tuple[tuple[int, ...], int, tuple[int, ...]], shape: tuple[int, ...],

@@ -139,8 +139,9 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     if not ctx.dry:  # (a record-only run has no values: the replay with them checks the hints)
         _check_onezero_hint(is_stationary_onezero, stationary, st, "stationary")
         _check_onezero_hint(is_moving_onezero, moving, mv, "moving")
-    if ctx.dry:  # a record-only run: no values
-        res = np.zeros(dst.shape, np.float32)
+    res: np.ndarray | None = None  # (a record-only run: no values, none stored)
+    if ctx.dry:
+        pass
     elif transpose_mode and mv.shape[0] == mv.shape[1] and np.array_equal(mv, np.eye(mv.shape[0], dtype=mv.dtype)):
         # v3+ transpose mode: the PE array passes stationary through bit-accurately (NaN/Inf kept).
         res = st.T.reshape(dst.shape)
@@ -172,7 +173,9 @@ def nc_matmul(ctx: Any, dst: Any, stationary: Any, moving: Any, is_stationary_on
     else:
         accumulated = False
     cur = dst.data  # PSUM accumulator state (already warned if never matmul-written)
-    if accumulated and add_mask is None and cur.dtype == np.float32 and not dst.dtype.tf32 \
+    if res is None:  # (a record-only run: only which elements were written, and how)
+        write(ctx, dst, None, matmul=True)
+    elif accumulated and add_mask is None and cur.dtype == np.float32 and not dst.dtype.tf32 \
             and res.dtype == np.float32 and 0 not in cur.strides:
         # The common case: the whole fp32 tile accumulates; add in place (what write() would store).
         with IGNORE_ALL():
