@@ -549,11 +549,10 @@ def _strided_view(t: B1Tensor, forms: list[tuple[int, list[int]]], sub: tuple[in
         out = B1Tensor(np.ndarray(sub, data.dtype, storage, at, strides), t.alloc, t.dtype, 0)
         out._off = at
         return out
-    else:
-        start = data[tuple(slice(b, b + 1) for b, _ in forms)] if data.ndim else data
-        # as_strided cannot rebuild ml_dtypes (bf16/fp8) arrays: stride over same-size raw ints instead
-        raw = start.view(f"u{start.dtype.itemsize}")
-        view = np.lib.stride_tricks.as_strided(raw, shape=sub, strides=strides).view(data.dtype)
+    start = data[tuple(slice(b, b + 1) for b, _ in forms)] if data.ndim else data
+    # as_strided cannot rebuild ml_dtypes (bf16/fp8) arrays: stride over same-size raw ints instead
+    raw = start.view(f"u{start.dtype.itemsize}")
+    view = np.lib.stride_tricks.as_strided(raw, shape=sub, strides=strides).view(data.dtype)
     return B1Tensor(view, t.alloc, t.dtype, 0)
 
 

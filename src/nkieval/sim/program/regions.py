@@ -193,8 +193,8 @@ class RegionPlan:
             drop_f32(a)  # (conversions of what was read: caches, some of them now of dead regions)
 
     def park(self, step: int) -> None:
-        """Give back the pages of the regions whose longest gap begins after ``step`` whose bytes are all zero and whose
-        flags are as a memset leaves them (:meth:`resume` sets the flags again)."""
+        """After ``step``, where some regions' longest gaps begin: give back the pages of those whose bytes are all
+        zero and whose flags are as a memset leaves them (:meth:`resume` sets the flags again)."""
         a = self.alloc
         isz = a.storage.itemsize
         for r0, r1 in self.parks[step]:

@@ -699,7 +699,7 @@ class _State:
     def run_planned(self, steps: list[Step], uses: dict[int, list[tuple[int, Any]]]) -> None:
         """:meth:`run`, holding the allocations of ``uses`` (:func:`.regions.scan_body`) by live region: each
         region's sentinels written before its first touching step, its pages given back after its last (and a
-        zeroed region's parked across its first gap: :class:`.regions.RegionPlan`)."""
+        zeroed region's parked across its longest gap: :class:`.regions.RegionPlan`)."""
         allocated_at = {u[0][0]: aid for aid, u in uses.items()}
         before: dict[int, list[RegionPlan]] = {}
         after: dict[int, list[RegionPlan]] = {}
