@@ -154,3 +154,43 @@ def test_the_abandoned_eager_runs_tensors_are_gone_before_the_recording(low_thre
     assert len(low_threshold) == 1  # restarted as a replay
     np.testing.assert_array_equal(out, x)
     assert alive_at_record == [0]
+
+
+def k_psum_accumulators(x):
+    """A PSUM block tensor zeroed up front (``nl.zeros``, what compiler dumps declare), each block accumulated into
+    by two matmuls far later and copied out: its regions are parked from the zeroing to their first matmul."""
+    out = nl.ndarray((BLOCKS, 128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((BLOCKS, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum, lazy_initialization=True)
+    a = nl.load(x[:, 0:128])
+    b = nl.load(x)
+    for i in nl.affine_range(BLOCKS):
+        acc[i] += nisa.nc_matmul(a, b)
+        acc[i] += nisa.nc_matmul(a, nl.multiply(b, float(i)))
+        nl.store(out[i], nl.copy(acc[i]))
+    return out
+
+
+def test_zeroed_psum_accumulators_replay_as_eagerly_with_their_regions_parked(low_threshold, monkeypatch):
+    from nkieval.sim.program import regions
+
+    parked: list[int] = []
+    real = regions.RegionPlan.park
+
+    def counted(plan, step):
+        before = int(plan.parked.sum())
+        real(plan, step)
+        parked.append(int(plan.parked.sum()) - before)
+
+    monkeypatch.setattr(regions.RegionPlan, "park", counted)
+    x = _x()
+    out, trace, said = _run(k_psum_accumulators, x)
+    assert len(low_threshold) == 1  # restarted as a replay
+    assert sum(parked) > 0  # (zeroed regions gave their pages back until their first matmul)
+    monkeypatch.setenv(restart.ENV, "0")
+    eager, eager_trace, eager_said = _run(k_psum_accumulators, x)
+    np.testing.assert_array_equal(out, eager)
+    mm = x[:, 0:128].T @ x
+    np.testing.assert_allclose(out, mm[None] * (1 + np.arange(BLOCKS, dtype=np.float32))[:, None, None],
+                               rtol=1e-4, atol=1e-3)
+    assert trace == eager_trace
+    assert said == eager_said
