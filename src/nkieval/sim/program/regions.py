@@ -183,12 +183,8 @@ class RegionPlan:
     def give_back(self, step: int) -> None:
         """Hand back the pages of the regions last touched at ``step`` (and their flags')."""
         a = self.alloc
-        isz = a.storage.itemsize
         for r0, r1 in self.gives[step]:
-            give_back(a.storage, r0 * self.region, (r1 - r0) * self.region)
-            for flags in (a.mm_written, a.other_written):
-                if flags is not None:
-                    give_back(flags, r0 * self.region // isz, (r1 - r0) * self.region // isz)
+            self._release(r0, r1)
         if a.f32:
             drop_f32(a)  # (conversions of what was read: caches, some of them now of dead regions)
 
@@ -196,19 +192,24 @@ class RegionPlan:
         """After ``step``, where some regions' longest gaps begin: give back the pages of those whose bytes are all
         zero and whose flags are as a memset leaves them (:meth:`resume` sets the flags again)."""
         a = self.alloc
-        isz = a.storage.itemsize
         for r0, r1 in self.parks[step]:
             zero, other_set = self._zeroed(r0, r1)
             for z0, z1 in _true_runs(zero):
                 g0, g1 = r0 + z0, r0 + z1
-                give_back(a.storage, g0 * self.region, (g1 - g0) * self.region)
-                for flags in (a.mm_written, a.other_written):
-                    if flags is not None:
-                        give_back(flags, g0 * self.region // isz, (g1 - g0) * self.region // isz)
+                self._release(g0, g1)
                 self.parked[g0:g1] = True
                 self.other_set[g0:g1] = other_set[z0:z1]
         if a.f32:
             drop_f32(a)
+
+    def _release(self, r0: int, r1: int) -> None:
+        """Hand back the pages of regions ``[r0, r1)`` (and their flags')."""
+        a = self.alloc
+        isz = a.storage.itemsize
+        give_back(a.storage, r0 * self.region, (r1 - r0) * self.region)
+        for flags in (a.mm_written, a.other_written):
+            if flags is not None:
+                give_back(flags, r0 * self.region // isz, (r1 - r0) * self.region // isz)
 
     def resume(self, step: int) -> None:
         """Before ``step``, the parked regions it touches again: their bytes and matmul flags read as zeros;
