@@ -348,3 +348,46 @@ def test_a_tensor_of_rank_nine_records_and_replays():
     eager, replay = _roundtrip(k_rank9, [x])
     _same(eager, replay)
     np.testing.assert_array_equal(replay.outputs, x)
+
+
+def _k_tiles(hold_all_to_the_end: bool):
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        held = []
+        for i in range(4):  # four [128, 16384] fp32 tiles: 64 KiB of the 192 KiB partition each
+            t = nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=a)
+            held.append(t)  # referenced to the end; used only in its own iteration unless hold_all_to_the_end
+            if not hold_all_to_the_end:
+                nisa.dma_copy(dst=out, src=t)
+        if hold_all_to_the_end:
+            for t in held:
+                nisa.dma_copy(dst=out, src=t)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("record_trace", [False, True])
+def test_a_recording_leaves_on_chip_capacity_to_the_replay(record_trace):
+    """Tiles held past their last use are no over-subscription: live ranges never overlap beyond 192 KiB. A
+    recording without a trace could only count referenced tiles at each allocation (256 KiB); it judges no
+    capacity, whatever the options say, and the replay judges it on its trace, as an eager run does."""
+    from dataclasses import replace
+
+    from nkieval.sim.options import SimOptions
+
+    a = np.random.default_rng(3).standard_normal((128, 16384), dtype=np.float32)
+    strict = SimOptions.from_env(capacity_check="error")
+    kernel = _k_tiles(hold_all_to_the_end=False)
+    eager = run_kernel(kernel, [a.copy()], {}, target="trn2", options=strict)
+    rec = record_program(kernel, [ArgSpec(a.shape, "float32")], {}, target="trn2",
+                         options=replace(strict, record_trace=record_trace))
+    replay = replay_program(Program.from_json(rec.program.to_json()), [a.copy()], {}, target="trn2", options=strict)
+    _same(eager, replay)
+
+    over = _k_tiles(hold_all_to_the_end=True)  # all four live at once: a real over-subscription
+    rec = record_program(over, [ArgSpec(a.shape, "float32")], {}, target="trn2",
+                         options=replace(strict, record_trace=record_trace))
+    with pytest.raises(NkiValidationError) as e:
+        replay_program(Program.from_json(rec.program.to_json()), [a.copy()], {}, target="trn2", options=strict)
+    assert e.value.rule == "sbuf-capacity"

@@ -100,20 +100,16 @@ def _record(entry: Any, shape: dict[str, Any], req: dict[str, Any], candidate: s
             ) -> tuple[dict[str, Any], bytes | None]:
     """One shape recorded: ``({"status": "ok"}, the program)``, or the failure record and None. ``defer``: the
     checks the judge's replay makes again are left to it (``record_program(defer=True)``)."""
-    from dataclasses import replace
-
     from nkieval.sim.errors import NkiValidationError
     from nkieval.sim.options import SimOptions
     from nkieval.sim.program import ArgSpec, record_program
 
     try:
         args = [ArgSpec(tuple(a["shape"]), a["dtype"]) for a in shape["args"]]
-        # no trace kept: the program is the answer, and the judge's replay makes the trace it uses (and
-        # judges capacity on it, by live range, as an eager run does); recording is about a fifth cheaper without
-        # one. Without a trace the allocator would judge capacity at each allocation instead (every tile still
-        # referenced counting, dead or not): a false rejection, so the recording leaves capacity to the replay
-        opts = replace(SimOptions.from_env(max_instructions=int(req["max_instructions"]), record_trace=False,
-                                           **entry.options), capacity_check="off")
+        # no trace kept: the program is the answer, and the judge's replay makes the trace it uses (and judges
+        # on-chip capacity on it, as record_program leaves it to do); recording is about a fifth cheaper without one
+        opts = SimOptions.from_env(max_instructions=int(req["max_instructions"]), record_trace=False,
+                                   **entry.options)
         rec = record_program(entry.fn, args, dict(shape["params"]), target=req["target"], options=opts,
                              lnc=entry.lnc, grid=entry.grid, defer=defer)
         return {"status": "ok"}, rec.program.to_json().encode()

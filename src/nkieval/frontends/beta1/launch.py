@@ -316,11 +316,9 @@ def _replayed(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, A
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         try:
-            # (no trace, so no capacity judged by live range: on-chip capacity is left to the replay, which judges
-            # it as the eager run does; recorded without a trace, every allocation over capacity would warn)
+            # (no trace: the replay makes the one kept, and judges on-chip capacity on it as the eager run does)
             program = record_program(_Entry(fn), [spec(a) for a in args], {k: spec(v) for k, v in kwargs.items()},
-                                     target=target, options=replace(options, record_trace=False, capacity_check="off"),
-                                     grid=grid).program
+                                     target=target, options=replace(options, record_trace=False), grid=grid).program
             compile_program(program)
         except Exception:  # (e.g. a kernel whose Python reads tensor values: an eager run computes them)
             return None

@@ -530,7 +530,12 @@ def record_program(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     ``defer``: the instructions the judge's replay would check again are recorded without running them, where the
     kernel's Python could not have caught what they raise (:meth:`Recorder.defers`): the same program, recorded
     faster, where the kernel breaks no rule; where it does, the program goes on past the instruction that would
-    have raised, and the replay raises there. For the judge's tracer (``nkieval.review.tracer``)."""
+    have raised, and the replay raises there. For the judge's tracer (``nkieval.review.tracer``).
+
+    On-chip capacity is not judged here (``capacity_check`` is set to "off"): it is the replay's to judge, on
+    the replay's trace by live range, as an eager run judges it. A recording without a trace could judge it only
+    at each allocation, counting every tile still referenced, dead or not: a false rejection of a kernel that
+    holds tiles past their last use."""
     if defer and compute_values:
         raise ValueError("a recording that computes values runs every instruction (defer=False)")
     from dataclasses import replace
@@ -538,7 +543,7 @@ def record_program(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     from nkieval.sim.options import SimOptions
     from nkieval.sim.runner import run_kernel
 
-    options = replace(options or SimOptions.from_env(), compute_values=compute_values)
+    options = replace(options or SimOptions.from_env(), compute_values=compute_values, capacity_check="off")
 
     placeholders = [a.placeholder() if isinstance(a, ArgSpec) else a for a in args]
     kw = {k: (v.placeholder() if isinstance(v, ArgSpec) else v) for k, v in (kwargs or {}).items()}
