@@ -43,22 +43,22 @@ def threshold() -> int:
 
 
 @contextmanager
-def may_restart(armed: bool) -> Iterator[None]:
-    """Within, on this thread, a large on-chip declaration raises :class:`NeedsReplay` (if ``armed``)."""
-    prev = getattr(_ARMED, "on", False)
-    _ARMED.on = armed
+def may_restart(limit: int) -> Iterator[None]:
+    """Within, on this thread, an on-chip declaration of ``limit`` bytes or more raises :class:`NeedsReplay`
+    (``limit`` 0: none does). The limit is read once per launch (:func:`threshold`), not per declaration."""
+    prev = getattr(_ARMED, "limit", 0)
+    _ARMED.limit = limit
     try:
         yield
     finally:
-        _ARMED.on = prev
+        _ARMED.limit = prev
 
 
 def check_declaration(nbytes: int) -> None:
     """Called by the front end as a kernel declares an on-chip tensor of ``nbytes``."""
-    if getattr(_ARMED, "on", False):
-        limit = threshold()
-        if limit and nbytes >= limit:
-            raise NeedsReplay(f"an on-chip tensor of {nbytes} bytes")
+    limit = getattr(_ARMED, "limit", 0)
+    if limit and nbytes >= limit:
+        raise NeedsReplay(f"an on-chip tensor of {nbytes} bytes")
 
 
 def replayable(args: Any, kwargs: dict[str, Any]) -> bool:
