@@ -268,3 +268,34 @@ def test_nbytes_follows_the_kept_blocks_and_variant_outputs():
     with pc._lock:
         pc._variant_outputs["v2"] = None  # (a variant that raised: nothing kept)
     assert pc.nbytes() == walked() == before + 8000
+
+
+def test_an_elementwise_bound_is_one_array_and_its_ratios_are_computed_once():
+    """Where the probabilistic bound equals the worst-case one element for element (an elementwise op: no sum whose
+    errors could cancel), a block keeps one array for both and folds one ratio array: the two bounds' margins and
+    exceedances are then equal by construction, and each counts exactly the elements put out of bounds; a
+    contraction keeps its tighter probabilistic bound apart."""
+    from nkieval.numerics.stream import compact_block
+
+    rng = np.random.default_rng(4)
+    a, b = (rng.standard_normal(5000).astype(np.float32) for _ in range(2))
+    fp32 = PrecisionRecipe(inputs=("fp32", "fp32"), accumulate="fp32", output="fp32")
+    pc = PreparedCheck([a, b], "add", fp32, input_family="normal", keep_blocks=True, block_elems=1024)
+    blocks = list(pc._blocks(0))
+    assert blocks and all(blk.prb_is_det and blk.bb.tau_prb is blk.bb.tau_det for blk in blocks)
+    good = a + b
+    bad = good.copy()
+    bad[[3, 1500, 2047, 2048, 4999]] += 1.0
+    v_good, v_bad = pc.check(good), pc.check(bad)
+    assert v_good.status == "pass" and v_bad.status == "fail"
+    m = v_bad.metrics
+    assert m.exceed_det == m.exceed_prb == 5 and m.margin_det == m.margin_prb > 1
+    for out in (good, bad):  # the lean check agrees with the full one where it passes
+        pc._memo.clear()
+        assert pc.check(out, lean=True).status == pc.check(out).status
+
+    inputs, _ = _mm_case()
+    mm = PreparedCheck(inputs, "matmul", BF16_MM, input_family="normal", keep_blocks=False, block_elems=512)
+    raw = list(mm._blocks(0))
+    assert raw and not any(blk.prb_is_det for blk in raw)
+    assert all(compact_block(blk).bb.tau_prb is not compact_block(blk).bb.tau_det for blk in raw)

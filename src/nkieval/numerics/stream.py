@@ -223,6 +223,9 @@ class _Block:
     sum_y2: float
     det_bad: np.ndarray | None
     prb_bad: np.ndarray | None
+    #: the probabilistic bound is the worst-case one, element for element (every elementwise op's: no sum whose
+    #: error could cancel): both ratios are then the same array, computed once
+    prb_is_det: bool
     exact_any: bool
     exact_nz: np.ndarray | None
     exact_nz_any: bool
@@ -279,7 +282,8 @@ def _make_block(e0: int, ob: OracleBlock, bb: BoundsBlock, recipe: PrecisionReci
             n_contract = int(bb.contract.sum())
         ay = np.abs(y)
         det_bad = ~(bb.tau_det > 0)
-        prb_bad = ~(bb.tau_prb > 0)
+        prb_is_det = bb.tau_prb is bb.tau_det or bool(np.array_equal(bb.tau_prb, bb.tau_det, equal_nan=True))
+        prb_bad = det_bad if prb_is_det else ~(bb.tau_prb > 0)
         exact_nz = None if bb.exact is None else bb.exact & (y_out != 0)
         sig = bb.sigma
         sig_fin = None if sig is None else np.isfinite(sig)
@@ -304,6 +308,7 @@ def _make_block(e0: int, ob: OracleBlock, bb: BoundsBlock, recipe: PrecisionReci
             y_zero=bool((ay == 0).any() or np.isnan(ay).any()),
             ulp_y=ulp_key(y_out, out), sum_y2=float(np.sum(y * y)),
             det_bad=det_bad if det_bad.any() else None, prb_bad=prb_bad if prb_bad.any() else None,
+            prb_is_det=prb_is_det,
             exact_any=bool(bb.exact is not None and bb.exact.any()), exact_nz=exact_nz,
             exact_nz_any=bool(exact_nz is not None and exact_nz.any()), sig_fin=sig_fin, sig_fin_all=sig_fin_all,
             sg_all=sg_all, sig_sum2=float(np.sum(sg_all * sg_all)) if sg_all is not None else 0.0,
@@ -348,6 +353,8 @@ def compact_block(blk: _Block) -> _Block:
       keys in int32 where they fit (read only to be subtracted from int64 keys)."""
     n = blk.y.size
     bb, changes = blk.bb, {}
+    if blk.prb_is_det and bb.tau_prb is not bb.tau_det:
+        bb = changes["bb"] = replace(bb, tau_prb=bb.tau_det)
     if bb.terms and len(bb.terms) < 256:
         changes["term_names"] = tuple(bb.terms)
         changes["dominant"] = _dominant_index(bb.terms, n) if len(bb.terms) > 1 else np.zeros(1, np.uint8)
@@ -512,7 +519,7 @@ class _Stream:
         exact_bad = self._fold_exact(blk, got, out, ex) if ex_any else None
         n_exact_bad = 0 if exact_bad is None else int(np.count_nonzero(exact_bad))
         r_det = _ratio_pre(e, bb.tau_det, blk.det_bad, None if all_ne else ne)
-        r_prb = _ratio_pre(e, bb.tau_prb, blk.prb_bad, None if all_ne else ne)
+        r_prb = r_det if blk.prb_is_det else _ratio_pre(e, bb.tau_prb, blk.prb_bad, None if all_ne else ne)
         if exact_bad is not None:
             r_det[exact_bad] = np.inf
             r_prb[exact_bad] = np.inf
@@ -521,15 +528,22 @@ class _Stream:
         # largest ratio is not "within": counted as before)
         over_det = over_prb = None
         if nblk:
-            m_det, m_prb = float(r_det.max()), float(r_prb.max())
+            m_det = float(r_det.max())
+            m_prb = m_det if r_prb is r_det else float(r_prb.max())
             self.margin_det = max(self.margin_det, m_det)
             self.margin_prb = max(self.margin_prb, m_prb)
+            n_det = 0
             if not m_det <= 1:
                 over_det = r_det > 1
-                self.exceed_det += int(np.count_nonzero(over_det)) - n_exact_bad
+                n_det = int(np.count_nonzero(over_det)) - n_exact_bad
+                self.exceed_det += n_det
             if not m_prb <= 1:
-                over_prb = r_prb > 1
-                self.exceed_prb += int(np.count_nonzero(over_prb)) - n_exact_bad
+                if r_prb is r_det:
+                    over_prb = over_det
+                    self.exceed_prb += n_det
+                else:
+                    over_prb = r_prb > 1
+                    self.exceed_prb += int(np.count_nonzero(over_prb)) - n_exact_bad
         tau_gate = bb.tau_prb if self.statistical else bb.tau_det
         if nblk and not self.lean and (all_cmp or cmp_.any()):
             self._fold_plain(blk, got, out, raw, e, ci, ex, tau_gate)
