@@ -354,7 +354,7 @@ def _k_tiles(hold_all_to_the_end: bool):
     def kernel(a):
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         held = []
-        for i in range(4):  # four [128, 16384] fp32 tiles: 64 KiB of the 192 KiB partition each
+        for _ in range(4):  # four [128, 16384] fp32 tiles: 64 KiB of the 192 KiB partition each
             t = nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.sbuf)
             nisa.dma_copy(dst=t, src=a)
             held.append(t)  # referenced to the end; used only in its own iteration unless hold_all_to_the_end
