@@ -260,7 +260,8 @@ class Kernel:
         options = self.options.get("sim_options") or default_sim_options()
         result: RunResult | None = None
         try:
-            with restart.may_restart(restart.threshold() if restart.replayable(args, kwargs) else 0):
+            limit = restart.threshold()  # (0: never restart, and the arguments are not looked at)
+            with restart.may_restart(limit if limit and restart.replayable(args, kwargs) else 0):
                 result = self._eager(args, kwargs, target, options)
         except restart.NeedsReplay:
             pass  # (out of the handler first: its traceback holds the abandoned run's tensors)
